@@ -1,0 +1,35 @@
+# Both targets create their own virtual environment; nothing else is assumed installed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,langfuse,postgres]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tracejudge --store sqlite:///.tracejudge/demo.db demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check tracejudge collectors tests benchmarks examples
+	$(BIN)/ruff format --check tracejudge collectors
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_intake.py
+	$(BIN)/python benchmarks/bench_triage.py
+
+clean:
+	rm -rf $(VENV) .tracejudge .pytest_cache .mypy_cache .ruff_cache

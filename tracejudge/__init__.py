@@ -1,0 +1,7 @@
+"""tracejudge: localize why a retrieval-augmented agent answered wrong, from its traces."""
+
+from tracejudge._errors import InputError, MissingDependencyError, StoreError, TracejudgeError
+
+__version__ = "0.1.0"
+
+__all__ = ["InputError", "MissingDependencyError", "StoreError", "TracejudgeError", "__version__"]

@@ -1,0 +1,39 @@
+"""One root for every exception tracejudge raises; each says what to do next."""
+
+from __future__ import annotations
+
+
+class TracejudgeError(Exception):
+    """Root of tracejudge's exceptions. ``hint`` tells the user what to do next."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  → {self.hint}" if self.hint else self.message
+
+
+class InputError(TracejudgeError):
+    """A file or argument the user gave cannot be used (exit code 2)."""
+
+    exit_code = 2
+
+
+class StoreError(TracejudgeError):
+    """The store cannot be opened or written."""
+
+
+class MissingDependencyError(TracejudgeError):
+    """An optional third-party package is needed for this command."""
+
+    exit_code = 2
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"this needs the Python package {package!r}, which is not installed",
+            hint=f"pip install 'tracejudge[{extra}]'",
+        )

@@ -1,0 +1,78 @@
+"""Thin click commands: parse, call one library function, render."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+import click
+
+from tracejudge import __version__
+from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._traces import traces
+from tracejudge.store import resolve_store_url
+
+__all__ = ["App", "cli", "handle_errors", "main", "pass_app", "print_json"]
+
+
+class _CollectGroup(click.Group):
+    """``collect`` subcommands come from the ``tracejudge.collectors`` entry points."""
+
+    def _load(self) -> None:
+        if getattr(self, "_loaded", False):
+            return
+        self._loaded = True
+        for ep in entry_points(group="tracejudge.collectors"):
+            if ep.name in self.commands:
+                continue
+            try:
+                cmd = ep.load()
+            except ImportError as exc:
+                self.add_command(_broken(ep.name, str(exc)))
+                continue
+            self.add_command(cmd, ep.name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return sorted(self.commands)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load()
+        return self.commands.get(cmd_name)
+
+
+def _broken(name: str, why: str) -> click.Command:
+    @click.command(name, help=f"(unavailable: {why})")
+    def cmd() -> None:
+        raise click.ClickException(f"the {name} collector cannot load: {why}; reinstall tracejudge")
+
+    return cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracejudge")
+@click.option(
+    "--store",
+    "store",
+    default=None,
+    metavar="URL",
+    help="Store URL (default sqlite:///.tracejudge/tracejudge.db; env TRACEJUDGE_STORE).",
+)
+@click.pass_context
+def cli(ctx: click.Context, store: str | None) -> None:
+    """tracejudge: find why a retrieval-augmented agent answered wrong, from its traces."""
+    app = App(store_url=resolve_store_url(store))
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+@cli.group(cls=_CollectGroup)
+def collect() -> None:
+    """Bring traces into the store (OTLP receiver, OTLP files, Langfuse, Phoenix)."""
+
+
+cli.add_command(traces)
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="tracejudge")

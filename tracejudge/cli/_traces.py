@@ -1,0 +1,133 @@
+"""``tracejudge traces``: list and show stored traces."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+from rich.tree import Tree
+
+from tracejudge._errors import InputError
+from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.normalize import normalize
+from tracejudge.schema import TaskRecord
+
+
+def load_task(app: App, trace_id: str) -> TaskRecord:
+    spans = app.store.get_spans(trace_id.lower())
+    if not spans:
+        raise InputError(
+            f"no spans stored for trace {trace_id}",
+            hint="run `tracejudge traces list` to see stored traces, or collect the trace first",
+        )
+    return normalize(spans)
+
+
+@click.group()
+def traces() -> None:
+    """Inspect the traces in the store."""
+
+
+@traces.command("list")
+@click.option("--limit", type=int, default=50, show_default=True, help="At most this many traces.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@handle_errors
+def list_cmd(app: App, limit: int, as_json: bool) -> None:
+    """List stored traces, newest first."""
+    rows = app.store.list_traces(limit=limit)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in rows])
+        return
+    if not rows:
+        app.console.print("no traces stored yet: collect some with `tracejudge collect otlp` or `collect file`")
+        return
+    table = Table("trace_id", "name", "spans", "start", "duration", "source")
+    for r in rows:
+        dur = (
+            f"{(r.end_time - r.start_time).total_seconds() * 1000:.0f} ms"
+            if r.start_time and r.end_time
+            else "-"
+        )
+        table.add_row(
+            r.trace_id,
+            r.name or "-",
+            str(r.span_count),
+            r.start_time.isoformat(timespec="seconds") if r.start_time else "-",
+            dur,
+            ",".join(r.sources),
+        )
+    app.console.print(table)
+
+
+def _short(text: str | None, n: int = 90) -> str:
+    if text is None:
+        return "[dim]<not recorded>[/dim]"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def render_task_tree(task: TaskRecord) -> Tree:
+    """A readable tree of the task record: spans nested, each with what it did."""
+    from rich.markup import escape
+
+    root = Tree(f"[bold]trace {task.trace_id}[/bold]  {escape(task.name or '')}")
+    by_span_retrieval = {r.span_id: r for r in task.retrievals}
+    by_span_model = {m.span_id: m for m in task.model_calls}
+    by_span_tool = {t.span_id: t for t in task.tool_calls}
+    by_span_ctx = {c.span_id: c for c in task.context_assemblies}
+    children: dict[str | None, list[str]] = {}
+    known = {s.span_id for s in task.spans}
+    for s in task.spans:
+        parent = s.parent_span_id if s.parent_span_id in known else None
+        children.setdefault(parent, []).append(s.span_id)
+    nodes = {s.span_id: s for s in task.spans}
+
+    def add(tree: Tree, span_id: str) -> None:
+        s = nodes[span_id]
+        status = " [red]ERROR[/red]" if s.status == "error" else ""
+        branch = tree.add(f"[cyan]{s.step}[/cyan] {escape(s.name)} [dim]{s.span_id}[/dim]{status}")
+        if (r := by_span_retrieval.get(span_id)) is not None:
+            branch.add(f"query: {escape(_short(r.query))}")
+            if r.filter is not None:
+                branch.add(f"filter: {escape(_short(str(r.filter)))}")
+            if r.principal:
+                branch.add(f"principal: {escape(r.principal)}")
+            for d in r.documents:
+                ver = f"@{d.version}" if d.version else ""
+                branch.add(f"doc {escape(str(d.doc_id))}{escape(ver)} score={d.score}: {escape(_short(d.content, 60))}")
+        if (m := by_span_model.get(span_id)) is not None:
+            branch.add(f"model: {escape(m.model or '-')}")
+            for msg in m.input_messages:
+                branch.add(f"{escape(msg.role)}: {escape(_short(msg.content))}")
+            branch.add(f"[green]output[/green]: {escape(_short(m.output_text))}")
+        if (t := by_span_tool.get(span_id)) is not None:
+            branch.add(f"args: {escape(_short(str(t.arguments)))}")
+            branch.add(f"result: {escape(_short(str(t.result)))}")
+        if (c := by_span_ctx.get(span_id)) is not None:
+            branch.add(f"included: {escape(', '.join(c.included) or '-')}")
+            if c.dropped:
+                branch.add(f"[yellow]dropped[/yellow]: {escape(', '.join(c.dropped))}")
+        for child in children.get(span_id, []):
+            add(branch, child)
+
+    for top in children.get(None, []):
+        add(root, top)
+    if task.final_answer is not None:
+        root.add(f"[bold]answer[/bold]: {escape(_short(task.final_answer, 200))}")
+    for g in task.gaps:
+        root.add(f"[yellow]gap[/yellow] {g.kind}: {escape(g.detail)}")
+    return root
+
+
+@traces.command("show")
+@click.argument("trace_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the full task record as JSON.")
+@pass_app
+@handle_errors
+def show_cmd(app: App, trace_id: str, as_json: bool) -> None:
+    """Show one trace's task record as a tree (or JSON)."""
+    task = load_task(app, trace_id)
+    if as_json:
+        print_json(task)
+        return
+    app.console.print(render_task_tree(task))

@@ -1,0 +1,78 @@
+"""Raw spans as collected, before any interpretation."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+SpanSource = Literal["otlp", "file", "langfuse", "phoenix"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SpanEvent(_Frozen):
+    """An event recorded on a span (for example OpenLLMetry's ``db.query.result``)."""
+
+    name: str
+    """Event name as sent."""
+    time_unix_nano: int = 0
+    """When the event happened, nanoseconds since the Unix epoch (0 when unknown)."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Event attributes, decoded to plain JSON values."""
+
+
+class SpanLink(_Frozen):
+    """A link from a span to another span."""
+
+    trace_id: str
+    """Linked trace id, 32 lowercase hex characters."""
+    span_id: str
+    """Linked span id, 16 lowercase hex characters."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Link attributes, decoded to plain JSON values."""
+
+
+class RawSpan(_Frozen):
+    """One span exactly as a collector received it, with attribute values decoded to JSON values.
+
+    Structured OTLP values (arrays, key-value lists) become lists and dicts; strings stay strings
+    (JSON inside a string is parsed later, by the normalizer, which knows which keys carry JSON).
+    """
+
+    trace_id: str
+    """Trace id, 32 lowercase hex characters."""
+    span_id: str
+    """Span id, 16 lowercase hex characters."""
+    parent_span_id: str | None = None
+    """Parent span id, or None for a root span."""
+    name: str = ""
+    """Span name."""
+    kind: int = 0
+    """OTLP span kind: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer."""
+    start_time_unix_nano: int = 0
+    """Start, nanoseconds since the Unix epoch."""
+    end_time_unix_nano: int = 0
+    """End, nanoseconds since the Unix epoch."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Span attributes, decoded to plain JSON values."""
+    events: tuple[SpanEvent, ...] = ()
+    """Span events in recorded order."""
+    links: tuple[SpanLink, ...] = ()
+    """Span links."""
+    status_code: int = 0
+    """OTLP status: 0 unset, 1 ok, 2 error."""
+    status_message: str = ""
+    """Status description, if any."""
+    resource: dict[str, Any] = Field(default_factory=dict)
+    """Resource attributes of the process that produced the span."""
+    scope_name: str = ""
+    """Instrumentation scope name (which library produced the span)."""
+    scope_version: str = ""
+    """Instrumentation scope version."""
+    source: SpanSource = "otlp"
+    """Which collector brought the span in."""

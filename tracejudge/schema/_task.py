@@ -1,0 +1,253 @@
+"""The normalized task record: what the agent had and did, whatever convention traced it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
+
+StepKind = Literal[
+    "agent", "chain", "retrieval", "rerank", "context", "model", "tool", "embedding", "guardrail", "other"
+]
+
+
+class Document(_Frozen):
+    """A document a retriever returned (or a reranker received or kept)."""
+
+    doc_id: str | None
+    """Document identity: metadata ``doc_id``/``document_id``/``source``, else the document id."""
+    version: str | None = None
+    """Document version from metadata ``version``, if recorded."""
+    raw_id: str | None = None
+    """The document id field as recorded, before metadata overrode it."""
+    content: str | None = None
+    """Document text, or None when it was not recorded or was redacted."""
+    score: float | None = None
+    """Retriever or reranker score."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Document metadata, parsed from JSON when it arrived as a string."""
+    position: int = 0
+    """Zero-based rank in the returned list."""
+
+
+class Candidate(_Frozen):
+    """A document the retriever considered before filtering (``tracejudge.retrieval.candidates``)."""
+
+    doc_id: str
+    """Document identity."""
+    version: str | None = None
+    """Document version, if recorded."""
+    score: float | None = None
+    """Score before filtering, if recorded."""
+    excluded_by: Literal["filter", "permission", "rank"] | None = None
+    """Why it was not returned; None when it was returned."""
+
+
+class RetrievalCall(_Frozen):
+    """One retrieval call: a retriever span (or a group of them, e.g. a retriever with a vector-store child)."""
+
+    span_id: str
+    """The retriever span the call is anchored on."""
+    span_ids: tuple[str, ...] = ()
+    """Every span that contributed (the retriever and its vector-store/embedding children)."""
+    name: str = ""
+    """Span name."""
+    query: str | None = None
+    """Query text, if recorded."""
+    documents: tuple[Document, ...] = ()
+    """Documents returned, in rank order."""
+    documents_recorded: bool = True
+    """False when the span did not record what it returned."""
+    filter: Any = None
+    """The metadata filter, parsed to JSON values (equality map or ``$``-operators); None if not recorded."""
+    filter_raw: str | None = None
+    """The filter as recorded, when it had to be parsed from a string."""
+    principal: str | None = None
+    """Who the retrieval ran as (``tracejudge.retrieval.principal``)."""
+    candidates: tuple[Candidate, ...] | None = None
+    """Candidates before filtering, when recorded; None when not recorded."""
+    top_k: int | None = None
+    """Requested number of results, if recorded."""
+    data_source: str | None = None
+    """Index or data source id, if recorded."""
+    start_time: datetime | None = None
+    """When the call started."""
+
+
+class Reranking(_Frozen):
+    """A reranker step."""
+
+    span_id: str
+    """The reranker span."""
+    query: str | None = None
+    """Query text, if recorded."""
+    input_documents: tuple[Document, ...] = ()
+    """Documents given to the reranker."""
+    output_documents: tuple[Document, ...] = ()
+    """Documents the reranker kept, in order."""
+    top_k: int | None = None
+    """How many it was asked to keep."""
+
+
+class ContextAssembly(_Frozen):
+    """A context-assembly step (``tracejudge.context.*`` attributes, or a span named like a context builder)."""
+
+    span_id: str
+    """The span."""
+    name: str = ""
+    """Span name."""
+    included: tuple[str, ...] = ()
+    """Document identities (``doc_id`` or ``doc_id@version``) put into the context."""
+    dropped: tuple[str, ...] = ()
+    """Document identities left out (budget, compression, dedup)."""
+    budget: int | None = None
+    """Token or character budget, if recorded."""
+    output: str | None = None
+    """The assembled context text, if recorded."""
+
+
+class Message(_Frozen):
+    """One chat message, whatever dialect recorded it."""
+
+    role: str
+    """system, user, assistant, tool, ..."""
+    content: str | None
+    """Text content (text parts joined); None when not recorded."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """Tool calls requested in this message: ``{"id", "name", "arguments"}``."""
+    redacted: bool = False
+    """True when the content was redacted (for example OpenInference ``__REDACTED__``)."""
+
+
+class ModelCall(_Frozen):
+    """One LLM call."""
+
+    span_id: str
+    """The LLM span."""
+    name: str = ""
+    """Span name."""
+    model: str | None = None
+    """Model name (response model, else request model)."""
+    system_instructions: str | None = None
+    """System instructions recorded apart from the messages (``gen_ai.system_instructions``)."""
+    input_messages: tuple[Message, ...] = ()
+    """Input messages in send order."""
+    output_messages: tuple[Message, ...] = ()
+    """Output messages (one per choice)."""
+    input_recorded: bool = False
+    """True when any input content was recorded."""
+    input_redacted: bool = False
+    """True when the input was recorded but (partly) redacted."""
+    output_recorded: bool = False
+    """True when any output content was recorded."""
+    input_text: str = ""
+    """Every recorded input text (system instructions, messages, prompt) joined: what the checks search."""
+    output_text: str | None = None
+    """The output text (first choice), None when not recorded."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Token usage: input, output, total."""
+    start_time: datetime | None = None
+    """When the call started."""
+
+
+class ToolCall(_Frozen):
+    """One tool execution."""
+
+    span_id: str
+    """The tool span."""
+    name: str
+    """Tool name."""
+    call_id: str | None = None
+    """Tool call id linking it to the model's request."""
+    arguments: Any = None
+    """Arguments, parsed from JSON when possible."""
+    result: Any = None
+    """Result, parsed from JSON when possible."""
+    start_time: datetime | None = None
+    """When the call started."""
+
+
+class Gap(_Frozen):
+    """Something the trace did not record, or recorded redacted: what a check may need and not have."""
+
+    kind: Literal[
+        "no_retrieval_span",
+        "retrieval_documents_not_recorded",
+        "retrieval_content_not_recorded",
+        "no_model_span",
+        "model_input_not_recorded",
+        "model_input_redacted",
+        "model_output_not_recorded",
+        "model_output_redacted",
+        "no_final_answer",
+        "missing_parent",
+        "attribute_unparseable",
+    ]
+    """What is missing."""
+    span_id: str | None = None
+    """The span concerned, if any."""
+    detail: str = ""
+    """Human-readable detail."""
+
+
+class SpanNode(_Frozen):
+    """A span in the task tree, as shown by ``traces show``."""
+
+    span_id: str
+    """Span id."""
+    parent_span_id: str | None
+    """Parent span id (None for roots, or when the parent never arrived)."""
+    name: str
+    """Span name."""
+    step: StepKind
+    """What the span does, across conventions."""
+    start_time: datetime | None
+    """Start."""
+    end_time: datetime | None
+    """End."""
+    status: Literal["unset", "ok", "error"] = "unset"
+    """Span status."""
+    convention: str = ""
+    """Which convention the span was read with (openinference, gen_ai, openllmetry, langfuse, ...)."""
+
+
+class TaskRecord(_Frozen):
+    """What the agent had at task time and what it did, rebuilt from one trace's spans."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this record's layout."""
+    trace_id: str
+    """Trace id."""
+    name: str | None = None
+    """Trace name (root span name, or Langfuse trace name)."""
+    start_time: datetime | None = None
+    """Start of the earliest span."""
+    end_time: datetime | None = None
+    """End of the latest span."""
+    duration_ms: float | None = None
+    """End minus start, in milliseconds."""
+    input: str | None = None
+    """The user's request (root span input, else the last user message of the first model call)."""
+    final_answer: str | None = None
+    """The final answer (root span output, else the last model call's output)."""
+    final_answer_span_id: str | None = None
+    """The span the final answer was read from."""
+    retrievals: tuple[RetrievalCall, ...] = ()
+    """Retrieval calls in start order."""
+    rerankings: tuple[Reranking, ...] = ()
+    """Reranker steps in start order."""
+    context_assemblies: tuple[ContextAssembly, ...] = ()
+    """Context-assembly steps in start order."""
+    model_calls: tuple[ModelCall, ...] = ()
+    """LLM calls in start order."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool executions in start order."""
+    spans: tuple[SpanNode, ...] = ()
+    """Every span, in start order, for the tree view."""
+    gaps: tuple[Gap, ...] = ()
+    """What was not recorded or was redacted."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Trace-level facts: service name, session, user, tags, environment."""

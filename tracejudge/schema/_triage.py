@@ -1,0 +1,147 @@
+"""Tickets, the index manifest, and the triage report (DESIGN 5.2, 5.3, 5.5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
+
+Verdict = Literal[
+    "not_indexed",
+    "filtered",
+    "not_retrieved",
+    "dropped_in_context",
+    "ignored_by_model",
+    "no_fault",
+    "unconfirmed",
+    "basis_not_in_effect",
+]
+StageName = Literal["indexed", "retrieved", "in_context", "used_by_model"]
+StageStatus = Literal["pass", "fail", "unconfirmed", "skipped"]
+Cause = Literal["filter", "permission", "rank"]
+
+
+class Material(_Frozen):
+    """A piece of applicable (or superseded) material named by a ticket."""
+
+    doc_id: str
+    """Document identity."""
+    version: str | None = None
+    """Version; None matches any version."""
+    clause: str | None = None
+    """Text that must reach the model."""
+    facts: dict[str, Any] = Field(default_factory=dict)
+    """Values the answer must agree with (required) or would show the stale material was used (superseded)."""
+
+
+class Ticket(_Frozen):
+    """Verified feedback on one trace: what should have been used."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    ticket: str | None = None
+    """Ticket id."""
+    trace_id: str | None = None
+    """The trace the ticket is about (may be given on the command line instead)."""
+    task_time: datetime | None = None
+    """When the task ran; default: the trace's start."""
+    feedback: str = ""
+    """Free text of the verified report."""
+    verified_by: str | None = None
+    """Who verified it."""
+    required: tuple[Material, ...]
+    """The applicable basis."""
+    superseded: tuple[Material, ...] = ()
+    """Stale material the agent may have used."""
+
+
+class ManifestEntry(_Frozen):
+    """One document version in the index manifest."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    doc_id: str
+    """Document identity."""
+    version: str | None = None
+    """Version."""
+    effective_from: datetime | None = None
+    """When the material took effect."""
+    effective_to: datetime | None = None
+    """When it stopped applying (None: still applies)."""
+    indexed_at: datetime | None = None
+    """When it was indexed (None: never)."""
+    removed_at: datetime | None = None
+    """When it was removed from the index (None: never)."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Metadata the retriever filters on."""
+    acl: tuple[str, ...] | None = None
+    """Principals allowed to retrieve it (None: unrestricted)."""
+    content: str | None = None
+    """The document text, when the manifest carries it."""
+
+
+class Evidence(_Frozen):
+    """A pointer into the trace backing a stage's status."""
+
+    span_id: str | None = None
+    """The span, if the evidence is in the trace (None for manifest or ticket evidence)."""
+    note: str
+    """What the span (or record) shows, with a short excerpt."""
+
+
+class StageResult(_Frozen):
+    """One of the four checks for one material."""
+
+    name: StageName
+    """Which check."""
+    status: StageStatus
+    """pass, fail, unconfirmed or skipped."""
+    detail: str = ""
+    """One-line explanation."""
+    cause: Cause | None = None
+    """For a failed ``retrieved`` stage: filter, permission or rank."""
+    evidence: tuple[Evidence, ...] = ()
+    """What the status rests on."""
+    missing: tuple[str, ...] = ()
+    """Records that would settle an unconfirmed stage."""
+
+
+class MaterialResult(_Frozen):
+    """The four checks for one required material."""
+
+    doc_id: str
+    """Document identity."""
+    version: str | None
+    """Version."""
+    verdict: Verdict
+    """Verdict for this material alone."""
+    cause: Cause | None = None
+    """Cause of a filtered / not_retrieved verdict."""
+    stages: tuple[StageResult, ...]
+    """The four stages in pipeline order."""
+
+
+class Localization(_Frozen):
+    """The triage report (DESIGN 5.5)."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this report's layout."""
+    ticket: str | None = None
+    """Ticket id."""
+    trace_id: str
+    """The trace triaged."""
+    task_time: datetime | None
+    """The time the checks were judged at."""
+    verdict: Verdict
+    """Overall verdict: the earliest fault in pipeline order across materials."""
+    cause: Cause | None = None
+    """Cause of a filtered / not_retrieved verdict."""
+    summary: str = ""
+    """One-line explanation for people."""
+    stages: tuple[StageResult, ...]
+    """Stages of the material that decided the verdict."""
+    materials: tuple[MaterialResult, ...] = ()
+    """Per-material results when the ticket names several."""

@@ -1,0 +1,64 @@
+"""The store protocol: every backend (SQLite, PostgreSQL, in-memory) answers these calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from tracejudge.schema import RawSpan
+
+
+class TraceSummary(BaseModel):
+    """A line of ``traces list``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    """Trace id."""
+    name: str | None
+    """Root span name, if the root arrived."""
+    span_count: int
+    """Spans stored for the trace."""
+    start_time: datetime | None
+    """Earliest span start."""
+    end_time: datetime | None
+    """Latest span end."""
+    sources: tuple[str, ...]
+    """Collectors the spans came from."""
+
+
+class Store(Protocol):
+    """Where raw spans and run state live."""
+
+    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+        """Store spans in one transaction; a span already stored is kept as it was. Returns how many were new."""
+        ...
+
+    def get_spans(self, trace_id: str) -> list[RawSpan]:
+        """Every stored span of one trace, in start order (empty when unknown)."""
+        ...
+
+    def list_traces(
+        self, *, limit: int | None = None, since: datetime | None = None
+    ) -> list[TraceSummary]:
+        """Traces, newest first."""
+        ...
+
+    def iter_trace_ids(self) -> Iterator[str]:
+        """Every trace id, oldest first, streamed."""
+        ...
+
+    def get_meta(self, key: str) -> str | None:
+        """A small piece of state (watermarks, cursors)."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a piece of state."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...

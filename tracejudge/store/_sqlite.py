@@ -1,0 +1,219 @@
+"""SQLite store, the embedded default. The SQL stays within what PostgreSQL also accepts."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tracejudge._errors import StoreError
+from tracejudge.schema import RawSpan
+from tracejudge.store._protocol import TraceSummary
+
+# Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS spans (
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        name TEXT NOT NULL,
+        start_ns BIGINT NOT NULL,
+        end_ns BIGINT NOT NULL,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        PRIMARY KEY (trace_id, span_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS spans_start ON spans (start_ns)",
+    """CREATE TABLE IF NOT EXISTS traces (
+        trace_id TEXT PRIMARY KEY,
+        name TEXT,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        span_count BIGINT NOT NULL DEFAULT 0,
+        sources TEXT NOT NULL DEFAULT '',
+        first_seen TEXT NOT NULL,
+        seq BIGINT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS schema_info (version BIGINT NOT NULL)",
+)
+_SCHEMA_VERSION = 1
+
+
+def _ns_to_dt(ns: int | None) -> datetime | None:
+    if not ns:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+class SqliteStore:
+    """Store on a SQLite file (or ``:memory:``). Thread-safe: one connection behind a lock."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a span is on disk before the receiver acknowledges it.
+            self._conn.execute("PRAGMA synchronous=FULL")
+            for stmt in _DDL:
+                self._conn.execute(stmt)
+            row = self._conn.execute("SELECT version FROM schema_info").fetchone()
+            if row is None:
+                self._conn.execute("INSERT INTO schema_info (version) VALUES (?)", (_SCHEMA_VERSION,))
+            elif int(row[0]) > _SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store {self.path} has schema version {row[0]}, newer than this tracejudge knows",
+                    hint="upgrade tracejudge, or point --store at another file",
+                )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"cannot open the store {self.path}: {exc}",
+                hint="check the path given with --store / TRACEJUDGE_STORE is a tracejudge SQLite file",
+            ) from exc
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+        rows = [
+            (
+                s.trace_id,
+                s.span_id,
+                s.parent_span_id,
+                s.name,
+                s.start_time_unix_nano,
+                s.end_time_unix_nano,
+                s.source,
+                s.model_dump_json(),
+            )
+            for s in spans
+        ]
+        if not rows:
+            return 0
+        now = datetime.now(UTC).isoformat()
+        new = 0
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                touched: dict[str, list[tuple[str, str | None, int, int, str]]] = {}
+                for row in rows:
+                    cur.execute(
+                        "INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source,"
+                        " payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (trace_id, span_id) DO NOTHING",
+                        (*row, now),
+                    )
+                    if cur.rowcount == 1:
+                        new += 1
+                        touched.setdefault(row[0], []).append((row[3], row[2], row[4], row[5], row[6]))
+                for trace_id, added in touched.items():
+                    self._update_trace(cur, trace_id, added, now)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return new
+
+    def _update_trace(
+        self,
+        cur: sqlite3.Cursor,
+        trace_id: str,
+        added: list[tuple[str, str | None, int, int, str]],
+        now: str,
+    ) -> None:
+        row = cur.execute(
+            "SELECT name, start_ns, end_ns, span_count, sources FROM traces WHERE trace_id = ?", (trace_id,)
+        ).fetchone()
+        name, start, end, count, sources = row if row else (None, None, None, 0, "")
+        source_set = set(filter(None, str(sources).split(",")))
+        for span_name, parent, s_ns, e_ns, source in added:
+            if parent is None:
+                name = span_name
+            if s_ns and (start is None or s_ns < start):
+                start = s_ns
+            if e_ns and (end is None or e_ns > end):
+                end = e_ns
+            source_set.add(source)
+        count += len(added)
+        self._seq += 1
+        if row:
+            cur.execute(
+                "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
+                " WHERE trace_id = ?",
+                (name, start, end, count, ",".join(sorted(source_set)), trace_id),
+            )
+        else:
+            cur.execute(
+                "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources, first_seen, seq)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM traces))",
+                (trace_id, name, start, end, count, ",".join(sorted(source_set)), now),
+            )
+
+    def get_spans(self, trace_id: str) -> list[RawSpan]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT payload FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", (trace_id.lower(),)
+            ).fetchall()
+        return [RawSpan.model_validate_json(r[0]) for r in rows]
+
+    def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:
+        sql = "SELECT trace_id, name, span_count, start_ns, end_ns, sources FROM traces"
+        params: list[object] = []
+        if since is not None:
+            sql += " WHERE start_ns >= ?"
+            params.append(int(since.timestamp() * 1e9))
+        sql += " ORDER BY start_ns DESC, seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [
+            TraceSummary(
+                trace_id=r[0],
+                name=r[1],
+                span_count=int(r[2]),
+                start_time=_ns_to_dt(r[3]),
+                end_time=_ns_to_dt(r[4]),
+                sources=tuple(filter(None, str(r[5]).split(","))),
+            )
+            for r in rows
+        ]
+
+    def iter_trace_ids(self) -> Iterator[str]:
+        last = ""
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT trace_id FROM traces WHERE trace_id > ? ORDER BY trace_id LIMIT 500", (last,)
+                ).fetchall()
+            if not rows:
+                return
+            for (trace_id,) in rows:
+                yield str(trace_id)
+            last = str(rows[-1][0])
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
