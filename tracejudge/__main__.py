@@ -1,0 +1,5 @@
+"""``python -m tracejudge``."""
+
+from tracejudge.cli import main
+
+main()
