@@ -1,0 +1,401 @@
+"""Deterministic hard checks: pure functions of a task record (and the index manifest)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tracejudge.checks._numbers import find_numbers, normalize_unit, number_after
+from tracejudge.checks._parts import part_text
+from tracejudge.schema import CheckResult, CheckSpec, ManifestEntry, TaskRecord, ToolCall
+
+_MISSING = object()
+
+
+def _norm(text: str, case_sensitive: bool) -> str:
+    flat = " ".join(text.split())
+    return flat if case_sensitive else flat.casefold()
+
+
+def _missing(spec: CheckSpec, what: str) -> CheckResult:
+    return CheckResult(verdict="indeterminate", type=spec.type, detail=f"{what} was not recorded")
+
+
+def _target(spec: CheckSpec, task: TaskRecord) -> str | None:
+    return part_text(task, spec.target)
+
+
+def _values(spec: CheckSpec) -> list[str]:
+    if spec.value is None:
+        return []
+    return [spec.value] if isinstance(spec.value, str) else list(spec.value)
+
+
+def _contains(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    hay = _norm(text, spec.case_sensitive)
+    present = [v for v in _values(spec) if _norm(v, spec.case_sensitive) in hay]
+    absent = [v for v in _values(spec) if v not in present]
+    if spec.type == "contains":
+        if absent:
+            return CheckResult(verdict="fail", type=spec.type, detail=f"{spec.target} lacks {absent!r}")
+        return CheckResult(verdict="pass", type=spec.type, detail=f"{spec.target} contains {present!r}")
+    if present:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"{spec.target} contains {present!r}")
+    return CheckResult(verdict="pass", type=spec.type, detail=f"{spec.target} has none of {absent!r}")
+
+
+def _regex(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    flags = 0 if spec.case_sensitive else re.IGNORECASE
+    m = re.search(spec.pattern or "", text, flags | re.MULTILINE)
+    if m is None:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"no match for /{spec.pattern}/")
+    return CheckResult(verdict="pass", type=spec.type, detail=f"matched {m.group(0)[:80]!r}")
+
+
+def _dig(data: Any, path: str) -> Any:
+    cur = data
+    for key in path.split(".") if path else []:
+        if isinstance(cur, Mapping) and key in cur:
+            cur = cur[key]
+        elif isinstance(cur, Sequence) and not isinstance(cur, str) and key.lstrip("-").isdigit():
+            idx = int(key)
+            if -len(cur) <= idx < len(cur):
+                cur = cur[idx]
+            else:
+                return _MISSING
+        else:
+            return _MISSING
+    return cur
+
+
+def _reference(spec: CheckSpec, task: TaskRecord) -> tuple[float | None, str]:
+    if spec.expected is not None:
+        return spec.expected, "the rubric"
+    src = spec.expected_from or {}
+    if "metadata" in src:
+        value: Any = task.metadata.get(src["metadata"], _MISSING)
+        where = f"trace metadata {src['metadata']!r}"
+    elif "tool" in src:
+        calls = [t for t in task.tool_calls if t.name == src["tool"]]
+        if not calls:
+            return None, f"no call of tool {src['tool']!r} was recorded"
+        # The last call is the one whose result the agent acted on.
+        call = calls[-1]
+        value = _dig({"arguments": call.arguments, "result": call.result}, src.get("path", "result"))
+        where = f"tool {src['tool']!r} {src.get('path', 'result')}"
+    else:
+        return None, "expected_from names neither `tool` nor `metadata`"
+    if value is _MISSING or value is None:
+        return None, f"{where} was not recorded"
+    if isinstance(value, bool):
+        return None, f"{where} is not a number"
+    if isinstance(value, int | float):
+        return float(value), where
+    nums = find_numbers(str(value))
+    if len(nums) != 1:
+        return None, f"{where} is not a single number: {str(value)[:60]!r}"
+    return nums[0].value, where
+
+
+def _compare(op: str, a: float, b: float, tol: float) -> bool:
+    if op == "eq":
+        return abs(a - b) <= tol
+    if op == "ne":
+        return abs(a - b) > tol
+    if op == "lt":
+        return a < b
+    if op == "le":
+        return a <= b + tol
+    if op == "gt":
+        return a > b
+    return a >= b - tol
+
+
+def _number(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    ref, where = _reference(spec, task)
+    if ref is None:
+        return CheckResult(verdict="indeterminate", type=spec.type, detail=f"no reference value: {where}")
+    if spec.pattern:
+        m = re.search(spec.pattern, text, 0 if spec.case_sensitive else re.IGNORECASE)
+        candidates = find_numbers(m.group(1) if m and m.groups() else m.group(0)) if m else []
+    elif spec.near:
+        candidates = number_after(text, spec.near)
+    else:
+        candidates = find_numbers(text)
+    unit = normalize_unit(spec.unit)
+    if unit is not None:
+        candidates = [n for n in candidates if n.unit in (unit, None)]
+        # A number with the asked unit beats a bare one.
+        with_unit = [n for n in candidates if n.unit == unit]
+        candidates = with_unit or candidates
+    if not candidates:
+        scope = f" after {spec.near!r}" if spec.near else ""
+        return CheckResult(verdict="fail", type=spec.type, detail=f"no number{scope} in the {spec.target}")
+
+    def op(a: float, b: float, tol: float) -> bool:
+        return _compare(spec.op, a, b, tol)
+
+    if spec.near or spec.pattern:
+        chosen = candidates[0]
+        ok = op(chosen.value, ref, spec.tolerance)
+        detail = f"found {chosen.text!r} = {chosen.value:g}; {spec.op} {ref:g} from {where}"
+        return CheckResult(verdict="pass" if ok else "fail", type=spec.type, detail=detail)
+    if spec.op == "ne":
+        bad = [n for n in candidates if not op(n.value, ref, spec.tolerance)]
+        if bad:
+            return CheckResult(verdict="fail", type=spec.type, detail=f"{bad[0].text!r} equals {ref:g}")
+        return CheckResult(verdict="pass", type=spec.type, detail=f"no number equals {ref:g} ({where})")
+    hits = [n for n in candidates if op(n.value, ref, spec.tolerance)]
+    if hits:
+        return CheckResult(
+            verdict="pass", type=spec.type, detail=f"found {hits[0].text!r}; {spec.op} {ref:g} from {where}"
+        )
+    seen = ", ".join(n.text for n in candidates[:5])
+    return CheckResult(
+        verdict="fail", type=spec.type, detail=f"no number {spec.op} {ref:g} ({where}); saw {seen}"
+    )
+
+
+def _cites(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    low = text.casefold()
+    doc = (spec.doc_id or "").casefold()
+    positions = [m.start() for m in re.finditer(re.escape(doc), low)]
+    if not positions:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"does not cite {spec.doc_id}")
+    if spec.version is None:
+        return CheckResult(verdict="pass", type=spec.type, detail=f"cites {spec.doc_id}")
+    ver = re.escape(spec.version.casefold())
+    # "C-17 v2", "C-17@v2", "C-17 (version v2)": the version must follow the id closely.
+    near = re.compile(rf"^[^\n]{{0,24}}?(?<![\w.]){ver}(?![\w.])")
+    for pos in positions:
+        if near.search(low[pos + len(doc) :]):
+            return CheckResult(verdict="pass", type=spec.type, detail=f"cites {spec.doc_id} {spec.version}")
+    return CheckResult(
+        verdict="fail", type=spec.type, detail=f"cites {spec.doc_id} but not version {spec.version}"
+    )
+
+
+def _cond(value: Any, cond: Any) -> bool:
+    if isinstance(cond, Mapping) and cond and all(str(k).startswith("$") for k in cond):
+        return all(_op(value, str(k), v) for k, v in cond.items())
+    if isinstance(cond, int | float) and not isinstance(cond, bool):
+        num = _as_number(value)
+        return num is not None and abs(num - float(cond)) <= 1e-9
+    return bool(value == cond)
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        nums = find_numbers(value)
+        return nums[0].value if len(nums) == 1 else None
+    return None
+
+
+def _op(value: Any, op: str, arg: Any) -> bool:
+    if value is _MISSING:
+        return op == "$exists" and not arg
+    if op == "$exists":
+        return bool(arg)
+    if op in ("$eq", "$ne"):
+        return _cond(value, arg) == (op == "$eq")
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        a, b = _as_number(value), _as_number(arg)
+        if a is None or b is None:
+            return False
+        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+    if op == "$in":
+        return any(_cond(value, x) for x in arg)
+    if op == "$nin":
+        return not any(_cond(value, x) for x in arg)
+    if op == "$contains":
+        return str(arg).casefold() in str(value).casefold()
+    if op == "$regex":
+        return re.search(str(arg), str(value)) is not None
+    raise ValueError(f"unknown argument operator {op!r}")
+
+
+def _matches(call: ToolCall, conditions: Mapping[str, Any] | None) -> bool:
+    if not conditions:
+        return True
+    args = call.arguments if call.arguments is not None else {}
+    return all(_cond(_dig(args, key), cond) for key, cond in conditions.items())
+
+
+def _tool(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    calls = [t for t in task.tool_calls if t.name == spec.tool]
+    hits = [t for t in calls if _matches(t, spec.arguments)]
+    with_args = f" with {spec.arguments}" if spec.arguments else ""
+    spans = tuple(t.span_id for t in hits)
+    if spec.type == "tool_called":
+        if hits:
+            return CheckResult(
+                verdict="pass", type=spec.type, detail=f"{spec.tool} called{with_args}", evidence=spans
+            )
+        extra = f" ({len(calls)} call(s) with other arguments)" if calls else ""
+        return CheckResult(verdict="fail", type=spec.type, detail=f"{spec.tool} not called{with_args}{extra}")
+    if hits:
+        return CheckResult(
+            verdict="fail", type=spec.type, detail=f"{spec.tool} was called{with_args}", evidence=spans
+        )
+    return CheckResult(verdict="pass", type=spec.type, detail=f"{spec.tool} not called{with_args}")
+
+
+def _json_schema(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    import json
+
+    from tracejudge.checks._schema import validate_json
+
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    try:
+        data = json.loads(stripped)
+    except ValueError as exc:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"{spec.target} is not JSON: {exc}")
+    errors = validate_json(data, spec.json_schema or {})
+    if errors:
+        return CheckResult(verdict="fail", type=spec.type, detail="; ".join(errors[:3]))
+    return CheckResult(verdict="pass", type=spec.type, detail="valid against the schema")
+
+
+def _length(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    n = len(text.split()) if spec.count == "words" else len(text)
+    if spec.min is not None and n < spec.min:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"{n} {spec.count} < min {spec.min}")
+    if spec.max is not None and n > spec.max:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"{n} {spec.count} > max {spec.max}")
+    return CheckResult(verdict="pass", type=spec.type, detail=f"{n} {spec.count}")
+
+
+def _permissions(spec: CheckSpec, task: TaskRecord, manifest: Sequence[ManifestEntry] | None) -> CheckResult:
+    if manifest is None:
+        return CheckResult(
+            verdict="indeterminate", type=spec.type, detail="no index manifest given (--manifest)"
+        )
+    if not task.retrievals:
+        return CheckResult(verdict="pass", type=spec.type, detail="no retrieval was recorded")
+    by_key: dict[tuple[str, str | None], ManifestEntry] = {}
+    by_doc: dict[str, list[ManifestEntry]] = {}
+    for e in manifest:
+        by_key[(e.doc_id, e.version)] = e
+        by_doc.setdefault(e.doc_id, []).append(e)
+    violations: list[str] = []
+    unknown: list[str] = []
+    evidence: list[str] = []
+    checked = 0
+    for r in task.retrievals:
+        principal = r.principal or spec.principal
+        if not r.documents_recorded:
+            return CheckResult(
+                verdict="indeterminate",
+                type=spec.type,
+                detail=f"retrieval {r.span_id} did not record its documents",
+            )
+        for d in r.documents:
+            label = f"{d.doc_id}@{d.version}" if d.version else str(d.doc_id)
+            if d.doc_id is None:
+                unknown.append("<document without id>")
+                continue
+            entry = by_key.get((d.doc_id, d.version))
+            entries = [entry] if entry else by_doc.get(d.doc_id, [])
+            if not entries:
+                unknown.append(label)
+                continue
+            checked += 1
+            acls = [e.acl for e in entries]
+            if all(a is None for a in acls):
+                continue
+            if principal is None:
+                return CheckResult(
+                    verdict="indeterminate",
+                    type=spec.type,
+                    detail=f"retrieval {r.span_id} recorded no principal (tracejudge.retrieval.principal)",
+                )
+            # With the version unknown every manifest version must allow the principal.
+            if any(a is not None and principal not in a for a in acls):
+                violations.append(f"{label} read by {principal!r}")
+                evidence.append(r.span_id)
+    if violations:
+        return CheckResult(
+            verdict="fail",
+            type=spec.type,
+            detail="unauthorized read: " + ", ".join(violations),
+            evidence=tuple(dict.fromkeys(evidence)),
+        )
+    if unknown:
+        return CheckResult(
+            verdict="indeterminate",
+            type=spec.type,
+            detail="not in the manifest, so its ACL is unknown: " + ", ".join(unknown[:5]),
+        )
+    return CheckResult(verdict="pass", type=spec.type, detail=f"{checked} retrieved document(s) allowed")
+
+
+def run_check(
+    spec: CheckSpec, task: TaskRecord, *, manifest: Sequence[ManifestEntry] | None = None
+) -> CheckResult:
+    """Decide one hard check on one task record. Missing evidence is ``indeterminate``, never a pass."""
+    if spec.type in ("contains", "not_contains"):
+        return _contains(spec, task)
+    if spec.type == "regex":
+        return _regex(spec, task)
+    if spec.type == "number":
+        return _number(spec, task)
+    if spec.type == "cites":
+        return _cites(spec, task)
+    if spec.type in ("tool_called", "tool_not_called"):
+        return _tool(spec, task)
+    if spec.type == "json_schema":
+        return _json_schema(spec, task)
+    if spec.type == "length":
+        return _length(spec, task)
+    return _permissions(spec, task, manifest)
+
+
+def applies(spec: CheckSpec, category: str) -> bool:
+    """Whether a check applies to an item of this category."""
+    return spec.categories is None or category in spec.categories
+
+
+def run_checks(
+    specs: Sequence[CheckSpec],
+    task: TaskRecord,
+    *,
+    category: str = "uncategorized",
+    manifest: Sequence[ManifestEntry] | None = None,
+) -> dict[str, CheckResult]:
+    """Every applicable check, by name. A check that raises becomes indeterminate with the reason."""
+    out: dict[str, CheckResult] = {}
+    for spec in specs:
+        if not applies(spec, category):
+            continue
+        try:
+            out[spec.name] = run_check(spec, task, manifest=manifest)
+        except (ValueError, TypeError, re.error) as exc:
+            out[spec.name] = CheckResult(
+                verdict="indeterminate", type=spec.type, detail=f"check error: {exc}"
+            )
+    return out

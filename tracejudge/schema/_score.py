@@ -1,0 +1,437 @@
+"""Scoring records: rubrics, hard checks, judge replies, item results and runs (DESIGN 5.6)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
+
+ScoreVerdict = Literal["pass", "fail", "indeterminate"]
+JudgedPart = Literal["input", "context", "model_input", "output", "tool_calls"]
+CheckType = Literal[
+    "contains",
+    "not_contains",
+    "regex",
+    "number",
+    "cites",
+    "tool_called",
+    "tool_not_called",
+    "json_schema",
+    "length",
+    "within_permissions",
+]
+CheckTarget = Literal["input", "context", "model_input", "output", "tool_calls"]
+RunStatus = Literal["running", "complete", "stopped_budget", "interrupted"]
+ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
+
+JUDGED_PARTS: tuple[JudgedPart, ...] = ("input", "context", "model_input", "output", "tool_calls")
+
+
+class JudgeConfig(_Frozen):
+    """Which model judges, and how it is called. Part of every score's provenance."""
+
+    model: str
+    """Model name sent to the OpenAI-compatible endpoint."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    base_url: str | None = None
+    """Endpoint; None means ``OPENAI_BASE_URL`` (or the openai client's default)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the key (the key itself is never stored)."""
+    max_tokens: int | None = 1024
+    """Reply token cap."""
+    timeout_s: float = 60.0
+    """Per-request timeout; a timeout makes the criterion indeterminate."""
+    max_retries: int = 2
+    """Retries on 429/5xx/connection errors (Retry-After honoured); exhausted retries are indeterminate."""
+    response_format: ResponseFormat = "auto"
+    """``auto`` asks for structured output and falls back to plain JSON parsing when the server rejects it."""
+    input_cost_per_mtok: float = 0.0
+    """USD per million prompt tokens, for cost accounting and budgets."""
+    output_cost_per_mtok: float = 0.0
+    """USD per million completion tokens."""
+
+    @field_validator("temperature")
+    @classmethod
+    def _temp(cls, v: float) -> float:
+        if not 0.0 <= v <= 2.0:
+            raise ValueError("temperature must be between 0 and 2")
+        return v
+
+
+class Criterion(_Frozen):
+    """One thing the judge scores on a 0-10 scale."""
+
+    name: str
+    """Criterion name (a key in the judge's JSON reply)."""
+    description: str
+    """What the judge is told the criterion means."""
+    threshold: float = 7.0
+    """Scores at or above pass."""
+
+    @field_validator("threshold")
+    @classmethod
+    def _range(cls, v: float) -> float:
+        if not 0.0 <= v <= 10.0:
+            raise ValueError("threshold must be on the 0-10 scale")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("criterion name must not be empty")
+        return v
+
+
+class CheckSpec(_Frozen):
+    """A deterministic check, decided by code. Which fields matter depends on ``type``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str
+    """Check name, unique in the rubric."""
+    type: CheckType
+    """What kind of check."""
+    target: CheckTarget = "output"
+    """Which part of the task record the check reads."""
+    value: str | list[str] | None = None
+    """contains / not_contains: text (or texts, all required / none allowed)."""
+    case_sensitive: bool = False
+    """contains / not_contains / regex: match case exactly."""
+    pattern: str | None = None
+    """regex: the pattern that must match; number: a pattern whose first group is the number."""
+    expected: float | None = None
+    """number: the reference value."""
+    expected_from: dict[str, str] | None = None
+    """number: read the reference from the trace, ``{"tool": NAME, "path": "result.total"}`` or
+    ``{"metadata": KEY}``."""
+    op: Literal["eq", "ne", "lt", "le", "gt", "ge"] = "eq"
+    """number: comparison of the found number against the reference."""
+    tolerance: float = 0.005
+    """number: absolute tolerance for ``eq``/``ne``."""
+    unit: str | None = None
+    """number: the unit the number must carry (``USD``, ``$``, ``EUR``, ``%``); None accepts any."""
+    near: str | None = None
+    """number: take the number that follows this phrase (case-insensitive)."""
+    doc_id: str | None = None
+    """cites: the document the answer must cite."""
+    version: str | None = None
+    """cites: the version it must cite."""
+    tool: str | None = None
+    """tool_called / tool_not_called: the tool name."""
+    arguments: dict[str, Any] | None = None
+    """tool_called / tool_not_called: conditions on the call's arguments (value or ``{"$gt": 5}``)."""
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    """json_schema: the JSON Schema the target must validate against (key ``schema`` in YAML)."""
+    min: int | None = None
+    """length: minimum length."""
+    max: int | None = None
+    """length: maximum length."""
+    count: Literal["chars", "words"] = "chars"
+    """length: unit of length."""
+    principal: str | None = None
+    """within_permissions: principal to check when the trace does not record one."""
+    criterion: str | None = None
+    """When set, this check decides that criterion and the judge is not asked about it."""
+    categories: tuple[str, ...] | None = None
+    """Categories the check applies to (None: all)."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> CheckSpec:
+        need: dict[str, tuple[str, ...]] = {
+            "contains": ("value",),
+            "not_contains": ("value",),
+            "regex": ("pattern",),
+            "cites": ("doc_id",),
+            "tool_called": ("tool",),
+            "tool_not_called": ("tool",),
+            "json_schema": ("json_schema",),
+        }
+        for f in need.get(self.type, ()):
+            if getattr(self, f) is None:
+                key = "schema" if f == "json_schema" else f
+                raise ValueError(f"a {self.type} check needs `{key}`")
+        if self.type == "number" and self.expected is None and self.expected_from is None:
+            raise ValueError("a number check needs `expected` or `expected_from`")
+        if self.type == "length" and self.min is None and self.max is None:
+            raise ValueError("a length check needs `min` or `max`")
+        if self.pattern is not None:
+            import re
+
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"`pattern` is not a valid regular expression: {exc}") from exc
+        return self
+
+
+class Rubric(_Frozen):
+    """A scoring rubric (DESIGN 5.6): criteria for the judge, hard checks for code."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this file's layout."""
+    name: str
+    """Rubric name."""
+    version: int | str
+    """Bump on any change: scores of different versions never mix."""
+    description: str = ""
+    """What the rubric is for."""
+    judge: JudgeConfig | None = None
+    """The judge; None when every criterion is decided by checks."""
+    judged: tuple[JudgedPart, ...] = ("input", "context", "output")
+    """Which parts of the task record the judge sees."""
+    criteria: tuple[Criterion, ...] = ()
+    """Criteria on the 0-10 scale."""
+    checks: tuple[CheckSpec, ...] = ()
+    """Deterministic checks."""
+    overall_threshold: float | None = None
+    """When set, the mean judge score of an item must also reach this (0-10)."""
+    reminders: dict[str, str] = Field(default_factory=dict)
+    """Category -> extra instruction given to the judge for items of that category."""
+    category_key: str = "category"
+    """Trace metadata key (or tag prefix ``KEY:``) that names an item's category."""
+    repeat: int = 1
+    """Judge calls per item; more than one measures stability."""
+    instructions: str = ""
+    """Extra instructions added to the judge's system prompt."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Rubric:
+        names = [c.name for c in self.criteria]
+        if len(set(names)) != len(names):
+            raise ValueError("criterion names must be unique")
+        checks = [c.name for c in self.checks]
+        if len(set(checks)) != len(checks):
+            raise ValueError("check names must be unique")
+        for c in self.checks:
+            if c.criterion is not None and c.criterion not in names:
+                raise ValueError(f"check {c.name!r} decides unknown criterion {c.criterion!r}")
+        decided = {c.criterion for c in self.checks if c.criterion}
+        if any(n not in decided for n in names) and self.judge is None:
+            raise ValueError("criteria the checks do not decide need a `judge` section")
+        if not self.criteria and not self.checks:
+            raise ValueError("a rubric needs at least one criterion or check")
+        if self.repeat < 1:
+            raise ValueError("repeat must be at least 1")
+        if self.overall_threshold is not None and not 0 <= self.overall_threshold <= 10:
+            raise ValueError("overall_threshold must be on the 0-10 scale")
+        return self
+
+
+class JudgeReply(_Frozen):
+    """One judge call, kept whole: what was sent (by hash), what came back, and how it was read."""
+
+    repeat: int = 0
+    """Which repeat (0-based)."""
+    prompt_hash: str
+    """sha256 of the exact messages sent."""
+    raw: str | None = None
+    """The reply text exactly as received (None when no reply arrived)."""
+    reasoning: str | None = None
+    """The overall reasoning the judge gave."""
+    scores: dict[str, float] = Field(default_factory=dict)
+    """Scores read from the reply, per criterion (only valid ones)."""
+    criterion_reasoning: dict[str, str] = Field(default_factory=dict)
+    """Reasoning read from the reply, per criterion."""
+    error: str | None = None
+    """Why the reply cannot be used: ``timeout``, ``rate_limited``, ``server_error``, ``malformed_json``,
+    ``out_of_range``, ``missing_criterion``, ``refusal``, ``budget_exhausted`` ... (None: usable)."""
+    error_detail: str = ""
+    """Human-readable detail of the error."""
+    problems: dict[str, str] = Field(default_factory=dict)
+    """Per-criterion reason a score was unusable (missing, out of range, not a number)."""
+    model: str | None = None
+    """Model name the server reported."""
+    input_tokens: int = 0
+    """Prompt tokens billed (0 for a cache hit)."""
+    output_tokens: int = 0
+    """Completion tokens billed (0 for a cache hit)."""
+    latency_ms: float = 0.0
+    """Wall time of the call including retries (0 for a cache hit)."""
+    cached: bool = False
+    """True when the reply came from the response cache."""
+    structured: bool = False
+    """True when structured output (JSON schema) was requested and accepted."""
+
+
+class CriterionResult(_Frozen):
+    """One criterion's outcome for one item, over all repeats."""
+
+    score: float | None
+    """Aggregate score (median over usable repeats); None when indeterminate or decided by a check."""
+    reasoning: str = ""
+    """The judge's reasoning (first usable repeat), or the check's detail."""
+    verdict: ScoreVerdict
+    """Derived from the score and threshold, never from what the model says."""
+    reason: str = ""
+    """Why the verdict is indeterminate (or which check decided it)."""
+    decided_by: str = "judge"
+    """``judge`` or ``check:<name>``."""
+    scores: tuple[float, ...] = ()
+    """Score of each usable repeat."""
+    verdicts: tuple[ScoreVerdict, ...] = ()
+    """Verdict of each repeat."""
+    score_range: float | None = None
+    """max - min over repeats (stability)."""
+    flipped: bool = False
+    """True when repeats disagreed on pass/fail."""
+
+
+class CheckResult(_Frozen):
+    """One hard check's outcome for one item."""
+
+    verdict: ScoreVerdict
+    """pass, fail, or indeterminate when the trace lacks what the check needs."""
+    detail: str = ""
+    """What was found."""
+    type: str = ""
+    """The check type."""
+    evidence: tuple[str, ...] = ()
+    """Span ids or document identities behind the verdict."""
+
+
+class ItemResult(_Frozen):
+    """The outcome for one trace."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this record's layout."""
+    run_id: str
+    """The run that produced it."""
+    trace_id: str
+    """The scored trace."""
+    span_id: str | None = None
+    """The evaluated span (final-answer span, else the root), for write-back."""
+    category: str = "uncategorized"
+    """The item's category."""
+    verdict: ScoreVerdict
+    """pass only when every criterion and check passed."""
+    reason: str = ""
+    """Why it failed or is indeterminate."""
+    criteria: dict[str, CriterionResult] = Field(default_factory=dict)
+    """Per criterion."""
+    checks: dict[str, CheckResult] = Field(default_factory=dict)
+    """Per hard check."""
+    mean_score: float | None = None
+    """Mean of the judge criterion scores, when all were scored."""
+    replies: tuple[JudgeReply, ...] = ()
+    """Every judge reply, kept whole."""
+    input_tokens: int = 0
+    """Prompt tokens billed for this item."""
+    output_tokens: int = 0
+    """Completion tokens billed for this item."""
+    cost_usd: float = 0.0
+    """Cost of this item's judge calls."""
+    latency_ms: float = 0.0
+    """Wall time scoring the item."""
+    scored_at: datetime | None = None
+    """When the item was scored."""
+
+
+class Provenance(_Frozen):
+    """What produced a score: a score change with a changed judge is not an agent change."""
+
+    rubric_name: str
+    """Rubric name."""
+    rubric_version: str
+    """Rubric version (as text)."""
+    rubric_hash: str
+    """sha256 of the rubric's canonical JSON."""
+    prompt_hash: str
+    """sha256 of the prompt template (system prompt and reply schema, before the trace is inserted)."""
+    judge_model: str | None
+    """Judge model (None when only checks ran)."""
+    judge_base_url: str | None = None
+    """Judge endpoint host (never a key)."""
+    temperature: float | None
+    """Judge temperature."""
+    repeat: int = 1
+    """Judge calls per item."""
+    tracejudge_version: str
+    """tracejudge's version."""
+
+
+class GroupSummary(_Frozen):
+    """Outcome counts and statistics for a set of items (the run, one criterion, one category)."""
+
+    n: int = 0
+    """Items."""
+    pass_: int = Field(default=0, alias="pass")
+    """Passed."""
+    fail: int = 0
+    """Failed."""
+    indeterminate: int = 0
+    """Could not be decided."""
+    pass_rate: float | None = None
+    """pass / n (indeterminate counts as not passing)."""
+    mean: float | None = None
+    """Mean score over scored items (criteria only)."""
+    min: float | None = None
+    """Lowest score."""
+    max: float | None = None
+    """Highest score."""
+    flip_rate: float | None = None
+    """Share of items whose repeats disagreed (repeat > 1)."""
+    p95_latency_ms: float | None = None
+    """95th percentile of per-item scoring latency."""
+    input_tokens: int = 0
+    """Prompt tokens."""
+    output_tokens: int = 0
+    """Completion tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class RunSummary(_Frozen):
+    """What a run found: overall, per criterion, per check and per category."""
+
+    overall: GroupSummary = Field(default_factory=GroupSummary)
+    """All items."""
+    criteria: dict[str, GroupSummary] = Field(default_factory=dict)
+    """Per criterion."""
+    checks: dict[str, GroupSummary] = Field(default_factory=dict)
+    """Per hard check."""
+    categories: dict[str, GroupSummary] = Field(default_factory=dict)
+    """Per category."""
+    reasons: dict[str, int] = Field(default_factory=dict)
+    """Indeterminate reasons and how often they occurred."""
+    judge_calls: int = 0
+    """Judge calls made (cache hits excluded)."""
+    cache_hits: int = 0
+    """Replies served from the cache."""
+    cost_usd: float = 0.0
+    """Total judge cost."""
+    not_scored: int = 0
+    """Selected items left unscored because the budget ran out."""
+
+
+class RunRecord(_Frozen):
+    """One scoring run; never overwritten: a rerun is a new run linked to the previous one."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this record's layout."""
+    run_id: str
+    """Run id."""
+    series: str
+    """Hash of rubric name + version + judge model + temperature + prompt: runs of one series compare."""
+    previous_run_id: str | None = None
+    """The previous run of the same series, if any."""
+    rerun_of: str | None = None
+    """The run whose selection this run repeats, if asked for."""
+    created_at: datetime
+    """When the run started."""
+    finished_at: datetime | None = None
+    """When it ended."""
+    status: RunStatus = "running"
+    """Where the run stands."""
+    provenance: Provenance
+    """What produced the scores."""
+    selection: dict[str, Any] = Field(default_factory=dict)
+    """How traces were chosen (ids, filter, sample, limit)."""
+    summary: RunSummary = Field(default_factory=RunSummary)
+    """Results."""
+    budget: dict[str, float] = Field(default_factory=dict)
+    """Budget limits in force (usd, tokens)."""
