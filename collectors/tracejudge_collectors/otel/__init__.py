@@ -1,7 +1,12 @@
-"""OTLP/HTTP receiver and OTLP file reader."""
+"""OTLP/HTTP receiver and OTLP file reader.
 
-import click
+``decode_protobuf`` / ``decode_json`` turn an OTLP trace export request into ``RawSpan`` records
+(with per-span rejection: OTLP partial success); ``read_otlp_file`` streams the spans of an OTLP
+file; ``build_app`` / ``serve`` run the OTLP/HTTP receiver; ``otlp_command`` and ``file_command``
+are the ``tracejudge collect`` subcommands (entry points ``tracejudge.collectors``).
+"""
 
+from tracejudge_collectors.otel._cli import file_command, otlp_command
 from tracejudge_collectors.otel._decode import (
     DEPTH_MARKER,
     MAX_ATTRIBUTE_DEPTH,
@@ -14,28 +19,42 @@ from tracejudge_collectors.otel._decode import (
     iter_otlp_file,
     read_otlp_file,
 )
+from tracejudge_collectors.otel._files import FileImport, ImportSummary, import_files
+from tracejudge_collectors.otel._receiver import (
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_BYTES,
+    TRACE_PATHS,
+    build_app,
+    check_exposure,
+    is_loopback,
+    parse_listen,
+    serve,
+    serve_in_thread,
+)
 
 __all__ = [
+    "DEFAULT_LISTEN",
+    "DEFAULT_MAX_BODY_BYTES",
     "DEPTH_MARKER",
     "MAX_ATTRIBUTE_DEPTH",
     "MAX_VALUE_CHARS",
+    "TRACE_PATHS",
     "TRUNCATED_MARKER",
     "DecodeResult",
+    "FileImport",
+    "ImportSummary",
     "OtlpDecodeError",
+    "build_app",
+    "check_exposure",
     "decode_json",
     "decode_protobuf",
     "file_command",
+    "import_files",
+    "is_loopback",
     "iter_otlp_file",
     "otlp_command",
+    "parse_listen",
     "read_otlp_file",
+    "serve",
+    "serve_in_thread",
 ]
-
-
-@click.command("otlp")
-def otlp_command() -> None:
-    """Placeholder."""
-
-
-@click.command("file")
-def file_command() -> None:
-    """Placeholder."""

@@ -1,0 +1,393 @@
+"""OTLP/HTTP trace receiver: a starlette app served by uvicorn.
+
+Spans are committed to the store (in a worker thread) before the 200 goes out, so an
+acknowledged span is never lost. Bad input gets a 4xx with a ``google.rpc.Status`` body saying
+what is wrong; the receiver never answers a 5xx for bad input and keeps serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import logging
+import signal
+import socket
+import sqlite3
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tracejudge._errors import InputError, StoreError, TracejudgeError
+from tracejudge.store import Store
+from tracejudge_collectors.otel._decode import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
+from tracejudge_collectors.otel._proto import export_response_body, status_body
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "DEFAULT_MAX_BODY_BYTES",
+    "TRACE_PATHS",
+    "build_app",
+    "check_exposure",
+    "is_loopback",
+    "parse_listen",
+    "serve",
+    "serve_in_thread",
+]
+
+DEFAULT_LISTEN = "127.0.0.1:4318"
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+TRACE_PATHS = ("/v1/traces", "/api/public/otel/v1/traces")
+
+_log = logging.getLogger("tracejudge.otlp")
+
+_PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
+_JSON_TYPE = "application/json"
+# gRPC status codes carried in google.rpc.Status bodies.
+_INVALID_ARGUMENT = 3
+_UNAUTHENTICATED = 16
+_UNAVAILABLE = 14
+# 32 + MAX_WBITS: zlib accepts a gzip or a zlib header, so "deflate" senders of either kind work.
+_AUTO_WBITS = 32 + zlib.MAX_WBITS
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def build_app(
+    store: Store, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> Starlette:
+    """The receiver as an ASGI app: ``POST /v1/traces`` and ``/api/public/otel/v1/traces``
+    (protobuf or JSON, optionally gzip), and ``GET /health``.
+
+    ``token``, when given, must arrive as ``Authorization: Bearer <token>``. ``max_body_bytes``
+    bounds the body after decompression (413 beyond it).
+    """
+    expected = token.encode() if token else None
+
+    def status(code: int, grpc_code: int, message: str, as_json: bool, **headers: str) -> Response:
+        return Response(
+            status_body(grpc_code, message, as_json=as_json),
+            status_code=code,
+            media_type=_JSON_TYPE if as_json else "application/x-protobuf",
+            headers=headers or None,
+        )
+
+    async def export(request: Request) -> Response:
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        as_json = media not in _PROTOBUF_TYPES
+        if expected is not None and not _authorized(request.headers.get("authorization"), expected):
+            await _drain(request, max_body_bytes)
+            return status(
+                401,
+                _UNAUTHENTICATED,
+                "missing or wrong bearer token: send the header `Authorization: Bearer <token>` "
+                "(OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer <token>')",
+                as_json,
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        if media not in _PROTOBUF_TYPES and media != _JSON_TYPE:
+            await _drain(request, max_body_bytes)
+            return status(
+                415,
+                _INVALID_ARGUMENT,
+                f"unsupported Content-Type {media or '(none)'!r}: "
+                "send application/x-protobuf or application/json",
+                True,
+            )
+        encoding = request.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            await _drain(request, max_body_bytes)
+            return status(
+                415,
+                _INVALID_ARGUMENT,
+                f"unsupported Content-Encoding {encoding!r}: send gzip or none",
+                as_json,
+            )
+        try:
+            body = await _read_body(
+                request, compressed=encoding not in ("", "identity"), limit=max_body_bytes
+            )
+        except _Reject as exc:
+            return status(exc.status, _INVALID_ARGUMENT, exc.message, as_json)
+        try:
+            result = await run_in_threadpool(_ingest, store, body, as_json)
+        except OtlpDecodeError as exc:
+            message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+            return status(400, _INVALID_ARGUMENT, message, as_json)
+        except (StoreError, sqlite3.Error, OSError):
+            # The sender may retry 503; the spans were not acknowledged, so nothing is lost.
+            _log.exception("storing spans failed")
+            return status(
+                503, _UNAVAILABLE, "the store is unavailable; retry later", as_json, **{"Retry-After": "5"}
+            )
+        return Response(
+            export_response_body(result.rejected, result.message, as_json=as_json),
+            media_type=_JSON_TYPE if as_json else "application/x-protobuf",
+        )
+
+    async def health(_request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    routes = [Route(path, export, methods=["POST"]) for path in TRACE_PATHS]
+    routes.append(Route("/health", health, methods=["GET"]))
+    return Starlette(routes=routes)
+
+
+def _authorized(header: str | None, expected: bytes) -> bool:
+    if not header:
+        return False
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.strip().encode(), expected)
+
+
+def _ingest(store: Store, body: bytes, as_json: bool) -> DecodeResult:
+    result = decode_json(body) if as_json else decode_protobuf(body)
+    if result.spans:
+        store.put_spans(result.spans)
+    return result
+
+
+async def _drain(request: Request, limit: int) -> None:
+    """Read and discard the rest of a refused body (up to ``limit`` bytes) so the sender sees our
+    answer instead of a reset connection."""
+    seen = 0
+    with contextlib.suppress(Exception):
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > limit:
+                return
+
+
+async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes:
+    """The body, decompressed incrementally so a gzip bomb stops at ``limit`` (413), not in memory."""
+    too_large = _Reject(
+        413,
+        f"the request body is larger than {limit} bytes (after decompression); export smaller batches "
+        "(BatchSpanProcessor max_export_batch_size) or start the receiver with a larger --max-body-bytes",
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        await _drain(request, limit)
+        raise too_large
+    buf = bytearray()
+    dec = zlib.decompressobj(_AUTO_WBITS) if compressed else None
+    fed = False
+    try:
+        async for chunk in request.stream():
+            if dec is None:
+                buf += chunk
+                if len(buf) > limit:
+                    raise too_large
+                continue
+            data = chunk
+            while data:
+                fed = True
+                out = dec.decompress(data, limit + 1 - len(buf))
+                buf += out
+                if len(buf) > limit:
+                    raise too_large
+                if dec.eof:
+                    # Concatenated gzip members; trailing zero padding is tolerated.
+                    data = dec.unused_data.lstrip(b"\x00")
+                    dec = zlib.decompressobj(_AUTO_WBITS)
+                    fed = False
+                else:
+                    data = dec.unconsumed_tail
+    except zlib.error as exc:
+        await _drain(request, limit)
+        raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
+    except _Reject:
+        await _drain(request, limit)
+        raise
+    except ClientDisconnect as exc:
+        raise _Reject(400, "the client disconnected before the body was complete") from exc
+    if dec is not None and fed:
+        try:
+            buf += dec.flush()
+        except zlib.error as exc:
+            raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
+        if not dec.eof:
+            raise _Reject(400, "the compressed body is truncated")
+        if len(buf) > limit:
+            raise too_large
+    return bytes(buf)
+
+
+# ---------------------------------------------------------------- serving
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port). Port 0 means any free port."""
+    text = value.strip()
+    host, sep, port_text = text.rpartition(":")
+    if text.startswith("["):
+        host = host.strip("[]") if host.endswith("]") else ""
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise InputError(
+            f"--listen {value!r} is not HOST:PORT",
+            hint="for example 127.0.0.1:4318, [::1]:4318, or 127.0.0.1:0 for any free port",
+        )
+    return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """Refuse to listen beyond loopback without a bearer token."""
+    if not token and not is_loopback(host):
+        raise InputError(
+            f"refusing to listen on {host} without a bearer token: "
+            "anyone who can reach it could write traces",
+            hint="set --token or TRACEJUDGE_OTLP_TOKEN (senders add the header "
+            "`Authorization: Bearer <token>`), or listen on 127.0.0.1",
+        )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn server that reports readiness and leaves signal handling to its caller."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_ready()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, addr = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+        except OSError:
+            sock.close()
+            raise
+    except OSError as exc:
+        raise InputError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="pick another address or port with --listen (port 0 picks a free one)",
+        ) from exc
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def _prepare(
+    store: Store, listen: str, token: str | None, max_body_bytes: int, on_ready: Callable[[str], None]
+) -> tuple[_Server, socket.socket]:
+    host, port = parse_listen(listen)
+    check_exposure(host, token)
+    if max_body_bytes < 1:
+        raise InputError("--max-body-bytes must be positive", hint="the default is 67108864 (64 MiB)")
+    sock = _bind(host, port)
+    url = _url(sock)
+    config = uvicorn.Config(
+        build_app(store, token=token, max_body_bytes=max_body_bytes),
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        lifespan="off",
+        timeout_graceful_shutdown=10,
+    )
+    return _Server(config, lambda: on_ready(url)), sock
+
+
+def serve(
+    store: Store,
+    listen: str = DEFAULT_LISTEN,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the receiver until SIGINT or SIGTERM (a second SIGINT forces the exit).
+
+    ``on_ready`` receives the base URL (with the real port when ``listen`` asked for port 0) once
+    the server accepts connections.
+    """
+    server, sock = _prepare(store, listen, token, max_body_bytes, on_ready or (lambda _url: None))
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        if server.should_exit and signum == signal.SIGINT:
+            server.force_exit = True
+        server.should_exit = True
+
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    store: Store,
+    listen: str = "127.0.0.1:0",
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Iterator[str]:
+    """Run the receiver in a background thread (tests, benchmarks, the demo); yields its base URL."""
+    urls: list[str] = []
+    ready = threading.Event()
+
+    def on_ready(url: str) -> None:
+        urls.append(url)
+        ready.set()
+
+    server, sock = _prepare(store, listen, token, max_body_bytes, on_ready)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="otlp-receiver", daemon=True
+    )
+    thread.start()
+    try:
+        while not ready.wait(0.05):
+            if not thread.is_alive():
+                raise TracejudgeError("the OTLP receiver thread stopped before it was ready")
+        yield urls[0]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
