@@ -47,7 +47,7 @@ class Candidate(_Frozen):
 
 
 class RetrievalCall(_Frozen):
-    """One retrieval call: a retriever span (or a group of them, e.g. a retriever with a vector-store child)."""
+    """One retrieval call: a retriever span, or a retriever with its vector-store children."""
 
     span_id: str
     """The retriever span the call is anchored on."""
@@ -93,7 +93,7 @@ class Reranking(_Frozen):
 
 
 class ContextAssembly(_Frozen):
-    """A context-assembly step (``tracejudge.context.*`` attributes, or a span named like a context builder)."""
+    """A context-assembly step (``tracejudge.context.*`` attributes or ``tracejudge.step = "context"``)."""
 
     span_id: str
     """The span."""
@@ -103,6 +103,8 @@ class ContextAssembly(_Frozen):
     """Document identities (``doc_id`` or ``doc_id@version``) put into the context."""
     dropped: tuple[str, ...] = ()
     """Document identities left out (budget, compression, dedup)."""
+    dropped_reasons: dict[str, str] = Field(default_factory=dict)
+    """Why each dropped identity was left out, when recorded (identity -> reason)."""
     budget: int | None = None
     """Token or character budget, if recorded."""
     output: str | None = None
@@ -149,6 +151,8 @@ class ModelCall(_Frozen):
     """The output text (first choice), None when not recorded."""
     usage: dict[str, int] = Field(default_factory=dict)
     """Token usage: input, output, total."""
+    prompt: str | None = None
+    """Managed prompt the call used (``name@version``, e.g. Langfuse prompt management), if recorded."""
     start_time: datetime | None = None
     """When the call started."""
 

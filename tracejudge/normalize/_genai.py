@@ -1,0 +1,146 @@
+"""OpenTelemetry GenAI semantic conventions table.
+
+Attributes read: ``gen_ai.operation.name``, ``gen_ai.input.messages``, ``gen_ai.output.messages``,
+``gen_ai.system_instructions`` (structured or JSON strings, message ``parts``), deprecated
+``gen_ai.prompt`` / ``gen_ai.completion``, ``gen_ai.request.model``, ``gen_ai.response.model``,
+``gen_ai.usage.{input_tokens,output_tokens,prompt_tokens,completion_tokens}``,
+``gen_ai.retrieval.query.text``, ``gen_ai.retrieval.documents``, ``gen_ai.memory.records``,
+``gen_ai.request.top_k``, ``gen_ai.data_source.id``, ``gen_ai.tool.{name,call.id,call.arguments,
+call.result}``, ``gen_ai.conversation.id``, and span events ``gen_ai.{system,user,assistant,tool}.message``,
+``gen_ai.choice``, ``gen_ai.client.inference.operation.details``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracejudge.normalize._shapes import content_and_tools, documents_from_value, messages_from_value
+from tracejudge.normalize._values import as_str
+from tracejudge.normalize._view import SpanView
+from tracejudge.schema import Document, Message, StepKind
+
+OPERATION = "gen_ai.operation.name"
+
+_STEPS: dict[str, StepKind] = {
+    "chat": "model",
+    "generate_content": "model",
+    "text_completion": "model",
+    "completion": "model",
+    "generate": "model",
+    "embeddings": "embedding",
+    "retrieval": "retrieval",
+    "search_memory": "retrieval",
+    "create_agent": "agent",
+    "invoke_agent": "agent",
+    "plan": "agent",
+    "execute_tool": "tool",
+    "invoke_workflow": "chain",
+    "run_guardrail": "guardrail",
+}
+
+_EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def classify(view: SpanView) -> StepKind | None:
+    operation = view.attrs.get(OPERATION)
+    if isinstance(operation, str):
+        return _STEPS.get(operation.lower(), "other")
+    if view.attrs.get("gen_ai.tool.name") is not None or view.attrs.get("gen_ai.tool.call.id") is not None:
+        return "tool"
+    return None
+
+
+def _messages_attr(view: SpanView, key: str) -> tuple[list[Message] | None, str | None]:
+    """Messages of a ``gen_ai.*.messages`` attribute; raw text when it is not a message list."""
+    value = view.attrs.get(key)
+    if value is None:
+        return None, None
+    parsed = view.json(key, value)
+    if parsed is None:
+        return None, value if isinstance(value, str) else None
+    found = messages_from_value(parsed)
+    if found is None and parsed != []:
+        view.gap("attribute_unparseable", f"{key}: not a message list")
+        return None, value if isinstance(value, str) else None
+    return found or [], None
+
+
+def input_messages(view: SpanView) -> tuple[list[Message] | None, str | None]:
+    found, raw = _messages_attr(view, "gen_ai.input.messages")
+    if found is None and raw is None:
+        found = _event_messages(view, output=False)
+    return found, raw
+
+
+def output_messages(view: SpanView) -> tuple[list[Message] | None, str | None]:
+    found, raw = _messages_attr(view, "gen_ai.output.messages")
+    if found is None and raw is None:
+        found = _event_messages(view, output=True)
+    return found, raw
+
+
+def _event_messages(view: SpanView, *, output: bool) -> list[Message] | None:
+    """Messages from span events (deprecated per-message events, or the operation-details event)."""
+    found: list[Message] = []
+    for event in view.raw.events:
+        attrs = event.attributes
+        if event.name == "gen_ai.client.inference.operation.details":
+            key = "gen_ai.output.messages" if output else "gen_ai.input.messages"
+            parsed = view.json(key, attrs.get(key)) if key in attrs else None
+            found.extend(messages_from_value(parsed) or ())
+        elif not output and event.name in _EVENT_ROLES:
+            content, tools, redacted = content_and_tools(attrs.get("content"))
+            role = as_str(attrs.get("role")) or _EVENT_ROLES[event.name]
+            found.append(Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted))
+        elif output and event.name == "gen_ai.choice":
+            message = view.json("gen_ai.choice.message", attrs.get("message"))
+            msgs = messages_from_value(message) if message is not None else None
+            if msgs:
+                found.extend(msgs)
+            elif attrs.get("content") is not None:
+                content, tools, redacted = content_and_tools(attrs.get("content"))
+                found.append(
+                    Message(role="assistant", content=content, tool_calls=tuple(tools), redacted=redacted)
+                )
+    return found or None
+
+
+def system_instructions(view: SpanView) -> tuple[str | None, bool]:
+    """``gen_ai.system_instructions`` text (parts joined) and whether it was redacted."""
+    value = view.attrs.get("gen_ai.system_instructions")
+    if value is None:
+        return None, False
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
+        parsed = view.json("gen_ai.system_instructions", value)
+        value = value if parsed is None else parsed
+    content, _, redacted = content_and_tools(value)
+    return content, redacted
+
+
+def retrieval_documents(view: SpanView) -> list[Document] | None:
+    for key in ("gen_ai.retrieval.documents", "gen_ai.memory.records"):
+        value = view.attrs.get(key)
+        if value is None:
+            continue
+        parsed = view.json(key, value)
+        docs = documents_from_value(view, parsed) if parsed is not None else None
+        if docs is None:
+            if parsed is not None:
+                view.gap("attribute_unparseable", f"{key}: not a document list")
+            continue
+        return docs
+    return None
+
+
+def usage(view: SpanView) -> dict[str, Any]:
+    a = view.attrs
+    return {
+        "input": a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")),
+        "output": a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")),
+        "total": a.get("llm.usage.total_tokens"),
+    }

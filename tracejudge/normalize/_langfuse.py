@@ -1,0 +1,69 @@
+"""Langfuse observation table: one mapping for spans from Langfuse's OTel endpoint and its API.
+
+Attributes read: ``langfuse.observation.type`` (GENERATION, RETRIEVER, SPAN, TOOL, AGENT, CHAIN,
+EMBEDDING, EVENT, EVALUATOR, GUARDRAIL), ``langfuse.observation.input`` / ``.output`` (raw strings,
+often JSON), ``langfuse.observation.metadata`` (dict or JSON; ``attributes`` inside it are read as
+span attributes, ``resourceAttributes`` as the resource, top-level ``tracejudge.*`` keys as
+attributes), ``langfuse.observation.metadata.tracejudge.*``, ``langfuse.observation.model.name``,
+``langfuse.observation.usage_details``, ``langfuse.observation.prompt.{name,version}``,
+``langfuse.trace.{name,input,output,tags}``, ``user.id`` / ``langfuse.user.id``,
+``session.id`` / ``langfuse.session.id``, ``langfuse.environment``, ``langfuse.release``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracejudge.normalize._values import as_int
+from tracejudge.normalize._view import SpanView
+from tracejudge.schema import StepKind
+
+TYPE = "langfuse.observation.type"
+INPUT = "langfuse.observation.input"
+OUTPUT = "langfuse.observation.output"
+
+_STEPS: dict[str, StepKind] = {
+    "GENERATION": "model",
+    "RETRIEVER": "retrieval",
+    "TOOL": "tool",
+    "AGENT": "agent",
+    "CHAIN": "chain",
+    "EMBEDDING": "embedding",
+    "GUARDRAIL": "guardrail",
+    "EVALUATOR": "other",
+}
+
+
+def classify(view: SpanView) -> StepKind | None:
+    """The step of a typed observation; None for SPAN/EVENT, which other conventions may refine."""
+    kind = view.attrs.get(TYPE)
+    if not isinstance(kind, str):
+        return None
+    return _STEPS.get(kind.upper())
+
+
+def is_langfuse(view: SpanView) -> bool:
+    return TYPE in view.attrs
+
+
+def usage(view: SpanView) -> dict[str, Any]:
+    value = view.attrs.get("langfuse.observation.usage_details")
+    if value is None:
+        return {}
+    details = view.json("langfuse.observation.usage_details", value)
+    if not isinstance(details, dict):
+        return {}
+    return {
+        "input": details.get("input", details.get("prompt_tokens", details.get("input_tokens"))),
+        "output": details.get("output", details.get("completion_tokens", details.get("output_tokens"))),
+        "total": details.get("total", details.get("total_tokens")),
+    }
+
+
+def prompt(view: SpanView) -> str | None:
+    """``name@version`` of the managed prompt a generation used."""
+    name = view.attrs.get("langfuse.observation.prompt.name")
+    if not isinstance(name, str) or not name:
+        return None
+    version = as_int(view.attrs.get("langfuse.observation.prompt.version"))
+    return f"{name}@{version}" if version is not None else name

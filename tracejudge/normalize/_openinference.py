@@ -1,0 +1,110 @@
+"""OpenInference (Arize) convention table.
+
+Attributes read: ``openinference.span.kind``, ``input.value``, ``output.value``,
+``retrieval.documents.N.document.{id,content,score,metadata}``,
+``reranker.{input_documents,output_documents}.N.document.*``, ``reranker.query``, ``reranker.top_k``,
+``llm.{input,output}_messages.N.message.{role,content,name,tool_call_id}``,
+``…message.contents.K.message_content.{type,text}``,
+``…message.tool_calls.J.tool_call.{id,function.name,function.arguments}``, ``llm.prompts``,
+``llm.model_name``, ``llm.token_count.{prompt,completion,total}``, ``tool.{name,id}``,
+``session.id``, ``user.id``, ``tag.tags``, ``metadata``. Hidden values are ``__REDACTED__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracejudge.normalize._shapes import content_and_tools, make_document
+from tracejudge.normalize._values import as_str, group_indexed, maybe_json, ordered
+from tracejudge.normalize._view import SpanView
+from tracejudge.schema import Document, Message, StepKind
+
+KIND = "openinference.span.kind"
+
+_STEPS: dict[str, StepKind] = {
+    "LLM": "model",
+    "CHAIN": "chain",
+    "TOOL": "tool",
+    "RETRIEVER": "retrieval",
+    "RERANKER": "rerank",
+    "EMBEDDING": "embedding",
+    "AGENT": "agent",
+    "GUARDRAIL": "guardrail",
+}
+
+
+def classify(view: SpanView) -> StepKind | None:
+    kind = view.attrs.get(KIND)
+    if not isinstance(kind, str):
+        return None
+    return _STEPS.get(kind.upper(), "other")
+
+
+def documents(view: SpanView, prefix: str) -> list[Document] | None:
+    """``<prefix>.N.document.*`` as Documents; None when the span recorded none."""
+    items = ordered(view.indexed(prefix))
+    if not items:
+        return None
+    return [
+        make_document(
+            view,
+            raw_id=item.get("document.id"),
+            content=item.get("document.content"),
+            score=item.get("document.score"),
+            metadata=item.get("document.metadata"),
+            position=position,
+        )
+        for position, item in enumerate(items)
+    ]
+
+
+def messages(view: SpanView, prefix: str) -> list[Message] | None:
+    """``llm.input_messages`` / ``llm.output_messages`` as Messages; None when absent."""
+    items = ordered(view.indexed(prefix))
+    if not items:
+        return None
+    out: list[Message] = []
+    for item in items:
+        nested = group_indexed(item)
+        content, tools, redacted = content_and_tools(item.get("message.content"))
+        parts = ordered(nested.get("message.contents"))
+        if parts:
+            texts = []
+            for part in parts:
+                text = part.get("message_content.text")
+                part_text, _, part_redacted = content_and_tools(text)
+                redacted = redacted or part_redacted
+                if part_text:
+                    texts.append(part_text)
+            if texts:
+                content = "\n".join(([content] if content else []) + texts)
+        for call in ordered(nested.get("message.tool_calls")):
+            tools.append(
+                {
+                    "id": as_str(call.get("tool_call.id")),
+                    "name": as_str(call.get("tool_call.function.name")),
+                    "arguments": maybe_json(call.get("tool_call.function.arguments")),
+                }
+            )
+        role = as_str(item.get("message.role")) or "unknown"
+        out.append(Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted))
+    return out
+
+
+def prompts(view: SpanView) -> list[str] | None:
+    """``llm.prompts`` (completion-style LLM spans): a list, or flattened ``llm.prompts.N``."""
+    value = view.attrs.get("llm.prompts")
+    if isinstance(value, list):
+        return [p for p in (as_str(v) for v in value) if p is not None]
+    items = view.indexed("llm.prompts")
+    if items:
+        return [p for p in (as_str(i.get("")) or as_str(i.get("prompt.text")) for i in ordered(items)) if p]
+    return None
+
+
+def usage(view: SpanView) -> dict[str, Any]:
+    return {
+        "input": view.attrs.get("llm.token_count.prompt"),
+        "output": view.attrs.get("llm.token_count.completion"),
+        "total": view.attrs.get("llm.token_count.total"),
+    }

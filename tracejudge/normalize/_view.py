@@ -1,0 +1,100 @@
+"""One span as the convention tables see it: merged attributes, indexed groups, gap reporting."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from tracejudge.normalize._values import decode, group_indexed, nanos_to_datetime
+from tracejudge.schema import Gap, RawSpan, StepKind
+
+_LF_METADATA = "langfuse.observation.metadata"
+_LF_METADATA_PREFIX = _LF_METADATA + "."
+
+
+class Gaps:
+    """Collects gaps once each (the same attribute is never reported twice for one span)."""
+
+    def __init__(self) -> None:
+        self._items: list[Gap] = []
+        self._seen: set[tuple[str, str | None, str]] = set()
+
+    def add(self, kind: str, span_id: str | None, detail: str = "") -> None:
+        key = (kind, span_id, detail)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self._items.append(Gap.model_validate({"kind": kind, "span_id": span_id, "detail": detail}))
+
+    def items(self) -> tuple[Gap, ...]:
+        return tuple(self._items)
+
+
+class SpanView:
+    """A raw span with the attributes every convention reads (Langfuse metadata merged in)."""
+
+    __slots__ = ("_groups", "attrs", "convention", "gaps", "raw", "resource", "span_id", "start", "step")
+
+    def __init__(self, raw: RawSpan, gaps: Gaps) -> None:
+        self.raw = raw
+        self.gaps = gaps
+        self.span_id = raw.span_id
+        self.start: datetime | None = nanos_to_datetime(raw.start_time_unix_nano)
+        self.resource: dict[str, Any] = raw.resource
+        self.attrs = self._merge(raw.attributes)
+        self._groups: dict[str, dict[int, dict[str, Any]]] | None = None
+        self.step: StepKind = "other"
+        self.convention = ""
+
+    def _merge(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Read attributes that Langfuse moved into observation metadata as if they were span attributes.
+
+        Spans sent to Langfuse's OTel endpoint by other SDKs keep their attributes under
+        ``metadata.attributes`` (values stringified); a user may also put ``tracejudge.*`` keys
+        straight into observation metadata. Real span attributes win over both.
+        """
+        extra: dict[str, Any] = {}
+        if _LF_METADATA in attrs:
+            metadata = self.json(_LF_METADATA, attrs[_LF_METADATA])
+            if isinstance(metadata, dict):
+                inner = self.json("langfuse.observation.metadata.attributes", metadata.get("attributes"))
+                if isinstance(inner, dict):
+                    extra.update(inner)
+                for key, value in metadata.items():
+                    if key.startswith("tracejudge."):
+                        extra[key] = value
+                resource = metadata.get("resourceAttributes")
+                if isinstance(resource, dict) and not self.resource:
+                    self.resource = resource
+        for key, value in attrs.items():
+            if key.startswith(_LF_METADATA_PREFIX + "tracejudge."):
+                extra[key[len(_LF_METADATA_PREFIX) :]] = value
+        if not extra:
+            return attrs
+        extra.update(attrs)
+        return extra
+
+    def json(self, key: str, value: Any, *, python_literal: bool = False) -> Any:
+        """Decode a value that must be structured; record ``attribute_unparseable`` and return None if not."""
+        parsed, ok = decode(value, python_literal=python_literal)
+        if not ok:
+            self.gap("attribute_unparseable", f"{key}: not valid JSON")
+            return None
+        return parsed
+
+    def get(self, *keys: str) -> Any:
+        """The first present, non-empty attribute among ``keys``."""
+        for key in keys:
+            value = self.attrs.get(key)
+            if value is not None and value != "":
+                return value
+        return None
+
+    def indexed(self, prefix: str) -> dict[int, dict[str, Any]] | None:
+        """Flattened ``<prefix>.<N>.<suffix>`` attributes, grouped once per span."""
+        if self._groups is None:
+            self._groups = group_indexed(self.attrs)
+        return self._groups.get(prefix)
+
+    def gap(self, kind: str, detail: str = "") -> None:
+        self.gaps.add(kind, self.span_id, detail)
