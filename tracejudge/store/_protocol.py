@@ -8,7 +8,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tracejudge.schema import RawSpan
+from tracejudge.schema import ItemResult, RawSpan, RunRecord
 
 
 class TraceSummary(BaseModel):
@@ -57,6 +57,34 @@ class Store(Protocol):
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a piece of state."""
+        ...
+
+    def put_run(self, run: RunRecord) -> None:
+        """Record a scoring run, or update the same run's status and summary (never another run)."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """One scoring run (None when unknown)."""
+        ...
+
+    def list_runs(self, *, series: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """Scoring runs, newest first, optionally of one series."""
+        ...
+
+    def put_score_item(self, item: ItemResult) -> None:
+        """Record one item's result within its run."""
+        ...
+
+    def iter_score_items(self, run_id: str) -> Iterator[ItemResult]:
+        """A run's item results, by trace id, streamed."""
+        ...
+
+    def get_cached_reply(self, key: str) -> str | None:
+        """A cached judge reply (JSON text) for an exact judge configuration and prompt."""
+        ...
+
+    def put_cached_reply(self, key: str, payload: str) -> None:
+        """Cache a judge reply; an existing entry is kept."""
         ...
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tracejudge._errors import StoreError
-from tracejudge.schema import RawSpan
+from tracejudge.schema import ItemResult, RawSpan, RunRecord
 from tracejudge.store._protocol import TraceSummary
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
@@ -40,6 +40,27 @@ _DDL = (
     "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS schema_info (version BIGINT NOT NULL)",
+    # Scoring runs: one row per run, never rewritten by another run; items keyed by run.
+    """CREATE TABLE IF NOT EXISTS score_runs (
+        run_id TEXT PRIMARY KEY,
+        series TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS score_runs_series ON score_runs (series, created_at)",
+    """CREATE TABLE IF NOT EXISTS score_items (
+        run_id TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (run_id, trace_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS judge_cache (
+        key TEXT PRIMARY KEY,
+        payload TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
 )
 _SCHEMA_VERSION = 1
 
@@ -212,6 +233,78 @@ class SqliteStore:
             self._conn.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
+            )
+
+    def put_run(self, run: RunRecord) -> None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT series FROM score_runs WHERE run_id = ?", (run.run_id,)
+            ).fetchone()
+            if row is not None and row[0] != run.series:
+                raise StoreError(
+                    f"run {run.run_id} already exists in another series",
+                    hint="a rerun is a new run: give it a new run_id",
+                )
+            self._conn.execute(
+                "INSERT INTO score_runs (run_id, series, created_at, status, payload) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, payload = excluded.payload",
+                (run.run_id, run.series, run.created_at.isoformat(), run.status, run.model_dump_json()),
+            )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            row = self._conn.execute("SELECT payload FROM score_runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else RunRecord.model_validate_json(row[0])
+
+    def list_runs(self, *, series: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        sql = "SELECT payload FROM score_runs"
+        params: list[object] = []
+        if series is not None:
+            sql += " WHERE series = ?"
+            params.append(series)
+        sql += " ORDER BY created_at DESC, run_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [RunRecord.model_validate_json(r[0]) for r in rows]
+
+    def put_score_item(self, item: ItemResult) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO score_items (run_id, trace_id, verdict, payload) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (run_id, trace_id) DO UPDATE SET verdict = excluded.verdict,"
+                " payload = excluded.payload",
+                (item.run_id, item.trace_id, item.verdict, item.model_dump_json()),
+            )
+
+    def iter_score_items(self, run_id: str) -> Iterator[ItemResult]:
+        last = ""
+        while True:
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT trace_id, payload FROM score_items WHERE run_id = ? AND trace_id > ?"
+                    " ORDER BY trace_id LIMIT 500",
+                    (run_id, last),
+                ).fetchall()
+            if not rows:
+                return
+            for _, payload in rows:
+                yield ItemResult.model_validate_json(payload)
+            last = str(rows[-1][0])
+
+    def get_cached_reply(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT payload FROM judge_cache WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_cached_reply(self, key: str, payload: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO judge_cache (key, payload, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (key) DO NOTHING",
+                (key, payload, datetime.now(UTC).isoformat()),
             )
 
     def close(self) -> None:
