@@ -8,6 +8,7 @@ import click
 
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._demo import demo
 from tracejudge.cli._traces import traces
 from tracejudge.store import resolve_store_url
 
@@ -71,6 +72,7 @@ def collect() -> None:
 
 
 cli.add_command(traces)
+cli.add_command(demo)
 
 
 def main() -> None:

@@ -1,0 +1,323 @@
+"""``tracejudge demo``: the triage job end to end on the bundled procurement example, offline.
+
+The real pieces run as they would in production: the OTLP receiver as a subprocess writing to
+the store, the agent traced with the OpenTelemetry SDK and exported over OTLP/HTTP, the model
+behind an OpenAI-compatible HTTP endpoint (a local scripted one), then normalize + localize on
+what the store holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+import tracejudge
+from tracejudge._errors import InputError, TracejudgeError
+from tracejudge.schema import Cause, Verdict
+from tracejudge.store import Store
+
+__all__ = ["DemoReport", "DemoRow", "find_examples", "load_example", "run_demo"]
+
+Progress = Callable[[str], None]
+
+_LISTENING = re.compile(r"listening on (http://\S+)")
+_RECEIVER_START_TIMEOUT = 60.0
+_STORE_WAIT_TIMEOUT = 60.0
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DemoRow(_Record):
+    """One scenario: what it should show and what triage found."""
+
+    scenario: str
+    """Scenario name in scenarios.yaml."""
+    about: str = ""
+    """What the scenario sets up."""
+    ticket: str | None
+    """Ticket id."""
+    ticket_path: str
+    """The ticket file."""
+    trace_id: str
+    """The scenario's trace."""
+    expected_verdict: Verdict
+    """The verdict the scenario is built to produce."""
+    expected_cause: Cause | None = None
+    """The cause it is built to produce (filtered, not_retrieved)."""
+    verdict: Verdict | None
+    """What triage found; None when triage could not run."""
+    cause: Cause | None = None
+    """The cause triage found."""
+    summary: str = ""
+    """Triage's one-line explanation, or why it could not run."""
+    answer: str = ""
+    """The agent's answer in this run."""
+    ok: bool
+    """Verdict (and cause, when one is expected) as expected."""
+
+
+class DemoReport(_Record):
+    """Everything ``tracejudge demo`` found."""
+
+    store: str
+    """The store the spans went to (secrets masked)."""
+    examples: str
+    """The example folder used."""
+    rows: tuple[DemoRow, ...]
+    """One per scenario."""
+    summary: dict[str, int] = Field(default_factory=dict)
+    """``n``, ``ok``, ``failed``."""
+
+    @property
+    def ok(self) -> bool:
+        """Every scenario got its expected verdict."""
+        return all(r.ok for r in self.rows) and bool(self.rows)
+
+
+# --- the example folder ---------------------------------------------------------------------
+
+
+def find_examples(explicit: Path | None = None) -> Path:
+    """The example folder: ``explicit``, else the source checkout's, else ./examples/procurement."""
+    if explicit is not None:
+        if not (explicit / "scenarios.yaml").is_file():
+            raise InputError(
+                f"{explicit} is not an example folder (no scenarios.yaml in it)",
+                hint="pass --examples pointing at examples/procurement of a tracejudge checkout",
+            )
+        return explicit.resolve()
+    candidates = [
+        Path(tracejudge.__file__).resolve().parent.parent / "examples" / "procurement",
+        Path.cwd() / "examples" / "procurement",
+    ]
+    for c in candidates:
+        if (c / "scenarios.yaml").is_file():
+            return c.resolve()
+    raise InputError(
+        "cannot find the bundled examples (examples/procurement)",
+        hint="run the demo from a tracejudge source checkout, or pass --examples PATH",
+    )
+
+
+def load_example(path: Path) -> ModuleType:
+    """Import the example folder as a package by path (it is not installed)."""
+    path = path.resolve()
+    name = "_tracejudge_example_" + hashlib.sha1(str(path).encode(), usedforsecurity=False).hexdigest()[:10]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        name, path / "__init__.py", submodule_search_locations=[str(path)]
+    )
+    if spec is None or spec.loader is None:
+        raise InputError(f"cannot import the example at {path}", hint="check the folder has __init__.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+# --- the receiver subprocess ----------------------------------------------------------------
+
+
+class _Receiver:
+    """``tracejudge collect otlp`` in a subprocess, on a free loopback port."""
+
+    def __init__(self, store_url: str) -> None:
+        self.store_url = store_url
+        self._proc: subprocess.Popen[str] | None = None
+        self._log: IO[str] | None = None
+        self._reader: threading.Thread | None = None
+        self.url = ""
+
+    def __enter__(self) -> _Receiver:
+        cmd = [
+            sys.executable,
+            "-m",
+            "tracejudge",
+            "--store",
+            self.store_url,
+            "collect",
+            "otlp",
+            "--listen",
+            "127.0.0.1:0",
+        ]
+        self._log = tempfile.TemporaryFile("w+", encoding="utf-8")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, bufsize=1
+        )
+        found: list[str] = []
+        ready = threading.Event()
+        stdout = self._proc.stdout
+        assert stdout is not None
+
+        def read() -> None:
+            # Keep draining after the first line, so a chatty receiver never blocks on a full pipe.
+            for line in stdout:
+                if not found and (m := _LISTENING.search(line)):
+                    found.append(m.group(1).rstrip("/"))
+                    ready.set()
+            ready.set()
+
+        self._reader = threading.Thread(target=read, name="demo-receiver-stdout", daemon=True)
+        self._reader.start()
+        ready.wait(_RECEIVER_START_TIMEOUT)
+        if not found:
+            why = self._stderr_tail()
+            self.__exit__()
+            raise TracejudgeError(
+                "the OTLP receiver (`tracejudge collect otlp`) did not start: " + why,
+                hint="run `tracejudge collect otlp --listen 127.0.0.1:0` yourself to see why",
+            )
+        self.url = found[0]
+        return self
+
+    def _stderr_tail(self) -> str:
+        if self._log is None:
+            return "(no output)"
+        self._log.seek(0)
+        text = self._log.read().strip()
+        return text[-800:] if text else "(no output)"
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait(timeout=5)
+            if self._reader is not None:
+                self._reader.join(timeout=5)
+            if self._proc.stdout is not None and (self._reader is None or not self._reader.is_alive()):
+                self._proc.stdout.close()
+            self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _mask(url: str) -> str:
+    return re.sub(r"//([^/@:]+):([^/@]+)@", r"//\1:***@", url)
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def _wait_for_spans(store: Store, expected: dict[str, int]) -> dict[str, int]:
+    """Poll the store until each trace holds its expected spans; returns what is missing."""
+    deadline = time.monotonic() + _STORE_WAIT_TIMEOUT
+    missing = dict(expected)
+    while missing:
+        for trace_id, n in list(missing.items()):
+            have = len(store.get_spans(trace_id))
+            if have >= n:
+                del missing[trace_id]
+            else:
+                missing[trace_id] = n - have
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return missing
+
+
+def _triage(store: Store, ticket_path: Path, manifest: Sequence[Any], trace_id: str) -> tuple[Any, Any]:
+    from tracejudge.localize import load_ticket, localize
+    from tracejudge.normalize import normalize
+
+    ticket = load_ticket(ticket_path)
+    spans = store.get_spans(trace_id)
+    if not spans:
+        return ticket, None
+    task = normalize(spans)
+    return ticket, localize(task, ticket, manifest=manifest)
+
+
+def run_demo(
+    store_url: str,
+    store: Store,
+    examples: Path,
+    *,
+    progress: Progress | None = None,
+) -> DemoReport:
+    """Run every scenario of the example through the receiver into the store, then triage each ticket."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from tracejudge.localize import load_manifest
+    from tracejudge.testing.openai_server import ScriptedOpenAIServer
+
+    say = progress or (lambda _msg: None)
+    if ":memory:" in store_url or store_url.rstrip("/") == "sqlite:":
+        raise InputError(
+            "the demo needs a store on disk: the OTLP receiver runs in its own process",
+            hint="pass --store sqlite:///.tracejudge/demo.db (or any file-backed store)",
+        )
+    example = load_example(examples)
+    scenarios = example.load_scenarios(examples)
+    manifest = load_manifest(examples / "manifest.jsonl")
+
+    with _Receiver(store_url) as receiver, ScriptedOpenAIServer(example.model_rules()) as model:
+        say(f"OTLP receiver at {receiver.url}; scripted model at {model.base_url}")
+        exporter = OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces", timeout=30)
+        runs = example.run_scenarios(
+            scenarios, openai_base_url=model.base_url, exporter=exporter, base=examples
+        )
+        say(f"ran the agent for {len(runs)} scenarios; waiting for the receiver to store the spans")
+        missing = _wait_for_spans(store, {r.scenario.trace_id: r.span_count for r in runs})
+    if missing:
+        raise TracejudgeError(
+            f"the receiver did not store every span in {_STORE_WAIT_TIMEOUT:.0f} s "
+            f"(missing per trace: {missing})",
+            hint="check the store is writable and `tracejudge collect otlp` works on its own",
+        )
+
+    rows = []
+    for run in runs:
+        sc = run.scenario
+        ticket, loc = _triage(store, sc.ticket_path, manifest, sc.trace_id)
+        verdict = loc.verdict if loc is not None else None
+        cause = loc.cause if loc is not None else None
+        ok = verdict == sc.expect_verdict and (sc.expect_cause is None or cause == sc.expect_cause)
+        rows.append(
+            DemoRow(
+                scenario=sc.name,
+                about=sc.about,
+                ticket=ticket.ticket,
+                ticket_path=str(sc.ticket_path),
+                trace_id=sc.trace_id,
+                expected_verdict=sc.expect_verdict,
+                expected_cause=sc.expect_cause,
+                verdict=verdict,
+                cause=cause,
+                summary=loc.summary if loc is not None else "no spans stored for this trace",
+                answer=run.answer,
+                ok=ok,
+            )
+        )
+    n_ok = sum(r.ok for r in rows)
+    return DemoReport(
+        store=_mask(store_url),
+        examples=str(examples),
+        rows=tuple(rows),
+        summary={"n": len(rows), "ok": n_ok, "failed": len(rows) - n_ok},
+    )
