@@ -1,0 +1,1170 @@
+"""A local Langfuse public API server for tests and benchmarks, checked against the official spec.
+
+It serves, in memory, what tracejudge reads and writes, for both API generations:
+
+* ``generation="v4"``: ``GET /api/public/v2/observations`` (cursor pages, field groups, filters)
+  and ``GET /api/public/v3/scores``; the legacy read routes answer 404, as a v4 server in
+  ``events_only`` write mode does.
+* ``generation="v3"``: ``GET /api/public/traces`` (page/limit, totals), ``GET /api/public/traces/{id}``
+  (observations and scores embedded), ``GET /api/public/v2/scores``; ``/v2/observations`` answers
+  404 as a self-hosted v3 does. ``scores_v3=True`` adds ``/v3/scores`` (v3.179.0 and later).
+* Both: ``POST /api/public/scores`` (upsert on id, name and the UTC date of ``timestamp``),
+  ``POST``/``GET /api/public/v2/datasets``, ``POST``/``GET /api/public/dataset-items`` and
+  ``GET /api/public/health``.
+
+Every request and response is validated against the OpenAPI spec (``langfuse-openapi.yml``)
+with ``openapi-core``: a request the spec rejects gets a 400 and lands in
+:attr:`LangfuseServer.request_errors`; a response that breaks the spec is a bug in this server,
+answered 500 and kept in :attr:`LangfuseServer.response_errors`. Auth is HTTP Basic with the
+server's key pair. :class:`Fault`\\ s inject 429 with ``Retry-After``, 500, slow answers and
+dropped connections. Every request is recorded (:attr:`LangfuseServer.requests`).
+
+Example::
+
+    with LangfuseServer(generation="v4") as server:
+        server.add_trace(synthetic_trace(0))
+        ...  # point LANGFUSE_BASE_URL at server.base_url, keys server.public_key / server.secret_key
+"""
+
+# Route handlers share one signature (request, body, **path params) so one table dispatches them.
+# ruff: noqa: ARG002
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import hashlib
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from tracejudge._errors import InputError, MissingDependencyError
+
+__all__ = [
+    "Fault",
+    "LangfuseServer",
+    "RecordedRequest",
+    "find_spec",
+    "synthetic_trace",
+]
+
+Generation = Literal["v4", "v3"]
+FaultKind = Literal["429", "500", "slow", "drop"]
+
+_PREFIX = "/api/public"
+_SPEC_ENV = "TRACEJUDGE_LANGFUSE_SPEC"
+_SPEC_NAME = "langfuse-openapi.yml"
+_META_TRUNCATE = 200
+
+
+def find_spec() -> Path:
+    """Locate Langfuse's OpenAPI spec: ``$TRACEJUDGE_LANGFUSE_SPEC``, the test fixture copy, or
+    ``../shared/reference/`` beside the checkout."""
+    env = os.environ.get(_SPEC_ENV)
+    candidates = [Path(env)] if env else []
+    root = Path(__file__).resolve().parents[2]
+    candidates += [
+        root / "tests" / "fixtures" / _SPEC_NAME,
+        root.parent / "shared" / "reference" / _SPEC_NAME,
+    ]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise InputError(
+        "cannot find Langfuse's OpenAPI spec (langfuse-openapi.yml)",
+        hint=f"set {_SPEC_ENV} to the spec file, or put it in tests/fixtures/",
+    )
+
+
+_SPEC_CACHE: dict[Path, Any] = {}
+_SPEC_LOCK = threading.Lock()
+
+
+def _load_openapi(path: Path) -> Any:
+    """The parsed spec as an ``openapi_core.OpenAPI``, loaded once per process."""
+    with _SPEC_LOCK:
+        if path in _SPEC_CACHE:
+            return _SPEC_CACHE[path]
+        try:
+            from openapi_core import Config, OpenAPI
+        except ImportError as exc:
+            raise MissingDependencyError("openapi-core", "dev") from exc
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        with path.open("rb") as fh:
+            spec = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader, chosen for speed
+        # The spec uses JSON-Schema keywords (``const``) a strict OpenAPI 3.0 spec check refuses;
+        # validation of requests and responses against it works once that check is off.
+        api = OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))  # type: ignore[arg-type]
+        _SPEC_CACHE[path] = api
+        return api
+
+
+@dataclass
+class Fault:
+    """A fault to inject into matching requests, ``times`` times (None: every time)."""
+
+    kind: FaultKind
+    """``429`` (with ``Retry-After``), ``500``, ``slow`` (wait ``delay``), ``drop`` (close mid-body)."""
+    path: str = ""
+    """Regex searched in the path after ``/api/public`` (``""`` matches every route but health)."""
+    method: str | None = None
+    """Only this HTTP method, if given."""
+    times: int | None = 1
+    """How many requests it hits; None: unlimited."""
+    retry_after: int = 1
+    """Seconds in the ``Retry-After`` header of a 429."""
+    delay: float = 0.0
+    """Seconds a ``slow`` fault waits before answering."""
+    after: int = 0
+    """Let this many matching requests pass first (for example: fail the third page)."""
+    seen: int = field(default=0, compare=False)
+    """Matching requests so far."""
+    used: int = field(default=0, compare=False)
+    """Requests this fault has hit."""
+
+    def hits(self, method: str, path: str) -> bool:
+        if self.times is not None and self.used >= self.times:
+            return False
+        if self.method is not None and self.method.upper() != method:
+            return False
+        if not re.search(self.path, path):
+            return False
+        self.seen += 1
+        if self.seen <= self.after:
+            return False
+        self.used += 1
+        return True
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received."""
+
+    method: str
+    """HTTP method."""
+    path: str
+    """Path after ``/api/public``."""
+    query: tuple[tuple[str, str], ...]
+    """Query parameters in order (repeated keys repeat)."""
+    body: Any
+    """Parsed JSON body, or None."""
+    status: int
+    """Status answered (0 for a dropped connection)."""
+
+    def param(self, name: str) -> str | None:
+        """The first value of a query parameter."""
+        return next((v for k, v in self.query if k == name), None)
+
+
+def _iso(value: datetime | str | None) -> str | None:
+    if value is None:
+        return None
+    dt = _parse_dt(value) if isinstance(value, str) else value
+    dt = dt.astimezone(UTC) if dt.tzinfo else dt.replace(tzinfo=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def _parse_dt(value: str) -> datetime:
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def _raw(value: Any) -> str | None:
+    """v2 observations return I/O as raw strings."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LangfuseServer:
+    """Langfuse's public API on loopback, in a background thread, backed by memory."""
+
+    def __init__(
+        self,
+        *,
+        generation: Generation = "v4",
+        scores_v3: bool | None = None,
+        public_key: str = "pk-lf-local-test",
+        secret_key: str = "sk-lf-local-test",  # noqa: S107 - a test server's own key
+        validate: bool = True,
+        page_latency: float = 0.0,
+        record: bool = True,
+        spec_path: Path | None = None,
+        project_id: str = "project-local",
+    ) -> None:
+        self.generation: Generation = generation
+        self.scores_v3 = generation == "v4" if scores_v3 is None else scores_v3
+        self.public_key = public_key
+        self.secret_key = secret_key
+        self.validate = validate
+        self.page_latency = page_latency
+        """Seconds every read (GET other than health) waits before answering."""
+        self.record = record
+        self.project_id = project_id
+        self.version = "4.0.0" if generation == "v4" else ("3.179.0" if self.scores_v3 else "3.120.0")
+        self._api = _load_openapi(spec_path or find_spec()) if validate else None
+        self._lock = threading.Lock()
+        self._traces: dict[str, dict[str, Any]] = {}
+        self._obs_by_trace: dict[str, list[dict[str, Any]]] = {}
+        self._roots: list[dict[str, Any]] | None = None
+        self._scores: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._datasets: dict[str, dict[str, Any]] = {}
+        self._items: dict[str, dict[str, Any]] = {}
+        self.faults: list[Fault] = []
+        self._requests: list[RecordedRequest] = []
+        self.request_errors: list[str] = []
+        """Requests the spec (or the server's own rules) rejected, with the reason."""
+        self.response_errors: list[str] = []
+        """Responses that broke the spec: always a bug in this server."""
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+
+    # -- data -------------------------------------------------------------------------------
+
+    def add_trace(self, trace: Mapping[str, Any]) -> None:
+        """Add a trace: Langfuse camelCase fields (``id``, ``name``, ``timestamp``, ``tags``, ``userId``,
+        ``sessionId``, ``environment``, ``input``, ``output``, ``metadata``) plus ``observations``
+        (each with ``id``, ``type``, ``name``, ``startTime``, ``endTime``, ``parentObservationId``,
+        ``input``, ``output``, ``metadata``, ``model``, ``usageDetails``, ``level``, ...) and
+        optionally ``scores`` (as for :meth:`add_score`)."""
+        t = copy.deepcopy(dict(trace))
+        observations = t.pop("observations", [])
+        scores = t.pop("scores", [])
+        t.setdefault("timestamp", _iso(datetime.now(UTC)))
+        t["timestamp"] = _iso(t["timestamp"])
+        t.setdefault("environment", "default")
+        t.setdefault("tags", [])
+        obs_list = []
+        for o in observations:
+            o = dict(o)
+            o["traceId"] = t["id"]
+            o.setdefault("type", "SPAN")
+            o.setdefault("parentObservationId", None)
+            o["startTime"] = _iso(o.get("startTime") or t["timestamp"])
+            o["endTime"] = _iso(o.get("endTime"))
+            o.setdefault("environment", t["environment"])
+            obs_list.append(o)
+        with self._lock:
+            self._traces[t["id"]] = t
+            self._obs_by_trace[t["id"]] = obs_list
+            self._roots = None
+        for s in scores:
+            self.add_score({"traceId": t["id"], **s})
+
+    def add_score(self, score: Mapping[str, Any]) -> str:
+        """Add a score as if posted (``name``, ``value``, ``traceId``, ``observationId``, ``dataType``,
+        ``source``, ``comment``, ``timestamp``, ...). Returns its id."""
+        return self._upsert_score(dict(score), source_default=str(score.get("source", "API")))
+
+    @property
+    def traces(self) -> dict[str, dict[str, Any]]:
+        """Seeded traces by id (without observations)."""
+        with self._lock:
+            return dict(self._traces)
+
+    @property
+    def scores(self) -> list[dict[str, Any]]:
+        """Every stored score row (a re-post with the same id, name and day replaces its row)."""
+        with self._lock:
+            return [dict(s) for s in self._scores.values()]
+
+    @property
+    def datasets(self) -> dict[str, dict[str, Any]]:
+        """Datasets by name."""
+        with self._lock:
+            return dict(self._datasets)
+
+    @property
+    def dataset_items(self) -> list[dict[str, Any]]:
+        """Every dataset item."""
+        with self._lock:
+            return [dict(i) for i in self._items.values()]
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Requests received so far, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Forget recorded requests and validation errors."""
+        with self._lock:
+            self._requests.clear()
+            self.request_errors.clear()
+
+    def inject(self, *faults: Fault) -> None:
+        """Add faults; each matching request takes the first fault that still hits."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (the API lives under ``/api/public``)."""
+        if not self._port:
+            raise RuntimeError("the server is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    def start(self) -> LangfuseServer:
+        """Bind a free loopback port, serve in a background thread, return once it accepts connections."""
+        if self._thread is not None:
+            return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._asgi, interface="asgi3", log_level="critical", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="langfuse-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the local Langfuse server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> LangfuseServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- ASGI -------------------------------------------------------------------------------
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        body = await request.body()
+        path = request.url.path
+        sub = path[len(_PREFIX) :] if path.startswith(_PREFIX) else path
+        method = request.method.upper()
+        query = tuple(request.query_params.multi_items())
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+
+        fault = None
+        if sub != "/health":
+            with self._lock:
+                fault = next((f for f in self.faults if f.hits(method, sub)), None)
+        if fault is not None and fault.kind == "drop":
+            self._log(method, sub, query, parsed, 0)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
+            return  # the response is incomplete: uvicorn closes the connection
+        if fault is not None and fault.kind == "slow":
+            await asyncio.sleep(fault.delay)
+        if method == "GET" and sub != "/health" and self.page_latency > 0:
+            await asyncio.sleep(self.page_latency)
+
+        response = await self._respond(request, body, method, sub, parsed, fault)
+        self._log(method, sub, query, parsed, response.status_code)
+        await response(scope, receive, send)
+
+    def _log(self, method: str, sub: str, query: tuple[tuple[str, str], ...], body: Any, status: int) -> None:
+        if self.record:
+            with self._lock:
+                self._requests.append(RecordedRequest(method, sub, query, body, status))
+
+    async def _respond(
+        self, request: Request, body: bytes, method: str, sub: str, parsed: Any, fault: Fault | None
+    ) -> Response:
+        if fault is not None and fault.kind == "429":
+            reset = int(time.time()) + fault.retry_after
+            return JSONResponse(
+                {
+                    "message": "Rate limit exceeded",
+                    "code": "rate_limited",
+                    "details": {
+                        "retryAfterSeconds": fault.retry_after,
+                        "limit": 30,
+                        "remaining": 0,
+                        "resetAt": _iso(datetime.fromtimestamp(reset, UTC)),
+                    },
+                },
+                status_code=429,
+                headers={
+                    "Retry-After": str(fault.retry_after),
+                    "X-RateLimit-Limit": "30",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": str(reset),
+                },
+            )
+        if fault is not None and fault.kind == "500":
+            return JSONResponse({"message": "Internal Server Error"}, status_code=500)
+
+        handler, params = self._route(method, sub)
+        if handler is None:
+            return JSONResponse({"message": f"route {method} {_PREFIX}{sub} not found"}, status_code=404)
+
+        openapi_request = None
+        if self._api is not None:
+            from openapi_core.contrib.starlette import StarletteOpenAPIRequest
+
+            openapi_request = StarletteOpenAPIRequest(request, body)
+            try:
+                self._api.validate_request(openapi_request)
+            except Exception as exc:
+                reason = f"{method} {sub}: {exc}"
+                with self._lock:
+                    self.request_errors.append(reason)
+                status = 401 if "Security" in type(exc).__name__ else 400
+                return JSONResponse({"message": f"invalid request: {exc}"}, status_code=status)
+
+        if sub != "/health" and not self._authorized(request.headers.get("authorization", "")):
+            return JSONResponse({"message": "Invalid credentials"}, status_code=401)
+
+        try:
+            status, payload = handler(request, parsed, **params)
+        except _BadRequest as exc:
+            if exc.status == 400:
+                with self._lock:
+                    self.request_errors.append(f"{method} {sub}: {exc}")
+            return JSONResponse({"message": str(exc)}, status_code=exc.status)
+        response = JSONResponse(payload, status_code=status)
+        if self._api is not None and openapi_request is not None and status < 300:
+            from openapi_core.contrib.starlette import StarletteOpenAPIResponse
+
+            try:
+                self._api.validate_response(openapi_request, StarletteOpenAPIResponse(response))
+            except Exception as exc:
+                reason = f"{method} {sub}: {exc}"
+                with self._lock:
+                    self.response_errors.append(reason)
+                return JSONResponse({"message": f"server bug, response breaks the spec: {exc}"}, 500)
+        return response
+
+    def _authorized(self, header: str) -> bool:
+        if not header.lower().startswith("basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+        except ValueError:
+            return False
+        return user == self.public_key and password == self.secret_key
+
+    def _route(self, method: str, sub: str) -> tuple[Callable[..., tuple[int, Any]] | None, dict[str, str]]:
+        v4 = self.generation == "v4"
+        legacy = not v4
+        table: list[tuple[str, str, Callable[..., tuple[int, Any]], bool]] = [
+            ("GET", r"/health", self._health, True),
+            ("GET", r"/v2/observations", self._observations_v2, True),
+            ("GET", r"/v3/scores", self._scores_v3, self.scores_v3 or v4),
+            ("GET", r"/v2/scores", self._scores_v2, legacy),
+            ("GET", r"/traces", self._traces_list, legacy),
+            ("GET", r"/traces/(?P<trace_id>[^/]+)", self._trace_get, legacy),
+            ("POST", r"/scores", self._score_post, True),
+            ("POST", r"/v2/datasets", self._dataset_post, True),
+            ("GET", r"/v2/datasets/(?P<name>[^/]+)", self._dataset_get, True),
+            ("POST", r"/dataset-items", self._item_post, True),
+            ("GET", r"/dataset-items", self._items_list, True),
+        ]
+        for m, pattern, fn, enabled in table:
+            match = re.fullmatch(pattern, sub)
+            if m == method and match and enabled:
+                return fn, match.groupdict()
+        return None, {}
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    def _health(self, request: Request, body: Any) -> tuple[int, Any]:
+        return 200, {"version": self.version, "status": "OK"}
+
+    @staticmethod
+    def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return default
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise _BadRequest(f"{name} must be between {lo} and {hi}, got {value}")
+        return value
+
+    def _sorted_roots(self) -> list[dict[str, Any]]:
+        with self._lock:
+            if self._roots is None:
+                roots = [
+                    o
+                    for obs in self._obs_by_trace.values()
+                    for o in obs
+                    if o.get("parentObservationId") is None
+                ]
+                roots.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
+                self._roots = roots
+            return self._roots
+
+    def _observations_v2(self, request: Request, body: Any) -> tuple[int, Any]:
+        if self.generation != "v4":
+            raise _BadRequest(
+                "The v2 observations API is only available in a Langfuse v4 write mode", status=404
+            )
+        q = request.query_params
+        if q.get("parseIoAsJson") == "true":
+            raise _BadRequest("parseIoAsJson is not supported")
+        limit = self._int(request, "limit", 50, 0, 1000)
+        groups = {"core", *(q.get("fields") or "core,basic").split(",")}
+        expand = set(filter(None, (q.get("expandMetadata") or "").split(",")))
+        trace_id = q.get("traceId")
+        if trace_id is not None:
+            with self._lock:
+                pool = sorted(
+                    self._obs_by_trace.get(trace_id, []),
+                    key=lambda o: (o["startTime"], o["id"]),
+                    reverse=True,
+                )
+        elif q.get("isRootObservation") == "true":
+            pool = self._sorted_roots()
+        else:
+            with self._lock:
+                pool = [o for obs in self._obs_by_trace.values() for o in obs]
+            pool.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
+        environments = set(q.getlist("environment"))
+        lo = _iso(q["fromStartTime"]) if q.get("fromStartTime") else None
+        hi = _iso(q["toStartTime"]) if q.get("toStartTime") else None
+        after: tuple[str, str] | None = None
+        if q.get("cursor"):
+            try:
+                c = json.loads(base64.b64decode(q["cursor"]))
+                after = (str(c["t"]), str(c["id"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise _BadRequest("invalid cursor") from exc
+
+        def keep(o: dict[str, Any]) -> bool:
+            if after is not None and (o["startTime"], o["id"]) >= after:
+                return False
+            if lo is not None and o["startTime"] < lo:
+                return False
+            if hi is not None and o["startTime"] >= hi:
+                return False
+            if environments and o.get("environment") not in environments:
+                return False
+            if q.get("isRootObservation") == "true" and o.get("parentObservationId") is not None:
+                return False
+            for key in ("name", "type", "level", "version"):
+                if q.get(key) is not None and o.get(key) != q[key]:
+                    return False
+            t = self._traces[o["traceId"]]
+            return all(q.get(key) is None or t.get(key) == q[key] for key in ("userId", "sessionId"))
+
+        page: list[dict[str, Any]] = []
+        more = False
+        for o in pool:
+            if not keep(o):
+                continue
+            if len(page) == limit:
+                more = True
+                break
+            page.append(o)
+        data = [self._render_v2(o, groups, expand) for o in page]
+        meta: dict[str, Any] = {}
+        if more and page:
+            last = page[-1]
+            meta["cursor"] = base64.b64encode(
+                json.dumps({"t": last["startTime"], "id": last["id"]}).encode()
+            ).decode()
+        return 200, {"data": data, "meta": meta}
+
+    def _render_v2(self, o: dict[str, Any], groups: set[str], expand: set[str]) -> dict[str, Any]:
+        t = self._traces[o["traceId"]]
+        is_root = o.get("parentObservationId") is None
+        out: dict[str, Any] = {
+            "id": o["id"],
+            "traceId": o["traceId"],
+            "startTime": o["startTime"],
+            "endTime": o["endTime"],
+            "projectId": self.project_id,
+            "parentObservationId": o.get("parentObservationId"),
+            "type": o["type"],
+            "modelId": None,
+            "inputPrice": None,
+            "outputPrice": None,
+            "totalPrice": None,
+        }
+        if "basic" in groups:
+            out.update(
+                name=o.get("name"),
+                level=o.get("level", "DEFAULT"),
+                statusMessage=o.get("statusMessage"),
+                version=o.get("version"),
+                environment=o.get("environment"),
+                bookmarked=False,
+                public=False,
+                userId=t.get("userId"),
+                sessionId=t.get("sessionId"),
+                isRootObservation=is_root,
+            )
+        if "time" in groups:
+            out.update(
+                completionStartTime=_iso(o.get("completionStartTime")),
+                createdAt=o["startTime"],
+                updatedAt=o["endTime"] or o["startTime"],
+            )
+        if "io" in groups:
+            inp, outp = o.get("input"), o.get("output")
+            if is_root:  # v4 keeps the trace's I/O on its root observation
+                inp = t.get("input") if inp is None else inp
+                outp = t.get("output") if outp is None else outp
+            out.update(input=_raw(inp), output=_raw(outp))
+        if "metadata" in groups:
+            meta = o.get("metadata")
+            if isinstance(meta, dict):
+                meta = {
+                    k: v
+                    if k in expand or len(json.dumps(v)) <= _META_TRUNCATE
+                    else json.dumps(v)[:_META_TRUNCATE]
+                    for k, v in meta.items()
+                }
+            out["metadata"] = meta
+        if "model" in groups:
+            out.update(
+                providedModelName=o.get("model"),
+                internalModelId=None,
+                modelParameters=o.get("modelParameters"),
+            )
+        if "usage" in groups:
+            out.update(
+                usageDetails=o.get("usageDetails") or {},
+                costDetails=o.get("costDetails") or {},
+                totalCost=None,
+                usagePricingTierName=None,
+            )
+        if "prompt" in groups:
+            out.update(promptId=None, promptName=o.get("promptName"), promptVersion=o.get("promptVersion"))
+        if "metrics" in groups:
+            out.update(latency=None, timeToFirstToken=None)
+        if "trace_context" in groups:
+            out.update(tags=list(t.get("tags") or []), release=t.get("release"), traceName=t.get("name"))
+        return out
+
+    # scores
+
+    def _upsert_score(self, body: dict[str, Any], *, source_default: str = "API") -> str:
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            raise _BadRequest("name is required")
+        value = body.get("value")
+        data_type = body.get("dataType")
+        if data_type is None:
+            data_type = "CATEGORICAL" if isinstance(value, str) else "NUMERIC"
+        if data_type in ("NUMERIC", "BOOLEAN") and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
+            raise _BadRequest(f"{data_type} score value must be a number")
+        if data_type == "BOOLEAN" and value not in (0, 1):
+            raise _BadRequest("BOOLEAN score value must be 0 or 1")
+        if data_type in ("CATEGORICAL", "TEXT", "CORRECTION") and not isinstance(value, str):
+            raise _BadRequest(f"{data_type} score value must be a string")
+        if data_type == "TEXT" and not 1 <= len(str(value)) <= 500:
+            raise _BadRequest("TEXT score value must be 1..500 characters")
+        env = body.get("environment") or "default"
+        if not re.fullmatch(r"[a-z0-9_-]+", env) or env.startswith("langfuse"):
+            raise _BadRequest(f"invalid environment {env!r}")
+        source = body.get("source") or source_default
+        if source not in ("API", "ANNOTATION"):
+            raise _BadRequest(f"invalid source {source!r}")
+        trace_id = body.get("traceId")
+        if trace_id is not None and trace_id not in self._traces:
+            # Langfuse accepts scores for traces it has not seen yet; this server keeps that.
+            pass
+        now = _iso(datetime.now(UTC))
+        timestamp = _iso(body.get("timestamp")) if body.get("timestamp") else now
+        assert timestamp is not None
+        score_id = body.get("id") or str(uuid.uuid4())
+        key = (score_id, name, timestamp[:10])
+        with self._lock:
+            previous = self._scores.get(key)
+            self._scores[key] = {
+                "id": score_id,
+                "traceId": trace_id,
+                "observationId": body.get("observationId"),
+                "sessionId": body.get("sessionId"),
+                "datasetRunId": body.get("datasetRunId"),
+                "name": name,
+                "value": value,
+                "dataType": data_type,
+                "source": source,
+                "comment": body.get("comment"),
+                "metadata": body.get("metadata"),
+                "configId": body.get("configId"),
+                "queueId": body.get("queueId"),
+                "authorUserId": None,
+                "environment": env,
+                "timestamp": timestamp,
+                "createdAt": previous["createdAt"] if previous else now,
+                "updatedAt": now,
+            }
+        return str(score_id)
+
+    def _score_post(self, request: Request, body: Any) -> tuple[int, Any]:
+        if not isinstance(body, dict):
+            raise _BadRequest("the body must be one score object")
+        return 200, {"id": self._upsert_score(body)}
+
+    def _filter_scores(self, request: Request) -> list[dict[str, Any]]:
+        q = request.query_params
+        rows = self.scores
+        for key in ("traceId", "observationId", "name", "source", "dataType", "sessionId", "id"):
+            if q.get(key) is not None:
+                rows = [s for s in rows if s.get(key) == q[key]]
+        if q.get("scoreIds"):
+            wanted = set(q["scoreIds"].split(","))
+            rows = [s for s in rows if s["id"] in wanted]
+        if q.get("fromTimestamp"):
+            lo = _iso(q["fromTimestamp"]) or ""
+            rows = [s for s in rows if s["timestamp"] >= lo]
+        if q.get("toTimestamp"):
+            hi = _iso(q["toTimestamp"]) or ""
+            rows = [s for s in rows if s["timestamp"] < hi]
+        rows.sort(key=lambda s: (s["timestamp"], s["id"]), reverse=True)
+        return rows
+
+    def _scores_v3(self, request: Request, body: Any) -> tuple[int, Any]:
+        if request.query_params.get("observationId") and not request.query_params.get("traceId"):
+            raise _BadRequest("observationId needs traceId")
+        limit = self._int(request, "limit", 50, 1, 100)
+        offset = 0
+        if request.query_params.get("cursor"):
+            try:
+                offset = int(base64.b64decode(request.query_params["cursor"]).decode())
+            except ValueError as exc:
+                raise _BadRequest("invalid cursor") from exc
+        rows = self._filter_scores(request)
+        page = rows[offset : offset + limit]
+        data = []
+        for s in page:
+            value: Any = s["value"]
+            if s["dataType"] == "BOOLEAN":
+                value = bool(value)
+            elif s["dataType"] == "NUMERIC":
+                value = float(value)
+            subject: dict[str, Any] | None = None
+            if s.get("observationId"):
+                subject = {"kind": "observation", "id": s["observationId"], "traceId": s.get("traceId")}
+            elif s.get("traceId"):
+                subject = {"kind": "trace", "id": s["traceId"]}
+            elif s.get("sessionId"):
+                subject = {"kind": "session", "id": s["sessionId"]}
+            data.append(
+                {
+                    **{
+                        k: s[k]
+                        for k in (
+                            "id",
+                            "name",
+                            "source",
+                            "timestamp",
+                            "environment",
+                            "createdAt",
+                            "updatedAt",
+                        )
+                    },
+                    **{k: s[k] for k in ("comment", "metadata", "configId", "queueId", "authorUserId")},
+                    "projectId": self.project_id,
+                    "dataType": s["dataType"],
+                    "value": value,
+                    "subject": subject,
+                }
+            )
+        meta: dict[str, Any] = {"limit": limit}
+        if offset + limit < len(rows):
+            meta["cursor"] = base64.b64encode(str(offset + limit).encode()).decode()
+        return 200, {"data": data, "meta": meta}
+
+    @staticmethod
+    def _score_v1(s: dict[str, Any], *, trace_required: bool) -> dict[str, Any] | None:
+        if s["dataType"] == "CORRECTION" and trace_required:
+            return None  # ScoreV1 has no CORRECTION variant
+        out = {
+            k: s.get(k)
+            for k in (
+                "id",
+                "traceId",
+                "observationId",
+                "name",
+                "source",
+                "timestamp",
+                "createdAt",
+                "updatedAt",
+                "authorUserId",
+                "comment",
+                "metadata",
+                "configId",
+                "queueId",
+                "environment",
+                "dataType",
+            )
+        }
+        if not trace_required:
+            out["sessionId"] = s.get("sessionId")
+            out["datasetRunId"] = s.get("datasetRunId")
+        if s["dataType"] == "NUMERIC":
+            out["value"] = float(s["value"])
+        elif s["dataType"] == "BOOLEAN":
+            out["value"] = float(s["value"])
+            out["stringValue"] = "True" if s["value"] else "False"
+        elif s["dataType"] in ("CATEGORICAL", "CORRECTION"):
+            out["value"] = 0.0
+            out["stringValue"] = s["value"]
+        else:
+            out["stringValue"] = s["value"]
+        return out
+
+    def _scores_v2(self, request: Request, body: Any) -> tuple[int, Any]:
+        limit = self._int(request, "limit", 50, 1, 100)
+        page = self._int(request, "page", 1, 1, 10**9)
+        rows = self._filter_scores(request)
+        data = [self._score_v1(s, trace_required=False) for s in rows[(page - 1) * limit : page * limit]]
+        return 200, {"data": data, "meta": _page_meta(page, limit, len(rows))}
+
+    # legacy traces
+
+    def _trace_rows(self, request: Request) -> list[dict[str, Any]]:
+        q = request.query_params
+        with self._lock:
+            rows = list(self._traces.values())
+        for key in ("name", "userId", "sessionId", "version", "release"):
+            if q.get(key) is not None:
+                rows = [t for t in rows if t.get(key) == q[key]]
+        tags = q.getlist("tags")
+        if tags:
+            rows = [t for t in rows if set(tags) <= set(t.get("tags") or [])]
+        envs = set(q.getlist("environment"))
+        if envs:
+            rows = [t for t in rows if t.get("environment") in envs]
+        if q.get("fromTimestamp"):
+            lo = _iso(q["fromTimestamp"]) or ""
+            rows = [t for t in rows if t["timestamp"] >= lo]
+        if q.get("toTimestamp"):
+            hi = _iso(q["toTimestamp"]) or ""
+            rows = [t for t in rows if t["timestamp"] < hi]
+        order = q.get("orderBy") or "timestamp.desc"
+        fieldname, _, direction = order.partition(".")
+        if fieldname not in ("id", "timestamp", "name", "userId", "release", "version", "sessionId"):
+            raise _BadRequest(f"invalid orderBy {order!r}")
+        rows.sort(key=lambda t: (str(t.get(fieldname) or ""), t["id"]), reverse=direction != "asc")
+        return rows
+
+    def _trace_view(self, t: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": t["id"],
+            "timestamp": t["timestamp"],
+            "name": t.get("name"),
+            "input": t.get("input"),
+            "output": t.get("output"),
+            "sessionId": t.get("sessionId"),
+            "release": t.get("release"),
+            "version": t.get("version"),
+            "userId": t.get("userId"),
+            "metadata": t.get("metadata"),
+            "tags": list(t.get("tags") or []),
+            "public": bool(t.get("public", False)),
+            "environment": t.get("environment", "default"),
+            "htmlPath": f"/project/{self.project_id}/traces/{t['id']}",
+            "latency": None,
+            "totalCost": None,
+        }
+
+    def _deprecation(self) -> dict[str, Any]:
+        return {
+            "message": "This endpoint is deprecated; use the v2 observations API.",
+            "replacement": "/api/public/v2/observations",
+            "docsUrl": None,
+            "sunsetAt": "2026-11-16",
+        }
+
+    def _traces_list(self, request: Request, body: Any) -> tuple[int, Any]:
+        limit = self._int(request, "limit", 50, 1, 100)
+        page = self._int(request, "page", 1, 1, 10**9)
+        rows = self._trace_rows(request)
+        data = []
+        for t in rows[(page - 1) * limit : page * limit]:
+            view = self._trace_view(t)
+            with self._lock:
+                view["observations"] = [o["id"] for o in self._obs_by_trace.get(t["id"], [])]
+                view["scores"] = [s["id"] for s in self._scores.values() if s.get("traceId") == t["id"]]
+            data.append(view)
+        return 200, {
+            "data": data,
+            "meta": _page_meta(page, limit, len(rows)),
+            "_deprecation": self._deprecation(),
+        }
+
+    def _trace_get(self, request: Request, body: Any, trace_id: str) -> tuple[int, Any]:
+        with self._lock:
+            t = self._traces.get(trace_id)
+            observations = list(self._obs_by_trace.get(trace_id, []))
+            scores = [dict(s) for s in self._scores.values() if s.get("traceId") == trace_id]
+        if t is None:
+            raise _BadRequest(f"trace {trace_id} not found", status=404)
+        view = self._trace_view(t)
+        view["observations"] = [self._observation_view(o) for o in observations]
+        view["scores"] = [v for s in scores if (v := self._score_v1(s, trace_required=True)) is not None]
+        view["_deprecation"] = self._deprecation()
+        return 200, view
+
+    @staticmethod
+    def _observation_view(o: dict[str, Any]) -> dict[str, Any]:
+        usage = o.get("usageDetails") or {}
+        return {
+            "id": o["id"],
+            "traceId": o["traceId"],
+            "type": o["type"],
+            "name": o.get("name"),
+            "startTime": o["startTime"],
+            "endTime": o["endTime"],
+            "completionStartTime": _iso(o.get("completionStartTime")),
+            "model": o.get("model"),
+            "modelParameters": o.get("modelParameters"),
+            "input": o.get("input"),
+            "version": o.get("version"),
+            "metadata": o.get("metadata"),
+            "output": o.get("output"),
+            "usage": {
+                "input": int(usage.get("input", 0)),
+                "output": int(usage.get("output", 0)),
+                "total": int(usage.get("total", 0)),
+                "unit": "TOKENS" if usage else None,
+            },
+            "level": o.get("level", "DEFAULT"),
+            "statusMessage": o.get("statusMessage"),
+            "parentObservationId": o.get("parentObservationId"),
+            "promptId": None,
+            "usageDetails": usage,
+            "costDetails": o.get("costDetails") or {},
+            "environment": o.get("environment", "default"),
+            "promptName": o.get("promptName"),
+            "promptVersion": o.get("promptVersion"),
+            "modelId": None,
+            "inputPrice": None,
+            "outputPrice": None,
+            "totalPrice": None,
+            "calculatedInputCost": None,
+            "calculatedOutputCost": None,
+            "calculatedTotalCost": None,
+            "latency": None,
+            "timeToFirstToken": None,
+        }
+
+    # datasets
+
+    def _dataset_post(self, request: Request, body: Any) -> tuple[int, Any]:
+        now = _iso(datetime.now(UTC))
+        name = body["name"]
+        with self._lock:
+            existing = self._datasets.get(name)
+            ds = {
+                "id": existing["id"] if existing else f"ds-{hashlib.sha256(name.encode()).hexdigest()[:16]}",
+                "name": name,
+                "description": body.get("description"),
+                "metadata": body.get("metadata"),
+                "inputSchema": body.get("inputSchema"),
+                "expectedOutputSchema": body.get("expectedOutputSchema"),
+                "projectId": self.project_id,
+                "createdAt": existing["createdAt"] if existing else now,
+                "updatedAt": now,
+            }
+            self._datasets[name] = ds
+        return 200, ds
+
+    def _dataset_get(self, request: Request, body: Any, name: str) -> tuple[int, Any]:
+        with self._lock:
+            ds = self._datasets.get(name)
+        if ds is None:
+            raise _BadRequest(f"dataset {name} not found", status=404)
+        return 200, ds
+
+    def _item_post(self, request: Request, body: Any) -> tuple[int, Any]:
+        with self._lock:
+            ds = self._datasets.get(body["datasetName"])
+        if ds is None:
+            raise _BadRequest(f"dataset {body['datasetName']} not found", status=404)
+        item_id = body.get("id") or str(uuid.uuid4())
+        if len(item_id) > 255:
+            raise _BadRequest("dataset item id longer than 255 characters")
+        now = _iso(datetime.now(UTC))
+        with self._lock:
+            existing = self._items.get(item_id)
+            if existing is not None and existing["datasetId"] != ds["id"]:
+                raise _BadRequest(f"dataset item id {item_id} is used by another dataset", status=409)
+            item = {
+                "id": item_id,
+                "status": body.get("status") or "ACTIVE",
+                "input": body.get("input"),
+                "expectedOutput": body.get("expectedOutput"),
+                "metadata": body.get("metadata"),
+                "sourceTraceId": body.get("sourceTraceId"),
+                "sourceObservationId": body.get("sourceObservationId"),
+                "datasetId": ds["id"],
+                "datasetName": ds["name"],
+                "createdAt": existing["createdAt"] if existing else now,
+                "updatedAt": now,
+                "mediaReferences": [],
+            }
+            self._items[item_id] = item
+        return 200, item
+
+    def _items_list(self, request: Request, body: Any) -> tuple[int, Any]:
+        q = request.query_params
+        limit = self._int(request, "limit", 50, 1, 100)
+        page = self._int(request, "page", 1, 1, 10**9)
+        rows = self.dataset_items
+        for key in ("datasetName", "sourceTraceId", "sourceObservationId"):
+            if q.get(key) is not None:
+                rows = [i for i in rows if i.get(key) == q[key]]
+        rows.sort(key=lambda i: (i["createdAt"], i["id"]))
+        return 200, {
+            "data": rows[(page - 1) * limit : page * limit],
+            "meta": _page_meta(page, limit, len(rows)),
+        }
+
+
+def _page_meta(page: int, limit: int, total: int) -> dict[str, int]:
+    return {"page": page, "limit": limit, "totalItems": total, "totalPages": (total + limit - 1) // limit}
+
+
+def synthetic_trace(
+    index: int,
+    *,
+    base_time: datetime | None = None,
+    spacing: timedelta = timedelta(seconds=1),
+    name: str = "rag-answer",
+    tags: Iterable[str] = ("prod",),
+    environment: str = "production",
+    clause: str = "Prepayment shall not exceed 30,000 RMB",
+    answer: str = "The prepayment cap is 30,000 RMB.",
+) -> dict[str, Any]:
+    """A retrieval-augmented agent trace in Langfuse's shape: an AGENT root, a RETRIEVER returning
+    two documents, a GENERATION with the retrieved clause in its input, and a TOOL call.
+    Ids are deterministic in ``index`` (32-hex trace id, 16-hex observation ids)."""
+    base = base_time or datetime(2026, 3, 1, tzinfo=UTC)
+    start = base + spacing * index
+    digest = hashlib.sha256(f"trace-{index}".encode()).hexdigest()
+    trace_id = digest[:32]
+
+    def oid(n: int) -> str:
+        return hashlib.sha256(f"obs-{index}-{n}".encode()).hexdigest()[:16]
+
+    def at(ms: int) -> str | None:
+        return _iso(start + timedelta(milliseconds=ms))
+
+    question = f"What is the prepayment cap of contract C-17? (#{index})"
+    docs = [
+        {"id": "c17-v2", "page_content": clause, "metadata": {"doc_id": "C-17/attachment", "version": "v2"}},
+        {
+            "id": "c17-v1",
+            "page_content": "Prepayment shall not exceed 50,000 RMB",
+            "metadata": {"doc_id": "C-17/attachment", "version": "v1"},
+        },
+    ]
+    messages = [
+        {"role": "system", "content": "Answer from the context.\n\nContext:\n" + clause},
+        {"role": "user", "content": question},
+    ]
+    return {
+        "id": trace_id,
+        "name": name,
+        "timestamp": _iso(start),
+        "tags": list(tags),
+        "userId": f"user-{index % 7}",
+        "sessionId": f"session-{index % 11}",
+        "environment": environment,
+        "input": {"question": question},
+        "output": answer,
+        "metadata": {"app": "procurement-agent"},
+        "observations": [
+            {
+                "id": oid(0),
+                "type": "AGENT",
+                "name": name,
+                "startTime": at(0),
+                "endTime": at(900),
+                "parentObservationId": None,
+                "input": {"question": question},
+                "output": answer,
+            },
+            {
+                "id": oid(1),
+                "type": "RETRIEVER",
+                "name": "vector-search",
+                "startTime": at(10),
+                "endTime": at(80),
+                "parentObservationId": oid(0),
+                "input": {"query": question},
+                "output": docs,
+                "metadata": {"top_k": 2, "tracejudge.retrieval.filter": {"region": "CN"}},
+            },
+            {
+                "id": oid(2),
+                "type": "GENERATION",
+                "name": "answer",
+                "startTime": at(100),
+                "endTime": at(800),
+                "parentObservationId": oid(0),
+                "input": messages,
+                "output": {"role": "assistant", "content": answer},
+                "model": "gpt-4.1-mini",
+                "usageDetails": {"input": 120, "output": 12, "total": 132},
+                "modelParameters": {"temperature": 0},
+                "promptName": "procurement-agent",
+                "promptVersion": 12,
+            },
+            {
+                "id": oid(3),
+                "type": "TOOL",
+                "name": "lookup_contract",
+                "startTime": at(820),
+                "endTime": at(850),
+                "parentObservationId": oid(0),
+                "input": {"contract": "C-17"},
+                "output": {"status": "active"},
+                "level": "DEFAULT",
+            },
+        ],
+    }
