@@ -129,7 +129,10 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
                 anchor_parent = parent[view.span_id]
                 if anchor_parent is not None and by_id[anchor_parent].step == "retrieval":
                     continue  # read as part of the enclosing retrieval call
-                retrievals.append(_retrieval(view, _members(view, children)))
+                members = _members(view, children)
+                if anchor_parent is not None and _is_retriever_task(by_id[anchor_parent]):
+                    members.append(by_id[anchor_parent])
+                retrievals.append(_retrieval(view, members))
             elif view.step == "rerank":
                 rerankings.append(_reranking(view))
             elif view.step == "context":
@@ -224,6 +227,11 @@ def _members(anchor: SpanView, children: dict[str, list[SpanView]]) -> list[Span
     return out
 
 
+def _is_retriever_task(view: SpanView) -> bool:
+    """An OpenLLMetry task/tool span around a vector-store query: it holds the query text the store lacks."""
+    return view.step in ("chain", "tool") and view.attrs.get(oll.KIND) in ("task", "tool")
+
+
 def _documents(view: SpanView) -> list[Document] | None:
     docs = oi.documents(view, "retrieval.documents")
     if docs is None:
@@ -306,7 +314,7 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
     top_k: int | None = None
     source: str | None = None
     for view in members:
-        if view.step != "retrieval":
+        if view.step == "embedding":
             continue
         if docs is None:
             docs = _documents(view)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from tracejudge.normalize._values import decode, group_indexed, nanos_to_datetime
+from tracejudge.normalize._values import decode, group_indexed, maybe_json, nanos_to_datetime
 from tracejudge.schema import Gap, RawSpan, StepKind
 
 _LF_METADATA = "langfuse.observation.metadata"
@@ -68,7 +68,8 @@ class SpanView:
                     self.resource = resource
         for key, value in attrs.items():
             if key.startswith(_LF_METADATA_PREFIX + "tracejudge."):
-                extra[key[len(_LF_METADATA_PREFIX) :]] = value
+                # The Langfuse SDK JSON-encodes each metadata value, strings included.
+                extra[key[len(_LF_METADATA_PREFIX) :]] = maybe_json(value)
         if not extra:
             return attrs
         extra.update(attrs)
