@@ -57,18 +57,18 @@ class Scenario:
     expect_cause: str | None
 
 
-def _config(values: Mapping[str, Any]) -> AgentConfig:
+def _settings(values: Mapping[str, Any] | None) -> dict[str, Any]:
     known = set(AgentConfig.__dataclass_fields__)
-    unknown = set(values) - known
+    unknown = set(values or {}) - known
     if unknown:
         raise ValueError(f"unknown agent settings {sorted(unknown)}; known: {sorted(known)}")
-    return AgentConfig(**values)
+    return dict(values or {})
 
 
 def load_scenarios(base: Path = HERE) -> list[Scenario]:
     """Read ``scenarios.yaml`` and each scenario's ticket (for its trace id and task time)."""
     spec = yaml.safe_load((base / "scenarios.yaml").read_text(encoding="utf-8"))
-    defaults = _config(spec.get("defaults") or {})
+    defaults = AgentConfig(**_settings(spec.get("defaults")))
     out = []
     for s in spec["scenarios"]:
         ticket_path = base / s["ticket"]
@@ -85,7 +85,7 @@ def load_scenarios(base: Path = HERE) -> list[Scenario]:
                 trace_id=str(ticket["trace_id"]).lower(),
                 task_time=task_time,
                 question=s.get("question", spec["question"]),
-                config=replace(defaults, **(s.get("config") or {})),
+                config=replace(defaults, **_settings(s.get("config"))),
                 expect_verdict=expect["verdict"],
                 expect_cause=expect.get("cause"),
             )
