@@ -1,0 +1,172 @@
+"""The judge client: any OpenAI-compatible endpoint through the ``openai`` package (the one module
+that imports it), and a scripted fake beside it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tracejudge._errors import MissingDependencyError, TracejudgeError
+from tracejudge.schema import JudgeConfig
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat completion as the judge runner needs it."""
+
+    text: str | None
+    refusal: str | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    structured: bool = False
+
+
+class JudgeCallError(TracejudgeError):
+    """A judge call that produced no reply. ``kind`` becomes the indeterminate reason."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+class JudgeClient(Protocol):
+    """Sends one chat request and returns the completion, or raises :class:`JudgeCallError`."""
+
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, schema: dict[str, Any] | None
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _schema_rejected(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return any(w in text for w in ("response_format", "json_schema", "structured", "schema"))
+
+
+class OpenAIJudgeClient:
+    """Judge calls through ``openai.AsyncOpenAI``. Retries (429 with Retry-After, 5xx, resets) are
+    the openai client's; what is left after them is a :class:`JudgeCallError`."""
+
+    def __init__(self, config: JudgeConfig, *, concurrency: int = 8) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a core dependency
+            raise MissingDependencyError("openai", "dev") from exc
+        self._openai = openai
+        self.config = config
+        self.concurrency = concurrency
+        base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        # Local OpenAI-compatible servers take no key; the client insists on one, so send a placeholder.
+        api_key = os.environ.get(config.api_key_env) or "unused"
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=config.timeout_s,
+            max_retries=config.max_retries,
+        )
+        self._structured = config.response_format in ("auto", "json_schema")
+
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, schema: dict[str, Any] | None
+    ) -> Completion:
+        fmt: dict[str, Any] | None = None
+        if schema is not None and self._structured:
+            fmt = {
+                "type": "json_schema",
+                "json_schema": {"name": "judgement", "schema": schema, "strict": True},
+            }
+        elif self.config.response_format == "json_object":
+            fmt = {"type": "json_object"}
+        try:
+            return await self._call(messages, fmt)
+        except self._openai.BadRequestError as exc:
+            auto = self.config.response_format == "auto"
+            if fmt is not None and fmt["type"] == "json_schema" and auto and _schema_rejected(exc):
+                # The server does not do structured output: parse plain JSON from now on.
+                self._structured = False
+                try:
+                    return await self._call(messages, None)
+                except self._openai.APIError as exc2:
+                    raise self._classify(exc2) from exc2
+            raise self._classify(exc) from exc
+        except self._openai.APIError as exc:
+            raise self._classify(exc) from exc
+
+    async def _call(self, messages: Sequence[dict[str, str]], fmt: dict[str, Any] | None) -> Completion:
+        kwargs: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": list(messages),
+            "temperature": self.config.temperature,
+        }
+        if self.config.max_tokens is not None:
+            kwargs["max_tokens"] = self.config.max_tokens
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        resp = await self._client.chat.completions.create(**kwargs)
+        if not resp.choices:
+            raise JudgeCallError("empty_reply", "the server returned no choices")
+        choice = resp.choices[0]
+        usage = resp.usage
+        return Completion(
+            text=choice.message.content,
+            refusal=getattr(choice.message, "refusal", None),
+            finish_reason=choice.finish_reason,
+            model=resp.model,
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            structured=fmt is not None and fmt["type"] == "json_schema",
+        )
+
+    def _classify(self, exc: Exception) -> JudgeCallError:
+        o = self._openai
+        retries = f" after {self.config.max_retries} retries"
+        if isinstance(exc, o.APITimeoutError):
+            return JudgeCallError("timeout", f"no reply within {self.config.timeout_s:g} s{retries}")
+        if isinstance(exc, o.RateLimitError):
+            return JudgeCallError("rate_limited", f"HTTP 429{retries}")
+        if isinstance(exc, o.AuthenticationError | o.PermissionDeniedError):
+            return JudgeCallError("auth_error", f"HTTP {exc.status_code}: check {self.config.api_key_env}")
+        if isinstance(exc, o.APIStatusError):
+            kind = "server_error" if exc.status_code >= 500 else "bad_request"
+            return JudgeCallError(kind, f"HTTP {exc.status_code}{retries if kind == 'server_error' else ''}")
+        if isinstance(exc, o.APIConnectionError):
+            return JudgeCallError("connection_error", f"{type(exc).__name__}{retries}")
+        if isinstance(exc, o.APIResponseValidationError):
+            return JudgeCallError("malformed_response", "the server's reply is not a chat completion")
+        return JudgeCallError("api_error", type(exc).__name__)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class FakeJudgeClient:
+    """A recording fake: ``reply(messages)`` decides each completion (or raises JudgeCallError)."""
+
+    def __init__(self, reply: Callable[[Sequence[dict[str, str]]], str | Completion], *, delay: float = 0.0):
+        self._reply = reply
+        self._delay = delay
+        self.calls: list[list[dict[str, str]]] = []
+        self.schemas: list[dict[str, Any] | None] = []
+
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, schema: dict[str, Any] | None
+    ) -> Completion:
+        self.schemas.append(schema)
+        self.calls.append(list(messages))
+        if self._delay:
+            await asyncio.sleep(self._delay)
+        out = self._reply(messages)
+        if isinstance(out, Completion):
+            return out
+        words = sum(len(m["content"].split()) for m in messages)
+        return Completion(text=out, model="fake", input_tokens=words, output_tokens=len(out.split()))
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,35 @@
+"""Scoring runs: selection (ids, filter, deterministic sample), the concurrent runner with cache,
+repeats and budget, run records with provenance, and the JSON report (DESIGN 5.6)."""
+
+from tracejudge.runs._report import item_json, run_json
+from tracejudge.runs._run import (
+    Loader,
+    ScoreOptions,
+    new_run_id,
+    provenance,
+    score_run,
+    score_run_async,
+    score_task,
+    series_key,
+    store_loader,
+)
+from tracejudge.runs._select import in_sample, sample_bucket, select_trace_ids
+from tracejudge.runs._summary import SummaryBuilder
+
+__all__ = [
+    "Loader",
+    "ScoreOptions",
+    "SummaryBuilder",
+    "in_sample",
+    "item_json",
+    "new_run_id",
+    "provenance",
+    "run_json",
+    "sample_bucket",
+    "score_run",
+    "score_run_async",
+    "score_task",
+    "select_trace_ids",
+    "series_key",
+    "store_loader",
+]

@@ -1,0 +1,330 @@
+"""A scoring run: stored traces -> task records -> hard checks + judge -> item results, recorded with
+provenance; bounded concurrency, a reply cache, repeats and a budget that stops the run cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from tracejudge import __version__
+from tracejudge.checks import evaluated_span, run_checks, task_category
+from tracejudge.judge import (
+    Judge,
+    JudgeClient,
+    OpenAIJudgeClient,
+    aggregate_criterion,
+    criterion_from_check,
+    item_verdict,
+    prompt_template_hash,
+    resolved_base_url,
+    rubric_hash,
+)
+from tracejudge.runs._summary import SummaryBuilder
+from tracejudge.schema import (
+    CriterionResult,
+    ItemResult,
+    JudgeReply,
+    ManifestEntry,
+    Provenance,
+    Rubric,
+    RunRecord,
+    RunStatus,
+    TaskRecord,
+)
+from tracejudge.store import Store
+
+Loader = Callable[[str], TaskRecord | str]
+"""Turns a trace id into its task record, or a reason it cannot (shown as indeterminate)."""
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """How a run goes; resolved at the edge (CLI or caller)."""
+
+    concurrency: int = 8
+    """Judge calls in flight at most."""
+    repeat: int | None = None
+    """Judge calls per item; None: the rubric's ``repeat``."""
+    budget_usd: float | None = None
+    """Stop launching items once the judge cost would pass this."""
+    budget_tokens: int | None = None
+    """Stop launching items once judge tokens (prompt + completion) would pass this."""
+    use_cache: bool = True
+    """Reuse cached replies of an identical judge configuration and prompt."""
+    manifest: Sequence[ManifestEntry] | None = None
+    """The index manifest, for the permission check."""
+    selection: Mapping[str, Any] = field(default_factory=dict)
+    """How the traces were chosen, recorded with the run."""
+    rerun_of: str | None = None
+    """The run whose selection this run repeats."""
+
+
+def series_key(rubric: Rubric) -> str:
+    """Runs that compare: same rubric name and version, judge model, temperature and prompt."""
+    judge = rubric.judge
+    canon = json.dumps(
+        [
+            rubric.name,
+            str(rubric.version),
+            judge.model if judge else None,
+            judge.temperature if judge else None,
+            prompt_template_hash(rubric),
+        ]
+    )
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def provenance(rubric: Rubric, *, repeat: int) -> Provenance:
+    """What produces a run's scores."""
+    judge = rubric.judge
+    host = None
+    if judge is not None:
+        url = resolved_base_url(judge)
+        # Only scheme and host: a URL may carry credentials or tokens in its path or query.
+        host = (
+            f"{urlsplit(url).scheme}://{urlsplit(url).hostname}:{urlsplit(url).port or ''}" if url else None
+        )
+    return Provenance(
+        rubric_name=rubric.name,
+        rubric_version=str(rubric.version),
+        rubric_hash=rubric_hash(rubric),
+        prompt_hash=prompt_template_hash(rubric),
+        judge_model=judge.model if judge else None,
+        judge_base_url=host,
+        temperature=judge.temperature if judge else None,
+        repeat=repeat,
+        tracejudge_version=__version__,
+    )
+
+
+def new_run_id() -> str:
+    """Sortable and unique: UTC time plus randomness."""
+    return f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def _cost(rubric: Rubric, input_tokens: int, output_tokens: int) -> float:
+    j = rubric.judge
+    if j is None:
+        return 0.0
+    return (input_tokens * j.input_cost_per_mtok + output_tokens * j.output_cost_per_mtok) / 1e6
+
+
+async def score_task(
+    task: TaskRecord,
+    rubric: Rubric,
+    *,
+    run_id: str,
+    judge: Judge | None,
+    repeat: int = 1,
+    manifest: Sequence[ManifestEntry] | None = None,
+) -> ItemResult:
+    """Score one task record: checks first, the judge only for criteria no check decides."""
+    t0 = time.perf_counter()
+    category = task_category(task, rubric.category_key)
+    checks = run_checks(rubric.checks, task, category=category, manifest=manifest)
+    deciding = {s.criterion: s.name for s in rubric.checks if s.criterion and s.name in checks}
+    ask = [c for c in rubric.criteria if c.name not in deciding]
+    replies: list[JudgeReply] = []
+    if ask and judge is not None:
+        replies = await judge.judge(task, ask, category=category, repeat=repeat)
+    criteria: dict[str, CriterionResult] = {}
+    for c in rubric.criteria:
+        if c.name in deciding:
+            criteria[c.name] = criterion_from_check(deciding[c.name], checks[deciding[c.name]])
+        elif judge is None:
+            criteria[c.name] = CriterionResult(score=None, verdict="indeterminate", reason="no_judge")
+        else:
+            criteria[c.name] = aggregate_criterion(c, replies)
+    judged = [criteria[c.name].score for c in ask]
+    mean = sum(s for s in judged if s is not None) / len(judged) if judged and None not in judged else None
+    plain_checks = {k: v for k, v in checks.items() if k not in deciding.values()}
+    verdict, reason = item_verdict(
+        criteria,
+        plain_checks,
+        thresholds={c.name: c.threshold for c in rubric.criteria},
+        mean_score=mean,
+        overall_threshold=rubric.overall_threshold,
+    )
+    tin = sum(r.input_tokens for r in replies)
+    tout = sum(r.output_tokens for r in replies)
+    return ItemResult(
+        run_id=run_id,
+        trace_id=task.trace_id,
+        span_id=evaluated_span(task),
+        category=category,
+        verdict=verdict,
+        reason=reason,
+        criteria=criteria,
+        checks=checks,
+        mean_score=mean,
+        replies=tuple(replies),
+        input_tokens=tin,
+        output_tokens=tout,
+        cost_usd=_cost(rubric, tin, tout),
+        latency_ms=(time.perf_counter() - t0) * 1000,
+        scored_at=datetime.now(UTC),
+    )
+
+
+def _unloadable(run_id: str, trace_id: str, why: str) -> ItemResult:
+    return ItemResult(
+        run_id=run_id,
+        trace_id=trace_id,
+        verdict="indeterminate",
+        reason=why,
+        scored_at=datetime.now(UTC),
+    )
+
+
+def store_loader(store: Store) -> Loader:
+    """Load a trace from the store and normalize it."""
+    from tracejudge.normalize import normalize
+
+    def load(trace_id: str) -> TaskRecord | str:
+        spans = store.get_spans(trace_id)
+        if not spans:
+            return f"no spans stored for trace {trace_id}"
+        try:
+            return normalize(spans)
+        except (ValueError, TypeError, KeyError) as exc:
+            return f"normalize_error: {exc}"
+
+    return load
+
+
+async def score_run_async(
+    rubric: Rubric,
+    store: Store,
+    sources: Iterable[str | TaskRecord],
+    *,
+    client: JudgeClient | None = None,
+    options: ScoreOptions | None = None,
+    loader: Loader | None = None,
+    on_item: Callable[[ItemResult], None] | None = None,
+    run_id: str | None = None,
+) -> RunRecord:
+    """Score traces (ids, loaded through ``loader``, or task records) and record the run in the store.
+
+    ``client`` defaults to :class:`OpenAIJudgeClient` for the rubric's judge. Items are launched one at a
+    time by ``concurrency`` workers; once the budget would be passed no more are launched, items in
+    flight finish, and the run ends ``stopped_budget``.
+    """
+    opts = options or ScoreOptions()
+    repeat = opts.repeat or rubric.repeat
+    load = loader or store_loader(store)
+    series = series_key(rubric)
+    previous = store.list_runs(series=series, limit=1)
+    run = RunRecord(
+        run_id=run_id or new_run_id(),
+        series=series,
+        previous_run_id=previous[0].run_id if previous else None,
+        rerun_of=opts.rerun_of,
+        created_at=datetime.now(UTC),
+        provenance=provenance(rubric, repeat=repeat),
+        selection=dict(opts.selection),
+        budget={
+            k: float(v)
+            for k, v in (("usd", opts.budget_usd), ("tokens", opts.budget_tokens))
+            if v is not None
+        },
+    )
+    store.put_run(run)
+    own_client = client is None and rubric.judge is not None
+    if own_client and rubric.judge is not None:
+        client = OpenAIJudgeClient(rubric.judge, concurrency=opts.concurrency)
+    judge = (
+        Judge(
+            rubric,
+            client,
+            cache=store if opts.use_cache else None,
+            concurrency=opts.concurrency,
+        )
+        if client is not None and rubric.judge is not None
+        else None
+    )
+    summary = SummaryBuilder()
+    source_iter: Iterator[str | TaskRecord] = iter(sources)
+    state: dict[str, Any] = {"in_flight": 0, "done": 0, "usd": 0.0, "tokens": 0, "stopped": False}
+    status: RunStatus = "complete"
+
+    def over_budget() -> bool:
+        done = state["done"]
+        per_usd = state["usd"] / done if done else 0.0
+        per_tok = state["tokens"] / done if done else 0.0
+        ahead = state["in_flight"] + 1
+        if opts.budget_usd is not None and state["usd"] + per_usd * ahead > opts.budget_usd:
+            return True
+        return opts.budget_tokens is not None and state["tokens"] + per_tok * ahead > opts.budget_tokens
+
+    async def worker() -> None:
+        while not state["stopped"]:
+            if over_budget():
+                state["stopped"] = True
+                return
+            try:
+                src = next(source_iter)
+            except StopIteration:
+                return
+            state["in_flight"] += 1
+            try:
+                if isinstance(src, TaskRecord):
+                    task: TaskRecord | str = src
+                    trace_id = src.trace_id
+                else:
+                    trace_id = src
+                    task = load(src)
+                if isinstance(task, str):
+                    item = _unloadable(run.run_id, trace_id, task)
+                else:
+                    item = await score_task(
+                        task, rubric, run_id=run.run_id, judge=judge, repeat=repeat, manifest=opts.manifest
+                    )
+            finally:
+                state["in_flight"] -= 1
+            state["done"] += 1
+            state["usd"] += item.cost_usd
+            state["tokens"] += item.input_tokens + item.output_tokens
+            store.put_score_item(item)
+            summary.add(item)
+            if on_item is not None:
+                on_item(item)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, opts.concurrency))))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        status = "interrupted"
+        raise
+    finally:
+        not_scored = 0
+        if state["stopped"] and status == "complete":
+            status = "stopped_budget"
+            not_scored = sum(1 for _ in source_iter)
+        run = run.model_copy(
+            update={
+                "status": status,
+                "finished_at": datetime.now(UTC),
+                "summary": summary.build(not_scored=not_scored),
+            }
+        )
+        store.put_run(run)
+        if own_client and client is not None:
+            await client.aclose()
+    return run
+
+
+def score_run(
+    rubric: Rubric,
+    store: Store,
+    sources: Iterable[str | TaskRecord],
+    **kwargs: Any,
+) -> RunRecord:
+    """Synchronous :func:`score_run_async`."""
+    return asyncio.run(score_run_async(rubric, store, sources, **kwargs))
