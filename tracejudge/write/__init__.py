@@ -1,0 +1,46 @@
+"""Writers: verdicts back where teams look (Langfuse scores and datasets), each behind :class:`Writer`.
+
+``write_triage(target, results)`` is what ``tracejudge triage --write-back TARGET`` calls.
+"""
+
+from tracejudge.write._langfuse import LangfuseWriter, score_body
+from tracejudge.write._langfuse_api import LangfuseApi, LangfuseApiError, LangfuseCredentials
+from tracejudge.write._protocol import RecordingWriter, Writer
+from tracejudge.write._records import (
+    DatasetItemRecord,
+    ScoreDataType,
+    ScoreRecord,
+    WriteFailure,
+    WriteReport,
+    stable_id,
+)
+from tracejudge.write._triage import (
+    TRIAGE_SCORE_NAME,
+    TRIAGE_VERSION,
+    WRITE_BACK_TARGETS,
+    triage_comment,
+    triage_scores,
+    write_triage,
+)
+
+__all__ = [
+    "TRIAGE_SCORE_NAME",
+    "TRIAGE_VERSION",
+    "WRITE_BACK_TARGETS",
+    "DatasetItemRecord",
+    "LangfuseApi",
+    "LangfuseApiError",
+    "LangfuseCredentials",
+    "LangfuseWriter",
+    "RecordingWriter",
+    "ScoreDataType",
+    "ScoreRecord",
+    "WriteFailure",
+    "WriteReport",
+    "Writer",
+    "score_body",
+    "stable_id",
+    "triage_comment",
+    "triage_scores",
+    "write_triage",
+]

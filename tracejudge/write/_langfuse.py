@@ -1,0 +1,160 @@
+"""Langfuse writer: scores (upserted on a deterministic id and a stable timestamp) and dataset items."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from tracejudge import __version__
+from tracejudge.write._langfuse_api import LangfuseApi, LangfuseApiError, LangfuseCredentials
+from tracejudge.write._records import DatasetItemRecord, ScoreRecord, WriteFailure, WriteReport
+
+
+def _iso(dt: datetime) -> str:
+    dt = dt.astimezone(UTC) if dt.tzinfo else dt.replace(tzinfo=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def score_body(score: ScoreRecord, *, timestamp: datetime, environment: str | None = None) -> dict[str, Any]:
+    """The ``POST /api/public/scores`` body for a score (one object, as the server's spec takes)."""
+    value: float | str
+    if score.data_type == "BOOLEAN":
+        if not isinstance(score.value, bool | int | float) or score.value not in (0, 1):
+            raise ValueError(f"BOOLEAN score {score.name!r} needs True/False, got {score.value!r}")
+        value = 1 if score.value else 0
+    elif score.data_type == "NUMERIC":
+        if isinstance(score.value, bool) or not isinstance(score.value, int | float):
+            raise ValueError(f"NUMERIC score {score.name!r} needs a number, got {score.value!r}")
+        value = float(score.value)
+    else:
+        if not isinstance(score.value, str) or not score.value:
+            raise ValueError(f"CATEGORICAL score {score.name!r} needs a non-empty label, got {score.value!r}")
+        value = score.value
+    provenance: dict[str, Any] = {
+        "tracejudge_version": __version__,
+        "rubric": score.rubric_name,
+        "rubric_version": None if score.rubric_version is None else str(score.rubric_version),
+        "judge_model": score.judge_model,
+        "prompt_hash": score.prompt_hash,
+        "temperature": score.temperature,
+    }
+    body: dict[str, Any] = {
+        "id": score.score_id,
+        "traceId": score.trace_id,
+        "name": score.name,
+        "value": value,
+        "dataType": score.data_type,
+        "metadata": {**score.metadata, **{k: v for k, v in provenance.items() if v is not None}},
+        # Langfuse replaces a score only when id, name and the UTC day of timestamp all match.
+        "timestamp": _iso(timestamp),
+    }
+    if score.observation_id is not None:
+        body["observationId"] = score.observation_id
+    if score.comment is not None:
+        body["comment"] = score.comment
+    if environment is not None:
+        body["environment"] = environment
+    return body
+
+
+class LangfuseWriter:
+    """Writes scores and dataset items through Langfuse's public API, item by item, reporting failures."""
+
+    def __init__(self, api: LangfuseApi, *, environment: str | None = None) -> None:
+        self.api = api
+        self.environment = environment
+        self._scores_path: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangfuseWriter:
+        """A writer for the Langfuse named by ``LANGFUSE_BASE_URL``/``LANGFUSE_HOST`` and the key pair."""
+        return cls(LangfuseApi(LangfuseCredentials.from_env(env)), **kwargs)
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self.api.close()
+
+    def __enter__(self) -> LangfuseWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _existing_timestamp(self, score_id: str) -> datetime | None:
+        """The timestamp of a score already written with this id (so a rerun replaces it)."""
+        if self._scores_path is None:
+            probe = self.api.get("/v3/scores", {"id": score_id, "limit": 1}, allow_404=True)
+            self._scores_path = "/v3/scores" if probe is not None else "/v2/scores"
+            if probe is not None:
+                return _first_timestamp(probe)
+        if self._scores_path == "/v3/scores":
+            return _first_timestamp(self.api.get("/v3/scores", {"id": score_id, "limit": 1}))
+        return _first_timestamp(self.api.get("/v2/scores", {"scoreIds": score_id, "limit": 1}))
+
+    def write_scores(self, scores: Sequence[ScoreRecord]) -> WriteReport:
+        written: list[str] = []
+        failed: list[WriteFailure] = []
+        for score in scores:
+            sid = score.score_id
+            try:
+                timestamp = score.timestamp or self._existing_timestamp(sid) or datetime.now(UTC)
+                body = score_body(score, timestamp=timestamp, environment=self.environment)
+                self.api.post("/scores", body)
+            except ValueError as exc:
+                failed.append(WriteFailure(key=sid, reason=str(exc)))
+                continue
+            except LangfuseApiError as exc:
+                failed.append(WriteFailure(key=sid, reason=exc.message, status=exc.status))
+                continue
+            written.append(sid)
+        return WriteReport(target="langfuse", written=len(written), ids=tuple(written), failed=tuple(failed))
+
+    def write_dataset_items(
+        self, dataset: str, items: Sequence[DatasetItemRecord], *, description: str | None = None
+    ) -> WriteReport:
+        body: dict[str, Any] = {"name": dataset}
+        if description is not None:
+            body["description"] = description
+        try:
+            self.api.post("/v2/datasets", body)
+        except LangfuseApiError as exc:
+            return WriteReport(
+                target="langfuse",
+                failed=tuple(
+                    WriteFailure(key=i.key, reason=f"dataset {dataset!r}: {exc.message}", status=exc.status)
+                    for i in items
+                ),
+            )
+        written: list[str] = []
+        failed: list[WriteFailure] = []
+        for item in items:
+            item_body: dict[str, Any] = {
+                "id": item.item_id(dataset),
+                "datasetName": dataset,
+                "input": item.input,
+                "expectedOutput": item.expected_output,
+                "metadata": {**item.metadata, "tracejudge_version": __version__, "key": item.key},
+                "status": item.status,
+            }
+            if item.source_trace_id is not None:
+                item_body["sourceTraceId"] = item.source_trace_id
+            if item.source_observation_id is not None:
+                item_body["sourceObservationId"] = item.source_observation_id
+            try:
+                self.api.post("/dataset-items", item_body)
+            except LangfuseApiError as exc:
+                failed.append(WriteFailure(key=item.key, reason=exc.message, status=exc.status))
+                continue
+            written.append(item_body["id"])
+        return WriteReport(target="langfuse", written=len(written), ids=tuple(written), failed=tuple(failed))
+
+
+def _first_timestamp(page: Any) -> datetime | None:
+    data = page.get("data") if isinstance(page, dict) else None
+    if not data:
+        return None
+    raw = data[0].get("timestamp")
+    if not isinstance(raw, str):
+        return None
+    return datetime.fromisoformat(raw.replace("Z", "+00:00"))
