@@ -261,17 +261,17 @@ def run_demo(
     progress: Progress | None = None,
 ) -> DemoReport:
     """Run every scenario of the example through the receiver into the store, then triage each ticket."""
+    if ":memory:" in store_url or store_url.rstrip("/") == "sqlite:":
+        raise InputError(
+            "the demo needs a store on disk: the OTLP receiver runs in its own process",
+            hint="pass --store sqlite:///.tracejudge/demo.db (or any file-backed store)",
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     from tracejudge.localize import load_manifest
     from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
     say = progress or (lambda _msg: None)
-    if ":memory:" in store_url or store_url.rstrip("/") == "sqlite:":
-        raise InputError(
-            "the demo needs a store on disk: the OTLP receiver runs in its own process",
-            hint="pass --store sqlite:///.tracejudge/demo.db (or any file-backed store)",
-        )
     example = load_example(examples)
     scenarios = example.load_scenarios(examples)
     manifest = load_manifest(examples / "manifest.jsonl")
