@@ -44,6 +44,7 @@ from tracejudge.schema._triage import (
     StageResult,
     StageStatus,
     Ticket,
+    UsageQuestion,
     Verdict,
 )
 
@@ -91,5 +92,6 @@ __all__ = [
     "TaskRecord",
     "Ticket",
     "ToolCall",
+    "UsageQuestion",
     "Verdict",
 ]

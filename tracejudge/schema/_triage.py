@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
 
@@ -24,6 +24,12 @@ StageStatus = Literal["pass", "fail", "unconfirmed", "skipped"]
 Cause = Literal["filter", "permission", "rank"]
 
 
+def _id_text(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 class Material(_Frozen):
     """A piece of applicable (or superseded) material named by a ticket."""
 
@@ -35,6 +41,12 @@ class Material(_Frozen):
     """Text that must reach the model."""
     facts: dict[str, Any] = Field(default_factory=dict)
     """Values the answer must agree with (required) or would show the stale material was used (superseded)."""
+
+    @field_validator("doc_id", "version", mode="before")
+    @classmethod
+    def _scalar_to_str(cls, value: Any) -> Any:
+        # YAML reads `version: 2` as an int; an id is still the text the user wrote.
+        return _id_text(value)
 
 
 class Ticket(_Frozen):
@@ -56,6 +68,11 @@ class Ticket(_Frozen):
     """The applicable basis."""
     superseded: tuple[Material, ...] = ()
     """Stale material the agent may have used."""
+
+    @field_validator("ticket", "trace_id", mode="before")
+    @classmethod
+    def _scalar_to_str(cls, value: Any) -> Any:
+        return _id_text(value)
 
 
 class ManifestEntry(_Frozen):
@@ -81,6 +98,11 @@ class ManifestEntry(_Frozen):
     """Principals allowed to retrieve it (None: unrestricted)."""
     content: str | None = None
     """The document text, when the manifest carries it."""
+
+    @field_validator("doc_id", "version", mode="before")
+    @classmethod
+    def _scalar_to_str(cls, value: Any) -> Any:
+        return _id_text(value)
 
 
 class Evidence(_Frozen):
@@ -145,3 +167,20 @@ class Localization(_Frozen):
     """Stages of the material that decided the verdict."""
     materials: tuple[MaterialResult, ...] = ()
     """Per-material results when the ticket names several."""
+
+
+class UsageQuestion(_Frozen):
+    """What a usage judge is asked: did this answer use the required material (DESIGN 5.5, used_by_model)?"""
+
+    answer: str
+    """The final answer as recorded."""
+    answer_span_id: str | None = None
+    """The span the answer was read from."""
+    question: str | None = None
+    """The user's request, if recorded."""
+    material: Material
+    """The required material: its clause and facts."""
+    superseded: tuple[Material, ...] = ()
+    """Stale material the answer must not rest on."""
+    context_excerpt: str | None = None
+    """Where the clause sits in the model input (an excerpt), when found."""

@@ -1,0 +1,33 @@
+"""TaskRecord + ticket (+ index manifest) -> Localization: the four checks of DESIGN 5.5.
+
+``localize`` is pure. ``load_ticket`` and ``load_manifest`` read the user's files and raise
+:class:`~tracejudge.InputError` naming the file, line and problem.
+"""
+
+from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value
+from tracejudge.localize._filter import evaluate_filter, filter_keys
+from tracejudge.localize._judge import UsageJudge
+from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
+from tracejudge.localize._localize import STAGES, localize, task_time
+from tracejudge.localize._summary import verdict_counts
+from tracejudge.localize._text import ClauseMatch, find_clause, tokenize
+
+__all__ = [
+    "STAGES",
+    "ClauseMatch",
+    "FactValue",
+    "UsageJudge",
+    "cites_version",
+    "evaluate_filter",
+    "extract_values",
+    "fact_value",
+    "filter_keys",
+    "find_clause",
+    "load_manifest",
+    "load_ticket",
+    "localize",
+    "task_time",
+    "ticket_files",
+    "tokenize",
+    "verdict_counts",
+]

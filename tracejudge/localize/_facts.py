@@ -1,0 +1,218 @@
+"""Facts in an answer: amounts, numbers, percentages and dates, whatever their format.
+
+``30,000 RMB``, ``¥30,000``, ``30k``, ``30 000`` and ``3万元`` are one amount; ``2026-03-01``,
+``March 1, 2026``, ``1 March 2026`` and ``2026年3月1日`` are one date. A fact value from a ticket
+is read the same way, so comparisons are value against value, never string against string.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from tracejudge.localize._text import _MULTIPLIERS, _NUM_RUN, find_clause, number_values, tokenize
+
+__all__ = ["FactValue", "cites_version", "extract_values", "fact_value", "mentions"]
+
+_MONTHS = {
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
+    "jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+_MONTH = (
+    r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_DATES = [
+    re.compile(
+        r"(?<!\d)(?P<y>\d{4})[-/.](?P<m>\d{1,2})[-/.](?P<d>\d{1,2})"
+        r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+    ),
+    re.compile(
+        rf"(?<!\w)(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(?P<y>\d{{4}})(?!\d)", re.I
+    ),
+    re.compile(rf"(?<!\w){_MONTH}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})(?!\d)", re.I),
+    re.compile(r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]"),
+]
+_CURRENCY = {
+    "$": {"USD"}, "us$": {"USD"}, "usd": {"USD"}, "dollar": {"USD"}, "dollars": {"USD"},
+    "€": {"EUR"}, "eur": {"EUR"}, "euro": {"EUR"}, "euros": {"EUR"},
+    "£": {"GBP"}, "gbp": {"GBP"}, "pound": {"GBP"}, "pounds": {"GBP"},
+    "¥": {"CNY", "JPY"}, "￥": {"CNY", "JPY"}, "rmb": {"CNY"}, "cny": {"CNY"}, "yuan": {"CNY"},
+    "元": {"CNY"}, "jpy": {"JPY"}, "yen": {"JPY"},
+    "%": {"%"}, "percent": {"%"}, "per cent": {"%"}, "pct": {"%"},
+}  # fmt: skip
+_PRE = r"(?P<pre>us\$|[$€£¥￥]|rmb|cny|usd|eur|gbp|jpy)"
+_POST = r"(?P<post>%|per\s?cent|pct|rmb|cny|yuan|元|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
+_AMOUNT = re.compile(
+    rf"(?:{_PRE}\s?)?(?<![\d.,])(?P<num>{_NUM_RUN})"
+    r"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"
+    rf"(?:\s?{_POST}(?![^\W\d_]))?",
+    re.I,
+)
+_KEY_UNITS = {
+    "rmb": {"CNY"}, "cny": {"CNY"}, "yuan": {"CNY"}, "usd": {"USD"}, "eur": {"EUR"}, "gbp": {"GBP"},
+    "jpy": {"JPY"}, "pct": {"%"}, "percent": {"%"},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FactValue:
+    """A value read from a ticket fact or found in an answer."""
+
+    kind: Literal["number", "date", "text"]
+    """What it is."""
+    numbers: frozenset[Decimal] = frozenset()
+    """Plausible numeric readings (several when separators are ambiguous)."""
+    units: frozenset[str] = frozenset()
+    """Currency codes or ``%``; empty when none was written."""
+    day: date | None = None
+    """The date, for dates."""
+    text: str = ""
+    """The text, for plain-text facts."""
+    start: int = 0
+    """Offset in the text it was found in."""
+    end: int = 0
+    """End offset."""
+
+    def show(self) -> str:
+        if self.kind == "date" and self.day is not None:
+            return self.day.isoformat()
+        if self.kind == "number":
+            unit = "/".join(sorted(self.units))
+            nums = "|".join(sorted(format(n.normalize(), "f") for n in self.numbers))
+            return f"{nums} {unit}".strip()
+        return repr(self.text)
+
+
+def _date_spans(text: str) -> list[tuple[int, int, date]]:
+    found: list[tuple[int, int, date]] = []
+    for rx in _DATES:
+        for m in rx.finditer(text):
+            if any(a < m.end() and m.start() < b for a, b, _ in found):
+                continue
+            g = m.groupdict()
+            month = _MONTHS[g["mon"][:3].lower()] if g.get("mon") else int(g["m"])
+            try:
+                found.append((m.start(), m.end(), date(int(g["y"]), month, int(g["d"]))))
+            except ValueError:
+                continue
+    return sorted(found)
+
+
+def extract_values(text: str) -> list[FactValue]:
+    """Every date and number (with its currency or percent sign) in a text, in order."""
+    dates = _date_spans(text)
+    values = [FactValue("date", day=d, start=a, end=b) for a, b, d in dates]
+    # Dates are blanked out so "2026-03-01" does not also read as the numbers 2026, 3 and 1.
+    chars = list(text)
+    for a, b, _ in dates:
+        chars[a:b] = " " * (b - a)
+    blanked = "".join(chars)
+    for m in _AMOUNT.finditer(blanked):
+        mul_name = (m.group("mul") or m.group("cjkmul") or "").lower()
+        mul = _MULTIPLIERS.get(mul_name, Decimal(1))
+        units: set[str] = set()
+        for part in (m.group("pre"), m.group("post")):
+            if part:
+                units |= _CURRENCY.get(re.sub(r"\s+", " ", part.lower()), set())
+        readings = number_values(m.group("num"))
+        for k, (_, alts) in enumerate(readings):
+            last = k == len(readings) - 1
+            nums = frozenset(a * mul for a in alts) if last else alts
+            values.append(
+                FactValue(
+                    "number",
+                    numbers=nums,
+                    units=frozenset(units) if last or k == 0 else frozenset(),
+                    start=m.start(),
+                    end=m.end(),
+                )
+            )
+    return sorted(values, key=lambda v: v.start)
+
+
+def fact_value(key: str, value: Any) -> FactValue | None:
+    """Read a ticket fact; None when it cannot be checked in text (booleans, lists, objects, empty)."""
+    key_units: set[str] = set()
+    for part in re.split(r"[^a-z]+", key.lower()):
+        key_units |= _KEY_UNITS.get(part, set())
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float | Decimal):
+        return FactValue("number", numbers=frozenset({Decimal(str(value))}), units=frozenset(key_units))
+    if isinstance(value, datetime):
+        return FactValue("date", day=value.date())
+    if isinstance(value, date):
+        return FactValue("date", day=value)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    found = extract_values(value)
+    if len(found) == 1:
+        rest = (value[: found[0].start] + value[found[0].end :]).strip(" .,:;")
+        if not rest:
+            v = found[0]
+            units = v.units or frozenset(key_units)
+            return FactValue(v.kind, numbers=v.numbers, units=units, day=v.day, text=value)
+    return FactValue("text", text=value)
+
+
+def _agrees(found: FactValue, fact: FactValue) -> bool:
+    if found.kind != fact.kind:
+        return False
+    if fact.kind == "date":
+        return found.day == fact.day
+    readings = set(found.numbers)
+    if "%" in found.units and "%" not in fact.units:
+        readings |= {n / 100 for n in found.numbers}
+    if not readings & fact.numbers:
+        return False
+    if found.units and fact.units:
+        return bool(found.units & fact.units)
+    return True
+
+
+def mentions(text: str, values: Sequence[FactValue], fact: FactValue) -> list[tuple[int, int]]:
+    """Where ``text`` (with ``values = extract_values(text)``) states ``fact``: a list of (start, end)."""
+    if fact.kind == "text":
+        m = find_clause(text, fact.text)
+        return [(m.start or 0, m.end or 0)] if m.found else []
+    return [(v.start, v.end) for v in values if _agrees(v, fact)]
+
+
+def _version_patterns(version: str) -> list[list[str]]:
+    m = re.fullmatch(r"\s*(?:v|ver|version|rev)?\.?\s*(\d+(?:\.\d+)*)\s*", version, re.I)
+    if m is None:
+        return [tokenize(version)]
+    n = tokenize(m.group(1))
+    return [[w, *n] for w in ("v", "version", "ver", "rev", "revision")]
+
+
+def _seq_at(tokens: list[str], seq: list[str]) -> list[int]:
+    k = len(seq)
+    return [i for i in range(len(tokens) - k + 1) if tokens[i : i + k] == seq] if k else []
+
+
+def cites_version(text: str, doc_id: str, version: str | None) -> bool:
+    """Does the text name this version of this document ("attachment v1", "C-17/attachment@v1",
+    "version 1 of the attachment")? The version must sit right next to the document's name."""
+    if not version:
+        return False
+    tokens = tokenize(text)
+    doc = tokenize(doc_id)
+    names = [doc]
+    words = [t for t in doc if not t[0].isdigit()]
+    if words and len(words[-1]) >= 4 and [words[-1]] != doc:
+        names.append([words[-1]])
+    patterns = _version_patterns(version)
+    for name in names:
+        for s in _seq_at(tokens, name):
+            e = s + len(name)
+            for pat in patterns:
+                for p in _seq_at(tokens, pat):
+                    if e <= p <= e + 1 or s - 3 <= p + len(pat) <= s:
+                        return True
+    return False

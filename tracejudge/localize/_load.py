@@ -1,0 +1,133 @@
+"""Read tickets (YAML) and index manifests (JSONL), with errors that name the file, line and problem."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tracejudge._errors import InputError
+from tracejudge.schema import ManifestEntry, Ticket
+
+__all__ = ["load_manifest", "load_ticket", "ticket_files"]
+
+_TICKET_HINT = "fix the ticket; its format is in DESIGN 5.2 (required: [{doc_id, version, clause, facts}])"
+_MANIFEST_HINT = (
+    "fix that line; each line is one JSON object as in DESIGN 5.3 ({doc_id, version, indexed_at, ...})"
+)
+
+
+def _read(path: Path, hint: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file", hint=hint) from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a file", hint=hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot be read: {exc}", hint=hint) from None
+
+
+def _loc_text(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _node_line(root: yaml.Node | None, loc: Sequence[int | str]) -> int:
+    """1-based line of the YAML node at ``loc`` (or of its deepest existing ancestor)."""
+    if root is None:
+        return 1
+    node: yaml.Node = root
+    for part in loc:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    child = value
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+    return int(node.start_mark.line) + 1
+
+
+def _validation_message(exc: ValidationError, where: Any) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        lines.append(f"{where(loc)}: {_loc_text(loc)}: {err['msg']}")
+    return "\n  ".join(lines)
+
+
+def load_ticket(path: Path) -> Ticket:
+    """Parse a ticket file (DESIGN 5.2). Raises :class:`InputError` naming the file and line."""
+    text = _read(path, _TICKET_HINT)
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        raise InputError(f"{where}: broken YAML: {problem}", hint=_TICKET_HINT) from None
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise InputError(f"{path}:1: the ticket is {kind}", hint=_TICKET_HINT)
+    try:
+        ticket = Ticket.model_validate(data)
+    except ValidationError as exc:
+        msg = _validation_message(exc, lambda loc: f"{path}:{_node_line(root, loc)}")
+        raise InputError(f"invalid ticket:\n  {msg}", hint=_TICKET_HINT) from None
+    if not ticket.required:
+        line = _node_line(root, ("required",))
+        raise InputError(f"{path}:{line}: required: names no material", hint=_TICKET_HINT)
+    return ticket
+
+
+def _manifest_lines(text: str) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            yield number, line
+
+
+def load_manifest(path: Path) -> list[ManifestEntry]:
+    """Parse an index manifest (DESIGN 5.3, JSONL). Raises :class:`InputError` naming the file and line."""
+    text = _read(path, _MANIFEST_HINT)
+    entries: list[ManifestEntry] = []
+    for number, line in _manifest_lines(text):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}", hint=_MANIFEST_HINT
+            ) from None
+        if not isinstance(data, dict):
+            raise InputError(
+                f"{path}:{number}: expected a JSON object, got {type(data).__name__}", hint=_MANIFEST_HINT
+            )
+        try:
+            entries.append(ManifestEntry.model_validate(data))
+        except ValidationError as exc:
+            msg = _validation_message(exc, lambda _loc, n=number: f"{path}:{n}")
+            raise InputError(f"invalid manifest entry:\n  {msg}", hint=_MANIFEST_HINT) from None
+    return entries
+
+
+def ticket_files(path: Path) -> list[Path]:
+    """The ticket files a path names: itself, or the ``*.yaml``/``*.yml`` files of a folder, sorted."""
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".yaml", ".yml"))
+        if not found:
+            raise InputError(f"{path}: no ticket files (*.yaml, *.yml) in this folder", hint=_TICKET_HINT)
+        return found
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder", hint=_TICKET_HINT)
+    return [path]

@@ -1,0 +1,332 @@
+"""Tolerant text matching: a clause in a (possibly huge) model input, whatever the formatting.
+
+Both sides become canonical tokens: words lower-cased, punctuation dropped, CJK characters one
+token each, numbers reduced to one canonical value ("30,000", "30000", "30 000", "30.000", "30k"
+are all ``30000``). The clause is present when its token sequence occurs contiguously in the input.
+
+The input is never tokenized whole when it can be avoided: its lower-cased copy is scanned for the
+clause's rarest distinctive word (``str.count``/``str.find`` run in C), and only windows around
+those occurrences are tokenized. That keeps a 10 MB input in milliseconds and linear in size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from difflib import SequenceMatcher
+
+__all__ = ["ClauseMatch", "find_clause", "number_values", "tokenize"]
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_GROUP_SEPS = ",.'’\u00a0\u202f "
+# A number run: digit groups joined by one separator; a plain space only before exactly three digits,
+# so "in 2026 100 items" stays two numbers while "30 000" is one.
+_NUM_RUN = r"\d+(?:(?:[,.'’\u00a0\u202f]|[ ](?=\d{3}(?!\d)))\d+)*"
+_MULTIPLIERS = {
+    "k": Decimal(1000),
+    "thousand": Decimal(1000),
+    "mn": Decimal(10) ** 6,
+    "million": Decimal(10) ** 6,
+    "bn": Decimal(10) ** 9,
+    "billion": Decimal(10) ** 9,
+    "万": Decimal(10) ** 4,
+    "亿": Decimal(10) ** 8,
+}
+_TOKEN = re.compile(
+    rf"(?P<num>{_NUM_RUN})"
+    rf"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"
+    rf"|(?P<cjk>[{_CJK}])"
+    rf"|(?P<word>[^\W\d_{_CJK}]+)"
+)
+_ANCHORS = 4
+_MAX_WINDOWS = 256
+_PARTIAL_ANCHORS = 3
+_PARTIAL_WINDOWS = 32
+
+
+def _canon(value: Decimal) -> str:
+    text = format(value.normalize(), "f")
+    return text if text != "-0" else "0"
+
+
+def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
+    """The numbers a digit run spells: ``[(primary value, every plausible reading)]``.
+
+    "30,000.50" and "30.000,50" are one number each; "30.000" reads as thirty thousand (the
+    alternative reading 30.0 is kept for fact comparisons); "1,2" is two numbers.
+    """
+    parts = re.split(r"([,.'’\u00a0\u202f ])", run)
+    groups, seps = parts[0::2], parts[1::2]
+    out: list[tuple[Decimal, frozenset[Decimal]]] = []
+    i = 0
+    while i < len(groups):
+        digits = groups[i]
+        j = i
+        thousands: str | None = None
+        if len(digits) <= 3 and j < len(seps) and len(groups[j + 1]) == 3:
+            thousands = seps[j]
+            while j < len(seps) and seps[j] == thousands and len(groups[j + 1]) == 3:
+                digits += groups[j + 1]
+                j += 1
+        decimal = ""
+        if j < len(seps) and ((seps[j] == "." and thousands != ".") or (seps[j] == "," and thousands == ".")):
+            decimal = groups[j + 1]
+            j += 1
+        try:
+            value = Decimal(f"{digits}.{decimal}" if decimal else digits)
+        except InvalidOperation:
+            i = j + 1
+            continue
+        readings = {value}
+        if thousands == "." and j == i + 1 and not decimal:
+            # "30.000" is thirty thousand in most of Europe, thirty elsewhere.
+            readings.add(Decimal(f"{groups[i]}.{groups[i + 1]}"))
+        out.append((value, frozenset(readings)))
+        i = j + 1
+    return out
+
+
+@dataclass(frozen=True)
+class _Tok:
+    text: str
+    start: int
+    end: int
+    match: int
+    word: bool
+
+
+def _tokens(text: str, offset: int = 0) -> list[_Tok]:
+    toks: list[_Tok] = []
+    for n, m in enumerate(_TOKEN.finditer(text)):
+        num = m.group("num")
+        if num is None:
+            toks.append(_Tok(m.group(0), offset + m.start(), offset + m.end(), n, True))
+            continue
+        values = number_values(num)
+        mul_name = m.group("mul") or m.group("cjkmul")
+        mul = _MULTIPLIERS.get(mul_name) if mul_name else None
+        for k, (value, _) in enumerate(values):
+            if mul is not None and k == len(values) - 1:
+                value *= mul
+            toks.append(_Tok(_canon(value), offset + m.start(), offset + m.end(), n, False))
+    return toks
+
+
+def tokenize(text: str) -> list[str]:
+    """Canonical tokens of a text (lower-cased words, CJK characters, canonical numbers)."""
+    return [t.text for t in _tokens(text.lower())]
+
+
+@dataclass(frozen=True)
+class ClauseMatch:
+    """Where (and how much of) a clause occurs in a text."""
+
+    found: bool
+    """The whole clause occurs (after normalization)."""
+    matched: int
+    """Clause tokens in the best contiguous run found (all of them when ``found``)."""
+    total: int
+    """Tokens in the clause."""
+    first: int
+    """Index of the run's first token within the clause."""
+    start: int | None
+    """Character offset of the run in the text (None when nothing matched)."""
+    end: int | None
+    """Character offset just after the run."""
+    excerpt: str
+    """The run with a little context, whitespace collapsed."""
+
+    @property
+    def ratio(self) -> float:
+        """Share of the clause's tokens in the best run."""
+        return self.matched / self.total if self.total else 0.0
+
+
+def _excerpt(text: str, start: int, end: int, pad: int = 40, limit: int = 240) -> str:
+    a, b = max(0, start - pad), min(len(text), end + pad)
+    if b - a > limit:
+        b = a + limit
+    flat = " ".join(text[a:b].split())
+    return ("…" if a > 0 else "") + flat + ("…" if b < len(text) else "")
+
+
+class _Haystack:
+    """A text prepared once for several clause searches: lower-cased, tokenized lazily by window."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = text.lower()
+        # str.lower() can change the length (a handful of characters); offsets then refer to `low`.
+        self.shown = text if len(self.low) == len(text) else self.low
+        self._all: list[_Tok] | None = None
+        self._counts: dict[str, int] = {}
+
+    def count(self, word: str) -> int:
+        n = self._counts.get(word)
+        if n is None:
+            n = self._counts[word] = self.low.count(word)
+        return n
+
+    def all_tokens(self) -> list[_Tok]:
+        if self._all is None:
+            self._all = _tokens(self.low)
+        return self._all
+
+    def window(self, a: int, b: int) -> tuple[list[_Tok], int, int]:
+        """Tokens of low[a:b] that are surely tokenized as in the whole text (edge matches dropped)."""
+        a, b = max(0, a), min(len(self.low), b)
+        toks = _tokens(self.low[a:b], a)
+        if not toks:
+            return toks, 0, 0
+        lo = 0
+        if a > 0:
+            first = toks[0].match
+            while lo < len(toks) and toks[lo].match == first:
+                lo += 1
+        hi = len(toks)
+        if b < len(self.low):
+            last = toks[-1].match
+            while hi > lo and toks[hi - 1].match == last:
+                hi -= 1
+        return toks, lo, hi
+
+
+def _clause_anchors(ctoks: list[_Tok]) -> list[tuple[str, int]]:
+    """Distinct word tokens of the clause with their first index, longest first."""
+    seen: dict[str, int] = {}
+    for i, t in enumerate(ctoks):
+        if t.word and t.text not in seen:
+            seen[t.text] = i
+    return sorted(seen.items(), key=lambda kv: (-len(kv[0]), kv[1]))
+
+
+def _run_at(toks: list[_Tok], lo: int, hi: int, at: int, ia: int, want: list[str]) -> bool | None:
+    """Does the clause occur with its token ``ia`` at window token ``at``? None: the window is too small."""
+    begin, end = at - ia, at - ia + len(want)
+    if begin < lo or end > hi:
+        # Check what is inside first: a mismatch there settles it without widening.
+        for k, w in enumerate(want):
+            p = begin + k
+            if lo <= p < hi and toks[p].text != w:
+                return False
+        return None
+    return all(toks[begin + k].text == w for k, w in enumerate(want))
+
+
+def _find_exact(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> tuple[int, int] | bool | None:
+    """Offsets of the clause, None when absent, False when the fast path cannot decide."""
+    want = [t.text for t in ctoks]
+    anchors = _clause_anchors(ctoks)[:_ANCHORS]
+    if not anchors:
+        return False
+    # Longest words first: they are usually the rarest, so one pass over the text tends to suffice.
+    chosen: tuple[str, int] | None = None
+    for w, i in anchors:
+        n = hay.count(w)
+        if n == 0:
+            return None
+        if n <= _MAX_WINDOWS:
+            chosen = (w, i)
+            break
+    if chosen is None:
+        return False
+    word, ia = chosen
+    before = ctoks[ia].start
+    after = len(clause_low) - ctoks[ia].start
+    pos = hay.low.find(word)
+    while pos != -1:
+        scale = 4
+        while True:
+            a, b = pos - scale * before - 128, pos + scale * after + 128
+            toks, lo, hi = hay.window(a, b)
+            at = next((k for k in range(lo, hi) if toks[k].start == pos), None)
+            if at is None or toks[at].text != word:
+                break  # the occurrence is inside a longer word or number
+            res = _run_at(toks, lo, hi, at, ia, want)
+            if res is True:
+                s = at - ia
+                return toks[s].start, toks[s + len(want) - 1].end
+            if res is False or (a <= 0 and b >= len(hay.low)):
+                break
+            scale *= 4
+        pos = hay.low.find(word, pos + 1)
+    return None
+
+
+def _find_in_all(hay: _Haystack, want: list[str]) -> tuple[int, int] | None:
+    toks = hay.all_tokens()
+    sep = "\x1f"
+    joined = sep + sep.join(t.text for t in toks) + sep
+    needle = sep + sep.join(want) + sep
+    at = joined.find(needle)
+    if at == -1:
+        return None
+    index = joined.count(sep, 0, at)
+    return toks[index].start, toks[index + len(want) - 1].end
+
+
+def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> tuple[int, int, int, int] | None:
+    """Longest run of clause tokens near its rarest words' occurrences: (size, first, start, end)."""
+    want = [t.text for t in ctoks]
+    span = len(want) + 8
+    windows: list[tuple[list[_Tok], int, int]] = []
+    anchors = _clause_anchors(ctoks)[: 2 * _ANCHORS]
+    if anchors:
+        reach = 2 * (len(" ".join(want)) + 64)
+        used = 0
+        for word, _ in anchors:
+            if used == _PARTIAL_ANCHORS:
+                break
+            if hay._counts.get(word) == 0:
+                continue
+            pos, n = hay.low.find(word), 0
+            used += pos != -1
+            while pos != -1 and n < _PARTIAL_WINDOWS:
+                windows.append(hay.window(pos - reach, pos + reach))
+                pos, n = hay.low.find(word, pos + 1), n + 1
+    else:
+        toks = hay.all_tokens()
+        wanted = set(want)
+        hits = [i for i, t in enumerate(toks) if t.text in wanted][:_PARTIAL_WINDOWS]
+        for i in hits:
+            part = toks[max(0, i - span) : i + span]
+            windows.append((part, 0, len(part)))
+    best: tuple[int, int, int, int] | None = None
+    for toks, lo, hi in windows:
+        inner = toks[lo:hi]
+        if not inner:
+            continue
+        m = SequenceMatcher(None, [t.text for t in inner], want, autojunk=False).find_longest_match(
+            0, len(inner), 0, len(want)
+        )
+        if m.size and (best is None or m.size > best[0]):
+            best = (m.size, m.b, inner[m.a].start, inner[m.a + m.size - 1].end)
+    return best
+
+
+def find_clause(text: str | _Haystack, clause: str) -> ClauseMatch:
+    """Find ``clause`` in ``text`` tolerating case, whitespace, line breaks, punctuation spacing and
+    number formats; when absent, report the longest contiguous run of its tokens (so a clause cut
+    off by truncation shows as its first N tokens)."""
+    hay = text if isinstance(text, _Haystack) else _Haystack(text)
+    clause_low = clause.lower()
+    ctoks = _tokens(clause_low)
+    total = len(ctoks)
+    if not ctoks:
+        return ClauseMatch(False, 0, 0, 0, None, None, "")
+    where = _find_exact(hay, clause_low, ctoks)
+    if where is False:
+        where = _find_in_all(hay, [t.text for t in ctoks])
+    if isinstance(where, tuple):
+        return ClauseMatch(True, total, total, 0, where[0], where[1], _excerpt(hay.shown, *where))
+    best = _best_partial(hay, ctoks)
+    if best is None:
+        return ClauseMatch(False, 0, total, 0, None, None, "")
+    size, first, start, end = best
+    return ClauseMatch(False, size, total, first, start, end, _excerpt(hay.shown, start, end))
+
+
+def prepare(text: str) -> _Haystack:
+    """Prepare a text once for several :func:`find_clause` calls."""
+    return _Haystack(text)
