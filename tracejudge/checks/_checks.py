@@ -179,7 +179,7 @@ def _cites(spec: CheckSpec, task: TaskRecord) -> CheckResult:
         return CheckResult(verdict="pass", type=spec.type, detail=f"cites {spec.doc_id}")
     ver = re.escape(spec.version.casefold())
     # "C-17 v2", "C-17@v2", "C-17 (version v2)": the version must follow the id closely.
-    near = re.compile(rf"^[^\n]{{0,24}}?(?<![\w.]){ver}(?![\w.])")
+    near = re.compile(rf"^[^\n]{{0,24}}?(?<![\w.]){ver}(?!\w|\.\d)")
     for pos in positions:
         if near.search(low[pos + len(doc) :]):
             return CheckResult(verdict="pass", type=spec.type, detail=f"cites {spec.doc_id} {spec.version}")

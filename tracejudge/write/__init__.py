@@ -5,6 +5,13 @@
 
 from tracejudge.write._langfuse import LangfuseWriter, score_body
 from tracejudge.write._langfuse_api import LangfuseApi, LangfuseApiError, LangfuseCredentials
+from tracejudge.write._otel import (
+    EVENT_NAME,
+    EvaluationEvent,
+    EvaluationWriter,
+    OtelEvaluationWriter,
+    RecordingEvaluationWriter,
+)
 from tracejudge.write._protocol import RecordingWriter, Writer
 from tracejudge.write._records import (
     DatasetItemRecord,
@@ -24,14 +31,19 @@ from tracejudge.write._triage import (
 )
 
 __all__ = [
+    "EVENT_NAME",
     "TRIAGE_SCORE_NAME",
     "TRIAGE_VERSION",
     "WRITE_BACK_TARGETS",
     "DatasetItemRecord",
+    "EvaluationEvent",
+    "EvaluationWriter",
     "LangfuseApi",
     "LangfuseApiError",
     "LangfuseCredentials",
     "LangfuseWriter",
+    "OtelEvaluationWriter",
+    "RecordingEvaluationWriter",
     "RecordingWriter",
     "ScoreDataType",
     "ScoreRecord",
