@@ -1,0 +1,173 @@
+"""``tracejudge triage``: which of the four stages lost the applicable material, and how we know."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from tracejudge._errors import InputError
+from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.localize import load_manifest, load_ticket, localize, ticket_files, verdict_counts
+from tracejudge.normalize import normalize
+from tracejudge.schema import Localization, ManifestEntry, StageResult, Ticket
+
+_STYLE = {"pass": "green", "fail": "red", "unconfirmed": "yellow", "skipped": "dim"}
+
+
+def _trace_id(arg: str | None, ticket: Ticket, path: Path) -> str:
+    trace_id = arg or ticket.trace_id
+    if not trace_id:
+        raise InputError(
+            f"{path}: no trace id: the ticket has no trace_id and none was given",
+            hint="put trace_id in the ticket, or give it: tracejudge triage TRACE_ID --ticket FILE",
+        )
+    return trace_id.strip().lower()
+
+
+def _triage_one(
+    app: App, trace_id: str, ticket: Ticket, manifest: Sequence[ManifestEntry] | None
+) -> Localization:
+    spans = app.store.get_spans(trace_id)
+    if not spans:
+        raise InputError(
+            f"no spans stored for trace {trace_id}",
+            hint="run `tracejudge traces list` to see stored traces, or collect the trace first",
+        )
+    return localize(normalize(spans), ticket, manifest)
+
+
+def _stage_table(stages: Sequence[StageResult]) -> Table:
+    table = Table("stage", "status", "detail", "evidence", "missing", show_lines=True)
+    for s in stages:
+        status = s.status + (f" ({s.cause})" if s.cause else "")
+        evidence = "\n".join(f"{e.span_id or 'manifest'}: {e.note}" for e in s.evidence)
+        table.add_row(
+            s.name,
+            Text(status, style=_STYLE[s.status]),
+            Text(s.detail),
+            Text(evidence),
+            Text("\n".join(s.missing)),
+        )
+    return table
+
+
+def _render_one(app: App, loc: Localization) -> None:
+    t = loc.task_time.isoformat() if loc.task_time else "unknown"
+    head = Text.assemble(
+        ("verdict: ", "bold"),
+        (loc.verdict + (f" ({loc.cause})" if loc.cause else ""), "bold"),
+        f"   trace {loc.trace_id}   task time {t}",
+        f"   ticket {loc.ticket}" if loc.ticket else "",
+    )
+    app.console.print(head)
+    app.console.print(Text(loc.summary))
+    if len(loc.materials) > 1:
+        for m in loc.materials:
+            label = f"{m.doc_id}@{m.version}" if m.version else m.doc_id
+            app.console.print(Text.assemble(("\n" + label, "bold"), f": {m.verdict}"))
+            app.console.print(_stage_table(m.stages))
+    else:
+        app.console.print(_stage_table(loc.stages))
+
+
+def _deciding(loc: Localization) -> str:
+    return next((s.name for s in loc.stages if s.status in ("fail", "unconfirmed")), "-")
+
+
+def _render_many(app: App, rows: Sequence[tuple[Path, Localization]], counts: dict[str, int]) -> None:
+    table = Table("ticket", "trace", "verdict", "cause", "deciding stage")
+    for path, loc in rows:
+        table.add_row(
+            Text(loc.ticket or path.name), loc.trace_id, Text(loc.verdict), loc.cause or "-", _deciding(loc)
+        )
+    app.console.print(table)
+    summary = Table("verdict", "count")
+    for verdict, n in counts.items():
+        if n:
+            summary.add_row(verdict, str(n))
+    app.console.print(summary)
+
+
+def _write_back(app: App, target: str, results: Sequence[Localization], as_json: bool) -> None:
+    try:
+        from tracejudge.write import write_triage
+    except ImportError as exc:
+        raise InputError(
+            f"--write-back is not available in this installation: {exc}",
+            hint="reinstall tracejudge, or run triage without --write-back",
+        ) from None
+    report: Any = write_triage(target, results)
+    written = getattr(report, "written", None)
+    line = f"wrote {written} triage verdict(s) to {target}" if written is not None else f"wrote to {target}"
+    failed = getattr(report, "failed", ())
+    if failed:
+        line += f"; {len(failed)} failed"
+    # Keep stdout pure JSON under --json.
+    (app.err if as_json else app.console).print(Text(line))
+
+
+@click.command("triage")
+@click.argument("trace_id", required=False)
+@click.option(
+    "--ticket",
+    "ticket_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Ticket YAML (DESIGN 5.2), or a folder of them.",
+)
+@click.option(
+    "--manifest",
+    "manifest_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Index manifest JSONL (DESIGN 5.3).",
+)
+@click.option(
+    "--write-back", "write_back", metavar="TARGET", default=None, help="Write verdicts back (langfuse)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+@handle_errors
+def triage(
+    app: App,
+    trace_id: str | None,
+    ticket_path: Path,
+    manifest_path: Path | None,
+    write_back: str | None,
+    as_json: bool,
+) -> None:
+    """Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in
+    context, ignored by the model — or unconfirmed, with the records that would settle it.
+
+    Exit code 0 whatever the verdict; 2 when a ticket or manifest does not parse or a trace is not stored.
+    """
+    folder = ticket_path.is_dir()
+    if folder and trace_id:
+        raise InputError(
+            "TRACE_ID goes with a single ticket file, not a folder",
+            hint="put trace_id in each ticket of the folder, or pass one ticket file",
+        )
+    paths = ticket_files(ticket_path)
+    tickets = [(p, load_ticket(p)) for p in paths]
+    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    jobs = [(p, t, _trace_id(trace_id, t, p)) for p, t in tickets]
+    rows = [(p, _triage_one(app, tid, t, manifest)) for p, t, tid in jobs]
+    results = [loc for _, loc in rows]
+    if folder:
+        counts = verdict_counts(results)
+        if as_json:
+            items = [{**loc.model_dump(mode="json"), "ticket_file": str(p)} for p, loc in rows]
+            print_json({"results": items, "summary": counts})
+        else:
+            _render_many(app, rows, counts)
+    elif as_json:
+        print_json(results[0])
+    else:
+        _render_one(app, results[0])
+    if write_back is not None:
+        _write_back(app, write_back, results, as_json)
