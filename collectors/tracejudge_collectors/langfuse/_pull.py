@@ -1,0 +1,408 @@
+"""Pull traces from Langfuse into the store: detect the API generation, list, fetch, store, resume.
+
+Resuming without duplicates rests on three things:
+* each trace is stored in one ``put_spans`` transaction (the store dedups on (trace_id, span_id));
+* a per-trace marker (meta ``langfuse.trace:<id>``) is set only after its spans are stored, and a
+  listed trace with a marker is not fetched again;
+* the watermark (meta ``langfuse.watermark:<scope>``: the latest trace start of a run) advances only
+  when a run listed and stored everything in its window. The next run lists from the watermark
+  minus a lag allowance (Langfuse's reads trail its writes), skipping marked traces.
+
+Scores on a trace are kept twice: as ``langfuse.scores`` on the trace's root span (as pulled the
+first time) and in meta ``langfuse.scores:<trace_id>`` (JSON; refreshed whenever the trace is pulled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tracejudge.schema import RawSpan
+from tracejudge.store import Store
+from tracejudge.write import LangfuseApi
+from tracejudge_collectors.langfuse._convert import (
+    normalize_score,
+    parse_time,
+    trace_fields_from_root,
+    trace_to_spans,
+)
+
+log = logging.getLogger("tracejudge.collect.langfuse")
+
+LAG = timedelta(minutes=10)
+"""How far before the watermark a run lists again: Langfuse's non-v4 reads trail writes by up to 10 min."""
+
+_V2_DETAIL_FIELDS = "core,basic,time,io,metadata,model,usage,prompt,trace_context"
+# Metadata values over 200 characters come back cut unless their key is named here; these carry
+# other conventions' attributes (retrieval documents, messages) sent through Langfuse's OTel endpoint.
+_EXPAND_METADATA = "attributes,resourceAttributes,scope,documents,retrieval,tracejudge"
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+class PullOptions(BaseModel):
+    """What to pull."""
+
+    model_config = ConfigDict(frozen=True)
+
+    from_time: datetime | None = None
+    """Only traces that started at or after this time."""
+    to_time: datetime | None = None
+    """Only traces that started before this time."""
+    name: str | None = None
+    """Only traces with this name."""
+    tags: tuple[str, ...] = ()
+    """Only traces carrying every one of these tags."""
+    environments: tuple[str, ...] = ()
+    """Only traces in one of these environments."""
+    limit: int | None = None
+    """Fetch at most this many new traces."""
+    concurrency: int = 4
+    """Traces fetched at once."""
+    list_page_size: int = 100
+    """Traces per listing page (legacy API max 100; v4 up to 1000)."""
+    detail_page_size: int = 1000
+    """Observations per page when fetching one trace (v4; max 1000)."""
+
+
+class Detection(BaseModel):
+    """What the server is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    generation: Literal["v4", "legacy"]
+    """v4 (observations API) or legacy (traces API)."""
+    server_version: str | None = None
+    """From ``GET /health``."""
+    scores_path: Literal["/v3/scores", "/v2/scores"] = "/v3/scores"
+    """Which scores API answers."""
+    warnings: tuple[str, ...] = ()
+    """Deprecation notices the server sent."""
+
+
+class PullReport(BaseModel):
+    """What a pull did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str
+    """The Langfuse pulled from."""
+    generation: str
+    """v4 or legacy."""
+    server_version: str | None
+    """Server version, if it said."""
+    listed: int = 0
+    """Traces listed in the window."""
+    fetched: int = 0
+    """Traces fetched and stored in this run."""
+    skipped: int = 0
+    """Listed traces already stored by an earlier run."""
+    spans_new: int = 0
+    """Spans newly stored."""
+    retries: int = 0
+    """Requests retried (rate limits, server errors, dropped connections)."""
+    complete: bool = True
+    """False when ``--limit`` stopped the run before the window was done."""
+    watermark: str | None = None
+    """Latest trace start covered; the next run continues from here."""
+    warnings: tuple[str, ...] = Field(default_factory=tuple)
+    """Deprecation notices and the like."""
+
+
+def detect(api: LangfuseApi) -> Detection:
+    """The detection sequence of the reference: health, then v2 observations, then v3 scores."""
+    warnings: list[str] = []
+    health = api.get("/health", allow_404=True)
+    version = health.get("version") if isinstance(health, dict) else None
+    log.info("Langfuse server version %s", version)
+    probe = api.get("/v2/observations", {"limit": 1, "fields": "core"}, allow_404=True)
+    generation: Literal["v4", "legacy"] = "v4" if probe is not None else "legacy"
+    scores = api.get("/v3/scores", {"limit": 1}, allow_404=True)
+    for answer in (probe, scores):
+        if isinstance(answer, dict) and isinstance(answer.get("_deprecation"), dict):
+            warnings.append(str(answer["_deprecation"].get("message")))
+    return Detection(
+        generation=generation,
+        server_version=str(version) if version is not None else None,
+        scores_path="/v3/scores" if scores is not None else "/v2/scores",
+        warnings=tuple(warnings),
+    )
+
+
+def _scope_key(base_url: str, options: PullOptions) -> str:
+    scope = json.dumps(
+        [base_url, options.name, sorted(options.tags), sorted(options.environments)], separators=(",", ":")
+    )
+    return "langfuse.watermark:" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def _marker_key(trace_id: str) -> str:
+    return f"langfuse.trace:{trace_id.lower()}"
+
+
+Listed = tuple[str, str, dict[str, Any]]
+"""(trace id, start time ISO, listing row)."""
+
+
+class _Puller:
+    def __init__(self, store: Store, api: LangfuseApi, options: PullOptions, detection: Detection) -> None:
+        self.store = store
+        self.api = api
+        self.options = options
+        self.detection = detection
+
+    # listing
+
+    def list_traces(self, lower: datetime | None) -> Iterator[Listed]:
+        if self.detection.generation == "v4":
+            yield from self._list_v4(lower)
+        else:
+            yield from self._list_legacy(lower)
+
+    def _list_v4(self, lower: datetime | None) -> Iterator[Listed]:
+        o = self.options
+        params: dict[str, Any] = {
+            "isRootObservation": "true",
+            "fields": "core,basic,trace_context",
+            "limit": min(max(o.list_page_size, 1), 1000),
+            "fromStartTime": _iso(lower) if lower else None,
+            "toStartTime": _iso(o.to_time) if o.to_time else None,
+        }
+        if o.environments:
+            params["environment"] = list(o.environments)
+        cursor: str | None = None
+        while True:
+            page = self.api.get("/v2/observations", {**params, "cursor": cursor})
+            for row in page.get("data") or []:
+                name = row.get("traceName") or row.get("name")
+                if o.name is not None and name != o.name:
+                    continue
+                if o.tags and not set(o.tags) <= set(row.get("tags") or []):
+                    continue
+                yield str(row["traceId"]), str(row["startTime"]), row
+            cursor = (page.get("meta") or {}).get("cursor")
+            if not cursor or not page.get("data"):
+                return
+
+    def _list_legacy(self, lower: datetime | None) -> Iterator[Listed]:
+        o = self.options
+        params: dict[str, Any] = {
+            "limit": min(max(o.list_page_size, 1), 100),
+            "orderBy": "timestamp.asc",
+            "fields": "core",
+            "name": o.name,
+            "fromTimestamp": _iso(lower) if lower else None,
+            "toTimestamp": _iso(o.to_time) if o.to_time else None,
+        }
+        if o.tags:
+            params["tags"] = list(o.tags)
+        if o.environments:
+            params["environment"] = list(o.environments)
+        page_no = 1
+        while True:
+            page = self.api.get("/traces", {**params, "page": page_no})
+            for row in page.get("data") or []:
+                yield str(row["id"]), str(row["timestamp"]), row
+            meta = page.get("meta") or {}
+            if not page.get("data") or page_no >= int(meta.get("totalPages") or 0):
+                return
+            page_no += 1
+
+    # fetching one trace
+
+    def fetch(self, trace_id: str) -> tuple[list[RawSpan], list[dict[str, Any]]]:
+        if self.detection.generation == "v4":
+            return self._fetch_v4(trace_id)
+        return self._fetch_legacy(trace_id)
+
+    def _fetch_v4(self, trace_id: str) -> tuple[list[RawSpan], list[dict[str, Any]]]:
+        observations: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = self.api.get(
+                "/v2/observations",
+                {
+                    "traceId": trace_id,
+                    "fields": _V2_DETAIL_FIELDS,
+                    "expandMetadata": _EXPAND_METADATA,
+                    "limit": min(max(self.options.detail_page_size, 1), 1000),
+                    "cursor": cursor,
+                },
+            )
+            observations.extend(page.get("data") or [])
+            cursor = (page.get("meta") or {}).get("cursor")
+            if not cursor or not page.get("data"):
+                break
+        scores = self._scores(trace_id)
+        roots = sorted(
+            (o for o in observations if o.get("isRootObservation") or not o.get("parentObservationId")),
+            key=lambda o: str(o.get("startTime")),
+        )
+        trace = trace_fields_from_root(roots[0]) if roots else {"id": trace_id}
+        trace["id"] = trace_id
+        if len(roots) != 1:
+            # Without a single root the trace's I/O has no observation of its own to sit on.
+            trace.pop("input", None)
+            trace.pop("output", None)
+        trace_scores = [s for s in scores if (s.get("subject") or {}).get("kind") != "session"]
+        return trace_to_spans(trace, observations, trace_scores), trace_scores
+
+    def _scores(self, trace_id: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if self.detection.scores_path == "/v3/scores":
+            cursor: str | None = None
+            while True:
+                page = self.api.get("/v3/scores", {"traceId": trace_id, "limit": 100, "cursor": cursor})
+                out.extend(page.get("data") or [])
+                cursor = (page.get("meta") or {}).get("cursor")
+                if not cursor or not page.get("data"):
+                    return out
+        page_no = 1
+        while True:
+            page = self.api.get("/v2/scores", {"traceId": trace_id, "limit": 100, "page": page_no})
+            out.extend(page.get("data") or [])
+            if not page.get("data") or page_no >= int((page.get("meta") or {}).get("totalPages") or 0):
+                return out
+            page_no += 1
+
+    def _fetch_legacy(self, trace_id: str) -> tuple[list[RawSpan], list[dict[str, Any]]]:
+        trace = self.api.get(f"/traces/{trace_id}")
+        scores = list(trace.get("scores") or [])
+        return trace_to_spans(trace, trace.get("observations") or [], scores), scores
+
+
+def _parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
+    """(start of the covered window or None for "from the beginning", latest covered trace start)."""
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        upto = parse_time(data["upto"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if upto is None:
+        return None
+    return parse_time(data.get("from")), upto
+
+
+def pull_langfuse(
+    store: Store,
+    api: LangfuseApi,
+    options: PullOptions | None = None,
+    *,
+    on_trace: Callable[[str, bool], None] | None = None,
+    detection: Detection | None = None,
+) -> PullReport:
+    """Pull the traces ``options`` select from Langfuse into ``store``; resumable and incremental.
+
+    ``on_trace(trace_id, fetched)`` is called once per listed trace (for progress bars)."""
+    options = options or PullOptions()
+    detection = detection or detect(api)
+    for warning in detection.warnings:
+        log.warning("Langfuse: %s", warning)
+    puller = _Puller(store, api, options, detection)
+    key = _scope_key(api.credentials.base_url, options)
+    covered = _parse_watermark(store.get_meta(key))
+    lower = options.from_time
+    coverage_from = options.from_time
+    watermark: datetime | None = None
+    # The watermark only helps when the window it covers starts no later than the one asked for.
+    if covered is not None and (
+        covered[0] is None or (options.from_time is not None and options.from_time >= covered[0])
+    ):
+        coverage_from, watermark = covered
+        resume = watermark - LAG
+        lower = resume if lower is None or resume > lower else lower
+
+    listed = fetched = skipped = spans_new = 0
+    latest: datetime | None = watermark
+    complete = True
+    pending: deque[tuple[str, Future[tuple[list[RawSpan], list[dict[str, Any]]]]]] = deque()
+    in_batch: set[str] = set()
+    max_pending = max(1, options.concurrency) * 2
+
+    def drain_one() -> None:
+        nonlocal fetched, spans_new
+        trace_id, future = pending.popleft()
+        spans, scores = future.result()
+        spans_new += store.put_spans(spans)
+        store.set_meta(
+            f"langfuse.scores:{trace_id.lower()}",
+            json.dumps([normalize_score(s) for s in scores], separators=(",", ":")),
+        )
+        store.set_meta(_marker_key(trace_id), "1")
+        in_batch.discard(trace_id)
+        fetched += 1
+        if on_trace is not None:
+            on_trace(trace_id, True)
+
+    with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="langfuse") as pool:
+        try:
+            for trace_id, start, _row in puller.list_traces(lower):
+                listed += 1
+                started = parse_time(start)
+                if started is not None and (latest is None or started > latest):
+                    latest = started
+                if trace_id in in_batch or store.get_meta(_marker_key(trace_id)) is not None:
+                    skipped += 1
+                    if on_trace is not None:
+                        on_trace(trace_id, False)
+                    continue
+                if options.limit is not None and fetched + len(pending) >= options.limit:
+                    complete = False
+                    break
+                in_batch.add(trace_id)
+                pending.append((trace_id, pool.submit(puller.fetch, trace_id)))
+                while len(pending) >= max_pending:
+                    drain_one()
+            while pending:
+                drain_one()
+        finally:
+            for _trace_id, future in pending:
+                future.cancel()
+
+    new_watermark = watermark
+    if complete and latest is not None:
+        new_watermark = latest
+        store.set_meta(
+            key,
+            json.dumps({"from": _iso(coverage_from) if coverage_from else None, "upto": _iso(latest)}),
+        )
+    return PullReport(
+        base_url=api.credentials.base_url,
+        generation=detection.generation,
+        server_version=detection.server_version,
+        listed=listed,
+        fetched=fetched,
+        skipped=skipped,
+        spans_new=spans_new,
+        retries=api.retries,
+        complete=complete,
+        watermark=_iso(new_watermark) if new_watermark else None,
+        warnings=detection.warnings,
+    )
+
+
+def pull_summary(report: PullReport) -> Sequence[str]:
+    """Lines for people."""
+    lines = [
+        f"Langfuse {report.server_version or '?'} ({report.generation} API) at {report.base_url}",
+        f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
+        f" {report.spans_new} new spans",
+    ]
+    if report.retries:
+        lines.append(f"{report.retries} requests retried (rate limits, server errors, dropped connections)")
+    if not report.complete:
+        lines.append("stopped at --limit: run again to continue")
+    lines.extend(f"warning: {w}" for w in report.warnings)
+    return lines
