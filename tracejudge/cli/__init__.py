@@ -9,6 +9,7 @@ import click
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._demo import demo
+from tracejudge.cli._score import score
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
 from tracejudge.store import resolve_store_url
@@ -73,6 +74,7 @@ def collect() -> None:
 
 
 cli.add_command(traces)
+cli.add_command(score)
 cli.add_command(triage)
 cli.add_command(demo)
 

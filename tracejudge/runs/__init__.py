@@ -15,21 +15,26 @@ from tracejudge.runs._run import (
 )
 from tracejudge.runs._select import in_sample, sample_bucket, select_trace_ids
 from tracejudge.runs._summary import SummaryBuilder
+from tracejudge.runs._writeback import SCORE_WRITE_BACK_TARGETS, evaluation_events, score_records, write_back
 
 __all__ = [
+    "SCORE_WRITE_BACK_TARGETS",
     "Loader",
     "ScoreOptions",
     "SummaryBuilder",
+    "evaluation_events",
     "in_sample",
     "item_json",
     "new_run_id",
     "provenance",
     "run_json",
     "sample_bucket",
+    "score_records",
     "score_run",
     "score_run_async",
     "score_task",
     "select_trace_ids",
     "series_key",
     "store_loader",
+    "write_back",
 ]

@@ -1,0 +1,181 @@
+"""Scores onto the traces: Langfuse scores per criterion plus the overall verdict, or OTel
+``gen_ai.evaluation.result`` events parented to the evaluated span (DESIGN 5.7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tracejudge._errors import InputError
+from tracejudge.schema import ItemResult, RunRecord
+from tracejudge.write import EvaluationEvent, EvaluationWriter, ScoreRecord, Writer, WriteReport, stable_id
+
+SCORE_WRITE_BACK_TARGETS = ("langfuse", "otel")
+
+
+def _provenance_metadata(run: RunRecord) -> dict[str, Any]:
+    p = run.provenance
+    return {
+        "run_id": run.run_id,
+        "series": run.series,
+        "rubric_hash": p.rubric_hash,
+        "judge_base_url": p.judge_base_url,
+        "repeat": p.repeat,
+        "tracejudge_version": p.tracejudge_version,
+        "source": "tracejudge",
+    }
+
+
+def _comment(reasoning: str, reason: str) -> str | None:
+    text = "\n".join(t for t in (reasoning, reason) if t)
+    return text or None
+
+
+def score_records(run: RunRecord, items: Iterable[ItemResult]) -> list[ScoreRecord]:
+    """Per item: one NUMERIC score per judged criterion, one CATEGORICAL verdict per criterion decided
+    by a check, and the overall CATEGORICAL verdict; an indeterminate criterion is a CATEGORICAL
+    ``indeterminate``, never a number."""
+    p = run.provenance
+    common: dict[str, Any] = {
+        "rubric_name": p.rubric_name,
+        "rubric_version": p.rubric_version,
+        "judge_model": p.judge_model,
+        "temperature": p.temperature,
+    }
+    base_meta = _provenance_metadata(run)
+    out: list[ScoreRecord] = []
+    for item in items:
+        prompt_hash = item.replies[0].prompt_hash if item.replies else None
+        for name, c in item.criteria.items():
+            meta = {**base_meta, "verdict": c.verdict, "decided_by": c.decided_by, "category": item.category}
+            if c.reason:
+                meta["reason"] = c.reason
+            if c.score is not None:
+                out.append(
+                    ScoreRecord(
+                        trace_id=item.trace_id,
+                        observation_id=item.span_id,
+                        name=f"{p.rubric_name}.{name}",
+                        value=c.score,
+                        data_type="NUMERIC",
+                        comment=_comment(c.reasoning, c.reason),
+                        prompt_hash=prompt_hash,
+                        metadata=meta,
+                        **common,
+                    )
+                )
+            else:
+                out.append(
+                    ScoreRecord(
+                        trace_id=item.trace_id,
+                        observation_id=item.span_id,
+                        name=f"{p.rubric_name}.{name}",
+                        value=c.verdict,
+                        data_type="CATEGORICAL",
+                        comment=_comment(c.reasoning, c.reason),
+                        prompt_hash=prompt_hash if c.decided_by == "judge" else None,
+                        metadata=meta,
+                        **common,
+                    )
+                )
+        checks = "; ".join(f"{k}={v.verdict}" for k, v in item.checks.items())
+        out.append(
+            ScoreRecord(
+                trace_id=item.trace_id,
+                observation_id=item.span_id,
+                name=f"{p.rubric_name}.verdict",
+                value=item.verdict,
+                data_type="CATEGORICAL",
+                comment=_comment(item.reason, f"checks: {checks}" if checks else ""),
+                prompt_hash=prompt_hash,
+                metadata={**base_meta, "category": item.category, "mean_score": item.mean_score},
+                **common,
+            )
+        )
+    return out
+
+
+def evaluation_events(run: RunRecord, items: Iterable[ItemResult]) -> list[EvaluationEvent]:
+    """Per item with a known evaluated span: an event per criterion and one for the overall verdict."""
+    p = run.provenance
+    extra: dict[str, str | int | float | bool] = {
+        "tracejudge.run_id": run.run_id,
+        "tracejudge.rubric.name": p.rubric_name,
+        "tracejudge.rubric.version": p.rubric_version,
+        "tracejudge.prompt_hash": p.prompt_hash,
+        "tracejudge.version": p.tracejudge_version,
+    }
+    if p.judge_model:
+        extra["tracejudge.judge.model"] = p.judge_model
+    if p.temperature is not None:
+        extra["tracejudge.judge.temperature"] = p.temperature
+    out: list[EvaluationEvent] = []
+    for item in items:
+        if not item.span_id:
+            continue
+        for name, c in item.criteria.items():
+            out.append(
+                EvaluationEvent(
+                    trace_id=item.trace_id,
+                    span_id=item.span_id,
+                    name=name,
+                    score_value=c.score,
+                    score_label=c.verdict,
+                    explanation=_comment(c.reasoning, c.reason),
+                    attributes={
+                        **extra,
+                        "tracejudge.decided_by": c.decided_by,
+                        "tracejudge.identifier": stable_id(
+                            "eval", item.trace_id, item.span_id, name, p.rubric_name, p.rubric_version
+                        ),
+                    },
+                )
+            )
+        out.append(
+            EvaluationEvent(
+                trace_id=item.trace_id,
+                span_id=item.span_id,
+                name=f"{p.rubric_name}.verdict",
+                score_value=item.mean_score,
+                score_label=item.verdict,
+                explanation=item.reason or None,
+                attributes={
+                    **extra,
+                    "tracejudge.identifier": stable_id(
+                        "eval", item.trace_id, item.span_id, "verdict", p.rubric_name, p.rubric_version
+                    ),
+                },
+            )
+        )
+    return out
+
+
+def write_back(
+    target: str,
+    run: RunRecord,
+    items: Sequence[ItemResult],
+    *,
+    writer: Writer | None = None,
+    event_writer: EvaluationWriter | None = None,
+) -> WriteReport:
+    """Write a run's results to ``langfuse`` (through the Langfuse writer) or ``otel``."""
+    if target == "langfuse":
+        if writer is None:
+            from tracejudge.write import LangfuseWriter
+
+            with LangfuseWriter.from_env() as lf:
+                return lf.write_scores(score_records(run, items))
+        return writer.write_scores(score_records(run, items))
+    if target == "otel":
+        if event_writer is None:
+            from tracejudge.write import OtelEvaluationWriter
+
+            ew = OtelEvaluationWriter()
+            try:
+                return ew.write_events(evaluation_events(run, items))
+            finally:
+                ew.close()
+        return event_writer.write_events(evaluation_events(run, items))
+    raise InputError(
+        f"unknown write-back target {target!r}", hint=f"use one of: {', '.join(SCORE_WRITE_BACK_TARGETS)}"
+    )
