@@ -600,7 +600,7 @@ def _attrs_json(kvs: Any, notes: _Notes, label: str) -> dict[str, Any]:
     for kv in kvs:
         if not isinstance(kv, dict):
             raise _SpanError("each attribute must be a {key, value} object")
-        key = kv.get("key")
+        key = kv.get("key", "")  # proto3 JSON omits an empty key
         if not isinstance(key, str):
             raise _SpanError(f"attribute key must be a string, got {_short(key)}")
         v = kv.get("value")
@@ -668,7 +668,7 @@ def _value_json(v: Any, depth: int, budget: _Budget, key: str) -> Any:
             return [_value_json(x, depth + 1, budget, key) for x in values]
         out: dict[str, Any] = {}
         for kv in values:
-            if not isinstance(kv, dict) or not isinstance(k := kv.get("key"), str):
+            if not isinstance(kv, dict) or not isinstance(k := kv.get("key", ""), str):
                 raise _SpanError(
                     f"attribute {_short(key)}: kvlistValue entries must be {{key, value}} objects"
                 )
