@@ -240,14 +240,17 @@ def _find_exact(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> tuple[int
         while True:
             a, b = pos - scale * before - 128, pos + scale * after + 128
             toks, lo, hi = hay.window(a, b)
-            at = next((k for k in range(lo, hi) if toks[k].start == pos), None)
+            at = next((k for k, tok in enumerate(toks) if tok.start == pos), None)
             if at is None or toks[at].text != word:
                 break  # the occurrence is inside a longer word or number
-            res = _run_at(toks, lo, hi, at, ia, want)
+            whole = a <= 0 and b >= len(hay.low)
+            res = _run_at(toks, lo, hi, at, ia, want) if lo <= at < hi or whole else None
+            if res is None and whole:
+                break
             if res is True:
                 s = at - ia
                 return toks[s].start, toks[s + len(want) - 1].end
-            if res is False or (a <= 0 and b >= len(hay.low)):
+            if res is False:
                 break
             scale *= 4
         pos = hay.low.find(word, pos + 1)

@@ -1,0 +1,158 @@
+"""Builders for task records, tickets and manifests: ``mk.task(...)`` etc. through the ``mk`` fixture."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tracejudge.schema import (
+    Candidate,
+    Document,
+    ManifestEntry,
+    Material,
+    Message,
+    ModelCall,
+    RetrievalCall,
+    TaskRecord,
+    Ticket,
+)
+
+T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
+DOC = "C-17/attachment"
+CLAUSE = "Prepayment shall not exceed 30,000 RMB"
+V2_TEXT = "Attachment v2. Payment terms.\nPrepayment shall not exceed 30,000 RMB per order. Net 30."
+V1_TEXT = "Attachment v1. Payment terms.\nPrepayment shall not exceed 50,000 RMB per order. Net 30."
+QUESTION = "Can supplier Acme get a prepayment of 40,000 RMB on order 7?"
+GOOD = "No. Under attachment v2 prepayment is capped at 30,000 RMB, so 40,000 RMB is over the limit."
+BAD = "Yes. Attachment v1 allows prepayment up to 50,000 RMB, so 40,000 RMB is fine."
+
+
+def doc(
+    doc_id: str = DOC, version: str | None = "v2", content: str | None = V2_TEXT, position: int = 0
+) -> Document:
+    return Document(
+        doc_id=doc_id, version=version, content=content, score=0.9 - position / 10, position=position
+    )
+
+
+def retrieval(
+    span_id: str = "r1",
+    docs: tuple[Document, ...] | None = None,
+    filter: Any = None,
+    principal: str | None = None,
+    candidates: list[Candidate] | None = None,
+    documents_recorded: bool = True,
+) -> RetrievalCall:
+    return RetrievalCall(
+        span_id=span_id,
+        span_ids=(span_id,),
+        name="retrieve",
+        query="prepayment cap",
+        documents=(doc(),) if docs is None else docs,
+        documents_recorded=documents_recorded,
+        filter=filter,
+        principal=principal,
+        candidates=tuple(candidates) if candidates is not None else None,
+    )
+
+
+def model(
+    span_id: str = "m1",
+    context: str = V2_TEXT,
+    output: str | None = GOOD,
+    input_recorded: bool = True,
+    redacted: bool = False,
+) -> ModelCall:
+    text = (
+        f"You answer procurement questions.\nContext:\n{context}\nQuestion: {QUESTION}"
+        if input_recorded
+        else ""
+    )
+    return ModelCall(
+        span_id=span_id,
+        name="chat",
+        model="gpt-4.1-mini",
+        input_messages=(Message(role="user", content=text if input_recorded else None, redacted=redacted),),
+        input_recorded=input_recorded,
+        input_redacted=redacted,
+        output_recorded=output is not None,
+        input_text=text,
+        output_text=output,
+    )
+
+
+def task(
+    retrievals: tuple[RetrievalCall, ...] | None = None,
+    model_calls: tuple[ModelCall, ...] | None = None,
+    answer: str | None = GOOD,
+    question: str | None = QUESTION,
+    start: datetime | None = T0,
+    **kw: Any,
+) -> TaskRecord:
+    calls = (model(output=answer),) if model_calls is None else model_calls
+    return TaskRecord(
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        start_time=start,
+        input=question,
+        final_answer=answer,
+        final_answer_span_id=calls[-1].span_id if calls else None,
+        retrievals=(retrieval(),) if retrievals is None else retrievals,
+        model_calls=calls,
+        **kw,
+    )
+
+
+def material(**kw: Any) -> Material:
+    base: dict[str, Any] = {
+        "doc_id": DOC,
+        "version": "v2",
+        "clause": CLAUSE,
+        "facts": {"prepayment_cap_rmb": 30000},
+    }
+    base.update(kw)
+    return Material(**base)
+
+
+def ticket(
+    required: list[Material] | None = None, superseded: list[Material] | None = None, **kw: Any
+) -> Ticket:
+    return Ticket(
+        ticket="EXP-311",
+        required=tuple(required) if required is not None else (material(),),
+        superseded=tuple(superseded)
+        if superseded is not None
+        else (Material(doc_id=DOC, version="v1", facts={"prepayment_cap_rmb": 50000}),),
+        **kw,
+    )
+
+
+def entry(version: str = "v2", **kw: Any) -> ManifestEntry:
+    base: dict[str, Any] = {
+        "doc_id": DOC,
+        "version": version,
+        "effective_from": datetime(2026, 3, 1, tzinfo=UTC),
+        "indexed_at": datetime(2026, 3, 2, 3, tzinfo=UTC),
+        "metadata": {"region": "CN"},
+        "acl": ["procurement"],
+    }
+    base.update(kw)
+    return ManifestEntry(**base)
+
+
+def v1_entry(**kw: Any) -> ManifestEntry:
+    base: dict[str, Any] = {
+        "effective_from": datetime(2025, 1, 1, tzinfo=UTC),
+        "effective_to": datetime(2026, 3, 1, tzinfo=UTC),
+        "indexed_at": datetime(2025, 1, 2, tzinfo=UTC),
+    }
+    base.update(kw)
+    return entry("v1", **base)
+
+
+@pytest.fixture
+def mk() -> ModuleType:
+    return sys.modules[__name__]

@@ -1,0 +1,115 @@
+"""Tolerant clause matching: formats, partial matches, and the windowed search over large inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracejudge.localize import find_clause, tokenize
+from tracejudge.localize._text import number_values
+
+CLAUSE = "Prepayment shall not exceed 30,000 RMB"
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("30,000", ["30000"]),
+        ("30000", ["30000"]),
+        ("30 000", ["30000"]),
+        ("30.000", ["30000"]),
+        ("30'000", ["30000"]),
+        ("30k", ["30000"]),
+        ("30 thousand", ["30000"]),
+        ("30,000.50", ["30000.5"]),
+        ("30.000,50", ["30000.5"]),
+        ("3.5", ["3.5"]),
+        ("1,2", ["1", "2"]),
+        ("in 2026 100 items", ["in", "2026", "100", "items"]),
+        ("3万元", ["30000", "元"]),
+        ("Pre-Payment, SHALL", ["pre", "payment", "shall"]),
+    ],
+)
+def test_tokens(text: str, tokens: list[str]) -> None:
+    assert tokenize(text) == tokens
+
+
+def test_ambiguous_dot_keeps_both_readings() -> None:
+    [(primary, readings)] = number_values("30.000")
+    assert str(primary) == "30000"
+    assert {str(r) for r in readings} == {"30000", "30.000"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "prepayment shall not exceed 30000 rmb",
+        "PREPAYMENT\n\n   SHALL NOT\r\n EXCEED\t30 000\u00a0RMB",
+        "Prepayment shall not exceed 30,000RMB.",
+        "…terms: Prepayment shall not exceed 30.000 RMB; net 30",
+    ],
+)
+def test_found_despite_formatting(text: str) -> None:
+    m = find_clause(text, CLAUSE)
+    assert m.found
+    assert m.matched == m.total == 6
+    assert m.start is not None
+    assert m.end is not None
+    assert "30" in text[m.start : m.end]
+
+
+def test_different_number_is_not_found() -> None:
+    m = find_clause("Prepayment shall not exceed 50,000 RMB", CLAUSE)
+    assert not m.found
+    assert m.matched == 4
+    assert m.first == 0
+
+
+def test_partial_match_shows_truncation() -> None:
+    text = "context... " * 50 + "Prepayment shall not exc"
+    m = find_clause(text, CLAUSE)
+    assert not m.found
+    assert (m.matched, m.first, m.total) == (3, 0, 6)
+    assert m.excerpt.endswith("Prepayment shall not exc")
+    assert m.ratio == 0.5
+
+
+def test_words_inside_longer_words_do_not_match() -> None:
+    assert not find_clause("prepayments shall not exceed 30,000 rmb", CLAUSE).found
+
+
+def test_absent_and_empty() -> None:
+    m = find_clause("nothing to see", CLAUSE)
+    assert not m.found
+    assert m.matched == 0
+    assert m.start is None
+    assert find_clause("anything", "  ,. ").total == 0
+
+
+def test_common_anchor_falls_back_to_full_scan() -> None:
+    # Every word of the clause occurs more than the window cap: the whole text is tokenized instead.
+    text = "the net the net " * 400 + "the net 30 days"
+    assert find_clause(text, "the net 30").found
+    assert not find_clause(text, "the net 31").found
+
+
+def test_number_only_clause() -> None:
+    assert find_clause("amount: 30 000 rmb", "30,000").found
+    m = find_clause("amount: 31 000 rmb", "30,000")
+    assert not m.found
+
+
+def test_window_grows_for_whitespace_heavy_input() -> None:
+    spaced = "Prepayment" + " " * 2000 + "shall not exceed 30,000 RMB"
+    assert find_clause("x " * 1000 + spaced + " y" * 1000, CLAUSE).found
+
+
+def test_large_input_found_in_the_middle() -> None:
+    filler = "Invoices are due within days of delivery, amount 12,345.\n" * 20000
+    text = filler + "Prepayment shall not exceed 30 000 RMB." + filler
+    m = find_clause(text, CLAUSE)
+    assert m.found
+    assert m.start == len(filler)
+
+
+def test_cjk_clause() -> None:
+    assert find_clause("合同规定：预付款不得超过3万元。", "预付款不得超过30,000元").found
