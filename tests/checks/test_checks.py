@@ -89,9 +89,7 @@ def test_number_wrong_unit_is_not_accepted() -> None:
 
 
 def test_number_reference_from_tool_result() -> None:
-    calls = (
-        ToolCall(span_id="t1", name="compute_bill", arguments={"items": 2}, result={"total": 23.5}),
-    )
+    calls = (ToolCall(span_id="t1", name="compute_bill", arguments={"items": 2}, result={"total": 23.5}),)
     ok = _task(final_answer="That comes to $23.50.", tool_calls=calls)
     bad = _task(final_answer="That comes to $25.00.", tool_calls=calls)
     spec = _check(type="number", expected_from={"tool": "compute_bill", "path": "result.total"}, unit="USD")
@@ -103,8 +101,12 @@ def test_number_reference_from_tool_result() -> None:
 
 def test_number_comparison_ops() -> None:
     task = _task(final_answer="Prepayment: 50,000 RMB")
-    assert run_check(_check(type="number", expected=30000, op="le", near="prepayment"), task).verdict == "fail"
-    assert run_check(_check(type="number", expected=30000, op="gt", near="prepayment"), task).verdict == "pass"
+    assert (
+        run_check(_check(type="number", expected=30000, op="le", near="prepayment"), task).verdict == "fail"
+    )
+    assert (
+        run_check(_check(type="number", expected=30000, op="gt", near="prepayment"), task).verdict == "pass"
+    )
 
 
 def test_cites_version() -> None:
@@ -127,7 +129,8 @@ def test_tool_called_with_argument_conditions() -> None:
     task = _task(tool_calls=calls)
     assert run_check(_check(type="tool_called", tool="handoff"), task).verdict == "pass"
     assert (
-        run_check(_check(type="tool_called", tool="handoff", arguments={"queue": "bot"}), task).verdict == "fail"
+        run_check(_check(type="tool_called", tool="handoff", arguments={"queue": "bot"}), task).verdict
+        == "fail"
     )
     over = _check(type="tool_not_called", tool="submit_payment", arguments={"amount": {"$gt": 30000}})
     result = run_check(over, task)

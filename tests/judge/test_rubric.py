@@ -37,7 +37,8 @@ def test_design_example_loads(tmp_path: Path) -> None:
     assert rubric.name == "answer-correctness"
     assert rubric.version == 3
     assert [c.name for c in rubric.criteria] == ["correctness", "relevance"]
-    assert rubric.judge is not None and rubric.judge.model == "gpt-4.1-mini"
+    assert rubric.judge is not None
+    assert rubric.judge.model == "gpt-4.1-mini"
     assert rubric.checks[1].tool == "submit_payment"
 
 
@@ -50,12 +51,16 @@ def test_threshold_out_of_scale_names_its_line() -> None:
 
 
 def test_unknown_key_and_check_field_name_lines() -> None:
-    bad = GOOD.replace("  - {name: no_submit, type: tool_not_called, tool: submit_payment}", "  - {name: x, type: regex}")
+    bad = GOOD.replace(
+        "  - {name: no_submit, type: tool_not_called, tool: submit_payment}", "  - {name: x, type: regex}"
+    )
     with pytest.raises(InputError) as exc:
         parse_rubric(bad + "surprise: 1\n", source="r.yaml")
     text = str(exc.value)
-    assert "r.yaml:16:" in text and "needs `pattern`" in text
-    assert "r.yaml:18:" in text and "surprise" in text
+    assert "r.yaml:16:" in text
+    assert "needs `pattern`" in text
+    assert "r.yaml:18:" in text
+    assert "surprise" in text
 
 
 def test_broken_yaml_names_line() -> None:
@@ -83,11 +88,8 @@ def test_check_may_decide_a_criterion_without_judge() -> None:
 
 
 def test_invalid_json_schema_in_check_is_an_input_error() -> None:
-    text = (
-        "name: x\nversion: 1\nchecks:\n"
-        "  - name: shape\n    type: json_schema\n    schema: {type: 12}\n"
-    )
-    with pytest.raises(InputError, match="r.yaml:6"):
+    text = "name: x\nversion: 1\nchecks:\n  - name: shape\n    type: json_schema\n    schema: {type: 12}\n"
+    with pytest.raises(InputError, match=r"r\.yaml:6"):
         parse_rubric(text, source="r.yaml")
 
 
