@@ -12,8 +12,6 @@ from google.protobuf import json_format
 from google.protobuf.internal.encoder import _VarintBytes
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from tracejudge.schema import RawSpan
-
 from tracejudge_collectors.otel import (
     DEPTH_MARKER,
     MAX_ATTRIBUTE_DEPTH,
@@ -23,6 +21,8 @@ from tracejudge_collectors.otel import (
     decode_json,
     decode_protobuf,
 )
+
+from tracejudge.schema import RawSpan
 
 TRACE_HEX = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -37,7 +37,9 @@ SPEC_EXAMPLE = {
                     "scope": {
                         "name": "my.library",
                         "version": "1.0.0",
-                        "attributes": [{"key": "my.scope.attribute", "value": {"stringValue": "some scope attribute"}}],
+                        "attributes": [
+                            {"key": "my.scope.attribute", "value": {"stringValue": "some scope attribute"}}
+                        ],
                     },
                     "spans": [
                         {
@@ -81,7 +83,9 @@ SPEC_EXAMPLE = {
                                     "attributes": [{"key": "id", "value": {"stringValue": "doc-7"}}],
                                 }
                             ],
-                            "links": [{"traceId": "5b8efff798038103d269b633813fc60d", "spanId": "eee19b7ec3c1b175"}],
+                            "links": [
+                                {"traceId": "5b8efff798038103d269b633813fc60d", "spanId": "eee19b7ec3c1b175"}
+                            ],
                             "status": {"code": 2, "message": "boom"},
                         }
                     ],
@@ -94,7 +98,8 @@ SPEC_EXAMPLE = {
 
 def test_json_spec_example_decodes_every_field() -> None:
     result = decode_json(json.dumps(SPEC_EXAMPLE))
-    assert result.rejected == 0 and result.errors == []
+    assert result.rejected == 0
+    assert result.errors == []
     (span,) = result.spans
     assert span.trace_id == "5b8efff798038103d269b633813fc60c"
     assert span.span_id == "eee19b7ec3c1b174"
@@ -142,7 +147,9 @@ def test_protobuf_and_json_of_the_same_request_agree() -> None:
 
 def test_json_hex_ids_are_not_base64_decoded() -> None:
     # json_format.Parse would read this 32-char hex id as base64 (24 wrong bytes); we must not.
-    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE_HEX, "spanId": "00f067aa0ba902b7"}]}]}]}
+    body = {
+        "resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE_HEX, "spanId": "00f067aa0ba902b7"}]}]}]
+    }
     (span,) = decode_json(json.dumps(body)).spans
     assert span.trace_id == TRACE_HEX
 
@@ -152,8 +159,20 @@ def test_json_base64_ids_and_enum_names_are_accepted() -> None:
     sid = base64.b64encode(bytes.fromhex("00f067aa0ba902b7")).decode()
     body = {
         "resource_spans": [
-            {"scope_spans": [{"spans": [{"trace_id": tid, "span_id": sid, "kind": "SPAN_KIND_CLIENT",
-                                          "status": {"code": "STATUS_CODE_ERROR"}}]}]}
+            {
+                "scope_spans": [
+                    {
+                        "spans": [
+                            {
+                                "trace_id": tid,
+                                "span_id": sid,
+                                "kind": "SPAN_KIND_CLIENT",
+                                "status": {"code": "STATUS_CODE_ERROR"},
+                            }
+                        ]
+                    }
+                ]
+            }
         ]
     }
     (span,) = decode_json(json.dumps(body)).spans
@@ -220,13 +239,17 @@ def test_protobuf_bad_ids_are_rejected_and_the_rest_kept(
     assert "parent span id must be 8 bytes" in joined
 
 
-def test_protobuf_all_zero_parent_means_root(make_request: Callable[..., Any], good_span: Callable[..., Any]) -> None:
+def test_protobuf_all_zero_parent_means_root(
+    make_request: Callable[..., Any], good_span: Callable[..., Any]
+) -> None:
     req = make_request([good_span(1, parent_span_id=bytes(8))])
     (span,) = decode_protobuf(req.SerializeToString()).spans
     assert span.parent_span_id is None
 
 
-def test_protobuf_any_values_become_plain_json(make_request: Callable[..., Any], good_span: Callable[..., Any]) -> None:
+def test_protobuf_any_values_become_plain_json(
+    make_request: Callable[..., Any], good_span: Callable[..., Any]
+) -> None:
     attrs = {
         "s": "text",
         "b": False,
@@ -236,7 +259,9 @@ def test_protobuf_any_values_become_plain_json(make_request: Callable[..., Any],
         "arr": [1, "two", [3.0]],
         "kv": {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
     }
-    req = make_request([good_span(1, attributes=attrs)], resource={"service.name": "agent", "deploy": {"env": "prod"}})
+    req = make_request(
+        [good_span(1, attributes=attrs)], resource={"service.name": "agent", "deploy": {"env": "prod"}}
+    )
     (span,) = decode_protobuf(req.SerializeToString(), source="file").spans
     assert span.attributes == {**attrs, "raw": base64.b64encode(b"\x00\xff").decode()}
     assert span.resource == {"service.name": "agent", "deploy": {"env": "prod"}}
@@ -252,7 +277,9 @@ def _nested_json(depth: int) -> dict[str, Any]:
 
 
 def test_json_attribute_nested_beyond_the_limit_is_truncated_with_a_marker() -> None:
-    body = _json_body(_json_span(attributes=[{"key": "deep", "value": _nested_json(MAX_ATTRIBUTE_DEPTH + 20)}]))
+    body = _json_body(
+        _json_span(attributes=[{"key": "deep", "value": _nested_json(MAX_ATTRIBUTE_DEPTH + 20)}])
+    )
     result = decode_json(body)
     assert result.rejected == 0
     (span,) = result.spans
@@ -285,12 +312,16 @@ def _field(number: int, payload: bytes) -> bytes:
     return _VarintBytes(number << 3 | 2) + _VarintBytes(len(payload)) + payload
 
 
-def deep_protobuf_request(make_request: Callable[..., Any], good_span: Callable[..., Any], depth: int) -> bytes:
+def deep_protobuf_request(
+    make_request: Callable[..., Any], good_span: Callable[..., Any], depth: int
+) -> bytes:
     value = AnyValue(string_value="bottom").SerializeToString()
     for _ in range(depth):
         value = _field(5, _field(1, value))  # AnyValue.array_value -> ArrayValue.values
     span = Span()
-    span.ParseFromString(make_request([good_span(1)]).resource_spans[0].scope_spans[0].spans[0].SerializeToString())
+    span.ParseFromString(
+        make_request([good_span(1)]).resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+    )
     span_bytes = span.SerializeToString() + _field(9, _field(1, b"deep") + _field(2, value))
     return _field(1, _field(2, _field(2, span_bytes)))
 
@@ -310,14 +341,17 @@ def test_huge_string_attribute_is_truncated_with_a_marker(
     req = make_request([good_span(1, attributes={"input.value": huge, "small": "ok"})])
     for result in (
         decode_protobuf(req.SerializeToString()),
-        decode_json(_json_body(_json_span(attributes=[{"key": "input.value", "value": {"stringValue": huge}}]))),
+        decode_json(
+            _json_body(_json_span(attributes=[{"key": "input.value", "value": {"stringValue": huge}}]))
+        ),
     ):
         (span,) = result.spans
         value = span.attributes["input.value"]
         assert value.endswith(TRUNCATED_MARKER)
         assert len(value) == MAX_VALUE_CHARS + len(TRUNCATED_MARKER)
         assert result.rejected == 0
-        assert "input.value" in result.message and "truncated" in result.message
+        assert "input.value" in result.message
+        assert "truncated" in result.message
 
 
 def test_huge_structured_attribute_becomes_the_marker(
@@ -332,8 +366,16 @@ def test_huge_structured_attribute_becomes_the_marker(
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"not json", b"[]", b'"x"', b'{"resourceSpans": 5}', b'{"resourceSpans": [5]}', b"\xff\xfe\x00",
-     b'{"resourceSpans": [{"scopeSpans": {}}]}'],
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'"x"',
+        b'{"resourceSpans": 5}',
+        b'{"resourceSpans": [5]}',
+        b"\xff\xfe\x00",
+        b'{"resourceSpans": [{"scopeSpans": {}}]}',
+    ],
 )
 def test_json_unreadable_request_raises_decode_error(body: bytes) -> None:
     with pytest.raises(OtlpDecodeError) as info:
@@ -370,8 +412,14 @@ def test_protobuf_garbage_raises_decode_error_with_hint() -> None:
 
 
 def test_invalid_links_are_dropped_but_the_span_kept() -> None:
-    body = _json_body(_json_span(links=[{"traceId": "00" * 16, "spanId": "00" * 8},
-                                        {"traceId": TRACE_HEX, "spanId": "1111111111111111"}]))
+    body = _json_body(
+        _json_span(
+            links=[
+                {"traceId": "00" * 16, "spanId": "00" * 8},
+                {"traceId": TRACE_HEX, "spanId": "1111111111111111"},
+            ]
+        )
+    )
     result = decode_json(body)
     (span,) = result.spans
     assert [ln.span_id for ln in span.links] == ["1111111111111111"]

@@ -4,6 +4,7 @@ and OTLP/JSON encodings of generated requests decode to exactly the spans they w
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 from typing import Any
@@ -13,13 +14,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from tracejudge.schema import RawSpan, SpanEvent, SpanLink
-
 from tracejudge_collectors.otel import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
+
+from tracejudge.schema import RawSpan, SpanEvent, SpanLink
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 TIME = st.integers(min_value=0, max_value=2**63 - 1)
-scalars = st.none() | st.booleans() | INT64 | st.floats(allow_nan=False) | st.text(max_size=20) | st.binary(max_size=12)
+scalars = (
+    st.none()
+    | st.booleans()
+    | INT64
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20)
+    | st.binary(max_size=12)
+)
 values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
@@ -126,9 +134,12 @@ def build(generated: list[Any]) -> tuple[ExportTraceServiceRequest, list[RawSpan
                     start_time_unix_nano=d["start"],
                     end_time_unix_nano=d["end"],
                     attributes=_plain(d["attributes"]),
-                    events=tuple(SpanEvent(name=n, time_unix_nano=t, attributes=_plain(a)) for n, t, a in d["events"]),
+                    events=tuple(
+                        SpanEvent(name=n, time_unix_nano=t, attributes=_plain(a)) for n, t, a in d["events"]
+                    ),
                     links=tuple(
-                        SpanLink(trace_id=tid.hex(), span_id=sid.hex(), attributes=_plain(a)) for tid, sid, a in d["links"]
+                        SpanLink(trace_id=tid.hex(), span_id=sid.hex(), attributes=_plain(a))
+                        for tid, sid, a in d["links"]
                     ),
                     status_code=d["status"][0],
                     status_message=d["status"][1],
@@ -159,7 +170,8 @@ def to_otlp_json(req: ExportTraceServiceRequest, *, hex_ids: bool = True) -> str
 def test_protobuf_round_trip(generated: list[Any]) -> None:
     req, expected = build(generated)
     result = decode_protobuf(req.SerializeToString())
-    assert result.rejected == 0 and result.errors == []
+    assert result.rejected == 0
+    assert result.errors == []
     assert result.spans == expected
 
 
@@ -168,7 +180,8 @@ def test_protobuf_round_trip(generated: list[Any]) -> None:
 def test_otlp_json_round_trip(generated: list[Any], hex_ids: bool) -> None:
     req, expected = build(generated)
     result = decode_json(to_otlp_json(req, hex_ids=hex_ids))
-    assert result.rejected == 0 and result.errors == []
+    assert result.rejected == 0
+    assert result.errors == []
     assert result.spans == expected
 
 
@@ -178,8 +191,10 @@ _HEX16 = re.compile(r"[0-9a-f]{16}")
 
 def _check(result: DecodeResult) -> None:
     for span in result.spans:
-        assert _HEX32.fullmatch(span.trace_id) and span.trace_id != "0" * 32
-        assert _HEX16.fullmatch(span.span_id) and span.span_id != "0" * 16
+        assert _HEX32.fullmatch(span.trace_id)
+        assert span.trace_id != "0" * 32
+        assert _HEX16.fullmatch(span.span_id)
+        assert span.span_id != "0" * 16
         assert span.parent_span_id is None or _HEX16.fullmatch(span.parent_span_id)
         assert 0 <= span.start_time_unix_nano < 2**63
         span.model_dump_json()  # storable: encodable as UTF-8 JSON
@@ -189,10 +204,8 @@ def _check(result: DecodeResult) -> None:
 @given(st.binary(max_size=300))
 def test_random_bytes_only_raise_the_decoder_error(body: bytes) -> None:
     for decode in (decode_protobuf, decode_json):
-        try:
+        with contextlib.suppress(OtlpDecodeError):
             _check(decode(body))
-        except OtlpDecodeError:
-            pass
 
 
 json_values = st.recursive(
@@ -201,9 +214,30 @@ json_values = st.recursive(
     max_leaves=15,
 )
 otlp_keys = st.sampled_from(
-    ["traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "attributes", "events", "links",
-     "status", "key", "value", "stringValue", "intValue", "doubleValue", "arrayValue", "kvlistValue", "values",
-     "bytesValue", "boolValue", "code", "timeUnixNano"]
+    [
+        "traceId",
+        "spanId",
+        "parentSpanId",
+        "name",
+        "kind",
+        "startTimeUnixNano",
+        "attributes",
+        "events",
+        "links",
+        "status",
+        "key",
+        "value",
+        "stringValue",
+        "intValue",
+        "doubleValue",
+        "arrayValue",
+        "kvlistValue",
+        "values",
+        "bytesValue",
+        "boolValue",
+        "code",
+        "timeUnixNano",
+    ]
 )
 otlp_ish = st.recursive(
     json_values,
@@ -218,15 +252,21 @@ def test_random_json_structures_only_raise_the_decoder_error(junk: Any, where: s
     if where == "spans":
         doc: Any = {"resourceSpans": [{"scopeSpans": [{"spans": [junk]}]}]}
     elif where == "scope":
-        doc = {"resourceSpans": [{"scopeSpans": [{"scope": junk, "spans": [{"traceId": "1" * 32, "spanId": "1" * 16}]}]}]}
+        doc = {
+            "resourceSpans": [
+                {"scopeSpans": [{"scope": junk, "spans": [{"traceId": "1" * 32, "spanId": "1" * 16}]}]}
+            ]
+        }
     elif where == "resource":
-        doc = {"resourceSpans": [{"resource": junk, "scopeSpans": [{"spans": [{"traceId": "1" * 32, "spanId": "1" * 16}]}]}]}
+        doc = {
+            "resourceSpans": [
+                {"resource": junk, "scopeSpans": [{"spans": [{"traceId": "1" * 32, "spanId": "1" * 16}]}]}
+            ]
+        }
     else:
         doc = junk
-    try:
+    with contextlib.suppress(OtlpDecodeError):
         _check(decode_json(json.dumps(doc)))
-    except OtlpDecodeError:
-        pass
 
 
 @settings(max_examples=300, deadline=None)
@@ -238,7 +278,5 @@ def test_corrupted_protobuf_only_raises_the_decoder_error(generated: list[Any], 
             i = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
             body[i] = data.draw(st.integers(min_value=0, max_value=255))
         body = body[: data.draw(st.integers(min_value=0, max_value=len(body)))]
-    try:
+    with contextlib.suppress(OtlpDecodeError):
         _check(decode_protobuf(bytes(body)))
-    except OtlpDecodeError:
-        pass

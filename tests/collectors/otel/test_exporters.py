@@ -17,10 +17,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tracejudge_collectors.otel import serve_in_thread
+
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
-
-from tracejudge_collectors.otel import serve_in_thread
 
 
 def record_agent_run() -> tuple[str, list[ReadableSpan]]:
@@ -30,7 +30,8 @@ def record_agent_run() -> tuple[str, list[ReadableSpan]]:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("tests.agent", "0.1")
     with tracer.start_as_current_span(
-        "agent.run", attributes={"openinference.span.kind": "AGENT", "input.value": "What is the prepayment cap?"}
+        "agent.run",
+        attributes={"openinference.span.kind": "AGENT", "input.value": "What is the prepayment cap?"},
     ) as root:
         with tracer.start_as_current_span(
             "retrieve",
@@ -47,8 +48,12 @@ def record_agent_run() -> tuple[str, list[ReadableSpan]]:
             "chat gpt-4.1-mini",
             attributes={
                 "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": [json.dumps({"role": "user", "parts": [{"type": "text", "content": "cap?"}]})],
-                "gen_ai.output.messages": [{"role": "assistant", "parts": [{"type": "text", "content": "30,000"}]}],
+                "gen_ai.input.messages": [
+                    json.dumps({"role": "user", "parts": [{"type": "text", "content": "cap?"}]})
+                ],
+                "gen_ai.output.messages": [
+                    {"role": "assistant", "parts": [{"type": "text", "content": "30,000"}]}
+                ],
                 "gen_ai.usage.input_tokens": 812,
                 "llm.token_count.total": 900,
             },
@@ -81,7 +86,9 @@ EXPORTERS = {
 
 
 @pytest.mark.parametrize("kind", sorted(EXPORTERS))
-def test_sdk_exporter_to_receiver_to_cli(kind: str, receiver: str, store: SqliteStore, store_path: Path) -> None:
+def test_sdk_exporter_to_receiver_to_cli(
+    kind: str, receiver: str, store: SqliteStore, store_path: Path
+) -> None:
     trace_id, spans = record_agent_run()
     # One trace over three requests, children before the root.
     _send(EXPORTERS[kind](receiver), [[spans[1]], [spans[2]], [spans[0]]])

@@ -13,9 +13,6 @@ import httpx
 import pytest
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from tracejudge._errors import InputError
-from tracejudge.store import SqliteStore
-
 from tracejudge_collectors.otel import (
     DEPTH_MARKER,
     TRUNCATED_MARKER,
@@ -24,6 +21,9 @@ from tracejudge_collectors.otel import (
     parse_listen,
     serve_in_thread,
 )
+
+from tracejudge._errors import InputError
+from tracejudge.store import SqliteStore
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
@@ -61,7 +61,9 @@ def still_serving(
         before = store.get_spans(TRACE_HEX)
         n = next(counter)
         assert client.get(f"{url}/health").json() == {"status": "ok"}
-        resp = client.post(f"{url}/v1/traces", content=make_request([good_span(n)]).SerializeToString(), headers=PB)
+        resp = client.post(
+            f"{url}/v1/traces", content=make_request([good_span(n)]).SerializeToString(), headers=PB
+        )
         assert resp.status_code == 200
         after = store.get_spans(TRACE_HEX)
         assert {s.span_id for s in after} == {s.span_id for s in before} | {n.to_bytes(8, "big").hex()}
@@ -70,7 +72,10 @@ def still_serving(
 
 
 def test_protobuf_export_is_stored_before_the_ack(
-    receiver: str, client: httpx.Client, make_request: Callable[..., Any], good_span: Callable[..., Any],
+    receiver: str,
+    client: httpx.Client,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
     store: SqliteStore,
 ) -> None:
     body = make_request([good_span(1), good_span(2, parent=1)]).SerializeToString()
@@ -83,9 +88,18 @@ def test_protobuf_export_is_stored_before_the_ack(
     assert [s.span_id for s in store.get_spans(TRACE_HEX)] == ["0000000000000001", "0000000000000002"]
 
 
-def test_json_export_on_the_langfuse_style_path(receiver: str, client: httpx.Client, store: SqliteStore) -> None:
-    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE_HEX, "spanId": "00f067aa0ba902b7",
-                                                          "name": "root"}]}]}]}
+def test_json_export_on_the_langfuse_style_path(
+    receiver: str, client: httpx.Client, store: SqliteStore
+) -> None:
+    body = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {"spans": [{"traceId": TRACE_HEX, "spanId": "00f067aa0ba902b7", "name": "root"}]}
+                ]
+            }
+        ]
+    }
     resp = client.post(f"{receiver}/api/public/otel/v1/traces", json=body)
     assert resp.status_code == 200
     assert resp.headers["content-type"] == "application/json"
@@ -94,11 +108,16 @@ def test_json_export_on_the_langfuse_style_path(receiver: str, client: httpx.Cli
 
 
 def test_gzip_and_deflate_bodies(
-    receiver: str, client: httpx.Client, make_request: Callable[..., Any], good_span: Callable[..., Any],
+    receiver: str,
+    client: httpx.Client,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
     store: SqliteStore,
 ) -> None:
     body = make_request([good_span(1)]).SerializeToString()
-    r1 = client.post(f"{receiver}/v1/traces", content=gzip.compress(body), headers={**PB, "Content-Encoding": "gzip"})
+    r1 = client.post(
+        f"{receiver}/v1/traces", content=gzip.compress(body), headers={**PB, "Content-Encoding": "gzip"}
+    )
     body2 = make_request([good_span(2)]).SerializeToString()
     r2 = client.post(
         f"{receiver}/v1/traces", content=zlib.compress(body2), headers={**PB, "Content-Encoding": "deflate"}
@@ -115,7 +134,10 @@ def test_gzip_and_deflate_bodies(
 
 
 def test_duplicates_are_stored_once_and_out_of_order_spans_join_their_trace(
-    receiver: str, client: httpx.Client, make_request: Callable[..., Any], good_span: Callable[..., Any],
+    receiver: str,
+    client: httpx.Client,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
     store: SqliteStore,
 ) -> None:
     child = make_request([good_span(3, parent=2)]).SerializeToString()
@@ -125,7 +147,9 @@ def test_duplicates_are_stored_once_and_out_of_order_spans_join_their_trace(
         assert client.post(f"{receiver}/v1/traces", content=body, headers=PB).status_code == 200
     spans = store.get_spans(TRACE_HEX)
     assert [(s.span_id[-1], s.parent_span_id) for s in spans] == [
-        ("1", None), ("2", "0000000000000001"), ("3", "0000000000000002")
+        ("1", None),
+        ("2", "0000000000000001"),
+        ("3", "0000000000000002"),
     ]
     (summary,) = store.list_traces()
     assert (summary.span_count, summary.name) == (3, "span-1")
@@ -164,11 +188,19 @@ def test_malformed_json_is_400_with_a_json_status(
     ],
 )
 def test_wrong_content_type_or_encoding_is_415(
-    receiver: str, client: httpx.Client, still_serving: Callable[[str], None], headers: dict[str, str], expect: str
+    receiver: str,
+    client: httpx.Client,
+    still_serving: Callable[[str], None],
+    headers: dict[str, str],
+    expect: str,
 ) -> None:
     resp = client.post(f"{receiver}/v1/traces", content=b"hello", headers=headers)
     assert resp.status_code == 415
-    message = resp.json()["message"] if resp.headers["content-type"] == "application/json" else _status(resp).message
+    message = (
+        resp.json()["message"]
+        if resp.headers["content-type"] == "application/json"
+        else _status(resp).message
+    )
     assert expect in message
     still_serving(receiver)
 
@@ -212,22 +244,33 @@ def test_oversized_plain_body_is_413(
 
 
 def test_truncated_gzip_is_400(
-    receiver: str, client: httpx.Client, make_request: Callable[..., Any], good_span: Callable[..., Any],
+    receiver: str,
+    client: httpx.Client,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
     still_serving: Callable[[str], None],
 ) -> None:
     packed = gzip.compress(make_request([good_span(1)]).SerializeToString())
-    resp = client.post(f"{receiver}/v1/traces", content=packed[:-12], headers={**PB, "Content-Encoding": "gzip"})
+    resp = client.post(
+        f"{receiver}/v1/traces", content=packed[:-12], headers={**PB, "Content-Encoding": "gzip"}
+    )
     assert resp.status_code == 400
     assert "truncated" in _status(resp).message
-    resp = client.post(f"{receiver}/v1/traces", content=b"not gzip at all", headers={**PB, "Content-Encoding": "gzip"})
+    resp = client.post(
+        f"{receiver}/v1/traces", content=b"not gzip at all", headers={**PB, "Content-Encoding": "gzip"}
+    )
     assert resp.status_code == 400
     assert "not valid gzip" in _status(resp).message
     still_serving(receiver)
 
 
 def test_invalid_ids_get_partial_success(
-    receiver: str, client: httpx.Client, make_request: Callable[..., Any], good_span: Callable[..., Any],
-    store: SqliteStore, still_serving: Callable[[str], None],
+    receiver: str,
+    client: httpx.Client,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
+    store: SqliteStore,
+    still_serving: Callable[[str], None],
 ) -> None:
     body = make_request([good_span(1), good_span(2, trace_id=bytes(16)), good_span(3, span_id=b"\x01")])
     resp = client.post(f"{receiver}/v1/traces", content=body.SerializeToString(), headers=PB)
@@ -253,10 +296,26 @@ def test_deeply_nested_and_huge_attributes_are_truncated_with_a_warning(
     for _ in range(100):
         deep = {"kvlistValue": {"values": [{"key": "k", "value": deep}]}}
     huge = "z" * (5 << 20)
-    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
-        "traceId": TRACE_HEX, "spanId": "00f067aa0ba902b7",
-        "attributes": [{"key": "deep", "value": deep}, {"key": "huge", "value": {"stringValue": huge}}],
-    }]}]}]}
+    body = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": TRACE_HEX,
+                                "spanId": "00f067aa0ba902b7",
+                                "attributes": [
+                                    {"key": "deep", "value": deep},
+                                    {"key": "huge", "value": {"stringValue": huge}},
+                                ],
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     resp = client.post(f"{receiver}/v1/traces", content=json.dumps(body), headers=JS)
     assert resp.status_code == 200
     partial = resp.json()["partialSuccess"]
@@ -273,7 +332,10 @@ def test_deeply_nested_and_huge_attributes_are_truncated_with_a_warning(
 
 
 def test_too_deep_for_protobuf_is_400(
-    receiver: str, client: httpx.Client, make_request: Callable[..., Any], good_span: Callable[..., Any],
+    receiver: str,
+    client: httpx.Client,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
     still_serving: Callable[[str], None],
 ) -> None:
     from google.protobuf.internal.encoder import _VarintBytes
@@ -310,7 +372,9 @@ def test_bearer_token(
             assert "bearer token" in _status(resp).message
             assert "s3cret-t0ken" not in _status(resp).message
         assert store.get_spans(TRACE_HEX) == []
-        resp = client.post(f"{url}/v1/traces", content=body, headers={**PB, "Authorization": "Bearer s3cret-t0ken"})
+        resp = client.post(
+            f"{url}/v1/traces", content=body, headers={**PB, "Authorization": "Bearer s3cret-t0ken"}
+        )
         assert resp.status_code == 200
         assert len(store.get_spans(TRACE_HEX)) == 1
         assert client.get(f"{url}/health").status_code == 200
@@ -331,8 +395,16 @@ def test_token_required_off_loopback(store: SqliteStore) -> None:
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("localhost", True), ("0.0.0.0", False),
-     ("::", False), ("10.0.0.1", False), ("example.org", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.1", False),
+        ("example.org", False),
+    ],
 )
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
