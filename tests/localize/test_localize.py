@@ -413,7 +413,8 @@ def test_no_facts_unconfirmed_with_missing(mk: ModuleType) -> None:
     st = stage(loc, "used_by_model")
     assert st.status == "unconfirmed"
     assert st.missing == (
-        "facts for C-17/attachment@v2 in the ticket that the answer states, or a usage judge to read the answer",
+        "facts for C-17/attachment@v2 in the ticket that the answer states,"
+        " or a usage judge to read the answer",
     )
 
 

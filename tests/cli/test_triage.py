@@ -1,0 +1,270 @@
+"""``tracejudge triage``: one ticket, a folder of tickets, --json, --write-back, and exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tracejudge.cli import cli
+from tracejudge.schema import Document, Localization, Message, ModelCall, RawSpan, RetrievalCall, TaskRecord
+from tracejudge.store import open_store
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+OTHER = "0af7651916cd43dd8448eb211c80319c"
+T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
+V2 = "Prepayment shall not exceed 30,000 RMB per order."
+
+TICKET = f"""\
+ticket: EXP-311
+trace_id: {TRACE}
+feedback: "the agent used the old cap"
+required:
+  - doc_id: C-17/attachment
+    version: v2
+    clause: "Prepayment shall not exceed 30,000 RMB"
+    facts: {{prepayment_cap_rmb: 30000}}
+superseded:
+  - doc_id: C-17/attachment
+    version: v1
+    facts: {{prepayment_cap_rmb: 50000}}
+"""
+MANIFEST = (
+    '{"doc_id": "C-17/attachment", "version": "v2", "effective_from": "2026-03-01T00:00:00Z", '
+    '"indexed_at": "2026-03-02T03:00:00Z", "metadata": {"region": "CN"}, "acl": ["procurement"]}\n'
+)
+
+
+def record(trace_id: str, context: str, answer: str) -> TaskRecord:
+    return TaskRecord(
+        trace_id=trace_id,
+        start_time=T0,
+        final_answer=answer,
+        final_answer_span_id="b" * 16,
+        retrievals=(
+            RetrievalCall(
+                span_id="a" * 16,
+                documents=(Document(doc_id="C-17/attachment", version="v2", content=V2),),
+            ),
+        ),
+        model_calls=(
+            ModelCall(
+                span_id="b" * 16,
+                input_messages=(Message(role="user", content=context),),
+                input_recorded=True,
+                output_recorded=True,
+                input_text=context,
+                output_text=answer,
+            ),
+        ),
+    )
+
+
+RECORDS = {
+    TRACE: record(TRACE, f"Context: {V2}", "The cap is 30,000 RMB."),
+    OTHER: record(OTHER, "Context: (trimmed)", "Up to 50,000 RMB is fine."),
+}
+
+
+def span(trace_id: str) -> RawSpan:
+    return RawSpan(
+        trace_id=trace_id, span_id="c" * 16, name="agent", start_time_unix_nano=1, end_time_unix_nano=2
+    )
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'tj.db'}"
+    store = open_store(url)
+    store.put_spans([span(TRACE), span(OTHER)])
+    store.close()
+    return url
+
+
+@pytest.fixture
+def records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand in for the normalizer so these tests pin the command, not the convention tables."""
+
+    def fake_normalize(spans: Sequence[RawSpan]) -> TaskRecord:
+        return RECORDS[spans[0].trace_id]
+
+    monkeypatch.setattr("tracejudge.cli._triage.normalize", fake_normalize)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def run(store_url: str, *args: str) -> Any:
+    return CliRunner().invoke(cli, ["--store", store_url, "triage", *args])
+
+
+@pytest.mark.usefixtures("records")
+def test_single_ticket_json_is_design_5_5(store_url: str, tmp_path: Path) -> None:
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    manifest = write(tmp_path, "m.jsonl", MANIFEST)
+    res = run(store_url, "--ticket", str(ticket), "--manifest", str(manifest), "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["trace_id"] == TRACE
+    assert data["verdict"] == "no_fault"
+    assert data["task_time"].startswith("2026-11-18T09:30:00")
+    assert [s["name"] for s in data["stages"]] == ["indexed", "retrieved", "in_context", "used_by_model"]
+    assert [s["status"] for s in data["stages"]] == ["pass"] * 4
+    assert data["stages"][0]["evidence"][0]["span_id"] == "a" * 16
+
+
+@pytest.mark.usefixtures("records")
+def test_single_ticket_table(store_url: str, tmp_path: Path) -> None:
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(store_url, OTHER, "--ticket", str(ticket))  # the argument overrides the ticket's trace_id
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("verdict: dropped_in_context")
+    for word in ("indexed", "retrieved", "in_context", "used_by_model", "skipped", "fail"):
+        assert word in res.stdout
+
+
+@pytest.mark.usefixtures("records")
+def test_folder_of_tickets(store_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET)
+    write(folder, "b.yaml", TICKET.replace(TRACE, OTHER).replace("EXP-311", "EXP-312"))
+    res = run(store_url, "--ticket", str(folder), "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [(r["ticket"], r["verdict"]) for r in data["results"]] == [
+        ("EXP-311", "no_fault"),
+        ("EXP-312", "dropped_in_context"),
+    ]
+    assert data["results"][1]["ticket_file"].endswith("b.yaml")
+    assert data["summary"]["dropped_in_context"] == 1
+    assert sum(data["summary"].values()) == 2
+    table = run(store_url, "--ticket", str(folder))
+    assert table.exit_code == 0, table.output
+    assert "EXP-312" in table.stdout
+    assert "dropped_in_context" in table.stdout
+    assert "in_context" in table.stdout
+
+
+def test_ticket_parse_error_exits_2_naming_the_line(store_url: str, tmp_path: Path) -> None:
+    bad = write(tmp_path, "bad.yaml", "ticket: EXP-1\nrequired:\n  - doc_id: [x\n")
+    res = run(store_url, "--ticket", str(bad))
+    assert res.exit_code == 2
+    assert f"{bad}:4:" in res.stderr or f"{bad}:3:" in res.stderr
+    schema = write(tmp_path, "schema.yaml", f"trace_id: {TRACE}\nrequired:\n  - version: v2\n")
+    res = run(store_url, "--ticket", str(schema))
+    assert res.exit_code == 2
+    assert f"{schema}:3: required[0].doc_id: Field required" in res.stderr
+
+
+def test_bad_ticket_in_a_folder_exits_2(store_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET)
+    write(folder, "b.yaml", "required: {oops")
+    res = run(store_url, "--ticket", str(folder), "--json")
+    assert res.exit_code == 2
+    assert "b.yaml:1:" in res.stderr
+    assert res.stdout == ""
+
+
+def test_manifest_parse_error_exits_2(store_url: str, tmp_path: Path) -> None:
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    manifest = write(tmp_path, "m.jsonl", MANIFEST + "{not json}\n")
+    res = run(store_url, "--ticket", str(ticket), "--manifest", str(manifest))
+    assert res.exit_code == 2
+    assert f"{manifest}:2:" in res.stderr
+
+
+def test_unknown_trace_and_missing_trace_id_exit_2(store_url: str, tmp_path: Path) -> None:
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(store_url, "f" * 32, "--ticket", str(ticket))
+    assert res.exit_code == 2
+    assert "no spans stored for trace" in res.stderr
+    anonymous = write(tmp_path, "anon.yaml", TICKET.replace(f"trace_id: {TRACE}\n", ""))
+    res = run(store_url, "--ticket", str(anonymous))
+    assert res.exit_code == 2
+    assert "no trace id" in res.stderr
+    res = run(store_url, "--ticket", str(tmp_path / "missing.yaml"))
+    assert res.exit_code == 2
+
+
+@pytest.mark.usefixtures("records")
+def test_write_back_calls_the_writer(store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracejudge.write
+
+    calls: list[tuple[str, list[Localization]]] = []
+
+    class Report:
+        written = 1
+        failed = ()
+
+    def fake_write_triage(target: str, results: Sequence[Localization]) -> Report:
+        calls.append((target, list(results)))
+        return Report()
+
+    monkeypatch.setattr(tracejudge.write, "write_triage", fake_write_triage)
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(store_url, "--ticket", str(ticket), "--write-back", "langfuse", "--json")
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)  # stdout stays pure JSON
+    assert "wrote 1 triage verdict(s) to langfuse" in res.stderr
+    assert [(t, [r.trace_id for r in rs]) for t, rs in calls] == [("langfuse", [TRACE])]
+    calls.clear()
+    assert run(store_url, "--ticket", str(ticket)).exit_code == 0
+    assert calls == []  # nothing written without the flag
+
+
+@pytest.mark.usefixtures("records")
+def test_write_back_unavailable_exits_2(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tracejudge.write", None)
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(store_url, "--ticket", str(ticket), "--write-back", "langfuse")
+    assert res.exit_code == 2
+    assert "--write-back is not available" in res.stderr
+
+
+def test_real_normalizer_openinference_trace(tmp_path: Path) -> None:
+    """Spans in the OpenInference convention through the real normalizer, end to end."""
+    base = 1_700_000_000_000_000_000
+    prompt = f"Context: {V2}\nCan I prepay 40,000 RMB?"
+    docs = {
+        "retrieval.documents.0.document.id": "chunk-1",
+        "retrieval.documents.0.document.content": V2,
+        "retrieval.documents.0.document.metadata": json.dumps({"doc_id": "C-17/attachment", "version": "v2"}),
+    }
+    spans = [
+        RawSpan(trace_id=TRACE, span_id="1" * 16, name="agent", start_time_unix_nano=base,
+                end_time_unix_nano=base + 3000,
+                attributes={"openinference.span.kind": "AGENT", "input.value": "Can I prepay 40,000 RMB?",
+                            "output.value": "No: the cap is 30,000 RMB."}),
+        RawSpan(trace_id=TRACE, span_id="2" * 16, parent_span_id="1" * 16, name="retrieve",
+                start_time_unix_nano=base + 1, end_time_unix_nano=base + 2,
+                attributes={"openinference.span.kind": "RETRIEVER", "input.value": "prepayment cap", **docs}),
+        RawSpan(trace_id=TRACE, span_id="3" * 16, parent_span_id="1" * 16, name="llm",
+                start_time_unix_nano=base + 3, end_time_unix_nano=base + 4,
+                attributes={"openinference.span.kind": "LLM",
+                            "llm.input_messages.0.message.role": "user",
+                            "llm.input_messages.0.message.content": prompt,
+                            "llm.output_messages.0.message.role": "assistant",
+                            "llm.output_messages.0.message.content": "No: the cap is 30,000 RMB."}),
+    ]  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'tj.db'}"
+    store = open_store(url)
+    store.put_spans(spans)
+    store.close()
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(url, "--ticket", str(ticket), "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["verdict"] == "no_fault", data
