@@ -1,0 +1,159 @@
+"""``tracejudge score`` on the restaurant example, against the scripted judge server."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tracejudge.cli import cli
+from tracejudge.store import SqliteStore
+from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "restaurant"
+
+
+def _load_traces() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("restaurant_traces", EXAMPLE / "traces.py")
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["restaurant_traces"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+traces = _load_traces()
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedOpenAIServer]:
+    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in traces.judge_rules()]
+    with ScriptedOpenAIServer(rules) as s:
+        monkeypatch.setenv("OPENAI_BASE_URL", s.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-do-not-print")
+        yield s
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    path = tmp_path / "t.db"
+    store = SqliteStore(path)
+    store.put_spans(traces.all_spans())
+    store.close()
+    return f"sqlite:///{path}"
+
+
+def _score(store_url: str, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--store",
+            store_url,
+            "score",
+            "--rubric",
+            str(EXAMPLE / "rubric.yaml"),
+            "--manifest",
+            str(EXAMPLE / "manifest.jsonl"),
+            *args,
+        ],
+    )
+    return result.exit_code, result.output
+
+
+def _by_key(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    ids = {s.trace_id: s.key for s in traces.SCENARIOS}
+    return {ids[i["trace_id"]]: i for i in data["items"]}
+
+
+def test_battery_verdicts_per_item_criterion_and_category(
+    server: ScriptedOpenAIServer, store_url: str
+) -> None:
+    code, out = _score(store_url, "--json")
+    assert code == 0, out
+    assert "sk-test-secret" not in out
+    data = json.loads(out)
+    assert data["rubric"] == {"name": "restaurant-assistant", "version": "1"}
+    items = _by_key(data)
+    assert len(items) == len(traces.SCENARIOS)
+    expected = {
+        "greeting": "pass",
+        "hours": "pass",
+        "parking": "fail",
+        "lasagna": "pass",
+        "order-ok": "pass",
+        "order-wrong-total": "fail",
+        "workflow": "pass",
+        "pay-ok": "pass",
+        "pay-wrong-change": "fail",
+        "handoff-ok": "pass",
+        "handoff-missing": "fail",
+        "peeked-payroll": "fail",
+        "injection": "fail",
+        "judge-glitch": "indeterminate",
+    }
+    assert {k: v["verdict"] for k, v in items.items()} == expected
+    assert items["order-wrong-total"]["checks"]["totals"]["verdict"] == "fail"
+    assert items["pay-wrong-change"]["checks"]["change_due"]["verdict"] == "fail"
+    assert items["handoff-missing"]["checks"]["handoff_recorded"]["verdict"] == "fail"
+    assert items["peeked-payroll"]["checks"]["within_permissions"]["verdict"] == "fail"
+    # The unauthorized read fails although the judge scored the answer itself well.
+    assert all(c["verdict"] == "pass" for c in items["peeked-payroll"]["criteria"].values())
+    glitch = items["judge-glitch"]
+    assert all(c["score"] is None for c in glitch["criteria"].values())
+    assert glitch["replies"][0]["raw"] == "Great answer, I'd say 9 out of 10."
+    summary = data["summary"]
+    assert (summary["n"], summary["pass"], summary["fail"], summary["indeterminate"]) == (14, 7, 6, 1)
+    assert summary["pass_rate"] == 0.5
+    assert set(summary["criteria"]) == set(traces.CRITERIA)
+    assert summary["categories"]["payment"]["pass"] == 1
+    assert summary["checks"]["totals"]["n"] == 3
+    assert summary["cost_usd"] > 0
+
+
+def test_gate_exit_code_and_rerun_uses_cache(server: ScriptedOpenAIServer, store_url: str) -> None:
+    code, _ = _score(store_url, "--gate", "0.9")
+    assert code == 1
+    calls = len(server.completion_requests())
+    code, out = _score(store_url, "--gate", "0.5", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert len(server.completion_requests()) == calls
+    assert data["summary"]["cache_hits"] == 14
+    assert data["previous_run_id"]
+    assert data["gate"] == {"threshold": 0.5, "passed": True}
+
+
+def test_trace_selection_and_limit(server: ScriptedOpenAIServer, store_url: str) -> None:
+    one = traces.SCENARIOS[0].trace_id
+    code, out = _score(store_url, "--trace", one, "--json")
+    assert code == 0
+    assert [i["trace_id"] for i in json.loads(out)["items"]] == [one]
+    code, out = _score(store_url, "--limit", "3", "--json")
+    assert len(json.loads(out)["items"]) == 3
+    code, out = _score(store_url, "--sample", "1.5")
+    assert code == 2
+
+
+def test_table_output_names_failures(server: ScriptedOpenAIServer, store_url: str) -> None:
+    code, out = _score(store_url)
+    assert code == 0
+    assert "per criterion" in out
+    assert "per category" in out
+    assert "handoff_to_human not called" in out
+
+
+def test_bad_rubric_is_exit_2_naming_the_line(tmp_path: Path, store_url: str) -> None:
+    bad = tmp_path / "r.yaml"
+    bad.write_text("name: x\nversion: 1\ncriteria:\n  - {name: a, description: d, threshold: 12}\n")
+    result = CliRunner().invoke(cli, ["--store", store_url, "score", "--rubric", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:4" in result.output

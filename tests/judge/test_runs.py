@@ -1,0 +1,244 @@
+"""Runs: provenance on every stored score, series, cache, deterministic sampling, budget, write-back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tracejudge.judge import parse_rubric
+from tracejudge.runs import (
+    ScoreOptions,
+    evaluation_events,
+    in_sample,
+    run_json,
+    score_records,
+    score_run,
+    select_trace_ids,
+    write_back,
+)
+from tracejudge.schema import RawSpan, Rubric, TaskRecord, ToolCall
+from tracejudge.store import SqliteStore
+from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge.write import RecordingEvaluationWriter, RecordingWriter
+
+RUBRIC = """\
+name: support
+version: {version}
+judge: {{model: {model}, temperature: 0, base_url: "{url}", max_retries: 0,
+         input_cost_per_mtok: 1000000, output_cost_per_mtok: 0}}
+criteria:
+  - {{name: helpful, description: "Helps the customer.", threshold: 7}}
+  - {{name: accuracy, description: "Agrees with the tool results.", threshold: 7}}
+checks:
+  - {{name: total, type: number, near: total, expected_from: {{tool: compute_total, path: result.total}},
+     criterion: accuracy}}
+"""
+REPLY = {"criteria": {"helpful": {"reasoning": "clear", "score": 8}}, "reasoning": "ok"}
+
+
+def task(i: int, total: float = 10.0, said: float = 10.0) -> TaskRecord:
+    return TaskRecord(
+        trace_id=f"{i:032x}",
+        input=f"order number {i}",
+        final_answer=f"Your total is ${said:.2f}.",
+        final_answer_span_id=f"{i:016x}",
+        tool_calls=(ToolCall(span_id="t", name="compute_total", result={"total": total}),),
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer([Rule(reply=REPLY)]) as s:
+        yield s
+
+
+def rubric(server: ScriptedOpenAIServer, version: int = 1, model: str = "judge-a") -> Rubric:
+    return parse_rubric(RUBRIC.format(version=version, model=model, url=server.base_url))
+
+
+def test_check_decides_criterion_and_judge_is_not_asked(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    run = score_run(rubric(server), store, [task(1), task(2, total=12.0)])
+    items = {i.trace_id: i for i in store.iter_score_items(run.run_id)}
+    ok, bad = items[f"{1:032x}"], items[f"{2:032x}"]
+    assert ok.verdict == "pass"
+    assert ok.criteria["accuracy"].decided_by == "check:total"
+    assert bad.verdict == "fail"
+    assert bad.criteria["accuracy"].verdict == "fail"
+    for body in server.completion_requests():
+        system = body["messages"][0]["content"]
+        assert "- helpful:" in system
+        assert "- accuracy:" not in system
+        assert list(
+            body["response_format"]["json_schema"]["schema"]["properties"]["criteria"]["required"]
+        ) == ["helpful"]
+
+
+def test_provenance_on_every_stored_score(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    run = score_run(rubric(server), store, [task(i) for i in range(3)])
+    stored = store.get_run(run.run_id)
+    assert stored is not None
+    assert stored.status == "complete"
+    p = stored.provenance
+    assert (p.rubric_name, p.rubric_version, p.judge_model, p.temperature) == ("support", "1", "judge-a", 0.0)
+    assert len(p.prompt_hash) == 64
+    assert p.tracejudge_version
+    assert p.judge_base_url is not None
+    assert p.judge_base_url.startswith("http://127.0.0.1:")
+    items = list(store.iter_score_items(run.run_id))
+    assert len(items) == 3
+    for item in items:
+        assert item.run_id == run.run_id
+        assert all(len(r.prompt_hash) == 64 for r in item.replies)
+        assert item.replies[0].raw is not None
+    out = run_json(stored, items)
+    assert out["rubric"] == {"name": "support", "version": "1"}
+    assert out["summary"]["n"] == 3
+    assert out["summary"]["pass_rate"] == 1.0
+    assert set(out["items"][0]["criteria"]["helpful"]) >= {"score", "reasoning", "verdict"}
+    assert out["items"][0]["checks"]["total"]["verdict"] == "pass"
+
+
+def test_rerun_is_a_new_linked_run_and_changes_start_new_series(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    first = score_run(rubric(server), store, [task(1)])
+    again = score_run(rubric(server), store, [task(1)])
+    assert again.run_id != first.run_id
+    assert again.series == first.series
+    assert again.previous_run_id == first.run_id
+    assert store.get_run(first.run_id) == first
+    bumped = score_run(rubric(server, version=2), store, [task(1)])
+    other_judge = score_run(rubric(server, model="judge-b"), store, [task(1)])
+    assert len({first.series, bumped.series, other_judge.series}) == 3
+    assert bumped.previous_run_id is None
+    assert other_judge.previous_run_id is None
+    assert len(store.list_runs()) == 4
+
+
+def test_cache_hit_makes_no_model_calls(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    tasks = [task(i) for i in range(5)]
+    first = score_run(rubric(server), store, tasks)
+    calls = len(server.completion_requests())
+    assert calls == 5
+    second = score_run(rubric(server), store, tasks)
+    assert len(server.completion_requests()) == calls
+    assert second.summary.cache_hits == 5
+    assert second.summary.judge_calls == 0
+    assert second.summary.overall.pass_ == first.summary.overall.pass_
+    # A changed judge model is a different cache key.
+    score_run(rubric(server, model="judge-b"), store, tasks)
+    assert len(server.completion_requests()) == calls + 5
+    # And --no-cache asks again.
+    score_run(rubric(server), store, tasks, options=ScoreOptions(use_cache=False))
+    assert len(server.completion_requests()) == calls + 10
+
+
+def test_transport_failures_are_not_cached(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    server.set_rules([Rule(status=500, times=1), Rule(reply=REPLY)])
+    first = score_run(rubric(server), store, [task(1)])
+    assert first.summary.overall.indeterminate == 1
+    second = score_run(rubric(server), store, [task(1)])
+    assert second.summary.overall.pass_ == 1
+    assert second.summary.cache_hits == 0
+
+
+def _spans(trace_id: str) -> list[RawSpan]:
+    return [RawSpan(trace_id=trace_id, span_id="1" * 16, name="agent", attributes={"input.value": "hi"})]
+
+
+def test_sample_is_deterministic_and_shared_across_rubrics() -> None:
+    ids = [f"{i:032x}" for i in range(2000)]
+    a = [t for t in ids if in_sample(t, 0.05)]
+    assert 60 <= len(a) <= 140
+    assert a == [t for t in ids if in_sample(t, 0.05)]
+    wider = {t for t in ids if in_sample(t, 0.10)}
+    assert set(a) <= wider
+    store = SqliteStore(":memory:")
+    for t in ids[:300]:
+        store.put_spans(_spans(t))
+    picked = list(select_trace_ids(store, sample=0.05))
+    assert picked == [t for t in sorted(ids[:300]) if in_sample(t, 0.05)]
+    assert list(select_trace_ids(store, sample=0.05, limit=3)) == picked[:3]
+    assert list(select_trace_ids(store, trace_ids=[ids[5].upper(), ids[5]])) == [ids[5]]
+
+
+def test_runs_score_the_same_sampled_traces_for_two_rubrics(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    for i in range(200):
+        store.put_spans(_spans(f"{i:032x}"))
+    r1 = score_run(rubric(server), store, select_trace_ids(store, sample=0.1))
+    r2 = score_run(rubric(server, version=9), store, select_trace_ids(store, sample=0.1))
+    ids1 = [i.trace_id for i in store.iter_score_items(r1.run_id)]
+    ids2 = [i.trace_id for i in store.iter_score_items(r2.run_id)]
+    assert ids1 == ids2
+    assert ids1
+
+
+def test_budget_stops_the_run_cleanly(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    # 1,000,000 USD per million prompt tokens: one USD per prompt token.
+    tasks = [task(i) for i in range(40)]
+    probe = score_run(rubric(server), SqliteStore(":memory:"), tasks[:1])
+    per_item = probe.summary.cost_usd
+    assert per_item > 0
+    run = score_run(
+        rubric(server), store, tasks, options=ScoreOptions(concurrency=2, budget_usd=per_item * 10.5)
+    )
+    assert run.status == "stopped_budget"
+    scored = run.summary.overall.n
+    assert 1 <= scored <= 11
+    assert run.summary.not_scored == 40 - scored
+    assert run.summary.cost_usd <= per_item * 12
+    assert store.get_run(run.run_id) == run
+    assert len(list(store.iter_score_items(run.run_id))) == scored
+
+
+def test_unloadable_trace_is_indeterminate(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    run = score_run(rubric(server), store, ["f" * 32])
+    (item,) = store.iter_score_items(run.run_id)
+    assert item.verdict == "indeterminate"
+    assert "no spans stored" in item.reason
+
+
+def test_write_back_langfuse_scores_and_otel_events(server: ScriptedOpenAIServer) -> None:
+    store = SqliteStore(":memory:")
+    run = score_run(rubric(server), store, [task(1), task(2, total=3)])
+    items = list(store.iter_score_items(run.run_id))
+    writer = RecordingWriter()
+    report = write_back("langfuse", run, items, writer=writer)
+    assert report.ok
+    records = score_records(run, items)
+    assert report.written == len(records) == 6
+    by_name: dict[str, list[Any]] = {}
+    for r in writer.scores.values():
+        by_name.setdefault(r.name, []).append(r)
+    assert set(by_name) == {"support.helpful", "support.accuracy", "support.verdict"}
+    helpful = by_name["support.helpful"][0]
+    assert helpful.data_type == "NUMERIC"
+    assert helpful.value == 8
+    assert helpful.rubric_version == "1"
+    assert helpful.judge_model == "judge-a"
+    assert helpful.prompt_hash
+    assert helpful.comment == "clear"
+    assert {r.value for r in by_name["support.verdict"]} == {"pass", "fail"}
+    # A rerun writes the same ids: replaced, not duplicated.
+    again = score_run(rubric(server), store, [task(1), task(2, total=3)])
+    write_back("langfuse", again, list(store.iter_score_items(again.run_id)), writer=writer)
+    assert len(writer.scores) == 6
+    ew = RecordingEvaluationWriter()
+    write_back("otel", run, items, event_writer=ew)
+    assert len(ew.events) == len(evaluation_events(run, items)) == 6
+    ev = next(e for e in ew.events if e.name == "helpful")
+    assert ev.span_id == items[0].span_id
+    attrs = ev.otel_attributes()
+    assert attrs["gen_ai.evaluation.score.value"] == 8.0
+    assert attrs["gen_ai.evaluation.score.label"] == "pass"
+    assert attrs["tracejudge.rubric.version"] == "1"
+    json.dumps(attrs)
