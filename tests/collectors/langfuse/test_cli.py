@@ -1,0 +1,161 @@
+"""``tracejudge collect langfuse`` end to end: options, JSON, errors, secrets, and a killed pull."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracejudge.cli import cli
+from tracejudge.store import SqliteStore
+from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
+from tracejudge_collectors.langfuse import parse_when
+
+
+def env_for(server: LangfuseServer, **extra: str) -> dict[str, str]:
+    return {
+        "LANGFUSE_BASE_URL": server.base_url,
+        "LANGFUSE_PUBLIC_KEY": server.public_key,
+        "LANGFUSE_SECRET_KEY": server.secret_key,
+        **extra,
+    }
+
+
+def run(args: list[str], env: dict[str, str | None]):
+    return CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
+
+
+@pytest.fixture
+def v4():
+    srv = LangfuseServer(generation="v4").start()
+    yield srv
+    srv.stop()
+    assert srv.response_errors == []
+
+
+def test_cli_pulls_and_prints_json_without_the_secret(v4, tmp_path):
+    for i in range(5):
+        v4.add_trace(synthetic_trace(i))
+    db = tmp_path / "t.db"
+    result = run(["--store", str(db), "collect", "langfuse", "--tag", "prod", "--name", "rag-answer", "--json"], env_for(v4))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["generation"], report["fetched"], report["spans_new"]) == ("v4", 5, 20)
+    assert v4.secret_key not in result.output
+    again = run(["--store", str(db), "collect", "langfuse"], env_for(v4))
+    assert "fetched 0, already stored 5" in again.stdout
+    assert v4.secret_key not in again.output
+    st = SqliteStore(db)
+    try:
+        assert len(st.list_traces()) == 5
+        assert v4.secret_key not in json.dumps(
+            [s.model_dump() for t in st.list_traces() for s in st.get_spans(t.trace_id)]
+        )
+    finally:
+        st.close()
+
+
+def test_legacy_host_variable_is_read(tmp_path):
+    srv = LangfuseServer(generation="v3").start()
+    try:
+        srv.add_trace(synthetic_trace(0))
+        env = env_for(srv, LANGFUSE_HOST=srv.base_url)
+        env["LANGFUSE_BASE_URL"] = None  # type: ignore[assignment]
+        result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse", "--json"], env)  # type: ignore[arg-type]
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["generation"] == "legacy"
+    finally:
+        srv.stop()
+
+
+def test_missing_configuration_is_an_input_error(tmp_path):
+    env = {"LANGFUSE_BASE_URL": None, "LANGFUSE_HOST": None, "LANGFUSE_PUBLIC_KEY": "pk", "LANGFUSE_SECRET_KEY": None}
+    result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse"], env)  # type: ignore[arg-type]
+    assert result.exit_code == 2
+    assert "LANGFUSE_BASE_URL" in result.output and "LANGFUSE_SECRET_KEY" in result.output
+
+
+def test_wrong_key_fails_cleanly_without_echoing_secrets(v4, tmp_path):
+    secret = "sk-lf-THIS-MUST-NOT-LEAK-1234"
+    result = run(
+        ["--store", str(tmp_path / "t.db"), "collect", "langfuse"],
+        env_for(v4, LANGFUSE_SECRET_KEY=secret),
+    )
+    assert result.exit_code == 1
+    assert "401" in result.output and "LANGFUSE_SECRET_KEY" in result.output
+    assert secret not in result.output
+    assert v4.secret_key not in result.output
+
+
+def test_unreachable_server_error_has_no_secret(tmp_path):
+    secret = "sk-lf-unreachable-secret-999"
+    env = {"LANGFUSE_BASE_URL": "http://127.0.0.1:9", "LANGFUSE_PUBLIC_KEY": "pk-lf-x", "LANGFUSE_SECRET_KEY": secret}
+    result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse"], env)  # type: ignore[arg-type]
+    assert result.exit_code == 1
+    assert "could not be reached" in result.output
+    assert secret not in result.output
+
+
+def test_bad_time_is_an_input_error(v4, tmp_path):
+    result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse", "--from", "yesterday-ish"], env_for(v4))
+    assert result.exit_code == 2
+    assert "--from" in result.output
+
+
+def test_parse_when():
+    now = datetime(2026, 3, 10, tzinfo=UTC)
+    assert parse_when("2026-03-01", option="--from") == datetime(2026, 3, 1, tzinfo=UTC)
+    assert parse_when("2026-03-01T09:30:00Z", option="--from") == datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+    assert parse_when("2d", option="--from", now=now) == datetime(2026, 3, 8, tzinfo=UTC)
+    assert parse_when(None, option="--from") is None
+
+
+def test_killed_pull_resumes_and_holds_every_trace_once(tmp_path):
+    srv = LangfuseServer(generation="v4").start()
+    try:
+        traces = [synthetic_trace(i) for i in range(30)]
+        for t in traces:
+            srv.add_trace(t)
+        # After 12 trace fetches every further one hangs: the process is killed mid-pull.
+        srv.inject(Fault("slow", path="observations", after=13, times=None, delay=30))
+        db = tmp_path / "t.db"
+        env = {**os.environ, **env_for(srv)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracejudge", "--store", str(db), "collect", "langfuse", "--concurrency", "2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        stored = 0
+        while time.monotonic() < deadline and stored < 6:
+            time.sleep(0.2)
+            if db.exists():
+                st = SqliteStore(db)
+                stored = len(st.list_traces())
+                st.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert 6 <= stored < 30
+        srv.faults.clear()
+
+        result = run(["--store", str(db), "collect", "langfuse", "--json"], env_for(srv))
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["fetched"] + report["skipped"] == 30
+        st = SqliteStore(db)
+        try:
+            assert {t.trace_id: t.span_count for t in st.list_traces()} == {t["id"]: 4 for t in traces}
+        finally:
+            st.close()
+        assert json.loads(run(["--store", str(db), "collect", "langfuse", "--json"], env_for(srv)).stdout)["fetched"] == 0
+    finally:
+        srv.stop()
