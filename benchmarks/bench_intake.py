@@ -1,0 +1,439 @@
+"""OTLP intake benchmark: tracejudge's receiver against the cost of just decoding the payloads.
+
+Generates realistic GenAI traces (OpenInference attributes: retrieved documents, chat messages with
+context, tool calls; a few KB per span), encodes them as OTLP protobuf export requests of 512 spans,
+and measures, each phase in its own process so peak memory is its own:
+
+  ideal    parse each payload with the protobuf library and read every attribute once
+  decode   tracejudge's decoder (payload -> RawSpan records), no HTTP, no store
+  store    decode, then SqliteStore.put_spans per request, in-process (no HTTP)
+  intake   the real receiver (`tracejudge collect otlp`, uvicorn on loopback) in a subprocess, fed
+           over HTTP one request at a time; a request counts when its 200 arrives, i.e. when its
+           spans are committed to SQLite
+  normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
+
+Ratios are times relative to `ideal` (the quality bar: intake within 2x). Peak memory is the
+process's maximum RSS (for intake: the receiver process).
+
+    python benchmarks/bench_intake.py            # 10k and 100k spans
+    python benchmarks/bench_intake.py --quick    # 10k only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+BATCH = 512
+SPANS_PER_TRACE = 6
+
+
+# ---------------------------------------------------------------- payloads
+
+
+def _paragraphs(rng: random.Random, n: int, words: int) -> list[str]:
+    vocab = (
+        "contract",
+        "prepayment",
+        "attachment",
+        "clause",
+        "supplier",
+        "invoice",
+        "shall",
+        "not",
+        "exceed",
+        "amount",
+        "region",
+        "policy",
+        "procurement",
+        "approval",
+        "limit",
+        "version",
+        "effective",
+        "schedule",
+        "delivery",
+        "penalty",
+        "currency",
+        "RMB",
+        "EUR",
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "for",
+        "with",
+        "by",
+        "on",
+        "at",
+        "from",
+        "payment",
+        "terms",
+        "notice",
+        "period",
+        "renewal",
+        "termination",
+        "liability",
+    )
+    return [" ".join(rng.choice(vocab) for _ in range(words)) for _ in range(n)]
+
+
+def generate(n_spans: int, out: Path, seed: int = 7) -> int:
+    """Write length-prefixed ExportTraceServiceRequest payloads of BATCH spans; returns the byte size."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+    rng = random.Random(seed)
+    docs = _paragraphs(rng, 300, 130)  # ~800 characters each
+    questions = _paragraphs(rng, 100, 15)
+    t0 = 1_790_000_000_000_000_000
+
+    def put(span: Any, key: str, value: Any) -> None:
+        v = AnyValue()
+        if isinstance(value, bool):
+            v.bool_value = value
+        elif isinstance(value, int):
+            v.int_value = value
+        elif isinstance(value, float):
+            v.double_value = value
+        else:
+            v.string_value = value
+        span.attributes.add(key=key, value=v)
+
+    def trace_spans(ss: Any, t: int) -> None:
+        trace_id = rng.getrandbits(128).to_bytes(16, "big")
+        ids = [rng.getrandbits(64).to_bytes(8, "big") for _ in range(SPANS_PER_TRACE)]
+        start = t0 + t * 1_000_000_000
+        question = rng.choice(questions)
+        chosen = rng.sample(docs, 5)
+        context = "\n\n".join(chosen[:4])
+        answer = " ".join(chosen[0].split()[:60])
+
+        def span(i: int, parent: int | None, name: str, kind: str) -> Any:
+            sp = ss.spans.add(trace_id=trace_id, span_id=ids[i], name=name, kind=1)
+            if parent is not None:
+                sp.parent_span_id = ids[parent]
+            sp.start_time_unix_nano = start + i * 1_000_000
+            sp.end_time_unix_nano = start + (i + 1) * 50_000_000
+            put(sp, "openinference.span.kind", kind)
+            put(sp, "session.id", f"session-{t % 97}")
+            return sp
+
+        root = span(0, None, "agent.run", "AGENT")
+        put(root, "input.value", question)
+        put(root, "output.value", answer)
+        put(root, "metadata", json.dumps({"tenant": "acme", "region": "CN", "user": f"u{t % 13}"}))
+        ret = span(1, 0, "retrieve", "RETRIEVER")
+        put(ret, "input.value", question)
+        put(ret, "tracejudge.retrieval.filter", json.dumps({"region": "CN"}))
+        for j, content in enumerate(chosen):
+            p = f"retrieval.documents.{j}.document"
+            put(ret, f"{p}.id", f"C-{rng.randint(1, 400)}/attachment")
+            put(ret, f"{p}.content", content)
+            put(ret, f"{p}.score", rng.random())
+            put(ret, f"{p}.metadata", json.dumps({"version": f"v{rng.randint(1, 3)}", "region": "CN"}))
+        ev = ret.events.add(name="retrieval.done", time_unix_nano=start + 40_000_000)
+        ev.attributes.add(key="count", value=AnyValue(int_value=5))
+        ctx = span(2, 0, "assemble_context", "CHAIN")
+        put(ctx, "input.value", json.dumps({"documents": 5, "budget_tokens": 3000}))
+        put(ctx, "output.value", context)
+        llm = span(3, 0, "chat gpt-4.1-mini", "LLM")
+        put(llm, "llm.model_name", "gpt-4.1-mini")
+        put(llm, "llm.invocation_parameters", json.dumps({"temperature": 0, "max_tokens": 512}))
+        put(llm, "llm.input_messages.0.message.role", "system")
+        put(llm, "llm.input_messages.0.message.content", "Answer from the context only.\n\n" + context)
+        put(llm, "llm.input_messages.1.message.role", "user")
+        put(llm, "llm.input_messages.1.message.content", question)
+        put(llm, "llm.output_messages.0.message.role", "assistant")
+        put(llm, "llm.output_messages.0.message.content", answer)
+        put(llm, "llm.token_count.prompt", rng.randint(800, 1500))
+        put(llm, "llm.token_count.completion", rng.randint(40, 200))
+        tool = span(4, 0, "submit_payment", "TOOL")
+        put(tool, "tool.name", "submit_payment")
+        put(tool, "input.value", json.dumps({"amount": rng.randint(1000, 90000), "currency": "RMB"}))
+        put(tool, "output.value", json.dumps({"status": "escalated"}))
+        guard = span(5, 3, "guardrail", "GUARDRAIL")
+        put(guard, "output.value", "pass")
+        put(guard, "guardrail.passed", True)
+
+    total = 0
+    t = 0
+    with out.open("wb") as fh:
+        remaining = n_spans
+        while remaining > 0:
+            req = ExportTraceServiceRequest()
+            rs = req.resource_spans.add()
+            for k, v in (("service.name", "procurement-agent"), ("deployment.environment", "prod")):
+                rs.resource.attributes.add(key=k, value=AnyValue(string_value=v))
+            ss = rs.scope_spans.add()
+            ss.scope.name = "openinference.instrumentation.openai"
+            ss.scope.version = "0.1.20"
+            while len(ss.spans) < min(BATCH, remaining):
+                trace_spans(ss, t)
+                t += 1
+            del ss.spans[min(BATCH, remaining) :]
+            remaining -= len(ss.spans)
+            data = req.SerializeToString()
+            fh.write(len(data).to_bytes(4, "big") + data)
+            total += len(data)
+    return total
+
+
+def frames(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while head := fh.read(4):
+            yield fh.read(int.from_bytes(head, "big"))
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------------- phases (each in a child process)
+
+
+def phase_ideal(path: Path) -> dict[str, Any]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    def read(v: Any) -> Any:
+        kind = v.WhichOneof("value")
+        if kind == "array_value":
+            return [read(x) for x in v.array_value.values]
+        if kind == "kvlist_value":
+            return {kv.key: read(kv.value) for kv in v.kvlist_value.values}
+        return getattr(v, kind) if kind else None
+
+    spans = 0
+    sink = 0
+    start = time.perf_counter()
+    for body in frames(path):
+        req = ExportTraceServiceRequest()
+        req.ParseFromString(body)
+        for rs in req.resource_spans:
+            for kv in rs.resource.attributes:
+                sink += len(kv.key) + (read(kv.value) is not None)
+            for ss in rs.scope_spans:
+                for sp in ss.spans:
+                    spans += 1
+                    sink += len(sp.trace_id) + len(sp.span_id) + len(sp.name)
+                    for kv in sp.attributes:
+                        sink += len(kv.key) + (read(kv.value) is not None)
+                    for ev in sp.events:
+                        for kv in ev.attributes:
+                            sink += len(kv.key) + (read(kv.value) is not None)
+    seconds = time.perf_counter() - start
+    return {"spans": spans, "seconds": seconds, "rss_mb": _maxrss_mb(), "sink": sink}
+
+
+def phase_decode(path: Path) -> dict[str, Any]:
+    from tracejudge_collectors.otel import decode_protobuf
+
+    spans = 0
+    start = time.perf_counter()
+    for body in frames(path):
+        spans += len(decode_protobuf(body).spans)
+    return {"spans": spans, "seconds": time.perf_counter() - start, "rss_mb": _maxrss_mb()}
+
+
+def phase_store(path: Path, workdir: Path) -> dict[str, Any]:
+    from tracejudge_collectors.otel import decode_protobuf
+
+    from tracejudge.store import open_store
+
+    db = workdir / "store.db"
+    db.unlink(missing_ok=True)
+    store = open_store(f"sqlite:///{db}")
+    spans = 0
+    start = time.perf_counter()
+    for body in frames(path):
+        got = decode_protobuf(body).spans
+        store.put_spans(got)
+        spans += len(got)
+    seconds = time.perf_counter() - start
+    store.close()
+    return {"spans": spans, "seconds": seconds, "rss_mb": _maxrss_mb()}
+
+
+def _peak_rss_of(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def phase_intake(path: Path, workdir: Path) -> dict[str, Any]:
+    import httpx
+
+    from tracejudge.store import open_store
+
+    db = workdir / "intake.db"
+    db.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracejudge",
+            "--store",
+            f"sqlite:///{db}",
+            "collect",
+            "otlp",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(60):
+            raise SystemExit("the receiver did not start")
+        url = proc.stdout.readline().split()[-1] + "/v1/traces"
+        headers = {"Content-Type": "application/x-protobuf"}
+        requests = 0
+        with httpx.Client(trust_env=False, timeout=120) as client:
+            start = time.perf_counter()
+            for body in frames(path):
+                resp = client.post(url, content=body, headers=headers)
+                if resp.status_code != 200:
+                    raise SystemExit(f"receiver answered {resp.status_code}: {resp.text[:200]}")
+                requests += 1
+            seconds = time.perf_counter() - start
+        rss = _peak_rss_of(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    store = open_store(f"sqlite:///{db}")
+    try:
+        stored = sum(t.span_count for t in store.list_traces())
+        norm = _normalize_all(store)
+    finally:
+        store.close()
+    return {"spans": stored, "seconds": seconds, "rss_mb": rss, "requests": requests, "normalize": norm}
+
+
+def _normalize_all(store: Any) -> dict[str, Any] | None:
+    try:
+        from tracejudge.normalize import normalize
+    except ImportError:
+        return None
+    traces = spans = 0
+    start = time.perf_counter()
+    for trace_id in store.iter_trace_ids():
+        got = store.get_spans(trace_id)
+        normalize(got)
+        traces += 1
+        spans += len(got)
+    return {"traces": traces, "spans": spans, "seconds": time.perf_counter() - start, "rss_mb": _maxrss_mb()}
+
+
+def run_child(phase: str, path: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", phase, "--payloads", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="10k spans only")
+    parser.add_argument("--sizes", type=int, nargs="*", help="span counts (default 10000 100000)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        if args.child == "ideal":
+            result = phase_ideal(args.payloads)
+        elif args.child == "decode":
+            result = phase_decode(args.payloads)
+        elif args.child == "store":
+            result = phase_store(args.payloads, args.payloads.parent)
+        else:
+            result = phase_intake(args.payloads, args.payloads.parent)
+        print(json.dumps(result))
+        return
+
+    sizes = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
+    rows: list[tuple[str, ...]] = []
+    with tempfile.TemporaryDirectory(prefix="tj-bench-") as tmp:
+        for n in sizes:
+            path = Path(tmp) / f"payloads-{n}.bin"
+            size = generate(n, path)
+            print(
+                f"{n} spans: {size / 1e6:.1f} MB of OTLP protobuf in {-(-n // BATCH)} requests "
+                f"({size / n / 1024:.1f} KB per span)",
+                flush=True,
+            )
+            ideal = run_child("ideal", path)
+            decode = run_child("decode", path)
+            stored = run_child("store", path)
+            intake = run_child("intake", path)
+            assert ideal["spans"] == decode["spans"] == stored["spans"] == intake["spans"] == n
+
+            base = ideal["seconds"]
+            phases = (
+                ("ideal (protobuf parse + read attrs)", ideal),
+                ("tracejudge decode", decode),
+                ("decode + SQLite store, no HTTP", stored),
+                ("tracejudge intake (HTTP+decode+SQLite)", intake),
+            )
+            for name, r in phases:
+                rows.append(
+                    (
+                        f"{n:,}",
+                        name,
+                        f"{r['seconds']:.2f}",
+                        f"{n / r['seconds']:,.0f}",
+                        f"{r['seconds'] / base:.2f}x",
+                        f"{r['rss_mb']:.0f}",
+                    )
+                )
+            norm = intake.get("normalize")
+            if norm:
+                rows.append(
+                    (
+                        f"{n:,}",
+                        f"normalize {norm['traces']:,} traces (read time)",
+                        f"{norm['seconds']:.2f}",
+                        f"{norm['spans'] / norm['seconds']:,.0f}",
+                        f"{norm['seconds'] / base:.2f}x",
+                        f"{norm['rss_mb']:.0f}",
+                    )
+                )
+    header = ("spans", "phase", "seconds", "spans/s", "vs ideal", "peak RSS MB")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print()
+    for r in [header, tuple("-" * w for w in widths), *rows]:
+        print(
+            "  ".join(
+                c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
