@@ -112,7 +112,8 @@ class Judge:
                 )
             latency = (time.perf_counter() - t0) * 1000
         if self.cache is not None:
-            self.cache.put_cached_reply(key, json.dumps(comp.__dict__))
+            # The store commits durably (fsync); off the event loop so calls in flight keep flowing.
+            await asyncio.to_thread(self.cache.put_cached_reply, key, json.dumps(comp.__dict__))
         return self._read(comp, names, prompt_hash, repeat, cached=False, latency_ms=latency)
 
     def _read(

@@ -292,7 +292,7 @@ async def score_run_async(
             state["done"] += 1
             state["usd"] += item.cost_usd
             state["tokens"] += item.input_tokens + item.output_tokens
-            store.put_score_item(item)
+            await asyncio.to_thread(store.put_score_item, item)
             summary.add(item)
             if on_item is not None:
                 on_item(item)

@@ -1,0 +1,285 @@
+"""Judge scoring throughput against a local OpenAI-compatible server with a fixed model latency.
+
+One run reports, for N items at concurrency C and latency L:
+  ideal   N x L / C (the latency bound)
+  floor   the bare ``openai.AsyncOpenAI`` client sending the same requests with a semaphore of C
+  tracejudge  ``score`` end to end: store -> normalize -> checks -> prompt -> judge -> parse -> store
+  phoenix-evals  the same workload through arize-phoenix-evals, when an interpreter with it is given
+                 (``--phoenix-python /path/to/python``) or importable here; otherwise reported absent
+
+Usage: python benchmarks/bench_score.py [--quick] [--n N] [--concurrency C] [--latency S]
+The server is an asyncio HTTP/1.1 server in its own process. Figures are ratios measured in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPLY = json.dumps(
+    {
+        "criteria": {
+            "relevance": {"reasoning": "addresses the question", "score": 8},
+            "accuracy": {"reasoning": "agrees with the context", "score": 7},
+        },
+        "reasoning": "fine",
+    }
+)
+
+
+# --- the model server: asyncio, own process, fixed latency ------------------------------------
+
+
+def _serve(port_q: mp.Queue[int], latency: float) -> None:
+    body = json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "bench-judge",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 400, "completion_tokens": 40, "total_tokens": 440},
+        }
+    ).encode()
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+    )
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                header = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in header.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                if length:
+                    await reader.readexactly(length)
+                await asyncio.sleep(latency)
+                writer.write(head + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+        port_q.put(server.sockets[0].getsockname()[1])
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def start_server(latency: float) -> tuple[mp.Process, str]:
+    q: mp.Queue[int] = mp.Queue()
+    proc = mp.Process(target=_serve, args=(q, latency), daemon=True)
+    proc.start()
+    port = q.get(timeout=10)
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+# --- the workload ------------------------------------------------------------------------------
+
+RUBRIC = """\
+name: bench
+version: 1
+judge: {{model: bench-judge, temperature: 0, base_url: "{url}", max_retries: 0, timeout_s: 60}}
+judged: [input, context, output]
+criteria:
+  - {{name: relevance, description: "The answer addresses what was asked.", threshold: 7}}
+  - {{name: accuracy, description: "The answer agrees with the context.", threshold: 7}}
+checks:
+  - {{name: mentions_price, type: contains, value: "$"}}
+"""
+
+
+def make_spans(n: int) -> list:  # type: ignore[type-arg]
+    from tracejudge.schema import RawSpan
+
+    out = []
+    for i in range(n):
+        tid = f"{i:032x}"
+        t0 = 1_790_000_000_000_000_000 + i * 1_000_000_000
+        out.append(
+            RawSpan(
+                trace_id=tid,
+                span_id=f"{i:015x}a",
+                name="assistant",
+                start_time_unix_nano=t0,
+                end_time_unix_nano=t0 + 10**8,
+                attributes={
+                    "openinference.span.kind": "AGENT",
+                    "input.value": f"How much is pizza number {i}?",
+                    "output.value": f"Pizza {i} costs ${10 + i % 7}.00.",
+                },
+            )
+        )
+        out.append(
+            RawSpan(
+                trace_id=tid,
+                span_id=f"{i:015x}b",
+                parent_span_id=f"{i:015x}a",
+                name="retrieve",
+                start_time_unix_nano=t0 + 1000,
+                end_time_unix_nano=t0 + 10**7,
+                attributes={
+                    "openinference.span.kind": "RETRIEVER",
+                    "retrieval.documents.0.document.id": "menu",
+                    "retrieval.documents.0.document.content": f"Pizza {i}: ${10 + i % 7}.00. " * 20,
+                },
+            )
+        )
+    return out
+
+
+def build_requests(store, rubric) -> list[list[dict[str, str]]]:  # type: ignore[no-untyped-def]
+    from tracejudge.checks import task_category
+    from tracejudge.judge import build_messages
+    from tracejudge.normalize import normalize
+
+    out = []
+    for tid in store.iter_trace_ids():
+        task = normalize(store.get_spans(tid))
+        out.append(build_messages(rubric, task, rubric.criteria, category=task_category(task)))
+    return out
+
+
+async def bare_floor(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(msgs: list[dict[str, str]]) -> None:
+        async with sem:
+            r = await client.chat.completions.create(model="bench-judge", messages=msgs, temperature=0)
+            json.loads(r.choices[0].message.content or "")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(m) for m in requests))
+    elapsed = time.perf_counter() - t0
+    await client.close()
+    return elapsed
+
+
+def tracejudge_run(url: str, n: int, concurrency: int) -> tuple[float, dict[str, int]]:
+    from tracejudge.judge import parse_rubric
+    from tracejudge.runs import ScoreOptions, score_run, select_trace_ids
+    from tracejudge.store import SqliteStore
+
+    with tempfile.TemporaryDirectory() as d:
+        store = SqliteStore(Path(d) / "bench.db")
+        store.put_spans(make_spans(n))
+        rubric = parse_rubric(RUBRIC.format(url=url))
+        t0 = time.perf_counter()
+        run = score_run(
+            rubric, store, select_trace_ids(store), options=ScoreOptions(concurrency=concurrency)
+        )
+        elapsed = time.perf_counter() - t0
+        o = run.summary.overall
+        store.close()
+    return elapsed, {"pass": o.pass_, "fail": o.fail, "indeterminate": o.indeterminate}
+
+
+PHOENIX_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    import pandas as pd
+    from phoenix.evals import LLM, async_evaluate_dataframe, create_evaluator
+    url, n, conc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    llm = LLM(provider="openai", model="bench-judge", base_url=url, api_key="unused")
+
+    @create_evaluator(name="judge", kind="llm")
+    async def judge(q: str, a: str) -> float:
+        text = await llm.async_generate_text(f"Score relevance and accuracy 0-10 as JSON. Q: {q} A: {a}")
+        return float(json.loads(text)["criteria"]["accuracy"]["score"])
+
+    rows = [{"q": f"pizza {i}?", "a": f"Pizza {i} costs ${10 + i % 7}.00."} for i in range(n)]
+    t0 = time.perf_counter()
+    out = asyncio.run(async_evaluate_dataframe(pd.DataFrame(rows), [judge], concurrency=conc))
+    print(json.dumps({"elapsed": time.perf_counter() - t0, "n": len(out)}))
+    """
+)
+
+
+def phoenix_run(python: str | None, url: str, n: int, concurrency: int) -> tuple[float | None, str]:
+    candidates = [python] if python else []
+    candidates.append(sys.executable)
+    for exe in candidates:
+        if not exe or not Path(exe).exists():
+            continue
+        try:
+            proc = subprocess.run(
+                [exe, "-c", PHOENIX_SCRIPT, url, str(n), str(concurrency)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env={**os.environ, "PHOENIX_TELEMETRY_ENABLED": "false"},
+            )
+        except subprocess.TimeoutExpired:
+            return None, "timed out"
+        if proc.returncode == 0:
+            data = json.loads(proc.stdout.strip().splitlines()[-1])
+            return float(data["elapsed"]), f"{exe}"
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        if "No module named" not in last:
+            return None, f"failed: {last[:160]}"
+    return None, "arize-phoenix-evals not installed (give --phoenix-python PATH)"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="N=200")
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--latency", type=float, default=0.5)
+    ap.add_argument("--phoenix-python", default=None, help="An interpreter with arize-phoenix-evals.")
+    args = ap.parse_args()
+    n = 200 if args.quick else args.n
+    c, lat = args.concurrency, args.latency
+    proc, url = start_server(lat)
+    try:
+        from tracejudge.judge import parse_rubric
+        from tracejudge.store import SqliteStore
+
+        ideal = n * lat / c
+        with tempfile.TemporaryDirectory() as d:
+            store = SqliteStore(Path(d) / "req.db")
+            store.put_spans(make_spans(n))
+            requests = build_requests(store, parse_rubric(RUBRIC.format(url=url)))
+            store.close()
+        floor = asyncio.run(bare_floor(url, requests, c))
+        tj, verdicts = tracejudge_run(url, n, c)
+        phx, phx_note = phoenix_run(args.phoenix_python, url, n, c)
+    finally:
+        proc.terminate()
+        proc.join()
+    print(f"bench_score: N={n} concurrency={c} latency={lat * 1000:.0f} ms  ({socket.gethostname()}, "
+          f"{os.cpu_count()} CPUs)")
+    print(f"  ideal N*L/C                 {ideal:8.2f} s   1.00x")
+    print(f"  floor: bare AsyncOpenAI     {floor:8.2f} s   {floor / ideal:.2f}x ideal")
+    print(f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal, {tj / floor:.2f}x floor  {verdicts}")
+    if phx is not None:
+        print(f"  arize-phoenix-evals         {phx:8.2f} s   {phx / ideal:.2f}x ideal, {phx / floor:.2f}x floor")
+    else:
+        print(f"  arize-phoenix-evals         -- ({phx_note})")
+
+
+if __name__ == "__main__":
+    main()
