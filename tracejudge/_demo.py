@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import IO, Any
+from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
 import tracejudge
 from tracejudge._errors import InputError, TracejudgeError
-from tracejudge.schema import Cause, Verdict
+from tracejudge.schema import Cause, Localization, ManifestEntry, Ticket, Verdict
 from tracejudge.store import Store
 
 __all__ = ["DemoReport", "DemoRow", "find_examples", "load_example", "run_demo"]
@@ -241,7 +241,9 @@ def _wait_for_spans(store: Store, expected: dict[str, int]) -> dict[str, int]:
     return missing
 
 
-def _triage(store: Store, ticket_path: Path, manifest: Sequence[Any], trace_id: str) -> tuple[Any, Any]:
+def _triage(
+    store: Store, ticket_path: Path, manifest: Sequence[ManifestEntry], trace_id: str
+) -> tuple[Ticket, Localization | None]:
     from tracejudge.localize import load_ticket, localize
     from tracejudge.normalize import normalize
 
@@ -249,8 +251,7 @@ def _triage(store: Store, ticket_path: Path, manifest: Sequence[Any], trace_id: 
     spans = store.get_spans(trace_id)
     if not spans:
         return ticket, None
-    task = normalize(spans)
-    return ticket, localize(task, ticket, manifest=manifest)
+    return ticket, localize(normalize(spans), ticket, manifest)
 
 
 def run_demo(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,32 +19,45 @@ def _verdict(verdict: str | None, cause: str | None) -> str:
     return f"{verdict} ({cause})" if cause else verdict
 
 
+def _rel(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def render(app: App, report: DemoReport) -> None:
-    table = Table("scenario", "ticket", "expected", "actual", "", "why", title="tracejudge demo: triage")
+    # Compact enough for an 80-column terminal without cutting a scenario name or verdict.
+    table = Table(title="tracejudge demo: triage", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for name in ("scenario", "ticket", "expected", "actual", "result"):
+        table.add_column(name, overflow="fold")
     for r in report.rows:
-        mark = "[green]ok[/green]" if r.ok else "[red]MISMATCH[/red]"
         table.add_row(
             escape(r.scenario),
             escape(r.ticket or "-"),
             escape(_verdict(r.expected_verdict, r.expected_cause)),
             escape(_verdict(r.verdict, r.cause)),
-            mark,
-            escape(r.summary),
+            "[green]ok[/green]" if r.ok else "[red]WRONG[/red]",
         )
     app.console.print(table)
+    for r in report.rows:
+        app.console.print(f"[bold]{escape(r.ticket or r.scenario)}[/bold] {escape(r.summary)}")
     s = report.summary
     colour = "green" if report.ok else "red"
     app.console.print(
-        f"[{colour}]{s.get('ok', 0)} of {s.get('n', 0)} scenarios got their expected verdict[/{colour}]"
-        f"  (store: {escape(report.store)})"
+        f"\n[{colour}]{s.get('ok', 0)} of {s.get('n', 0)} scenarios got their expected verdict[/{colour}]"
     )
     if report.rows:
-        first = report.rows[0]
+        # Point at a fault rather than the healthy run: that is the trace worth opening.
+        first = next((r for r in report.rows if r.verdict not in (None, "no_fault")), report.rows[0])
+        ticket = escape(_rel(first.ticket_path))
+        store = escape(report.store)
+        manifest = escape(_rel(str(Path(report.examples) / "manifest.jsonl")))
         app.console.print(
-            "explore: "
-            f"tracejudge --store {escape(report.store)} traces show {first.trace_id}\n"
-            f"         tracejudge --store {escape(report.store)} triage --ticket {escape(first.ticket_path)} "
-            f"--manifest {escape(str(Path(report.examples) / 'manifest.jsonl'))}"
+            "explore:\n"
+            f"  tracejudge --store {store} traces show {first.trace_id}\n"
+            f"  tracejudge --store {store} triage --ticket {ticket} --manifest {manifest}",
+            soft_wrap=True,
         )
 
 
