@@ -188,9 +188,7 @@ def tracejudge_run(url: str, n: int, concurrency: int) -> tuple[float, dict[str,
         store.put_spans(make_spans(n))
         rubric = parse_rubric(RUBRIC.format(url=url))
         t0 = time.perf_counter()
-        run = score_run(
-            rubric, store, select_trace_ids(store), options=ScoreOptions(concurrency=concurrency)
-        )
+        run = score_run(rubric, store, select_trace_ids(store), options=ScoreOptions(concurrency=concurrency))
         elapsed = time.perf_counter() - t0
         o = run.summary.overall
         store.close()
@@ -270,13 +268,20 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.join()
-    print(f"bench_score: N={n} concurrency={c} latency={lat * 1000:.0f} ms  ({socket.gethostname()}, "
-          f"{os.cpu_count()} CPUs)")
+    print(
+        f"bench_score: N={n} concurrency={c} latency={lat * 1000:.0f} ms  ({socket.gethostname()}, "
+        f"{os.cpu_count()} CPUs)"
+    )
     print(f"  ideal N*L/C                 {ideal:8.2f} s   1.00x")
     print(f"  floor: bare AsyncOpenAI     {floor:8.2f} s   {floor / ideal:.2f}x ideal")
-    print(f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal, {tj / floor:.2f}x floor  {verdicts}")
+    print(
+        f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal,"
+        f" {tj / floor:.2f}x floor  {verdicts}"
+    )
     if phx is not None:
-        print(f"  arize-phoenix-evals         {phx:8.2f} s   {phx / ideal:.2f}x ideal, {phx / floor:.2f}x floor")
+        print(
+            f"  arize-phoenix-evals         {phx:8.2f} s   {phx / ideal:.2f}x ideal, {phx / floor:.2f}x floor"
+        )
     else:
         print(f"  arize-phoenix-evals         -- ({phx_note})")
 
