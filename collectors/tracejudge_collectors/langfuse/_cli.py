@@ -61,6 +61,14 @@ def parse_when(value: str | None, *, option: str, now: datetime | None = None) -
 @click.option(
     "--concurrency", type=click.IntRange(1, 32), default=4, show_default=True, help="Traces fetched at once."
 )
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 20),
+    default=5,
+    show_default=True,
+    envvar="TRACEJUDGE_LANGFUSE_RETRIES",
+    help="Retries per request on rate limits, server errors and dropped connections.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the pull report as JSON.")
 @pass_app
 @handle_errors
@@ -73,6 +81,7 @@ def langfuse_command(
     environments: tuple[str, ...],
     limit: int | None,
     concurrency: int,
+    retries: int,
     as_json: bool,
 ) -> None:
     """Pull traces from Langfuse's public API into the store (incremental; resumes after a crash).
@@ -102,7 +111,7 @@ def langfuse_command(
         transient=True,
         disable=as_json or not app.err.is_terminal,
     )
-    with LangfuseApi(credentials, max_connections=concurrency + 2) as api, progress:
+    with LangfuseApi(credentials, max_retries=retries, max_connections=concurrency + 2) as api, progress:
         task = progress.add_task("pull", total=limit, fetched=0)
         counts = {"fetched": 0}
 

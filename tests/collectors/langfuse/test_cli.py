@@ -9,15 +9,14 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tracejudge_collectors.langfuse import parse_when
 
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
-from tracejudge_collectors.langfuse import parse_when
 
 
 def env_for(server: LangfuseServer, **extra: str) -> dict[str, str]:
@@ -45,7 +44,10 @@ def test_cli_pulls_and_prints_json_without_the_secret(v4, tmp_path):
     for i in range(5):
         v4.add_trace(synthetic_trace(i))
     db = tmp_path / "t.db"
-    result = run(["--store", str(db), "collect", "langfuse", "--tag", "prod", "--name", "rag-answer", "--json"], env_for(v4))
+    result = run(
+        ["--store", str(db), "collect", "langfuse", "--tag", "prod", "--name", "rag-answer", "--json"],
+        env_for(v4),
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["generation"], report["fetched"], report["spans_new"]) == ("v4", 5, 20)
@@ -77,10 +79,16 @@ def test_legacy_host_variable_is_read(tmp_path):
 
 
 def test_missing_configuration_is_an_input_error(tmp_path):
-    env = {"LANGFUSE_BASE_URL": None, "LANGFUSE_HOST": None, "LANGFUSE_PUBLIC_KEY": "pk", "LANGFUSE_SECRET_KEY": None}
+    env = {
+        "LANGFUSE_BASE_URL": None,
+        "LANGFUSE_HOST": None,
+        "LANGFUSE_PUBLIC_KEY": "pk",
+        "LANGFUSE_SECRET_KEY": None,
+    }
     result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse"], env)  # type: ignore[arg-type]
     assert result.exit_code == 2
-    assert "LANGFUSE_BASE_URL" in result.output and "LANGFUSE_SECRET_KEY" in result.output
+    assert "LANGFUSE_BASE_URL" in result.output
+    assert "LANGFUSE_SECRET_KEY" in result.output
 
 
 def test_wrong_key_fails_cleanly_without_echoing_secrets(v4, tmp_path):
@@ -90,22 +98,29 @@ def test_wrong_key_fails_cleanly_without_echoing_secrets(v4, tmp_path):
         env_for(v4, LANGFUSE_SECRET_KEY=secret),
     )
     assert result.exit_code == 1
-    assert "401" in result.output and "LANGFUSE_SECRET_KEY" in result.output
+    assert "401" in result.output
+    assert "LANGFUSE_SECRET_KEY" in result.output
     assert secret not in result.output
     assert v4.secret_key not in result.output
 
 
 def test_unreachable_server_error_has_no_secret(tmp_path):
     secret = "sk-lf-unreachable-secret-999"
-    env = {"LANGFUSE_BASE_URL": "http://127.0.0.1:9", "LANGFUSE_PUBLIC_KEY": "pk-lf-x", "LANGFUSE_SECRET_KEY": secret}
-    result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse"], env)  # type: ignore[arg-type]
+    env = {
+        "LANGFUSE_BASE_URL": "http://127.0.0.1:9",
+        "LANGFUSE_PUBLIC_KEY": "pk-lf-x",
+        "LANGFUSE_SECRET_KEY": secret,
+    }
+    result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse", "--retries", "1"], env)  # type: ignore[arg-type]
     assert result.exit_code == 1
     assert "could not be reached" in result.output
     assert secret not in result.output
 
 
 def test_bad_time_is_an_input_error(v4, tmp_path):
-    result = run(["--store", str(tmp_path / "t.db"), "collect", "langfuse", "--from", "yesterday-ish"], env_for(v4))
+    result = run(
+        ["--store", str(tmp_path / "t.db"), "collect", "langfuse", "--from", "yesterday-ish"], env_for(v4)
+    )
     assert result.exit_code == 2
     assert "--from" in result.output
 
@@ -129,7 +144,17 @@ def test_killed_pull_resumes_and_holds_every_trace_once(tmp_path):
         db = tmp_path / "t.db"
         env = {**os.environ, **env_for(srv)}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tracejudge", "--store", str(db), "collect", "langfuse", "--concurrency", "2"],
+            [
+                sys.executable,
+                "-m",
+                "tracejudge",
+                "--store",
+                str(db),
+                "collect",
+                "langfuse",
+                "--concurrency",
+                "2",
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -156,6 +181,11 @@ def test_killed_pull_resumes_and_holds_every_trace_once(tmp_path):
             assert {t.trace_id: t.span_count for t in st.list_traces()} == {t["id"]: 4 for t in traces}
         finally:
             st.close()
-        assert json.loads(run(["--store", str(db), "collect", "langfuse", "--json"], env_for(srv)).stdout)["fetched"] == 0
+        assert (
+            json.loads(run(["--store", str(db), "collect", "langfuse", "--json"], env_for(srv)).stdout)[
+                "fetched"
+            ]
+            == 0
+        )
     finally:
         srv.stop()

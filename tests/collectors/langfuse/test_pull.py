@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse
+from tracejudge_collectors.langfuse._convert import synthetic_root_id
 
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
 from tracejudge.write import LangfuseApiError
-from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse
-from tracejudge_collectors.langfuse._convert import synthetic_root_id
 
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -57,7 +57,13 @@ def test_v3_server_with_v3_scores_is_still_legacy(api_for):
 def test_pulls_every_trace_with_its_observations(server, api_for, store):
     traces = seed(server, 12)
     server.add_score(
-        {"traceId": traces[3]["id"], "name": "user-feedback", "value": 0, "dataType": "BOOLEAN", "source": "ANNOTATION"}
+        {
+            "traceId": traces[3]["id"],
+            "name": "user-feedback",
+            "value": 0,
+            "dataType": "BOOLEAN",
+            "source": "ANNOTATION",
+        }
     )
     report = pull_langfuse(store, api_for(server))
     assert (report.listed, report.fetched, report.skipped) == (12, 12, 0)
@@ -92,7 +98,9 @@ def test_pulls_every_trace_with_its_observations(server, api_for, store):
     assert gen.end_time_unix_nano - gen.start_time_unix_nano == 700 * 10**6
     (score,) = root.attributes["langfuse.scores"]
     assert (score["name"], score["value"], score["source"]) == ("user-feedback", False, "ANNOTATION")
-    assert json.loads(store.get_meta(f"langfuse.scores:{traces[3]['id']}") or "[]")[0]["name"] == "user-feedback"
+    assert (
+        json.loads(store.get_meta(f"langfuse.scores:{traces[3]['id']}") or "[]")[0]["name"] == "user-feedback"
+    )
     assert server.request_errors == []
 
 
@@ -102,7 +110,9 @@ def test_list_pages_are_followed(server, api_for, store):
     assert report.fetched == 23
     assert set(stored_counts(store)) == {t["id"] for t in traces}
     listing = [
-        r for r in server.requests if (r.path == "/v2/observations" and r.param("isRootObservation")) or r.path == "/traces"
+        r
+        for r in server.requests
+        if (r.path == "/v2/observations" and r.param("isRootObservation")) or r.path == "/traces"
     ]
     assert len(listing) == 5
     assert all(r.param("limit") == "5" for r in listing)
@@ -113,8 +123,13 @@ def test_observation_pages_within_a_trace_are_followed(api_for, store):
     try:
         t = synthetic_trace(0)
         t["observations"] += [
-            {"id": f"extra{i:011d}", "type": "EVENT", "name": f"e{i}", "parentObservationId": t["observations"][0]["id"],
-             "startTime": "2026-03-01T00:00:00.500Z"}
+            {
+                "id": f"extra{i:011d}",
+                "type": "EVENT",
+                "name": f"e{i}",
+                "parentObservationId": t["observations"][0]["id"],
+                "startTime": "2026-03-01T00:00:00.500Z",
+            }
             for i in range(9)
         ]
         srv.add_trace(t)
@@ -287,9 +302,20 @@ def test_legacy_trace_without_a_single_root_gets_a_synthetic_root(api_for, store
                 "output": "bye",
                 "userId": "u1",
                 "observations": [
-                    {"id": "OBS-1", "type": "RETRIEVER", "startTime": "2026-03-01T00:00:01Z", "endTime": "2026-03-01T00:00:02Z"},
-                    {"id": "OBS-2", "type": "GENERATION", "startTime": "2026-03-01T00:00:03Z", "endTime": "2026-03-01T00:00:04Z",
-                     "level": "ERROR", "statusMessage": "boom"},
+                    {
+                        "id": "OBS-1",
+                        "type": "RETRIEVER",
+                        "startTime": "2026-03-01T00:00:01Z",
+                        "endTime": "2026-03-01T00:00:02Z",
+                    },
+                    {
+                        "id": "OBS-2",
+                        "type": "GENERATION",
+                        "startTime": "2026-03-01T00:00:03Z",
+                        "endTime": "2026-03-01T00:00:04Z",
+                        "level": "ERROR",
+                        "statusMessage": "boom",
+                    },
                 ],
             }
         )
@@ -316,7 +342,10 @@ def test_long_metadata_of_other_conventions_is_not_truncated(api_for, store):
     try:
         t = synthetic_trace(0)
         long_docs = [{"document.content": "x" * 500}]
-        t["observations"][1]["metadata"] = {"attributes": {"retrieval.documents": long_docs}, "note": "y" * 300}
+        t["observations"][1]["metadata"] = {
+            "attributes": {"retrieval.documents": long_docs},
+            "note": "y" * 300,
+        }
         srv.add_trace(t)
         pull_langfuse(store, api_for(srv))
         (retriever,) = [s for s in store.get_spans(t["id"]) if s.name == "vector-search"]

@@ -1,0 +1,265 @@
+"""The Langfuse writer against the local, spec-validated server: upserts, failures, retries, datasets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tracejudge import InputError
+from tracejudge.schema import Evidence, Localization, StageResult
+from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
+from tracejudge.write import (
+    TRIAGE_SCORE_NAME,
+    DatasetItemRecord,
+    LangfuseApi,
+    LangfuseCredentials,
+    LangfuseWriter,
+    RecordingWriter,
+    ScoreRecord,
+    write_triage,
+)
+
+T0 = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+
+
+@pytest.fixture(params=["v4", "v3"])
+def server(request):
+    srv = LangfuseServer(generation=request.param).start()
+    srv.add_trace(synthetic_trace(0))
+    yield srv
+    srv.stop()
+    assert srv.response_errors == []
+
+
+def writer_for(srv: LangfuseServer, sleeps: list[float] | None = None) -> LangfuseWriter:
+    creds = LangfuseCredentials.model_validate(
+        {"base_url": srv.base_url, "public_key": srv.public_key, "secret_key": srv.secret_key}
+    )
+    return LangfuseWriter(
+        LangfuseApi(creds, sleep=(sleeps if sleeps is not None else []).append, backoff=0.01)
+    )
+
+
+def scores(trace_id: str, obs_id: str, *, timestamp: datetime | None = T0) -> list[ScoreRecord]:
+    common = {
+        "trace_id": trace_id,
+        "rubric_name": "answer-correctness",
+        "rubric_version": 3,
+        "judge_model": "gpt-4.1-mini",
+        "prompt_hash": "sha256:abc",
+        "temperature": 0.0,
+        "timestamp": timestamp,
+    }
+    return [
+        ScoreRecord(name="correctness", value=8.5, data_type="NUMERIC", comment="cites v2", **common),
+        ScoreRecord(name="no_submit", value=True, data_type="BOOLEAN", observation_id=obs_id, **common),
+        ScoreRecord(name="verdict", value="pass", data_type="CATEGORICAL", **common),
+    ]
+
+
+def test_write_then_write_again_keeps_one_score_each(server):
+    trace = synthetic_trace(0)
+    obs_id = trace["observations"][2]["id"]
+    with writer_for(server) as w:
+        first = w.write_scores(scores(trace["id"], obs_id))
+        assert (first.written, first.ok) == (3, True)
+        assert len(server.scores) == 3
+        second = w.write_scores(scores(trace["id"], obs_id))
+    assert second.ids == first.ids
+    assert len(server.scores) == 3
+    by_name = {s["name"]: s for s in server.scores}
+    assert by_name["correctness"]["value"] == 8.5
+    assert by_name["correctness"]["comment"] == "cites v2"
+    assert by_name["no_submit"]["value"] == 1
+    assert by_name["no_submit"]["dataType"] == "BOOLEAN"
+    assert by_name["no_submit"]["observationId"] == obs_id
+    assert by_name["verdict"]["value"] == "pass"
+    assert by_name["verdict"]["dataType"] == "CATEGORICAL"
+    meta = by_name["correctness"]["metadata"]
+    assert meta["rubric"] == "answer-correctness"
+    assert meta["rubric_version"] == "3"
+    assert meta["judge_model"] == "gpt-4.1-mini"
+    assert meta["prompt_hash"] == "sha256:abc"
+    assert meta["temperature"] == 0.0
+    assert "tracejudge_version" in meta
+    assert by_name["correctness"]["timestamp"] == "2026-03-01T09:30:00.000Z"
+    assert server.request_errors == []
+
+
+def test_a_new_rubric_version_is_a_new_score():
+    a = ScoreRecord(trace_id="t", name="c", value=1.0, data_type="NUMERIC", rubric_version=3)
+    assert a.score_id == a.model_copy().score_id
+    assert a.score_id != a.model_copy(update={"rubric_version": 4}).score_id
+    assert a.score_id != a.model_copy(update={"observation_id": "o"}).score_id
+
+
+def test_without_a_timestamp_a_rewrite_reuses_the_stored_one(server):
+    trace_id = synthetic_trace(0)["id"]
+    record = [ScoreRecord(trace_id=trace_id, name="c", value=1.0, data_type="NUMERIC")]
+    with writer_for(server) as w:
+        w.write_scores(record)
+        stamp = server.scores[0]["timestamp"]
+        w.write_scores(record)
+    assert len(server.scores) == 1
+    assert server.scores[0]["timestamp"] == stamp
+
+
+def test_failures_are_reported_per_item(server):
+    trace_id = synthetic_trace(0)["id"]
+    good = ScoreRecord(trace_id=trace_id, name="ok", value=1.0, data_type="NUMERIC", timestamp=T0)
+    bad_value = ScoreRecord(trace_id=trace_id, name="bad", value="", data_type="CATEGORICAL", timestamp=T0)
+    bad_bool = ScoreRecord(trace_id=trace_id, name="bad2", value=0.5, data_type="BOOLEAN", timestamp=T0)
+    creds = LangfuseCredentials.model_validate(
+        {"base_url": server.base_url, "public_key": server.public_key, "secret_key": server.secret_key}
+    )
+    rejected_env = LangfuseWriter(LangfuseApi(creds, sleep=lambda s: None), environment="Langfuse-Prod")
+    with writer_for(server) as w:
+        report = w.write_scores([good, bad_value, bad_bool])
+    assert report.written == 1
+    assert [f.key for f in report.failed] == [bad_value.score_id, bad_bool.score_id]
+    with rejected_env:
+        report = rejected_env.write_scores([good])
+    assert report.written == 0
+    (failure,) = report.failed
+    assert failure.status == 400
+    assert "environment" in failure.reason
+    assert server.secret_key not in failure.reason
+
+
+def test_writes_retry_on_rate_limits_and_resets(server):
+    sleeps: list[float] = []
+    server.inject(
+        Fault("429", path="^/scores$", method="POST", retry_after=3),
+        Fault("drop", path="^/scores$", method="POST", after=1),
+    )
+    trace = synthetic_trace(0)
+    with writer_for(server, sleeps) as w:
+        report = w.write_scores(scores(trace["id"], trace["observations"][1]["id"]))
+    assert report.written == 3
+    assert sleeps[0] == 3.0
+    assert len(sleeps) == 2
+    assert len(server.scores) == 3
+
+
+def test_dataset_items_upsert_on_deterministic_ids(server):
+    trace = synthetic_trace(0)
+    items = [
+        DatasetItemRecord(
+            key="rs-7f3c2a",
+            input={"messages": [{"role": "user", "content": "cap?"}]},
+            expected_output={"behavior": "cite v2"},
+            source_trace_id=trace["id"],
+            source_observation_id=trace["observations"][2]["id"],
+        ),
+        DatasetItemRecord(key="rs-000001", input={"q": "x"}, source_trace_id=trace["id"]),
+    ]
+    with writer_for(server) as w:
+        first = w.write_dataset_items("regressions", items)
+        second = w.write_dataset_items("regressions", items)
+    assert first.ok
+    assert second.ids == first.ids
+    assert set(server.datasets) == {"regressions"}
+    stored = {i["id"]: i for i in server.dataset_items}
+    assert len(stored) == 2
+    one = stored[items[0].item_id("regressions")]
+    assert one["sourceTraceId"] == trace["id"]
+    assert one["sourceObservationId"] == trace["observations"][2]["id"]
+    assert one["expectedOutput"] == {"behavior": "cite v2"}
+    assert items[0].item_id("regressions") != items[0].item_id("other")
+
+
+def localization(trace_id: str, verdict: str = "dropped_in_context") -> Localization:
+    return Localization(
+        ticket="EXP-311",
+        trace_id=trace_id,
+        task_time=T0,
+        verdict=verdict,  # type: ignore[arg-type]
+        summary="the clause was retrieved but not in the model input",
+        stages=(
+            StageResult(
+                name="indexed",
+                status="pass",
+                detail="retrieved",
+                evidence=(Evidence(span_id="abc", note="doc C-17 v2"),),
+            ),
+            StageResult(name="retrieved", status="pass"),
+            StageResult(name="in_context", status="fail", detail="clause not in model input"),
+            StageResult(name="used_by_model", status="skipped"),
+        ),
+    )
+
+
+def test_write_triage_to_a_recording_writer():
+    rec = RecordingWriter()
+    report = write_triage("langfuse", [localization("t1"), localization("t2", "no_fault")], writer=rec)
+    assert report.written == 2
+    by_trace = {s.trace_id: s for s in rec.scores.values()}
+    s = by_trace["t1"]
+    assert (s.name, s.value, s.data_type, s.timestamp) == (
+        TRIAGE_SCORE_NAME,
+        "dropped_in_context",
+        "CATEGORICAL",
+        T0,
+    )
+    assert "in_context: fail — clause not in model input" in (s.comment or "")
+    assert "[span abc]: doc C-17 v2" in (s.comment or "")
+    assert by_trace["t2"].value == "no_fault"
+
+
+def test_write_triage_rejects_unknown_targets():
+    with pytest.raises(InputError) as err:
+        write_triage("phoenixx", [localization("t1")], writer=RecordingWriter())
+    assert "phoenixx" in str(err.value)
+    assert "langfuse" in str(err.value)
+
+
+def test_write_triage_to_langfuse_from_the_environment(server, monkeypatch):
+    monkeypatch.setenv("LANGFUSE_BASE_URL", server.base_url)
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", server.public_key)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", server.secret_key)
+    trace_id = synthetic_trace(0)["id"]
+    for _ in range(2):
+        report = write_triage("langfuse", [localization(trace_id)])
+        assert report.written == 1
+    (score,) = server.scores
+    assert (score["name"], score["value"], score["dataType"], score["traceId"]) == (
+        TRIAGE_SCORE_NAME,
+        "dropped_in_context",
+        "CATEGORICAL",
+        trace_id,
+    )
+    assert "clause not in model input" in score["comment"]
+    assert score["metadata"]["ticket"] == "EXP-311"
+
+
+def test_recording_writer_replaces_like_the_backend():
+    rec = RecordingWriter()
+    record = ScoreRecord(trace_id="t", name="c", value=1.0, data_type="NUMERIC")
+    rec.write_scores([record, record])
+    rec.write_dataset_items("d", [DatasetItemRecord(key="k")])
+    rec.write_dataset_items("d", [DatasetItemRecord(key="k")])
+    assert len(rec.scores) == 1
+    assert len(rec.items) == 1
+    assert rec.calls == ["write_scores", "write_dataset_items", "write_dataset_items"]
+
+
+def test_credentials_hide_the_secret():
+    creds = LangfuseCredentials.from_env(
+        {
+            "LANGFUSE_HOST": "http://127.0.0.1:1/",
+            "LANGFUSE_PUBLIC_KEY": "pk",
+            "LANGFUSE_SECRET_KEY": "sk-hidden-42",
+        }
+    )
+    assert creds.base_url == "http://127.0.0.1:1"
+    assert "sk-hidden-42" not in repr(creds)
+    assert "sk-hidden-42" not in creds.model_dump_json()
+    with pytest.raises(InputError):
+        LangfuseCredentials.from_env(
+            {
+                "LANGFUSE_BASE_URL": "cloud.langfuse.com",
+                "LANGFUSE_PUBLIC_KEY": "p",
+                "LANGFUSE_SECRET_KEY": "s",
+            }
+        )
