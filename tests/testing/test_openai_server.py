@@ -91,7 +91,7 @@ def test_rate_limit_with_retry_after_then_success(server: ScriptedOpenAIServer) 
 
 
 def test_openai_client_retries_through_a_scripted_429(server: ScriptedOpenAIServer) -> None:
-    server.set_rules([Rule(status=429, retry_after=0, times=2), Rule(reply="third time")])
+    server.set_rules([Rule(status=429, retry_after=0.01, times=2), Rule(reply="third time")])
     client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=2)
     reply = client.chat.completions.create(model="m", messages=_user("x"))
     assert reply.choices[0].message.content == "third time"
@@ -186,3 +186,9 @@ def test_stop_releases_the_port() -> None:
     server.stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models")
+
+
+def test_a_delay_shorter_than_the_timeout_still_replies(server: ScriptedOpenAIServer) -> None:
+    server.set_rules([Rule(delay=0.1, reply="slow but here")])
+    reply = _client(server, timeout=30).chat.completions.create(model="m", messages=_user("x"))
+    assert reply.choices[0].message.content == "slow but here"

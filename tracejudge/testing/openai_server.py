@@ -160,6 +160,7 @@ class ScriptedOpenAIServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
+        self._stopping = threading.Event()
 
     # --- script ---------------------------------------------------------------------------
 
@@ -214,6 +215,7 @@ class ScriptedOpenAIServer:
         """Bind, start serving in a background thread, and return once it accepts connections."""
         if self._thread is not None:
             return self
+        self._stopping.clear()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self._port))
@@ -234,6 +236,7 @@ class ScriptedOpenAIServer:
 
     def stop(self) -> None:
         """Stop serving and release the port."""
+        self._stopping.set()
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
@@ -300,7 +303,10 @@ class ScriptedOpenAIServer:
                 return _error(400, "no scripted rule matches this request", "invalid_request_error")
             rule = Rule(reply=self.default_reply)
         if rule.delay:
-            await asyncio.sleep(rule.delay)
+            # In small steps, so stop() does not wait out a long scripted delay.
+            until = time.monotonic() + rule.delay
+            while not self._stopping.is_set() and (left := until - time.monotonic()) > 0:
+                await asyncio.sleep(min(left, 0.05))
         headers = {"retry-after": f"{rule.retry_after:g}"} if rule.retry_after is not None else {}
         if rule.raw_body is not None:
             return Response(
