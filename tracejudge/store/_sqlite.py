@@ -38,6 +38,8 @@ _DDL = (
         seq BIGINT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns)",
+    # MAX(seq) runs once per new trace; without this index it scans the table (quadratic intake).
+    "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS schema_info (version BIGINT NOT NULL)",
     # Scoring runs: one row per run, never rewritten by another run; items keyed by run.
