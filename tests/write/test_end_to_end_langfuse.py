@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from tracejudge_collectors.langfuse import pull_langfuse
+from tracejudge_collectors.langfuse import pull_langfuse, stored_scores
 
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
@@ -79,7 +77,7 @@ def test_pull_triage_write_back_twice_keeps_one_score_per_trace(generation, tmp_
         fresh = SqliteStore(tmp_path / "fresh.db")
         with LangfuseApi(creds) as api:
             pull_langfuse(fresh, api)
-        kept = json.loads(fresh.get_meta(f"langfuse.scores:{traces[1]['id']}") or "[]")
+        kept = stored_scores(fresh, traces[1]["id"]) or []
         assert [(s["name"], s["value"]) for s in kept] == [(TRIAGE_SCORE_NAME, "dropped_in_context")]
         fresh.close()
         assert srv.response_errors == []

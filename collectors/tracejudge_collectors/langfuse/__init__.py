@@ -10,6 +10,7 @@ from tracejudge_collectors.langfuse._pull import (
     detect,
     pull_langfuse,
     pull_summary,
+    stored_scores,
 )
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "parse_when",
     "pull_langfuse",
     "pull_summary",
+    "stored_scores",
     "trace_to_spans",
 ]

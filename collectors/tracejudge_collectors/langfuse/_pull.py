@@ -8,8 +8,9 @@ Resuming without duplicates rests on three things:
   when a run listed and stored everything in its window. The next run lists from the watermark
   minus a lag allowance (Langfuse's reads trail its writes), skipping marked traces.
 
-Scores on a trace are kept twice: as ``langfuse.scores`` on the trace's root span (as pulled the
-first time) and in meta ``langfuse.scores:<trace_id>`` (JSON; refreshed whenever the trace is pulled).
+Scores on a trace are kept twice: as ``langfuse.scores`` on the trace's root span and in the
+trace's marker (meta ``langfuse.trace:<id>``, JSON ``{"scores": [...]}``), read with
+:func:`stored_scores`. Both hold the scores as of the pull that fetched the trace.
 """
 
 from __future__ import annotations
@@ -281,6 +282,20 @@ class _Puller:
         return trace_to_spans(trace, trace.get("observations") or [], scores), scores
 
 
+def stored_scores(store: Store, trace_id: str) -> list[dict[str, Any]] | None:
+    """The Langfuse scores kept for a pulled trace (``{"id", "name", "value", "data_type", "source",
+    "comment", "observation_id", "timestamp", ...}`` each), or None if the trace was not pulled."""
+    raw = store.get_meta(_marker_key(trace_id))
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return []
+    scores = data.get("scores") if isinstance(data, dict) else None
+    return list(scores) if isinstance(scores, list) else []
+
+
 def _parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
     """(start of the covered window or None for "from the beginning", latest covered trace start)."""
     if not raw:
@@ -336,11 +351,11 @@ def pull_langfuse(
         trace_id, future = pending.popleft()
         spans, scores = future.result()
         spans_new += store.put_spans(spans)
+        # One write marks the trace done and keeps its scores: each store write is a synced commit.
         store.set_meta(
-            f"langfuse.scores:{trace_id.lower()}",
-            json.dumps([normalize_score(s) for s in scores], separators=(",", ":")),
+            _marker_key(trace_id),
+            json.dumps({"scores": [normalize_score(s) for s in scores]}, separators=(",", ":")),
         )
-        store.set_meta(_marker_key(trace_id), "1")
         in_batch.discard(trace_id)
         fetched += 1
         if on_trace is not None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse
+from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse, stored_scores
 from tracejudge_collectors.langfuse._convert import synthetic_root_id
 
 from tracejudge.store import SqliteStore
@@ -98,9 +98,7 @@ def test_pulls_every_trace_with_its_observations(server, api_for, store):
     assert gen.end_time_unix_nano - gen.start_time_unix_nano == 700 * 10**6
     (score,) = root.attributes["langfuse.scores"]
     assert (score["name"], score["value"], score["source"]) == ("user-feedback", False, "ANNOTATION")
-    assert (
-        json.loads(store.get_meta(f"langfuse.scores:{traces[3]['id']}") or "[]")[0]["name"] == "user-feedback"
-    )
+    assert (stored_scores(store, traces[3]["id"]) or [{}])[0]["name"] == "user-feedback"
     assert server.request_errors == []
 
 
