@@ -34,16 +34,16 @@ class Store(Protocol):
     """Where raw spans and run state live."""
 
     def put_spans(self, spans: Iterable[RawSpan]) -> int:
-        """Store spans in one transaction; a span already stored is kept as it was. Returns how many were new."""
+        """Store spans in one transaction; a span already stored is kept as it was.
+
+        Returns how many were new."""
         ...
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
         """Every stored span of one trace, in start order (empty when unknown)."""
         ...
 
-    def list_traces(
-        self, *, limit: int | None = None, since: datetime | None = None
-    ) -> list[TraceSummary]:
+    def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:
         """Traces, newest first."""
         ...
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from tracejudge._errors import StoreError
 from tracejudge.schema import ItemResult, RawSpan, RunRecord
@@ -67,6 +68,11 @@ _DDL = (
 _SCHEMA_VERSION = 1
 
 
+def _chunks(items: Sequence[str], n: int) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
 def _ns_to_dt(ns: int | None) -> datetime | None:
     if not ns:
         return None
@@ -103,82 +109,100 @@ class SqliteStore:
                 hint="check the path given with --store / TRACEJUDGE_STORE is a tracejudge SQLite file",
             ) from exc
         self._lock = threading.Lock()
-        self._seq = 0
 
     def put_spans(self, spans: Iterable[RawSpan]) -> int:
-        rows = [
-            (
-                s.trace_id,
-                s.span_id,
-                s.parent_span_id,
-                s.name,
-                s.start_time_unix_nano,
-                s.end_time_unix_nano,
-                s.source,
-                s.model_dump_json(),
-            )
-            for s in spans
-        ]
-        if not rows:
+        # Dedup inside the batch first: the first copy of a span wins, as it does across batches.
+        batch: dict[tuple[str, str], RawSpan] = {}
+        for s in spans:
+            batch.setdefault((s.trace_id, s.span_id), s)
+        if not batch:
             return 0
         now = datetime.now(UTC).isoformat()
-        new = 0
+        trace_ids = sorted({k[0] for k in batch})
         with self._lock:
             cur = self._conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                touched: dict[str, list[tuple[str, str | None, int, int, str]]] = {}
-                for row in rows:
-                    cur.execute(
-                        "INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source,"
-                        " payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                        " ON CONFLICT (trace_id, span_id) DO NOTHING",
-                        (*row, now),
+                # One lookup per chunk of traces instead of one round trip per span.
+                existing: set[tuple[str, str]] = set()
+                old_traces: dict[str, tuple[str | None, int | None, int | None, int, str]] = {}
+                for chunk in _chunks(trace_ids, 500):
+                    marks = ",".join("?" * len(chunk))
+                    existing.update(
+                        cur.execute(
+                            f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})",  # noqa: S608
+                            chunk,
+                        ).fetchall()
                     )
-                    if cur.rowcount == 1:
-                        new += 1
-                        touched.setdefault(row[0], []).append((row[3], row[2], row[4], row[5], row[6]))
-                for trace_id, added in touched.items():
-                    self._update_trace(cur, trace_id, added, now)
+                    for r in cur.execute(
+                        "SELECT trace_id, name, start_ns, end_ns, span_count, sources FROM traces"  # noqa: S608
+                        f" WHERE trace_id IN ({marks})",
+                        chunk,
+                    ):
+                        old_traces[r[0]] = (r[1], r[2], r[3], int(r[4]), str(r[5]))
+                fresh = [s for k, s in batch.items() if k not in existing]
+                cur.executemany(
+                    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source,"
+                    " payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (trace_id, span_id) DO NOTHING",
+                    [
+                        (
+                            s.trace_id,
+                            s.span_id,
+                            s.parent_span_id,
+                            s.name,
+                            s.start_time_unix_nano,
+                            s.end_time_unix_nano,
+                            s.source,
+                            s.model_dump_json(),
+                            now,
+                        )
+                        for s in fresh
+                    ],
+                )
+                self._update_traces(cur, fresh, old_traces, now)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
-        return new
+        return len(fresh)
 
-    def _update_trace(
+    def _update_traces(
         self,
         cur: sqlite3.Cursor,
-        trace_id: str,
-        added: list[tuple[str, str | None, int, int, str]],
+        fresh: list[RawSpan],
+        old: dict[str, tuple[str | None, int | None, int | None, int, str]],
         now: str,
     ) -> None:
-        row = cur.execute(
-            "SELECT name, start_ns, end_ns, span_count, sources FROM traces WHERE trace_id = ?", (trace_id,)
-        ).fetchone()
-        name, start, end, count, sources = row if row else (None, None, None, 0, "")
-        source_set = set(filter(None, str(sources).split(",")))
-        for span_name, parent, s_ns, e_ns, source in added:
-            if parent is None:
-                name = span_name
-            if s_ns and (start is None or s_ns < start):
-                start = s_ns
-            if e_ns and (end is None or e_ns > end):
-                end = e_ns
-            source_set.add(source)
-        count += len(added)
-        self._seq += 1
-        if row:
-            cur.execute(
+        acc: dict[str, list[Any]] = {}
+        for s in fresh:
+            name, start, end, count, sources = old.get(s.trace_id, (None, None, None, 0, ""))
+            a = acc.setdefault(s.trace_id, [name, start, end, count, set(filter(None, sources.split(",")))])
+            if s.parent_span_id is None:
+                a[0] = s.name
+            if s.start_time_unix_nano and (a[1] is None or s.start_time_unix_nano < a[1]):
+                a[1] = s.start_time_unix_nano
+            if s.end_time_unix_nano and (a[2] is None or s.end_time_unix_nano > a[2]):
+                a[2] = s.end_time_unix_nano
+            a[3] += 1
+            a[4].add(s.source)
+        updates = [(a[0], a[1], a[2], a[3], ",".join(sorted(a[4])), t) for t, a in acc.items() if t in old]
+        inserts = [(t, a) for t, a in acc.items() if t not in old]
+        if updates:
+            cur.executemany(
                 "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
                 " WHERE trace_id = ?",
-                (name, start, end, count, ",".join(sorted(source_set)), trace_id),
+                updates,
             )
-        else:
-            cur.execute(
+        if inserts:
+            (seq,) = cur.execute("SELECT COALESCE(MAX(seq), 0) FROM traces").fetchone()
+            cur.executemany(
                 "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources, first_seen, seq)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM traces))",
-                (trace_id, name, start, end, count, ",".join(sorted(source_set)), now),
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (t, a[0], a[1], a[2], a[3], ",".join(sorted(a[4])), now, int(seq) + i)
+                    for i, (t, a) in enumerate(inserts, start=1)
+                ],
             )
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
@@ -233,7 +257,8 @@ class SqliteStore:
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
             self._conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
 

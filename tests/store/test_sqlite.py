@@ -1,0 +1,118 @@
+"""The SQLite store: dedup, transactions, listing, meta, schema guard."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tracejudge import InputError, StoreError
+from tracejudge.schema import RawSpan
+from tracejudge.store import SqliteStore, open_store, resolve_store_url
+
+T1 = "0af7651916cd43dd8448eb211c80319c"
+T2 = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def span(trace: str, sid: str, parent: str | None = None, start: int = 1, name: str = "s") -> RawSpan:
+    return RawSpan(
+        trace_id=trace,
+        span_id=sid,
+        parent_span_id=parent,
+        name=name,
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + 10,
+        attributes={"k": [1, {"a": "b"}]},
+    )
+
+
+def test_same_span_twice_is_stored_once_and_first_copy_wins(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    first = span(T1, "a" * 16, name="first")
+    assert store.put_spans([first, span(T1, "a" * 16, name="dup-in-batch")]) == 1
+    assert store.put_spans([span(T1, "a" * 16, name="later")]) == 0
+    got = store.get_spans(T1)
+    assert got == [first]
+    assert store.list_traces()[0].span_count == 1
+
+
+def test_spans_of_one_trace_across_batches_in_any_order(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    child = span(T1, "b" * 16, parent="a" * 16, start=5, name="child")
+    root = span(T1, "a" * 16, start=2, name="root")
+    assert store.put_spans([child]) == 1
+    summary = store.list_traces()[0]
+    assert summary.name is None  # the root has not arrived yet
+    assert store.put_spans([root, span(T2, "c" * 16, start=100, name="other")]) == 2
+    by_id = {t.trace_id: t for t in store.list_traces()}
+    assert by_id[T1].name == "root"
+    assert by_id[T1].span_count == 2
+    assert by_id[T1].start_time is not None
+    assert by_id[T1].end_time is not None
+    assert [s.name for s in store.get_spans(T1)] == ["root", "child"]
+    # newest first
+    assert [t.trace_id for t in store.list_traces()] == [T2, T1]
+    assert [t.trace_id for t in store.list_traces(limit=1)] == [T2]
+    assert sorted(store.iter_trace_ids()) == sorted([T1, T2])
+
+
+def test_data_survives_reopen_and_meta_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "s.db"
+    store = SqliteStore(path)
+    store.put_spans([span(T1, "a" * 16)])
+    store.set_meta("watermark", "1")
+    store.set_meta("watermark", "2")
+    store.close()
+    again = SqliteStore(path)
+    assert again.get_meta("watermark") == "2"
+    assert again.get_meta("absent") is None
+    assert len(again.get_spans(T1)) == 1
+
+
+def test_a_failed_batch_leaves_nothing_behind(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store.put_spans([span(T1, "a" * 16)])
+
+    class Boom(RawSpan):
+        def model_dump_json(self, **_: object) -> str:  # type: ignore[override]
+            raise RuntimeError("serializer failed mid-batch")
+
+    bad = Boom(trace_id=T2, span_id="d" * 16)
+    with pytest.raises(RuntimeError):
+        store.put_spans([span(T2, "c" * 16), bad])
+    assert store.get_spans(T2) == []
+    assert [t.trace_id for t in store.list_traces()] == [T1]
+    assert store.put_spans([span(T2, "c" * 16)]) == 1
+
+
+def test_a_file_that_is_not_a_store_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="cannot open the store"):
+        SqliteStore(path)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE schema_info SET version = 999")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="newer"):
+        SqliteStore(path)
+
+
+def test_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRACEJUDGE_STORE", raising=False)
+    assert resolve_store_url(None) == "sqlite:///.tracejudge/tracejudge.db"
+    monkeypatch.setenv("TRACEJUDGE_STORE", "sqlite:///from-env.db")
+    assert resolve_store_url(None) == "sqlite:///from-env.db"
+    assert resolve_store_url("sqlite:///arg.db") == "sqlite:///arg.db"
+    abs_store = open_store(f"sqlite:///{tmp_path}/a.db")
+    assert isinstance(abs_store, SqliteStore)
+    assert Path(abs_store.path) == tmp_path / "a.db"
+    assert isinstance(open_store(str(tmp_path / "b.db")), SqliteStore)
+    with pytest.raises(InputError, match="unknown store URL scheme"):
+        open_store("mysql://x")
