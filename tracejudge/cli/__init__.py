@@ -34,11 +34,11 @@ class _CollectGroup(click.Group):
                 continue
             self.add_command(cmd, ep.name)
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002 (click's signature)
         self._load()
         return sorted(self.commands)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # noqa: ARG002
         self._load()
         return self.commands.get(cmd_name)
 

@@ -39,7 +39,9 @@ def list_cmd(app: App, limit: int, as_json: bool) -> None:
         print_json([r.model_dump(mode="json") for r in rows])
         return
     if not rows:
-        app.console.print("no traces stored yet: collect some with `tracejudge collect otlp` or `collect file`")
+        app.console.print(
+            "no traces stored yet: collect some with `tracejudge collect otlp` or `collect file`"
+        )
         return
     table = Table("trace_id", "name", "spans", "start", "duration", "source")
     for r in rows:
@@ -94,7 +96,8 @@ def render_task_tree(task: TaskRecord) -> Tree:
                 branch.add(f"principal: {escape(r.principal)}")
             for d in r.documents:
                 ver = f"@{d.version}" if d.version else ""
-                branch.add(f"doc {escape(str(d.doc_id))}{escape(ver)} score={d.score}: {escape(_short(d.content, 60))}")
+                label = escape(f"{d.doc_id}{ver}")
+                branch.add(f"doc {label} score={d.score}: {escape(_short(d.content, 60))}")
         if (m := by_span_model.get(span_id)) is not None:
             branch.add(f"model: {escape(m.model or '-')}")
             for msg in m.input_messages:
