@@ -1,0 +1,239 @@
+"""One library function per ``regress`` command: they read files and the store, call the pure stages,
+and write the suite. The CLI only parses, calls one of these, and renders."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+
+from tracejudge._errors import InputError
+from tracejudge.regress._anonymize import anonymize_samples, verify_anonymized
+from tracejudge.regress._build import TicketExtras, build_from_feedback, build_sample, merge_duplicates
+from tracejudge.regress._hygiene import HygieneOptions, check_suite
+from tracejudge.regress._push import push_suite
+from tracejudge.regress._suite import load_suite, sample_files, write_sample
+from tracejudge.schema import (
+    AnonymizeReport,
+    BuildReport,
+    BuildSkip,
+    HygieneReport,
+    ManifestEntry,
+    Sample,
+    SampleKind,
+)
+from tracejudge.store import Store
+from tracejudge.write import Writer, WriteReport
+
+_KINDS = get_args(SampleKind)
+
+
+def _extras(path: Path) -> TicketExtras:
+    """The keys of a ticket that only ``regress build`` reads (``kind``, ``forbidden_tools``, ...)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        return TicketExtras()
+    kind = data.get("kind")
+    if kind is not None and kind not in _KINDS:
+        raise InputError(
+            f"{path}: kind: {kind!r} is not one of {', '.join(_KINDS)}",
+            hint="fix or remove `kind` in the ticket",
+        )
+    tools = data.get("forbidden_tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+        raise InputError(
+            f"{path}: forbidden_tools: must be a list of tool names", hint="e.g. [submit_payment]"
+        )
+    verified = data.get("verified_at")
+    if verified is not None and not isinstance(verified, date | datetime):
+        raise InputError(f"{path}: verified_at: {verified!r} is not a date", hint="e.g. 2026-11-20")
+    tags = data.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise InputError(f"{path}: tags: must be a mapping", hint="e.g. {risk: high}")
+    return TicketExtras(
+        kind=kind,
+        forbidden_tools=tuple(tools),
+        verified_at=verified,
+        tags={str(k): str(v) for k, v in tags.items()},
+    )
+
+
+def _scores(store: Store, trace_id: str, name: str) -> list[dict[str, Any]]:
+    """Feedback scores named ``name`` as the Langfuse collector stores them (``langfuse.scores`` on the
+    trace's root span)."""
+    out: list[dict[str, Any]] = []
+    for span in store.get_spans(trace_id):
+        raw = span.attributes.get("langfuse.scores")
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                continue
+        if isinstance(raw, list):
+            out += [s for s in raw if isinstance(s, dict) and s.get("name") == name]
+    return out
+
+
+def _write(out: Path, samples: Sequence[Sample]) -> tuple[list[str], list[str]]:
+    existing = {p.stem for p in sample_files(out)} if out.is_dir() else set()
+    written, kept = [], []
+    for s in samples:
+        if s.id in existing:
+            kept.append(str(out / f"{s.id}.yaml"))
+        else:
+            written.append(str(write_sample(out, s)))
+    return written, kept
+
+
+def build_suite(
+    store: Store,
+    out: Path,
+    *,
+    tickets: Sequence[Path] = (),
+    langfuse_feedback: str | None = None,
+    manifest: Sequence[ManifestEntry] = (),
+    positive_threshold: float = 1.0,
+    acceptance_share: float = 0.5,
+    rubric: str | None = None,
+) -> BuildReport:
+    """Triage each ticket against its stored trace and write one sample per distinct problem; or turn
+    every stored Langfuse feedback score named ``langfuse_feedback`` into a sample. Existing sample
+    files are kept as they are."""
+    from tracejudge.localize import load_ticket, localize
+    from tracejudge.normalize import normalize
+
+    if not tickets and not langfuse_feedback:
+        raise InputError(
+            "nothing to build from", hint="pass --ticket FILE... or --langfuse-feedback SCORE_NAME"
+        )
+    samples: list[Sample] = []
+    skipped: list[BuildSkip] = []
+    for path in tickets:
+        ticket = load_ticket(path)
+        extras = _extras(path)
+        if not ticket.trace_id:
+            skipped.append(BuildSkip(source=str(path), reason="the ticket names no trace_id"))
+            continue
+        spans = store.get_spans(ticket.trace_id.lower())
+        if not spans:
+            skipped.append(
+                BuildSkip(
+                    source=str(path), reason=f"no spans stored for trace {ticket.trace_id}; collect it first"
+                )
+            )
+            continue
+        task = normalize(spans)
+        loc = localize(task, ticket, manifest)
+        samples.append(
+            build_sample(
+                task, ticket, loc, manifest, extras=extras, rubric=rubric, acceptance_share=acceptance_share
+            )
+        )
+    if langfuse_feedback:
+        found = 0
+        for trace_id in store.iter_trace_ids():
+            scores = _scores(store, trace_id, langfuse_feedback)
+            if not scores:
+                continue
+            task = normalize(store.get_spans(trace_id))
+            for score in scores:
+                found += 1
+                samples.append(
+                    build_from_feedback(
+                        task, score, manifest, threshold=positive_threshold, acceptance_share=acceptance_share
+                    )
+                )
+        if not found:
+            skipped.append(
+                BuildSkip(
+                    source=f"langfuse score {langfuse_feedback!r}",
+                    reason="no stored trace carries a score of that name; run `tracejudge collect langfuse`",
+                )
+            )
+    unique = merge_duplicates(samples)
+    written, kept = _write(out, unique)
+    kinds: dict[str, int] = {}
+    for s in unique:
+        kinds[s.kind] = kinds.get(s.kind, 0) + 1
+    return BuildReport(
+        out=str(out),
+        written=tuple(written),
+        kept=tuple(kept),
+        merged={s.id: list(s.source.also) for s in unique if s.source.also},
+        skipped=tuple(skipped),
+        kinds=kinds,
+    )
+
+
+def check_suite_path(path: Path, options: HygieneOptions | None = None) -> HygieneReport:
+    """``regress check``: load (validating) the suite and its runs, apply every hygiene rule."""
+    suite = load_suite(path)
+    return check_suite(str(path), suite.samples, suite.runs(), options)
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def anonymize_suite(
+    path: Path, out: Path, *, mapping_file: Path | None = None, identifiers: Iterable[str] = ()
+) -> AnonymizeReport:
+    """``regress anonymize``: write the pseudonymized samples to ``out`` (runs are not copied: they
+    hold real answers), verify each sample's triage verdict and hard checks are unchanged, and write
+    the mapping only to ``mapping_file``, which must be outside both suites."""
+    suite = load_suite(path)
+    if _inside(out, path) or _inside(path, out):
+        raise InputError(
+            f"--out {out} overlaps the suite {path}", hint="write the anonymized suite to a new folder"
+        )
+    if mapping_file is not None and (_inside(mapping_file, out) or _inside(mapping_file, path)):
+        raise InputError(
+            f"--mapping {mapping_file} is inside a suite folder",
+            hint="keep the mapping out of the suite: write it somewhere private",
+        )
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"{out} exists and is not empty", hint="pass a new folder as --out")
+    originals = [s.sample for s in suite.samples]
+    anonymized, mapping = anonymize_samples(originals, identifiers=identifiers)
+    checks = [verify_anonymized(b, a) for b, a in zip(originals, anonymized, strict=True)]
+    out.mkdir(parents=True, exist_ok=True)
+    for s in anonymized:
+        write_sample(out, s)
+    if mapping_file is not None:
+        mapping_file.parent.mkdir(parents=True, exist_ok=True)
+        mapping_file.write_text(json.dumps(mapping, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return AnonymizeReport(
+        out=str(out),
+        samples=len(anonymized),
+        replaced={k: len(v) for k, v in mapping.items()},
+        verified=tuple(checks),
+        mapping_file=str(mapping_file) if mapping_file else None,
+    )
+
+
+def push_suite_path(path: Path, dataset: str, writer: Writer) -> WriteReport:
+    """``regress push``: every sample as a dataset item (retired ones archived)."""
+    suite = load_suite(path)
+    return push_suite(writer, dataset, suite.samples, suite=suite.name)
+
+
+def iter_samples(path: Path) -> Iterator[Sample]:
+    """The samples of a suite folder, validated."""
+    for s in load_suite(path).samples:
+        yield s.sample
+
+
+def copy_suite(src: Path, dst: Path) -> None:
+    """Copy a suite's sample files (not its runs)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in sample_files(src):
+        shutil.copy2(f, dst / f.name)
