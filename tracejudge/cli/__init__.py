@@ -9,6 +9,7 @@ import click
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._demo import demo
+from tracejudge.cli._regress import regress
 from tracejudge.cli._score import score
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
@@ -77,6 +78,7 @@ cli.add_command(traces)
 cli.add_command(score)
 cli.add_command(triage)
 cli.add_command(demo)
+cli.add_command(regress)
 
 
 def main() -> None:

@@ -1,0 +1,263 @@
+"""``tracejudge regress``: regression samples from verified feedback (build, check, anonymize, push, run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from tracejudge._errors import InputError
+from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.localize import load_manifest, ticket_files
+from tracejudge.regress import (
+    HttpTarget,
+    HygieneOptions,
+    ReplayOptions,
+    anonymize_suite,
+    build_suite,
+    check_suite_path,
+    load_suite,
+    load_target,
+    push_suite_path,
+    run_suite,
+    write_run,
+)
+from tracejudge.schema import JudgeConfig, SampleRunResult
+
+
+@click.group()
+def regress() -> None:
+    """Regression sets from verified feedback: build, check, anonymize, push, run."""
+
+
+@regress.command("build")
+@click.option(
+    "--ticket", "tickets", multiple=True, type=click.Path(path_type=Path), help="Ticket file or folder."
+)
+@click.option(
+    "--langfuse-feedback", "feedback", metavar="SCORE_NAME", help="Build from stored Langfuse scores."
+)
+@click.option(
+    "--manifest", type=click.Path(path_type=Path), help="Index manifest (JSONL) with document content."
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Suite folder to write.")
+@click.option(
+    "--positive-at", type=float, default=1.0, show_default=True, help="NUMERIC feedback counted positive."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
+@pass_app
+@handle_errors
+def build_cmd(
+    app: App,
+    tickets: tuple[Path, ...],
+    feedback: str | None,
+    manifest: Path | None,
+    out: Path,
+    positive_at: float,
+    as_json: bool,
+) -> None:
+    """One sample per verified ticket (triaged against its stored trace) or feedback score."""
+    if tickets and feedback:
+        raise InputError(
+            "give --ticket or --langfuse-feedback, not both", hint="run build once for each source"
+        )
+    files = [f for t in tickets for f in ticket_files(t)]
+    entries = load_manifest(manifest) if manifest else []
+    report = build_suite(
+        app.store,
+        out,
+        tickets=files,
+        langfuse_feedback=feedback,
+        manifest=entries,
+        positive_threshold=positive_at,
+    )
+    if as_json:
+        print_json(report)
+        return
+    app.console.print(f"suite {escape(report.out)}: {len(report.written)} written, {len(report.kept)} kept")
+    app.console.print("kinds: " + ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items())))
+    for sid, others in report.merged.items():
+        app.console.print(f"  {sid} also covers {escape(', '.join(others))}")
+    for s in report.skipped:
+        app.err.print(f"skipped {escape(s.source)}: {escape(s.reason)}")
+
+
+@regress.command("check")
+@click.argument("suite", type=click.Path(path_type=Path))
+@click.option("--max-failure-share", type=float, default=0.75, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the hygiene report as JSON.")
+@pass_app
+@handle_errors
+def check_cmd(app: App, suite: Path, max_failure_share: float, as_json: bool) -> None:
+    """Hygiene: balance, near-duplicate groups and splits, leakage, debug use, missing materials,
+    duplicates. Exit 1 on violations."""
+    report = check_suite_path(suite, HygieneOptions(max_failure_share=max_failure_share))
+    if as_json:
+        print_json({**report.model_dump(mode="json"), "ok": report.ok})
+    else:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items()))
+        splits = ", ".join(f"{k} {v}" for k, v in sorted(report.splits.items()))
+        app.console.print(
+            f"{report.samples} samples ({kinds}); splits: {splits}; {len(report.groups)} groups"
+        )
+        for v in report.violations:
+            app.console.print(f"[red]{v.rule}[/red]: {escape(v.message)}")
+        if report.ok:
+            app.console.print("[green]no violations[/green]")
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@regress.command("anonymize")
+@click.argument("suite", type=click.Path(path_type=Path))
+@click.option(
+    "--out", required=True, type=click.Path(path_type=Path), help="New folder for the anonymized suite."
+)
+@click.option(
+    "--mapping", type=click.Path(path_type=Path), help="Write the mapping here (outside any suite)."
+)
+@click.option("--identifier", "identifiers", multiple=True, help="Extra name to pseudonymize (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_app
+@handle_errors
+def anonymize_cmd(
+    app: App, suite: Path, out: Path, mapping: Path | None, identifiers: tuple[str, ...], as_json: bool
+) -> None:
+    """Consistent pseudonyms for ids, names, emails and account numbers; amounts, dates, versions and
+    relations kept; triage verdicts and hard checks verified unchanged (exit 1 if not)."""
+    report = anonymize_suite(suite, out, mapping_file=mapping, identifiers=identifiers)
+    if as_json:
+        print_json({**report.model_dump(mode="json"), "ok": report.ok})
+    else:
+        replaced = ", ".join(f"{k} {v}" for k, v in sorted(report.replaced.items()))
+        app.console.print(f"{report.samples} samples written to {escape(report.out)}; replaced: {replaced}")
+        for v in report.verified:
+            mark = "[green]same[/green]" if v.identical else "[red]CHANGED[/red]"
+            app.console.print(
+                f"  {v.sample_id}: verdict {v.verdict_before} -> {v.verdict_after}, checks {mark}"
+            )
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@regress.command("push")
+@click.argument("suite", type=click.Path(path_type=Path))
+@click.option("--dataset", required=True, help="Langfuse dataset name.")
+@click.option("--json", "as_json", is_flag=True, help="Print the write report as JSON.")
+@pass_app
+@handle_errors
+def push_cmd(app: App, suite: Path, dataset: str, as_json: bool) -> None:
+    """Upsert the samples as Langfuse dataset items (deterministic ids; pushing twice changes nothing)."""
+    from tracejudge.write import LangfuseWriter
+
+    with LangfuseWriter.from_env() as writer:
+        report = push_suite_path(suite, dataset, writer)
+    if as_json:
+        print_json({**report.model_dump(mode="json"), "ok": report.ok})
+    else:
+        app.console.print(f"{report.written} items written to dataset {escape(dataset)}")
+        for f in report.failed:
+            app.err.print(f"failed {escape(f.key)}: {escape(f.reason)}")
+    if not report.ok:
+        raise SystemExit(1)
+
+
+def _line(r: SampleRunResult) -> str:
+    costs = f"${r.cost_usd:.4f}"
+    first = r.attempts[0] if r.attempts else None
+    extra = ""
+    if first is not None and first.blocked_calls:
+        extra = f" blocked: {', '.join(first.blocked_calls)}"
+    reason = f" — {first.reason}" if first is not None and first.reason and r.outcome != "pass" else ""
+    return f"{r.sample_id} [{r.kind}/{r.split}] {r.outcome} ({r.change}) {costs}{extra}{reason}"
+
+
+@regress.command("run")
+@click.argument("suite", type=click.Path(path_type=Path))
+@click.option("--target", help="Python agent: module:function taking a ReplayContext.")
+@click.option("--endpoint", help="HTTP agent: URL taking one POST per user turn.")
+@click.option("--reset-url", help="HTTP: POSTed before every sample to reset the agent's state.")
+@click.option("--repeat", type=int, default=1, show_default=True, help="Attempts per sample; all are kept.")
+@click.option("--retrieval", type=click.Choice(["include", "fixed"]), default="include", show_default=True)
+@click.option("--purpose", type=click.Choice(["evaluate", "debug"]), default="evaluate", show_default=True)
+@click.option(
+    "--split", type=click.Choice(["debug", "acceptance"]), default=None, help="Run only this split."
+)
+@click.option("--sample", "sample_ids", multiple=True, help="Run only this sample (repeatable).")
+@click.option(
+    "--judge-model", envvar="TRACEJUDGE_JUDGE_MODEL", help="Judge model (env TRACEJUDGE_JUDGE_MODEL)."
+)
+@click.option(
+    "--judge-base-url", envvar="TRACEJUDGE_JUDGE_BASE_URL", help="Judge endpoint (else OPENAI_BASE_URL)."
+)
+@click.option(
+    "--agent-cost-per-mtok", nargs=2, type=float, default=(0.0, 0.0), help="Agent USD per M in/out tokens."
+)
+@click.option("--compare", "compare_with", help="Run id to compare with (default: the latest run).")
+@click.option(
+    "--gate", type=click.Choice(["none", "regressed", "failing"]), default="none", show_default=True
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+@pass_app
+@handle_errors
+def run_cmd(
+    app: App,
+    suite: Path,
+    target: str | None,
+    endpoint: str | None,
+    reset_url: str | None,
+    repeat: int,
+    retrieval: str,
+    purpose: str,
+    split: str | None,
+    sample_ids: tuple[str, ...],
+    judge_model: str | None,
+    judge_base_url: str | None,
+    agent_cost_per_mtok: tuple[float, float],
+    compare_with: str | None,
+    gate: str,
+    as_json: bool,
+) -> None:
+    """Replay the suite against the agent (state reset per sample, mocked tools), score each attempt
+    with hard checks plus the judge, store the run in SUITE/runs/ and compare with the previous run."""
+    if bool(target) == bool(endpoint):
+        raise InputError("give exactly one of --target and --endpoint", hint="e.g. --target my_agent:answer")
+    loaded = load_suite(suite)
+    judge = JudgeConfig(model=judge_model, base_url=judge_base_url) if judge_model else None
+    options = ReplayOptions(
+        retrieval="fixed" if retrieval == "fixed" else "include",
+        repeat=repeat,
+        purpose="debug" if purpose == "debug" else "evaluate",
+        judge=judge,
+        agent_input_cost_per_mtok=agent_cost_per_mtok[0],
+        agent_output_cost_per_mtok=agent_cost_per_mtok[1],
+        compare_with=compare_with,
+        split=split,
+        sample_ids=sample_ids,
+    )
+    if endpoint:
+        http = HttpTarget(endpoint, reset_url=reset_url)
+        try:
+            record = run_suite(loaded, http, target_name=http.name, options=options)
+        finally:
+            http.close()
+    else:
+        assert target is not None
+        record = run_suite(loaded, load_target(target), target_name=target, options=options)
+    path = write_run(suite, record)
+    if as_json:
+        print_json({**record.model_dump(mode="json"), "path": str(path)})
+    else:
+        app.console.print(
+            f"run {record.run_id} ({record.retrieval} retrieval, repeat {record.repeat}, judge "
+            f"{record.judge_model or 'none: criteria indeterminate'}) vs {record.previous_run_id or '-'}"
+        )
+        for r in record.samples:
+            app.console.print(escape(_line(r)))
+        summary = ", ".join(f"{k} {v}" for k, v in record.summary.items())
+        app.console.print(f"{summary}; cost ${record.cost_usd:.4f}; stored {escape(str(path))}")
+    if gate == "regressed" and any(r.change == "regressed" for r in record.samples):
+        raise SystemExit(1)
+    if gate == "failing" and any(r.outcome != "pass" for r in record.samples):
+        raise SystemExit(1)
