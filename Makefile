@@ -27,9 +27,13 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# Each benchmark prints ratios against an ideal (or a peer) measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_intake.py
+	$(BIN)/python benchmarks/bench_normalize.py
 	$(BIN)/python benchmarks/bench_triage.py
+	$(BIN)/python benchmarks/bench_langfuse_pull.py
+	$(BIN)/python benchmarks/bench_score.py
 
 clean:
 	rm -rf $(VENV) .tracejudge .pytest_cache .mypy_cache .ruff_cache
