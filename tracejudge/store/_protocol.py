@@ -8,7 +8,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tracejudge.schema import ItemResult, RawSpan, RunRecord
+from tracejudge.schema import ItemResult, RawSpan, RunRecord, StoredReport, TuningMark
 
 
 class TraceSummary(BaseModel):
@@ -85,6 +85,29 @@ class Store(Protocol):
 
     def put_cached_reply(self, key: str, payload: str) -> None:
         """Cache a judge reply; an existing entry is kept."""
+        ...
+
+    def put_report(self, report: StoredReport) -> None:
+        """Keep a calibration, audit, probe or sample report (an existing id is kept as it was)."""
+        ...
+
+    def list_reports(
+        self,
+        kind: str,
+        *,
+        run_id: str | None = None,
+        rubric_name: str | None = None,
+        limit: int | None = None,
+    ) -> list[StoredReport]:
+        """Reports of one kind, newest first, optionally of one run or rubric."""
+        ...
+
+    def put_tuning_marks(self, marks: Iterable[TuningMark]) -> None:
+        """Record that labelled items were used while a rubric was tuned (or seen as held out)."""
+        ...
+
+    def tuning_marks(self, rubric_name: str) -> list[TuningMark]:
+        """Every mark of one rubric name, oldest first."""
         ...
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tracejudge._errors import StoreError
-from tracejudge.schema import ItemResult, RawSpan, RunRecord
+from tracejudge.schema import ItemResult, RawSpan, RunRecord, StoredReport, TuningMark
 from tracejudge.store._protocol import TraceSummary
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
@@ -63,6 +63,29 @@ _DDL = (
         key TEXT PRIMARY KEY,
         payload TEXT NOT NULL,
         created_at TEXT NOT NULL
+    )""",
+    # Calibration, audit, probe and sample reports (payload is the report's JSON), and which labelled
+    # items were used while a rubric was tuned: a held-out item must never have been.
+    """CREATE TABLE IF NOT EXISTS audit_reports (
+        report_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        run_id TEXT,
+        rubric_name TEXT,
+        rubric_version TEXT,
+        judge_model TEXT,
+        payload TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS audit_reports_kind ON audit_reports (kind, rubric_name, created_at)",
+    "CREATE INDEX IF NOT EXISTS audit_reports_run ON audit_reports (run_id)",
+    """CREATE TABLE IF NOT EXISTS tuning_marks (
+        rubric_name TEXT NOT NULL,
+        item_key TEXT NOT NULL,
+        calibration_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        rubric_version TEXT NOT NULL,
+        marked_at TEXT NOT NULL,
+        PRIMARY KEY (rubric_name, item_key, calibration_id)
     )""",
 )
 _SCHEMA_VERSION = 1
@@ -333,6 +356,88 @@ class SqliteStore:
                 " ON CONFLICT (key) DO NOTHING",
                 (key, payload, datetime.now(UTC).isoformat()),
             )
+
+    def put_report(self, report: StoredReport) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO audit_reports (report_id, kind, created_at, run_id, rubric_name, rubric_version,"
+                " judge_model, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (report_id) DO NOTHING",
+                (
+                    report.report_id,
+                    report.kind,
+                    report.created_at.isoformat(),
+                    report.run_id,
+                    report.rubric_name,
+                    report.rubric_version,
+                    report.judge_model,
+                    report.model_dump_json(),
+                ),
+            )
+
+    def list_reports(
+        self,
+        kind: str,
+        *,
+        run_id: str | None = None,
+        rubric_name: str | None = None,
+        limit: int | None = None,
+    ) -> list[StoredReport]:
+        sql = "SELECT payload FROM audit_reports WHERE kind = ?"
+        params: list[object] = [kind]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        if rubric_name is not None:
+            sql += " AND rubric_name = ?"
+            params.append(rubric_name)
+        sql += " ORDER BY created_at DESC, report_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [StoredReport.model_validate_json(r[0]) for r in rows]
+
+    def put_tuning_marks(self, marks: Iterable[TuningMark]) -> None:
+        rows = [
+            (m.rubric_name, m.item_key, m.calibration_id, m.kind, m.rubric_version, m.marked_at.isoformat())
+            for m in marks
+        ]
+        if not rows:
+            return
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                cur.executemany(
+                    "INSERT INTO tuning_marks (rubric_name, item_key, calibration_id, kind, rubric_version,"
+                    " marked_at) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (rubric_name, item_key, calibration_id) DO NOTHING",
+                    rows,
+                )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def tuning_marks(self, rubric_name: str) -> list[TuningMark]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT rubric_name, item_key, calibration_id, kind, rubric_version, marked_at"
+                " FROM tuning_marks WHERE rubric_name = ? ORDER BY marked_at, item_key",
+                (rubric_name,),
+            ).fetchall()
+        return [
+            TuningMark(
+                rubric_name=r[0],
+                item_key=r[1],
+                calibration_id=r[2],
+                kind=r[3],
+                rubric_version=r[4],
+                marked_at=datetime.fromisoformat(r[5]),
+            )
+            for r in rows
+        ]
 
     def close(self) -> None:
         with self._lock:

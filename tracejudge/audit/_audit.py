@@ -1,0 +1,344 @@
+"""``audit``: what to distrust in a scoring run. Reasoning that contradicts its score (cue words,
+shown so a person can check the heuristic), test-retest stability, position consistency of
+pairwise judging, and pass-rate drift separated from judge or rubric changes by provenance."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from tracejudge._errors import InputError
+from tracejudge.schema import (
+    AuditReport,
+    Drift,
+    ItemResult,
+    Mismatch,
+    PositionConsistency,
+    RunRecord,
+    Stability,
+    StabilityItem,
+    StoredReport,
+)
+from tracejudge.store import Store
+
+NEGATIVE_CUES = (
+    "incorrect",
+    "wrong",
+    "inaccurate",
+    "fails",
+    "failed",
+    "missing",
+    "misses",
+    "omits",
+    "lacks",
+    "irrelevant",
+    "unsupported",
+    "contradicts",
+    "contradictory",
+    "hallucinated",
+    "fabricated",
+    "misleading",
+    "unclear",
+    "incomplete",
+    "poor",
+    "error",
+    "errors",
+    "mistake",
+    "not",
+    "no",
+    "never",
+    "doesn't",
+    "does not",
+    "isn't",
+    "is not",
+    "cannot",
+    "unhelpful",
+    "ignores",
+    "vague",
+)
+POSITIVE_CUES = (
+    "correct",
+    "correctly",
+    "accurate",
+    "accurately",
+    "fully",
+    "complete",
+    "addresses",
+    "relevant",
+    "supported",
+    "matches",
+    "consistent",
+    "clear",
+    "clearly",
+    "helpful",
+    "good",
+    "great",
+    "excellent",
+    "perfect",
+    "well",
+    "precise",
+    "faithful",
+    "cites",
+)
+_NEGATORS = {"not", "no", "never", "isn't", "doesn't", "hardly", "lacks", "without", "cannot"}
+_MIN_TONE = 0.3
+_PAIR_ID = re.compile(r"^(?P<pair>.+)::(?P<order>ab|ba)$")
+
+
+def cues(text: str) -> tuple[list[str], list[str]]:
+    """(negative, positive) cue words found, in order. A cue within three words after a negator flips:
+    ``not correct`` is negative, ``no errors`` positive, and that negator is not counted again."""
+    words = re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
+    neg: list[str] = []
+    pos: list[str] = []
+    used: set[int] = set()
+    singles_neg = {c for c in NEGATIVE_CUES if " " not in c}
+    for i, w in enumerate(words):
+        is_pos = w in POSITIVE_CUES
+        is_neg = w in singles_neg and w not in _NEGATORS
+        if not (is_pos or is_neg):
+            continue
+        negators = [j for j in range(max(0, i - 3), i) if words[j] in _NEGATORS and j not in used]
+        if negators:
+            used.add(negators[-1])
+            (neg if is_pos else pos).append(f"{words[negators[-1]]} {w}")
+        else:
+            (pos if is_pos else neg).append(w)
+    for i, w in enumerate(words):
+        if i not in used and w in _NEGATORS and w in singles_neg:
+            neg.append(w)
+    return neg, pos
+
+
+def tone(text: str) -> tuple[float, list[str], list[str]]:
+    """Tone of a reasoning on -1..1: (positive - negative) / (positive + negative) cue counts."""
+    neg, pos = cues(text)
+    total = len(neg) + len(pos)
+    return ((len(pos) - len(neg)) / total if total else 0.0), neg, pos
+
+
+def find_mismatches(items: Iterable[ItemResult], *, limit: int | None = None) -> tuple[list[Mismatch], int]:
+    """Reasonings whose tone points against their score, worst first, and how many were read."""
+    out: list[Mismatch] = []
+    read = 0
+    for item in items:
+        for reply in item.replies:
+            if reply.error is not None:
+                continue
+            texts = [(name, reply.scores.get(name), text) for name, text in reply.criterion_reasoning.items()]
+            if reply.reasoning and reply.scores:
+                texts.append(("overall", sum(reply.scores.values()) / len(reply.scores), reply.reasoning))
+            for name, score, text in texts:
+                if score is None or not text.strip():
+                    continue
+                read += 1
+                sentiment, neg, pos = tone(text)
+                direction = (score - 5.0) / 5.0
+                if abs(sentiment) < _MIN_TONE or direction == 0 or (sentiment > 0) == (direction > 0):
+                    continue
+                out.append(
+                    Mismatch(
+                        trace_id=item.trace_id,
+                        criterion=name,
+                        repeat=reply.repeat,
+                        score=score,
+                        score_direction=round(direction, 4),
+                        sentiment=round(sentiment, 4),
+                        disagreement=round(abs(sentiment - direction), 4),
+                        negative_cues=tuple(neg),
+                        positive_cues=tuple(pos),
+                        reasoning=text,
+                    )
+                )
+    out.sort(key=lambda m: (-m.disagreement, m.trace_id, m.criterion, m.repeat))
+    return (out[:limit] if limit is not None else out), read
+
+
+def stability(items: Iterable[ItemResult]) -> Stability | None:
+    """Per item and criterion: score spread and pass/fail flips across repeats (None without repeats)."""
+    rows: list[StabilityItem] = []
+    flipped_items: set[str] = set()
+    repeated_items: set[str] = set()
+    repeats = 1
+    for item in items:
+        if item.replies:
+            repeats = max(repeats, max(r.repeat for r in item.replies) + 1)
+        for name, c in item.criteria.items():
+            if c.decided_by != "judge" or len(c.scores) < 2:
+                continue
+            repeated_items.add(item.trace_id)
+            decided = {v for v in c.verdicts if v != "indeterminate"}
+            flip = len(decided) > 1
+            if flip:
+                flipped_items.add(item.trace_id)
+            rows.append(
+                StabilityItem(
+                    trace_id=item.trace_id,
+                    criterion=name,
+                    scores=c.scores,
+                    spread=max(c.scores) - min(c.scores),
+                    stdev=statistics.pstdev(c.scores),
+                    flipped=flip,
+                )
+            )
+    if repeats < 2:
+        return None
+    rows.sort(key=lambda r: (-r.spread, r.trace_id, r.criterion))
+    spreads = [r.spread for r in rows]
+    return Stability(
+        repeats=repeats,
+        measured=len(rows),
+        mean_spread=sum(spreads) / len(spreads) if spreads else None,
+        max_spread=max(spreads) if spreads else None,
+        flip_rate=len(flipped_items) / len(repeated_items) if repeated_items else None,
+        straddling=tuple(sorted(flipped_items)),
+        items=tuple(rows),
+    )
+
+
+def position_consistency(decisions: Iterable[tuple[str, str, str]]) -> PositionConsistency | None:
+    """From ``(pair_id, order, verdict)`` with order ``ab`` / ``ba`` and verdict ``pass`` meaning the
+    answer shown first won: the share of pairs with the same winner both ways and the share of
+    decisions that picked the first-shown answer. Indeterminate decisions are left out."""
+    by_pair: dict[str, dict[str, str]] = {}
+    for pair, order, verdict in decisions:
+        if verdict in ("pass", "fail"):
+            by_pair.setdefault(pair, {})[order] = verdict
+    if not by_pair:
+        return None
+    firsts = [v == "pass" for orders in by_pair.values() for v in orders.values()]
+    both = {p: o for p, o in by_pair.items() if "ab" in o and "ba" in o}
+    inconsistent = []
+    for p, o in both.items():
+        winner_ab = "a" if o["ab"] == "pass" else "b"
+        winner_ba = "b" if o["ba"] == "pass" else "a"
+        if winner_ab != winner_ba:
+            inconsistent.append(p)
+    n = len(both)
+    return PositionConsistency(
+        pairs=n,
+        consistent=n - len(inconsistent),
+        consistency_rate=(n - len(inconsistent)) / n if n else None,
+        first_position_rate=sum(firsts) / len(firsts) if firsts else None,
+        inconsistent=tuple(sorted(inconsistent)),
+    )
+
+
+def pair_decisions(items: Iterable[ItemResult]) -> list[tuple[str, str, str]]:
+    """Pairwise items of a run, recognised by trace ids ``<pair>::ab`` / ``<pair>::ba``."""
+    out: list[tuple[str, str, str]] = []
+    for item in items:
+        m = _PAIR_ID.match(item.trace_id)
+        if m:
+            out.append((m["pair"], m["order"], item.verdict))
+    return out
+
+
+def _diff_ci(p1: float, n1: int, p2: float, n2: int) -> tuple[float, float] | None:
+    if n1 == 0 or n2 == 0:
+        return None
+    se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    d = p1 - p2
+    return (d - 1.96 * se, d + 1.96 * se)
+
+
+_PROVENANCE_FIELDS = ("rubric_version", "rubric_hash", "prompt_hash", "judge_model", "temperature", "repeat")
+
+
+def drift(store: Store, run: RunRecord) -> Drift | None:
+    """Pass rate against the previous run of the same rubric name; provenance says whether a change
+    may be the agent's."""
+    prev = [
+        r
+        for r in store.list_runs()
+        if r.provenance.rubric_name == run.provenance.rubric_name
+        and r.run_id != run.run_id
+        and (r.created_at, r.run_id) < (run.created_at, run.run_id)
+    ]
+    if not prev:
+        return None
+    before = prev[0]
+    now_o, then_o = run.summary.overall, before.summary.overall
+    changes = {
+        f: (getattr(before.provenance, f), getattr(run.provenance, f))
+        for f in _PROVENANCE_FIELDS
+        if getattr(before.provenance, f) != getattr(run.provenance, f)
+    }
+    now_ids = {i.trace_id for i in store.iter_score_items(run.run_id)}
+    shared = sum(1 for i in store.iter_score_items(before.run_id) if i.trace_id in now_ids)
+    change = ci = None
+    if now_o.pass_rate is not None and then_o.pass_rate is not None:
+        change = now_o.pass_rate - then_o.pass_rate
+        ci = _diff_ci(now_o.pass_rate, now_o.n, then_o.pass_rate, then_o.n)
+    if changes:
+        reading = (
+            "the judge or rubric changed (" + ", ".join(changes) + "): this drift cannot be read as an agent"
+            " change; score both with one judge and rubric to compare the agent"
+        )
+    elif change is None:
+        reading = "no pass rate to compare"
+    elif ci is not None and ci[0] <= 0 <= ci[1]:
+        reading = "same judge and rubric; the change is within sampling noise"
+    elif shared and shared == len(now_ids):
+        reading = "same judge, rubric and traces: the change is the judge's own instability"
+    else:
+        reading = "same judge and rubric: the change is in the agent or its traffic"
+    return Drift(
+        previous_run_id=before.run_id,
+        pass_rate=now_o.pass_rate,
+        previous_pass_rate=then_o.pass_rate,
+        change=change,
+        change_ci=ci,
+        provenance_changes=changes,
+        shared_traces=shared,
+        reading=reading,
+    )
+
+
+def audit_run(store: Store, run_id: str | None = None, *, mismatch_limit: int | None = 50) -> AuditReport:
+    """Audit a scoring run (default: the newest) and keep the report with it."""
+    if run_id is None:
+        runs = store.list_runs(limit=1)
+        if not runs:
+            raise InputError("no scoring runs in the store", hint="run `tracejudge score --rubric R` first")
+        run = runs[0]
+    else:
+        found = store.get_run(run_id)
+        if found is None:
+            raise InputError(
+                f"no run {run_id} in the store", hint="see the run ids printed by `tracejudge score`"
+            )
+        run = found
+    items: Sequence[ItemResult] = list(store.iter_score_items(run.run_id))
+    mismatches, read = find_mismatches(items, limit=mismatch_limit)
+    report = AuditReport(
+        report_id=f"audit-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}",
+        run_id=run.run_id,
+        created_at=datetime.now(UTC),
+        rubric_name=run.provenance.rubric_name,
+        rubric_version=run.provenance.rubric_version,
+        judge_model=run.provenance.judge_model,
+        items=len(items),
+        replies_read=read,
+        mismatches=tuple(mismatches),
+        stability=stability(items),
+        position=position_consistency(pair_decisions(items)),
+        drift=drift(store, run),
+    )
+    store.put_report(
+        StoredReport(
+            report_id=report.report_id,
+            kind="audit",
+            created_at=report.created_at,
+            run_id=run.run_id,
+            rubric_name=report.rubric_name,
+            rubric_version=report.rubric_version,
+            judge_model=report.judge_model,
+            payload=report.model_dump(mode="json"),
+        )
+    )
+    return report

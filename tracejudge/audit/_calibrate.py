@@ -1,0 +1,517 @@
+"""``calibrate``: the judge on labelled items, measured against people (DESIGN 2, 5.6)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from tracejudge.audit._labels import LabelSet, group_by_id, in_holdout, item_key, to_task
+from tracejudge.audit._stats import BOOTSTRAP_RESAMPLES, agreement, cohen_kappa
+from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient, prompt_template_hash, rubric_hash
+from tracejudge.runs import score_task
+from tracejudge.schema import (
+    Agreement,
+    CalibrationItem,
+    CalibrationReport,
+    CriterionCoverage,
+    ItemResult,
+    JudgeConfig,
+    LabelItem,
+    ModelComparison,
+    RaterAgreement,
+    Rubric,
+    StoredReport,
+    SweepPoint,
+    ThresholdSweep,
+    TuningMark,
+)
+from tracejudge.store import Store
+
+Verdict = Literal["pass", "fail", "indeterminate"]
+ClientFactory = Callable[[JudgeConfig], JudgeClient]
+
+SWEEP = tuple(i / 2 for i in range(21))
+_STOP = frozenset(
+    {
+        "the",
+        "and",
+        "that",
+        "this",
+        "with",
+        "what",
+        "when",
+        "which",
+        "does",
+        "from",
+        "have",
+        "been",
+        "into",
+        "must",
+        "should",
+        "would",
+        "could",
+        "item",
+        "items",
+        "user",
+        "users",
+        "agent",
+        "answer",
+        "answers",
+        "answered",
+        "question",
+        "questions",
+        "response",
+        "responses",
+        "reply",
+        "replies",
+        "about",
+        "given",
+        "their",
+        "they",
+        "them",
+        "there",
+        "these",
+        "those",
+        "only",
+        "also",
+        "more",
+        "than",
+        "then",
+        "each",
+        "every",
+        "pass",
+        "passes",
+        "passed",
+        "fail",
+        "fails",
+        "failed",
+        "score",
+        "scores",
+        "good",
+        "whether",
+        "other",
+        "some",
+        "such",
+        "will",
+        "your",
+        "judge",
+        "judged",
+        "label",
+        "labels",
+        "labelled",
+        "true",
+        "false",
+    }
+)
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """How a calibration goes; resolved at the edge."""
+
+    holdout: float | None = None
+    """Fraction of items kept aside (by id hash) and reported as never used for tuning."""
+    compare_model: str | None = None
+    """A second judge model run on the same items."""
+    rater: str | None = None
+    """The rater the judge is measured against (default: the first in the file)."""
+    band: float = 2.0
+    """Scores within this distance below the threshold are ``borderline`` for the weighted kappa."""
+    concurrency: int = 8
+    """Judge calls in flight."""
+    use_cache: bool = True
+    """Reuse cached judge replies."""
+    agent_prompts: tuple[str, ...] = ()
+    """Agent prompt versions the labels cover (default: the items' ``prompt`` fields)."""
+    resamples: int = BOOTSTRAP_RESAMPLES
+    """Bootstrap resamples for kappa's interval."""
+
+
+@dataclass(frozen=True)
+class _Judged:
+    verdict: Verdict
+    reason: str
+    hard_fail: bool
+    undecided: bool
+    scores: dict[str, float | None]
+    thresholds: dict[str, float]
+    reasoning: dict[str, str]
+
+    def at(self, threshold: float) -> Verdict:
+        """The verdict had every judged criterion's threshold been ``threshold``."""
+        if self.hard_fail or any(s is not None and s < threshold for s in self.scores.values()):
+            return "fail"
+        if self.undecided or any(s is None for s in self.scores.values()):
+            return "indeterminate"
+        return "pass"
+
+    def bucket(self, band: float) -> str:
+        if self.verdict != "fail":
+            return self.verdict
+        if self.hard_fail:
+            return "fail"
+        margins = [s - self.thresholds[k] for k, s in self.scores.items() if s is not None]
+        return "borderline" if margins and min(margins) >= -band else "fail"
+
+
+def _read(item: ItemResult, rubric: Rubric) -> _Judged:
+    judged = {c.name: c.threshold for c in rubric.criteria if item.criteria.get(c.name) is not None}
+    judged = {k: v for k, v in judged.items() if item.criteria[k].decided_by == "judge"}
+    by_check = [c for c in item.criteria.values() if c.decided_by != "judge"]
+    hard_fail = any(c.verdict == "fail" for c in by_check)
+    undecided = any(c.verdict == "indeterminate" for c in by_check)
+    deciding = {c.decided_by.removeprefix("check:") for c in by_check}
+    for name, r in item.checks.items():
+        if name in deciding:
+            continue
+        hard_fail = hard_fail or r.verdict == "fail"
+        undecided = undecided or r.verdict == "indeterminate"
+    return _Judged(
+        verdict=item.verdict,
+        reason=item.reason,
+        hard_fail=hard_fail,
+        undecided=undecided,
+        scores={k: item.criteria[k].score for k in judged},
+        thresholds=judged,
+        reasoning={k: c.reasoning for k, c in item.criteria.items() if c.reasoning},
+    )
+
+
+async def judge_labelled(
+    rubric: Rubric,
+    items: Sequence[LabelItem],
+    client: JudgeClient | None,
+    *,
+    store: Store | None = None,
+    concurrency: int = 8,
+) -> list[ItemResult]:
+    """Score labelled items with a rubric (checks, then the judge), in the given order."""
+    judge = Judge(rubric, client, cache=store, concurrency=concurrency) if client and rubric.judge else None
+    return list(
+        await asyncio.gather(
+            *(score_task(to_task(it), rubric, run_id="calibration", judge=judge, repeat=1) for it in items)
+        )
+    )
+
+
+def _words(text: str) -> dict[str, str]:
+    # A 5-letter stem joins correct / correctly / correctness; the original word is what is shown.
+    out: dict[str, str] = {}
+    for w in re.findall(r"[a-z][a-z-]{3,}", text.lower()):
+        if w not in _STOP:
+            out.setdefault(w[:5], w)
+    return out
+
+
+def criteria_beside_definition(rubric: Rubric, definition: str) -> tuple[CriterionCoverage, ...]:
+    """Each criterion and check with the content words it shares with the labels' definition."""
+    defined = _words(definition)
+    rows: list[tuple[str, str, float | None]] = [
+        (c.name, c.description, c.threshold) for c in rubric.criteria
+    ]
+    decided = {c.criterion for c in rubric.checks if c.criterion}
+    for chk in rubric.checks:
+        if chk.criterion in decided and chk.criterion is not None:
+            continue
+        what = chk.value or chk.pattern or chk.tool or chk.doc_id or ""
+        rows.append((f"check:{chk.name}", f"{chk.type} {chk.target} {what}".strip(), None))
+    out = []
+    for name, desc, threshold in rows:
+        mine = _words(f"{name.replace('_', ' ')} {desc}")
+        shared = tuple(sorted({mine[k] for k in mine if k in defined}))
+        out.append(
+            CriterionCoverage(
+                name=name,
+                description=desc,
+                threshold=threshold,
+                shared_words=shared,
+                covered=bool(shared) if definition.strip() else None,
+            )
+        )
+    return tuple(out)
+
+
+def _sweep(
+    rubric: Rubric,
+    judged: Sequence[_Judged],
+    labels: Sequence[str],
+    holdout: Sequence[int],
+    tuning: Sequence[int],
+) -> ThresholdSweep | None:
+    if not any(j.scores for j in judged):
+        return None
+    points = []
+    for t in SWEEP:
+        a = agreement([judged[i].at(t) for i in tuning], [labels[i] for i in tuning], resamples=0)
+        points.append(
+            SweepPoint(
+                threshold=t, n=a.n, accuracy=a.accuracy, kappa=a.kappa, judge_pass_rate=a.judge_pass_rate
+            )
+        )
+    current = [c.threshold for c in rubric.criteria]
+    ref = sum(current) / len(current) if current else 7.0
+    scored = [p for p in points if p.kappa is not None]
+    best = max(scored, key=lambda p: (round(p.kappa or 0.0, 9), -abs(p.threshold - ref)), default=None)
+    hk = None
+    if best is not None and holdout:
+        hk = agreement(
+            [judged[i].at(best.threshold) for i in holdout], [labels[i] for i in holdout], resamples=0
+        ).kappa
+    return ThresholdSweep(
+        points=tuple(points),
+        best_threshold=best.threshold if best else None,
+        best_kappa=best.kappa if best else None,
+        rubric_thresholds={c.name: c.threshold for c in rubric.criteria},
+        holdout_kappa_at_best=hk,
+    )
+
+
+def _subset(
+    judged: Sequence[_Judged], labels: Sequence[str], idx: Sequence[int], band: float, resamples: int
+) -> Agreement:
+    return agreement(
+        [judged[i].verdict for i in idx],
+        [labels[i] for i in idx],
+        judge_buckets=[judged[i].bucket(band) for i in idx],
+        resamples=resamples,
+    )
+
+
+def _binary_kappa(x: Sequence[str], y: Sequence[str]) -> tuple[float | None, float | None, int]:
+    pairs = [(a, b) for a, b in zip(x, y, strict=True) if a in ("pass", "fail") and b in ("pass", "fail")]
+    if not pairs:
+        return None, None, 0
+    k = cohen_kappa([p[0] for p in pairs], [p[1] for p in pairs], labels=["fail", "pass"])
+    return k, sum(a == b for a, b in pairs) / len(pairs), len(pairs)
+
+
+def _compare(
+    model: str,
+    main: Sequence[_Judged],
+    other: Sequence[_Judged],
+    labels: Sequence[str],
+    ids: Sequence[str],
+    idx: Sequence[int],
+    band: float,
+    resamples: int,
+) -> ModelComparison:
+    shared, only_main, only_other = [], [], []
+    for i in idx:
+        if labels[i] not in ("pass", "fail"):
+            continue
+        wrong_main = main[i].verdict in ("pass", "fail") and main[i].verdict != labels[i]
+        wrong_other = other[i].verdict in ("pass", "fail") and other[i].verdict != labels[i]
+        if wrong_main and wrong_other:
+            shared.append(ids[i])
+        elif wrong_main:
+            only_main.append(ids[i])
+        elif wrong_other:
+            only_other.append(ids[i])
+    between, _, _ = _binary_kappa([main[i].verdict for i in idx], [other[i].verdict for i in idx])
+    errors = len(shared) + len(only_main) + len(only_other)
+    if errors == 0:
+        reading = "neither model errs on these items"
+    elif len(shared) * 2 >= errors:
+        reading = (
+            f"{len(shared)} of {errors} errors are shared by both models: look at the rubric and the"
+            " labels' definition before blaming the model"
+        )
+    else:
+        reading = (
+            f"the models err on different items ({len(only_main)} only the primary, {len(only_other)} only"
+            f" {model}): the model's own limits weigh more than the prompt's"
+        )
+    return ModelComparison(
+        model=model,
+        agreement=_subset(other, labels, idx, band, resamples),
+        between_models_kappa=between,
+        shared_errors=tuple(shared),
+        only_primary_errors=tuple(only_main),
+        only_other_errors=tuple(only_other),
+        reading=reading,
+    )
+
+
+def new_calibration_id() -> str:
+    """Sortable and unique."""
+    return f"cal-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+async def calibrate_async(
+    rubric: Rubric,
+    labels: LabelSet,
+    store: Store,
+    *,
+    options: CalibrateOptions | None = None,
+    client_for: ClientFactory | None = None,
+) -> CalibrationReport:
+    """Run the judge on labelled items and measure it against the labels; store the report and
+    mark which items were used for tuning."""
+    opts = options or CalibrateOptions()
+    make: ClientFactory = client_for or (lambda cfg: OpenAIJudgeClient(cfg, concurrency=opts.concurrency))
+    ids, groups, raters = group_by_id(labels.items)
+    primary = opts.rater or raters[0]
+    chosen = [next((it for it in groups[i] if (it.rater or "rater") == primary), groups[i][0]) for i in ids]
+    label_of = [it.label for it in chosen]
+
+    marks = store.tuning_marks(rubric.name)
+    used = {m.item_key for m in marks if m.kind == "tuning"}
+    keys = [item_key(it) for it in chosen]
+    holdout: list[int] = []
+    tuning: list[int] = []
+    contaminated: list[str] = []
+    for i, it in enumerate(chosen):
+        if opts.holdout and in_holdout(it.id, opts.holdout):
+            if keys[i] in used:
+                contaminated.append(it.id)
+                tuning.append(i)
+            else:
+                holdout.append(i)
+        else:
+            tuning.append(i)
+    holdout_keys = {keys[i] for i in holdout}
+    seen_by = sorted(
+        {m.rubric_version for m in marks if m.kind == "holdout_seen" and m.item_key in holdout_keys}
+        - {str(rubric.version)}
+    )
+
+    async def run(r: Rubric) -> list[_Judged]:
+        client = make(r.judge) if r.judge is not None else None
+        try:
+            results = await judge_labelled(
+                r, chosen, client, store=store if opts.use_cache else None, concurrency=opts.concurrency
+            )
+        finally:
+            if client is not None:
+                await client.aclose()
+        return [_read(x, r) for x in results]
+
+    judged = await run(rubric)
+    other: list[_Judged] | None = None
+    if opts.compare_model and rubric.judge is not None:
+        alt = rubric.model_copy(
+            update={"judge": rubric.judge.model_copy(update={"model": opts.compare_model})}
+        )
+        other = await run(alt)
+
+    evaluated = holdout if holdout else list(range(len(chosen)))
+    headline = _subset(judged, label_of, evaluated, opts.band, opts.resamples)
+    flags = list(headline.flags)
+    if opts.holdout and not holdout:
+        flags.append("no_holdout_items: every item in the holdout bucket was already used for tuning")
+    if seen_by:
+        flags.append(
+            "holdout_seen: this holdout was already evaluated against rubric version(s) "
+            + ", ".join(seen_by)
+            + "; if the rubric was changed after reading those results, it is no longer held out"
+        )
+    rater_info = None
+    if len(raters) > 1:
+        by_rater = {
+            r: [next((it.label for it in groups[i] if (it.rater or "rater") == r), "") for i in ids]
+            for r in raters
+        }
+        k, acc, n = _binary_kappa(by_rater[raters[0]], by_rater[raters[1]])
+        rater_info = RaterAgreement(
+            raters=tuple(raters),
+            primary=primary,
+            ceiling_kappa=k,
+            ceiling_accuracy=acc,
+            ceiling_n=n,
+            judge_kappa={
+                r: _binary_kappa([judged[i].verdict for i in evaluated], [by_rater[r][i] for i in evaluated])[
+                    0
+                ]
+                for r in raters
+            },
+        )
+    cal_id = new_calibration_id()
+    items = tuple(
+        CalibrationItem(
+            id=it.id,
+            split="holdout" if i in set(holdout) else "tuning",
+            label=it.label,
+            judge=judged[i].verdict,
+            reason=judged[i].reason,
+            scores=judged[i].scores,
+            reasoning=judged[i].reasoning,
+            labels={(g.rater or "rater"): g.label for g in groups[it.id]},
+            other_judge=other[i].verdict if other is not None else None,
+        )
+        for i, it in enumerate(chosen)
+    )
+    prompts = opts.agent_prompts or tuple(sorted({it.prompt for it in labels.items if it.prompt}))
+    report = CalibrationReport(
+        **{**headline.model_dump(), "flags": tuple(flags)},
+        calibration_id=cal_id,
+        created_at=datetime.now(UTC),
+        rubric_name=rubric.name,
+        rubric_version=str(rubric.version),
+        rubric_hash=rubric_hash(rubric),
+        prompt_hash=prompt_template_hash(rubric),
+        judge_model=rubric.judge.model if rubric.judge else None,
+        agent_prompts=prompts,
+        labels_source=labels.source,
+        labels_sha256=labels.sha256,
+        definition=labels.definition,
+        evaluated_on="holdout" if holdout else "all",
+        holdout_fraction=opts.holdout,
+        tuning=_subset(judged, label_of, tuning, opts.band, opts.resamples) if holdout else None,
+        holdout=headline if holdout else None,
+        contaminated=tuple(contaminated),
+        holdout_seen_by=tuple(seen_by),
+        raters=rater_info,
+        criteria=criteria_beside_definition(rubric, labels.definition),
+        sweep=_sweep(rubric, judged, label_of, holdout, tuning),
+        comparison=(
+            _compare(
+                opts.compare_model or "", judged, other, label_of, ids, evaluated, opts.band, opts.resamples
+            )
+            if other is not None
+            else None
+        ),
+        items=items,
+    )
+    now = datetime.now(UTC)
+    store.put_report(
+        StoredReport(
+            report_id=cal_id,
+            kind="calibration",
+            created_at=report.created_at,
+            rubric_name=rubric.name,
+            rubric_version=str(rubric.version),
+            judge_model=report.judge_model,
+            payload=report.model_dump(mode="json"),
+        )
+    )
+    store.put_tuning_marks(
+        [
+            TuningMark(
+                rubric_name=rubric.name,
+                item_key=keys[i],
+                kind="holdout_seen" if i in set(holdout) else "tuning",
+                rubric_version=str(rubric.version),
+                calibration_id=cal_id,
+                marked_at=now,
+            )
+            for i in range(len(chosen))
+        ]
+    )
+    return report
+
+
+def calibrate(
+    rubric: Rubric,
+    labels: LabelSet,
+    store: Store,
+    *,
+    options: CalibrateOptions | None = None,
+    client_for: ClientFactory | None = None,
+) -> CalibrationReport:
+    """Synchronous :func:`calibrate_async`."""
+    return asyncio.run(calibrate_async(rubric, labels, store, options=options, client_for=client_for))

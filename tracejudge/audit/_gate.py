@@ -1,0 +1,146 @@
+"""The gate: a judge may fail a build only at kappa >= 0.6 on held-out labelled items, for this rubric
+version, this judge model and the agent prompt versions in the traces (DESIGN 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import ValidationError
+
+from tracejudge._errors import TracejudgeError
+from tracejudge.judge import prompt_template_hash, rubric_hash
+from tracejudge.schema import CalibrationReport, GateDecision, Rubric, TaskRecord
+from tracejudge.store import Store
+
+GATE_KAPPA = 0.6
+GATE_MIN_HOLDOUT = 10
+
+
+class GateRefused(TracejudgeError):
+    """``score --gate`` without a calibration that allows it (exit 2: a precondition, not a failure)."""
+
+    exit_code = 2
+
+
+def agent_prompts(tasks: Iterable[TaskRecord]) -> set[str]:
+    """Agent prompt versions (``name@version``) recorded on the traces' model calls."""
+    return {m.prompt for t in tasks for m in t.model_calls if m.prompt}
+
+
+def _calibrations(store: Store, rubric_name: str) -> list[CalibrationReport]:
+    out = []
+    for r in store.list_reports("calibration", rubric_name=rubric_name):
+        try:
+            out.append(CalibrationReport.model_validate(r.payload))
+        except ValidationError:
+            continue
+    return out
+
+
+def gate_decision(
+    store: Store,
+    rubric: Rubric,
+    *,
+    prompts: Iterable[str] = (),
+    min_kappa: float = GATE_KAPPA,
+    min_holdout: int = GATE_MIN_HOLDOUT,
+    rubric_path: str = "RUBRIC.yaml",
+) -> GateDecision:
+    """Whether ``rubric`` with its judge may gate traces made with agent prompt versions ``prompts``."""
+    if rubric.judge is None:
+        return GateDecision(allowed=True, reason="only deterministic checks decide this rubric")
+    wanted = set(prompts)
+    model = rubric.judge.model
+    run = f"tracejudge calibrate --rubric {rubric_path} --labels LABELS.jsonl --holdout 0.3"
+    if wanted:
+        run += " (labels from traces of " + ", ".join(sorted(wanted)) + ")"
+    hint = f"run: {run}; scoring without --gate still works"
+    who = f"rubric {rubric.name} v{rubric.version} with judge {model}"
+    cals = _calibrations(store, rubric.name)
+    if not cals:
+        return GateDecision(allowed=False, reason=f"{who} has never been calibrated", hint=hint)
+    same = [c for c in cals if c.rubric_version == str(rubric.version) and c.judge_model == model]
+    if not same:
+        seen = ", ".join(sorted({f"v{c.rubric_version}/{c.judge_model}" for c in cals}))
+        return GateDecision(
+            allowed=False,
+            reason=f"{who} is not calibrated (calibrations exist for {seen}): a new rubric version or judge"
+            " model needs a new calibration",
+            hint=hint,
+            calibration_id=cals[0].calibration_id,
+        )
+    newest = same[0]
+    rh, ph = rubric_hash(rubric), prompt_template_hash(rubric)
+    same = [c for c in same if c.rubric_hash == rh and c.prompt_hash == ph]
+    if not same:
+        return GateDecision(
+            allowed=False,
+            reason=f"{who} changed since it was calibrated (rubric or judge prompt differs;"
+            " bump the version)",
+            hint=hint,
+            calibration_id=newest.calibration_id,
+        )
+    held = [c for c in same if c.holdout is not None]
+    if not held:
+        return GateDecision(
+            allowed=False,
+            reason=f"{who} was calibrated only on items used for tuning, none held out",
+            hint=hint,
+            calibration_id=same[0].calibration_id,
+            kappa=same[0].kappa,
+        )
+    covering = [c for c in held if wanted <= set(c.agent_prompts)]
+    if not covering:
+        missing = sorted(wanted - set(held[0].agent_prompts))
+        return GateDecision(
+            allowed=False,
+            reason=f"the traces come from agent prompt {', '.join(missing)}, which the calibration of {who}"
+            f" does not cover ({', '.join(held[0].agent_prompts) or 'no prompt version recorded'}):"
+            " a changed agent prompt needs recalibration",
+            hint=hint,
+            calibration_id=held[0].calibration_id,
+            kappa=held[0].holdout.kappa if held[0].holdout else None,
+        )
+    c = covering[0]
+    assert c.holdout is not None
+    k, n = c.holdout.kappa, c.holdout.n
+    if n < min_holdout:
+        return GateDecision(
+            allowed=False,
+            reason=f"the newest calibration of {who} held out only {n} items (at least {min_holdout} needed)",
+            hint=hint + "; label more items",
+            calibration_id=c.calibration_id,
+            kappa=k,
+            n_holdout=n,
+        )
+    if k is None or k < min_kappa:
+        shown = "undefined" if k is None else f"{k:.2f}"
+        return GateDecision(
+            allowed=False,
+            reason=f"{who} agrees with people at kappa {shown} on held-out items; gating needs {min_kappa:g}",
+            hint="improve the rubric on the tuning items (see calibrate's mismatches and sweep), then " + run,
+            calibration_id=c.calibration_id,
+            kappa=k,
+            n_holdout=n,
+        )
+    return GateDecision(
+        allowed=True,
+        reason=f"calibration {c.calibration_id}: kappa {k:.2f} on {n} held-out items",
+        calibration_id=c.calibration_id,
+        kappa=k,
+        n_holdout=n,
+    )
+
+
+def require_gate(
+    store: Store,
+    rubric: Rubric,
+    tasks: Iterable[TaskRecord] = (),
+    *,
+    rubric_path: str = "RUBRIC.yaml",
+) -> GateDecision:
+    """:func:`gate_decision` for the agent prompts of ``tasks``; raises :class:`GateRefused` if refused."""
+    decision = gate_decision(store, rubric, prompts=agent_prompts(tasks), rubric_path=rubric_path)
+    if not decision.allowed:
+        raise GateRefused(f"refusing to gate: {decision.reason}", hint=decision.hint)
+    return decision

@@ -1,0 +1,330 @@
+"""``probe``: counterfactual sanity checks of checks and judge on one case. A sound scorer fails the
+case when a key amount changes (5,000 -> 50,000), when another object's citation is swapped in, and
+when the text says "paused" while the tool call shows it submitted; it does not change its verdict
+when only the wording changes."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from tracejudge._errors import InputError
+from tracejudge.audit._labels import task_from
+from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient
+from tracejudge.runs import score_task
+from tracejudge.schema import ItemResult, ProbeReport, ProbeResult, Rubric, StoredReport, TaskRecord
+from tracejudge.store import Store
+
+_AMOUNT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d{4,}(?:\.\d+)?(?![\w,])")
+_REWORDS = (
+    ("do not", "don't"),
+    ("does not", "doesn't"),
+    ("is not", "isn't"),
+    ("cannot", "can't"),
+    ("it is", "it's"),
+    ("I have", "I've"),
+    ("you are", "you're"),
+    ("will not", "won't"),
+    ("There is", "There's"),
+)
+_HINT = (
+    "a case is YAML: id, input, output, optional context, tool_calls and probes (see examples/calibration)"
+)
+Verdict = Literal["pass", "fail", "indeterminate"]
+
+
+@dataclass(frozen=True)
+class ProbeCase:
+    """One case to probe, as read from YAML."""
+
+    id: str
+    """Case id."""
+    input: str | None
+    """What was asked."""
+    output: str
+    """The answer."""
+    context: Any = None
+    """Documents the agent had."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """Tool calls the agent made."""
+    probes: dict[str, Any] = field(default_factory=dict)
+    """Overrides: ``amount: {from, to}``, ``citation: {from, to}``, ``paused: {text, tool, arguments}``,
+    ``reword: TEXT``."""
+
+    def task(
+        self, suffix: str, *, output: str | None = None, tool_calls: tuple[dict[str, Any], ...] | None = None
+    ) -> TaskRecord:
+        return task_from(
+            f"{self.id}::{suffix}",
+            input=self.input,
+            output=self.output if output is None else output,
+            context=self.context,
+            tool_calls=self.tool_calls if tool_calls is None else tool_calls,
+        )
+
+
+def load_case(path: str | Path) -> ProbeCase:
+    """Read a probe case YAML file."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the case {p}: {exc.strerror}", hint="check the --case path") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{p}: broken YAML: {exc}", hint=_HINT) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("output"), str):
+        raise InputError(f"{p}: a case needs at least `output` (text)", hint=_HINT)
+    probes = data.get("probes") or {}
+    if not isinstance(probes, dict):
+        raise InputError(f"{p}: `probes` must be a mapping", hint=_HINT)
+    tools = data.get("tool_calls") or []
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise InputError(f"{p}: `tool_calls` must be a list of mappings", hint=_HINT)
+    return ProbeCase(
+        id=str(data.get("id") or p.stem),
+        input=data.get("input"),
+        output=data["output"],
+        context=data.get("context"),
+        tool_calls=tuple(tools),
+        probes=probes,
+    )
+
+
+def _times_ten(text: str) -> str:
+    plain = text.replace(",", "")
+    whole, _, frac = plain.partition(".")
+    bigger = str(int(whole) * 10)
+    if "," in text:
+        bigger = f"{int(bigger):,}"
+    return bigger + (f".{frac}" if frac else "")
+
+
+def amount_change(case: ProbeCase) -> tuple[str, str] | str:
+    """(new output, what changed), or why the probe cannot run."""
+    spec = case.probes.get("amount")
+    if isinstance(spec, dict) and "from" in spec and "to" in spec:
+        old, new = str(spec["from"]), str(spec["to"])
+        if old not in case.output:
+            return f"the output does not contain {old!r}"
+        return case.output.replace(old, new), f"{old} -> {new}"
+    m = _AMOUNT.search(case.output)
+    if m is None:
+        return "no amount of four or more digits in the output; give probes.amount {from, to}"
+    new = _times_ten(m.group(0))
+    return case.output[: m.start()] + new + case.output[m.end() :], f"{m.group(0)} -> {new}"
+
+
+def _doc_refs(context: Any) -> list[tuple[str, str | None]]:
+    refs = []
+    for e in context if isinstance(context, list) else []:
+        if isinstance(e, dict) and (e.get("doc_id") or e.get("id")):
+            v = e.get("version")
+            refs.append((str(e.get("doc_id") or e.get("id")), str(v) if v is not None else None))
+    return refs
+
+
+def citation_swap(case: ProbeCase) -> tuple[str, str] | str:
+    """The output citing another object from the context instead of the one it cites."""
+    spec = case.probes.get("citation")
+    if isinstance(spec, dict) and "from" in spec and "to" in spec:
+        old, new = str(spec["from"]), str(spec["to"])
+        if old not in case.output:
+            return f"the output does not cite {old!r}"
+        return case.output.replace(old, new), f"{old} -> {new}"
+    refs = _doc_refs(case.context)
+    for doc, ver in refs:
+        forms = ([f"{doc}@{ver}", f"{doc} {ver}"] if ver else []) + [doc]
+        cited = next((f for f in forms if f in case.output), None)
+        if cited is None:
+            continue
+        other = next(((d, v) for d, v in refs if d != doc), None)
+        if other is None:
+            return "the case's context has no second document to swap in; give probes.citation {from, to}"
+        repl = f"{other[0]}@{other[1]}" if other[1] and "@" in cited else other[0]
+        if other[1] and " " in cited.removeprefix(doc):
+            repl = f"{other[0]} {other[1]}"
+        return case.output.replace(cited, repl), f"{cited} -> {repl}"
+    return "the output cites no document of the context; give probes.citation {from, to}"
+
+
+def paused_but_submitted(
+    case: ProbeCase, rubric: Rubric
+) -> tuple[str, tuple[dict[str, Any], ...], str] | str:
+    """The text says paused while the recorded tool call shows the submission."""
+    spec = case.probes.get("paused")
+    spec = spec if isinstance(spec, dict) else {}
+    tool = spec.get("tool") or next(
+        (c.tool for c in rubric.checks if c.type == "tool_not_called" and c.tool), None
+    )
+    if not tool:
+        return "no submit tool known: give probes.paused {tool} or add a tool_not_called check to the rubric"
+    args = spec.get("arguments") or next(
+        (
+            c.arguments
+            for c in rubric.checks
+            if c.type == "tool_not_called" and c.tool == tool and c.arguments
+        ),
+        None,
+    )
+    text = str(spec.get("text") or "The request is paused for approval; nothing has been submitted.")
+    call = {"name": tool, "arguments": args or {}, "result": {"status": "submitted"}}
+    return f"{case.output} {text}", (*case.tool_calls, call), f"text says paused; tool call {tool} submitted"
+
+
+def reword(case: ProbeCase) -> tuple[str, str] | str:
+    """The same facts in other words: the case's own rewording, else contractions swapped."""
+    given = case.probes.get("reword")
+    if isinstance(given, str) and given.strip():
+        return given, "rewording given in the case"
+    out = case.output
+    done = []
+    for a, b in _REWORDS:
+        for x, y in ((a, b), (b, a)):
+            if re.search(rf"\b{re.escape(x)}\b", out):
+                out = re.sub(rf"\b{re.escape(x)}\b", y, out)
+                done.append(f"{x} -> {y}")
+                break
+    if not done:
+        return "no mechanical rewording applies; give probes.reword (the same facts in other words)"
+    return out, "; ".join(done)
+
+
+async def probe_case_async(
+    rubric: Rubric,
+    case: ProbeCase,
+    store: Store,
+    *,
+    client: JudgeClient | None = None,
+    client_for: Callable[[Rubric], JudgeClient] | None = None,
+) -> ProbeReport:
+    """Score the case and each counterfactual; report each probe as expected or not; keep the report."""
+    own = client is None and rubric.judge is not None
+    if own and rubric.judge is not None:
+        client = client_for(rubric) if client_for else OpenAIJudgeClient(rubric.judge)
+    judge = Judge(rubric, client) if client is not None and rubric.judge is not None else None
+
+    async def score(task: TaskRecord) -> ItemResult:
+        return await score_task(task, rubric, run_id="probe", judge=judge)
+
+    plans: list[tuple[str, Literal["flip", "fail", "unchanged"], TaskRecord | str, str]] = []
+    a = amount_change(case)
+    plans.append(
+        (
+            "amount_change",
+            "flip",
+            a if isinstance(a, str) else case.task("amount", output=a[0]),
+            "" if isinstance(a, str) else a[1],
+        )
+    )
+    c = citation_swap(case)
+    plans.append(
+        (
+            "citation_swap",
+            "fail",
+            c if isinstance(c, str) else case.task("citation", output=c[0]),
+            "" if isinstance(c, str) else c[1],
+        )
+    )
+    p = paused_but_submitted(case, rubric)
+    plans.append(
+        (
+            "paused_vs_submitted",
+            "fail",
+            p if isinstance(p, str) else case.task("paused", output=p[0], tool_calls=p[1]),
+            "" if isinstance(p, str) else p[2],
+        )
+    )
+    r = reword(case)
+    plans.append(
+        (
+            "reword",
+            "unchanged",
+            r if isinstance(r, str) else case.task("reword", output=r[0]),
+            "" if isinstance(r, str) else r[1],
+        )
+    )
+    try:
+        tasks = [case.task("base")] + [t for _, _, t, _ in plans if isinstance(t, TaskRecord)]
+        results = await asyncio.gather(*(score(t) for t in tasks))
+    finally:
+        if own and client is not None:
+            await client.aclose()
+    base = results[0]
+    scored = iter(results[1:])
+    probes: list[ProbeResult] = []
+    for name, expectation, target, change in plans:
+        if isinstance(target, str):
+            probes.append(ProbeResult(name=name, expectation=expectation, status="skipped", detail=target))
+            continue
+        res = next(scored)
+        if expectation != "unchanged" and base.verdict != "pass":
+            probes.append(
+                ProbeResult(
+                    name=name,
+                    expectation=expectation,
+                    status="skipped",
+                    change=change,
+                    verdict=res.verdict,
+                    reason=res.reason,
+                    detail=f"the case is {base.verdict} as written;"
+                    " a probe that must make it fail shows nothing",
+                )
+            )
+            continue
+        if expectation == "unchanged":
+            ok = res.verdict == base.verdict
+            detail = "" if ok else f"the verdict moved from {base.verdict} to {res.verdict} on wording alone"
+        else:
+            ok = res.verdict == "fail"
+            detail = (
+                "" if ok else f"still {res.verdict} after the change: neither a check nor the judge caught it"
+            )
+        probes.append(
+            ProbeResult(
+                name=name,
+                expectation=expectation,
+                status="expected" if ok else "unexpected",
+                change=change,
+                verdict=res.verdict,
+                reason=res.reason,
+                detail=detail,
+            )
+        )
+    report = ProbeReport(
+        report_id=f"probe-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}",
+        created_at=datetime.now(UTC),
+        case_id=case.id,
+        rubric_name=rubric.name,
+        rubric_version=str(rubric.version),
+        judge_model=rubric.judge.model if rubric.judge else None,
+        base_verdict=base.verdict,
+        base_reason=base.reason,
+        probes=tuple(probes),
+        expected=sum(1 for x in probes if x.status == "expected"),
+        unexpected=sum(1 for x in probes if x.status == "unexpected"),
+    )
+    store.put_report(
+        StoredReport(
+            report_id=report.report_id,
+            kind="probe",
+            created_at=report.created_at,
+            rubric_name=report.rubric_name,
+            rubric_version=report.rubric_version,
+            judge_model=report.judge_model,
+            payload=report.model_dump(mode="json"),
+        )
+    )
+    return report
+
+
+def probe_case(rubric: Rubric, case: ProbeCase, store: Store, **kwargs: Any) -> ProbeReport:
+    """Synchronous :func:`probe_case_async`."""
+    return asyncio.run(probe_case_async(rubric, case, store, **kwargs))

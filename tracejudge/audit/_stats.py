@@ -1,0 +1,205 @@
+"""Agreement statistics written out by hand: Cohen's kappa (plain and weighted), the confusion
+matrix, a percentile bootstrap, the Landis-Koch reading. Pure functions over label sequences."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Hashable, Sequence
+from typing import Literal, TypeVar
+
+from tracejudge.schema import Agreement, Confusion
+
+T = TypeVar("T", bound=Hashable)
+Weights = Literal["linear", "quadratic"] | None
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240611
+
+
+def cohen_kappa(
+    a: Sequence[T], b: Sequence[T], *, labels: Sequence[T] | None = None, weights: Weights = None
+) -> float | None:
+    """Cohen's kappa between two raters' labels of the same items.
+
+    With ``weights`` (``linear`` or ``quadratic``) ``labels`` gives the category order and
+    disagreements are weighted by distance. Returns None when kappa is undefined (chance agreement
+    is total, e.g. both raters gave one and the same label throughout)."""
+    if len(a) != len(b):
+        raise ValueError("both raters must label the same items")
+    n = len(a)
+    if n == 0:
+        return None
+    cats: list[T] = list(labels) if labels is not None else sorted(set(a) | set(b), key=repr)
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+    table = [[0] * k for _ in range(k)]
+    for x, y in zip(a, b, strict=True):
+        if x not in index or y not in index:
+            raise ValueError(f"label {x if x not in index else y!r} is not among {cats!r}")
+        table[index[x]][index[y]] += 1
+    rows = [sum(r) for r in table]
+    cols = [sum(table[i][j] for i in range(k)) for j in range(k)]
+
+    def weight(i: int, j: int) -> float:
+        # Disagreement weight: 0 on the diagonal, growing with distance between ordered categories.
+        if weights is None:
+            return 0.0 if i == j else 1.0
+        d = abs(i - j) / (k - 1) if k > 1 else 0.0
+        return d if weights == "linear" else d * d
+
+    observed = sum(weight(i, j) * table[i][j] for i in range(k) for j in range(k)) / n
+    expected = sum(weight(i, j) * rows[i] * cols[j] for i in range(k) for j in range(k)) / (n * n)
+    if expected == 0:
+        return None
+    return 1.0 - observed / expected
+
+
+def confusion(judge: Sequence[str], labels: Sequence[str]) -> Confusion:
+    """Counts of judge pass/fail against label pass/fail (other values are ignored)."""
+    tp = tf = fp = ff = 0
+    for j, lab in zip(judge, labels, strict=True):
+        if j == "pass" and lab == "pass":
+            tp += 1
+        elif j == "fail" and lab == "fail":
+            tf += 1
+        elif j == "pass" and lab == "fail":
+            fp += 1
+        elif j == "fail" and lab == "pass":
+            ff += 1
+    return Confusion(true_pass=tp, true_fail=tf, false_pass=fp, false_fail=ff)
+
+
+def bootstrap_ci(
+    n: int,
+    statistic: Callable[[Sequence[int]], float | None],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``statistic`` over item indices resampled with replacement.
+
+    Resamples where the statistic is undefined are left out; None when fewer than half are defined
+    or there are fewer than two items. Seeded: the same input gives the same interval."""
+    if n < 2:
+        return None
+    rng = random.Random(seed)
+    values: list[float] = []
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        v = statistic(idx)
+        if v is not None and not math.isnan(v):
+            values.append(v)
+    if len(values) * 2 < resamples:
+        return None
+    values.sort()
+    lo_q = (1 - level) / 2
+    return (_quantile(values, lo_q), _quantile(values, 1 - lo_q))
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    # Linear interpolation between closest ranks (numpy's default), so figures match it.
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def kappa_ci(a: Sequence[str], b: Sequence[str], **kwargs: int) -> tuple[float, float] | None:
+    """Bootstrap interval of Cohen's kappa between two label sequences."""
+    return bootstrap_ci(len(a), lambda idx: cohen_kappa([a[i] for i in idx], [b[i] for i in idx]), **kwargs)
+
+
+def landis_koch(kappa: float | None) -> str:
+    """The Landis and Koch (1977) reading of a kappa."""
+    if kappa is None:
+        return "undefined"
+    if kappa < 0:
+        return "poor (worse than chance)"
+    for bound, word in ((0.20, "slight"), (0.40, "fair"), (0.60, "moderate"), (0.80, "substantial")):
+        if kappa <= bound:
+            return word
+    return "almost perfect"
+
+
+def _flags(n: int, judge: Sequence[str], labels: Sequence[str], accuracy: float | None) -> list[str]:
+    flags: list[str] = []
+    if n == 0:
+        return ["no_items: no item has both a pass/fail label and a pass/fail judge verdict"]
+    rate = labels.count("pass") / n
+    if n < 30:
+        flags.append(f"few_items: {n} items; the interval is wide, label more before trusting a decimal")
+    if 0.45 <= rate <= 0.55 and accuracy is not None:
+        flags.append(
+            f"balanced_labels: with about half the labels passing, kappa is close to 2 x accuracy - 1"
+            f" ({2 * accuracy - 1:.2f}) and says little beyond accuracy"
+        )
+    if rate <= 0.2 or rate >= 0.8:
+        major = "pass" if rate >= 0.5 else "fail"
+        share = max(rate, 1 - rate)
+        flags.append(
+            f"skewed_labels: {share:.0%} of labels are {major}; a judge that always says {major}"
+            f" would be {share:.0%} accurate, read kappa, not accuracy"
+        )
+    if len(set(judge)) == 1:
+        flags.append(f"constant_judge: the judge said {judge[0]} for every item; kappa cannot credit it")
+    if len(set(labels)) == 1:
+        flags.append(f"constant_labels: every label is {labels[0]}; kappa is undefined or meaningless")
+    return flags
+
+
+def agreement(
+    judge: Sequence[str],
+    labels: Sequence[str],
+    *,
+    judge_buckets: Sequence[str] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Agreement:
+    """Agreement of judge verdicts (pass / fail / indeterminate) with labels (pass / fail / borderline).
+
+    Binary figures use items with a pass/fail verdict on both sides. The weighted kappa uses every
+    item the judge decided, with ``judge_buckets`` (fail / borderline / pass from the score) against
+    the labels."""
+    if len(judge) != len(labels):
+        raise ValueError("one judge verdict per label")
+    indeterminate = sum(1 for j in judge if j == "indeterminate")
+    borderline = sum(1 for lab in labels if lab == "borderline")
+    pairs = [
+        (j, lab) for j, lab in zip(judge, labels, strict=True) if j != "indeterminate" and lab != "borderline"
+    ]
+    js = [p[0] for p in pairs]
+    ls = [p[1] for p in pairs]
+    n = len(pairs)
+    acc = sum(1 for j, lab in pairs if j == lab) / n if n else None
+    kappa = cohen_kappa(js, ls, labels=["fail", "pass"]) if n else None
+    ci = kappa_ci(js, ls, resamples=resamples) if n else None
+    jrate = js.count("pass") / n if n else None
+    lrate = ls.count("pass") / n if n else None
+    diff = None if jrate is None or lrate is None else jrate - lrate
+    bias: Literal["lenient", "strict", "even"] | None = None
+    if diff is not None:
+        # Within one item's worth of difference the rates are called even.
+        bias = "even" if abs(diff) <= max(0.05, 1 / n) else ("lenient" if diff > 0 else "strict")
+    wk = None
+    if judge_buckets is not None:
+        order = ["fail", "borderline", "pass"]
+        wpairs = [(b, lab) for b, lab in zip(judge_buckets, labels, strict=True) if b in order]
+        if wpairs:
+            wk = cohen_kappa([p[0] for p in wpairs], [p[1] for p in wpairs], labels=order, weights="linear")
+    return Agreement(
+        n=n,
+        accuracy=acc,
+        kappa=kappa,
+        kappa_ci=ci,
+        weighted_kappa=wk,
+        judge_pass_rate=jrate,
+        label_pass_rate=lrate,
+        bias=bias,
+        bias_difference=diff,
+        confusion=confusion(js, ls),
+        indeterminate=indeterminate,
+        borderline_labels=borderline,
+        interpretation=landis_koch(kappa),
+        flags=tuple(_flags(n, js, ls, acc)),
+    )
