@@ -194,6 +194,9 @@ def _line(r: SampleRunResult) -> str:
 @click.option(
     "--agent-cost-per-mtok", nargs=2, type=float, default=(0.0, 0.0), help="Agent USD per M in/out tokens."
 )
+@click.option(
+    "--judge-cost-per-mtok", nargs=2, type=float, default=(0.0, 0.0), help="Judge USD per M in/out tokens."
+)
 @click.option("--compare", "compare_with", help="Run id to compare with (default: the latest run).")
 @click.option(
     "--gate", type=click.Choice(["none", "regressed", "failing"]), default="none", show_default=True
@@ -215,6 +218,7 @@ def run_cmd(
     judge_model: str | None,
     judge_base_url: str | None,
     agent_cost_per_mtok: tuple[float, float],
+    judge_cost_per_mtok: tuple[float, float],
     compare_with: str | None,
     gate: str,
     as_json: bool,
@@ -224,7 +228,16 @@ def run_cmd(
     if bool(target) == bool(endpoint):
         raise InputError("give exactly one of --target and --endpoint", hint="e.g. --target my_agent:answer")
     loaded = load_suite(suite)
-    judge = JudgeConfig(model=judge_model, base_url=judge_base_url) if judge_model else None
+    judge = (
+        JudgeConfig(
+            model=judge_model,
+            base_url=judge_base_url,
+            input_cost_per_mtok=judge_cost_per_mtok[0],
+            output_cost_per_mtok=judge_cost_per_mtok[1],
+        )
+        if judge_model
+        else None
+    )
     options = ReplayOptions(
         retrieval="fixed" if retrieval == "fixed" else "include",
         repeat=repeat,
