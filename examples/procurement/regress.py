@@ -72,7 +72,7 @@ def replay_model_rules() -> list[Rule]:
 
     def reply(score: dict[str, Any]) -> dict[str, Any]:
         names = ("rests_on_basis", "handles_missing_material", "addresses_feedback")
-        return {"criteria": {n: score for n in names}, "reasoning": score["reasoning"]}
+        return {"criteria": dict.fromkeys(names, score), "reasoning": score["reasoning"]}
 
     return [
         Rule(model=JUDGE_MODEL, any_message=r"handles_missing_material.*escalated", reply=reply(high)),
