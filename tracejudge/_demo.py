@@ -296,6 +296,8 @@ def run_demo(
     for run in runs:
         sc = run.scenario
         ticket, loc = _triage(store, sc.ticket_path, manifest, sc.trace_id)
+        if loc is not None:
+            store.put_triage_result(loc, ticket=ticket.ticket or sc.name)
         verdict = loc.verdict if loc is not None else None
         cause = loc.cause if loc is not None else None
         ok = verdict == sc.expect_verdict and (sc.expect_cause is None or cause == sc.expect_cause)

@@ -157,6 +157,9 @@ def triage(
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     jobs = [(p, t, _trace_id(trace_id, t, p)) for p, t in tickets]
     rows = [(p, _triage_one(app, tid, t, manifest)) for p, t, tid in jobs]
+    for p, loc in rows:
+        # Kept for `tracejudge report` / `serve`: a rerun adds an entry, history is never rewritten.
+        app.store.put_triage_result(loc, ticket=loc.ticket or p.stem)
     results = [loc for _, loc in rows]
     if folder:
         counts = verdict_counts(results)

@@ -6,12 +6,20 @@ import os
 from pathlib import Path
 
 from tracejudge._errors import InputError
-from tracejudge.store._protocol import Store, TraceSummary
+from tracejudge.store._protocol import Store, TraceSummary, TriageEntry
 from tracejudge.store._sqlite import SqliteStore
 
 DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
 
-__all__ = ["DEFAULT_STORE", "SqliteStore", "Store", "TraceSummary", "open_store", "resolve_store_url"]
+__all__ = [
+    "DEFAULT_STORE",
+    "SqliteStore",
+    "Store",
+    "TraceSummary",
+    "TriageEntry",
+    "open_store",
+    "resolve_store_url",
+]
 
 
 def resolve_store_url(arg: str | None) -> str:

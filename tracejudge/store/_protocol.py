@@ -8,7 +8,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tracejudge.schema import ItemResult, RawSpan, RunRecord, StoredReport, TuningMark
+from tracejudge.schema import ItemResult, Localization, RawSpan, RunRecord, StoredReport, TuningMark
 
 
 class TraceSummary(BaseModel):
@@ -28,6 +28,23 @@ class TraceSummary(BaseModel):
     """Latest span end."""
     sources: tuple[str, ...]
     """Collectors the spans came from."""
+
+
+class TriageEntry(BaseModel):
+    """One stored triage: the report, which ticket asked, and when (a rerun adds an entry)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    triage_id: str
+    """Id of the entry."""
+    triaged_at: datetime
+    """When the triage ran."""
+    ticket: str | None
+    """Ticket id (None when the ticket had none)."""
+    trace_id: str
+    """The trace triaged."""
+    result: Localization
+    """The triage report."""
 
 
 class Store(Protocol):
@@ -108,6 +125,18 @@ class Store(Protocol):
 
     def tuning_marks(self, rubric_name: str) -> list[TuningMark]:
         """Every mark of one rubric name, oldest first."""
+        ...
+
+    def put_triage_result(
+        self, result: Localization, *, ticket: str | None = None, triaged_at: datetime | None = None
+    ) -> TriageEntry:
+        """Keep a triage report (a rerun is a new entry; the same entry stored twice is kept once)."""
+        ...
+
+    def list_triage_results(
+        self, *, trace_id: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[TriageEntry]:
+        """Stored triages, newest first, optionally of one trace or since a time."""
         ...
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -10,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tracejudge._errors import StoreError
-from tracejudge.schema import ItemResult, RawSpan, RunRecord, StoredReport, TuningMark
-from tracejudge.store._protocol import TraceSummary
+from tracejudge.schema import ItemResult, Localization, RawSpan, RunRecord, StoredReport, TuningMark
+from tracejudge.store._protocol import TraceSummary, TriageEntry
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
 _DDL = (
@@ -87,6 +88,17 @@ _DDL = (
         marked_at TEXT NOT NULL,
         PRIMARY KEY (rubric_name, item_key, calibration_id)
     )""",
+    # Triage reports: one row per triage run of a ticket; the report and the dashboards read them.
+    """CREATE TABLE IF NOT EXISTS triage_results (
+        triage_id TEXT PRIMARY KEY,
+        triaged_at TEXT NOT NULL,
+        ticket TEXT,
+        trace_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS triage_results_time ON triage_results (triaged_at)",
+    "CREATE INDEX IF NOT EXISTS triage_results_trace ON triage_results (trace_id, triaged_at)",
 )
 _SCHEMA_VERSION = 1
 
@@ -435,6 +447,68 @@ class SqliteStore:
                 kind=r[3],
                 rubric_version=r[4],
                 marked_at=datetime.fromisoformat(r[5]),
+            )
+            for r in rows
+        ]
+
+    def put_triage_result(
+        self, result: Localization, *, ticket: str | None = None, triaged_at: datetime | None = None
+    ) -> TriageEntry:
+        when = triaged_at or datetime.now(UTC)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        ticket = ticket if ticket is not None else result.ticket
+        payload = result.model_dump_json()
+        # Same report, ticket and time -> same id: storing it twice (a resumed rerun) keeps one entry.
+        digest = hashlib.sha256(
+            "\x1f".join((ticket or "", result.trace_id, when.isoformat(), payload)).encode()
+        ).hexdigest()
+        entry = TriageEntry(
+            triage_id="tr-" + digest[:24],
+            triaged_at=when,
+            ticket=ticket,
+            trace_id=result.trace_id,
+            result=result,
+        )
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO triage_results (triage_id, triaged_at, ticket, trace_id, verdict, payload)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (triage_id) DO NOTHING",
+                (
+                    entry.triage_id,
+                    when.astimezone(UTC).isoformat(),
+                    ticket,
+                    result.trace_id,
+                    result.verdict,
+                    payload,
+                ),
+            )
+        return entry
+
+    def list_triage_results(
+        self, *, trace_id: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[TriageEntry]:
+        sql = "SELECT triage_id, triaged_at, ticket, trace_id, payload FROM triage_results WHERE 1 = 1"
+        params: list[object] = []
+        if trace_id is not None:
+            sql += " AND trace_id = ?"
+            params.append(trace_id)
+        if since is not None:
+            sql += " AND triaged_at >= ?"
+            params.append((since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat())
+        sql += " ORDER BY triaged_at DESC, triage_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [
+            TriageEntry(
+                triage_id=r[0],
+                triaged_at=datetime.fromisoformat(r[1]),
+                ticket=r[2],
+                trace_id=r[3],
+                result=Localization.model_validate_json(r[4]),
             )
             for r in rows
         ]
