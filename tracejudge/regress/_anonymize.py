@@ -38,7 +38,7 @@ _ACCOUNT = re.compile(
 )
 # Fields that are structure, not content: never rewritten.
 _KEEP = frozenset(
-    ["schema_version", "id", "kind", "split", "status", "replaces", "trace_id", "observation_id"]
+    ["schema_version", "id", "kind", "split", "status", "replaces", "trace_id", "observation_id", "version"]
 )
 
 _PREFIX = {"contract": "ID", "name": "Party", "person": "Person", "email": "", "account": "ACCT"}
