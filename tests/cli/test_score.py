@@ -119,7 +119,47 @@ def test_battery_verdicts_per_item_criterion_and_category(
     assert summary["cost_usd"] > 0
 
 
+def _seed_calibration(store_url: str) -> None:
+    """A held-out calibration at kappa 0.8: the gate refuses without one (tests/cli/test_calibrate.py)."""
+    from datetime import UTC, datetime
+
+    from tracejudge.audit import agent_prompts
+    from tracejudge.judge import load_rubric, prompt_template_hash, rubric_hash
+    from tracejudge.normalize import normalize
+    from tracejudge.schema import Agreement, CalibrationReport, StoredReport
+
+    rubric = load_rubric(EXAMPLE / "rubric.yaml")
+    assert rubric.judge is not None
+    store = SqliteStore(store_url.removeprefix("sqlite:///"))
+    prompts = agent_prompts(normalize(store.get_spans(t)) for t in store.iter_trace_ids())
+    held = Agreement(n=40, kappa=0.8)
+    report = CalibrationReport(
+        **held.model_dump(),
+        calibration_id="cal-seeded",
+        created_at=datetime.now(UTC),
+        rubric_name=rubric.name,
+        rubric_version=str(rubric.version),
+        rubric_hash=rubric_hash(rubric),
+        prompt_hash=prompt_template_hash(rubric),
+        judge_model=rubric.judge.model,
+        agent_prompts=tuple(sorted(prompts)),
+        evaluated_on="holdout",
+        holdout=held,
+    )
+    store.put_report(
+        StoredReport(
+            report_id=report.calibration_id,
+            kind="calibration",
+            created_at=report.created_at,
+            rubric_name=rubric.name,
+            payload=report.model_dump(mode="json"),
+        )
+    )
+    store.close()
+
+
 def test_gate_exit_code_and_rerun_uses_cache(server: ScriptedOpenAIServer, store_url: str) -> None:
+    _seed_calibration(store_url)
     code, _ = _score(store_url, "--gate", "0.9")
     assert code == 1
     calls = len(server.completion_requests())

@@ -4,12 +4,15 @@ pairwise judging, and pass-rate drift separated from judge or rubric changes by 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from tracejudge._errors import InputError
 from tracejudge.schema import (
@@ -22,6 +25,7 @@ from tracejudge.schema import (
     Stability,
     StabilityItem,
     StoredReport,
+    TaskRecord,
 )
 from tracejudge.store import Store
 
@@ -86,6 +90,7 @@ POSITIVE_CUES = (
 )
 _NEGATORS = {"not", "no", "never", "isn't", "doesn't", "hardly", "lacks", "without", "cannot"}
 _MIN_TONE = 0.3
+_PAIRS_HINT = 'each line: {"id", "input", "a", "b"}'
 _PAIR_ID = re.compile(r"^(?P<pair>.+)::(?P<order>ab|ba)$")
 
 
@@ -342,3 +347,45 @@ def audit_run(store: Store, run_id: str | None = None, *, mismatch_limit: int | 
         )
     )
     return report
+
+
+def load_pairs(path: str | Path) -> list[dict[str, Any]]:
+    """Pairs JSONL: ``{"id", "input", "a", "b"}`` (optional ``context``)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read the pairs {p}: {exc.strerror}", hint="check the --pairs path") from exc
+    out = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{p}:{n}: not JSON", hint=_PAIRS_HINT) from exc
+        if not isinstance(data, dict) or not all(k in data for k in ("id", "a", "b")):
+            raise InputError(
+                f"{p}:{n}: a pair needs id, a and b", hint='each line: {"id", "input", "a", "b"}'
+            )
+        out.append(data)
+    return out
+
+
+def pair_tasks(pairs: Iterable[dict[str, Any]]) -> list[TaskRecord]:
+    """Each pair twice, in both orders (trace ids ``<id>::ab`` and ``<id>::ba``): the answer shown first
+    is "Answer 1". A rubric whose criteria ask whether Answer 1 is the better one scores them."""
+    from tracejudge.audit._labels import task_from
+
+    out = []
+    for pair in pairs:
+        for order, first, second in (("ab", pair["a"], pair["b"]), ("ba", pair["b"], pair["a"])):
+            out.append(
+                task_from(
+                    f"{pair['id']}::{order}",
+                    input=pair.get("input"),
+                    output=f"Answer 1:\n{first}\n\nAnswer 2:\n{second}",
+                    context=pair.get("context"),
+                )
+            )
+    return out

@@ -144,3 +144,14 @@ def require_gate(
     if not decision.allowed:
         raise GateRefused(f"refusing to gate: {decision.reason}", hint=decision.hint)
     return decision
+
+
+def require_gate_for_traces(
+    store: Store, rubric: Rubric, trace_ids: Iterable[str], *, rubric_path: str = "RUBRIC.yaml"
+) -> GateDecision:
+    """:func:`require_gate` for stored traces (their agent prompt versions read from the traces)."""
+    from tracejudge.runs import store_loader
+
+    load = store_loader(store)
+    tasks = (t for t in map(load, trace_ids) if not isinstance(t, str))
+    return require_gate(store, rubric, tasks, rubric_path=rubric_path)

@@ -82,7 +82,7 @@ def bootstrap_ci(
 
     Resamples where the statistic is undefined are left out; None when fewer than half are defined
     or there are fewer than two items. Seeded: the same input gives the same interval."""
-    if n < 2:
+    if n < 2 or resamples <= 0:
         return None
     rng = random.Random(seed)
     values: list[float] = []
@@ -91,7 +91,7 @@ def bootstrap_ci(
         v = statistic(idx)
         if v is not None and not math.isnan(v):
             values.append(v)
-    if len(values) * 2 < resamples:
+    if not values or len(values) * 2 < resamples:
         return None
     values.sort()
     lo_q = (1 - level) / 2
@@ -180,7 +180,7 @@ def agreement(
     bias: Literal["lenient", "strict", "even"] | None = None
     if diff is not None:
         # Within one item's worth of difference the rates are called even.
-        bias = "even" if abs(diff) <= max(0.05, 1 / n) else ("lenient" if diff > 0 else "strict")
+        bias = "even" if abs(diff) <= max(0.05, 1 / n) + 1e-9 else ("lenient" if diff > 0 else "strict")
     wk = None
     if judge_buckets is not None:
         order = ["fail", "borderline", "pass"]

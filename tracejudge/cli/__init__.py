@@ -8,7 +8,10 @@ import click
 
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._audit import audit
+from tracejudge.cli._calibrate import calibrate_cmd
 from tracejudge.cli._demo import demo
+from tracejudge.cli._probe import probe
 from tracejudge.cli._regress import regress
 from tracejudge.cli._score import score
 from tracejudge.cli._traces import traces
@@ -79,6 +82,9 @@ cli.add_command(score)
 cli.add_command(triage)
 cli.add_command(demo)
 cli.add_command(regress)
+cli.add_command(calibrate_cmd)
+cli.add_command(audit)
+cli.add_command(probe)
 
 
 def main() -> None:

@@ -182,6 +182,18 @@ def score(
     ids = select_trace_ids(
         store, trace_ids=trace_ids, name=name, since=since, until=until, sample=sample, limit=limit
     )
+    if gate is not None:
+        # Refused before any judge call: a gate needs a held-out calibration (DESIGN 2).
+        from tracejudge.audit import require_gate_for_traces
+
+        require_gate_for_traces(
+            store,
+            rubric,
+            select_trace_ids(
+                store, trace_ids=trace_ids, name=name, since=since, until=until, sample=sample, limit=limit
+            ),
+            rubric_path=str(rubric_path),
+        )
     options = ScoreOptions(
         concurrency=concurrency,
         repeat=repeat,

@@ -1,0 +1,279 @@
+"""``tracejudge calibrate``: the judge against people's labels; ``calibrate sample``: what to label."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from tracejudge.audit import (
+    CalibrateOptions,
+    calibrate,
+    labelling_sample,
+    langfuse_labels,
+    load_labels,
+    queue_for_annotation,
+)
+from tracejudge.cli._app import App, handle_errors, print_json
+from tracejudge.judge import load_rubric
+from tracejudge.schema import Agreement, CalibrationReport
+
+
+def _fraction(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not 0 < value < 1:
+        raise click.BadParameter("give a fraction in (0, 1), e.g. 0.3")
+    return value
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _agreement_line(title: str, a: Agreement) -> str:
+    ci = f" [{a.kappa_ci[0]:.2f}, {a.kappa_ci[1]:.2f}]" if a.kappa_ci else ""
+    return (
+        f"{title}: n {a.n}, accuracy {_pct(a.accuracy)}, kappa {_num(a.kappa)}{ci} ({a.interpretation}),"
+        f" weighted kappa {_num(a.weighted_kappa)}, indeterminate {a.indeterminate}"
+    )
+
+
+def render_calibration(app: App, r: CalibrationReport) -> None:
+    """The calibration report for a person: what is graded before how well."""
+    c = app.console
+    c.print(
+        f"[bold]calibration {r.calibration_id}[/bold]"
+        f"  rubric {escape(r.rubric_name)} v{escape(r.rubric_version)}"
+        f"  judge {escape(r.judge_model or '-')}  labels {escape(r.labels_source)}"
+    )
+    side = Table(
+        "rubric grades", "threshold", "shared with the labels' definition", title="criteria vs labels"
+    )
+    for cov in r.criteria:
+        mark = "" if cov.covered is None else ("" if cov.covered else "[red]not in the definition[/red] ")
+        side.add_row(
+            f"{escape(cov.name)}: {escape(cov.description)}",
+            "-" if cov.threshold is None else f"{cov.threshold:g}",
+            mark + escape(", ".join(cov.shared_words) or "-"),
+        )
+    c.print(side)
+    c.print(
+        "labels' definition: " + (escape(r.definition) if r.definition else "[yellow](none given)[/yellow]")
+    )
+    where = "held-out items" if r.evaluated_on == "holdout" else "all items (none held out)"
+    c.print(f"[bold]{_agreement_line('on ' + where, r)}[/bold]")
+    if r.tuning is not None:
+        c.print(_agreement_line("on tuning items", r.tuning))
+    direction = {
+        "lenient": "more than people: lenient",
+        "strict": "fewer than people: strict",
+        "even": "even",
+    }
+    c.print(
+        f"judge pass rate {_pct(r.judge_pass_rate)} vs labels {_pct(r.label_pass_rate)}"
+        f" ({direction.get(r.bias or '', '-')})"
+    )
+    cf = r.confusion
+    conf = Table("", "label pass", "label fail", title="confusion")
+    conf.add_row("judge pass", str(cf.true_pass), f"[red]{cf.false_pass} false pass[/red]")
+    conf.add_row("judge fail", f"[red]{cf.false_fail} false fail[/red]", str(cf.true_fail))
+    c.print(conf)
+    for f in r.flags:
+        c.print(f"[yellow]! {escape(f)}[/yellow]")
+    if r.contaminated:
+        c.print(f"[yellow]{len(r.contaminated)} holdout-bucket items were already used for tuning[/yellow]")
+    if r.raters is not None:
+        ra = r.raters
+        per = ", ".join(f"{escape(k)} {_num(v)}" for k, v in ra.judge_kappa.items())
+        c.print(
+            f"raters {', '.join(ra.raters)}: agreement with each other kappa {_num(ra.ceiling_kappa)}"
+            f" on {ra.ceiling_n} items (the ceiling); judge vs each: {per}"
+        )
+    if r.sweep is not None and r.sweep.points:
+        s = r.sweep
+        pts = "  ".join(
+            f"{p.threshold:g}:{_num(p.kappa)}" for p in s.points if p.threshold == int(p.threshold)
+        )
+        c.print(f"threshold sweep (kappa on tuning items): {pts}")
+        hk = (
+            f", held-out kappa there {_num(s.holdout_kappa_at_best)}"
+            if s.holdout_kappa_at_best is not None
+            else ""
+        )
+        cur = ", ".join(f"{k} {v:g}" for k, v in s.rubric_thresholds.items())
+        c.print(f"best threshold {s.best_threshold} (kappa {_num(s.best_kappa)}{hk}); rubric now: {cur}")
+    if r.comparison is not None:
+        m = r.comparison
+        c.print(f"[bold]{_agreement_line('second judge ' + escape(m.model), m.agreement)}[/bold]")
+        c.print(
+            f"between the two judges kappa {_num(m.between_models_kappa)};"
+            f" shared errors {len(m.shared_errors)},"
+            f" only primary {len(m.only_primary_errors)}, only {escape(m.model)} {len(m.only_other_errors)}:"
+            f" {escape(m.reading)}"
+        )
+    wrong = [
+        i
+        for i in r.items
+        if i.judge in ("pass", "fail") and i.label in ("pass", "fail") and i.judge != i.label
+    ]
+    if wrong:
+        t = Table("item", "split", "label", "judge", "reason", title="disagreements")
+        for i in wrong[:30]:
+            t.add_row(escape(i.id), i.split, i.label, i.judge, escape(i.reason[:100]))
+        c.print(t)
+
+
+@click.group("calibrate", invoke_without_command=True)
+@click.option("--rubric", "rubric_path", type=click.Path(path_type=Path), default=None, help="Rubric YAML.")
+@click.option(
+    "--labels",
+    "labels_arg",
+    default=None,
+    metavar="LABELS.jsonl|langfuse:SCORE",
+    help="Labels JSONL (DESIGN 5.6), or langfuse:SCORE_NAME for annotation scores on pulled traces.",
+)
+@click.option(
+    "--definition",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Side file: what the labels' pass means.",
+)
+@click.option(
+    "--holdout",
+    type=float,
+    default=None,
+    callback=_fraction,
+    metavar="FRACTION",
+    help="Keep this fraction aside (by id hash) and report on items never used for tuning.",
+)
+@click.option("--compare-model", default=None, metavar="MODEL", help="Run a second judge model side by side.")
+@click.option("--rater", default=None, help="Measure against this rater (default: the first in the file).")
+@click.option(
+    "--agent-prompt",
+    "agent_prompts",
+    multiple=True,
+    metavar="NAME@VERSION",
+    help="Agent prompt the labels cover.",
+)
+@click.option(
+    "--band", type=float, default=2.0, show_default=True, help="Borderline band below the threshold."
+)
+@click.option("--label-threshold", type=float, default=None, help="Numeric Langfuse scores pass at or above.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--no-cache", is_flag=True, help="Call the judge even when an identical reply is cached.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (DESIGN 5.6).")
+@click.pass_context
+@handle_errors
+def calibrate_cmd(
+    ctx: click.Context,
+    rubric_path: Path | None,
+    labels_arg: str | None,
+    definition: Path | None,
+    holdout: float | None,
+    compare_model: str | None,
+    rater: str | None,
+    agent_prompts: tuple[str, ...],
+    band: float,
+    label_threshold: float | None,
+    concurrency: int,
+    no_cache: bool,
+    as_json: bool,
+) -> None:
+    """Measure the judge against people's labels: kappa, leniency, confusion, threshold, raters."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if rubric_path is None or labels_arg is None:
+        raise click.UsageError("give --rubric RUBRIC.yaml and --labels LABELS.jsonl (or `calibrate sample`)")
+    app = ctx.find_object(App)
+    assert app is not None
+    rubric = load_rubric(rubric_path)
+    if labels_arg.startswith("langfuse:"):
+        labels = langfuse_labels(app.store, labels_arg.removeprefix("langfuse:"), threshold=label_threshold)
+    else:
+        labels = load_labels(labels_arg, definition=definition)
+    options = CalibrateOptions(
+        holdout=holdout,
+        compare_model=compare_model,
+        rater=rater,
+        band=band,
+        concurrency=concurrency,
+        use_cache=not no_cache,
+        agent_prompts=agent_prompts,
+    )
+    report = calibrate(rubric, labels, app.store, options=options)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        render_calibration(app, report)
+
+
+@calibrate_cmd.command("sample")
+@click.option("--n", "n", type=click.IntRange(min=1), default=40, show_default=True, help="Traces to pick.")
+@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Scoring run (default: the newest).")
+@click.option(
+    "--rubric", "rubric_path", type=click.Path(path_type=Path), default=None, help="Rubric (thresholds)."
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Write the JSONL here (default: stdout)."
+)
+@click.option(
+    "--queue", "queue_id", default=None, metavar="QUEUE_ID", help="Also add them to a Langfuse queue."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the sample summary as JSON.")
+@click.pass_context
+@handle_errors
+def sample_cmd(
+    ctx: click.Context,
+    n: int,
+    run_id: str | None,
+    rubric_path: Path | None,
+    out: Path | None,
+    queue_id: str | None,
+    as_json: bool,
+) -> None:
+    """Pick traces for people to label: stratified by score band, heavy near the threshold."""
+    app = ctx.find_object(App)
+    assert app is not None
+    rubric = load_rubric(rubric_path) if rubric_path else None
+    sample = labelling_sample(app.store, n, run_id=run_id, rubric=rubric)
+    lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in sample.rows)
+    if out is not None:
+        out.write_text(lines, encoding="utf-8")
+    queued = 0
+    if queue_id:
+        from tracejudge.write import LangfuseApi, LangfuseCredentials
+
+        with LangfuseApi(LangfuseCredentials.from_env()) as api:
+            queued = queue_for_annotation(api, queue_id, [r["trace_id"] for r in sample.rows])
+    summary: dict[str, Any] = {
+        "report_id": sample.report_id,
+        "run_id": sample.run_id,
+        "n": len(sample.rows),
+        "bands": sample.bands,
+        "available": sample.available,
+        "out": str(out) if out else None,
+        "queued": queued,
+    }
+    if as_json:
+        if out is None:
+            summary["rows"] = list(sample.rows)
+        print_json(summary)
+        return
+    if out is None:
+        sys.stdout.write(lines)
+    bands = ", ".join(f"{k} {v}/{sample.available[k]}" for k, v in sample.bands.items())
+    app.err.print(f"picked {len(sample.rows)} traces of run {sample.run_id}: {bands}")
+    if out is not None:
+        app.err.print(
+            f"fill in `label` (pass/fail) and `rater` in {out}, then: tracejudge calibrate --labels {out}"
+        )
+    if queued:
+        app.err.print(f"queued {queued} traces in Langfuse annotation queue {queue_id}")
