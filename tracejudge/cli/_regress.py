@@ -151,6 +151,7 @@ def push_cmd(app: App, suite: Path, dataset: str, as_json: bool) -> None:
     """Upsert the samples as Langfuse dataset items (deterministic ids; pushing twice changes nothing)."""
     from tracejudge.write import LangfuseWriter
 
+    load_suite(suite)  # a broken sample is reported before Langfuse is contacted
     with LangfuseWriter.from_env() as writer:
         report = push_suite_path(suite, dataset, writer)
     if as_json:
