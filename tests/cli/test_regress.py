@@ -35,15 +35,19 @@ def test_check_exits_1_on_violations_and_0_when_clean(tmp_path: Path) -> None:
     report = json.loads(result.output)
     assert {v["rule"] for v in report["violations"]} == {"balance", "split_straddle"}
     text = _run(tmp_path, "regress", "check", str(bad))
-    assert text.exit_code == 1 and "split_straddle" in text.output
+    assert text.exit_code == 1
+    assert "split_straddle" in text.output
 
 
 def test_a_bad_sample_exits_2_naming_file_and_field(tmp_path: Path) -> None:
     bad = sample()
     bad["split"] = "holdout"
     folder = write_suite(tmp_path / "s", [bad])
-    for command in (["check", str(folder)], ["push", str(folder), "--dataset", "d"],
-                    ["run", str(folder), "--target", "x:y"]):  # fmt: skip
+    for command in (
+        ["check", str(folder)],
+        ["push", str(folder), "--dataset", "d"],
+        ["run", str(folder), "--target", "x:y"],
+    ):
         result = _run(tmp_path, "regress", *command)
         assert result.exit_code == 2, result.output
         assert "rs-0001.yaml:5: split:" in result.output
@@ -52,23 +56,34 @@ def test_a_bad_sample_exits_2_naming_file_and_field(tmp_path: Path) -> None:
 def test_run_needs_exactly_one_target(tmp_path: Path) -> None:
     folder = balanced(tmp_path / "s")
     neither = _run(tmp_path, "regress", "run", str(folder))
-    both = _run(tmp_path, "regress", "run", str(folder), "--target", "a:b", "--endpoint", "http://127.0.0.1:1/")
+    both = _run(
+        tmp_path, "regress", "run", str(folder), "--target", "a:b", "--endpoint", "http://127.0.0.1:1/"
+    )
     assert neither.exit_code == both.exit_code == 2
     missing = _run(tmp_path, "regress", "run", str(folder), "--target", "no_such_module_xyz:f")
-    assert missing.exit_code == 2 and "cannot import" in missing.output
+    assert missing.exit_code == 2
+    assert "cannot import" in missing.output
 
 
 def test_build_reports_tickets_without_stored_traces(tmp_path: Path) -> None:
     ticket = tmp_path / "t.yaml"
-    ticket.write_text(yaml.safe_dump({"trace_id": "ab" * 16, "required": [{"doc_id": "D"}]}), encoding="utf-8")
-    result = _run(tmp_path, "regress", "build", "--ticket", str(ticket), "--out", str(tmp_path / "s"), "--json")
+    ticket.write_text(
+        yaml.safe_dump({"trace_id": "ab" * 16, "required": [{"doc_id": "D"}]}), encoding="utf-8"
+    )
+    result = _run(
+        tmp_path, "regress", "build", "--ticket", str(ticket), "--out", str(tmp_path / "s"), "--json"
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["written"] == [] and "no spans stored" in report["skipped"][0]["reason"]
+    assert report["written"] == []
+    assert "no spans stored" in report["skipped"][0]["reason"]
     bad_kind = tmp_path / "k.yaml"
-    bad_kind.write_text(yaml.safe_dump({"trace_id": "ab" * 16, "kind": "oops", "required": [{"doc_id": "D"}]}))
+    bad_kind.write_text(
+        yaml.safe_dump({"trace_id": "ab" * 16, "kind": "oops", "required": [{"doc_id": "D"}]})
+    )
     result = _run(tmp_path, "regress", "build", "--ticket", str(bad_kind), "--out", str(tmp_path / "s"))
-    assert result.exit_code == 2 and "k.yaml: kind: 'oops'" in result.output
+    assert result.exit_code == 2
+    assert "k.yaml: kind: 'oops'" in result.output
 
 
 @pytest.fixture
@@ -85,18 +100,29 @@ def langfuse(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_push_twice_changes_nothing(tmp_path: Path, langfuse: LangfuseServer) -> None:
     def items() -> list[dict[str, Any]]:
-        return sorted(({k: v for k, v in i.items() if k != "updatedAt"} for i in langfuse.dataset_items),
-                      key=lambda i: i["id"])  # fmt: skip
+        return sorted(
+            ({k: v for k, v in i.items() if k != "updatedAt"} for i in langfuse.dataset_items),
+            key=lambda i: i["id"],
+        )
 
-    first = _run(tmp_path, "regress", "push", str(EXAMPLE_SUITE), "--dataset", "procurement-regress", "--json")
+    first = _run(
+        tmp_path, "regress", "push", str(EXAMPLE_SUITE), "--dataset", "procurement-regress", "--json"
+    )
     assert first.exit_code == 0, first.output
     assert json.loads(first.output)["written"] == 11
     after_first = items()
     assert len(after_first) == 11
     assert all(i["sourceTraceId"] and i["datasetName"] == "procurement-regress" for i in after_first)
-    assert {i["metadata"]["kind"] for i in after_first} == {"failure", "success", "reasonable_rejection", "boundary"}
+    assert {i["metadata"]["kind"] for i in after_first} == {
+        "failure",
+        "success",
+        "reasonable_rejection",
+        "boundary",
+    }
     assert all("expected" not in json.dumps(i["input"]) for i in after_first)
-    second = _run(tmp_path, "regress", "push", str(EXAMPLE_SUITE), "--dataset", "procurement-regress", "--json")
+    second = _run(
+        tmp_path, "regress", "push", str(EXAMPLE_SUITE), "--dataset", "procurement-regress", "--json"
+    )
     assert second.exit_code == 0
     assert json.loads(second.output)["ids"] == json.loads(first.output)["ids"]
     assert items() == after_first
@@ -109,21 +135,34 @@ def test_build_from_langfuse_feedback_scores(tmp_path: Path, langfuse: LangfuseS
     langfuse.add_trace(good)
     langfuse.add_trace(bad)
     langfuse.add_score({"traceId": good["id"], "name": "user-feedback", "value": 1, "dataType": "NUMERIC"})
-    langfuse.add_score({"traceId": bad["id"], "name": "user-feedback", "value": 0, "dataType": "NUMERIC",
-                        "comment": "wrong cap: v2 says 30,000"})  # fmt: skip
+    langfuse.add_score(
+        {
+            "traceId": bad["id"],
+            "name": "user-feedback",
+            "value": 0,
+            "dataType": "NUMERIC",
+            "comment": "wrong cap: v2 says 30,000",
+        }
+    )
     langfuse.add_score({"traceId": bad["id"], "name": "other", "value": 0, "dataType": "NUMERIC"})
     store = SqliteStore(tmp_path / "t.db")
     with LangfuseApi(LangfuseCredentials.from_env()) as api:
         pull_langfuse(store, api)
     store.close()
     out = tmp_path / "suite"
-    result = _run(tmp_path, "regress", "build", "--langfuse-feedback", "user-feedback", "--out", str(out), "--json")
+    result = _run(
+        tmp_path, "regress", "build", "--langfuse-feedback", "user-feedback", "--out", str(out), "--json"
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["kinds"] == {"success": 1, "failure": 1}
-    samples = {s["source"]["trace_id"]: s for s in (yaml.safe_load(p.read_text()) for p in out.glob("*.yaml"))}
+    samples = {
+        s["source"]["trace_id"]: s for s in (yaml.safe_load(p.read_text()) for p in out.glob("*.yaml"))
+    }
     assert samples[good["id"]]["kind"] == "success"
     assert samples[good["id"]]["basis"]["required"][0]["doc_id"] == "C-17/attachment"
     assert samples[bad["id"]]["kind"] == "failure"
     assert samples[bad["id"]]["source"]["feedback"] == "wrong cap: v2 says 30,000"
-    none = _run(tmp_path, "regress", "build", "--langfuse-feedback", "thumbs", "--out", str(tmp_path / "x"), "--json")
+    none = _run(
+        tmp_path, "regress", "build", "--langfuse-feedback", "thumbs", "--out", str(tmp_path / "x"), "--json"
+    )
     assert "no stored trace carries a score" in json.loads(none.output)["skipped"][0]["reason"]

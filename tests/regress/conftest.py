@@ -22,7 +22,9 @@ def sample(sid: str = "rs-0001", **overrides: Any) -> dict[str, Any]:
         "tags": {"risk": "high"},
         "source": {"trace_id": "ab" * 16, "ticket": "EXP-1", "feedback": "cited v1", "verified_by": "Li Wei"},
         "input": {
-            "messages": [{"role": "user", "content": f"What is the prepayment cap for Huadong Steel? ({sid})"}],
+            "messages": [
+                {"role": "user", "content": f"What is the prepayment cap for Huadong Steel? ({sid})"}
+            ],
             "principal": "procurement",
         },
         "basis": {
@@ -34,7 +36,9 @@ def sample(sid: str = "rs-0001", **overrides: Any) -> dict[str, Any]:
                     "facts": {"prepayment_cap_rmb": 30000},
                 }
             ],
-            "superseded": [{"doc_id": "C-17/attachment", "version": "v1", "facts": {"prepayment_cap_rmb": 50000}}],
+            "superseded": [
+                {"doc_id": "C-17/attachment", "version": "v1", "facts": {"prepayment_cap_rmb": 50000}}
+            ],
         },
         "environment": {
             "task_time": "2026-11-18T09:30:00Z",

@@ -23,7 +23,8 @@ def _text(folder: Path) -> str:
 def test_the_example_suite_keeps_amounts_relations_and_verdicts(tmp_path: Path) -> None:
     out, mapping = tmp_path / "anon", tmp_path / "private" / "mapping.json"
     report = anonymize_suite(EXAMPLE_SUITE, out, mapping_file=mapping, identifiers=["Eastwind Trading"])
-    assert report.ok and report.samples == 11
+    assert report.ok
+    assert report.samples == 11
     assert all(v.identical for v in report.verified)
     assert {v.verdict_before for v in report.verified} >= {"ignored_by_model", "no_fault"}
     text = _text(out)
@@ -31,7 +32,8 @@ def test_the_example_suite_keeps_amounts_relations_and_verdicts(tmp_path: Path) 
         assert secret not in text
     table = json.loads(mapping.read_text())
     assert table["contract"]["C-17"].startswith("ID-")
-    assert not list(out.glob("*mapping*")) and "ID-" in text
+    assert not list(out.glob("*mapping*"))
+    assert "ID-" in text
     before, after = load_suite(EXAMPLE_SUITE), load_suite(out)
     for b, a in zip(before.samples, after.samples, strict=True):
         sb, sa = b.sample, a.sample
@@ -39,7 +41,9 @@ def test_the_example_suite_keeps_amounts_relations_and_verdicts(tmp_path: Path) 
         for mb, ma in zip(sb.environment.materials, sa.environment.materials, strict=True):
             amounts_b = [(n.value, n.unit) for n in find_numbers(mb.content) if n.unit]
             assert amounts_b == [(n.value, n.unit) for n in find_numbers(ma.content) if n.unit]
-        assert [m.effective_from for m in sb.environment.materials] == [m.effective_from for m in sa.environment.materials]
+        assert [m.effective_from for m in sb.environment.materials] == [
+            m.effective_from for m in sa.environment.materials
+        ]
         assert [m.version for m in sb.basis.required] == [m.version for m in sa.basis.required]
         assert sb.basis.required[0].facts == sa.basis.required[0].facts
         # Relations: attachment and contract of one agreement still share the pseudonymized agreement id.
@@ -54,8 +58,13 @@ def test_the_example_suite_keeps_amounts_relations_and_verdicts(tmp_path: Path) 
 
 def test_emails_accounts_and_names_in_free_text(tmp_path: Path) -> None:
     s = sample()
-    s["source"]["feedback"] = "Reported by li.wei@eastwind.example; pay to account no. 6222-0200-1234 or IBAN DE89370400440532013000."
-    s["observed"]["answer"] = "Huadong Steel may be prepaid 50,000 RMB (C-17/attachment v1); contact li.wei@eastwind.example."
+    s["source"]["feedback"] = (
+        "Reported by li.wei@eastwind.example; pay to account no. 6222-0200-1234 "
+        "or IBAN DE89370400440532013000."
+    )
+    s["observed"]["answer"] = (
+        "Huadong Steel may be prepaid 50,000 RMB (C-17/attachment v1); contact li.wei@eastwind.example."
+    )
     other = sample("rs-0002")
     other["observed"]["answer"] = "Ask li.wei@eastwind.example about C-17."
     report = anonymize_suite(write_suite(tmp_path / "s", [s, other]), tmp_path / "out")
@@ -65,7 +74,9 @@ def test_emails_accounts_and_names_in_free_text(tmp_path: Path) -> None:
     for secret in ("li.wei@", "6222-0200-1234", "DE89370400440532013000", "Li Wei", "Huadong"):
         assert secret not in text
     assert text.count("user1@example.invalid") == 3  # consistent across samples
-    assert "50,000 RMB" in text and "2026-03-01" in text and "v1" in text
+    assert "50,000 RMB" in text
+    assert "2026-03-01" in text
+    assert "v1" in text
 
 
 def test_a_changed_verdict_is_reported(tmp_path: Path) -> None:
@@ -87,4 +98,6 @@ def test_the_mapping_stays_out_of_the_suites(tmp_path: Path) -> None:
         anonymize_suite(folder, folder / "anon")
     report = anonymize_suite(folder, tmp_path / "out2")
     assert report.mapping_file is None
-    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == sorted(p.name for p in folder.glob("*.yaml"))
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == sorted(
+        p.name for p in folder.glob("*.yaml")
+    )

@@ -51,7 +51,9 @@ def test_a_group_straddling_the_splits(tmp_path: Path) -> None:
 def test_near_duplicates_in_different_groups(tmp_path: Path) -> None:
     folder = balanced(tmp_path / "s")
     variant = sample("rs-0005", group="contract-17-variant")
-    variant["input"]["messages"][0]["content"] = "What is the prepayment cap for Huadong Steel today? (rs-0001)"
+    variant["input"]["messages"][0]["content"] = (
+        "What is the prepayment cap for Huadong Steel today? (rs-0001)"
+    )
     write_suite(folder, [variant])
     report = check_suite_path(folder)
     assert [v.rule for v in report.violations] == ["near_duplicate"]
@@ -61,7 +63,9 @@ def test_near_duplicates_in_different_groups(tmp_path: Path) -> None:
 def test_leakage_of_the_expected_value_or_clause_into_the_input(tmp_path: Path) -> None:
     folder = balanced(tmp_path / "s")
     leaky = sample("rs-0002")
-    leaky["input"]["messages"][0]["content"] = "The cap is 30,000 RMB, right? What is the cap for Huadong Steel?"
+    leaky["input"]["messages"][0]["content"] = (
+        "The cap is 30,000 RMB, right? What is the cap for Huadong Steel?"
+    )
     clause = sample("rs-0001")
     clause["input"]["messages"].append(
         {"role": "user", "content": "Hint: prepayment shall not exceed 30,000 rmb. So what is the cap?"}
@@ -83,9 +87,12 @@ def _debug_run(folder: Path, sample_id: str) -> None:
         target="agent:fn",
         retrieval="include",
         purpose="debug",
-        samples=(SampleRunResult(sample_id=sample_id, sample_hash="h", kind="failure", split="acceptance",
-                                 outcome="fail"),),
-    )  # fmt: skip
+        samples=(
+            SampleRunResult(
+                sample_id=sample_id, sample_hash="h", kind="failure", split="acceptance", outcome="fail"
+            ),
+        ),
+    )
     (folder / RUNS_DIR).mkdir(exist_ok=True)
     (folder / RUNS_DIR / "rr-debug.json").write_text(run.model_dump_json(), encoding="utf-8")
 

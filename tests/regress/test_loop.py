@@ -35,36 +35,73 @@ def test_triage_build_check_anonymize_run_fix_run(tmp_path: Path, monkeypatch: p
         record_traces(store, model.base_url)
         store.close()
 
-        code, out = _cli(store_url, "triage", "--ticket", str(EXAMPLE / "tickets"), "--manifest",
-                         str(EXAMPLE / "manifest.jsonl"), "--json")  # fmt: skip
+        code, out = _cli(
+            store_url,
+            "triage",
+            "--ticket",
+            str(EXAMPLE / "tickets"),
+            "--manifest",
+            str(EXAMPLE / "manifest.jsonl"),
+            "--json",
+        )
         assert code in (0, 1), out
         verdicts = {r["ticket"]: r["verdict"] for r in json.loads(out)["results"]}
-        assert verdicts["EXP-307"] == "ignored_by_model" and verdicts["EXP-302"] == "not_indexed"
+        assert verdicts["EXP-307"] == "ignored_by_model"
+        assert verdicts["EXP-302"] == "not_indexed"
 
         suite = tmp_path / "suite"
         tickets = [a for p in example_tickets() for a in ("--ticket", str(p))]
-        code, out = _cli(store_url, "regress", "build", *tickets, "--manifest", str(EXAMPLE / "manifest.jsonl"),
-                         "--out", str(suite), "--json")  # fmt: skip
+        code, out = _cli(
+            store_url,
+            "regress",
+            "build",
+            *tickets,
+            "--manifest",
+            str(EXAMPLE / "manifest.jsonl"),
+            "--out",
+            str(suite),
+            "--json",
+        )
         assert code == 0, out
         built = json.loads(out)
         assert built["kinds"] == {"failure": 7, "success": 2, "reasonable_rejection": 1, "boundary": 1}
         assert not built["skipped"]
         # What was built is what the example ships.
-        assert sorted(p.name for p in suite.glob("*.yaml")) == sorted(p.name for p in (EXAMPLE / "suite").glob("*.yaml"))
+        assert sorted(p.name for p in suite.glob("*.yaml")) == sorted(
+            p.name for p in (EXAMPLE / "suite").glob("*.yaml")
+        )
 
         code, out = _cli(store_url, "regress", "check", str(suite), "--json")
         assert code == 0, out
         assert json.loads(out)["ok"] is True
 
         anon = tmp_path / "anon"
-        code, out = _cli(store_url, "regress", "anonymize", str(suite), "--out", str(anon),
-                         "--mapping", str(tmp_path / "mapping.json"), "--json")  # fmt: skip
+        code, out = _cli(
+            store_url,
+            "regress",
+            "anonymize",
+            str(suite),
+            "--out",
+            str(anon),
+            "--mapping",
+            str(tmp_path / "mapping.json"),
+            "--json",
+        )
         assert code == 0, out
         assert all(v["identical"] for v in json.loads(out)["verified"])
         assert "Huadong" not in "".join(p.read_text() for p in anon.glob("*.yaml"))
 
-        run_args = ["regress", "run", str(anon), "--judge-model", "judge-mini", "--json",
-                    "--agent-cost-per-mtok", "0.4", "1.6"]  # fmt: skip
+        run_args = [
+            "regress",
+            "run",
+            str(anon),
+            "--judge-model",
+            "judge-mini",
+            "--json",
+            "--agent-cost-per-mtok",
+            "0.4",
+            "1.6",
+        ]
         code, out = _cli(store_url, *run_args, "--target", "examples.procurement.regress:agent")
         assert code == 0, out
         first = json.loads(out)
@@ -74,8 +111,14 @@ def test_triage_build_check_anonymize_run_fix_run(tmp_path: Path, monkeypatch: p
         assert {o for k, o in outcomes.values() if k in ("success", "boundary")} == {"pass"}
         assert first["cost_usd"] > 0
 
-        code, out = _cli(store_url, *run_args, "--target", "examples.procurement.regress:agent_fixed",
-                         "--gate", "regressed")  # fmt: skip
+        code, out = _cli(
+            store_url,
+            *run_args,
+            "--target",
+            "examples.procurement.regress:agent_fixed",
+            "--gate",
+            "regressed",
+        )
         assert code == 0, out
         second = json.loads(out)
     assert second["previous_run_id"] == first["run_id"]

@@ -112,11 +112,14 @@ def test_state_is_fresh_per_sample_and_multi_turn_goes_turn_by_turn(tmp_path: Pa
     assert [(turn, mem) for _, _, turn, mem in multi] == [(0, 1), (1, 2), (0, 1), (1, 2)]
     assert len({conv for _, conv, _, _ in seen}) == 4  # fresh conversation per sample and repeat
     result = {r.sample_id: r for r in run.samples}["rs-0002"]
-    assert len(result.attempts) == 2 and result.attempts[0].turns == (GOOD, GOOD)
+    assert len(result.attempts) == 2
+    assert result.attempts[0].turns == (GOOD, GOOD)
     per_attempt = (2 * 1000 * 2.0 + 2 * 500 * 4.0) / 1e6
     assert result.attempts[0].agent_cost_usd == pytest.approx(per_attempt)
     assert result.attempts[0].judge_cost_usd > 0
-    assert run.cost_usd == pytest.approx(sum(a.agent_cost_usd + a.judge_cost_usd for r in run.samples for a in r.attempts))
+    assert run.cost_usd == pytest.approx(
+        sum(a.agent_cost_usd + a.judge_cost_usd for r in run.samples for a in r.attempts)
+    )
 
 
 def test_fixed_retrieval_hands_over_the_recorded_documents_include_gives_materials(tmp_path: Path) -> None:
@@ -127,8 +130,12 @@ def test_fixed_retrieval_hands_over_the_recorded_documents_include_gives_materia
         return GOOD
 
     suite = load_suite(_suite(tmp_path))
-    run_suite(suite, agent, target_name="t", options=ReplayOptions(retrieval="fixed", sample_ids=("rs-0001",)))
-    run_suite(suite, agent, target_name="t", options=ReplayOptions(retrieval="include", sample_ids=("rs-0001",)))
+    run_suite(
+        suite, agent, target_name="t", options=ReplayOptions(retrieval="fixed", sample_ids=("rs-0001",))
+    )
+    run_suite(
+        suite, agent, target_name="t", options=ReplayOptions(retrieval="include", sample_ids=("rs-0001",))
+    )
     fixed_docs, _ = got["fixed"]
     assert [(d["version"], d["content"][:7]) for d in fixed_docs] == [("v1", "Payment"), ("v2", "Revised")]
     assert got["include"] == (None, ["v1", "v2"])
@@ -157,11 +164,21 @@ def test_runs_compare_with_the_previous_one_and_history_stays(tmp_path: Path) ->
     folder = _suite(tmp_path)
     cfg, client = _judge()
     opts = ReplayOptions(judge=cfg)
-    first = run_suite(load_suite(folder), lambda ctx: BAD if ctx.sample_id == "rs-0001" else GOOD, target_name="v1",
-                      options=opts, client=client)  # fmt: skip
+    first = run_suite(
+        load_suite(folder),
+        lambda ctx: BAD if ctx.sample_id == "rs-0001" else GOOD,
+        target_name="v1",
+        options=opts,
+        client=client,
+    )
     write_run(folder, first)
-    second = run_suite(load_suite(folder), lambda ctx: GOOD if ctx.sample_id == "rs-0001" else BAD, target_name="v2",
-                       options=opts, client=client)  # fmt: skip
+    second = run_suite(
+        load_suite(folder),
+        lambda ctx: GOOD if ctx.sample_id == "rs-0001" else BAD,
+        target_name="v2",
+        options=opts,
+        client=client,
+    )
     write_run(folder, second)
     changes = {r.sample_id: r.change for r in second.samples}
     assert changes == {"rs-0001": "fixed", "rs-0002": "regressed"}
@@ -206,8 +223,13 @@ def endpoint() -> Iterator[tuple[str, list[dict[str, Any]]]]:
             memory[body["conversation_id"]] = memory.get(body["conversation_id"], 0) + 1
             if "cap" in body["message"]["content"]:
                 httpx.post(f"{body['tools_url']}/submit_payment", json={"amount": 45000})
-            out = json.dumps({"answer": GOOD, "seen_turns": memory[body["conversation_id"]],
-                              "usage": {"input_tokens": 10, "output_tokens": 5}}).encode()  # fmt: skip
+            out = json.dumps(
+                {
+                    "answer": GOOD,
+                    "seen_turns": memory[body["conversation_id"]],
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(out)))
@@ -241,9 +263,14 @@ def test_an_http_endpoint_gets_each_turn_with_a_fresh_conversation_and_mocked_to
     assert multi[0]["conversation_id"] == multi[1]["conversation_id"]
     assert multi[0]["conversation_id"] != by_sample["rs-0001"][0]["conversation_id"]
     assert [m["content"] for m in multi[1]["messages"]] == [
-        "Hi, I handle Huadong Steel orders.", GOOD, "What is their prepayment cap?"
+        "Hi, I handle Huadong Steel orders.",
+        GOOD,
+        "What is their prepayment cap?",
     ]
-    assert {t["name"]: t["mode"] for t in multi[0]["tools"]} == {"escalate": "record", "submit_payment": "block"}
+    assert {t["name"]: t["mode"] for t in multi[0]["tools"]} == {
+        "escalate": "record",
+        "submit_payment": "block",
+    }
     attempt = {r.sample_id: r for r in run.samples}["rs-0001"].attempts[0]
     assert attempt.blocked_calls == ("submit_payment",)
     assert attempt.tool_calls[0].arguments == {"amount": 45000}

@@ -39,7 +39,8 @@ def test_a_nested_field_error_names_its_path(tmp_path: Path) -> None:
     bad["environment"]["materials"][1]["content"] = None
     msg = _error(write_suite(tmp_path / "s", [bad]))
     assert "rs-0001.yaml:" in msg
-    assert "expected.checks[0]" in msg and "doc_id" in msg
+    assert "expected.checks[0]" in msg
+    assert "doc_id" in msg
     assert "environment.materials[1].content" in msg
 
 
@@ -56,14 +57,17 @@ def test_schema_version_is_required_and_checked(tmp_path: Path) -> None:
     no_version = sample()
     del no_version["schema_version"]
     assert "schema_version: missing" in _error(write_suite(tmp_path / "a", [no_version]))
-    assert "schema_version: 7 is not supported" in _error(write_suite(tmp_path / "b", [sample(schema_version=7)]))
+    assert "schema_version: 7 is not supported" in _error(
+        write_suite(tmp_path / "b", [sample(schema_version=7)])
+    )
 
 
 def test_broken_yaml_duplicate_ids_and_empty_folders(tmp_path: Path) -> None:
     folder = tmp_path / "s"
     folder.mkdir()
     (folder / "rs-0001.yaml").write_text("id: [unclosed\n", encoding="utf-8")
-    assert "rs-0001.yaml:" in _error(folder) and "broken YAML" in _error(folder)
+    assert "rs-0001.yaml:" in _error(folder)
+    assert "broken YAML" in _error(folder)
     dup = write_suite(tmp_path / "d", [sample("rs-0001")])
     (dup / "copy.yaml").write_text(yaml.safe_dump(sample("rs-0001")), encoding="utf-8")
     assert "id: rs-0001 is also the id of" in _error(dup)
@@ -81,7 +85,12 @@ def test_run_records_are_never_overwritten(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     run = SuiteRun(
-        run_id="rr-1", suite="s", suite_hash="x", created_at=datetime.now(UTC), target="m:f", retrieval="include"
+        run_id="rr-1",
+        suite="s",
+        suite_hash="x",
+        created_at=datetime.now(UTC),
+        target="m:f",
+        retrieval="include",
     )
     write_run(tmp_path, run)
     with pytest.raises(FileExistsError):
