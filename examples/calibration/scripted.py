@@ -32,7 +32,9 @@ def _reply(criteria: dict[str, tuple[float, str]], overall: str) -> dict[str, An
 
 def correctness_reply(item: dict[str, Any]) -> dict[str, Any]:
     if item["id"] == "q20":
-        return _reply({"correctness": (7, "The answer says payment is possible, which is helpful.")}, "Acceptable.")
+        return _reply(
+            {"correctness": (7, "The answer says payment is possible, which is helpful.")}, "Acceptable."
+        )
     if item["label"] == "pass":
         return _reply({"correctness": (9, "The answer is correct and accurate.")}, "Correct.")
     return _reply({"correctness": (2, "The answer is wrong: it states an incorrect fact.")}, "Incorrect.")
@@ -73,7 +75,15 @@ def main() -> None:
         for rubric in ("rubric-support.yaml", "rubric-correctness.yaml"):
             result = CliRunner().invoke(
                 cli,
-                ["--store", store, "calibrate", "--rubric", str(HERE / rubric), "--labels", str(HERE / "labels.jsonl")],
+                [
+                    "--store",
+                    store,
+                    "calibrate",
+                    "--rubric",
+                    str(HERE / rubric),
+                    "--labels",
+                    str(HERE / "labels.jsonl"),
+                ],
             )
             print(result.output)
             if result.exception and not isinstance(result.exception, SystemExit):
