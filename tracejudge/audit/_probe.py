@@ -115,11 +115,15 @@ def amount_change(case: ProbeCase) -> tuple[str, str] | str:
         if old not in case.output:
             return f"the output does not contain {old!r}"
         return case.output.replace(old, new), f"{old} -> {new}"
-    m = _AMOUNT.search(case.output)
-    if m is None:
+    found = [m.group(0) for m in _AMOUNT.finditer(case.output)]
+    if not found:
         return "no amount of four or more digits in the output; give probes.amount {from, to}"
-    new = _times_ten(m.group(0))
-    return case.output[: m.start()] + new + case.output[m.end() :], f"{m.group(0)} -> {new}"
+    # The key amount is the one the question is about, when the question names one.
+    asked = [a for a in found if a in (case.input or "")]
+    old = (asked or found)[0]
+    new = _times_ten(old)
+    pattern = re.compile(rf"(?<![\w.,]){re.escape(old)}(?![\w]|,\d)")
+    return pattern.sub(new, case.output), f"{old} -> {new}"
 
 
 def _doc_refs(context: Any) -> list[tuple[str, str | None]]:
