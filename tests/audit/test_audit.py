@@ -104,7 +104,8 @@ def test_position_consistency() -> None:
     assert pc.first_position_rate == pytest.approx(3 / 5)
     tasks = pair_tasks([{"id": "p1", "input": "q", "a": "alpha", "b": "beta"}])
     assert [t.trace_id for t in tasks] == ["p1::ab", "p1::ba"]
-    assert tasks[1].final_answer is not None and tasks[1].final_answer.startswith("Answer 1:\nbeta")
+    assert tasks[1].final_answer is not None
+    assert tasks[1].final_answer.startswith("Answer 1:\nbeta")
 
 
 def _store(tmp_path: Path) -> SqliteStore:
@@ -210,7 +211,8 @@ def test_gate_decisions(tmp_path: Path) -> None:
 CASE = ProbeCase(
     id="prepay",
     input="Can we prepay 5,000 RMB on contract C-17?",
-    output="Yes. Attachment C-17/attachment@v2 caps prepayment at 30,000 RMB, so 5,000 RMB is within the limit.",
+    output="Yes. Attachment C-17/attachment@v2 caps prepayment at 30,000 RMB,"
+    " so 5,000 RMB is within the limit.",
     context=[
         {"doc_id": "C-17/attachment", "version": "v2", "content": "Prepayment shall not exceed 30,000 RMB"},
         {"doc_id": "C-18/attachment", "version": "v1", "content": "Prepayment shall not exceed 80,000 RMB"},
