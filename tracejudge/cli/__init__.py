@@ -13,7 +13,9 @@ from tracejudge.cli._calibrate import calibrate_cmd
 from tracejudge.cli._demo import demo
 from tracejudge.cli._probe import probe
 from tracejudge.cli._regress import regress
+from tracejudge.cli._report import report
 from tracejudge.cli._score import score
+from tracejudge.cli._serve import serve
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
 from tracejudge.store import resolve_store_url
@@ -82,6 +84,8 @@ cli.add_command(score)
 cli.add_command(triage)
 cli.add_command(demo)
 cli.add_command(regress)
+cli.add_command(report)
+cli.add_command(serve)
 cli.add_command(calibrate_cmd)
 cli.add_command(audit)
 cli.add_command(probe)

@@ -233,6 +233,7 @@ class LangfuseServer:
         self._scores: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._datasets: dict[str, dict[str, Any]] = {}
         self._items: dict[str, dict[str, Any]] = {}
+        self._score_configs: dict[str, dict[str, Any]] = {}
         self.faults: list[Fault] = []
         self._requests: list[RecordedRequest] = []
         self.request_errors: list[str] = []
@@ -291,6 +292,12 @@ class LangfuseServer:
         """Every stored score row (a re-post with the same id, name and day replaces its row)."""
         with self._lock:
             return [dict(s) for s in self._scores.values()]
+
+    @property
+    def score_configs(self) -> list[dict[str, Any]]:
+        """Score configs, oldest first."""
+        with self._lock:
+            return [dict(c) for c in self._score_configs.values()]
 
     @property
     def datasets(self) -> dict[str, dict[str, Any]]:
@@ -508,6 +515,9 @@ class LangfuseServer:
             ("GET", r"/v2/datasets/(?P<name>[^/]+)", self._dataset_get, True),
             ("POST", r"/dataset-items", self._item_post, True),
             ("GET", r"/dataset-items", self._items_list, True),
+            ("POST", r"/score-configs", self._config_post, True),
+            ("GET", r"/score-configs", self._configs_list, True),
+            ("GET", r"/score-configs/(?P<config_id>[^/]+)", self._config_get, True),
         ]
         for m, pattern, fn, enabled in table:
             match = re.fullmatch(pattern, sub)
@@ -1066,6 +1076,60 @@ class LangfuseServer:
             "data": rows[(page - 1) * limit : page * limit],
             "meta": _page_meta(page, limit, len(rows)),
         }
+
+    # Langfuse's own rules beyond the spec: name <= 35 characters of a restricted set; categories only
+    # for CATEGORICAL (BOOLEAN gets True/False generated); min <= max.
+    _CONFIG_NAME = re.compile(r"[A-Za-z0-9_ .()-]{1,35}")
+
+    def _config_post(self, request: Request, body: Any) -> tuple[int, Any]:
+        name, data_type = body["name"], body["dataType"]
+        if not self._CONFIG_NAME.fullmatch(name):
+            raise _BadRequest(f"invalid score config name {name!r}")
+        categories = body.get("categories")
+        if data_type == "BOOLEAN":
+            if categories:
+                raise _BadRequest("categories are generated for BOOLEAN configs and cannot be passed")
+            categories = [{"label": "True", "value": 1}, {"label": "False", "value": 0}]
+        elif data_type == "CATEGORICAL" and not categories:
+            raise _BadRequest("a CATEGORICAL config needs categories")
+        elif data_type not in ("CATEGORICAL", "BOOLEAN") and categories:
+            raise _BadRequest(f"categories are only for CATEGORICAL configs, not {data_type}")
+        lo, hi = body.get("minValue"), body.get("maxValue")
+        if lo is not None and hi is not None and lo > hi:
+            raise _BadRequest("minValue must not exceed maxValue")
+        now = _iso(datetime.now(UTC))
+        config = {
+            "id": str(uuid.uuid4()),
+            "name": name,
+            "createdAt": now,
+            "updatedAt": now,
+            "projectId": self.project_id,
+            "dataType": data_type,
+            "isArchived": False,
+            "minValue": lo if data_type == "NUMERIC" else None,
+            "maxValue": hi if data_type == "NUMERIC" else None,
+            "categories": categories if data_type in ("CATEGORICAL", "BOOLEAN") else None,
+            "description": body.get("description"),
+        }
+        with self._lock:
+            self._score_configs[config["id"]] = config
+        return 200, config
+
+    def _configs_list(self, request: Request, body: Any) -> tuple[int, Any]:
+        limit = self._int(request, "limit", 50, 1, 100)
+        page = self._int(request, "page", 1, 1, 10**9)
+        rows = self.score_configs
+        return 200, {
+            "data": rows[(page - 1) * limit : page * limit],
+            "meta": _page_meta(page, limit, len(rows)),
+        }
+
+    def _config_get(self, request: Request, body: Any, config_id: str) -> tuple[int, Any]:
+        with self._lock:
+            config = self._score_configs.get(config_id)
+        if config is None:
+            raise _BadRequest(f"score config {config_id} not found", status=404)
+        return 200, config
 
 
 def _page_meta(page: int, limit: int, total: int) -> dict[str, int]:

@@ -1,0 +1,118 @@
+"""See it: the self-contained HTML report, ``/metrics`` for Prometheus, the live server, and the
+Langfuse score configs that make tracejudge's scores filterable in Langfuse (DESIGN 4, 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracejudge.report._data import (
+    VERDICTS,
+    CategoryRow,
+    ReportData,
+    RubricView,
+    RunPoint,
+    SuiteView,
+    TicketView,
+    TriageView,
+    build_report,
+    deciding_stage,
+    langfuse_trace_url,
+    rubric_view,
+    score_bins,
+    suite_view,
+    triage_view,
+)
+from tracejudge.report._html import CSP, render_html
+from tracejudge.report._langfuse import (
+    ConfigsReport,
+    ScoreConfigSpec,
+    configs_from_rubrics,
+    configs_from_runs,
+    configs_from_store,
+    create_score_configs,
+    rubric_configs,
+    triage_config,
+)
+from tracejudge.report._metrics import (
+    CONTENT_TYPE,
+    LATENCY_BUCKETS,
+    Family,
+    LatencyCache,
+    calibration_families,
+    exposition,
+    scoring_families,
+    store_metrics,
+    triage_families,
+)
+from tracejudge.report._serve import (
+    DEFAULT_LISTEN,
+    build_app,
+    check_exposure,
+    is_loopback,
+    parse_listen,
+    serve,
+)
+from tracejudge.store import Store
+
+__all__ = [
+    "CONTENT_TYPE",
+    "CSP",
+    "DEFAULT_LISTEN",
+    "LATENCY_BUCKETS",
+    "VERDICTS",
+    "CategoryRow",
+    "ConfigsReport",
+    "Family",
+    "LatencyCache",
+    "ReportData",
+    "RubricView",
+    "RunPoint",
+    "ScoreConfigSpec",
+    "SuiteView",
+    "TicketView",
+    "TriageView",
+    "build_app",
+    "build_report",
+    "calibration_families",
+    "check_exposure",
+    "configs_from_rubrics",
+    "configs_from_runs",
+    "configs_from_store",
+    "create_score_configs",
+    "deciding_stage",
+    "exposition",
+    "is_loopback",
+    "langfuse_trace_url",
+    "parse_listen",
+    "render_html",
+    "rubric_configs",
+    "rubric_view",
+    "score_bins",
+    "scoring_families",
+    "serve",
+    "store_metrics",
+    "suite_view",
+    "triage_config",
+    "triage_families",
+    "triage_view",
+    "write_report",
+]
+
+
+def write_report(
+    store: Store,
+    out: str | Path,
+    *,
+    suites: Sequence[str | Path] = (),
+    langfuse_url: str | None = None,
+) -> ReportData:
+    """Build the report from the store and write it to ``out`` as one self-contained HTML file."""
+    data = build_report(store, suites=suites, langfuse_url=langfuse_url)
+    path = Path(out)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_html(data), encoding="utf-8")
+    tmp.replace(path)
+    return data

@@ -1,0 +1,580 @@
+"""What the report and ``/metrics`` show, read from the store into plain records.
+
+``build_report`` is the only function here that reads the store; the views are computed from
+records by pure functions (``triage_view``, ``rubric_view``, ``suite_view``)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tracejudge import __version__
+from tracejudge.schema import (
+    AuditReport,
+    CalibrationReport,
+    ItemResult,
+    Localization,
+    MaterialResult,
+    RawSpan,
+    RunRecord,
+    StageResult,
+    SuiteRun,
+)
+from tracejudge.store import Store, TriageEntry
+
+VERDICTS = (
+    "not_indexed",
+    "filtered",
+    "not_retrieved",
+    "dropped_in_context",
+    "ignored_by_model",
+    "unconfirmed",
+    "basis_not_in_effect",
+    "no_fault",
+)
+"""Triage verdicts in pipeline order (faults first, then unconfirmed, wrong basis and healthy)."""
+
+_MAX_RUNS_PER_RUBRIC = 60
+_PROMPT_TRACES_PER_RUN = 50
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TicketView(_View):
+    """One triaged ticket: the latest triage of its trace."""
+
+    ticket: str | None
+    """Ticket id."""
+    trace_id: str
+    """The trace."""
+    triaged_at: datetime
+    """When it was triaged."""
+    verdict: str
+    """Overall verdict."""
+    cause: str | None
+    """Cause of a filtered / not_retrieved verdict."""
+    deciding_stage: str
+    """First stage that failed or could not be confirmed (``none`` when all passed)."""
+    summary: str
+    """One-line explanation."""
+    task_time: datetime | None
+    """The time the checks were judged at."""
+    stages: tuple[StageResult, ...]
+    """Stages of the deciding material."""
+    materials: tuple[MaterialResult, ...]
+    """Per-material results when the ticket names several."""
+    source: str | None = None
+    """Where the trace came from (otlp, file, langfuse, phoenix)."""
+    langfuse_url: str | None = None
+    """Link to the trace in Langfuse, when it came from there and Langfuse's address is known."""
+    earlier: int = 0
+    """Earlier triages of the same ticket and trace kept in the store."""
+
+
+class TriageView(_View):
+    """Triage across tickets."""
+
+    tickets: tuple[TicketView, ...] = ()
+    """Latest triage per ticket and trace, worst verdict first."""
+    verdict_counts: dict[str, int] = Field(default_factory=dict)
+    """Tickets per verdict (every verdict listed, zero included)."""
+    by_stage_cause: tuple[tuple[str, str, str, int], ...] = ()
+    """(verdict, deciding stage, cause, tickets)."""
+    entries: int = 0
+    """Triage entries in the store, reruns included."""
+    entry_counts: dict[str, int] = Field(default_factory=dict)
+    """Entries per verdict, reruns included."""
+
+
+class RunPoint(_View):
+    """One scoring run as a point on the rubric's timeline."""
+
+    run_id: str
+    """Run id."""
+    created_at: datetime
+    """When it started."""
+    status: str
+    """Where it stands."""
+    rubric_version: str
+    """Rubric version."""
+    rubric_hash: str
+    """Rubric hash."""
+    prompt_hash: str
+    """Judge prompt template hash."""
+    judge_model: str | None
+    """Judge model."""
+    temperature: float | None
+    """Judge temperature."""
+    agent_prompts: tuple[str, ...] = ()
+    """Managed agent prompts (``name@version``) seen in the run's traces."""
+    n: int
+    """Items."""
+    passed: int
+    """Items passed."""
+    failed: int
+    """Items failed."""
+    indeterminate: int
+    """Items that could not be decided."""
+    pass_rate: float | None
+    """pass / n."""
+    indeterminate_share: float | None
+    """indeterminate / n."""
+    criteria: dict[str, float | None] = Field(default_factory=dict)
+    """Pass rate per criterion."""
+    checks: dict[str, float | None] = Field(default_factory=dict)
+    """Pass rate per hard check."""
+    categories: dict[str, float | None] = Field(default_factory=dict)
+    """Pass rate per category."""
+    p95_latency_ms: float | None = None
+    """95th percentile of per-item scoring latency."""
+    input_tokens: int = 0
+    """Judge prompt tokens."""
+    output_tokens: int = 0
+    """Judge completion tokens."""
+    cost_usd: float = 0.0
+    """Judge cost."""
+    judge_calls: int = 0
+    """Judge calls made (cache hits excluded)."""
+    reasons: dict[str, int] = Field(default_factory=dict)
+    """Indeterminate reasons."""
+    changes: tuple[str, ...] = ()
+    """What changed since the previous run of the rubric (judge, rubric, judge prompt, agent prompt)."""
+
+
+class CategoryRow(_View):
+    """A category (or criterion, or check) of the latest run."""
+
+    name: str
+    """Name."""
+    n: int
+    """Items."""
+    passed: int
+    """Passed."""
+    failed: int
+    """Failed."""
+    indeterminate: int
+    """Undecided."""
+    pass_rate: float | None
+    """pass / n."""
+    mean: float | None = None
+    """Mean score (criteria)."""
+
+
+class RubricView(_View):
+    """A rubric's runs, oldest first, and its latest run in detail."""
+
+    name: str
+    """Rubric name."""
+    runs: tuple[RunPoint, ...]
+    """Runs, oldest first (the newest ``_MAX_RUNS_PER_RUBRIC``)."""
+    distributions: dict[str, list[int]] = Field(default_factory=dict)
+    """Latest run: items per integer score 0..10, per criterion."""
+    criteria: tuple[CategoryRow, ...] = ()
+    """Latest run, per criterion."""
+    checks: tuple[CategoryRow, ...] = ()
+    """Latest run, per hard check."""
+    categories: tuple[CategoryRow, ...] = ()
+    """Latest run, per category."""
+
+    @property
+    def latest(self) -> RunPoint:
+        return self.runs[-1]
+
+
+class SuiteView(_View):
+    """A regression suite: its composition and its latest runs."""
+
+    name: str
+    """Suite folder name."""
+    path: str
+    """Suite folder."""
+    samples: int
+    """Active samples."""
+    composition: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """kind -> split -> samples."""
+    runs: tuple[SuiteRun, ...] = ()
+    """Latest runs, newest first."""
+    notable: tuple[tuple[str, str, str, str], ...] = ()
+    """Latest run: (sample id, kind, change, outcome) of fixed, regressed and flaky samples."""
+    error: str | None = None
+    """Why the suite could not be read."""
+
+
+class ReportData(_View):
+    """Everything the HTML report and ``/metrics`` show."""
+
+    generated_at: datetime
+    """When the report was built."""
+    version: str = __version__
+    """tracejudge's version."""
+    triage: TriageView = Field(default_factory=TriageView)
+    """Triage across tickets."""
+    rubrics: tuple[RubricView, ...] = ()
+    """Scoring runs per rubric."""
+    calibrations: tuple[CalibrationReport, ...] = ()
+    """Latest calibration per rubric and judge model."""
+    calibration_available: bool = True
+    """False when the store keeps no calibration records."""
+    audits: tuple[AuditReport, ...] = ()
+    """Latest audit per rubric."""
+    suites: tuple[SuiteView, ...] = ()
+    """Regression suites asked for."""
+    regression_available: bool = True
+    """False when tracejudge's regression module is not installed."""
+
+
+# --- triage -------------------------------------------------------------------------------------
+
+
+def deciding_stage(loc: Localization) -> str:
+    """The first stage that failed or could not be confirmed (``none`` when every stage passed)."""
+    return next((s.name for s in loc.stages if s.status in ("fail", "unconfirmed")), "none")
+
+
+def langfuse_trace_url(base_url: str | None, trace_id: str) -> str | None:
+    """``{base}/trace/{id}`` (Langfuse redirects it to the trace's project); None unless ``base_url`` is
+    an http(s) URL, so nothing from a trace can make the link run script."""
+    if not base_url or not base_url.lower().startswith(("http://", "https://")):
+        return None
+    return f"{base_url.rstrip('/')}/trace/{quote(trace_id, safe='')}"
+
+
+def langfuse_base_url(env: Mapping[str, str] | None = None) -> str | None:
+    """``LANGFUSE_BASE_URL`` or ``LANGFUSE_HOST``, when set."""
+    env = os.environ if env is None else env
+    return env.get("LANGFUSE_BASE_URL") or env.get("LANGFUSE_HOST") or None
+
+
+def trace_origin(spans: Sequence[RawSpan]) -> tuple[str | None, str | None]:
+    """(source, Langfuse trace id) of a stored trace."""
+    if not spans:
+        return None, None
+    for s in spans:
+        if s.source == "langfuse":
+            lf = s.attributes.get("langfuse.trace.id")
+            return "langfuse", str(lf) if isinstance(lf, str | int) and str(lf) else s.trace_id
+    return spans[0].source, None
+
+
+def triage_view(
+    entries: Sequence[TriageEntry],
+    origins: Mapping[str, tuple[str | None, str | None]] | None = None,
+    *,
+    langfuse_url: str | None = None,
+) -> TriageView:
+    """Latest triage per (ticket, trace) with verdict counts; ``entries`` newest first."""
+    origins = origins or {}
+    latest: dict[tuple[str | None, str], TriageEntry] = {}
+    earlier: Counter[tuple[str | None, str]] = Counter()
+    for e in entries:
+        key = (e.ticket, e.trace_id)
+        if key in latest:
+            earlier[key] += 1
+        else:
+            latest[key] = e
+    order = {v: i for i, v in enumerate(VERDICTS)}
+    tickets = []
+    for key, e in latest.items():
+        loc = e.result
+        source, lf_id = origins.get(e.trace_id, (None, None))
+        tickets.append(
+            TicketView(
+                ticket=e.ticket,
+                trace_id=e.trace_id,
+                triaged_at=e.triaged_at,
+                verdict=loc.verdict,
+                cause=loc.cause,
+                deciding_stage=deciding_stage(loc),
+                summary=loc.summary,
+                task_time=loc.task_time,
+                stages=loc.stages,
+                materials=loc.materials if len(loc.materials) > 1 else (),
+                source=source,
+                langfuse_url=langfuse_trace_url(langfuse_url, lf_id) if lf_id else None,
+                earlier=earlier[key],
+            )
+        )
+    tickets.sort(key=lambda t: (order.get(t.verdict, 99), t.ticket or "", t.trace_id))
+    counts = dict.fromkeys(VERDICTS, 0)
+    combos: Counter[tuple[str, str, str]] = Counter()
+    for t in tickets:
+        counts[t.verdict] = counts.get(t.verdict, 0) + 1
+        combos[(t.verdict, t.deciding_stage, t.cause or "none")] += 1
+    entry_counts = Counter(e.result.verdict for e in entries)
+    return TriageView(
+        tickets=tuple(tickets),
+        verdict_counts=counts,
+        by_stage_cause=tuple((v, s, c, n) for (v, s, c), n in sorted(combos.items())),
+        entries=len(entries),
+        entry_counts=dict(sorted(entry_counts.items())),
+    )
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+def _rate(summary_rate: float | None) -> float | None:
+    return None if summary_rate is None else float(summary_rate)
+
+
+def run_point(run: RunRecord, agent_prompts: Iterable[str] = ()) -> RunPoint:
+    """A run's headline figures from its record."""
+    s = run.summary
+    o = s.overall
+    p = run.provenance
+    return RunPoint(
+        run_id=run.run_id,
+        created_at=run.created_at,
+        status=run.status,
+        rubric_version=p.rubric_version,
+        rubric_hash=p.rubric_hash,
+        prompt_hash=p.prompt_hash,
+        judge_model=p.judge_model,
+        temperature=p.temperature,
+        agent_prompts=tuple(sorted(set(agent_prompts))),
+        n=o.n,
+        passed=o.pass_,
+        failed=o.fail,
+        indeterminate=o.indeterminate,
+        pass_rate=_rate(o.pass_rate),
+        indeterminate_share=(o.indeterminate / o.n) if o.n else None,
+        criteria={k: _rate(v.pass_rate) for k, v in s.criteria.items()},
+        checks={k: _rate(v.pass_rate) for k, v in s.checks.items()},
+        categories={k: _rate(v.pass_rate) for k, v in s.categories.items()},
+        p95_latency_ms=o.p95_latency_ms,
+        input_tokens=o.input_tokens,
+        output_tokens=o.output_tokens,
+        cost_usd=s.cost_usd,
+        judge_calls=s.judge_calls,
+        reasons=dict(s.reasons),
+    )
+
+
+def _changes(before: RunPoint, now: RunPoint) -> tuple[str, ...]:
+    out = []
+    if before.judge_model != now.judge_model:
+        out.append(f"judge {before.judge_model or 'none'} \u2192 {now.judge_model or 'none'}")
+    if before.temperature != now.temperature:
+        out.append(f"judge temperature {before.temperature} \u2192 {now.temperature}")
+    judge_changed = before.judge_model != now.judge_model or before.temperature != now.temperature
+    if before.rubric_version != now.rubric_version:
+        out.append(f"rubric v{before.rubric_version} \u2192 v{now.rubric_version}")
+    elif before.rubric_hash != now.rubric_hash and not judge_changed:
+        # The rubric's hash covers its judge section: a judge change alone is reported as that.
+        out.append("rubric edited (same version)")
+    if before.prompt_hash != now.prompt_hash and before.rubric_hash == now.rubric_hash:
+        out.append("judge prompt changed")
+    if before.agent_prompts and now.agent_prompts and before.agent_prompts != now.agent_prompts:
+        gone = sorted(set(before.agent_prompts) - set(now.agent_prompts))
+        new = sorted(set(now.agent_prompts) - set(before.agent_prompts))
+        out.append(f"agent prompt {', '.join(gone) or '-'} \u2192 {', '.join(new) or '-'}")
+    return tuple(out)
+
+
+def _rows(groups: Mapping[str, Any]) -> tuple[CategoryRow, ...]:
+    return tuple(
+        CategoryRow(
+            name=name,
+            n=g.n,
+            passed=g.pass_,
+            failed=g.fail,
+            indeterminate=g.indeterminate,
+            pass_rate=g.pass_rate,
+            mean=g.mean,
+        )
+        for name, g in sorted(groups.items())
+    )
+
+
+def score_bins(items: Iterable[ItemResult]) -> dict[str, list[int]]:
+    """Items per integer score 0..10, per judged criterion (scores round half up)."""
+    out: dict[str, list[int]] = {}
+    for item in items:
+        for name, c in item.criteria.items():
+            if c.score is None or c.decided_by != "judge":
+                continue
+            bins = out.setdefault(name, [0] * 11)
+            bins[max(0, min(10, int(c.score + 0.5)))] += 1
+    return dict(sorted(out.items()))
+
+
+def rubric_view(
+    name: str,
+    runs: Sequence[RunRecord],
+    *,
+    prompts: Mapping[str, Iterable[str]] | None = None,
+    latest_items: Iterable[ItemResult] = (),
+) -> RubricView:
+    """One rubric's runs (any order) as a timeline with change markers; ``latest_items`` are the newest
+    run's items (for the score distributions)."""
+    prompts = prompts or {}
+    ordered = sorted(runs, key=lambda r: (r.created_at, r.run_id))[-_MAX_RUNS_PER_RUBRIC:]
+    points: list[RunPoint] = []
+    for run in ordered:
+        point = run_point(run, prompts.get(run.run_id, ()))
+        if points:
+            point = point.model_copy(update={"changes": _changes(points[-1], point)})
+        points.append(point)
+    last = ordered[-1]
+    return RubricView(
+        name=name,
+        runs=tuple(points),
+        distributions=score_bins(latest_items),
+        criteria=_rows(last.summary.criteria),
+        checks=_rows(last.summary.checks),
+        categories=_rows(last.summary.categories),
+    )
+
+
+def _agent_prompts(store: Store, items: Iterable[ItemResult], limit: int) -> set[str]:
+    from tracejudge.normalize import normalize
+
+    found: set[str] = set()
+    for i, item in enumerate(items):
+        if i >= limit:
+            break
+        spans = store.get_spans(item.trace_id)
+        if not spans:
+            continue
+        try:
+            task = normalize(spans)
+        except Exception:  # noqa: S112 (a trace that does not normalize shows no prompt; the report goes on)
+            continue
+        found.update(m.prompt for m in task.model_calls if m.prompt)
+    return found
+
+
+# --- regression suites --------------------------------------------------------------------------
+
+
+def suite_view(name: str, path: str, samples: Iterable[Any], runs: Sequence[SuiteRun]) -> SuiteView:
+    """Composition by kind and split of the active samples, and the latest runs (newest first)."""
+    comp: dict[str, dict[str, int]] = {}
+    n = 0
+    for s in samples:
+        if getattr(s, "status", "active") != "active":
+            continue
+        n += 1
+        row = comp.setdefault(s.kind, {})
+        row[s.split] = row.get(s.split, 0) + 1
+    newest = sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)[:10]
+    notable: tuple[tuple[str, str, str, str], ...] = ()
+    if newest:
+        notable = tuple(
+            (r.sample_id, r.kind, r.change, r.outcome)
+            for r in newest[0].samples
+            if r.change in ("fixed", "regressed", "flaky") or r.outcome == "flaky"
+        )
+    return SuiteView(name=name, path=path, samples=n, composition=comp, runs=tuple(newest), notable=notable)
+
+
+def _load_suite(path: Path) -> SuiteView:
+    from tracejudge._errors import TracejudgeError
+    from tracejudge.regress import load_suite
+
+    try:
+        suite = load_suite(path)
+        return suite_view(suite.name, str(path), [s.sample for s in suite.samples], suite.runs())
+    except (TracejudgeError, OSError, ValidationError) as exc:
+        return SuiteView(name=path.name, path=str(path), samples=0, error=str(exc))
+
+
+# --- the whole report ---------------------------------------------------------------------------
+
+
+def _latest_by(reports: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:
+    seen: dict[Any, Any] = {}
+    for r in reports:
+        k = key(r)
+        if k not in seen or r.created_at > seen[k].created_at:
+            seen[k] = r
+    return sorted(seen.values(), key=lambda r: (r.rubric_name, str(getattr(r, "judge_model", ""))))
+
+
+def build_report(
+    store: Store,
+    *,
+    suites: Sequence[str | Path] = (),
+    langfuse_url: str | None = None,
+    now: datetime | None = None,
+    agent_prompt_traces: int = _PROMPT_TRACES_PER_RUN,
+) -> ReportData:
+    """Read triage results, scoring runs, calibrations, audits (and the given regression suites) from the
+    store into a :class:`ReportData`. ``langfuse_url`` (default ``LANGFUSE_BASE_URL``/``LANGFUSE_HOST``)
+    links Langfuse-sourced traces."""
+    base = langfuse_url if langfuse_url is not None else langfuse_base_url()
+    entries = store.list_triage_results()
+    origins = {tid: trace_origin(store.get_spans(tid)) for tid in {e.trace_id for e in entries}}
+    triage = triage_view(entries, origins, langfuse_url=base)
+
+    by_rubric: dict[str, list[RunRecord]] = {}
+    for run in store.list_runs():
+        by_rubric.setdefault(run.provenance.rubric_name, []).append(run)
+    rubrics = []
+    for name in sorted(by_rubric):
+        runs = sorted(by_rubric[name], key=lambda r: (r.created_at, r.run_id))[-_MAX_RUNS_PER_RUBRIC:]
+        prompts = {
+            r.run_id: _agent_prompts(store, store.iter_score_items(r.run_id), agent_prompt_traces)
+            for r in runs
+        }
+        rubrics.append(
+            rubric_view(name, runs, prompts=prompts, latest_items=store.iter_score_items(runs[-1].run_id))
+        )
+
+    calibration_available = hasattr(store, "list_reports")
+    calibrations: list[CalibrationReport] = []
+    audits: list[AuditReport] = []
+    if calibration_available:
+        cals = []
+        for r in store.list_reports("calibration"):
+            try:
+                cals.append(CalibrationReport.model_validate(r.payload))
+            except ValidationError:
+                continue
+        calibrations = _latest_by(cals, lambda c: (c.rubric_name, c.judge_model))
+        auds = []
+        for r in store.list_reports("audit"):
+            try:
+                auds.append(AuditReport.model_validate(r.payload))
+            except ValidationError:
+                continue
+        audits = _latest_by(auds, lambda a: a.rubric_name)
+
+    regression_available = True
+    suite_views: list[SuiteView] = []
+    if suites:
+        try:
+            import tracejudge.regress  # noqa: F401
+        except ImportError:
+            regression_available = False
+        else:
+            suite_views = [_load_suite(Path(p)) for p in suites]
+    return ReportData(
+        generated_at=now or datetime.now(UTC),
+        triage=triage,
+        rubrics=tuple(rubrics),
+        calibrations=tuple(calibrations),
+        calibration_available=calibration_available,
+        audits=tuple(audits),
+        suites=tuple(suite_views),
+        regression_available=regression_available,
+    )
+
+
+def p95(values: Sequence[float]) -> float | None:
+    """95th percentile (inclusive method), None for no values."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return float(values[0])
+    return float(statistics.quantiles(values, n=20, method="inclusive")[-1])
