@@ -7,12 +7,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -139,8 +137,10 @@ def populated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     return db, fill_store(db)
 
 
-def fill_hostile(db: Path) -> None:
+def fill_hostile(db: Path, payloads: tuple[str, ...] = PAYLOADS) -> None:
     """Every text the report shows from traces, tickets and judges carries script payloads."""
+    PAYLOADS = payloads  # the module's names, swapped for a benign run
+    HOSTILE = " ".join(payloads)
     store = SqliteStore(db)
     t0 = datetime(2026, 3, 1, tzinfo=UTC)
     trace_id = "a" * 32
@@ -192,11 +192,7 @@ def hostile_store(tmp_path: Path) -> Path:
     return db
 
 
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert path, "Debian's chromium is required (.ci/run installs it: apt-get install chromium)"
-    return path
-
-
-def chromium_version() -> str:
-    return subprocess.run([chromium(), "--version"], capture_output=True, text=True, check=True).stdout
+@pytest.fixture(scope="session")
+def helpers() -> SimpleNamespace:
+    """What the test modules share (with importlib import mode, conftest is not importable)."""
+    return SimpleNamespace(payloads=PAYLOADS, fill_hostile=fill_hostile)
