@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean services
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite talks to a real PostgreSQL, Chromium and Prometheus: .ci/services.sh installs (as root)
+# and starts them, and prints the PostgreSQL URL the store tests use.
 unit: $(STAMP)
-	$(BIN)/python -m pytest
+	TRACEJUDGE_TEST_POSTGRES="$${TRACEJUDGE_TEST_POSTGRES:-$$(bash .ci/services.sh)}" $(BIN)/python -m pytest
 
 test: lint typecheck unit
 
@@ -34,6 +36,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_triage.py
 	$(BIN)/python benchmarks/bench_langfuse_pull.py
 	$(BIN)/python benchmarks/bench_score.py
+
+services:
+	@bash .ci/services.sh
 
 clean:
 	rm -rf $(VENV) .tracejudge .pytest_cache .mypy_cache .ruff_cache

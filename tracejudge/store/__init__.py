@@ -7,12 +7,14 @@ from pathlib import Path
 
 from tracejudge._errors import InputError
 from tracejudge.store._protocol import Store, TraceSummary, TriageEntry
+from tracejudge.store._sql import SqlStore
 from tracejudge.store._sqlite import SqliteStore
 
 DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
 
 __all__ = [
     "DEFAULT_STORE",
+    "SqlStore",
     "SqliteStore",
     "Store",
     "TraceSummary",
@@ -29,12 +31,11 @@ def resolve_store_url(arg: str | None) -> str:
 
 def open_store(url: str) -> Store:
     """Open the store a URL names: ``sqlite:///relative.db``, ``sqlite:////abs.db``, ``sqlite://:memory:``,
-    or a bare file path."""
+    ``postgresql://user:pass@host:5432/db``, or a bare file path."""
     if url.startswith(("postgresql://", "postgres://")):
-        raise InputError(
-            "the PostgreSQL store is not available in this version",
-            hint="use the default SQLite store (omit --store) or a sqlite:/// URL",
-        )
+        from tracejudge.store._postgres import PostgresStore
+
+        return PostgresStore(url)
     if url.startswith("sqlite://"):
         rest = url[len("sqlite://") :]
         path = rest[1:] if rest.startswith("/") else rest

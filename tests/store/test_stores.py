@@ -1,18 +1,22 @@
-"""The SQLite store: dedup, transactions, listing, meta, schema guard."""
+"""The store on SQLite and on PostgreSQL: dedup, transactions, listing, meta, concurrent writers."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tracejudge import InputError, StoreError
 from tracejudge.schema import RawSpan
-from tracejudge.store import SqliteStore, open_store, resolve_store_url
+from tracejudge.store import SqliteStore, SqlStore, open_store, resolve_store_url
 
 T1 = "0af7651916cd43dd8448eb211c80319c"
 T2 = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+MakeStore = Callable[[], SqlStore]
 
 
 def span(trace: str, sid: str, parent: str | None = None, start: int = 1, name: str = "s") -> RawSpan:
@@ -23,27 +27,25 @@ def span(trace: str, sid: str, parent: str | None = None, start: int = 1, name: 
         name=name,
         start_time_unix_nano=start,
         end_time_unix_nano=start + 10,
-        attributes={"k": [1, {"a": "b"}]},
+        attributes={"k": [1, {"a": "b"}], "text": "30,000 RMB — ünïcode"},
     )
 
 
-def test_same_span_twice_is_stored_once_and_first_copy_wins(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
+def test_same_span_twice_is_stored_once_and_first_copy_wins(make_store: MakeStore) -> None:
+    store = make_store()
     first = span(T1, "a" * 16, name="first")
     assert store.put_spans([first, span(T1, "a" * 16, name="dup-in-batch")]) == 1
     assert store.put_spans([span(T1, "a" * 16, name="later")]) == 0
-    got = store.get_spans(T1)
-    assert got == [first]
+    assert store.get_spans(T1) == [first]
     assert store.list_traces()[0].span_count == 1
 
 
-def test_spans_of_one_trace_across_batches_in_any_order(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
+def test_spans_of_one_trace_across_batches_in_any_order(make_store: MakeStore) -> None:
+    store = make_store()
     child = span(T1, "b" * 16, parent="a" * 16, start=5, name="child")
     root = span(T1, "a" * 16, start=2, name="root")
     assert store.put_spans([child]) == 1
-    summary = store.list_traces()[0]
-    assert summary.name is None  # the root has not arrived yet
+    assert store.list_traces()[0].name is None  # the root has not arrived yet
     assert store.put_spans([root, span(T2, "c" * 16, start=100, name="other")]) == 2
     by_id = {t.trace_id: t for t in store.list_traces()}
     assert by_id[T1].name == "root"
@@ -51,42 +53,70 @@ def test_spans_of_one_trace_across_batches_in_any_order(tmp_path: Path) -> None:
     assert by_id[T1].start_time is not None
     assert by_id[T1].end_time is not None
     assert [s.name for s in store.get_spans(T1)] == ["root", "child"]
-    # newest first
-    assert [t.trace_id for t in store.list_traces()] == [T2, T1]
+    assert [t.trace_id for t in store.list_traces()] == [T2, T1]  # newest first
     assert [t.trace_id for t in store.list_traces(limit=1)] == [T2]
     assert sorted(store.iter_trace_ids()) == sorted([T1, T2])
 
 
-def test_data_survives_reopen_and_meta_round_trips(tmp_path: Path) -> None:
-    path = tmp_path / "nested" / "s.db"
-    store = SqliteStore(path)
+def test_data_survives_reopen_and_meta_round_trips(make_store: MakeStore) -> None:
+    store = make_store()
     store.put_spans([span(T1, "a" * 16)])
     store.set_meta("watermark", "1")
     store.set_meta("watermark", "2")
     store.close()
-    again = SqliteStore(path)
+    again = make_store()
     assert again.get_meta("watermark") == "2"
     assert again.get_meta("absent") is None
     assert len(again.get_spans(T1)) == 1
 
 
-def test_a_failed_batch_leaves_nothing_behind(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
+def test_a_failed_batch_leaves_nothing_behind(make_store: MakeStore) -> None:
+    store = make_store()
     store.put_spans([span(T1, "a" * 16)])
 
     class Boom(RawSpan):
         def model_dump_json(self, **_: object) -> str:  # type: ignore[override]
             raise RuntimeError("serializer failed mid-batch")
 
-    bad = Boom(trace_id=T2, span_id="d" * 16)
     with pytest.raises(RuntimeError):
-        store.put_spans([span(T2, "c" * 16), bad])
+        store.put_spans([span(T2, "c" * 16), Boom(trace_id=T2, span_id="d" * 16)])
     assert store.get_spans(T2) == []
     assert [t.trace_id for t in store.list_traces()] == [T1]
     assert store.put_spans([span(T2, "c" * 16)]) == 1
 
 
-def test_a_file_that_is_not_a_store_gives_a_clear_error(tmp_path: Path) -> None:
+def test_concurrent_writers_store_each_span_once(make_store: MakeStore) -> None:
+    """Several receivers (one connection each) write overlapping spans of the same traces."""
+    stores = [make_store() for _ in range(4)]
+    traces = [f"{i:032x}" for i in range(1, 21)]
+    spans = [span(t, f"{j + 1:016x}", start=j + 1) for t in traces for j in range(5)]
+    counts: list[int] = []
+    errors: list[BaseException] = []
+
+    def write(store: SqlStore, offset: int) -> None:
+        try:
+            n = 0
+            for k in range(0, len(spans), 7):
+                n += store.put_spans(spans[(k + offset) % len(spans) :][:7])
+            counts.append(n)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(s, i * 13)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    check = make_store()
+    summaries = check.list_traces()
+    assert sorted(s.trace_id for s in summaries) == traces
+    assert {s.span_count for s in summaries} == {5}
+    assert sum(len(check.get_spans(t)) for t in traces) == len(spans)
+    assert sum(counts) == len(spans)  # every span counted as new exactly once
+
+
+def test_sqlite_file_that_is_not_a_store_gives_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(StoreError, match="cannot open the store"):
@@ -102,6 +132,15 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(StoreError, match="newer"):
         SqliteStore(path)
+
+
+def test_postgres_connection_error_names_the_store_without_its_password() -> None:
+    url = "postgresql://someone:hunter2secret@127.0.0.1:1/nowhere"
+    with pytest.raises(StoreError) as info:
+        open_store(url)
+    text = str(info.value)
+    assert "cannot connect to the store postgresql://someone:***@127.0.0.1:1/nowhere" in text
+    assert "hunter2secret" not in text
 
 
 def test_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

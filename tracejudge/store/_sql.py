@@ -1,0 +1,561 @@
+"""The SQL store shared by SQLite (the embedded default) and PostgreSQL.
+
+Every statement is written once, with ``?`` placeholders, in the SQL both engines accept; a
+:class:`_Dialect` supplies the few differences (placeholders, how a write transaction starts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from tracejudge._errors import StoreError
+from tracejudge.schema import ItemResult, Localization, RawSpan, RunRecord, StoredReport, TuningMark
+from tracejudge.store._protocol import TraceSummary, TriageEntry
+
+# Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS spans (
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        name TEXT NOT NULL,
+        start_ns BIGINT NOT NULL,
+        end_ns BIGINT NOT NULL,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        PRIMARY KEY (trace_id, span_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS spans_start ON spans (start_ns)",
+    """CREATE TABLE IF NOT EXISTS traces (
+        trace_id TEXT PRIMARY KEY,
+        name TEXT,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        span_count BIGINT NOT NULL DEFAULT 0,
+        sources TEXT NOT NULL DEFAULT '',
+        first_seen TEXT NOT NULL,
+        seq BIGINT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns)",
+    # MAX(seq) runs once per new trace; without this index it scans the table (quadratic intake).
+    "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS schema_info (version BIGINT NOT NULL)",
+    # Scoring runs: one row per run, never rewritten by another run; items keyed by run.
+    """CREATE TABLE IF NOT EXISTS score_runs (
+        run_id TEXT PRIMARY KEY,
+        series TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS score_runs_series ON score_runs (series, created_at)",
+    """CREATE TABLE IF NOT EXISTS score_items (
+        run_id TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (run_id, trace_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS judge_cache (
+        key TEXT PRIMARY KEY,
+        payload TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    # Calibration, audit, probe and sample reports (payload is the report's JSON), and which labelled
+    # items were used while a rubric was tuned: a held-out item must never have been.
+    """CREATE TABLE IF NOT EXISTS audit_reports (
+        report_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        run_id TEXT,
+        rubric_name TEXT,
+        rubric_version TEXT,
+        judge_model TEXT,
+        payload TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS audit_reports_kind ON audit_reports (kind, rubric_name, created_at)",
+    "CREATE INDEX IF NOT EXISTS audit_reports_run ON audit_reports (run_id)",
+    """CREATE TABLE IF NOT EXISTS tuning_marks (
+        rubric_name TEXT NOT NULL,
+        item_key TEXT NOT NULL,
+        calibration_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        rubric_version TEXT NOT NULL,
+        marked_at TEXT NOT NULL,
+        PRIMARY KEY (rubric_name, item_key, calibration_id)
+    )""",
+    # Triage reports: one row per triage run of a ticket; the report and the dashboards read them.
+    """CREATE TABLE IF NOT EXISTS triage_results (
+        triage_id TEXT PRIMARY KEY,
+        triaged_at TEXT NOT NULL,
+        ticket TEXT,
+        trace_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS triage_results_time ON triage_results (triaged_at)",
+    "CREATE INDEX IF NOT EXISTS triage_results_trace ON triage_results (trace_id, triaged_at)",
+)
+_SCHEMA_VERSION = 1
+
+
+def _chunks(items: Sequence[str], n: int) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _ns_to_dt(ns: int | None) -> datetime | None:
+    if not ns:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+class _Cursor(Protocol):
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+    def executemany(self, sql: Any, params: Any, /) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class _Connection(Protocol):
+    def cursor(self) -> Any: ...
+    def close(self) -> None: ...
+
+
+class SqlStore:
+    """The store's logic over a DB-API connection in autocommit mode, with explicit transactions.
+
+    Thread-safe: one connection behind a lock. Subclasses open the connection and name the dialect.
+    """
+
+    _placeholder = "?"
+    _begin = "BEGIN"
+
+    def __init__(self, conn: _Connection, label: str) -> None:
+        self._conn = conn
+        self.label = label
+        self._lock = threading.Lock()
+
+    def _sql(self, sql: str) -> str:
+        return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        cur = self._conn.cursor()
+        cur.execute(self._sql(sql), tuple(params))
+        return cur
+
+    def _lock_span_writes(self, cur: Any) -> None:
+        """Serialize concurrent span writers where the engine does not already (PostgreSQL)."""
+
+    def _setup(self) -> None:
+        """Create the tables (idempotent) and check the schema version."""
+        cur = self._conn.cursor()
+        cur.execute(self._begin)
+        try:
+            self._lock_span_writes(cur)
+            for stmt in _DDL:
+                cur.execute(stmt)
+            cur.execute("SELECT version FROM schema_info")
+            row = cur.fetchone()
+            if row is None:
+                cur.execute(self._sql("INSERT INTO schema_info (version) VALUES (?)"), (_SCHEMA_VERSION,))
+            elif int(row[0]) > _SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store {self.label} has schema version {row[0]}, newer than this tracejudge knows",
+                    hint="upgrade tracejudge, or point --store at another store",
+                )
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+        # Dedup inside the batch first: the first copy of a span wins, as it does across batches.
+        batch: dict[tuple[str, str], RawSpan] = {}
+        for s in spans:
+            batch.setdefault((s.trace_id, s.span_id), s)
+        if not batch:
+            return 0
+        now = datetime.now(UTC).isoformat()
+        trace_ids = sorted({k[0] for k in batch})
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(self._begin)
+                self._lock_span_writes(cur)
+                # One lookup per chunk of traces instead of one round trip per span.
+                existing: set[tuple[str, str]] = set()
+                old_traces: dict[str, tuple[str | None, int | None, int | None, int, str]] = {}
+                for chunk in _chunks(trace_ids, 500):
+                    marks = ",".join("?" * len(chunk))
+                    cur.execute(
+                        self._sql(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})"),  # noqa: S608
+                        tuple(chunk),
+                    )
+                    existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
+                    cur.execute(
+                        self._sql(
+                            "SELECT trace_id, name, start_ns, end_ns, span_count, sources FROM traces"  # noqa: S608
+                            f" WHERE trace_id IN ({marks})"
+                        ),
+                        tuple(chunk),
+                    )
+                    for r in cur.fetchall():
+                        old_traces[r[0]] = (r[1], r[2], r[3], int(r[4]), str(r[5]))
+                fresh = [s for k, s in batch.items() if k not in existing]
+                if not fresh:
+                    cur.execute("COMMIT")
+                    return 0
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns,"
+                        " source, payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (trace_id, span_id) DO NOTHING"
+                    ),
+                    [
+                        (
+                            s.trace_id,
+                            s.span_id,
+                            s.parent_span_id,
+                            s.name,
+                            s.start_time_unix_nano,
+                            s.end_time_unix_nano,
+                            s.source,
+                            s.model_dump_json(),
+                            now,
+                        )
+                        for s in fresh
+                    ],
+                )
+                self._update_traces(cur, fresh, old_traces, now)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return len(fresh)
+
+    def _update_traces(
+        self,
+        cur: Any,
+        fresh: list[RawSpan],
+        old: dict[str, tuple[str | None, int | None, int | None, int, str]],
+        now: str,
+    ) -> None:
+        acc: dict[str, list[Any]] = {}
+        for s in fresh:
+            name, start, end, count, sources = old.get(s.trace_id, (None, None, None, 0, ""))
+            a = acc.setdefault(s.trace_id, [name, start, end, count, set(filter(None, sources.split(",")))])
+            if s.parent_span_id is None:
+                a[0] = s.name
+            if s.start_time_unix_nano and (a[1] is None or s.start_time_unix_nano < a[1]):
+                a[1] = s.start_time_unix_nano
+            if s.end_time_unix_nano and (a[2] is None or s.end_time_unix_nano > a[2]):
+                a[2] = s.end_time_unix_nano
+            a[3] += 1
+            a[4].add(s.source)
+        updates = [(a[0], a[1], a[2], a[3], ",".join(sorted(a[4])), t) for t, a in acc.items() if t in old]
+        inserts = [(t, a) for t, a in acc.items() if t not in old]
+        if updates:
+            cur.executemany(
+                self._sql(
+                    "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
+                    " WHERE trace_id = ?"
+                ),
+                updates,
+            )
+        if inserts:
+            cur.execute("SELECT COALESCE(MAX(seq), 0) FROM traces")
+            (seq,) = cur.fetchone()
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources,"
+                    " first_seen, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                ),
+                [
+                    (t, a[0], a[1], a[2], a[3], ",".join(sorted(a[4])), now, int(seq) + i)
+                    for i, (t, a) in enumerate(inserts, start=1)
+                ],
+            )
+
+    def get_spans(self, trace_id: str) -> list[RawSpan]:
+        with self._lock:
+            rows = self._execute(
+                "SELECT payload FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", (trace_id.lower(),)
+            ).fetchall()
+        return [RawSpan.model_validate_json(r[0]) for r in rows]
+
+    def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:
+        sql = "SELECT trace_id, name, span_count, start_ns, end_ns, sources FROM traces"
+        params: list[object] = []
+        if since is not None:
+            sql += " WHERE start_ns >= ?"
+            params.append(int(since.timestamp() * 1e9))
+        sql += " ORDER BY start_ns DESC NULLS LAST, seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._execute(sql, params).fetchall()
+        return [
+            TraceSummary(
+                trace_id=r[0],
+                name=r[1],
+                span_count=int(r[2]),
+                start_time=_ns_to_dt(r[3]),
+                end_time=_ns_to_dt(r[4]),
+                sources=tuple(filter(None, str(r[5]).split(","))),
+            )
+            for r in rows
+        ]
+
+    def iter_trace_ids(self) -> Iterator[str]:
+        last = ""
+        while True:
+            with self._lock:
+                rows = self._execute(
+                    "SELECT trace_id FROM traces WHERE trace_id > ? ORDER BY trace_id LIMIT 500", (last,)
+                ).fetchall()
+            if not rows:
+                return
+            for (trace_id,) in rows:
+                yield str(trace_id)
+            last = str(rows[-1][0])
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def put_run(self, run: RunRecord) -> None:
+        with self._lock:
+            row = self._execute("SELECT series FROM score_runs WHERE run_id = ?", (run.run_id,)).fetchone()
+            if row is not None and row[0] != run.series:
+                raise StoreError(
+                    f"run {run.run_id} already exists in another series",
+                    hint="a rerun is a new run: give it a new run_id",
+                )
+            self._execute(
+                "INSERT INTO score_runs (run_id, series, created_at, status, payload) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, payload = excluded.payload",
+                (run.run_id, run.series, run.created_at.isoformat(), run.status, run.model_dump_json()),
+            )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            row = self._execute("SELECT payload FROM score_runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else RunRecord.model_validate_json(row[0])
+
+    def list_runs(self, *, series: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        sql = "SELECT payload FROM score_runs"
+        params: list[object] = []
+        if series is not None:
+            sql += " WHERE series = ?"
+            params.append(series)
+        sql += " ORDER BY created_at DESC, run_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._execute(sql, params).fetchall()
+        return [RunRecord.model_validate_json(r[0]) for r in rows]
+
+    def put_score_item(self, item: ItemResult) -> None:
+        with self._lock:
+            self._execute(
+                "INSERT INTO score_items (run_id, trace_id, verdict, payload) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (run_id, trace_id) DO UPDATE SET verdict = excluded.verdict,"
+                " payload = excluded.payload",
+                (item.run_id, item.trace_id, item.verdict, item.model_dump_json()),
+            )
+
+    def iter_score_items(self, run_id: str) -> Iterator[ItemResult]:
+        last = ""
+        while True:
+            with self._lock:
+                rows = self._execute(
+                    "SELECT trace_id, payload FROM score_items WHERE run_id = ? AND trace_id > ?"
+                    " ORDER BY trace_id LIMIT 500",
+                    (run_id, last),
+                ).fetchall()
+            if not rows:
+                return
+            for _, payload in rows:
+                yield ItemResult.model_validate_json(payload)
+            last = str(rows[-1][0])
+
+    def get_cached_reply(self, key: str) -> str | None:
+        with self._lock:
+            row = self._execute("SELECT payload FROM judge_cache WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_cached_reply(self, key: str, payload: str) -> None:
+        with self._lock:
+            self._execute(
+                "INSERT INTO judge_cache (key, payload, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (key) DO NOTHING",
+                (key, payload, datetime.now(UTC).isoformat()),
+            )
+
+    def put_report(self, report: StoredReport) -> None:
+        with self._lock:
+            self._execute(
+                "INSERT INTO audit_reports (report_id, kind, created_at, run_id, rubric_name, rubric_version,"
+                " judge_model, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (report_id) DO NOTHING",
+                (
+                    report.report_id,
+                    report.kind,
+                    report.created_at.isoformat(),
+                    report.run_id,
+                    report.rubric_name,
+                    report.rubric_version,
+                    report.judge_model,
+                    report.model_dump_json(),
+                ),
+            )
+
+    def list_reports(
+        self,
+        kind: str,
+        *,
+        run_id: str | None = None,
+        rubric_name: str | None = None,
+        limit: int | None = None,
+    ) -> list[StoredReport]:
+        sql = "SELECT payload FROM audit_reports WHERE kind = ?"
+        params: list[object] = [kind]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        if rubric_name is not None:
+            sql += " AND rubric_name = ?"
+            params.append(rubric_name)
+        sql += " ORDER BY created_at DESC, report_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._execute(sql, params).fetchall()
+        return [StoredReport.model_validate_json(r[0]) for r in rows]
+
+    def put_tuning_marks(self, marks: Iterable[TuningMark]) -> None:
+        rows = [
+            (m.rubric_name, m.item_key, m.calibration_id, m.kind, m.rubric_version, m.marked_at.isoformat())
+            for m in marks
+        ]
+        if not rows:
+            return
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(self._begin)
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO tuning_marks (rubric_name, item_key, calibration_id, kind,"
+                        " rubric_version, marked_at) VALUES (?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (rubric_name, item_key, calibration_id) DO NOTHING"
+                    ),
+                    rows,
+                )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def tuning_marks(self, rubric_name: str) -> list[TuningMark]:
+        with self._lock:
+            rows = self._execute(
+                "SELECT rubric_name, item_key, calibration_id, kind, rubric_version, marked_at"
+                " FROM tuning_marks WHERE rubric_name = ? ORDER BY marked_at, item_key",
+                (rubric_name,),
+            ).fetchall()
+        return [
+            TuningMark(
+                rubric_name=r[0],
+                item_key=r[1],
+                calibration_id=r[2],
+                kind=r[3],
+                rubric_version=r[4],
+                marked_at=datetime.fromisoformat(r[5]),
+            )
+            for r in rows
+        ]
+
+    def put_triage_result(
+        self, result: Localization, *, ticket: str | None = None, triaged_at: datetime | None = None
+    ) -> TriageEntry:
+        when = triaged_at or datetime.now(UTC)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        ticket = ticket if ticket is not None else result.ticket
+        payload = result.model_dump_json()
+        # Same report, ticket and time -> same id: storing it twice (a resumed rerun) keeps one entry.
+        digest = hashlib.sha256(
+            "\x1f".join((ticket or "", result.trace_id, when.isoformat(), payload)).encode()
+        ).hexdigest()
+        entry = TriageEntry(
+            triage_id="tr-" + digest[:24],
+            triaged_at=when,
+            ticket=ticket,
+            trace_id=result.trace_id,
+            result=result,
+        )
+        with self._lock:
+            self._execute(
+                "INSERT INTO triage_results (triage_id, triaged_at, ticket, trace_id, verdict, payload)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (triage_id) DO NOTHING",
+                (
+                    entry.triage_id,
+                    when.astimezone(UTC).isoformat(),
+                    ticket,
+                    result.trace_id,
+                    result.verdict,
+                    payload,
+                ),
+            )
+        return entry
+
+    def list_triage_results(
+        self, *, trace_id: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[TriageEntry]:
+        sql = "SELECT triage_id, triaged_at, ticket, trace_id, payload FROM triage_results WHERE 1 = 1"
+        params: list[object] = []
+        if trace_id is not None:
+            sql += " AND trace_id = ?"
+            params.append(trace_id)
+        if since is not None:
+            sql += " AND triaged_at >= ?"
+            params.append((since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat())
+        sql += " ORDER BY triaged_at DESC, triage_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            rows = self._execute(sql, params).fetchall()
+        return [
+            TriageEntry(
+                triage_id=r[0],
+                triaged_at=datetime.fromisoformat(r[1]),
+                ticket=r[2],
+                trace_id=r[3],
+                result=Localization.model_validate_json(r[4]),
+            )
+            for r in rows
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
