@@ -113,3 +113,13 @@ def test_large_input_found_in_the_middle() -> None:
 
 def test_cjk_clause() -> None:
     assert find_clause("合同规定：预付款不得超过3万元。", "预付款不得超过30,000元").found
+
+
+def test_clause_cut_off_at_the_very_end_of_the_text() -> None:
+    # Every word present up to the cut, and the text ends there: the window cannot grow past it.
+    text = "terms " * 200 + "Prepayment shall not exceed 30,000"
+    m = find_clause(text, CLAUSE)
+    assert not m.found
+    assert (m.matched, m.first) == (5, 0)
+    text2 = "Prepayment shall not exceed 30,000 RMB"[8:] + " filler" * 100
+    assert not find_clause(text2, CLAUSE).found

@@ -455,16 +455,25 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
     absent: list[Evidence] = []
     missing: list[str] = []
     best: tuple[ClauseMatch, ModelCall] | None = None
-    for i, call in enumerate(calls):
-        if not call.input_recorded:
+    exact = [
+        find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
+        for i, call in enumerate(calls)
+    ]
+    # Best partial matches only matter when no input holds the clause: skip that search otherwise.
+    settled = any(m is not None and m.found for m in exact)
+    for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
+        if match is None:
             missing.append(f"model input of span {call.span_id} (content capture was off)")
             continue
-        match = find_clause(ctx.hay(i, call), clause)
         if match.found:
             seen.append(
                 Evidence(span_id=call.span_id, note=f"{source} is in the model input: {match.excerpt!r}")
             )
             continue
+        if settled:
+            absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
+            continue
+        match = find_clause(ctx.hay(i, call), clause)
         if best is None or match.matched > best[0].matched:
             best = (match, call)
         note = _partial_note(match, len(call.input_text))

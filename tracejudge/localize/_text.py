@@ -41,8 +41,7 @@ _TOKEN = re.compile(
 )
 _ANCHORS = 4
 _MAX_WINDOWS = 256
-_PARTIAL_ANCHORS = 3
-_PARTIAL_WINDOWS = 32
+_PARTIAL_WINDOWS = 24
 
 
 def _canon(value: Decimal) -> str:
@@ -237,16 +236,18 @@ def _find_exact(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> tuple[int
     pos = hay.low.find(word)
     while pos != -1:
         scale = 4
+        last: tuple[int, int] | None = None
         while True:
-            a, b = pos - scale * before - 128, pos + scale * after + 128
+            a = max(0, pos - scale * before - 128)
+            b = min(len(hay.low), pos + scale * after + 128)
+            if (a, b) == last:
+                break  # the window cannot grow: the clause runs past the text's edge
+            last = (a, b)
             toks, lo, hi = hay.window(a, b)
             at = next((k for k, tok in enumerate(toks) if tok.start == pos), None)
             if at is None or toks[at].text != word:
                 break  # the occurrence is inside a longer word or number
-            whole = a <= 0 and b >= len(hay.low)
-            res = _run_at(toks, lo, hi, at, ia, want) if lo <= at < hi or whole else None
-            if res is None and whole:
-                break
+            res = _run_at(toks, lo, hi, at, ia, want) if lo <= at < hi else None
             if res is True:
                 s = at - ia
                 return toks[s].start, toks[s + len(want) - 1].end
@@ -277,17 +278,26 @@ def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> tuple[int, int, int, int
     anchors = _clause_anchors(ctoks)[: 2 * _ANCHORS]
     if anchors:
         reach = 2 * (len(" ".join(want)) + 64)
-        used = 0
-        for word, _ in anchors:
-            if used == _PARTIAL_ANCHORS:
+        # Rarest words first, within one budget of windows: a run around a rare word is the
+        # informative one, and common words ("shall", "the") would only repeat the same windows.
+        present = sorted((hay.count(w), w) for w, _ in anchors if hay.count(w) > 0)
+        budget = _PARTIAL_WINDOWS
+        spots: list[int] = []
+        for _, word in present:
+            pos = hay.low.find(word)
+            while pos != -1 and budget > 0:
+                spots.append(pos)
+                pos, budget = hay.low.find(word, pos + 1), budget - 1
+            if budget == 0:
                 break
-            if hay._counts.get(word) == 0:
-                continue
-            pos, n = hay.low.find(word), 0
-            used += pos != -1
-            while pos != -1 and n < _PARTIAL_WINDOWS:
-                windows.append(hay.window(pos - reach, pos + reach))
-                pos, n = hay.low.find(word, pos + 1), n + 1
+        # Overlapping windows (a common word every few lines) are merged and tokenized once.
+        merged: list[list[int]] = []
+        for pos in sorted(spots):
+            if merged and pos - reach <= merged[-1][1]:
+                merged[-1][1] = pos + reach
+            else:
+                merged.append([pos - reach, pos + reach])
+        windows = [hay.window(a, b) for a, b in merged]
     else:
         toks = hay.all_tokens()
         wanted = set(want)
@@ -308,10 +318,10 @@ def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> tuple[int, int, int, int
     return best
 
 
-def find_clause(text: str | _Haystack, clause: str) -> ClauseMatch:
+def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> ClauseMatch:
     """Find ``clause`` in ``text`` tolerating case, whitespace, line breaks, punctuation spacing and
-    number formats; when absent, report the longest contiguous run of its tokens (so a clause cut
-    off by truncation shows as its first N tokens)."""
+    number formats; when absent (and ``partial``), report the longest contiguous run of its tokens
+    (so a clause cut off by truncation shows as its first N tokens)."""
     hay = text if isinstance(text, _Haystack) else _Haystack(text)
     clause_low = clause.lower()
     ctoks = _tokens(clause_low)
@@ -323,7 +333,7 @@ def find_clause(text: str | _Haystack, clause: str) -> ClauseMatch:
         where = _find_in_all(hay, [t.text for t in ctoks])
     if isinstance(where, tuple):
         return ClauseMatch(True, total, total, 0, where[0], where[1], _excerpt(hay.shown, *where))
-    best = _best_partial(hay, ctoks)
+    best = _best_partial(hay, ctoks) if partial else None
     if best is None:
         return ClauseMatch(False, 0, total, 0, None, None, "")
     size, first, start, end = best
