@@ -693,7 +693,8 @@ def _material(ctx: _Ctx, m: Material) -> MaterialResult:
     stop: StageResult | None = None
     for name in STAGES:
         if stop is not None:
-            stages.append(_stage(name, "skipped", f"not checked: {stop.name} is {stop.status}"))
+            why = "failed" if stop.status == "fail" else "is unconfirmed"
+            stages.append(_stage(name, "skipped", f"not checked: {stop.name} {why}"))
             continue
         special: Verdict | None = None
         if name == "indexed":
