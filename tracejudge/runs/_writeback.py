@@ -10,7 +10,7 @@ from tracejudge._errors import InputError
 from tracejudge.schema import ItemResult, RunRecord
 from tracejudge.write import EvaluationEvent, EvaluationWriter, ScoreRecord, Writer, WriteReport, stable_id
 
-SCORE_WRITE_BACK_TARGETS = ("langfuse", "otel")
+SCORE_WRITE_BACK_TARGETS = ("langfuse", "otel", "phoenix")
 
 
 def _provenance_metadata(run: RunRecord) -> dict[str, Any]:
@@ -158,13 +158,21 @@ def write_back(
     writer: Writer | None = None,
     event_writer: EvaluationWriter | None = None,
 ) -> WriteReport:
-    """Write a run's results to ``langfuse`` (through the Langfuse writer) or ``otel``."""
+    """Write a run's results to ``langfuse`` (through the Langfuse writer), ``phoenix`` (span
+    annotations, or trace annotations when no span is known) or ``otel``."""
     if target == "langfuse":
         if writer is None:
             from tracejudge.write import LangfuseWriter
 
             with LangfuseWriter.from_env() as lf:
                 return lf.write_scores(score_records(run, items))
+        return writer.write_scores(score_records(run, items))
+    if target == "phoenix":
+        if writer is None:
+            from tracejudge.write import PhoenixWriter
+
+            with PhoenixWriter.from_env() as phx:
+                return phx.write_scores(score_records(run, items))
         return writer.write_scores(score_records(run, items))
     if target == "otel":
         if event_writer is None:

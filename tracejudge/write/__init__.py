@@ -12,6 +12,15 @@ from tracejudge.write._otel import (
     OtelEvaluationWriter,
     RecordingEvaluationWriter,
 )
+from tracejudge.write._phoenix import (
+    PhoenixApi,
+    PhoenixApiError,
+    PhoenixCredentials,
+    PhoenixWriter,
+    annotation_for,
+    annotation_identifier,
+    annotator_kind,
+)
 from tracejudge.write._protocol import RecordingWriter, Writer
 from tracejudge.write._records import (
     DatasetItemRecord,
@@ -43,6 +52,10 @@ __all__ = [
     "LangfuseCredentials",
     "LangfuseWriter",
     "OtelEvaluationWriter",
+    "PhoenixApi",
+    "PhoenixApiError",
+    "PhoenixCredentials",
+    "PhoenixWriter",
     "RecordingEvaluationWriter",
     "RecordingWriter",
     "ScoreDataType",
@@ -50,6 +63,9 @@ __all__ = [
     "WriteFailure",
     "WriteReport",
     "Writer",
+    "annotation_for",
+    "annotation_identifier",
+    "annotator_kind",
     "score_body",
     "stable_id",
     "triage_comment",

@@ -21,7 +21,16 @@ def _langfuse_writer() -> Writer:
     return LangfuseWriter.from_env()
 
 
-WRITE_BACK_TARGETS: dict[str, Callable[[], Writer]] = {"langfuse": _langfuse_writer}
+def _phoenix_writer() -> Writer:
+    from tracejudge.write._phoenix import PhoenixWriter
+
+    return PhoenixWriter.from_env()
+
+
+WRITE_BACK_TARGETS: dict[str, Callable[[], Writer]] = {
+    "langfuse": _langfuse_writer,
+    "phoenix": _phoenix_writer,
+}
 """Write-back targets by name, each with a factory that reads its settings from the environment."""
 
 
@@ -72,8 +81,9 @@ def triage_scores(results: Sequence[Localization]) -> list[ScoreRecord]:
 def write_triage(
     target: str, results: Sequence[Localization], *, writer: Writer | None = None
 ) -> WriteReport:
-    """Write triage verdicts back to ``target`` (``langfuse``): the verdict as a CATEGORICAL score named
-    ``tracejudge.triage`` on each trace, the stage evidence as its comment. A rerun replaces.
+    """Write triage verdicts back to ``target`` (``langfuse`` or ``phoenix``): the verdict as a CATEGORICAL
+    score named ``tracejudge.triage`` on each trace (in Phoenix a CODE trace annotation), the stage
+    evidence as its comment. A rerun replaces.
 
     ``writer`` overrides the target's own writer (tests pass a :class:`RecordingWriter`)."""
     if target not in WRITE_BACK_TARGETS:

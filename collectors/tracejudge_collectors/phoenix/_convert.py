@@ -1,0 +1,153 @@
+"""Phoenix REST spans -> RawSpans. Pure functions.
+
+Phoenix returns a span's attributes flattened to dotted keys, with the JSON strings it parses on
+ingest (``metadata``, ``document.metadata``, ``llm.prompt_template.variables``, ``tool.parameters``)
+flattened too (``retrieval.documents.0.document.metadata.source``), and ``openinference.span.kind``
+moved out of the attributes into ``span_kind``. The conversion undoes only that: those values are
+folded back into one structured value under their own key, and the span kind is put back. Every
+other attribute stays as Phoenix returned it (the normalizer reads flattened indexed keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tracejudge.schema import RawSpan, SpanEvent
+
+__all__ = ["fold_attributes", "parse_time", "span_to_raw", "to_ns"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_KIND = "openinference.span.kind"
+_STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
+# Keys Phoenix parses from JSON strings on ingest, matched at the start of an attribute key.
+_LEADING = ("llm.prompt_template.variables", "tool.parameters", "metadata")
+# ... and anywhere inside one (each document of retrieval.documents / reranker.*_documents).
+_INNER = ".document.metadata"
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 time from the API, None when absent or unparseable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def to_ns(value: Any) -> int:
+    """Nanoseconds since the epoch of an ISO time (0 when absent)."""
+    dt = parse_time(value)
+    if dt is None:
+        return 0
+    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _fold_base(key: str) -> str | None:
+    for base in _LEADING:
+        if key.startswith(base + "."):
+            return base
+    at = key.find(_INNER + ".")
+    if at >= 0:
+        return key[: at + len(_INNER)]
+    if key.startswith("document.metadata."):
+        return "document.metadata"
+    return None
+
+
+def _nest(flat: Mapping[str, Any]) -> Any:
+    """Dotted keys back into nested dicts; a level whose keys are 0..n-1 holding objects becomes a list
+    (Phoenix indexes only lists of objects)."""
+    root: dict[str, Any] = {}
+    for path, value in flat.items():
+        parts = path.split(".")
+        node = root
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if not isinstance(child, dict):
+                if child is not None:
+                    # A leaf and a subtree share a prefix: keep the rest of this key whole.
+                    node[".".join(parts[i:])] = value
+                    break
+                child = node[part] = {}
+            node = child
+        else:
+            if isinstance(node.get(parts[-1]), dict):
+                node[path] = value
+            else:
+                node[parts[-1]] = value
+    return _lists(root)
+
+
+def _lists(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    converted = {k: _lists(v) for k, v in value.items()}
+    keys = list(converted)
+    if (
+        keys
+        and all(k.isdigit() and k.isascii() for k in keys)
+        and sorted(int(k) for k in keys) == list(range(len(keys)))
+        and all(isinstance(v, dict) for v in converted.values())
+    ):
+        return [converted[str(i)] for i in range(len(keys))]
+    return converted
+
+
+def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Fold the flattened JSON-valued attributes back into structured values (see module doc)."""
+    out: dict[str, Any] = {}
+    folded: dict[str, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        base = _fold_base(key)
+        if base is None:
+            out[key] = value
+        else:
+            folded.setdefault(base, {})[key[len(base) + 1 :]] = value
+    for base, flat in folded.items():
+        if base in out:
+            # The value was not JSON Phoenix could parse, yet sub-keys exist: keep both as they came.
+            out.update({f"{base}.{k}": v for k, v in flat.items()})
+        else:
+            out[base] = _nest(flat)
+    return out
+
+
+def span_to_raw(span: Mapping[str, Any], *, project: str | None = None) -> RawSpan:
+    """One span of ``GET /v1/projects/{p}/spans`` as a RawSpan (``source="phoenix"``).
+
+    Phoenix does not keep links or the OTLP span kind, and returns no resource attributes; the
+    project rides along as the resource attribute ``openinference.project.name``."""
+    context = span.get("context") or {}
+    attributes = fold_attributes(span.get("attributes") or {})
+    kind = span.get("span_kind")
+    if isinstance(kind, str) and kind and kind.upper() != "UNKNOWN" and _KIND not in attributes:
+        attributes[_KIND] = kind.upper()
+    parent = span.get("parent_id")
+    events = tuple(
+        SpanEvent(
+            name=str(e.get("name") or ""),
+            time_unix_nano=to_ns(e.get("timestamp")),
+            attributes=dict(e.get("attributes") or {}),
+        )
+        for e in span.get("events") or []
+        if isinstance(e, Mapping)
+    )
+    status = str(span.get("status_code") or "UNSET").upper()
+    return RawSpan(
+        trace_id=str(context["trace_id"]).lower(),
+        span_id=str(context["span_id"]).lower(),
+        parent_span_id=str(parent).lower() if parent else None,
+        name=str(span.get("name") or ""),
+        start_time_unix_nano=to_ns(span.get("start_time")),
+        end_time_unix_nano=to_ns(span.get("end_time")),
+        attributes=attributes,
+        events=events,
+        status_code=_STATUS.get(status, 0),
+        status_message=str(span.get("status_message") or ""),
+        resource={"openinference.project.name": project} if project else {},
+        source="phoenix",
+    )

@@ -1,0 +1,278 @@
+"""Pull traces from a Phoenix project into the store: list root spans, fetch whole traces, resume.
+
+A trace is pulled whole: root spans (``parent_id=null``) are listed by start time in the window,
+then every span of a batch of those traces is fetched by ``trace_id``. A root span is exported
+when it ends, after its children, so a listed root means its trace is complete.
+
+Resuming without duplicates rests on the same three things as the Langfuse collector:
+* each trace is stored in one ``put_spans`` transaction (the store dedups on (trace_id, span_id));
+* a per-trace marker (meta ``phoenix.trace:<id>``) is set only after its spans are stored, and a
+  listed trace with a marker is not fetched again;
+* the watermark (meta ``phoenix.watermark:<scope>``, scope = server and project) advances only when
+  a run listed and stored everything in its window; the next run lists from the watermark minus
+  :data:`LAG` (Phoenix inserts spans asynchronously, and a long trace's root arrives at its end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tracejudge.schema import RawSpan
+from tracejudge.store import Store
+from tracejudge.write import PhoenixApi, PhoenixApiError
+from tracejudge_collectors.phoenix._convert import parse_time, span_to_raw
+
+__all__ = ["LAG", "PullOptions", "PullReport", "pull_phoenix", "pull_summary"]
+
+log = logging.getLogger("tracejudge.collect.phoenix")
+
+LAG = timedelta(minutes=10)
+"""How far before the watermark a run lists again (late inserts, long traces)."""
+MAX_PAGE = 1000
+"""Phoenix's largest page of spans."""
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class PullOptions(BaseModel):
+    """What to pull."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project: str = "default"
+    """Phoenix project name (or id)."""
+    from_time: datetime | None = None
+    """Only traces whose root span started at or after this time."""
+    to_time: datetime | None = None
+    """Only traces whose root span started before this time."""
+    limit: int | None = None
+    """Fetch at most this many new traces."""
+    page_size: int = MAX_PAGE
+    """Spans per page (at most 1000)."""
+    trace_batch: int = 50
+    """Traces fetched per request (their ids repeat ``trace_id`` in the query)."""
+
+
+class PullReport(BaseModel):
+    """What a pull did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str
+    """The Phoenix pulled from."""
+    project: str
+    """The project pulled."""
+    listed: int = 0
+    """Traces listed in the window (by their root spans)."""
+    fetched: int = 0
+    """Traces fetched and stored in this run."""
+    skipped: int = 0
+    """Listed traces already stored by an earlier run."""
+    spans_new: int = 0
+    """Spans newly stored."""
+    retries: int = 0
+    """Requests retried (rate limits, server errors, dropped connections)."""
+    complete: bool = True
+    """False when ``--limit`` stopped the run before the window was done."""
+    watermark: str | None = None
+    """Latest root span start covered; the next run continues from here."""
+    warnings: tuple[str, ...] = Field(default_factory=tuple)
+    """Things worth knowing (nothing matched, and the like)."""
+
+
+def _scope_key(base_url: str, project: str) -> str:
+    scope = json.dumps([base_url, project], separators=(",", ":"))
+    return "phoenix.watermark:" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def _marker_key(trace_id: str) -> str:
+    return f"phoenix.trace:{trace_id.lower()}"
+
+
+def _parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        upto = parse_time(data["upto"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if upto is None:
+        return None
+    return parse_time(data.get("from")), upto
+
+
+def _pages(api: PhoenixApi, path: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+    cursor: str | None = None
+    while True:
+        page = api.get(path, {**params, "cursor": cursor})
+        data = page.get("data") if isinstance(page, dict) else None
+        rows = [r for r in data or [] if isinstance(r, dict)]
+        yield rows
+        cursor = page.get("next_cursor") if isinstance(page, dict) else None
+        if not cursor or not rows:
+            return
+
+
+def _project_names(api: PhoenixApi) -> list[str]:
+    names: list[str] = []
+    for rows in _pages(api, "/v1/projects", {"limit": 100}):
+        names.extend(str(r.get("name")) for r in rows)
+        if len(names) >= 1000:
+            break
+    return names
+
+
+class _Puller:
+    def __init__(self, api: PhoenixApi, options: PullOptions) -> None:
+        self.api = api
+        self.options = options
+        self.path = f"/v1/projects/{options.project}/spans"
+        self.page_size = min(max(options.page_size, 1), MAX_PAGE)
+
+    def roots(self, lower: datetime | None) -> Iterator[tuple[str, datetime | None]]:
+        params: dict[str, Any] = {
+            "parent_id": "null",
+            "sort": "start_time",
+            "order": "asc",
+            "limit": self.page_size,
+            "start_time": _iso(lower) if lower else None,
+            "end_time": _iso(self.options.to_time) if self.options.to_time else None,
+        }
+        try:
+            for rows in _pages(self.api, self.path, params):
+                for row in rows:
+                    context = row.get("context") or {}
+                    trace_id = context.get("trace_id")
+                    if isinstance(trace_id, str) and trace_id:
+                        yield trace_id.lower(), parse_time(row.get("start_time"))
+        except PhoenixApiError as exc:
+            if exc.status != 404:
+                raise
+            known = _project_names(self.api)
+            raise PhoenixApiError(
+                f"Phoenix has no project {self.options.project!r}",
+                status=404,
+                hint="pass --project with one of: " + (", ".join(known[:20]) or "(no projects yet)"),
+            ) from None
+
+    def fetch(self, trace_ids: Sequence[str]) -> dict[str, list[RawSpan]]:
+        spans: dict[str, list[RawSpan]] = {t: [] for t in trace_ids}
+        params = {"trace_id": list(trace_ids), "sort": "id", "order": "asc", "limit": self.page_size}
+        for rows in _pages(self.api, self.path, params):
+            for row in rows:
+                raw = span_to_raw(row, project=self.options.project)
+                spans.setdefault(raw.trace_id, []).append(raw)
+        return spans
+
+
+def pull_phoenix(
+    store: Store,
+    api: PhoenixApi,
+    options: PullOptions | None = None,
+    *,
+    on_trace: Callable[[str, bool], None] | None = None,
+) -> PullReport:
+    """Pull the traces ``options`` select from Phoenix into ``store``; resumable and incremental.
+
+    ``on_trace(trace_id, fetched)`` is called once per listed trace (for progress bars)."""
+    options = options or PullOptions()
+    puller = _Puller(api, options)
+    key = _scope_key(api.credentials.base_url, options.project)
+    covered = _parse_watermark(store.get_meta(key))
+    lower = options.from_time
+    coverage_from = options.from_time
+    watermark: datetime | None = None
+    # The watermark only helps when the window it covers starts no later than the one asked for.
+    if covered is not None and (
+        covered[0] is None or (options.from_time is not None and options.from_time >= covered[0])
+    ):
+        coverage_from, watermark = covered
+        resume = watermark - LAG
+        lower = resume if lower is None or resume > lower else lower
+
+    listed = fetched = skipped = spans_new = 0
+    latest = watermark
+    complete = True
+    batch: list[str] = []
+    seen: set[str] = set()
+
+    def drain() -> None:
+        nonlocal fetched, spans_new
+        if not batch:
+            return
+        by_trace = puller.fetch(batch)
+        for trace_id in batch:
+            spans_new += store.put_spans(by_trace.get(trace_id, []))
+            store.set_meta(_marker_key(trace_id), json.dumps({"project": options.project}))
+            fetched += 1
+            if on_trace is not None:
+                on_trace(trace_id, True)
+        batch.clear()
+
+    for trace_id, started in puller.roots(lower):
+        if started is not None and (latest is None or started > latest):
+            latest = started
+        if trace_id in seen:
+            continue  # a trace with several root spans is listed once
+        seen.add(trace_id)
+        listed += 1
+        if store.get_meta(_marker_key(trace_id)) is not None:
+            skipped += 1
+            if on_trace is not None:
+                on_trace(trace_id, False)
+            continue
+        if options.limit is not None and fetched + len(batch) >= options.limit:
+            complete = False
+            listed -= 1
+            break
+        batch.append(trace_id)
+        if len(batch) >= max(1, options.trace_batch):
+            drain()
+    drain()
+
+    warnings: list[str] = []
+    if listed == 0:
+        warnings.append(f"no root spans in project {options.project!r} in the window")
+    new_watermark = watermark
+    if complete and latest is not None:
+        new_watermark = latest
+        store.set_meta(
+            key, json.dumps({"from": _iso(coverage_from) if coverage_from else None, "upto": _iso(latest)})
+        )
+    return PullReport(
+        base_url=api.credentials.base_url,
+        project=options.project,
+        listed=listed,
+        fetched=fetched,
+        skipped=skipped,
+        spans_new=spans_new,
+        retries=api.retries,
+        complete=complete,
+        watermark=_iso(new_watermark) if new_watermark else None,
+        warnings=tuple(warnings),
+    )
+
+
+def pull_summary(report: PullReport) -> Sequence[str]:
+    """Lines for people."""
+    lines = [
+        f"Phoenix at {report.base_url}, project {report.project}",
+        f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
+        f" {report.spans_new} new spans",
+    ]
+    if report.retries:
+        lines.append(f"{report.retries} requests retried (rate limits, server errors, dropped connections)")
+    if not report.complete:
+        lines.append("stopped at --limit: run again to continue")
+    lines.extend(f"warning: {w}" for w in report.warnings)
+    return lines

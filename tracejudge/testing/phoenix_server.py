@@ -1,0 +1,857 @@
+"""A local Phoenix REST server for tests and benchmarks, checked against Phoenix's OpenAPI spec.
+
+It serves, in memory, what tracejudge reads and writes:
+
+* ``GET /v1/projects`` (cursor pages);
+* ``GET /v1/projects/{project}/spans`` (by name or id): cursor pages (``limit`` <= 1000),
+  ``sort`` ``id``/``start_time``, ``order``, ``start_time`` (inclusive) / ``end_time`` (exclusive)
+  on the span start, repeatable ``trace_id``, ``span_id``, ``name``, ``span_kind``, ``status_code``,
+  ``parent_id`` (``null`` for roots) and ``attribute=key:value`` (value JSON-parsed);
+* ``POST /v1/span_annotations`` and ``POST /v1/trace_annotations``: upsert on (name, span or trace,
+  identifier); with ``sync=true`` an unknown span or trace fails the whole request with 404, without
+  it unknown targets are silently dropped and the answer is ``{"data": []}``; the name ``note`` is
+  reserved (400);
+* ``GET /v1/projects/{project}/span_annotations`` / ``trace_annotations`` (``span_ids`` /
+  ``trace_ids`` and/or ``identifier``, name filters, cursor pages, default limit 10).
+
+Spans are added as a sender exports them (flat OpenInference attributes, JSON strings in
+``metadata``, ``document.metadata``, ``llm.prompt_template.variables`` and ``tool.parameters``)
+and read back as Phoenix returns them: those JSON strings parsed and every structured value
+flattened to dotted keys (lists of objects indexed), ``openinference.span.kind`` moved out of the
+attributes into ``span_kind``, links dropped.
+
+Every request and response is validated against ``phoenix-openapi.json`` with ``openapi-core``: a
+request the spec rejects gets a 422 (as FastAPI answers) and lands in
+:attr:`PhoenixServer.request_errors`; a response that breaks the spec is a bug in this server,
+answered 500 and kept in :attr:`PhoenixServer.response_errors`. Auth is an optional bearer API key.
+:class:`~tracejudge.testing.langfuse_server.Fault`\\ s inject 429 with ``Retry-After``, 500, slow
+answers and dropped connections (``path`` is matched against the full path, e.g. ``/v1/projects``).
+
+Example::
+
+    with PhoenixServer(api_key="phx-key") as server:
+        for span in synthetic_spans(0):
+            server.add_span("default", span)
+        ...  # PHOENIX_COLLECTOR_ENDPOINT=server.base_url, PHOENIX_API_KEY=server.api_key
+"""
+
+# Route handlers share one signature (request, body, **path params) so one table dispatches them.
+# ruff: noqa: ARG002
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import hashlib
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from tracejudge._errors import InputError, MissingDependencyError
+from tracejudge.testing.langfuse_server import Fault, RecordedRequest
+
+__all__ = [
+    "Fault",
+    "PhoenixServer",
+    "RecordedRequest",
+    "find_spec",
+    "synthetic_spans",
+]
+
+_SPEC_ENV = "TRACEJUDGE_PHOENIX_SPEC"
+_SPEC_NAME = "phoenix-openapi.json"
+_JSON_STRING_ATTRIBUTES = (
+    "document.metadata",
+    "llm.prompt_template.variables",
+    "metadata",
+    "tool.parameters",
+)
+_KIND = "openinference.span.kind"
+_SPAN_KINDS = frozenset(
+    {"LLM", "CHAIN", "TOOL", "RETRIEVER", "EMBEDDING", "AGENT", "RERANKER", "GUARDRAIL", "EVALUATOR"}
+    | {"DECISION", "UNKNOWN"}
+)
+_STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
+
+
+def find_spec() -> Path:
+    """Locate Phoenix's OpenAPI spec: ``$TRACEJUDGE_PHOENIX_SPEC``, the test fixture copy, or
+    ``../shared/reference/`` beside the checkout."""
+    env = os.environ.get(_SPEC_ENV)
+    candidates = [Path(env)] if env else []
+    root = Path(__file__).resolve().parents[2]
+    candidates += [
+        root / "tests" / "fixtures" / _SPEC_NAME,
+        root.parent / "shared" / "reference" / _SPEC_NAME,
+    ]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise InputError(
+        "cannot find Phoenix's OpenAPI spec (phoenix-openapi.json)",
+        hint=f"set {_SPEC_ENV} to the spec file, or put it in tests/fixtures/",
+    )
+
+
+_SPEC_CACHE: dict[Path, Any] = {}
+_SPEC_LOCK = threading.Lock()
+
+
+def _load_openapi(path: Path) -> Any:
+    """The parsed spec as an ``openapi_core.OpenAPI`` (OpenAPI 3.1), loaded once per process."""
+    with _SPEC_LOCK:
+        if path in _SPEC_CACHE:
+            return _SPEC_CACHE[path]
+        try:
+            from openapi_core import Config, OpenAPI
+        except ImportError as exc:
+            raise MissingDependencyError("openapi-core", "dev") from exc
+        spec = _array_query_params(json.loads(path.read_text(encoding="utf-8")))
+        api = OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))  # type: ignore[arg-type]
+        _SPEC_CACHE[path] = api
+        return api
+
+
+def _array_query_params(spec: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite query parameters typed ``anyOf: [array, null]`` (FastAPI's ``Optional[list[str]]``)
+    as plain arrays: openapi-core only reads repeated query keys into a list for an ``array``
+    schema, and a query string cannot carry a null anyway."""
+    for item in spec.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for param in operation.get("parameters", []):
+                schema = param.get("schema") or {}
+                variants = schema.get("anyOf")
+                if param.get("in") != "query" or not isinstance(variants, list):
+                    continue
+                arrays = [v for v in variants if v.get("type") == "array"]
+                if len(arrays) == 1 and all(v is arrays[0] or v.get("type") == "null" for v in variants):
+                    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+                    param["schema"] = {**rest, **arrays[0]}
+    return spec
+
+
+def global_id(node: str, rowid: int) -> str:
+    """Phoenix's GlobalID: base64 of ``<Type>:<rowid>``."""
+    return base64.b64encode(f"{node}:{rowid}".encode()).decode()
+
+
+def _rowid(value: str, node: str) -> int:
+    try:
+        kind, _, raw = base64.b64decode(value, validate=True).decode().partition(":")
+        if kind != node:
+            raise ValueError(kind)
+        return int(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _Fail(422, "Invalid cursor") from exc
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(UTC).isoformat()
+
+
+def _parse_dt(value: Any) -> datetime:
+    dt = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+class _Fail(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def _ingest_attributes(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """As Phoenix stores a span's attributes: JSON strings of the known keys parsed."""
+    out: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if key.endswith(_JSON_STRING_ATTRIBUTES) and isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = value
+            if parsed is not None:
+                out[key] = parsed
+            continue
+        out[key] = value
+    return out
+
+
+def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """Phoenix's ``flatten(..., recurse_on_sequence=True)``: mappings to dotted keys, lists of
+    mappings indexed, lists of scalars kept, None dropped."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            yield from _flatten(f"{prefix}.{key}" if prefix else str(key), inner)
+    elif isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
+        for index, inner in enumerate(value):
+            if isinstance(inner, Mapping):
+                yield from _flatten(f"{prefix}.{index}", inner)
+    elif value is not None:
+        yield prefix, value
+
+
+class PhoenixServer:
+    """Phoenix's REST API on loopback, in a background thread, backed by memory."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        validate: bool = True,
+        record: bool = True,
+        spec_path: Path | None = None,
+        page_latency: float = 0.0,
+    ) -> None:
+        self.api_key = api_key
+        """Bearer API key every request must carry; None: auth off (Phoenix's default)."""
+        self.validate = validate
+        self.record = record
+        self.page_latency = page_latency
+        """Seconds every GET waits before answering."""
+        self._api = _load_openapi(spec_path or find_spec()) if validate else None
+        self._lock = threading.Lock()
+        self._projects: dict[int, dict[str, Any]] = {}
+        self._spans: list[dict[str, Any]] = []
+        self._span_index: dict[str, dict[str, Any]] = {}
+        self._trace_ids: set[str] = set()
+        self._span_annotations: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._trace_annotations: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._next_annotation = 1
+        self.faults: list[Fault] = []
+        self._requests: list[RecordedRequest] = []
+        self.request_errors: list[str] = []
+        """Requests the spec (or the server's own rules) rejected, with the reason."""
+        self.response_errors: list[str] = []
+        """Responses that broke the spec: always a bug in this server."""
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+        self.add_project("default")
+
+    # -- data -------------------------------------------------------------------------------
+
+    def add_project(self, name: str, description: str | None = None) -> str:
+        """Create a project (or return the existing one's id)."""
+        with self._lock:
+            for rowid, p in self._projects.items():
+                if p["name"] == name:
+                    return global_id("Project", rowid)
+            rowid = len(self._projects) + 1
+            self._projects[rowid] = {"name": name, "description": description}
+            return global_id("Project", rowid)
+
+    def add_span(self, project: str, span: Mapping[str, Any]) -> str:
+        """Add a span as exported: ``name``, ``trace_id``, ``span_id``, ``parent_id``, ``start_time``,
+        ``end_time`` (ISO or datetime), ``status_code`` (OK/ERROR/UNSET), ``status_message``,
+        ``attributes`` (flat, as sent), ``events`` (``name``, ``timestamp``, ``attributes``).
+        The project is created if needed. Returns the span's global id."""
+        self.add_project(project)
+        s = copy.deepcopy(dict(span))
+        with self._lock:
+            project_rowid = next(r for r, p in self._projects.items() if p["name"] == project)
+            rowid = len(self._spans) + 1
+            attrs = _ingest_attributes(s.get("attributes") or {})
+            row: dict[str, Any] = {
+                "rowid": rowid,
+                "project": project_rowid,
+                "name": str(s.get("name") or ""),
+                "trace_id": str(s["trace_id"]).lower(),
+                "span_id": str(s["span_id"]).lower(),
+                "parent_id": str(s["parent_id"]).lower() if s.get("parent_id") else None,
+                "start": _parse_dt(s["start_time"]),
+                "end": _parse_dt(s.get("end_time") or s["start_time"]),
+                "status_code": str(s.get("status_code") or "UNSET"),
+                "status_message": str(s.get("status_message") or ""),
+                "span_kind": str(attrs.get(_KIND) or "UNKNOWN").upper(),
+                "attributes": attrs,
+                "events": [
+                    {
+                        "name": str(e.get("name") or ""),
+                        "timestamp": _parse_dt(e.get("timestamp") or s["start_time"]),
+                        "attributes": dict(e.get("attributes") or {}),
+                    }
+                    for e in s.get("events") or []
+                ],
+            }
+            self._spans.append(row)
+            self._span_index[row["span_id"]] = row
+            self._trace_ids.add(row["trace_id"])
+        return global_id("Span", rowid)
+
+    @property
+    def span_annotations(self) -> list[dict[str, Any]]:
+        """Every stored span annotation (an upsert replaces its row)."""
+        with self._lock:
+            return [copy.deepcopy(a) for a in self._span_annotations.values()]
+
+    @property
+    def trace_annotations(self) -> list[dict[str, Any]]:
+        """Every stored trace annotation (an upsert replaces its row)."""
+        with self._lock:
+            return [copy.deepcopy(a) for a in self._trace_annotations.values()]
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Requests received so far, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Forget recorded requests and validation errors."""
+        with self._lock:
+            self._requests.clear()
+            self.request_errors.clear()
+
+    def inject(self, *faults: Fault) -> None:
+        """Add faults; each matching request takes the first fault that still hits."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        if not self._port:
+            raise RuntimeError("the server is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    def start(self) -> PhoenixServer:
+        """Bind a free loopback port, serve in a background thread, return once it accepts connections."""
+        if self._thread is not None:
+            return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Without it h11's separate header and body writes meet the client's delayed ACK (~40 ms each).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._asgi, interface="asgi3", log_level="critical", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="phoenix-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the local Phoenix server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> PhoenixServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- ASGI -------------------------------------------------------------------------------
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        body = await request.body()
+        path = request.url.path
+        method = request.method.upper()
+        query = tuple(request.query_params.multi_items())
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        with self._lock:
+            fault = next((f for f in self.faults if f.hits(method, path)), None)
+        if fault is not None and fault.kind == "drop":
+            self._log(method, path, query, parsed, 0)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
+            return  # the response is incomplete: uvicorn closes the connection
+        if fault is not None and fault.kind == "slow":
+            await asyncio.sleep(fault.delay)
+        if method == "GET" and self.page_latency > 0:
+            await asyncio.sleep(self.page_latency)
+        response = self._respond(request, body, method, path, parsed, fault)
+        self._log(method, path, query, parsed, response.status_code)
+        await response(scope, receive, send)
+
+    def _log(
+        self, method: str, path: str, query: tuple[tuple[str, str], ...], body: Any, status: int
+    ) -> None:
+        if self.record:
+            with self._lock:
+                self._requests.append(RecordedRequest(method, path, query, body, status))
+
+    def _respond(
+        self, request: Request, body: bytes, method: str, path: str, parsed: Any, fault: Fault | None
+    ) -> Response:
+        if fault is not None and fault.kind == "429":
+            return Response(
+                "Too Many Requests", status_code=429, headers={"Retry-After": str(fault.retry_after)}
+            )
+        if fault is not None and fault.kind == "500":
+            return Response("Internal Server Error", status_code=500)
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return Response("Invalid token", status_code=401)
+        handler, params = self._route(method, path)
+        if handler is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+
+        openapi_request = None
+        if self._api is not None:
+            from openapi_core.contrib.starlette import StarletteOpenAPIRequest
+
+            openapi_request = StarletteOpenAPIRequest(request, body)
+            try:
+                self._api.validate_request(openapi_request)
+            except Exception as exc:
+                with self._lock:
+                    self.request_errors.append(f"{method} {path}: {exc}")
+                return JSONResponse({"detail": f"invalid request: {exc}"}, status_code=422)
+        try:
+            status, payload = handler(request, parsed, **params)
+        except _Fail as exc:
+            if exc.status in (400, 422):
+                with self._lock:
+                    self.request_errors.append(f"{method} {path}: {exc.detail}")
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+        response = JSONResponse(payload, status_code=status)
+        if self._api is not None and openapi_request is not None:
+            from openapi_core.contrib.starlette import StarletteOpenAPIResponse
+
+            try:
+                self._api.validate_response(openapi_request, StarletteOpenAPIResponse(response))
+            except Exception as exc:
+                with self._lock:
+                    self.response_errors.append(f"{method} {path}: {exc}")
+                return JSONResponse({"detail": f"server bug, response breaks the spec: {exc}"}, 500)
+        return response
+
+    def _route(self, method: str, path: str) -> tuple[Callable[..., tuple[int, Any]] | None, dict[str, str]]:
+        table: list[tuple[str, str, Callable[..., tuple[int, Any]]]] = [
+            ("GET", r"/v1/projects", self._projects_list),
+            ("GET", r"/v1/projects/(?P<project>[^/]+)/spans", self._spans_list),
+            ("POST", r"/v1/span_annotations", self._annotate_spans),
+            ("POST", r"/v1/trace_annotations", self._annotate_traces),
+            ("GET", r"/v1/projects/(?P<project>[^/]+)/span_annotations", self._span_annotations_list),
+            ("GET", r"/v1/projects/(?P<project>[^/]+)/trace_annotations", self._trace_annotations_list),
+        ]
+        for m, pattern, fn in table:
+            match = re.fullmatch(pattern, path)
+            if m == method and match:
+                return fn, match.groupdict()
+        return None, {}
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _int(request: Request, name: str, default: int) -> int:
+        raw = request.query_params.get(name)
+        return default if raw is None else int(raw)
+
+    def _project(self, identifier: str) -> int:
+        with self._lock:
+            for rowid, p in self._projects.items():
+                if p["name"] == identifier or global_id("Project", rowid) == identifier:
+                    return rowid
+        raise _Fail(404, f"Project with identifier {identifier} not found")
+
+    def _projects_list(self, request: Request, body: Any) -> tuple[int, Any]:
+        limit = self._int(request, "limit", 100)
+        cursor = request.query_params.get("cursor")
+        start = _rowid(cursor, "Project") if cursor else 1
+        with self._lock:
+            rows = [(r, p) for r, p in sorted(self._projects.items()) if r >= start]
+        page, extra = rows[:limit], rows[limit : limit + 1]
+        return 200, {
+            "data": [
+                {"name": p["name"], "description": p["description"], "id": global_id("Project", r)}
+                for r, p in page
+            ],
+            "next_cursor": global_id("Project", extra[0][0]) if extra else None,
+        }
+
+    @staticmethod
+    def _sort_key(row: dict[str, Any], sort: str) -> tuple[Any, ...]:
+        return (row["start"], row["rowid"]) if sort == "start_time" else (row["rowid"],)
+
+    @staticmethod
+    def _cursor_for(row: dict[str, Any], sort: str) -> str:
+        if sort == "start_time":
+            raw = f"{row['start'].isoformat()}|{row['rowid']}"
+            return base64.urlsafe_b64encode(raw.encode()).decode()
+        return global_id("Span", row["rowid"])
+
+    @staticmethod
+    def _cursor_key(cursor: str, sort: str) -> tuple[Any, ...]:
+        if sort == "start_time":
+            try:
+                when, _, rowid = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+                return (_parse_dt(when), int(rowid))
+            except ValueError as exc:
+                raise _Fail(422, "Invalid cursor") from exc
+        return (_rowid(cursor, "Span"),)
+
+    @staticmethod
+    def _attribute_filter(raw: str) -> tuple[str, Any]:
+        key, sep, value = raw.partition(":")
+        if not sep or not key:
+            raise _Fail(422, f"attribute filter {raw!r} must be key:value")
+        try:
+            return key, json.loads(value)
+        except ValueError:
+            return key, value
+
+    def _spans_list(self, request: Request, body: Any, project: str) -> tuple[int, Any]:
+        project_rowid = self._project(project)
+        q = request.query_params
+        limit = self._int(request, "limit", 100)
+        sort = q.get("sort") or "id"
+        desc = (q.get("order") or "desc") == "desc"
+        lower = _parse_dt(q["start_time"]) if q.get("start_time") else None
+        upper = _parse_dt(q["end_time"]) if q.get("end_time") else None
+        trace_ids = set(q.getlist("trace_id"))
+        span_ids = set(q.getlist("span_id"))
+        names = set(q.getlist("name"))
+        kinds = set(q.getlist("span_kind"))
+        statuses = set(q.getlist("status_code"))
+        if kinds - _SPAN_KINDS:
+            raise _Fail(422, f"invalid span_kind: {sorted(kinds - _SPAN_KINDS)}")
+        if statuses - _STATUS_CODES:
+            raise _Fail(422, f"invalid status_code: {sorted(statuses - _STATUS_CODES)}")
+        attribute_filters = [self._attribute_filter(a) for a in q.getlist("attribute")]
+        parent = q.get("parent_id")
+        cursor = self._cursor_key(q["cursor"], sort) if q.get("cursor") else None
+
+        def keep(row: dict[str, Any]) -> bool:
+            if row["project"] != project_rowid:
+                return False
+            if lower is not None and row["start"] < lower:
+                return False
+            if upper is not None and row["start"] >= upper:
+                return False
+            if trace_ids and row["trace_id"] not in trace_ids:
+                return False
+            if span_ids and row["span_id"] not in span_ids:
+                return False
+            if names and row["name"] not in names:
+                return False
+            if kinds and row["span_kind"] not in kinds:
+                return False
+            if statuses and row["status_code"] not in statuses:
+                return False
+            if parent is not None and row["parent_id"] != (None if parent == "null" else parent):
+                return False
+            if attribute_filters:
+                flat = dict(_flatten("", row["attributes"]))
+                if any(flat.get(k) != v for k, v in attribute_filters):
+                    return False
+            if cursor is not None:
+                key = self._sort_key(row, sort)
+                if (key > cursor) if desc else (key < cursor):
+                    return False
+            return True
+
+        with self._lock:
+            rows = [r for r in self._spans if keep(r)]
+        rows.sort(key=lambda r: self._sort_key(r, sort), reverse=desc)
+        page, extra = rows[:limit], rows[limit : limit + 1]
+        return 200, {
+            "data": [self._render_span(r) for r in page],
+            "next_cursor": self._cursor_for(extra[0], sort) if extra else None,
+        }
+
+    @staticmethod
+    def _render_span(row: dict[str, Any]) -> dict[str, Any]:
+        attributes = dict(_flatten("", row["attributes"]))
+        kind = attributes.pop(_KIND, "UNKNOWN")
+        return {
+            "id": global_id("Span", row["rowid"]),
+            "name": row["name"],
+            "context": {"trace_id": row["trace_id"], "span_id": row["span_id"]},
+            "span_kind": str(kind),
+            "parent_id": row["parent_id"],
+            "start_time": _iso(row["start"]),
+            "end_time": _iso(row["end"]),
+            "status_code": row["status_code"],
+            "status_message": row["status_message"],
+            "attributes": attributes,
+            "events": [
+                {"name": e["name"], "timestamp": _iso(e["timestamp"]), "attributes": e["attributes"]}
+                for e in row["events"]
+            ],
+        }
+
+    def _upsert(
+        self, store: dict[tuple[str, str, str], dict[str, Any]], target_key: str, data: list[dict[str, Any]]
+    ) -> list[str]:
+        now = _iso(datetime.now(UTC))
+        ids: list[str] = []
+        node = "SpanAnnotation" if target_key == "span_id" else "TraceAnnotation"
+        with self._lock:
+            for d in data:
+                key = (d["name"], d[target_key].lower(), d.get("identifier") or "")
+                existing = store.get(key)
+                if existing is None:
+                    rowid = self._next_annotation
+                    self._next_annotation += 1
+                    existing = {"rowid": rowid, "id": global_id(node, rowid), "created_at": now}
+                result = d.get("result") or {}
+                store[key] = {
+                    **existing,
+                    "updated_at": now,
+                    "source": "API",
+                    "user_id": None,
+                    "name": d["name"],
+                    "annotator_kind": d["annotator_kind"],
+                    "result": {
+                        "label": result.get("label"),
+                        "score": result.get("score"),
+                        "explanation": result.get("explanation"),
+                    },
+                    "metadata": d.get("metadata") or {},
+                    "identifier": d.get("identifier") or "",
+                    target_key: d[target_key].lower(),
+                }
+                ids.append(existing["id"])
+        return ids
+
+    def _annotate(
+        self,
+        request: Request,
+        body: Any,
+        target_key: str,
+        known: Callable[[str], bool],
+        store: dict[tuple[str, str, str], dict[str, Any]],
+    ) -> tuple[int, Any]:
+        data = list(body.get("data") or [])
+        if not data:
+            return 200, {"data": []}
+        if any(d["name"] == "note" for d in data):
+            raise _Fail(400, "The name 'note' is reserved for trace and span notes.")
+        sync = (request.query_params.get("sync") or "false").lower() == "true"
+        missing = sorted({d[target_key].lower() for d in data if not known(d[target_key].lower())})
+        if not sync:
+            self._upsert(store, target_key, [d for d in data if known(d[target_key].lower())])
+            return 200, {"data": []}
+        if missing:
+            noun = "Spans" if target_key == "span_id" else "Traces"
+            raise _Fail(404, f"{noun} with IDs {', '.join(missing)} do not exist.")
+        return 200, {"data": [{"id": i} for i in self._upsert(store, target_key, data)]}
+
+    def _annotate_spans(self, request: Request, body: Any) -> tuple[int, Any]:
+        return self._annotate(request, body, "span_id", self._span_index.__contains__, self._span_annotations)
+
+    def _annotate_traces(self, request: Request, body: Any) -> tuple[int, Any]:
+        return self._annotate(
+            request, body, "trace_id", self._trace_ids.__contains__, self._trace_annotations
+        )
+
+    def _list_annotations(
+        self,
+        request: Request,
+        project: str,
+        target_key: str,
+        store: dict[tuple[str, str, str], dict[str, Any]],
+        in_project: Callable[[str, int], bool],
+    ) -> tuple[int, Any]:
+        project_rowid = self._project(project)
+        q = request.query_params
+        targets = set(q.getlist(target_key + "s"))
+        identifiers = set(q.getlist("identifier"))
+        if not targets and not identifiers:
+            raise _Fail(422, f"At least one of {target_key}s or identifier must be supplied")
+        include = set(q.getlist("include_annotation_names"))
+        exclude = set(q.getlist("exclude_annotation_names"))
+        limit = self._int(request, "limit", 10)
+        node = "SpanAnnotation" if target_key == "span_id" else "TraceAnnotation"
+        cursor = _rowid(q["cursor"], node) if q.get("cursor") else None
+        with self._lock:
+            rows = [
+                a
+                for a in store.values()
+                if in_project(a[target_key], project_rowid)
+                and (not targets or a[target_key] in targets)
+                and (not identifiers or a["identifier"] in identifiers)
+                and (not include or a["name"] in include)
+                and a["name"] not in exclude
+                and (cursor is None or a["rowid"] <= cursor)
+            ]
+        rows.sort(key=lambda a: a["rowid"], reverse=True)
+        page, extra = rows[:limit], rows[limit : limit + 1]
+        return 200, {
+            "data": [{k: v for k, v in a.items() if k != "rowid"} for a in page],
+            "next_cursor": global_id(node, extra[0]["rowid"]) if extra else None,
+        }
+
+    def _span_in_project(self, span_id: str, project: int) -> bool:
+        row = self._span_index.get(span_id)
+        return row is not None and row["project"] == project
+
+    def _trace_in_project(self, trace_id: str, project: int) -> bool:
+        return any(r["trace_id"] == trace_id and r["project"] == project for r in self._spans)
+
+    def _span_annotations_list(self, request: Request, body: Any, project: str) -> tuple[int, Any]:
+        return self._list_annotations(
+            request, project, "span_id", self._span_annotations, self._span_in_project
+        )
+
+    def _trace_annotations_list(self, request: Request, body: Any, project: str) -> tuple[int, Any]:
+        return self._list_annotations(
+            request, project, "trace_id", self._trace_annotations, self._trace_in_project
+        )
+
+
+def synthetic_spans(
+    index: int,
+    *,
+    base_time: datetime | None = None,
+    spacing: timedelta = timedelta(seconds=1),
+    name: str = "rag-answer",
+    clause: str = "Prepayment shall not exceed 30,000 RMB",
+    answer: str = "The prepayment cap is 30,000 RMB.",
+) -> list[dict[str, Any]]:
+    """A retrieval-augmented agent trace as OpenInference spans (for :meth:`PhoenixServer.add_span`):
+    an AGENT root, a RETRIEVER returning two versions of a document (metadata as a JSON string), an
+    LLM span with the retrieved clause in its input messages, and a TOOL span with an event.
+    Ids are deterministic in ``index`` (32-hex trace id, 16-hex span ids)."""
+    base = base_time or datetime(2026, 3, 1, tzinfo=UTC)
+    start = base + spacing * index
+    trace_id = hashlib.sha256(f"phoenix-trace-{index}".encode()).hexdigest()[:32]
+
+    def sid(n: int) -> str:
+        return hashlib.sha256(f"phoenix-span-{index}-{n}".encode()).hexdigest()[:16]
+
+    def at(ms: int) -> str:
+        return _iso(start + timedelta(milliseconds=ms))
+
+    question = f"What is the prepayment cap of contract C-17? (#{index})"
+    system = "Answer from the context.\n\nContext:\n" + clause
+
+    def span(
+        n: int, span_name: str, parent: int | None, begin: int, end: int, attrs: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "name": span_name,
+            "trace_id": trace_id,
+            "span_id": sid(n),
+            "parent_id": sid(parent) if parent is not None else None,
+            "start_time": at(begin),
+            "end_time": at(end),
+            "status_code": "OK",
+            "attributes": attrs,
+        }
+
+    tool = span(
+        3,
+        "lookup_contract",
+        0,
+        820,
+        850,
+        {
+            _KIND: "TOOL",
+            "tool.name": "lookup_contract",
+            "tool.parameters": json.dumps({"contract": "C-17"}),
+            "input.value": json.dumps({"contract": "C-17"}),
+            "output.value": json.dumps({"status": "active"}),
+        },
+    )
+    tool["events"] = [{"name": "cache.miss", "timestamp": at(830), "attributes": {"cache.key": "C-17"}}]
+    return [
+        span(
+            0,
+            name,
+            None,
+            0,
+            900,
+            {
+                _KIND: "AGENT",
+                "input.value": question,
+                "output.value": answer,
+                "session.id": f"session-{index % 11}",
+                "user.id": f"user-{index % 7}",
+                "tag.tags": ["prod"],
+                "metadata": json.dumps({"app": "procurement-agent", "tenant": {"region": "CN"}}),
+            },
+        ),
+        span(
+            1,
+            "vector-search",
+            0,
+            10,
+            80,
+            {
+                _KIND: "RETRIEVER",
+                "input.value": question,
+                "retrieval.documents.0.document.id": "c17-v2",
+                "retrieval.documents.0.document.content": clause,
+                "retrieval.documents.0.document.score": 0.91,
+                "retrieval.documents.0.document.metadata": json.dumps(
+                    {"doc_id": "C-17/attachment", "version": "v2", "region": "CN"}
+                ),
+                "retrieval.documents.1.document.id": "c17-v1",
+                "retrieval.documents.1.document.content": "Prepayment shall not exceed 50,000 RMB",
+                "retrieval.documents.1.document.score": 0.62,
+                "retrieval.documents.1.document.metadata": json.dumps(
+                    {"doc_id": "C-17/attachment", "version": "v1", "region": "CN"}
+                ),
+                "tracejudge.retrieval.filter": json.dumps({"region": "CN"}),
+            },
+        ),
+        span(
+            2,
+            "answer",
+            0,
+            100,
+            800,
+            {
+                _KIND: "LLM",
+                "llm.model_name": "gpt-4.1-mini",
+                "llm.input_messages.0.message.role": "system",
+                "llm.input_messages.0.message.content": system,
+                "llm.input_messages.1.message.role": "user",
+                "llm.input_messages.1.message.content": question,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": answer,
+                "llm.prompt_template.variables": json.dumps({"question": question}),
+                "llm.token_count.prompt": 120,
+                "llm.token_count.completion": 12,
+                "llm.token_count.total": 132,
+                "input.value": question,
+                "output.value": answer,
+            },
+        ),
+        tool,
+    ]

@@ -1,0 +1,380 @@
+"""Phoenix: a small REST client (bearer API key, retries) and the writer of span and trace annotations.
+
+A score on a span becomes a span annotation (``POST /v1/span_annotations?sync=true``); a score on a
+whole trace becomes a trace annotation (``POST /v1/trace_annotations?sync=true``). Phoenix upserts
+on (name, span or trace, identifier), so each annotation carries a deterministic ``identifier``
+(``tracejudge:<name>:<rubric version>``): writing again updates it in place, and rubric versions
+never overwrite each other. ``annotator_kind`` is ``LLM`` for criteria the judge scored and ``CODE``
+for everything decided by code (checks, overall verdicts derived from thresholds, triage verdicts).
+
+The Phoenix collector reads spans through the same client.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic_core import to_jsonable_python
+
+from tracejudge import __version__
+from tracejudge._errors import InputError, TracejudgeError
+from tracejudge.write._records import DatasetItemRecord, ScoreRecord, WriteFailure, WriteReport
+
+__all__ = [
+    "PhoenixApi",
+    "PhoenixApiError",
+    "PhoenixCredentials",
+    "PhoenixWriter",
+    "annotation_for",
+    "annotation_identifier",
+    "annotator_kind",
+]
+
+AnnotatorKind = Literal["LLM", "CODE", "HUMAN"]
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_MAX_RETRY_AFTER = 60.0
+# Phoenix's OTLP endpoint is often configured with its path; the REST API lives beside it.
+_OTLP_SUFFIXES = ("/v1/traces", "/v1/traces/")
+
+
+class PhoenixApiError(TracejudgeError):
+    """Phoenix answered with an error, or could not be reached, after the retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        """HTTP status, or None when the server could not be reached."""
+
+
+class PhoenixCredentials(BaseModel):
+    """Where Phoenix is and its API key; the key never shows in ``repr`` or dumps."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str
+    """Scheme, host and port (and any path prefix) of the Phoenix server, without ``/v1``."""
+    api_key: SecretStr | None = None
+    """Bearer API key when the server has auth enabled; read only to authenticate."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PhoenixCredentials:
+        """Read ``PHOENIX_COLLECTOR_ENDPOINT`` (or ``PHOENIX_BASE_URL``) and ``PHOENIX_API_KEY``."""
+        env = os.environ if env is None else env
+        base_url = env.get("PHOENIX_COLLECTOR_ENDPOINT") or env.get("PHOENIX_BASE_URL")
+        if not base_url:
+            raise InputError(
+                "Phoenix is not configured: PHOENIX_COLLECTOR_ENDPOINT not set",
+                hint="export PHOENIX_COLLECTOR_ENDPOINT=http://127.0.0.1:6006 (and PHOENIX_API_KEY"
+                " when the server has auth enabled)",
+            )
+        if not base_url.startswith(("http://", "https://")):
+            raise InputError(
+                f"PHOENIX_COLLECTOR_ENDPOINT must be an http(s) URL, got {base_url!r}",
+                hint="for example http://127.0.0.1:6006",
+            )
+        for suffix in _OTLP_SUFFIXES:
+            if base_url.endswith(suffix):
+                base_url = base_url[: -len(suffix)]
+        key = env.get("PHOENIX_API_KEY")
+        return cls(base_url=base_url.rstrip("/"), api_key=SecretStr(key) if key else None)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return min(max(float(value), 0.0), _MAX_RETRY_AFTER)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return min(max((when - datetime.now(UTC)).total_seconds(), 0.0), _MAX_RETRY_AFTER)
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(body, dict):
+        detail = body.get("detail", body.get("message"))
+        if isinstance(detail, str):
+            return detail[:300]
+        if detail is not None:
+            return str(detail)[:300]
+    return response.text[:300]
+
+
+class PhoenixApi:
+    """Calls Phoenix's REST API (``/v1/…``) with retries: 429 honours ``Retry-After``; 5xx, 408 and
+    connection errors back off exponentially with jitter. Thread-safe (one ``httpx.Client``)."""
+
+    def __init__(
+        self,
+        credentials: PhoenixCredentials,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.credentials = credentials
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._sleep = sleep
+        self.retries = 0
+        """Retries made so far (rate limits, server errors, resets)."""
+        self.waits: list[float] = []
+        """Each wait before a retry, in seconds, in order."""
+        headers = {"User-Agent": f"tracejudge/{__version__}"}
+        if credentials.api_key is not None:
+            headers["Authorization"] = f"Bearer {credentials.api_key.get_secret_value()}"
+        self._client = httpx.Client(base_url=credentials.base_url, timeout=timeout, headers=headers)
+
+    def __enter__(self) -> PhoenixApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        """GET and parse JSON. List values repeat the query parameter."""
+        return self._call("GET", path, params=params)
+
+    def post(self, path: str, body: Any, params: Mapping[str, Any] | None = None) -> Any:
+        """POST a JSON body and parse the JSON answer."""
+        return self._call("POST", path, params=params, json_body=body)
+
+    def _call(
+        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None
+    ) -> Any:
+        where = f"{method} {path}"
+        attempt = 0
+        query = {k: v for k, v in (params or {}).items() if v is not None and v != []}
+        while True:
+            try:
+                response = self._client.request(method, path, params=query, json=json_body)
+            except httpx.TransportError as exc:
+                if attempt >= self.max_retries:
+                    raise PhoenixApiError(
+                        f"Phoenix at {self.credentials.base_url} could not be reached for {where}: "
+                        f"{type(exc).__name__}",
+                        hint="check PHOENIX_COLLECTOR_ENDPOINT and that the server runs; rerun to resume",
+                    ) from None
+                self._wait(attempt, None)
+                attempt += 1
+                continue
+            status = response.status_code
+            if status < 300:
+                try:
+                    return response.json()
+                except ValueError:
+                    raise PhoenixApiError(
+                        f"Phoenix answered {where} with a body that is not JSON", status=status
+                    ) from None
+            if status in _RETRY_STATUS and attempt < self.max_retries:
+                self._wait(attempt, _retry_after(response))
+                attempt += 1
+                continue
+            raise self._error(where, response)
+
+    def _wait(self, attempt: int, retry_after: float | None) -> None:
+        if retry_after is None:
+            delay = min(self.backoff * 2**attempt, self.max_backoff) + random.uniform(0, self.backoff)
+        else:
+            delay = retry_after
+        self.retries += 1
+        self.waits.append(delay)
+        self._sleep(delay)
+
+    def _error(self, where: str, response: httpx.Response) -> PhoenixApiError:
+        status = response.status_code
+        message = _message(response)
+        if status in (401, 403):
+            return PhoenixApiError(
+                f"Phoenix refused {where} ({status}): {message}",
+                status=status,
+                hint="set PHOENIX_API_KEY to an API key of the Phoenix at PHOENIX_COLLECTOR_ENDPOINT",
+            )
+        if status == 429:
+            return PhoenixApiError(
+                f"Phoenix kept rate-limiting {where} after {self.max_retries} retries",
+                status=status,
+                hint="wait a minute and rerun: the pull resumes where it stopped",
+            )
+        if status >= 500:
+            return PhoenixApiError(
+                f"Phoenix failed on {where} ({status}) after {self.max_retries} retries: {message}",
+                status=status,
+                hint="rerun later: the pull resumes where it stopped",
+            )
+        return PhoenixApiError(f"Phoenix rejected {where} ({status}): {message}", status=status)
+
+
+# ---------------------------------------------------------------- annotations
+
+
+def annotation_identifier(score: ScoreRecord) -> str:
+    """``tracejudge:<name>:<rubric version>``: Phoenix's upsert key together with name and target."""
+    version = "" if score.rubric_version is None else str(score.rubric_version)
+    return f"tracejudge:{score.name}:{version}"
+
+
+def annotator_kind(score: ScoreRecord) -> AnnotatorKind:
+    """LLM for a criterion the judge scored; CODE for checks and for verdicts code derived."""
+    return "LLM" if score.metadata.get("decided_by") == "judge" else "CODE"
+
+
+def _result(score: ScoreRecord) -> dict[str, Any]:
+    value = score.value
+    result: dict[str, Any] = {}
+    if score.data_type == "NUMERIC":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"NUMERIC score {score.name!r} needs a number, got {value!r}")
+        result["score"] = float(value)
+        label = score.metadata.get("verdict")
+        if isinstance(label, str) and label:
+            result["label"] = label
+    elif score.data_type == "BOOLEAN":
+        if not isinstance(value, bool | int | float) or value not in (0, 1):
+            raise ValueError(f"BOOLEAN score {score.name!r} needs True/False, got {value!r}")
+        result["score"] = 1.0 if value else 0.0
+        result["label"] = "true" if value else "false"
+    else:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"CATEGORICAL score {score.name!r} needs a non-empty label, got {value!r}")
+        result["label"] = value
+    if score.comment:
+        result["explanation"] = score.comment
+    return result
+
+
+def annotation_for(score: ScoreRecord) -> tuple[Literal["span", "trace"], dict[str, Any]]:
+    """The annotation for a score: ("span", span annotation) when it is about an observation, else
+    ("trace", trace annotation). Raises ValueError for a value its data type cannot carry."""
+    if score.name == "note":
+        raise ValueError("the annotation name 'note' is reserved by Phoenix for notes")
+    provenance = {
+        "source": "tracejudge",
+        "tracejudge_version": __version__,
+        "score_id": score.score_id,
+        "rubric": score.rubric_name,
+        "rubric_version": None if score.rubric_version is None else str(score.rubric_version),
+        "judge_model": score.judge_model,
+        "prompt_hash": score.prompt_hash,
+        "temperature": score.temperature,
+        "timestamp": score.timestamp.isoformat() if score.timestamp else None,
+    }
+    metadata = to_jsonable_python(
+        {**score.metadata, **{k: v for k, v in provenance.items() if v is not None}}, fallback=str
+    )
+    body: dict[str, Any] = {
+        "name": score.name,
+        "annotator_kind": annotator_kind(score),
+        "result": _result(score),
+        "metadata": metadata,
+        "identifier": annotation_identifier(score),
+    }
+    if score.observation_id:
+        return "span", {**body, "span_id": score.observation_id.lower()}
+    return "trace", {**body, "trace_id": score.trace_id.lower()}
+
+
+_PATHS = {"span": "/v1/span_annotations", "trace": "/v1/trace_annotations"}
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class PhoenixWriter:
+    """Writes scores as Phoenix span or trace annotations, in batches, reporting each failure.
+
+    A batch that Phoenix refuses as a whole (an unknown span or trace fails the batch with 404) is
+    retried item by item, so only the items that cannot land are reported failed.
+    """
+
+    def __init__(self, api: PhoenixApi, *, batch_size: int = 100) -> None:
+        self.api = api
+        self.batch_size = max(1, batch_size)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> PhoenixWriter:
+        """A writer for the Phoenix named by ``PHOENIX_COLLECTOR_ENDPOINT`` / ``PHOENIX_API_KEY``."""
+        return cls(PhoenixApi(PhoenixCredentials.from_env(env)), **kwargs)
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self.api.close()
+
+    def __enter__(self) -> PhoenixWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _post(self, kind: Literal["span", "trace"], bodies: Sequence[dict[str, Any]]) -> list[str]:
+        answer = self.api.post(_PATHS[kind], {"data": list(bodies)}, {"sync": "true"})
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list) or len(data) != len(bodies):
+            raise PhoenixApiError(
+                f"Phoenix answered POST {_PATHS[kind]} with {len(data) if isinstance(data, list) else 'no'}"
+                f" ids for {len(bodies)} annotations"
+            )
+        return [str(d.get("id")) if isinstance(d, dict) else "" for d in data]
+
+    def write_scores(self, scores: Sequence[ScoreRecord]) -> WriteReport:
+        failed: list[WriteFailure] = []
+        grouped: dict[Literal["span", "trace"], list[tuple[str, dict[str, Any]]]] = {"span": [], "trace": []}
+        for score in scores:
+            try:
+                kind, body = annotation_for(score)
+            except ValueError as exc:
+                failed.append(WriteFailure(key=score.score_id, reason=str(exc)))
+                continue
+            grouped[kind].append((score.score_id, body))
+        written: list[str] = []
+        for kind, rows in grouped.items():
+            for batch in _batches(rows, self.batch_size):
+                try:
+                    written.extend(self._post(kind, [b for _, b in batch]))
+                    continue
+                except PhoenixApiError as exc:
+                    if len(batch) == 1 or exc.status not in (400, 404, 422):
+                        failed.extend(
+                            WriteFailure(key=key, reason=exc.message, status=exc.status) for key, _ in batch
+                        )
+                        continue
+                for key, body in batch:
+                    try:
+                        written.extend(self._post(kind, [body]))
+                    except PhoenixApiError as exc:
+                        failed.append(WriteFailure(key=key, reason=exc.message, status=exc.status))
+        return WriteReport(target="phoenix", written=len(written), ids=tuple(written), failed=tuple(failed))
+
+    def write_dataset_items(self, dataset: str, items: Sequence[DatasetItemRecord]) -> WriteReport:  # noqa: ARG002
+        """Not supported: Phoenix dataset uploads are not idempotent per item, so a rerun would
+        duplicate. Every item is reported failed, never silently dropped."""
+        reason = "tracejudge writes dataset items to Langfuse only; push the suite with --dataset to Langfuse"
+        return WriteReport(
+            target="phoenix", failed=tuple(WriteFailure(key=i.key, reason=reason) for i in items)
+        )
