@@ -138,7 +138,8 @@ def render_calibration(app: App, r: CalibrationReport) -> None:
     "labels_arg",
     default=None,
     metavar="LABELS.jsonl|langfuse:SCORE",
-    help="Labels JSONL (DESIGN 5.6), or langfuse:SCORE_NAME for annotation scores on pulled traces.",
+    help="Labels JSONL ({id, input, output, label}), or langfuse:SCORE_NAME for annotation scores"
+    " on pulled traces.",
 )
 @click.option(
     "--definition",
@@ -169,7 +170,7 @@ def render_calibration(app: App, r: CalibrationReport) -> None:
 @click.option("--label-threshold", type=float, default=None, help="Numeric Langfuse scores pass at or above.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--no-cache", is_flag=True, help="Call the judge even when an identical reply is cached.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (DESIGN 5.6).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @handle_errors
 def calibrate_cmd(

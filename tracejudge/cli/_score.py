@@ -134,7 +134,7 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
     type=click.Choice(SCORE_WRITE_BACK_TARGETS),
     help="Attach the scores to the traces (langfuse, otel).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (DESIGN 5.6).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
 def score(

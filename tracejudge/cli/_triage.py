@@ -118,14 +118,14 @@ def _write_back(app: App, target: str, results: Sequence[Localization], as_json:
     "ticket_path",
     required=True,
     type=click.Path(path_type=Path),
-    help="Ticket YAML (DESIGN 5.2), or a folder of them.",
+    help="Ticket YAML, or a folder of them.",
 )
 @click.option(
     "--manifest",
     "manifest_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Index manifest JSONL (DESIGN 5.3).",
+    help="Index manifest JSONL (one document version per line).",
 )
 @click.option(
     "--write-back", "write_back", metavar="TARGET", default=None, help="Write verdicts back (langfuse)."

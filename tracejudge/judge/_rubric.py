@@ -13,7 +13,9 @@ from pydantic import ValidationError
 from tracejudge._errors import InputError
 from tracejudge.schema import Rubric
 
-_HINT = "see DESIGN 5.6 for the rubric layout: name, version, judge, judged, criteria, checks"
+_HINT = (
+    'see "File formats" in the README for the rubric layout: name, version, judge, judged, criteria, checks'
+)
 
 
 def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:

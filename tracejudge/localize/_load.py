@@ -15,9 +15,12 @@ from tracejudge.schema import ManifestEntry, Ticket
 
 __all__ = ["load_manifest", "load_ticket", "ticket_files"]
 
-_TICKET_HINT = "fix the ticket; its format is in DESIGN 5.2 (required: [{doc_id, version, clause, facts}])"
+_TICKET_HINT = (
+    'fix the ticket; see "File formats" in the README (required: [{doc_id, version, clause, facts}])'
+)
 _MANIFEST_HINT = (
-    "fix that line; each line is one JSON object as in DESIGN 5.3 ({doc_id, version, indexed_at, ...})"
+    'fix that line; each line is one JSON object (see "File formats" in the README):'
+    " {doc_id, version, indexed_at, ...}"
 )
 
 

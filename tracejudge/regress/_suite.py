@@ -19,7 +19,8 @@ from tracejudge._errors import InputError
 from tracejudge.schema import Sample, SuiteRun
 
 _HINT = (
-    "fix the sample; its layout is DESIGN 5.8 (schema_version, id, kind, group, split, source, input, ...)"
+    'fix the sample; its layout is in "File formats" in the README'
+    " (schema_version, id, kind, group, split, source, input, ...)"
 )
 RUNS_DIR = "runs"
 
