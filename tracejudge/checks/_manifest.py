@@ -30,6 +30,7 @@ def read_manifest(path: str | Path) -> list[ManifestEntry]:
             first = str(exc).splitlines()[0]
             raise InputError(
                 f"{p}:{lineno}: not a manifest entry: {first}",
-                hint='each line is {"doc_id": …, "version": …, "acl": [...]} (DESIGN 5.3)',
+                hint='each line is {"doc_id": …, "version": …, "acl": [...]}'
+                ' (see "File formats" in the README)',
             ) from exc
     return out
