@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import PhoenixApi, PhoenixApiError
@@ -159,9 +160,8 @@ class _Puller:
             if exc.status != 404:
                 raise
             known = _project_names(self.api)
-            raise PhoenixApiError(
+            raise InputError(
                 f"Phoenix has no project {self.options.project!r}",
-                status=404,
                 hint="pass --project with one of: " + (", ".join(known[:20]) or "(no projects yet)"),
             ) from None
 

@@ -1,0 +1,100 @@
+"""Phoenix REST spans -> RawSpans: flattened JSON values folded back, span kind restored, and the
+normalizer reading document identity from the result."""
+
+from __future__ import annotations
+
+from tracejudge_collectors.phoenix import fold_attributes, span_to_raw
+
+from tracejudge.normalize import normalize
+
+ROOT = {
+    "id": "U3Bhbjox",
+    "name": "rag-answer",
+    "context": {"trace_id": "AB" * 16, "span_id": "01" * 8},
+    "span_kind": "AGENT",
+    "parent_id": None,
+    "start_time": "2026-03-01T00:00:00.000001+00:00",
+    "end_time": "2026-03-01T00:00:01Z",
+    "status_code": "OK",
+    "status_message": "",
+    "attributes": {"input.value": "cap?", "output.value": "30,000 RMB", "metadata.tenant.region": "CN"},
+    "events": [],
+}
+RETRIEVER = {
+    **ROOT,
+    "id": "U3Bhbjoy",
+    "name": "vector-search",
+    "context": {"trace_id": "ab" * 16, "span_id": "02" * 8},
+    "span_kind": "RETRIEVER",
+    "parent_id": "01" * 8,
+    "status_code": "ERROR",
+    "status_message": "partial",
+    "attributes": {
+        "input.value": "cap?",
+        "retrieval.documents.0.document.id": "chunk-9",
+        "retrieval.documents.0.document.content": "Prepayment shall not exceed 30,000 RMB",
+        "retrieval.documents.0.document.score": 0.9,
+        "retrieval.documents.0.document.metadata.source": "C-17/attachment",
+        "retrieval.documents.0.document.metadata.version": "v2",
+        "retrieval.documents.0.document.metadata.acl": ["procurement"],
+        "retrieval.documents.1.document.id": "chunk-3",
+        "retrieval.documents.1.document.content": "Prepayment shall not exceed 50,000 RMB",
+        "retrieval.documents.1.document.metadata.doc_id": "C-17/attachment",
+        "retrieval.documents.1.document.metadata.version": "v1",
+    },
+    "events": [
+        {"name": "exception", "timestamp": "2026-03-01T00:00:00.5Z", "attributes": {"exception.message": "x"}}
+    ],
+}
+
+
+def test_fold_restores_the_json_valued_attributes_only():
+    folded = fold_attributes(
+        {
+            "metadata.tenant.region": "CN",
+            "metadata.items.0.sku": "a",
+            "metadata.items.1.sku": "b",
+            "tool.parameters.contract": "C-17",
+            "llm.prompt_template.variables.question": "cap?",
+            "reranker.output_documents.0.document.metadata.version": "v2",
+            "llm.input_messages.0.message.role": "user",
+            "tag.tags": ["prod"],
+        }
+    )
+    assert folded["metadata"] == {"tenant": {"region": "CN"}, "items": [{"sku": "a"}, {"sku": "b"}]}
+    assert folded["tool.parameters"] == {"contract": "C-17"}
+    assert folded["llm.prompt_template.variables"] == {"question": "cap?"}
+    assert folded["reranker.output_documents.0.document.metadata"] == {"version": "v2"}
+    # Indexed convention keys stay flat: the normalizer reads them that way.
+    assert folded["llm.input_messages.0.message.role"] == "user"
+    assert folded["tag.tags"] == ["prod"]
+
+
+def test_fold_keeps_an_unparsed_value_and_its_subkeys():
+    folded = fold_attributes({"metadata": "not json", "metadata.a": 1})
+    assert folded == {"metadata": "not json", "metadata.a": 1}
+
+
+def test_span_to_raw_fields():
+    raw = span_to_raw(RETRIEVER, project="rag")
+    assert (raw.trace_id, raw.span_id, raw.parent_span_id) == ("ab" * 16, "02" * 8, "01" * 8)
+    assert raw.source == "phoenix"
+    assert raw.attributes["openinference.span.kind"] == "RETRIEVER"
+    assert raw.attributes["retrieval.documents.0.document.metadata"]["acl"] == ["procurement"]
+    assert (raw.status_code, raw.status_message) == (2, "partial")
+    assert raw.start_time_unix_nano == 1772323200000001000
+    assert raw.events[0].name == "exception"
+    assert raw.events[0].time_unix_nano == 1772323200500000000
+    assert raw.resource == {"openinference.project.name": "rag"}
+    assert span_to_raw(ROOT).trace_id == "ab" * 16
+    unknown = span_to_raw({**ROOT, "span_kind": "UNKNOWN"})
+    assert "openinference.span.kind" not in unknown.attributes
+
+
+def test_the_normalizer_finds_document_identity_in_pulled_spans():
+    record = normalize([span_to_raw(ROOT), span_to_raw(RETRIEVER)])
+    (call,) = record.retrievals
+    docs = [(d.doc_id, d.version, d.raw_id) for d in call.documents]
+    assert docs == [("C-17/attachment", "v2", "chunk-9"), ("C-17/attachment", "v1", "chunk-3")]
+    assert call.documents[0].metadata["acl"] == ["procurement"]
+    assert record.final_answer == "30,000 RMB"
