@@ -184,6 +184,20 @@ MESSAGE_CASES = [
     ),
     pytest.param(
         {
+            "gen_ai.operation.name": "chat",
+            # A string array, one JSON message per element (attribute arrays must be homogeneous).
+            "gen_ai.input.messages": [
+                json.dumps({"role": "system", "parts": [{"type": "text", "content": "SYS"}]}),
+                json.dumps({"role": "user", "parts": [{"type": "text", "content": "CLAUSE ASK"}]}),
+            ],
+            "gen_ai.output.messages": [
+                json.dumps({"role": "assistant", "parts": [{"type": "text", "content": "ANSWER"}]})
+            ],
+        },
+        id="genai-array-of-json-strings",
+    ),
+    pytest.param(
+        {
             "langfuse.observation.type": "GENERATION",
             "langfuse.observation.input": json.dumps(
                 {

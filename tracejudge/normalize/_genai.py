@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracejudge.normalize._shapes import content_and_tools, documents_from_value, messages_from_value
-from tracejudge.normalize._values import as_str
+from tracejudge.normalize._values import as_str, maybe_json
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
@@ -63,6 +63,9 @@ def _messages_attr(view: SpanView, key: str) -> tuple[list[Message] | None, str 
     parsed = view.json(key, value)
     if parsed is None:
         return None, value if isinstance(value, str) else None
+    if isinstance(parsed, list) and any(isinstance(item, str) for item in parsed):
+        # OTel arrays must be homogeneous primitives, so some SDKs send one JSON string per message.
+        parsed = [maybe_json(item) for item in parsed]
     found = messages_from_value(parsed)
     if found is None and parsed != []:
         view.gap("attribute_unparseable", f"{key}: not a message list")

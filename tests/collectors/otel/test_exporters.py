@@ -116,6 +116,17 @@ def test_sdk_exporter_to_receiver_to_cli(
     assert [(t["trace_id"], t["span_count"], t["name"]) for t in listed] == [(trace_id, 3, "agent.run")]
     task = _cli_json(store_path, "traces", "show", trace_id, "--json")
     assert task["trace_id"] == trace_id
+    assert task["input"] == "What is the prepayment cap?"
+    assert task["final_answer"] == "30,000"
+    [retrieval] = task["retrievals"]
+    assert [(d["doc_id"], d["version"], d["content"]) for d in retrieval["documents"]] == [
+        ("C-17/attachment", "v2", "Prepayment shall not exceed 30,000 RMB")
+    ]
+    [model] = task["model_calls"]
+    assert [(m["role"], m["content"]) for m in model["input_messages"]] == [("user", "cap?")]
+    assert model["output_text"] == "30,000"
+    assert model["usage"]["input"] == 812
+    assert task["gaps"] == []
 
 
 def test_resending_the_same_spans_stores_them_once(receiver: str, store: SqliteStore) -> None:
