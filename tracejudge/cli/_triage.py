@@ -12,9 +12,17 @@ from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
-from tracejudge.localize import load_manifest, load_ticket, localize, ticket_files, verdict_counts
+from tracejudge.localize import (
+    LLMUsageJudge,
+    UsageJudge,
+    load_manifest,
+    load_ticket,
+    localize,
+    ticket_files,
+    verdict_counts,
+)
 from tracejudge.normalize import normalize
-from tracejudge.schema import Localization, ManifestEntry, StageResult, Ticket
+from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, StageResult, Ticket
 
 _STYLE = {"pass": "green", "fail": "red", "unconfirmed": "yellow", "skipped": "dim"}
 
@@ -30,7 +38,11 @@ def _trace_id(arg: str | None, ticket: Ticket, path: Path) -> str:
 
 
 def _triage_one(
-    app: App, trace_id: str, ticket: Ticket, manifest: Sequence[ManifestEntry] | None
+    app: App,
+    trace_id: str,
+    ticket: Ticket,
+    manifest: Sequence[ManifestEntry] | None,
+    judge: UsageJudge | None = None,
 ) -> Localization:
     spans = app.store.get_spans(trace_id)
     if not spans:
@@ -38,7 +50,7 @@ def _triage_one(
             f"no spans stored for trace {trace_id}",
             hint="run `tracejudge traces list` to see stored traces, or collect the trace first",
         )
-    return localize(normalize(spans), ticket, manifest)
+    return localize(normalize(spans), ticket, manifest, judge=judge)
 
 
 def _stage_table(stages: Sequence[StageResult]) -> Table:
@@ -130,6 +142,19 @@ def _write_back(app: App, target: str, results: Sequence[Localization], as_json:
 @click.option(
     "--write-back", "write_back", metavar="TARGET", default=None, help="Write verdicts back (langfuse)."
 )
+@click.option(
+    "--judge-model",
+    envvar="TRACEJUDGE_JUDGE_MODEL",
+    default=None,
+    help="Judge model that reads the answer when its facts do not settle used_by_model"
+    " (env TRACEJUDGE_JUDGE_MODEL; key from OPENAI_API_KEY).",
+)
+@click.option(
+    "--judge-base-url",
+    envvar="TRACEJUDGE_JUDGE_BASE_URL",
+    default=None,
+    help="Judge endpoint, OpenAI-compatible (env TRACEJUDGE_JUDGE_BASE_URL, else OPENAI_BASE_URL).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
@@ -139,6 +164,8 @@ def triage(
     ticket_path: Path,
     manifest_path: Path | None,
     write_back: str | None,
+    judge_model: str | None,
+    judge_base_url: str | None,
     as_json: bool,
 ) -> None:
     """Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in
@@ -156,7 +183,22 @@ def triage(
     tickets = [(p, load_ticket(p)) for p in paths]
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     jobs = [(p, t, _trace_id(trace_id, t, p)) for p, t in tickets]
-    rows = [(p, _triage_one(app, tid, t, manifest)) for p, t, tid in jobs]
+    given = click.get_current_context().get_parameter_source("judge_base_url")
+    if judge_base_url and not judge_model and given == click.core.ParameterSource.COMMANDLINE:
+        raise InputError(
+            "--judge-base-url needs --judge-model",
+            hint="e.g. --judge-model gpt-4.1-mini --judge-base-url URL",
+        )
+    judge = (
+        LLMUsageJudge(JudgeConfig(model=judge_model, base_url=judge_base_url), cache=app.store)
+        if judge_model
+        else None
+    )
+    try:
+        rows = [(p, _triage_one(app, tid, t, manifest, judge)) for p, t, tid in jobs]
+    finally:
+        if judge is not None:
+            judge.close()
     for p, loc in rows:
         # Kept for `tracejudge report` / `serve`: a rerun adds an entry, history is never rewritten.
         app.store.put_triage_result(loc, ticket=loc.ticket or p.stem)

@@ -7,6 +7,7 @@
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value
 from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._judge import UsageJudge
+from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
 from tracejudge.localize._localize import STAGES, localize, task_time
 from tracejudge.localize._summary import verdict_counts
@@ -16,6 +17,7 @@ __all__ = [
     "STAGES",
     "ClauseMatch",
     "FactValue",
+    "LLMUsageJudge",
     "UsageJudge",
     "cites_version",
     "evaluate_filter",
@@ -23,11 +25,13 @@ __all__ = [
     "fact_value",
     "filter_keys",
     "find_clause",
+    "find_quote",
     "load_manifest",
     "load_ticket",
     "localize",
     "task_time",
     "ticket_files",
     "tokenize",
+    "usage_messages",
     "verdict_counts",
 ]
