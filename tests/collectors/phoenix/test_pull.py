@@ -1,0 +1,129 @@
+"""Pulling from the local Phoenix server: whole traces, paging, windows, incremental runs, faults."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from tracejudge_collectors.phoenix import LAG, PullOptions, pull_phoenix
+
+from tracejudge import InputError
+from tracejudge.testing.phoenix_server import Fault, synthetic_spans
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def seed(srv, indexes, project="default", **kwargs):
+    for i in indexes:
+        for span in synthetic_spans(i, **kwargs):
+            srv.add_span(project, span)
+
+
+def trace_id(i, **kwargs):
+    return synthetic_spans(i, **kwargs)[0]["trace_id"]
+
+
+def test_pulls_whole_traces_across_pages(server, api_for, store):
+    seed(server, range(12))
+    with api_for(server) as api:
+        report = pull_phoenix(store, api, PullOptions(page_size=5, trace_batch=4))
+    assert (report.listed, report.fetched, report.skipped, report.spans_new) == (12, 12, 0, 48)
+    assert report.complete
+    assert report.watermark == "2026-03-01T00:00:11.000000Z"
+    assert {t.trace_id for t in store.list_traces()} == {trace_id(i) for i in range(12)}
+    spans = store.get_spans(trace_id(3))
+    assert sorted(s.name for s in spans) == ["answer", "lookup_contract", "rag-answer", "vector-search"]
+    assert all(s.source == "phoenix" for s in spans)
+    # Roots listed by start time, page by page; spans fetched by batches of trace ids.
+    listing = [r for r in server.requests if r.param("parent_id") == "null"]
+    assert len(listing) == 3
+    assert all(r.param("sort") == "start_time" and r.param("limit") == "5" for r in listing)
+    batches = [r for r in server.requests if r.param("trace_id")]
+    assert max(sum(1 for k, _ in r.query if k == "trace_id") for r in batches) == 4
+
+
+def test_window_and_project(server, api_for, store):
+    seed(server, range(6))
+    seed(server, range(100, 103), project="other")
+    opts = PullOptions(from_time=T0 + timedelta(seconds=2), to_time=T0 + timedelta(seconds=4))
+    with api_for(server) as api:
+        report = pull_phoenix(store, api, opts)
+        assert {t.trace_id for t in store.list_traces()} == {trace_id(2), trace_id(3)}
+        assert report.fetched == 2
+        other = pull_phoenix(store, api, PullOptions(project="other"))
+    assert other.fetched == 3
+    assert trace_id(101) in {t.trace_id for t in store.list_traces()}
+
+
+def test_second_run_is_incremental_and_picks_up_new_traces(server, api_for, store):
+    seed(server, range(5))
+    with api_for(server) as api:
+        first = pull_phoenix(store, api)
+        again = pull_phoenix(store, api)
+        assert (again.fetched, again.skipped, again.spans_new) == (0, 5, 0)
+        server.clear_requests()
+        late = T0 + LAG * 3
+        seed(server, [50, 51], base_time=late)
+        third = pull_phoenix(store, api)
+    assert first.fetched == 5
+    # The old traces are still inside the lag allowance: listed again, skipped, not fetched.
+    assert (third.fetched, third.skipped) == (2, 5)
+    # The third run listed from the watermark minus the lag, not from the beginning.
+    (listing,) = [r for r in server.requests if r.param("parent_id") == "null"]
+    assert listing.param("start_time") == "2026-02-28T23:50:04.000000Z"
+    assert third.watermark == "2026-03-01T00:30:51.000000Z"
+
+
+def test_limit_stops_early_and_the_next_run_continues(server, api_for, store):
+    seed(server, range(7))
+    with api_for(server) as api:
+        first = pull_phoenix(store, api, PullOptions(limit=3, trace_batch=2))
+        assert (first.fetched, first.complete, first.watermark) == (3, False, None)
+        rest = pull_phoenix(store, api)
+    assert (rest.fetched, rest.skipped, rest.complete) == (4, 3, True)
+    assert len(store.list_traces()) == 7
+
+
+def test_rate_limits_server_errors_and_dropped_connections_are_retried(server, api_for, store, sleeps):
+    seed(server, range(4))
+    server.inject(
+        Fault("429", path="/spans", retry_after=2),
+        Fault("500", path="/spans", after=1),
+        Fault("drop", path="/spans", after=2),
+    )
+    with api_for(server) as api:
+        report = pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2))
+    assert report.fetched == 4
+    assert report.retries == 3
+    assert sleeps[0] == 2.0
+    assert len(store.list_traces()) == 4
+
+
+def test_a_server_that_keeps_failing_raises_and_a_rerun_completes(server, api_for, store):
+    seed(server, range(4))
+    # One page of roots, four pages of their spans, then the next page of roots fails.
+    server.inject(Fault("500", path="/spans", times=None, after=5))
+    with api_for(server, max_retries=1) as api:
+        with pytest.raises(Exception, match="500"):
+            pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2))
+        stored = len(store.list_traces())
+        server.faults.clear()
+        report = pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2))
+    assert stored == 2
+    assert (report.fetched, report.skipped) == (2, 2)
+    assert sum(len(store.get_spans(t.trace_id)) for t in store.list_traces()) == 16
+
+
+def test_unknown_project_names_the_known_ones(server, api_for, store):
+    seed(server, range(1), project="rag-prod")
+    with api_for(server) as api, pytest.raises(InputError) as err:
+        pull_phoenix(store, api, PullOptions(project="rag-prd"))
+    assert "rag-prd" in err.value.message
+    assert "rag-prod" in (err.value.hint or "")
+
+
+def test_empty_window_warns(server, api_for, store):
+    with api_for(server) as api:
+        report = pull_phoenix(store, api)
+    assert report.listed == 0
+    assert report.warnings
