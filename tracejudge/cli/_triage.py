@@ -140,7 +140,11 @@ def _write_back(app: App, target: str, results: Sequence[Localization], as_json:
     help="Index manifest JSONL (one document version per line).",
 )
 @click.option(
-    "--write-back", "write_back", metavar="TARGET", default=None, help="Write verdicts back (langfuse)."
+    "--write-back",
+    "write_back",
+    metavar="TARGET",
+    default=None,
+    help="Write verdicts back (langfuse or phoenix).",
 )
 @click.option(
     "--judge-model",

@@ -1,5 +1,6 @@
 """Local stand-ins for real services, for tests, benchmarks and the offline demo.
 
-Submodules: ``openai_server`` (an OpenAI-compatible HTTP server with scripted replies) and
-``langfuse_server`` (Langfuse's public API from its OpenAPI spec, with fault injection).
+Submodules: ``openai_server`` (an OpenAI-compatible HTTP server with scripted replies),
+``langfuse_server`` and ``phoenix_server`` (Langfuse's and Phoenix's public APIs, every request and
+response validated against the official OpenAPI specs, with fault injection).
 """
