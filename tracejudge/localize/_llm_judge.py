@@ -98,7 +98,8 @@ _INJECTION = re.compile(
     r"(?:judge|evaluator|grader|reviewer)s?\b"
     r"|\b(?:judge|evaluator|grader)s?\s*[:,]"
     r"|[\"']?status[\"']?\s*:\s*[\"']?(?:pass|fail|unconfirmed)\b"
-    r"|\b(?:reply|respond|output|return|mark|rate|score|grade)\b[^.!?\n]{0,30}(?:\bpass(?:ed|ing)?\b|10/10)"
+    r"|\b(?:reply|respond|output|return|mark|rate|score|grade)(?: (?:this|it|the answer|with|as))*"
+    r"\s*(?:an? )?[\"']?(?:pass(?:ed|ing)?\b|10/10)"
     r"|</?\s*material\b|\bsystem prompt\b|\bnew instructions\b",
     re.IGNORECASE,
 )
@@ -239,6 +240,8 @@ def addressed_to_judge(text: str) -> list[tuple[int, int]]:
         start = 0
         for e in _SENTENCE_END.finditer(text, 0, m.start()):
             start = e.end()
+        while start < m.start() and text[start].isspace():
+            start += 1
         after = _SENTENCE_END.search(text, m.end())
         end = after.end() if after else len(text)
         if spans and start <= spans[-1][1]:
@@ -335,6 +338,7 @@ def _short(text: str, n: int) -> str:
 _SETTLE_CALL = "a judge reply (the call failed: {why}); rerun triage when the judge endpoint answers"
 _SETTLE_FORMAT = 'a judge reply that is one JSON object {"status", "evidence", "reasoning"}'
 _SETTLE_QUOTES = "a judge verdict whose every quote is verbatim in the answer"
+_SETTLE_INJECTED = "a judge verdict that quotes the answer's content, not its text addressed to the judge"
 _SETTLE_UNDECIDED = (
     "a reading of the answer that settles which material it rests on (the judge could not tell)"
 )
@@ -439,8 +443,10 @@ class LLMUsageJudge:
             comp = await self.client.complete(messages, schema=usage_reply_schema())
         except JudgeCallError as exc:
             return _Call(None, prompt_hash, None, cached=False, error=exc)
-        except Exception as exc:  # a client bug must not crash a triage
-            err = JudgeCallError("client_error", f"{type(exc).__name__}: {_short(str(exc), 200)}")
+        except Exception as exc:  # a broken body or a client bug must not crash a triage
+            # The openai client lets a 200 whose body is not JSON escape as a ValueError.
+            kind = "malformed_response" if isinstance(exc, ValueError) else "client_error"
+            err = JudgeCallError(kind, f"{type(exc).__name__}: {_short(str(exc), 200)}")
             return _Call(None, prompt_hash, None, cached=False, error=err)
         if self.cache is not None and key is not None:
             self.cache.put_cached_reply(key, json.dumps(comp.__dict__))
@@ -533,7 +539,7 @@ class LLMUsageJudge:
                     f"judge cited text in the answer that addresses the judge: {_short(quote, 120)!r};"
                     f" its {reply.status} is not accepted"
                 )
-                return self._unconfirmed(call, detail, _SETTLE_QUOTES, warn)
+                return self._unconfirmed(call, detail, _SETTLE_INJECTED, warn)
             shown = _short(answer[at[0] : at[1]], 200)
             cited.append(
                 Evidence(
