@@ -3,6 +3,7 @@ fail counts only with quotes found in the answer; every other reply, fault or in
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -421,3 +422,14 @@ def test_usage_messages_are_stable(mk: ModuleType) -> None:
     assert usage_messages(q) == usage_messages(q)
     other = UsageQuestion(answer=VAGUE + " ", material=mk.material())
     assert messages_hash(usage_messages(q)) != messages_hash(usage_messages(other))
+
+
+def test_usable_from_inside_a_running_event_loop(mk: ModuleType, server: ScriptedOpenAIServer) -> None:
+    server.set_rules([Rule(reply=verdict("fail", "the prepayment is fine"))])
+
+    async def inside() -> Localization:
+        # A caller that is itself async (a server) still gets a synchronous answer.
+        with LLMUsageJudge(config(server)) as judge:
+            return localize(mk.task(answer=VAGUE), mk.ticket(), [mk.entry()], judge=judge)
+
+    assert asyncio.run(inside()).verdict == "ignored_by_model"

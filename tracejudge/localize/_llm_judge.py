@@ -381,28 +381,27 @@ class LLMUsageJudge:
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T], *, closing: bool = False) -> T:
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
             loop = self._loop
             try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return loop.run_until_complete(coro)
-            # Called from inside a running loop (a server): run ours on a worker thread.
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                return pool.submit(loop.run_until_complete, coro).result()
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:
+                    return loop.run_until_complete(coro)
+                # Called from inside a running loop (a server): run ours on a worker thread.
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    return pool.submit(loop.run_until_complete, coro).result()
+            finally:
+                if closing:
+                    loop.close()
+                    self._loop = None
 
     def close(self) -> None:
         """Close the client and the judge's event loop."""
-        with self._lock:
-            loop = self._loop or asyncio.new_event_loop()
-            try:
-                loop.run_until_complete(self.client.aclose())
-            finally:
-                loop.close()
-                self._loop = None
+        self._run(self.client.aclose(), closing=True)
 
     def __enter__(self) -> LLMUsageJudge:
         return self
