@@ -247,9 +247,8 @@ def phase_decode(path: Path) -> dict[str, Any]:
 
 
 def phase_store(path: Path, workdir: Path) -> dict[str, Any]:
-    from tracejudge_collectors.otel import decode_protobuf
-
     from tracejudge.store import open_store
+    from tracejudge_collectors.otel import decode_protobuf
 
     db = workdir / "store.db"
     db.unlink(missing_ok=True)

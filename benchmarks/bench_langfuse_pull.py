@@ -19,11 +19,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from tracejudge_collectors.langfuse import PullOptions, pull_langfuse
-
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer, synthetic_trace
 from tracejudge.write import LangfuseApi, LangfuseCredentials
+from tracejudge_collectors.langfuse import PullOptions, pull_langfuse
 
 
 def _serve(n: int, latency: float, conn: object) -> None:

@@ -190,6 +190,7 @@ class StoreExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
         from tracejudge_collectors.otel import decode_protobuf
 
         decoded = decode_protobuf(encode_spans(spans).SerializeToString())

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from tracejudge_collectors.langfuse import pull_langfuse
 
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer, synthetic_trace
 from tracejudge.write import LangfuseApi, LangfuseCredentials
+from tracejudge_collectors.langfuse import pull_langfuse
 
 from ..regress.conftest import balanced, sample, write_suite
 

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tracejudge_collectors.otel import read_otlp_file
 
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
 from tracejudge.schema import Localization, ManifestEntry, Material, Ticket
+from tracejudge_collectors.otel import read_otlp_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tracejudge_collectors.otel import read_otlp_file
 
 from tracejudge.normalize import normalize
 from tracejudge.schema import TaskRecord
+from tracejudge_collectors.otel import read_otlp_file
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 

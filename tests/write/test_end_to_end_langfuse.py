@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from tracejudge_collectors.langfuse import pull_langfuse, stored_scores
 
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
@@ -11,6 +10,7 @@ from tracejudge.schema import Material, Ticket
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer, synthetic_trace
 from tracejudge.write import TRIAGE_SCORE_NAME, LangfuseApi, LangfuseCredentials, write_triage
+from tracejudge_collectors.langfuse import pull_langfuse, stored_scores
 
 CLAUSE = "Prepayment shall not exceed 30,000 RMB"
 TICKET = Ticket(

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
-from tracejudge_collectors.langfuse import parse_when
 
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
+from tracejudge_collectors.langfuse import parse_when
 
 
 def env_for(server: LangfuseServer, **extra: str) -> dict[str, str]:

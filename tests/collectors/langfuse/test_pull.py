@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse, stored_scores
-from tracejudge_collectors.langfuse._convert import synthetic_root_id
 
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
 from tracejudge.write import LangfuseApiError
+from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse, stored_scores
+from tracejudge_collectors.langfuse._convert import synthetic_root_id
 
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
 

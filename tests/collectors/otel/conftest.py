@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from tracejudge_collectors.otel import serve_in_thread
 
 from tracejudge.store import SqliteStore
+from tracejudge_collectors.otel import serve_in_thread
 
 TRACE_ID = bytes.fromhex("4bf92f3577b34da6a3ce929d0e0e4736")
 

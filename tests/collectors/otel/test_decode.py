@@ -12,6 +12,8 @@ from google.protobuf import json_format
 from google.protobuf.internal.encoder import _VarintBytes
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from tracejudge.schema import RawSpan
 from tracejudge_collectors.otel import (
     DEPTH_MARKER,
     MAX_ATTRIBUTE_DEPTH,
@@ -21,8 +23,6 @@ from tracejudge_collectors.otel import (
     decode_json,
     decode_protobuf,
 )
-
-from tracejudge.schema import RawSpan
 
 TRACE_HEX = "4bf92f3577b34da6a3ce929d0e0e4736"
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from tracejudge_collectors.otel import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
 
 from tracejudge.schema import RawSpan, SpanEvent, SpanLink
+from tracejudge_collectors.otel import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 TIME = st.integers(min_value=0, max_value=2**63 - 1)

@@ -17,10 +17,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tracejudge_collectors.otel import serve_in_thread
 
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
+from tracejudge_collectors.otel import serve_in_thread
 
 
 def record_agent_run() -> tuple[str, list[ReadableSpan]]:

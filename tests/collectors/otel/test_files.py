@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from google.protobuf import json_format
-from tracejudge_collectors.otel import read_otlp_file
 
 from tracejudge._errors import InputError
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
+from tracejudge_collectors.otel import read_otlp_file
 
 TRACE_HEX = "4bf92f3577b34da6a3ce929d0e0e4736"
 

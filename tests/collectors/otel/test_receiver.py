@@ -13,6 +13,9 @@ import httpx
 import pytest
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from tracejudge._errors import InputError
+from tracejudge.store import SqliteStore
 from tracejudge_collectors.otel import (
     DEPTH_MARKER,
     TRUNCATED_MARKER,
@@ -21,9 +24,6 @@ from tracejudge_collectors.otel import (
     parse_listen,
     serve_in_thread,
 )
-
-from tracejudge._errors import InputError
-from tracejudge.store import SqliteStore
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}

@@ -3,9 +3,8 @@ normalizer reading document identity from the result."""
 
 from __future__ import annotations
 
-from tracejudge_collectors.phoenix import fold_attributes, span_to_raw
-
 from tracejudge.normalize import normalize
+from tracejudge_collectors.phoenix import fold_attributes, span_to_raw
 
 ROOT = {
     "id": "U3Bhbjox",

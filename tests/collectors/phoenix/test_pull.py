@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tracejudge_collectors.phoenix import LAG, PullOptions, pull_phoenix
 
 from tracejudge import InputError
 from tracejudge.testing.phoenix_server import Fault, synthetic_spans
+from tracejudge_collectors.phoenix import LAG, PullOptions, pull_phoenix
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -13,12 +13,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tracejudge_collectors.otel import decode_protobuf
 
 from tracejudge._demo import load_example
 from tracejudge.normalize import normalize
 from tracejudge.schema import RawSpan
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
+from tracejudge_collectors.otel import decode_protobuf
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "procurement"
 NOV = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
