@@ -15,6 +15,7 @@ from tracejudge._errors import InputError
 from tracejudge.checks import read_manifest
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.judge import load_rubric
+from tracejudge.report import RunMetrics
 from tracejudge.runs import (
     SCORE_WRITE_BACK_TARGETS,
     ScoreOptions,
@@ -216,12 +217,19 @@ def score(
     ) as progress:
         bar = progress.add_task("score", total=limit, verdicts="")
         counts = {"pass": 0, "fail": 0, "indeterminate": 0}
+        metrics = RunMetrics.from_env()
 
         def on_item(item: ItemResult) -> None:
             counts[item.verdict] += 1
             progress.update(bar, advance=1, verdicts=" ".join(f"{k} {v}" for k, v in counts.items()))
+            if metrics is not None:
+                metrics.item_scored(item, rubric=rubric.name)
 
-        run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=on_item))
+        try:
+            run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=on_item))
+        finally:
+            if metrics is not None:
+                metrics.close()
     items = list(store.iter_score_items(run.run_id))
     reports = [write_back(t, run, items) for t in targets]
     if as_json:

@@ -45,6 +45,7 @@ from tracejudge.report._metrics import (
     store_metrics,
     triage_families,
 )
+from tracejudge.report._otel_metrics import RunMetrics
 from tracejudge.report._serve import (
     DEFAULT_LISTEN,
     build_app,
@@ -67,6 +68,7 @@ __all__ = [
     "LatencyCache",
     "ReportData",
     "RubricView",
+    "RunMetrics",
     "RunPoint",
     "ScoreConfigSpec",
     "SuiteView",

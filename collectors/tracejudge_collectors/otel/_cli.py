@@ -11,6 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tracejudge.cli import App, handle_errors, pass_app, print_json
+from tracejudge.report import RunMetrics
 from tracejudge_collectors.otel._files import FileImport, expand_paths, import_files
 from tracejudge_collectors.otel._receiver import DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, serve
 
@@ -70,16 +71,20 @@ def file_command(app: App, paths: tuple[Path, ...], as_json: bool) -> None:
     """
     files, _ = expand_paths(paths)
     show_progress = len(files) > 1 and app.err.is_terminal
-    if show_progress:
-        with Progress(console=app.err, transient=True) as progress:
-            task = progress.add_task("reading", total=len(files))
+    metrics = RunMetrics.from_env()
+    with Progress(console=app.err, transient=True, disable=not show_progress) as progress:
+        task = progress.add_task("reading", total=len(files))
 
-            def advance(_result: FileImport) -> None:
-                progress.advance(task)
+        def advance(result: FileImport) -> None:
+            progress.advance(task)
+            if metrics is not None:
+                metrics.spans_collected(result.new, source="file")
 
+        try:
             summary = import_files(app.store, paths, on_file=advance)
-    else:
-        summary = import_files(app.store, paths)
+        finally:
+            if metrics is not None:
+                metrics.close()
     if as_json:
         print_json(summary)
     else:
