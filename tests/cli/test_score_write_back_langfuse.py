@@ -1,0 +1,84 @@
+"""`score --write-back langfuse` through the CLI against the local Langfuse API server (every request
+validated against the official OpenAPI spec): one score per (trace, criterion) plus the verdict, with
+provenance; scoring again replaces instead of duplicating."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracejudge.cli import cli
+from tracejudge.store import SqliteStore
+from tracejudge.testing.langfuse_server import LangfuseServer
+from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+
+RESTAURANT = Path(__file__).resolve().parents[2] / "examples" / "restaurant"
+
+
+def test_scores_written_twice_stay_one_per_trace_and_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys.path.insert(0, str(RESTAURANT))
+    try:
+        from traces import all_spans, judge_rules
+    finally:
+        sys.path.remove(str(RESTAURANT))
+    db = tmp_path / "t.db"
+    store = SqliteStore(db)
+    store.put_spans(all_spans())
+    store.close()
+    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in judge_rules()]
+    srv = LangfuseServer(generation="v4").start()
+    try:
+        monkeypatch.setenv("LANGFUSE_BASE_URL", srv.base_url)
+        monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", srv.public_key)
+        monkeypatch.setenv("LANGFUSE_SECRET_KEY", srv.secret_key)
+        args = [
+            "--store",
+            f"sqlite:///{db}",
+            "score",
+            "--rubric",
+            str(RESTAURANT / "rubric.yaml"),
+            "--manifest",
+            str(RESTAURANT / "manifest.jsonl"),
+            "--write-back",
+            "langfuse",
+            "--json",
+        ]
+        with ScriptedOpenAIServer(rules) as judge:
+            monkeypatch.setenv("OPENAI_BASE_URL", judge.base_url)
+            monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+            first = CliRunner().invoke(cli, args)
+            assert first.exit_code == 0, first.output
+            count_first = len(srv.scores)
+            second = CliRunner().invoke(cli, args)
+            assert second.exit_code == 0, second.output
+        out = json.loads(first.output)
+        [report] = out["write_back"]
+        assert report["target"] == "langfuse"
+        assert report["failed"] == []
+        assert report["written"] == count_first
+        assert count_first >= 14 * 5  # five criteria per item, plus verdicts and checks
+        assert len(srv.scores) == count_first  # rerun replaced, did not duplicate
+        assert srv.request_errors == []
+        assert srv.response_errors == []
+        keys = {(s["traceId"], s["name"]) for s in srv.scores}
+        assert len(keys) == len(srv.scores)
+        numeric = [s for s in srv.scores if s.get("dataType") == "NUMERIC"]
+        assert numeric
+        for score in numeric:  # judge-scored criteria carry their full provenance
+            meta = score["metadata"]
+            assert meta["rubric"] == "restaurant-assistant"
+            assert meta["rubric_version"]
+            assert meta["judge_model"]
+            assert meta["prompt_hash"]
+            assert meta["tracejudge_version"]
+            assert "temperature" in meta
+        assert srv.secret_key not in first.output + second.output
+    finally:
+        srv.stop()
