@@ -4,19 +4,15 @@ loopback by default, a token when exposed."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import contextlib
-import hmac
-import ipaddress
 import signal
-import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracejudge._errors import InputError
+from tracejudge import _serving
+from tracejudge._serving import bind, quiet_server, socket_url, token_matches
+from tracejudge._serving import is_loopback as is_loopback  # re-exported by tracejudge.report
 from tracejudge.report._data import build_report
 from tracejudge.report._html import CSP, render_html
 from tracejudge.report._metrics import CONTENT_TYPE, LatencyCache, store_metrics
@@ -34,50 +30,18 @@ _HEADERS = {
 
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
-    host, sep, port_text = value.rpartition(":")
-    if host.startswith("["):
-        host = host.strip("[]") if host.endswith("]") else ""
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise InputError(
-            f"--listen {value!r} is not HOST:PORT",
-            hint="for example 127.0.0.1:8765, [::1]:8765, or 127.0.0.1:0 for any free port",
-        )
-    return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` only accepts connections from this machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return _serving.parse_listen(value, example_port=8765)
 
 
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse to serve beyond loopback without a token: the report shows trace content."""
-    if not token and not is_loopback(host):
-        raise InputError(
-            f"refusing to serve on {host} without a token: anyone who can reach it could read the traces",
-            hint="set --token or TRACEJUDGE_SERVE_TOKEN (clients send `Authorization: Bearer <token>`, or"
-            " HTTP basic auth with the token as password), or listen on 127.0.0.1",
-        )
-
-
-def _authorized(header: str, token: bytes) -> bool:
-    scheme, _, value = header.partition(" ")
-    scheme = scheme.lower()
-    if scheme == "bearer":
-        return hmac.compare_digest(value.strip().encode(), token)
-    if scheme == "basic":
-        try:
-            decoded = base64.b64decode(value.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return False
-        _, _, password = decoded.partition(b":")
-        return hmac.compare_digest(password, token)
-    return False
+    _serving.check_exposure(
+        host,
+        token,
+        refusal=f"refusing to serve on {host} without a token: anyone who can reach it could read the traces",
+        hint="set --token or TRACEJUDGE_SERVE_TOKEN (clients send `Authorization: Bearer <token>`, or"
+        " HTTP basic auth with the token as password), or listen on 127.0.0.1",
+    )
 
 
 def build_app(
@@ -97,7 +61,7 @@ def build_app(
     cache = LatencyCache()
 
     def guard(request: Request) -> Response | None:
-        if expected is None or _authorized(request.headers.get("authorization", ""), expected):
+        if expected is None or token_matches(request.headers.get("authorization", ""), expected, basic=True):
             return None
         return PlainTextResponse(
             "a token is required: send `Authorization: Bearer <token>`",
@@ -129,25 +93,6 @@ def build_app(
     )
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, addr = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-        except OSError:
-            sock.close()
-            raise
-    except OSError as exc:
-        raise InputError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-            hint="pick another address or port with --listen (port 0 picks a free one)",
-        ) from exc
-    return sock
-
-
 def serve(
     store: Store,
     listen: str = DEFAULT_LISTEN,
@@ -159,32 +104,14 @@ def serve(
     stop: threading.Event | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or ``stop`` is set); ``on_ready`` gets the URL once listening."""
-    import uvicorn
-
     host, port = parse_listen(listen)
     check_exposure(host, token)
-    sock = _bind(host, port)
-    bound_host, bound_port = sock.getsockname()[:2]
-    url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
-    config = uvicorn.Config(
+    sock = bind(host, port)
+    url = socket_url(sock)
+    server = quiet_server(
         build_app(store, token=token, suites=suites, langfuse_url=langfuse_url),
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        lifespan="off",
+        lambda: on_ready(url) if on_ready is not None else None,
     )
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and on_ready is not None:
-                on_ready(url)
-
-    server = _Server(config)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -8,8 +8,6 @@ what is wrong; the receiver never answers a 5xx for bad input and keeps serving.
 from __future__ import annotations
 
 import contextlib
-import hmac
-import ipaddress
 import logging
 import signal
 import socket
@@ -27,7 +25,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tracejudge import _serving
 from tracejudge._errors import InputError, StoreError, TracejudgeError
+from tracejudge._serving import bind, is_loopback, quiet_server, socket_url, token_matches
 from tracejudge.store import Store
 from tracejudge_collectors.otel._decode import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
 from tracejudge_collectors.otel._proto import export_response_body, status_body
@@ -89,7 +89,8 @@ def build_app(
     async def export(request: Request) -> Response:
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         as_json = media not in _PROTOBUF_TYPES
-        if expected is not None and not _authorized(request.headers.get("authorization"), expected):
+        header = (request.headers.get("authorization") or "").strip()
+        if expected is not None and not token_matches(header, expected, basic=False):
             await _drain(request, max_body_bytes)
             return status(
                 401,
@@ -145,15 +146,6 @@ def build_app(
     routes = [Route(path, export, methods=["POST"]) for path in TRACE_PATHS]
     routes.append(Route("/health", health, methods=["GET"]))
     return Starlette(routes=routes)
-
-
-def _authorized(header: str | None, expected: bytes) -> bool:
-    if not header:
-        return False
-    scheme, _, value = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(value.strip().encode(), expected)
 
 
 def _ingest(store: Store, body: bytes, as_json: bool) -> DecodeResult:
@@ -234,99 +226,36 @@ async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes
 
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port). Port 0 means any free port."""
-    text = value.strip()
-    host, sep, port_text = text.rpartition(":")
-    if text.startswith("["):
-        host = host.strip("[]") if host.endswith("]") else ""
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise InputError(
-            f"--listen {value!r} is not HOST:PORT",
-            hint="for example 127.0.0.1:4318, [::1]:4318, or 127.0.0.1:0 for any free port",
-        )
-    return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` only accepts connections from this machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return _serving.parse_listen(value, example_port=4318, strip=True)
 
 
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse to listen beyond loopback without a bearer token."""
-    if not token and not is_loopback(host):
-        raise InputError(
-            f"refusing to listen on {host} without a bearer token: "
-            "anyone who can reach it could write traces",
-            hint="set --token or TRACEJUDGE_OTLP_TOKEN (senders add the header "
-            "`Authorization: Bearer <token>`), or listen on 127.0.0.1",
-        )
-
-
-class _Server(uvicorn.Server):
-    """uvicorn server that reports readiness and leaves signal handling to its caller."""
-
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
-        super().__init__(config)
-        self._on_ready = on_ready
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            self._on_ready()
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, addr = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-        except OSError:
-            sock.close()
-            raise
-    except OSError as exc:
-        raise InputError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-            hint="pick another address or port with --listen (port 0 picks a free one)",
-        ) from exc
-    return sock
-
-
-def _url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    _serving.check_exposure(
+        host,
+        token,
+        refusal=f"refusing to listen on {host} without a bearer token: "
+        "anyone who can reach it could write traces",
+        hint="set --token or TRACEJUDGE_OTLP_TOKEN (senders add the header "
+        "`Authorization: Bearer <token>`), or listen on 127.0.0.1",
+    )
 
 
 def _prepare(
     store: Store, listen: str, token: str | None, max_body_bytes: int, on_ready: Callable[[str], None]
-) -> tuple[_Server, socket.socket]:
+) -> tuple[uvicorn.Server, socket.socket]:
     host, port = parse_listen(listen)
     check_exposure(host, token)
     if max_body_bytes < 1:
         raise InputError("--max-body-bytes must be positive", hint="the default is 67108864 (64 MiB)")
-    sock = _bind(host, port)
-    url = _url(sock)
-    config = uvicorn.Config(
+    sock = bind(host, port)
+    url = socket_url(sock)
+    server = quiet_server(
         build_app(store, token=token, max_body_bytes=max_body_bytes),
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        lifespan="off",
+        lambda: on_ready(url),
         timeout_graceful_shutdown=10,
     )
-    return _Server(config, lambda: on_ready(url)), sock
+    return server, sock
 
 
 def serve(
