@@ -12,12 +12,9 @@ The Phoenix collector reads spans through the same client.
 
 from __future__ import annotations
 
-import email.utils
 import os
-import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
@@ -25,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from pydantic_core import to_jsonable_python
 
 from tracejudge import __version__
-from tracejudge._errors import InputError, TracejudgeError
+from tracejudge._errors import InputError
+from tracejudge.write._http import ApiError, RetryingJsonClient
 from tracejudge.write._records import DatasetItemRecord, ScoreRecord, WriteFailure, WriteReport
 
 __all__ = [
@@ -39,19 +37,12 @@ __all__ = [
 ]
 
 AnnotatorKind = Literal["LLM", "CODE", "HUMAN"]
-_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_MAX_RETRY_AFTER = 60.0
 # Phoenix's OTLP endpoint is often configured with its path; the REST API lives beside it.
 _OTLP_SUFFIXES = ("/v1/traces", "/v1/traces/")
 
 
-class PhoenixApiError(TracejudgeError):
+class PhoenixApiError(ApiError):
     """Phoenix answered with an error, or could not be reached, after the retries."""
-
-    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.status = status
-        """HTTP status, or None when the server could not be reached."""
 
 
 class PhoenixCredentials(BaseModel):
@@ -87,39 +78,15 @@ class PhoenixCredentials(BaseModel):
         return cls(base_url=base_url.rstrip("/"), api_key=SecretStr(key) if key else None)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return min(max(float(value), 0.0), _MAX_RETRY_AFTER)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return min(max((when - datetime.now(UTC)).total_seconds(), 0.0), _MAX_RETRY_AFTER)
-
-
-def _message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300]
-    if isinstance(body, dict):
-        detail = body.get("detail", body.get("message"))
-        if isinstance(detail, str):
-            return detail[:300]
-        if detail is not None:
-            return str(detail)[:300]
-    return response.text[:300]
-
-
-class PhoenixApi:
+class PhoenixApi(RetryingJsonClient):
     """Calls Phoenix's REST API (``/v1/…``) with retries: 429 honours ``Retry-After``; 5xx, 408 and
     connection errors back off exponentially with jitter. Thread-safe (one ``httpx.Client``)."""
+
+    name = "Phoenix"
+    error_type = PhoenixApiError
+    retry_status = frozenset({408, 429, 500, 502, 503, 504})
+    unreachable_hint = "check PHOENIX_COLLECTOR_ENDPOINT and that the server runs; rerun to resume"
+    auth_hint = "set PHOENIX_API_KEY to an API key of the Phoenix at PHOENIX_COLLECTOR_ENDPOINT"
 
     def __init__(
         self,
@@ -132,28 +99,23 @@ class PhoenixApi:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.credentials = credentials
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self._sleep = sleep
-        self.retries = 0
-        """Retries made so far (rate limits, server errors, resets)."""
-        self.waits: list[float] = []
-        """Each wait before a retry, in seconds, in order."""
         headers = {"User-Agent": f"tracejudge/{__version__}"}
         if credentials.api_key is not None:
             headers["Authorization"] = f"Bearer {credentials.api_key.get_secret_value()}"
-        self._client = httpx.Client(base_url=credentials.base_url, timeout=timeout, headers=headers)
+        super().__init__(
+            httpx.Client(base_url=credentials.base_url, timeout=timeout, headers=headers),
+            credentials.base_url,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            sleep=sleep,
+        )
 
     def __enter__(self) -> PhoenixApi:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
 
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         """GET and parse JSON. List values repeat the query parameter."""
@@ -163,70 +125,10 @@ class PhoenixApi:
         """POST a JSON body and parse the JSON answer."""
         return self._call("POST", path, params=params, json_body=body)
 
-    def _call(
-        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None
-    ) -> Any:
-        where = f"{method} {path}"
-        attempt = 0
-        query = {k: v for k, v in (params or {}).items() if v is not None and v != []}
-        while True:
-            try:
-                response = self._client.request(method, path, params=query, json=json_body)
-            except httpx.TransportError as exc:
-                if attempt >= self.max_retries:
-                    raise PhoenixApiError(
-                        f"Phoenix at {self.credentials.base_url} could not be reached for {where}: "
-                        f"{type(exc).__name__}",
-                        hint="check PHOENIX_COLLECTOR_ENDPOINT and that the server runs; rerun to resume",
-                    ) from None
-                self._wait(attempt, None)
-                attempt += 1
-                continue
-            status = response.status_code
-            if status < 300:
-                try:
-                    return response.json()
-                except ValueError:
-                    raise PhoenixApiError(
-                        f"Phoenix answered {where} with a body that is not JSON", status=status
-                    ) from None
-            if status in _RETRY_STATUS and attempt < self.max_retries:
-                self._wait(attempt, _retry_after(response))
-                attempt += 1
-                continue
-            raise self._error(where, response)
-
-    def _wait(self, attempt: int, retry_after: float | None) -> None:
-        if retry_after is None:
-            delay = min(self.backoff * 2**attempt, self.max_backoff) + random.uniform(0, self.backoff)
-        else:
-            delay = retry_after
-        self.retries += 1
-        self.waits.append(delay)
-        self._sleep(delay)
-
-    def _error(self, where: str, response: httpx.Response) -> PhoenixApiError:
-        status = response.status_code
-        message = _message(response)
-        if status in (401, 403):
-            return PhoenixApiError(
-                f"Phoenix refused {where} ({status}): {message}",
-                status=status,
-                hint="set PHOENIX_API_KEY to an API key of the Phoenix at PHOENIX_COLLECTOR_ENDPOINT",
-            )
-        if status == 429:
-            return PhoenixApiError(
-                f"Phoenix kept rate-limiting {where} after {self.max_retries} retries",
-                status=status,
-                hint="wait a minute and rerun: the pull resumes where it stopped",
-            )
-        if status >= 500:
-            return PhoenixApiError(
-                f"Phoenix failed on {where} ({status}) after {self.max_retries} retries: {message}",
-                status=status,
-                hint="rerun later: the pull resumes where it stopped",
-            )
-        return PhoenixApiError(f"Phoenix rejected {where} ({status}): {message}", status=status)
+    def _detail(self, body: dict[str, Any]) -> str | None:
+        # FastAPI puts the reason in ``detail`` (a list of problems for a 422).
+        detail = body.get("detail", body.get("message"))
+        return None if detail is None else str(detail)
 
 
 # ---------------------------------------------------------------- annotations

@@ -1,0 +1,198 @@
+"""The retrying JSON-over-HTTP loop that the Langfuse and Phoenix clients share.
+
+Each client says what differs (its name, which statuses it retries, its hints, how its error
+bodies carry the message); the retry loop, the backoff and the error wording live here once.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import httpx
+
+from tracejudge._errors import TracejudgeError
+
+_MAX_RETRY_AFTER = 60.0
+
+
+class ApiError(TracejudgeError):
+    """A backend answered with an error, or could not be reached, after the retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        """HTTP status, or None when the server could not be reached."""
+
+
+def _clamp(seconds: float) -> float:
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
+
+
+def _retry_after_header(value: str) -> float | None:
+    try:
+        return _clamp(float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return _clamp((when - datetime.now(UTC)).total_seconds())
+
+
+def retry_after(response: httpx.Response, *, rate_limit_headers: bool) -> float | None:
+    """Seconds the server asked to wait (``Retry-After`` as seconds or HTTP date), capped at a
+    minute; with ``rate_limit_headers`` also ``Retry-After-Ms`` and, on 429, ``X-RateLimit-Reset``."""
+    value = response.headers.get("retry-after")
+    if value is not None:
+        seconds = _retry_after_header(value)
+        if seconds is not None or not rate_limit_headers:
+            return seconds
+    if not rate_limit_headers:
+        return None
+    ms = response.headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return _clamp(float(ms) / 1000)
+        except ValueError:
+            pass
+    reset = response.headers.get("x-ratelimit-reset")
+    if reset is not None and response.status_code == 429:
+        try:
+            return _clamp(float(reset) - time.time())
+        except ValueError:
+            pass
+    return None
+
+
+class RetryingJsonClient:
+    """Sends JSON requests with retries: 429 honours ``Retry-After``; the other retry statuses and
+    connection errors back off exponentially with jitter. Thread-safe (one ``httpx.Client``).
+
+    Subclasses set the class attributes and build the ``httpx.Client`` (base URL, auth)."""
+
+    name: ClassVar[str]
+    """The backend as messages name it (``Langfuse``)."""
+    error_type: ClassVar[type[ApiError]]
+    retry_status: ClassVar[frozenset[int]]
+    rate_limit_headers: ClassVar[bool] = False
+    """Also honour ``Retry-After-Ms`` and ``X-RateLimit-Reset``."""
+    shown_prefix: ClassVar[str] = ""
+    """Path prefix the client's base URL carries, shown in messages."""
+    unreachable_hint: ClassVar[str]
+    auth_hint: ClassVar[str]
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        *,
+        max_retries: int,
+        backoff: float,
+        max_backoff: float,
+        sleep: Callable[[float], None],
+    ) -> None:
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._sleep = sleep
+        self._base_url = base_url
+        self.retries = 0
+        """Retries made so far (rate limits, server errors, resets)."""
+        self.waits: list[float] = []
+        """Each wait before a retry, in seconds, in order."""
+        self._client = client
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def _detail(self, body: dict[str, Any]) -> str | None:
+        """The message an error body carries, when it carries one."""
+        message = body.get("message")
+        return message if isinstance(message, str) else None
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json_body: Any = None,
+        allow_404: bool = False,
+    ) -> Any:
+        where = f"{method} {self.shown_prefix}{path}"
+        attempt = 0
+        query = {k: v for k, v in (params or {}).items() if v is not None and v != []}
+        while True:
+            try:
+                response = self._client.request(method, path, params=query, json=json_body)
+            except httpx.TransportError as exc:
+                if attempt >= self.max_retries:
+                    raise self.error_type(
+                        f"{self.name} at {self._base_url} could not be reached for {where}: "
+                        f"{type(exc).__name__}",
+                        hint=self.unreachable_hint,
+                    ) from None
+                self._wait(attempt, None)
+                attempt += 1
+                continue
+            status = response.status_code
+            if status < 300:
+                try:
+                    return response.json()
+                except ValueError:
+                    raise self.error_type(
+                        f"{self.name} answered {where} with a body that is not JSON", status=status
+                    ) from None
+            if status == 404 and allow_404:
+                return None
+            if status in self.retry_status and attempt < self.max_retries:
+                self._wait(attempt, retry_after(response, rate_limit_headers=self.rate_limit_headers))
+                attempt += 1
+                continue
+            raise self._error(where, response)
+
+    def _wait(self, attempt: int, retry_after: float | None) -> None:
+        if retry_after is None:
+            delay = min(self.backoff * 2**attempt, self.max_backoff) + random.uniform(0, self.backoff)
+        else:
+            delay = retry_after
+        self.retries += 1
+        self.waits.append(delay)
+        self._sleep(delay)
+
+    def _message(self, response: httpx.Response) -> str:
+        try:
+            body = response.json()
+        except ValueError:
+            return response.text[:300]
+        detail = self._detail(body) if isinstance(body, dict) else None
+        return response.text[:300] if detail is None else detail[:300]
+
+    def _error(self, where: str, response: httpx.Response) -> ApiError:
+        status = response.status_code
+        message = self._message(response)
+        name, error = self.name, self.error_type
+        if status in (401, 403):
+            return error(f"{name} refused {where} ({status}): {message}", status=status, hint=self.auth_hint)
+        if status == 429:
+            return error(
+                f"{name} kept rate-limiting {where} after {self.max_retries} retries",
+                status=status,
+                hint="wait a minute and rerun: the pull resumes where it stopped",
+            )
+        if status >= 500:
+            return error(
+                f"{name} failed on {where} ({status}) after {self.max_retries} retries: {message}",
+                status=status,
+                hint="rerun later: the pull resumes where it stopped",
+            )
+        return error(f"{name} rejected {where} ({status}): {message}", status=status)
