@@ -2,54 +2,28 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
-
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from tracejudge._errors import InputError
-from tracejudge.cli import App, handle_errors, pass_app, print_json
+from tracejudge.cli import App, handle_errors, pass_app
 from tracejudge.write import LangfuseApi, LangfuseCredentials
+from tracejudge_collectors._cli_common import (
+    from_option,
+    json_option,
+    limit_option,
+    parse_when,
+    pull_with_progress,
+    render_pull,
+    retries_option,
+    to_option,
+)
 from tracejudge_collectors.langfuse._pull import PullOptions, pull_langfuse, pull_summary
 
-_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_when(value: str | None, *, option: str, now: datetime | None = None) -> datetime | None:
-    """An ISO 8601 date or time (UTC unless it says otherwise), or a span back from now:
-    ``30m``, ``24h``, ``7d``."""
-    if value is None:
-        return None
-    text = value.strip()
-    match = _RELATIVE.match(text)
-    if match:
-        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-        return (now or datetime.now(UTC)) - delta
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"{option} {value!r} is not a time",
-            hint="give an ISO 8601 time such as 2026-03-01 or 2026-03-01T09:30:00Z,"
-            " or a span back from now: 24h, 7d",
-        ) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+__all__ = ["langfuse_command", "parse_when"]
 
 
 @click.command("langfuse")
-@click.option(
-    "--from", "from_", metavar="T", help="Traces started at or after T (ISO 8601, or 24h / 7d back)."
-)
-@click.option("--to", "to", metavar="T", help="Traces started before T.")
+@from_option
+@to_option
 @click.option("--name", metavar="N", help="Only traces with this name.")
 @click.option(
     "--tag", "tags", multiple=True, metavar="T", help="Only traces with this tag (repeat: all must match)."
@@ -57,19 +31,12 @@ def parse_when(value: str | None, *, option: str, now: datetime | None = None) -
 @click.option(
     "--environment", "environments", multiple=True, metavar="E", help="Only this environment (repeat: any)."
 )
-@click.option("--limit", type=click.IntRange(min=1), help="Fetch at most N new traces this run.")
+@limit_option
 @click.option(
     "--concurrency", type=click.IntRange(1, 32), default=4, show_default=True, help="Traces fetched at once."
 )
-@click.option(
-    "--retries",
-    type=click.IntRange(0, 20),
-    default=5,
-    show_default=True,
-    envvar="TRACEJUDGE_LANGFUSE_RETRIES",
-    help="Retries per request on rate limits, server errors and dropped connections.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the pull report as JSON.")
+@retries_option("TRACEJUDGE_LANGFUSE_RETRIES")
+@json_option
 @pass_app
 @handle_errors
 def langfuse_command(
@@ -100,28 +67,11 @@ def langfuse_command(
     )
     credentials = LangfuseCredentials.from_env()
     store = app.store
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("pulling traces"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[fetched]} new"),
-        TimeElapsedColumn(),
-        console=app.err,
-        transient=True,
-        disable=as_json or not app.err.is_terminal,
-    )
-    with LangfuseApi(credentials, max_retries=retries, max_connections=concurrency + 2) as api, progress:
-        task = progress.add_task("pull", total=limit, fetched=0)
-        counts = {"fetched": 0}
-
-        def on_trace(_trace_id: str, fetched: bool) -> None:
-            counts["fetched"] += int(fetched)
-            progress.update(task, advance=1, fetched=counts["fetched"])
-
-        report = pull_langfuse(store, api, options, on_trace=on_trace)
-    if as_json:
-        print_json(report)
-        return
-    for line in pull_summary(report):
-        app.console.print(line, markup=False)
+    with LangfuseApi(credentials, max_retries=retries, max_connections=concurrency + 2) as api:
+        report = pull_with_progress(
+            app,
+            total=limit,
+            quiet=as_json,
+            pull=lambda on_trace: pull_langfuse(store, api, options, on_trace=on_trace),
+        )
+    render_pull(app, report, pull_summary, as_json=as_json)

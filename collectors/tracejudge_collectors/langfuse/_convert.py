@@ -12,30 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tracejudge.schema import RawSpan
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 time from the API (``Z`` or offset), None when absent or unparseable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def to_ns(value: Any) -> int:
-    dt = parse_time(value)
-    if dt is None:
-        return 0
-    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
+from tracejudge_collectors._time import to_ns
 
 
 def _text(value: Any) -> str | None:

@@ -15,7 +15,6 @@ trace's marker (meta ``langfuse.trace:<id>``, JSON ``{"scores": [...]}``), read 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import deque
@@ -29,9 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import LangfuseApi
+from tracejudge_collectors._pull_common import Window, marker_key, scope_key, summary_tail
+from tracejudge_collectors._time import parse_time
 from tracejudge_collectors.langfuse._convert import (
     normalize_score,
-    parse_time,
     trace_fields_from_root,
     trace_to_spans,
 )
@@ -141,14 +141,11 @@ def detect(api: LangfuseApi) -> Detection:
 
 
 def _scope_key(base_url: str, options: PullOptions) -> str:
-    scope = json.dumps(
-        [base_url, options.name, sorted(options.tags), sorted(options.environments)], separators=(",", ":")
-    )
-    return "langfuse.watermark:" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+    return scope_key("langfuse", [base_url, options.name, sorted(options.tags), sorted(options.environments)])
 
 
 def _marker_key(trace_id: str) -> str:
-    return f"langfuse.trace:{trace_id.lower()}"
+    return marker_key("langfuse", trace_id)
 
 
 Listed = tuple[str, str, dict[str, Any]]
@@ -296,20 +293,6 @@ def stored_scores(store: Store, trace_id: str) -> list[dict[str, Any]] | None:
     return list(scores) if isinstance(scores, list) else []
 
 
-def _parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
-    """(start of the covered window or None for "from the beginning", latest covered trace start)."""
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-        upto = parse_time(data["upto"])
-    except (ValueError, KeyError, TypeError):
-        return None
-    if upto is None:
-        return None
-    return parse_time(data.get("from")), upto
-
-
 def pull_langfuse(
     store: Store,
     api: LangfuseApi,
@@ -326,21 +309,10 @@ def pull_langfuse(
     for warning in detection.warnings:
         log.warning("Langfuse: %s", warning)
     puller = _Puller(store, api, options, detection)
-    key = _scope_key(api.credentials.base_url, options)
-    covered = _parse_watermark(store.get_meta(key))
-    lower = options.from_time
-    coverage_from = options.from_time
-    watermark: datetime | None = None
-    # The watermark only helps when the window it covers starts no later than the one asked for.
-    if covered is not None and (
-        covered[0] is None or (options.from_time is not None and options.from_time >= covered[0])
-    ):
-        coverage_from, watermark = covered
-        resume = watermark - LAG
-        lower = resume if lower is None or resume > lower else lower
+    window = Window(store, _scope_key(api.credentials.base_url, options), options.from_time, LAG)
 
     listed = fetched = skipped = spans_new = 0
-    latest: datetime | None = watermark
+    latest: datetime | None = window.watermark
     complete = True
     pending: deque[tuple[str, Future[tuple[list[RawSpan], list[dict[str, Any]]]]]] = deque()
     in_batch: set[str] = set()
@@ -363,7 +335,7 @@ def pull_langfuse(
 
     with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="langfuse") as pool:
         try:
-            for trace_id, start, _row in puller.list_traces(lower):
+            for trace_id, start, _row in puller.list_traces(window.lower):
                 listed += 1
                 started = parse_time(start)
                 if started is not None and (latest is None or started > latest):
@@ -386,13 +358,7 @@ def pull_langfuse(
             for _trace_id, future in pending:
                 future.cancel()
 
-    new_watermark = watermark
-    if complete and latest is not None:
-        new_watermark = latest
-        store.set_meta(
-            key,
-            json.dumps({"from": _iso(coverage_from) if coverage_from else None, "upto": _iso(latest)}),
-        )
+    new_watermark = window.advance(complete=complete, latest=latest, iso=_iso)
     return PullReport(
         base_url=api.credentials.base_url,
         generation=detection.generation,
@@ -415,9 +381,4 @@ def pull_summary(report: PullReport) -> Sequence[str]:
         f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
         f" {report.spans_new} new spans",
     ]
-    if report.retries:
-        lines.append(f"{report.retries} requests retried (rate limits, server errors, dropped connections)")
-    if not report.complete:
-        lines.append("stopped at --limit: run again to continue")
-    lines.extend(f"warning: {w}" for w in report.warnings)
-    return lines
+    return [*lines, *summary_tail(report)]

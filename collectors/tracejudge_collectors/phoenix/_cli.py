@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from tracejudge.cli import App, handle_errors, pass_app, print_json
+from tracejudge.cli import App, handle_errors, pass_app
 from tracejudge.write import PhoenixApi, PhoenixCredentials
-from tracejudge_collectors.langfuse import parse_when
+from tracejudge_collectors._cli_common import (
+    from_option,
+    json_option,
+    limit_option,
+    parse_when,
+    pull_with_progress,
+    render_pull,
+    retries_option,
+    to_option,
+)
 from tracejudge_collectors.phoenix._pull import PullOptions, pull_phoenix, pull_summary
 
 
@@ -27,20 +28,11 @@ from tracejudge_collectors.phoenix._pull import PullOptions, pull_phoenix, pull_
     default=None,
     help="Phoenix project name or id [default: $PHOENIX_PROJECT_NAME, else 'default'].",
 )
-@click.option(
-    "--from", "from_", metavar="T", help="Traces started at or after T (ISO 8601, or 24h / 7d back)."
-)
-@click.option("--to", "to", metavar="T", help="Traces started before T.")
-@click.option("--limit", type=click.IntRange(min=1), help="Fetch at most N new traces this run.")
-@click.option(
-    "--retries",
-    type=click.IntRange(0, 20),
-    default=5,
-    show_default=True,
-    envvar="TRACEJUDGE_PHOENIX_RETRIES",
-    help="Retries per request on rate limits, server errors and dropped connections.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the pull report as JSON.")
+@from_option
+@to_option
+@limit_option
+@retries_option("TRACEJUDGE_PHOENIX_RETRIES")
+@json_option
 @pass_app
 @handle_errors
 def phoenix_command(
@@ -65,28 +57,11 @@ def phoenix_command(
     )
     credentials = PhoenixCredentials.from_env()
     store = app.store
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("pulling traces"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[fetched]} new"),
-        TimeElapsedColumn(),
-        console=app.err,
-        transient=True,
-        disable=as_json or not app.err.is_terminal,
-    )
-    with PhoenixApi(credentials, max_retries=retries) as api, progress:
-        task = progress.add_task("pull", total=limit, fetched=0)
-        counts = {"fetched": 0}
-
-        def on_trace(_trace_id: str, fetched: bool) -> None:
-            counts["fetched"] += int(fetched)
-            progress.update(task, advance=1, fetched=counts["fetched"])
-
-        report = pull_phoenix(store, api, options, on_trace=on_trace)
-    if as_json:
-        print_json(report)
-        return
-    for line in pull_summary(report):
-        app.console.print(line, markup=False)
+    with PhoenixApi(credentials, max_retries=retries) as api:
+        report = pull_with_progress(
+            app,
+            total=limit,
+            quiet=as_json,
+            pull=lambda on_trace: pull_phoenix(store, api, options, on_trace=on_trace),
+        )
+    render_pull(app, report, pull_summary, as_json=as_json)

@@ -11,39 +11,19 @@ other attribute stays as Phoenix returned it (the normalizer reads flattened ind
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tracejudge.schema import RawSpan, SpanEvent
+from tracejudge_collectors._time import parse_time, to_ns
 
 __all__ = ["fold_attributes", "parse_time", "span_to_raw", "to_ns"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _KIND = "openinference.span.kind"
 _STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
 # Keys Phoenix parses from JSON strings on ingest, matched at the start of an attribute key.
 _LEADING = ("llm.prompt_template.variables", "tool.parameters", "metadata")
 # ... and anywhere inside one (each document of retrieval.documents / reranker.*_documents).
 _INNER = ".document.metadata"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 time from the API, None when absent or unparseable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def to_ns(value: Any) -> int:
-    """Nanoseconds since the epoch of an ISO time (0 when absent)."""
-    dt = parse_time(value)
-    if dt is None:
-        return 0
-    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def _fold_base(key: str) -> str | None:

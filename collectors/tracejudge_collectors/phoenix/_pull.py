@@ -15,7 +15,6 @@ Resuming without duplicates rests on the same three things as the Langfuse colle
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +27,9 @@ from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import PhoenixApi, PhoenixApiError
-from tracejudge_collectors.phoenix._convert import parse_time, span_to_raw
+from tracejudge_collectors._pull_common import Window, marker_key, scope_key, summary_tail
+from tracejudge_collectors._time import parse_time
+from tracejudge_collectors.phoenix._convert import span_to_raw
 
 __all__ = ["LAG", "PullOptions", "PullReport", "pull_phoenix", "pull_summary"]
 
@@ -90,26 +91,8 @@ class PullReport(BaseModel):
     """Things worth knowing (nothing matched, and the like)."""
 
 
-def _scope_key(base_url: str, project: str) -> str:
-    scope = json.dumps([base_url, project], separators=(",", ":"))
-    return "phoenix.watermark:" + hashlib.sha256(scope.encode()).hexdigest()[:16]
-
-
 def _marker_key(trace_id: str) -> str:
-    return f"phoenix.trace:{trace_id.lower()}"
-
-
-def _parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-        upto = parse_time(data["upto"])
-    except (ValueError, KeyError, TypeError):
-        return None
-    if upto is None:
-        return None
-    return parse_time(data.get("from")), upto
+    return marker_key("phoenix", trace_id)
 
 
 def _pages(api: PhoenixApi, path: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
@@ -187,21 +170,12 @@ def pull_phoenix(
     ``on_trace(trace_id, fetched)`` is called once per listed trace (for progress bars)."""
     options = options or PullOptions()
     puller = _Puller(api, options)
-    key = _scope_key(api.credentials.base_url, options.project)
-    covered = _parse_watermark(store.get_meta(key))
-    lower = options.from_time
-    coverage_from = options.from_time
-    watermark: datetime | None = None
-    # The watermark only helps when the window it covers starts no later than the one asked for.
-    if covered is not None and (
-        covered[0] is None or (options.from_time is not None and options.from_time >= covered[0])
-    ):
-        coverage_from, watermark = covered
-        resume = watermark - LAG
-        lower = resume if lower is None or resume > lower else lower
+    window = Window(
+        store, scope_key("phoenix", [api.credentials.base_url, options.project]), options.from_time, LAG
+    )
 
     listed = fetched = skipped = spans_new = 0
-    latest = watermark
+    latest = window.watermark
     complete = True
     batch: list[str] = []
     seen: set[str] = set()
@@ -219,7 +193,7 @@ def pull_phoenix(
                 on_trace(trace_id, True)
         batch.clear()
 
-    for trace_id, started in puller.roots(lower):
+    for trace_id, started in puller.roots(window.lower):
         if started is not None and (latest is None or started > latest):
             latest = started
         if trace_id in seen:
@@ -243,12 +217,7 @@ def pull_phoenix(
     warnings: list[str] = []
     if listed == 0:
         warnings.append(f"no root spans in project {options.project!r} in the window")
-    new_watermark = watermark
-    if complete and latest is not None:
-        new_watermark = latest
-        store.set_meta(
-            key, json.dumps({"from": _iso(coverage_from) if coverage_from else None, "upto": _iso(latest)})
-        )
+    new_watermark = window.advance(complete=complete, latest=latest, iso=_iso)
     return PullReport(
         base_url=api.credentials.base_url,
         project=options.project,
@@ -270,9 +239,4 @@ def pull_summary(report: PullReport) -> Sequence[str]:
         f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
         f" {report.spans_new} new spans",
     ]
-    if report.retries:
-        lines.append(f"{report.retries} requests retried (rate limits, server errors, dropped connections)")
-    if not report.complete:
-        lines.append("stopped at --limit: run again to continue")
-    lines.extend(f"warning: {w}" for w in report.warnings)
-    return lines
+    return [*lines, *summary_tail(report)]
