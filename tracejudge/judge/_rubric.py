@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._yamlfile import node_line, parse_yaml, validation_lines
 from tracejudge.schema import Rubric
 
 _HINT = (
@@ -18,39 +17,9 @@ _HINT = (
 )
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
-    """1-based line of the YAML node a pydantic error location points at (deepest node found)."""
-    node = root
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(key):
-                    nxt = v
-                    line = k.start_mark.line + 1
-                    break
-            if nxt is None:
-                return line
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
     """Parse and validate rubric YAML text. Raises :class:`InputError` naming ``source:line``."""
-    try:
-        root = yaml.compose(text)
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{where}: broken YAML: {problem}", hint=_HINT) from exc
+    data, root = parse_yaml(text, source=source, hint=_HINT)
     if not isinstance(data, dict):
         raise InputError(f"{source}:1: a rubric is a YAML mapping", hint=_HINT)
     if "version" in data and isinstance(data["version"], float):
@@ -66,20 +35,18 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
                     check_schema(check.json_schema)
                 except InputError as exc:
                     idx = rubric.checks.index(check)
-                    line = _line_of(root, ("checks", idx, "schema"))
+                    line = node_line(root, ("checks", idx, "schema"), at_key=True)
                     raise InputError(
                         f"{source}:{line}: check {check.name!r}: {exc.message}", hint=_HINT
                     ) from exc
         return rubric
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            line = _line_of(root, loc)
-            path = ".".join(str(p) for p in loc) or "<top>"
-            msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}:{line}: {path}: {msg}")
-        raise InputError("invalid rubric\n  " + "\n  ".join(lines), hint=_HINT) from exc
+        msg = validation_lines(
+            exc,
+            lambda loc: f"{source}:{node_line(root, loc, at_key=True)}",
+            loc_format=lambda loc: ".".join(str(p) for p in loc) or "<top>",
+        )
+        raise InputError("invalid rubric\n  " + msg, hint=_HINT) from exc
 
 
 def load_rubric(path: str | Path) -> Rubric:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._yamlfile import node_line, parse_yaml, require_mapping, validation_lines
 from tracejudge.schema import ManifestEntry, Ticket
 
 __all__ = ["load_manifest", "load_ticket", "ticket_files"]
@@ -35,62 +34,18 @@ def _read(path: Path, hint: str) -> str:
         raise InputError(f"{path}: cannot be read: {exc}", hint=hint) from None
 
 
-def _loc_text(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _node_line(root: yaml.Node | None, loc: Sequence[int | str]) -> int:
-    """1-based line of the YAML node at ``loc`` (or of its deepest existing ancestor)."""
-    if root is None:
-        return 1
-    node: yaml.Node = root
-    for part in loc:
-        child: yaml.Node | None = None
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    child = value
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            child = node.value[part]
-        if child is None:
-            break
-        node = child
-    return int(node.start_mark.line) + 1
-
-
-def _validation_message(exc: ValidationError, where: Any) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
-        lines.append(f"{where(loc)}: {_loc_text(loc)}: {err['msg']}")
-    return "\n  ".join(lines)
-
-
 def load_ticket(path: Path) -> Ticket:
     """Parse a ticket file (DESIGN 5.2). Raises :class:`InputError` naming the file and line."""
     text = _read(path, _TICKET_HINT)
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        raise InputError(f"{where}: broken YAML: {problem}", hint=_TICKET_HINT) from None
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
-        raise InputError(f"{path}:1: the ticket is {kind}", hint=_TICKET_HINT)
+    data, root = parse_yaml(text, source=str(path), hint=_TICKET_HINT, column=True)
+    data = require_mapping(data, source=str(path), noun="ticket", hint=_TICKET_HINT)
     try:
         ticket = Ticket.model_validate(data)
     except ValidationError as exc:
-        msg = _validation_message(exc, lambda loc: f"{path}:{_node_line(root, loc)}")
+        msg = validation_lines(exc, lambda loc: f"{path}:{node_line(root, loc)}")
         raise InputError(f"invalid ticket:\n  {msg}", hint=_TICKET_HINT) from None
     if not ticket.required:
-        line = _node_line(root, ("required",))
+        line = node_line(root, ("required",))
         raise InputError(f"{path}:{line}: required: names no material", hint=_TICKET_HINT)
     return ticket
 
@@ -119,7 +74,7 @@ def load_manifest(path: Path) -> list[ManifestEntry]:
         try:
             entries.append(ManifestEntry.model_validate(data))
         except ValidationError as exc:
-            msg = _validation_message(exc, lambda _loc, n=number: f"{path}:{n}")
+            msg = validation_lines(exc, f"{path}:{number}")
             raise InputError(f"invalid manifest entry:\n  {msg}", hint=_MANIFEST_HINT) from None
     return entries
 

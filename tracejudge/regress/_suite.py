@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._yamlfile import node_line, parse_yaml, require_mapping, validation_lines
 from tracejudge.schema import Sample, SuiteRun
 
 _HINT = (
@@ -65,50 +64,15 @@ def sample_hash(sample: Sample) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def _loc_text(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _node_line(root: yaml.Node | None, loc: Sequence[int | str]) -> int:
-    if root is None:
-        return 1
-    node: yaml.Node = root
-    for part in loc:
-        child: yaml.Node | None = None
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    child = value
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            child = node.value[part]
-        if child is None:
-            break
-        node = child
-    return int(node.start_mark.line) + 1
-
-
 def parse_sample(text: str, *, source: str = "<sample>") -> Sample:
     """Parse and validate one sample. Raises :class:`InputError` naming ``source:line: field``."""
-    try:
-        data: Any = yaml.safe_load(text)
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        raise InputError(f"{where}: broken YAML: {problem}", hint=_HINT) from None
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
-        raise InputError(f"{source}:1: the sample is {kind}", hint=_HINT)
+    raw, root = parse_yaml(text, source=source, hint=_HINT)
+    data = require_mapping(raw, source=source, noun="sample", hint=_HINT)
     version = data.get("schema_version")
     if version is None:
         raise InputError(f"{source}:1: schema_version: missing", hint=_HINT)
     if version != 1:
-        line = _node_line(root, ("schema_version",))
+        line = node_line(root, ("schema_version",))
         raise InputError(
             f"{source}:{line}: schema_version: {version!r} is not supported (this tracejudge reads 1)",
             hint="upgrade tracejudge, or rebuild the suite with `tracejudge regress build`",
@@ -116,12 +80,8 @@ def parse_sample(text: str, *, source: str = "<sample>") -> Sample:
     try:
         return Sample.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors(include_url=False):
-            loc = tuple(err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            lines.append(f"{source}:{_node_line(root, loc)}: {_loc_text(loc)}: {msg}")
-        raise InputError("invalid sample:\n  " + "\n  ".join(lines), hint=_HINT) from None
+        msg = validation_lines(exc, lambda loc: f"{source}:{node_line(root, loc)}")
+        raise InputError("invalid sample:\n  " + msg, hint=_HINT) from None
 
 
 def sample_files(path: Path) -> list[Path]:

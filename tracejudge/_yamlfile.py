@@ -1,0 +1,94 @@
+"""Reading YAML input files (tickets, suite samples, rubrics) so that every error names the file
+and the line: broken YAML at its mark, a pydantic error at the node its location points to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tracejudge._errors import InputError
+
+__all__ = ["loc_text", "node_line", "parse_yaml", "require_mapping", "validation_lines"]
+
+Loc = tuple[int | str, ...]
+
+
+def parse_yaml(text: str, *, source: str, hint: str, column: bool = False) -> tuple[Any, yaml.Node | None]:
+    """The data and the node tree of one YAML document. Broken YAML is an :class:`InputError`
+    ``source:line[:column]: broken YAML: problem``."""
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        if mark is None:
+            where = source
+        elif column:
+            where = f"{source}:{mark.line + 1}:{mark.column + 1}"
+        else:
+            where = f"{source}:{mark.line + 1}"
+        raise InputError(f"{where}: broken YAML: {problem}", hint=hint) from None
+    return data, root
+
+
+def require_mapping(data: Any, *, source: str, noun: str, hint: str) -> dict[str, Any]:
+    """``data`` when it is a mapping; otherwise ``source:1: the <noun> is empty`` (or a list …)."""
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise InputError(f"{source}:1: the {noun} is {kind}", hint=hint)
+    return data
+
+
+def loc_text(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as ``required[0].doc_id``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def node_line(root: yaml.Node | None, loc: Sequence[int | str], *, at_key: bool = False) -> int:
+    """1-based line of the YAML node at ``loc`` (or of its deepest existing ancestor); with
+    ``at_key``, of the key that names a mapping value rather than of the value itself."""
+    if root is None:
+        return 1
+    node: yaml.Node = root
+    line = int(node.start_mark.line) + 1
+    for part in loc:
+        child: yaml.Node | None = None
+        child_line = 0
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    child = value
+                    child_line = int((key if at_key else value).start_mark.line) + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            child = node.value[part]
+            child_line = int(child.start_mark.line) + 1
+        if child is None:
+            break
+        node = child
+        line = child_line
+    return line
+
+
+def validation_lines(
+    exc: ValidationError,
+    where: str | Callable[[Loc], str],
+    *,
+    loc_format: Callable[[Loc], str] = loc_text,
+) -> str:
+    """One line per pydantic error, ``<where>: <location>: <message>``, joined for an indented list;
+    ``where`` is the same for every error (``file:line``) or computed from its location.
+    A validator's ``Value error, `` prefix is dropped: the message is the reader's, not Python's."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{where if isinstance(where, str) else where(loc)}: {loc_format(loc)}: {msg}")
+    return "\n  ".join(lines)
