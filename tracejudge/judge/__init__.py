@@ -9,7 +9,7 @@ from tracejudge.judge._client import (
     OpenAIJudgeClient,
 )
 from tracejudge.judge._judge import Judge, ReplyCache, cache_key, resolved_base_url
-from tracejudge.judge._parse import ParsedReply, parse_reply
+from tracejudge.judge._parse import ParsedReply, extract_json, is_refusal, parse_reply
 from tracejudge.judge._prompt import (
     build_messages,
     material_json,
@@ -33,6 +33,8 @@ __all__ = [
     "build_messages",
     "cache_key",
     "criterion_from_check",
+    "extract_json",
+    "is_refusal",
     "item_verdict",
     "load_rubric",
     "material_json",

@@ -15,6 +15,11 @@ _REFUSAL = re.compile(
 )
 
 
+def is_refusal(text: str) -> bool:
+    """True when a reply opens the way a model declines ("I'm sorry", "I cannot", "As an AI")."""
+    return _REFUSAL.search(text) is not None
+
+
 @dataclass(frozen=True)
 class ParsedReply:
     """What a reply said, criterion by criterion."""
@@ -27,7 +32,9 @@ class ParsedReply:
     error_detail: str = ""
 
 
-def _extract_object(text: str) -> Any:
+def extract_json(text: str) -> Any:
+    """The JSON a judge reply carries: the whole text, a fenced block, or the outermost ``{...}``
+    inside prose. Raises ``ValueError`` when there is none (the caller decides what that means)."""
     s = text.strip()
     fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", s, re.DOTALL | re.IGNORECASE)
     if fence:
@@ -62,9 +69,9 @@ def parse_reply(text: str | None, criteria: Sequence[str]) -> ParsedReply:
     if text is None or not text.strip():
         return ParsedReply(error="empty_reply", error_detail="the judge replied with no text")
     try:
-        data = _extract_object(text)
+        data = extract_json(text)
     except ValueError as exc:
-        if _REFUSAL.search(text):
+        if is_refusal(text):
             return ParsedReply(error="refusal", error_detail=text.strip()[:200])
         return ParsedReply(error="malformed_json", error_detail=f"{exc}: {text.strip()[:120]!r}")
     if not isinstance(data, dict):

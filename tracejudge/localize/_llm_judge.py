@@ -38,6 +38,8 @@ from tracejudge.judge import (
     OpenAIJudgeClient,
     ReplyCache,
     cache_key,
+    extract_json,
+    is_refusal,
     messages_hash,
 )
 from tracejudge.schema import Evidence, JudgeConfig, Material, StageResult, UsageQuestion
@@ -253,11 +255,6 @@ def addressed_to_judge(text: str) -> list[tuple[int, int]]:
 
 # --------------------------------------------------------------------------- reply
 
-_REFUSAL = re.compile(
-    r"^\s*(i'?m sorry|i am sorry|sorry,|i can(?:no|')t|i cannot|i won'?t|i am unable|i'm unable|as an ai)",
-    re.IGNORECASE,
-)
-
 
 @dataclass(frozen=True)
 class UsageReply:
@@ -270,30 +267,14 @@ class UsageReply:
     error_detail: str = ""
 
 
-def _extract_object(text: str) -> Any:
-    s = text.strip()
-    fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", s, re.DOTALL | re.IGNORECASE)
-    if fence:
-        s = fence.group(1)
-    try:
-        return json.loads(s)
-    except ValueError:
-        pass
-    # Some models wrap the object in prose; take the outermost braces and try once more.
-    start, end = s.find("{"), s.rfind("}")
-    if 0 <= start < end:
-        return json.loads(s[start : end + 1])
-    raise ValueError("no JSON object in the reply")
-
-
 def read_usage_reply(text: str | None) -> UsageReply:
     """Read a reply's status, quotes and reasoning. Nothing is invented: an unusable part is an error."""
     if text is None or not text.strip():
         return UsageReply(error="empty_reply", error_detail="the judge replied with no text")
     try:
-        data = _extract_object(text)
+        data = extract_json(text)
     except ValueError:
-        if _REFUSAL.search(text):
+        if is_refusal(text):
             return UsageReply(error="refusal", error_detail=_short(text, _REASONING))
         return UsageReply(error="malformed_json", error_detail="the reply is not a JSON object")
     if not isinstance(data, dict):
