@@ -150,6 +150,35 @@ class SqlStore:
         cur.execute(self._sql(sql), tuple(params))
         return cur
 
+    def _select(
+        self, select: str, where: Sequence[tuple[str, object | None]], order_by: str, limit: int | None
+    ) -> list[Any]:
+        """Rows of ``select`` that meet every ``(condition, value)`` of ``where`` whose value is not
+        None (the condition holds one ``?`` for it), in ``order_by`` order, at most ``limit`` of them."""
+        applied = [(cond, value) for cond, value in where if value is not None]
+        sql = select
+        if applied:
+            sql += " WHERE " + " AND ".join(cond for cond, _ in applied)
+        sql += f" ORDER BY {order_by}"
+        params: list[object] = [value for _, value in applied]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            return list(self._execute(sql, params).fetchall())
+
+    def _pages(self, sql: str, params: Sequence[object]) -> Iterator[Any]:
+        """Every row of a keyset-paged query: ``sql`` orders by its first column, bounds it from
+        below with its last ``?`` and limits the page; the lock is held per page, not per walk."""
+        last = ""
+        while True:
+            with self._lock:
+                rows = self._execute(sql, (*params, last)).fetchall()
+            if not rows:
+                return
+            yield from rows
+            last = str(rows[-1][0])
+
     def _lock_span_writes(self, cur: Any) -> None:
         """Serialize concurrent span writers where the engine does not already (PostgreSQL)."""
 
@@ -291,17 +320,12 @@ class SqlStore:
         return [RawSpan.model_validate_json(r[0]) for r in rows]
 
     def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:
-        sql = "SELECT trace_id, name, span_count, start_ns, end_ns, sources FROM traces"
-        params: list[object] = []
-        if since is not None:
-            sql += " WHERE start_ns >= ?"
-            params.append(int(since.timestamp() * 1e9))
-        sql += " ORDER BY start_ns DESC NULLS LAST, seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        with self._lock:
-            rows = self._execute(sql, params).fetchall()
+        rows = self._select(
+            "SELECT trace_id, name, span_count, start_ns, end_ns, sources FROM traces",
+            [("start_ns >= ?", None if since is None else int(since.timestamp() * 1e9))],
+            "start_ns DESC NULLS LAST, seq DESC",
+            limit,
+        )
         return [
             TraceSummary(
                 trace_id=r[0],
@@ -315,17 +339,10 @@ class SqlStore:
         ]
 
     def iter_trace_ids(self) -> Iterator[str]:
-        last = ""
-        while True:
-            with self._lock:
-                rows = self._execute(
-                    "SELECT trace_id FROM traces WHERE trace_id > ? ORDER BY trace_id LIMIT 500", (last,)
-                ).fetchall()
-            if not rows:
-                return
-            for (trace_id,) in rows:
-                yield str(trace_id)
-            last = str(rows[-1][0])
+        for (trace_id,) in self._pages(
+            "SELECT trace_id FROM traces WHERE trace_id > ? ORDER BY trace_id LIMIT 500", ()
+        ):
+            yield str(trace_id)
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:
@@ -360,17 +377,9 @@ class SqlStore:
         return None if row is None else RunRecord.model_validate_json(row[0])
 
     def list_runs(self, *, series: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        sql = "SELECT payload FROM score_runs"
-        params: list[object] = []
-        if series is not None:
-            sql += " WHERE series = ?"
-            params.append(series)
-        sql += " ORDER BY created_at DESC, run_id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        with self._lock:
-            rows = self._execute(sql, params).fetchall()
+        rows = self._select(
+            "SELECT payload FROM score_runs", [("series = ?", series)], "created_at DESC, run_id DESC", limit
+        )
         return [RunRecord.model_validate_json(r[0]) for r in rows]
 
     def put_score_item(self, item: ItemResult) -> None:
@@ -383,19 +392,12 @@ class SqlStore:
             )
 
     def iter_score_items(self, run_id: str) -> Iterator[ItemResult]:
-        last = ""
-        while True:
-            with self._lock:
-                rows = self._execute(
-                    "SELECT trace_id, payload FROM score_items WHERE run_id = ? AND trace_id > ?"
-                    " ORDER BY trace_id LIMIT 500",
-                    (run_id, last),
-                ).fetchall()
-            if not rows:
-                return
-            for _, payload in rows:
-                yield ItemResult.model_validate_json(payload)
-            last = str(rows[-1][0])
+        for _, payload in self._pages(
+            "SELECT trace_id, payload FROM score_items WHERE run_id = ? AND trace_id > ?"
+            " ORDER BY trace_id LIMIT 500",
+            (run_id,),
+        ):
+            yield ItemResult.model_validate_json(payload)
 
     def get_cached_reply(self, key: str) -> str | None:
         with self._lock:
@@ -435,20 +437,12 @@ class SqlStore:
         rubric_name: str | None = None,
         limit: int | None = None,
     ) -> list[StoredReport]:
-        sql = "SELECT payload FROM audit_reports WHERE kind = ?"
-        params: list[object] = [kind]
-        if run_id is not None:
-            sql += " AND run_id = ?"
-            params.append(run_id)
-        if rubric_name is not None:
-            sql += " AND rubric_name = ?"
-            params.append(rubric_name)
-        sql += " ORDER BY created_at DESC, report_id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        with self._lock:
-            rows = self._execute(sql, params).fetchall()
+        rows = self._select(
+            "SELECT payload FROM audit_reports",
+            [("kind = ?", kind), ("run_id = ?", run_id), ("rubric_name = ?", rubric_name)],
+            "created_at DESC, report_id DESC",
+            limit,
+        )
         return [StoredReport.model_validate_json(r[0]) for r in rows]
 
     def put_tuning_marks(self, marks: Iterable[TuningMark]) -> None:
@@ -531,20 +525,15 @@ class SqlStore:
     def list_triage_results(
         self, *, trace_id: str | None = None, since: datetime | None = None, limit: int | None = None
     ) -> list[TriageEntry]:
-        sql = "SELECT triage_id, triaged_at, ticket, trace_id, payload FROM triage_results WHERE 1 = 1"
-        params: list[object] = []
-        if trace_id is not None:
-            sql += " AND trace_id = ?"
-            params.append(trace_id)
+        cutoff = None
         if since is not None:
-            sql += " AND triaged_at >= ?"
-            params.append((since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat())
-        sql += " ORDER BY triaged_at DESC, triage_id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        with self._lock:
-            rows = self._execute(sql, params).fetchall()
+            cutoff = (since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+        rows = self._select(
+            "SELECT triage_id, triaged_at, ticket, trace_id, payload FROM triage_results",
+            [("trace_id = ?", trace_id), ("triaged_at >= ?", cutoff)],
+            "triaged_at DESC, triage_id DESC",
+            limit,
+        )
         return [
             TriageEntry(
                 triage_id=r[0],
