@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer
 from tracejudge.write import LangfuseApi, LangfuseCredentials
 
@@ -37,24 +36,13 @@ def sleep() -> RecordingSleep:
 
 
 @pytest.fixture
-def api_for(sleep: RecordingSleep) -> Iterator[object]:
-    made: list[LangfuseApi] = []
-
+def api_for(sleep: RecordingSleep, closing: list[Any]) -> object:
     def make(srv: LangfuseServer, **kwargs: object) -> LangfuseApi:
         creds = LangfuseCredentials.model_validate(
             {"base_url": srv.base_url, "public_key": srv.public_key, "secret_key": srv.secret_key}
         )
         api = LangfuseApi(creds, sleep=sleep, backoff=0.01, **kwargs)  # type: ignore[arg-type]
-        made.append(api)
+        closing.append(api)
         return api
 
-    yield make
-    for api in made:
-        api.close()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    st = SqliteStore(tmp_path / "t.db")
-    yield st
-    st.close()
+    return make

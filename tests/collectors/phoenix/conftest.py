@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tracejudge.store import SqliteStore
 from tracejudge.testing.phoenix_server import PhoenixServer
 from tracejudge.write import PhoenixApi, PhoenixCredentials
 
@@ -28,24 +27,13 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture
-def api_for(sleeps: list[float]) -> Iterator[object]:
-    made: list[PhoenixApi] = []
-
+def api_for(sleeps: list[float], closing: list[Any]) -> object:
     def make(srv: PhoenixServer, **kwargs: object) -> PhoenixApi:
         creds = PhoenixCredentials.from_env(
             {"PHOENIX_COLLECTOR_ENDPOINT": srv.base_url, "PHOENIX_API_KEY": KEY}
         )
         api = PhoenixApi(creds, sleep=sleeps.append, backoff=0.01, **kwargs)  # type: ignore[arg-type]
-        made.append(api)
+        closing.append(api)
         return api
 
-    yield make
-    for api in made:
-        api.close()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    st = SqliteStore(tmp_path / "t.db")
-    yield st
-    st.close()
+    return make
