@@ -50,34 +50,20 @@ def score_records(run: RunRecord, items: Iterable[ItemResult]) -> list[ScoreReco
             meta = {**base_meta, "verdict": c.verdict, "decided_by": c.decided_by, "category": item.category}
             if c.reason:
                 meta["reason"] = c.reason
-            if c.score is not None:
-                out.append(
-                    ScoreRecord(
-                        trace_id=item.trace_id,
-                        observation_id=item.span_id,
-                        name=f"{p.rubric_name}.{name}",
-                        value=c.score,
-                        data_type="NUMERIC",
-                        comment=_comment(c.reasoning, c.reason),
-                        prompt_hash=prompt_hash,
-                        metadata=meta,
-                        **common,
-                    )
+            numeric = c.score is not None
+            out.append(
+                ScoreRecord(
+                    trace_id=item.trace_id,
+                    observation_id=item.span_id,
+                    name=f"{p.rubric_name}.{name}",
+                    value=c.score if c.score is not None else c.verdict,
+                    data_type="NUMERIC" if numeric else "CATEGORICAL",
+                    comment=_comment(c.reasoning, c.reason),
+                    prompt_hash=prompt_hash if numeric or c.decided_by == "judge" else None,
+                    metadata=meta,
+                    **common,
                 )
-            else:
-                out.append(
-                    ScoreRecord(
-                        trace_id=item.trace_id,
-                        observation_id=item.span_id,
-                        name=f"{p.rubric_name}.{name}",
-                        value=c.verdict,
-                        data_type="CATEGORICAL",
-                        comment=_comment(c.reasoning, c.reason),
-                        prompt_hash=prompt_hash if c.decided_by == "judge" else None,
-                        metadata=meta,
-                        **common,
-                    )
-                )
+            )
         checks = "; ".join(f"{k}={v.verdict}" for k, v in item.checks.items())
         out.append(
             ScoreRecord(
@@ -160,19 +146,12 @@ def write_back(
 ) -> WriteReport:
     """Write a run's results to ``langfuse`` (through the Langfuse writer), ``phoenix`` (span
     annotations, or trace annotations when no span is known) or ``otel``."""
-    if target == "langfuse":
+    if target in ("langfuse", "phoenix"):
         if writer is None:
-            from tracejudge.write import LangfuseWriter
+            from tracejudge.write import LangfuseWriter, PhoenixWriter
 
-            with LangfuseWriter.from_env() as lf:
-                return lf.write_scores(score_records(run, items))
-        return writer.write_scores(score_records(run, items))
-    if target == "phoenix":
-        if writer is None:
-            from tracejudge.write import PhoenixWriter
-
-            with PhoenixWriter.from_env() as phx:
-                return phx.write_scores(score_records(run, items))
+            with (LangfuseWriter if target == "langfuse" else PhoenixWriter).from_env() as own:
+                return own.write_scores(score_records(run, items))
         return writer.write_scores(score_records(run, items))
     if target == "otel":
         if event_writer is None:
