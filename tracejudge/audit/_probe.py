@@ -201,6 +201,24 @@ def reword(case: ProbeCase) -> tuple[str, str] | str:
     return out, "; ".join(done)
 
 
+_Expectation = Literal["flip", "fail", "unchanged"]
+
+
+def _plan(
+    case: ProbeCase,
+    name: str,
+    expectation: _Expectation,
+    made: tuple[str, str] | tuple[str, tuple[dict[str, Any], ...], str] | str,
+    suffix: str,
+) -> tuple[str, _Expectation, TaskRecord | str, str]:
+    """(name, expectation, the changed task or why the probe does not apply, what changed) from
+    what a counterfactual made: (output[, tool calls], change) or the reason it does not apply."""
+    if isinstance(made, str):
+        return name, expectation, made, ""
+    tool_calls = made[1] if len(made) == 3 else None
+    return name, expectation, case.task(suffix, output=made[0], tool_calls=tool_calls), made[-1]
+
+
 async def probe_case_async(
     rubric: Rubric,
     case: ProbeCase,
@@ -218,43 +236,12 @@ async def probe_case_async(
     async def score(task: TaskRecord) -> ItemResult:
         return await score_task(task, rubric, run_id="probe", judge=judge)
 
-    plans: list[tuple[str, Literal["flip", "fail", "unchanged"], TaskRecord | str, str]] = []
-    a = amount_change(case)
-    plans.append(
-        (
-            "amount_change",
-            "flip",
-            a if isinstance(a, str) else case.task("amount", output=a[0]),
-            "" if isinstance(a, str) else a[1],
-        )
-    )
-    c = citation_swap(case)
-    plans.append(
-        (
-            "citation_swap",
-            "fail",
-            c if isinstance(c, str) else case.task("citation", output=c[0]),
-            "" if isinstance(c, str) else c[1],
-        )
-    )
-    p = paused_but_submitted(case, rubric)
-    plans.append(
-        (
-            "paused_vs_submitted",
-            "fail",
-            p if isinstance(p, str) else case.task("paused", output=p[0], tool_calls=p[1]),
-            "" if isinstance(p, str) else p[2],
-        )
-    )
-    r = reword(case)
-    plans.append(
-        (
-            "reword",
-            "unchanged",
-            r if isinstance(r, str) else case.task("reword", output=r[0]),
-            "" if isinstance(r, str) else r[1],
-        )
-    )
+    plans = [
+        _plan(case, "amount_change", "flip", amount_change(case), "amount"),
+        _plan(case, "citation_swap", "fail", citation_swap(case), "citation"),
+        _plan(case, "paused_vs_submitted", "fail", paused_but_submitted(case, rubric), "paused"),
+        _plan(case, "reword", "unchanged", reword(case), "reword"),
+    ]
     try:
         tasks = [case.task("base")] + [t for _, _, t, _ in plans if isinstance(t, TaskRecord)]
         results = await asyncio.gather(*(score(t) for t in tasks))
@@ -269,25 +256,17 @@ async def probe_case_async(
             probes.append(ProbeResult(name=name, expectation=expectation, status="skipped", detail=target))
             continue
         res = next(scored)
+        status: Literal["expected", "unexpected", "skipped"]
         if expectation != "unchanged" and base.verdict != "pass":
-            probes.append(
-                ProbeResult(
-                    name=name,
-                    expectation=expectation,
-                    status="skipped",
-                    change=change,
-                    verdict=res.verdict,
-                    reason=res.reason,
-                    detail=f"the case is {base.verdict} as written;"
-                    " a probe that must make it fail shows nothing",
-                )
-            )
-            continue
-        if expectation == "unchanged":
+            status = "skipped"
+            detail = f"the case is {base.verdict} as written; a probe that must make it fail shows nothing"
+        elif expectation == "unchanged":
             ok = res.verdict == base.verdict
+            status = "expected" if ok else "unexpected"
             detail = "" if ok else f"the verdict moved from {base.verdict} to {res.verdict} on wording alone"
         else:
             ok = res.verdict == "fail"
+            status = "expected" if ok else "unexpected"
             detail = (
                 "" if ok else f"still {res.verdict} after the change: neither a check nor the judge caught it"
             )
@@ -295,7 +274,7 @@ async def probe_case_async(
             ProbeResult(
                 name=name,
                 expectation=expectation,
-                status="expected" if ok else "unexpected",
+                status=status,
                 change=change,
                 verdict=res.verdict,
                 reason=res.reason,
