@@ -567,36 +567,35 @@ def _check_used(ctx: _Ctx, m: Material) -> StageResult:
     agree: list[Evidence] = []
     agreed: list[str] = []
     echoed: list[Evidence] = []
-    for key, fv in required:
+
+    def stated(fv: FactValue, echo: str) -> str | None:
+        """The answer's words stating ``fv``; None when it does not, or only echoes the request
+        (then noted in ``echoed`` as ``echo``)."""
         spans = mentions(answer, values, fv)
         if not spans:
-            continue
-        what = f"{key} = {fv.show()}"
+            return None
         if question and mentions(question, qvalues, fv):
-            echoed.append(
-                Evidence(span_id=span, note=f"states {what}, but the request states it too (an echo)")
-            )
-            continue
+            echoed.append(Evidence(span_id=span, note=echo))
+            return None
         a, b = spans[0]
-        agreed.append(key)
-        agree.append(Evidence(span_id=span, note=f"states {what} as {label} says: {answer[a:b]!r}"))
+        return answer[a:b]
+
+    for key, fv in required:
+        what = f"{key} = {fv.show()}"
+        quote = stated(fv, f"states {what}, but the request states it too (an echo)")
+        if quote is not None:
+            agreed.append(key)
+            agree.append(Evidence(span_id=span, note=f"states {what} as {label} says: {quote!r}"))
     stale: list[Evidence] = []
     for s in _relevant_superseded(ctx, m):
         slabel = _label(s.doc_id, s.version)
         for key, fv in _facts(s.facts):
             if any(_same_value(fv, r) for _, r in required):
                 continue  # the superseded value equals a required one: stating it shows nothing
-            spans = mentions(answer, values, fv)
-            if not spans:
-                continue
             what = f"{key} = {fv.show()}"
-            if question and mentions(question, qvalues, fv):
-                echoed.append(
-                    Evidence(span_id=span, note=f"states {slabel}'s {what}, but the request states it too")
-                )
-                continue
-            a, b = spans[0]
-            stale.append(Evidence(span_id=span, note=f"states {slabel}'s superseded {what}: {answer[a:b]!r}"))
+            quote = stated(fv, f"states {slabel}'s {what}, but the request states it too")
+            if quote is not None:
+                stale.append(Evidence(span_id=span, note=f"states {slabel}'s superseded {what}: {quote!r}"))
         same = s.doc_id == m.doc_id and _norm_version(s.version) == _norm_version(m.version)
         if not same and cites_version(answer, s.doc_id, s.version):
             stale.append(Evidence(span_id=span, note=f"cites the superseded {slabel}"))
