@@ -31,29 +31,28 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import hashlib
 import json
-import os
 import re
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
-from tracejudge._errors import InputError, MissingDependencyError
+from tracejudge.testing._apiserver import (
+    ApiServer,
+    Fault,
+    RecordedRequest,
+    find_spec_file,
+    load_openapi,
+)
 
 __all__ = [
     "Fault",
@@ -64,7 +63,6 @@ __all__ = [
 ]
 
 Generation = Literal["v4", "v3"]
-FaultKind = Literal["429", "500", "slow", "drop"]
 
 _PREFIX = "/api/public"
 _SPEC_ENV = "TRACEJUDGE_LANGFUSE_SPEC"
@@ -75,102 +73,15 @@ _META_TRUNCATE = 200
 def find_spec() -> Path:
     """Locate Langfuse's OpenAPI spec: ``$TRACEJUDGE_LANGFUSE_SPEC``, the test fixture copy, or
     ``../shared/reference/`` beside the checkout."""
-    env = os.environ.get(_SPEC_ENV)
-    candidates = [Path(env)] if env else []
-    root = Path(__file__).resolve().parents[2]
-    candidates += [
-        root / "tests" / "fixtures" / _SPEC_NAME,
-        root.parent / "shared" / "reference" / _SPEC_NAME,
-    ]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise InputError(
-        "cannot find Langfuse's OpenAPI spec (langfuse-openapi.yml)",
-        hint=f"set {_SPEC_ENV} to the spec file, or put it in tests/fixtures/",
-    )
+    return find_spec_file(_SPEC_ENV, _SPEC_NAME, "Langfuse")
 
 
-_SPEC_CACHE: dict[Path, Any] = {}
-_SPEC_LOCK = threading.Lock()
+def _read_yaml(path: Path) -> Any:
+    import yaml
 
-
-def _load_openapi(path: Path) -> Any:
-    """The parsed spec as an ``openapi_core.OpenAPI``, loaded once per process."""
-    with _SPEC_LOCK:
-        if path in _SPEC_CACHE:
-            return _SPEC_CACHE[path]
-        try:
-            from openapi_core import Config, OpenAPI
-        except ImportError as exc:
-            raise MissingDependencyError("openapi-core", "dev") from exc
-        import yaml
-
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        with path.open("rb") as fh:
-            spec = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader, chosen for speed
-        # The spec uses JSON-Schema keywords (``const``) a strict OpenAPI 3.0 spec check refuses;
-        # validation of requests and responses against it works once that check is off.
-        api = OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))  # type: ignore[arg-type]
-        _SPEC_CACHE[path] = api
-        return api
-
-
-@dataclass
-class Fault:
-    """A fault to inject into matching requests, ``times`` times (None: every time)."""
-
-    kind: FaultKind
-    """``429`` (with ``Retry-After``), ``500``, ``slow`` (wait ``delay``), ``drop`` (close mid-body)."""
-    path: str = ""
-    """Regex searched in the path after ``/api/public`` (``""`` matches every route but health)."""
-    method: str | None = None
-    """Only this HTTP method, if given."""
-    times: int | None = 1
-    """How many requests it hits; None: unlimited."""
-    retry_after: int = 1
-    """Seconds in the ``Retry-After`` header of a 429."""
-    delay: float = 0.0
-    """Seconds a ``slow`` fault waits before answering."""
-    after: int = 0
-    """Let this many matching requests pass first (for example: fail the third page)."""
-    seen: int = field(default=0, compare=False)
-    """Matching requests so far."""
-    used: int = field(default=0, compare=False)
-    """Requests this fault has hit."""
-
-    def hits(self, method: str, path: str) -> bool:
-        if self.times is not None and self.used >= self.times:
-            return False
-        if self.method is not None and self.method.upper() != method:
-            return False
-        if not re.search(self.path, path):
-            return False
-        self.seen += 1
-        if self.seen <= self.after:
-            return False
-        self.used += 1
-        return True
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """A request the server received."""
-
-    method: str
-    """HTTP method."""
-    path: str
-    """Path after ``/api/public``."""
-    query: tuple[tuple[str, str], ...]
-    """Query parameters in order (repeated keys repeat)."""
-    body: Any
-    """Parsed JSON body, or None."""
-    status: int
-    """Status answered (0 for a dropped connection)."""
-
-    def param(self, name: str) -> str | None:
-        """The first value of a query parameter."""
-        return next((v for k, v in self.query if k == name), None)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with path.open("rb") as fh:
+        return yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader, chosen for speed
 
 
 def _iso(value: datetime | str | None) -> str | None:
@@ -199,8 +110,12 @@ class _BadRequest(Exception):
         self.status = status
 
 
-class LangfuseServer:
-    """Langfuse's public API on loopback, in a background thread, backed by memory."""
+class LangfuseServer(ApiServer):
+    """Langfuse's public API on loopback, in a background thread, backed by memory.
+
+    :attr:`base_url` is ``http://127.0.0.1:PORT``; the API lives under ``/api/public``."""
+
+    backend = "Langfuse"
 
     def __init__(
         self,
@@ -215,6 +130,7 @@ class LangfuseServer:
         spec_path: Path | None = None,
         project_id: str = "project-local",
     ) -> None:
+        super().__init__()
         self.generation: Generation = generation
         self.scores_v3 = generation == "v4" if scores_v3 is None else scores_v3
         self.public_key = public_key
@@ -225,8 +141,7 @@ class LangfuseServer:
         self.record = record
         self.project_id = project_id
         self.version = "4.0.0" if generation == "v4" else ("3.179.0" if self.scores_v3 else "3.120.0")
-        self._api = _load_openapi(spec_path or find_spec()) if validate else None
-        self._lock = threading.Lock()
+        self._api = load_openapi(spec_path or find_spec(), _read_yaml) if validate else None
         self._traces: dict[str, dict[str, Any]] = {}
         self._obs_by_trace: dict[str, list[dict[str, Any]]] = {}
         self._roots: list[dict[str, Any]] | None = None
@@ -234,15 +149,6 @@ class LangfuseServer:
         self._datasets: dict[str, dict[str, Any]] = {}
         self._items: dict[str, dict[str, Any]] = {}
         self._score_configs: dict[str, dict[str, Any]] = {}
-        self.faults: list[Fault] = []
-        self._requests: list[RecordedRequest] = []
-        self.request_errors: list[str] = []
-        """Requests the spec (or the server's own rules) rejected, with the reason."""
-        self.response_errors: list[str] = []
-        """Responses that broke the spec: always a bug in this server."""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._port = 0
 
     # -- data -------------------------------------------------------------------------------
 
@@ -311,117 +217,13 @@ class LangfuseServer:
         with self._lock:
             return [dict(i) for i in self._items.values()]
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Requests received so far, in order."""
-        with self._lock:
-            return list(self._requests)
-
-    def clear_requests(self) -> None:
-        """Forget recorded requests and validation errors."""
-        with self._lock:
-            self._requests.clear()
-            self.request_errors.clear()
-
-    def inject(self, *faults: Fault) -> None:
-        """Add faults; each matching request takes the first fault that still hits."""
-        with self._lock:
-            self.faults.extend(faults)
-
-    # -- lifecycle --------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (the API lives under ``/api/public``)."""
-        if not self._port:
-            raise RuntimeError("the server is not started")
-        return f"http://127.0.0.1:{self._port}"
-
-    def start(self) -> LangfuseServer:
-        """Bind a free loopback port, serve in a background thread, return once it accepts connections."""
-        if self._thread is not None:
-            return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted sockets inherit this on Linux; without it h11's separate header and body writes
-        # meet the client's delayed ACK and every answer takes ~40 ms.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._asgi, interface="asgi3", log_level="critical", access_log=False, lifespan="off"
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="langfuse-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 15
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the local Langfuse server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> LangfuseServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # -- ASGI -------------------------------------------------------------------------------
 
-    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        body = await request.body()
-        path = request.url.path
-        sub = path[len(_PREFIX) :] if path.startswith(_PREFIX) else path
-        method = request.method.upper()
-        query = tuple(request.query_params.multi_items())
-        try:
-            parsed: Any = json.loads(body) if body else None
-        except ValueError:
-            parsed = None
+    def _route_path(self, path: str) -> str:
+        return path[len(_PREFIX) :] if path.startswith(_PREFIX) else path
 
-        fault = None
-        if sub != "/health":
-            with self._lock:
-                fault = next((f for f in self.faults if f.hits(method, sub)), None)
-        if fault is not None and fault.kind == "drop":
-            self._log(method, sub, query, parsed, 0)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
-                }
-            )
-            await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
-            return  # the response is incomplete: uvicorn closes the connection
-        if fault is not None and fault.kind == "slow":
-            await asyncio.sleep(fault.delay)
-        if method == "GET" and sub != "/health" and self.page_latency > 0:
-            await asyncio.sleep(self.page_latency)
-
-        response = await self._respond(request, body, method, sub, parsed, fault)
-        self._log(method, sub, query, parsed, response.status_code)
-        await response(scope, receive, send)
-
-    def _log(self, method: str, sub: str, query: tuple[tuple[str, str], ...], body: Any, status: int) -> None:
-        if self.record:
-            with self._lock:
-                self._requests.append(RecordedRequest(method, sub, query, body, status))
+    def _exempt(self, sub: str) -> bool:
+        return sub == "/health"
 
     async def _respond(
         self, request: Request, body: bytes, method: str, sub: str, parsed: Any, fault: Fault | None
@@ -454,19 +256,10 @@ class LangfuseServer:
         if handler is None:
             return JSONResponse({"message": f"route {method} {_PREFIX}{sub} not found"}, status_code=404)
 
-        openapi_request = None
-        if self._api is not None:
-            from openapi_core.contrib.starlette import StarletteOpenAPIRequest
-
-            openapi_request = StarletteOpenAPIRequest(request, body)
-            try:
-                self._api.validate_request(openapi_request)
-            except Exception as exc:
-                reason = f"{method} {sub}: {exc}"
-                with self._lock:
-                    self.request_errors.append(reason)
-                status = 401 if "Security" in type(exc).__name__ else 400
-                return JSONResponse({"message": f"invalid request: {exc}"}, status_code=status)
+        openapi_request, problem = self._check_request(request, body, method, sub)
+        if problem is not None:
+            status = 401 if "Security" in type(problem).__name__ else 400
+            return JSONResponse({"message": f"invalid request: {problem}"}, status_code=status)
 
         if sub != "/health" and not self._authorized(request.headers.get("authorization", "")):
             return JSONResponse({"message": "Invalid credentials"}, status_code=401)
@@ -479,16 +272,9 @@ class LangfuseServer:
                     self.request_errors.append(f"{method} {sub}: {exc}")
             return JSONResponse({"message": str(exc)}, status_code=exc.status)
         response = JSONResponse(payload, status_code=status)
-        if self._api is not None and openapi_request is not None and status < 300:
-            from openapi_core.contrib.starlette import StarletteOpenAPIResponse
-
-            try:
-                self._api.validate_response(openapi_request, StarletteOpenAPIResponse(response))
-            except Exception as exc:
-                reason = f"{method} {sub}: {exc}"
-                with self._lock:
-                    self.response_errors.append(reason)
-                return JSONResponse({"message": f"server bug, response breaks the spec: {exc}"}, 500)
+        breach = self._check_response(openapi_request, response, method, sub) if status < 300 else None
+        if breach is not None:
+            return JSONResponse({"message": breach}, 500)
         return response
 
     def _authorized(self, header: str) -> bool:

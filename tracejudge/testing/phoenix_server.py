@@ -40,28 +40,20 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import hashlib
 import json
-import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
-from tracejudge._errors import InputError, MissingDependencyError
-from tracejudge.testing.langfuse_server import Fault, RecordedRequest
+from tracejudge.testing._apiserver import ApiServer, Fault, RecordedRequest, find_spec_file, load_openapi
 
 __all__ = [
     "Fault",
@@ -90,39 +82,12 @@ _STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 def find_spec() -> Path:
     """Locate Phoenix's OpenAPI spec: ``$TRACEJUDGE_PHOENIX_SPEC``, the test fixture copy, or
     ``../shared/reference/`` beside the checkout."""
-    env = os.environ.get(_SPEC_ENV)
-    candidates = [Path(env)] if env else []
-    root = Path(__file__).resolve().parents[2]
-    candidates += [
-        root / "tests" / "fixtures" / _SPEC_NAME,
-        root.parent / "shared" / "reference" / _SPEC_NAME,
-    ]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise InputError(
-        "cannot find Phoenix's OpenAPI spec (phoenix-openapi.json)",
-        hint=f"set {_SPEC_ENV} to the spec file, or put it in tests/fixtures/",
-    )
+    return find_spec_file(_SPEC_ENV, _SPEC_NAME, "Phoenix")
 
 
-_SPEC_CACHE: dict[Path, Any] = {}
-_SPEC_LOCK = threading.Lock()
-
-
-def _load_openapi(path: Path) -> Any:
-    """The parsed spec as an ``openapi_core.OpenAPI`` (OpenAPI 3.1), loaded once per process."""
-    with _SPEC_LOCK:
-        if path in _SPEC_CACHE:
-            return _SPEC_CACHE[path]
-        try:
-            from openapi_core import Config, OpenAPI
-        except ImportError as exc:
-            raise MissingDependencyError("openapi-core", "dev") from exc
-        spec = _array_query_params(json.loads(path.read_text(encoding="utf-8")))
-        api = OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))  # type: ignore[arg-type]
-        _SPEC_CACHE[path] = api
-        return api
+def _read_spec(path: Path) -> dict[str, Any]:
+    """Phoenix's spec (OpenAPI 3.1) with its optional list query parameters made arrays."""
+    return _array_query_params(json.loads(path.read_text(encoding="utf-8")))
 
 
 def _array_query_params(spec: dict[str, Any]) -> dict[str, Any]:
@@ -206,8 +171,10 @@ def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
-class PhoenixServer:
+class PhoenixServer(ApiServer):
     """Phoenix's REST API on loopback, in a background thread, backed by memory."""
+
+    backend = "Phoenix"
 
     def __init__(
         self,
@@ -218,14 +185,14 @@ class PhoenixServer:
         spec_path: Path | None = None,
         page_latency: float = 0.0,
     ) -> None:
+        super().__init__()
         self.api_key = api_key
         """Bearer API key every request must carry; None: auth off (Phoenix's default)."""
         self.validate = validate
         self.record = record
         self.page_latency = page_latency
         """Seconds every GET waits before answering."""
-        self._api = _load_openapi(spec_path or find_spec()) if validate else None
-        self._lock = threading.Lock()
+        self._api = load_openapi(spec_path or find_spec(), _read_spec) if validate else None
         self._projects: dict[int, dict[str, Any]] = {}
         self._spans: list[dict[str, Any]] = []
         self._span_index: dict[str, dict[str, Any]] = {}
@@ -233,15 +200,6 @@ class PhoenixServer:
         self._span_annotations: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._trace_annotations: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._next_annotation = 1
-        self.faults: list[Fault] = []
-        self._requests: list[RecordedRequest] = []
-        self.request_errors: list[str] = []
-        """Requests the spec (or the server's own rules) rejected, with the reason."""
-        self.response_errors: list[str] = []
-        """Responses that broke the spec: always a bug in this server."""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._port = 0
         self.add_project("default")
 
     # -- data -------------------------------------------------------------------------------
@@ -306,115 +264,7 @@ class PhoenixServer:
         with self._lock:
             return [copy.deepcopy(a) for a in self._trace_annotations.values()]
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Requests received so far, in order."""
-        with self._lock:
-            return list(self._requests)
-
-    def clear_requests(self) -> None:
-        """Forget recorded requests and validation errors."""
-        with self._lock:
-            self._requests.clear()
-            self.request_errors.clear()
-
-    def inject(self, *faults: Fault) -> None:
-        """Add faults; each matching request takes the first fault that still hits."""
-        with self._lock:
-            self.faults.extend(faults)
-
-    # -- lifecycle --------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        if not self._port:
-            raise RuntimeError("the server is not started")
-        return f"http://127.0.0.1:{self._port}"
-
-    def start(self) -> PhoenixServer:
-        """Bind a free loopback port, serve in a background thread, return once it accepts connections."""
-        if self._thread is not None:
-            return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Without it h11's separate header and body writes meet the client's delayed ACK (~40 ms each).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._asgi, interface="asgi3", log_level="critical", access_log=False, lifespan="off"
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="phoenix-server", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 15
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the local Phoenix server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> PhoenixServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -- ASGI -------------------------------------------------------------------------------
-
-    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        body = await request.body()
-        path = request.url.path
-        method = request.method.upper()
-        query = tuple(request.query_params.multi_items())
-        try:
-            parsed: Any = json.loads(body) if body else None
-        except ValueError:
-            parsed = None
-        with self._lock:
-            fault = next((f for f in self.faults if f.hits(method, path)), None)
-        if fault is not None and fault.kind == "drop":
-            self._log(method, path, query, parsed, 0)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
-                }
-            )
-            await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
-            return  # the response is incomplete: uvicorn closes the connection
-        if fault is not None and fault.kind == "slow":
-            await asyncio.sleep(fault.delay)
-        if method == "GET" and self.page_latency > 0:
-            await asyncio.sleep(self.page_latency)
-        response = self._respond(request, body, method, path, parsed, fault)
-        self._log(method, path, query, parsed, response.status_code)
-        await response(scope, receive, send)
-
-    def _log(
-        self, method: str, path: str, query: tuple[tuple[str, str], ...], body: Any, status: int
-    ) -> None:
-        if self.record:
-            with self._lock:
-                self._requests.append(RecordedRequest(method, path, query, body, status))
-
-    def _respond(
+    async def _respond(
         self, request: Request, body: bytes, method: str, path: str, parsed: Any, fault: Fault | None
     ) -> Response:
         if fault is not None and fault.kind == "429":
@@ -429,17 +279,9 @@ class PhoenixServer:
         if handler is None:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
 
-        openapi_request = None
-        if self._api is not None:
-            from openapi_core.contrib.starlette import StarletteOpenAPIRequest
-
-            openapi_request = StarletteOpenAPIRequest(request, body)
-            try:
-                self._api.validate_request(openapi_request)
-            except Exception as exc:
-                with self._lock:
-                    self.request_errors.append(f"{method} {path}: {exc}")
-                return JSONResponse({"detail": f"invalid request: {exc}"}, status_code=422)
+        openapi_request, problem = self._check_request(request, body, method, path)
+        if problem is not None:
+            return JSONResponse({"detail": f"invalid request: {problem}"}, status_code=422)
         try:
             status, payload = handler(request, parsed, **params)
         except _Fail as exc:
@@ -448,15 +290,9 @@ class PhoenixServer:
                     self.request_errors.append(f"{method} {path}: {exc.detail}")
             return JSONResponse({"detail": exc.detail}, status_code=exc.status)
         response = JSONResponse(payload, status_code=status)
-        if self._api is not None and openapi_request is not None:
-            from openapi_core.contrib.starlette import StarletteOpenAPIResponse
-
-            try:
-                self._api.validate_response(openapi_request, StarletteOpenAPIResponse(response))
-            except Exception as exc:
-                with self._lock:
-                    self.response_errors.append(f"{method} {path}: {exc}")
-                return JSONResponse({"detail": f"server bug, response breaks the spec: {exc}"}, 500)
+        breach = self._check_response(openapi_request, response, method, path)
+        if breach is not None:
+            return JSONResponse({"detail": breach}, 500)
         return response
 
     def _route(self, method: str, path: str) -> tuple[Callable[..., tuple[int, Any]] | None, dict[str, str]]:

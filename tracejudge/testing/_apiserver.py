@@ -1,0 +1,316 @@
+"""What the local Langfuse and Phoenix API servers share: locating and loading an OpenAPI spec,
+fault injection, request recording, spec validation of requests and responses, and serving on a
+loopback port in a background thread.
+
+Each server says what differs: its routes and handlers, its auth scheme, the status and body of
+its errors, which paths are exempt from faults, and the path it matches and records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
+
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from tracejudge._errors import InputError, MissingDependencyError
+
+FaultKind = Literal["429", "500", "slow", "drop"]
+
+
+def find_spec_file(env_var: str, name: str, backend: str) -> Path:
+    """Locate an OpenAPI spec: ``$<env_var>``, the test fixture copy, or ``../shared/reference/``
+    beside the checkout."""
+    env = os.environ.get(env_var)
+    candidates = [Path(env)] if env else []
+    root = Path(__file__).resolve().parents[2]
+    candidates += [
+        root / "tests" / "fixtures" / name,
+        root.parent / "shared" / "reference" / name,
+    ]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise InputError(
+        f"cannot find {backend}'s OpenAPI spec ({name})",
+        hint=f"set {env_var} to the spec file, or put it in tests/fixtures/",
+    )
+
+
+_SPEC_CACHE: dict[Path, Any] = {}
+_SPEC_LOCK = threading.Lock()
+
+
+def load_openapi(path: Path, read: Callable[[Path], Any]) -> Any:
+    """The spec ``read(path)`` parses, as an ``openapi_core.OpenAPI``, loaded once per process."""
+    with _SPEC_LOCK:
+        if path in _SPEC_CACHE:
+            return _SPEC_CACHE[path]
+        try:
+            from openapi_core import Config, OpenAPI
+        except ImportError as exc:
+            raise MissingDependencyError("openapi-core", "dev") from exc
+        spec = read(path)
+        # The specs use JSON-Schema keywords (``const``) a strict OpenAPI 3.0 spec check refuses;
+        # validation of requests and responses against them works once that check is off.
+        api = OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))  # type: ignore[arg-type]
+        _SPEC_CACHE[path] = api
+        return api
+
+
+@dataclass
+class Fault:
+    """A fault to inject into matching requests, ``times`` times (None: every time)."""
+
+    kind: FaultKind
+    """``429`` (with ``Retry-After``), ``500``, ``slow`` (wait ``delay``), ``drop`` (close mid-body)."""
+    path: str = ""
+    """Regex searched in the path after ``/api/public`` (``""`` matches every route but health)."""
+    method: str | None = None
+    """Only this HTTP method, if given."""
+    times: int | None = 1
+    """How many requests it hits; None: unlimited."""
+    retry_after: int = 1
+    """Seconds in the ``Retry-After`` header of a 429."""
+    delay: float = 0.0
+    """Seconds a ``slow`` fault waits before answering."""
+    after: int = 0
+    """Let this many matching requests pass first (for example: fail the third page)."""
+    seen: int = field(default=0, compare=False)
+    """Matching requests so far."""
+    used: int = field(default=0, compare=False)
+    """Requests this fault has hit."""
+
+    def hits(self, method: str, path: str) -> bool:
+        if self.times is not None and self.used >= self.times:
+            return False
+        if self.method is not None and self.method.upper() != method:
+            return False
+        if not re.search(self.path, path):
+            return False
+        self.seen += 1
+        if self.seen <= self.after:
+            return False
+        self.used += 1
+        return True
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received."""
+
+    method: str
+    """HTTP method."""
+    path: str
+    """Path after ``/api/public``."""
+    query: tuple[tuple[str, str], ...]
+    """Query parameters in order (repeated keys repeat)."""
+    body: Any
+    """Parsed JSON body, or None."""
+    status: int
+    """Status answered (0 for a dropped connection)."""
+
+    def param(self, name: str) -> str | None:
+        """The first value of a query parameter."""
+        return next((v for k, v in self.query if k == name), None)
+
+
+class ApiServer:
+    """An API on loopback, in a background thread; subclasses answer in :meth:`_respond`."""
+
+    backend: ClassVar[str]
+    """The service it stands in for, as messages name it (``Langfuse``)."""
+
+    record: bool
+    page_latency: float
+    _api: Any
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.faults: list[Fault] = []
+        self._requests: list[RecordedRequest] = []
+        self.request_errors: list[str] = []
+        """Requests the spec (or the server's own rules) rejected, with the reason."""
+        self.response_errors: list[str] = []
+        """Responses that broke the spec: always a bug in this server."""
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+
+    # -- what differs ----------------------------------------------------------------------
+
+    def _route_path(self, path: str) -> str:
+        """The path routes, faults and the record see."""
+        return path
+
+    def _exempt(self, sub: str) -> bool:  # noqa: ARG002 - a hook; this server exempts nothing
+        """A path no fault and no page latency touches."""
+        return False
+
+    async def _respond(
+        self, request: Request, body: bytes, method: str, sub: str, parsed: Any, fault: Fault | None
+    ) -> Response:
+        raise NotImplementedError
+
+    # -- recording and faults --------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Requests received so far, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Forget recorded requests and validation errors."""
+        with self._lock:
+            self._requests.clear()
+            self.request_errors.clear()
+
+    def inject(self, *faults: Fault) -> None:
+        """Add faults; each matching request takes the first fault that still hits."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        if not self._port:
+            raise RuntimeError("the server is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    def start(self) -> Self:
+        """Bind a free loopback port, serve in a background thread, return once it accepts connections."""
+        if self._thread is not None:
+            return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit this on Linux; without it h11's separate header and body writes
+        # meet the client's delayed ACK and every answer takes ~40 ms.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._asgi, interface="asgi3", log_level="critical", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            name=f"{self.backend.lower()}-server",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the local {self.backend} server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- ASGI -------------------------------------------------------------------------------
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        body = await request.body()
+        sub = self._route_path(request.url.path)
+        method = request.method.upper()
+        query = tuple(request.query_params.multi_items())
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+
+        fault = None
+        exempt = self._exempt(sub)
+        if not exempt:
+            with self._lock:
+                fault = next((f for f in self.faults if f.hits(method, sub)), None)
+        if fault is not None and fault.kind == "drop":
+            self._log(method, sub, query, parsed, 0)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
+            return  # the response is incomplete: uvicorn closes the connection
+        if fault is not None and fault.kind == "slow":
+            await asyncio.sleep(fault.delay)
+        if method == "GET" and not exempt and self.page_latency > 0:
+            await asyncio.sleep(self.page_latency)
+
+        response = await self._respond(request, body, method, sub, parsed, fault)
+        self._log(method, sub, query, parsed, response.status_code)
+        await response(scope, receive, send)
+
+    def _log(self, method: str, sub: str, query: tuple[tuple[str, str], ...], body: Any, status: int) -> None:
+        if self.record:
+            with self._lock:
+                self._requests.append(RecordedRequest(method, sub, query, body, status))
+
+    # -- spec validation --------------------------------------------------------------------
+
+    def _check_request(
+        self, request: Request, body: bytes, method: str, sub: str
+    ) -> tuple[Any, Exception | None]:
+        """(the request as openapi-core sees it, or None when not validating; the spec's objection,
+        already kept in :attr:`request_errors`)."""
+        if self._api is None:
+            return None, None
+        from openapi_core.contrib.starlette import StarletteOpenAPIRequest
+
+        openapi_request = StarletteOpenAPIRequest(request, body)
+        try:
+            self._api.validate_request(openapi_request)
+        except Exception as exc:
+            with self._lock:
+                self.request_errors.append(f"{method} {sub}: {exc}")
+            return openapi_request, exc
+        return openapi_request, None
+
+    def _check_response(self, openapi_request: Any, response: Response, method: str, sub: str) -> str | None:
+        """What is wrong with a response by the spec (kept in :attr:`response_errors`), or None."""
+        if self._api is None or openapi_request is None:
+            return None
+        from openapi_core.contrib.starlette import StarletteOpenAPIResponse
+
+        try:
+            self._api.validate_response(openapi_request, StarletteOpenAPIResponse(response))
+        except Exception as exc:
+            with self._lock:
+                self.response_errors.append(f"{method} {sub}: {exc}")
+            return f"server bug, response breaks the spec: {exc}"
+        return None
