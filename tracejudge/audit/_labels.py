@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import read_input
 from tracejudge.schema import Document, LabelItem, RetrievalCall, TaskRecord, ToolCall
 from tracejudge.store import Store
 
@@ -116,21 +117,9 @@ def parse_labels(text: str, *, source: str = "<labels>") -> LabelSet:
 def load_labels(path: str | Path, *, definition: str | Path | None = None) -> LabelSet:
     """Read a labels file; ``definition`` is a side file stating what the labels' pass means."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot read the labels {p}: {exc.strerror}", hint="check the --labels path"
-        ) from exc
-    labels = parse_labels(text, source=str(p))
+    labels = parse_labels(read_input(p, "labels", "--labels"), source=str(p))
     if definition is not None:
-        d = Path(definition)
-        try:
-            extra = d.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise InputError(
-                f"cannot read the definition {d}: {exc.strerror}", hint="check the --definition path"
-            ) from exc
+        extra = read_input(Path(definition), "definition", "--definition").strip()
         joined = "\n".join(t for t in (labels.definition, extra) if t)
         labels = LabelSet(labels.items, joined, labels.source, labels.sha256, labels.warnings)
     return labels

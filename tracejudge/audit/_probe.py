@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import read_input
 from tracejudge.audit._labels import task_from
 from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient
 from tracejudge.runs import score_task
@@ -74,10 +75,9 @@ class ProbeCase:
 def load_case(path: str | Path) -> ProbeCase:
     """Read a probe case YAML file."""
     p = Path(path)
+    text = read_input(p, "case", "--case")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read the case {p}: {exc.strerror}", hint="check the --case path") from exc
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{p}: broken YAML: {exc}", hint=_HINT) from exc
     if not isinstance(data, dict) or not isinstance(data.get("output"), str):

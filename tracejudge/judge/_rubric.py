@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import read_input
 from tracejudge._yamlfile import node_line, parse_yaml, validation_lines
 from tracejudge.schema import Rubric
 
@@ -52,13 +53,7 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
 def load_rubric(path: str | Path) -> Rubric:
     """Read and validate a rubric file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot read the rubric {p}: {exc.strerror}", hint="check the --rubric path"
-        ) from exc
-    return parse_rubric(text, source=str(p))
+    return parse_rubric(read_input(p, "rubric", "--rubric"), source=str(p))
 
 
 def rubric_hash(rubric: Rubric) -> str:
