@@ -80,6 +80,14 @@ class Window:
 
 class _Report(Protocol):
     @property
+    def listed(self) -> int: ...
+    @property
+    def fetched(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def spans_new(self) -> int: ...
+    @property
     def retries(self) -> int: ...
     @property
     def complete(self) -> bool: ...
@@ -88,8 +96,11 @@ class _Report(Protocol):
 
 
 def summary_tail(report: _Report) -> list[str]:
-    """The lines every pull summary ends with: retries, an unfinished window, warnings."""
-    lines: list[str] = []
+    """The lines every pull summary ends with: counts, retries, an unfinished window, warnings."""
+    lines = [
+        f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
+        f" {report.spans_new} new spans"
+    ]
     if report.retries:
         lines.append(f"{report.retries} requests retried (rate limits, server errors, dropped connections)")
     if not report.complete:

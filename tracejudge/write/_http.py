@@ -11,7 +11,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import httpx
 
@@ -109,6 +109,12 @@ class RetryingJsonClient:
         self.waits: list[float] = []
         """Each wait before a retry, in seconds, in order."""
         self._client = client
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -111,12 +111,6 @@ class LangfuseApi(RetryingJsonClient):
             sleep=sleep,
         )
 
-    def __enter__(self) -> LangfuseApi:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def get(self, path: str, params: Mapping[str, Any] | None = None, *, allow_404: bool = False) -> Any:
         """GET and parse JSON; with ``allow_404`` a 404 returns None instead of raising."""
         return self._call("GET", path, params=params, allow_404=allow_404)

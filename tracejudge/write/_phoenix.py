@@ -111,12 +111,6 @@ class PhoenixApi(RetryingJsonClient):
             sleep=sleep,
         )
 
-    def __enter__(self) -> PhoenixApi:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         """GET and parse JSON. List values repeat the query parameter."""
         return self._call("GET", path, params=params)

@@ -376,9 +376,5 @@ def pull_langfuse(
 
 def pull_summary(report: PullReport) -> Sequence[str]:
     """Lines for people."""
-    lines = [
-        f"Langfuse {report.server_version or '?'} ({report.generation} API) at {report.base_url}",
-        f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
-        f" {report.spans_new} new spans",
-    ]
-    return [*lines, *summary_tail(report)]
+    head = f"Langfuse {report.server_version or '?'} ({report.generation} API) at {report.base_url}"
+    return [head, *summary_tail(report)]

@@ -234,9 +234,4 @@ def pull_phoenix(
 
 def pull_summary(report: PullReport) -> Sequence[str]:
     """Lines for people."""
-    lines = [
-        f"Phoenix at {report.base_url}, project {report.project}",
-        f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
-        f" {report.spans_new} new spans",
-    ]
-    return [*lines, *summary_tail(report)]
+    return [f"Phoenix at {report.base_url}, project {report.project}", *summary_tail(report)]
