@@ -5,9 +5,8 @@ provenance; scoring again replaces instead of duplicating."""
 from __future__ import annotations
 
 import json
-import re
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
@@ -15,42 +14,26 @@ from click.testing import CliRunner
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer
-from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
-RESTAURANT = Path(__file__).resolve().parents[2] / "examples" / "restaurant"
+if TYPE_CHECKING:
+    from tests.conftest import Restaurant
 
 
 def test_scores_written_twice_stay_one_per_trace_and_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    restaurant: Restaurant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sys.path.insert(0, str(RESTAURANT))
-    try:
-        from traces import all_spans, judge_rules
-    finally:
-        sys.path.remove(str(RESTAURANT))
     db = tmp_path / "t.db"
     store = SqliteStore(db)
-    store.put_spans(all_spans())
+    store.put_spans(restaurant.spans)
     store.close()
-    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in judge_rules()]
     srv = LangfuseServer(generation="v4").start()
     try:
         monkeypatch.setenv("LANGFUSE_BASE_URL", srv.base_url)
         monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", srv.public_key)
         monkeypatch.setenv("LANGFUSE_SECRET_KEY", srv.secret_key)
-        args = [
-            "--store",
-            f"sqlite:///{db}",
-            "score",
-            "--rubric",
-            str(RESTAURANT / "rubric.yaml"),
-            "--manifest",
-            str(RESTAURANT / "manifest.jsonl"),
-            "--write-back",
-            "langfuse",
-            "--json",
-        ]
-        with ScriptedOpenAIServer(rules) as judge:
+        args = restaurant.score_args(f"sqlite:///{db}", "--write-back", "langfuse", "--json")
+        with ScriptedOpenAIServer(restaurant.rules) as judge:
             monkeypatch.setenv("OPENAI_BASE_URL", judge.base_url)
             monkeypatch.setenv("OPENAI_API_KEY", "test-key")
             first = CliRunner().invoke(cli, args)

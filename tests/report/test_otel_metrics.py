@@ -4,13 +4,11 @@ the real SDK exporter sending to a local receiver that decodes ExportMetricsServ
 from __future__ import annotations
 
 import json
-import re
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
@@ -19,9 +17,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from tracejudge.cli import cli
 from tracejudge.report import RunMetrics
 from tracejudge.store import SqliteStore
-from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
-RESTAURANT = Path(__file__).resolve().parents[2] / "examples" / "restaurant"
+if TYPE_CHECKING:
+    from tests.conftest import Restaurant
 
 
 class _Collector:
@@ -81,36 +80,21 @@ def test_no_endpoint_means_no_metrics() -> None:
 
 
 def test_score_pushes_item_criterion_and_judge_metrics(
-    metrics_receiver: tuple[str, _Collector], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    metrics_receiver: tuple[str, _Collector],
+    restaurant: Restaurant,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     endpoint, seen = metrics_receiver
-    sys.path.insert(0, str(RESTAURANT))
-    try:
-        from traces import all_spans, judge_rules
-    finally:
-        sys.path.remove(str(RESTAURANT))
     db = tmp_path / "t.db"
     store = SqliteStore(db)
-    store.put_spans(all_spans())
+    store.put_spans(restaurant.spans)
     store.close()
-    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in judge_rules()]
-    with ScriptedOpenAIServer(rules) as server:
+    with ScriptedOpenAIServer(restaurant.rules) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        result = CliRunner().invoke(
-            cli,
-            [
-                "--store",
-                f"sqlite:///{db}",
-                "score",
-                "--rubric",
-                str(RESTAURANT / "rubric.yaml"),
-                "--manifest",
-                str(RESTAURANT / "manifest.jsonl"),
-                "--json",
-            ],
-        )
+        result = CliRunner().invoke(cli, restaurant.score_args(f"sqlite:///{db}", "--json"))
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)["summary"]
     assert seen.requests, "no OTLP metrics request arrived"

@@ -4,20 +4,22 @@ judge cache, and the report, exactly as on SQLite."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
 
 from tracejudge.cli import cli
 from tracejudge.store import open_store
-from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge.testing.openai_server import ScriptedOpenAIServer
+
+if TYPE_CHECKING:
+    from tests.conftest import Restaurant
 
 ROOT = Path(__file__).resolve().parents[2]
-RESTAURANT = ROOT / "examples" / "restaurant"
 
 
 def test_demo_triage_and_report_on_postgres(postgres_url: str, tmp_path: Path) -> None:
@@ -47,27 +49,14 @@ def test_demo_triage_and_report_on_postgres(postgres_url: str, tmp_path: Path) -
     assert "dropped_in_context" in html
 
 
-def test_scoring_runs_and_judge_cache_on_postgres(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    sys.path.insert(0, str(RESTAURANT))
-    try:
-        from traces import all_spans, judge_rules
-    finally:
-        sys.path.remove(str(RESTAURANT))
+def test_scoring_runs_and_judge_cache_on_postgres(
+    postgres_url: str, restaurant: Restaurant, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = open_store(postgres_url)
-    store.put_spans(all_spans())
+    store.put_spans(restaurant.spans)
     store.close()
-    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in judge_rules()]
-    args = [
-        "--store",
-        postgres_url,
-        "score",
-        "--rubric",
-        str(RESTAURANT / "rubric.yaml"),
-        "--manifest",
-        str(RESTAURANT / "manifest.jsonl"),
-        "--json",
-    ]
-    with ScriptedOpenAIServer(rules) as server:
+    args = restaurant.score_args(postgres_url, "--json")
+    with ScriptedOpenAIServer(restaurant.rules) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         first = CliRunner().invoke(cli, args)
