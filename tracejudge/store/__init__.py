@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from tracejudge._errors import InputError
-from tracejudge.store._protocol import Store, TraceSummary, TriageEntry
+from tracejudge.store._protocol import LogEvent, Store, TraceSummary, TriageEntry
 from tracejudge.store._sql import SqlStore
 from tracejudge.store._sqlite import SqliteStore
 
@@ -14,6 +14,7 @@ DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
 
 __all__ = [
     "DEFAULT_STORE",
+    "LogEvent",
     "SqlStore",
     "SqliteStore",
     "Store",

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from tracejudge.schema import ItemResult, Localization, RawSpan, RunRecord, StoredReport, TuningMark
+from tracejudge.schema import (
+    ItemResult,
+    Localization,
+    RawSpan,
+    RunRecord,
+    SpanEvent,
+    StoredReport,
+    TuningMark,
+)
 
 
 class TraceSummary(BaseModel):
@@ -47,6 +57,56 @@ class TriageEntry(BaseModel):
     """The triage report."""
 
 
+class LogEvent(BaseModel):
+    """A log record correlated with a span (an OTLP LogRecord carrying the span's trace and span id),
+    such as the GenAI message events ``gen_ai.user.message`` or ``gen_ai.choice``.
+
+    Stored apart from spans (it may arrive before its span) and merged into the span's events when
+    the span is read.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    trace_id: str
+    """Trace id of the span the record belongs to, 32 lowercase hex characters."""
+    span_id: str
+    """Span id of the span the record belongs to, 16 lowercase hex characters."""
+    name: str
+    """Event name: the record's ``event_name``, else its ``event.name`` attribute, else ``log``."""
+    time_unix_nano: int = 0
+    """When it happened (the record's time, else its observed time), nanoseconds since the epoch."""
+    severity_number: int = 0
+    """OTLP severity number (0 unspecified)."""
+    body: Any = None
+    """The record's body decoded to a JSON value (None when absent)."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """The record's attributes, decoded to plain JSON values."""
+
+    @property
+    def event_id(self) -> str:
+        """Content key: the same record received twice has the same id, so it is stored once."""
+        canonical = json.dumps(
+            [self.trace_id, self.span_id, self.name, self.time_unix_nano, self.body, self.attributes],
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+            default=str,
+        )
+        return "le-" + hashlib.sha256(canonical.encode("utf-8", "replace")).hexdigest()[:32]
+
+    def to_span_event(self) -> SpanEvent:
+        """The record as a span event: its attributes, plus the body's keys when the body is a map
+        (where the GenAI events keep ``content``, ``message``, ``tool_calls``; an attribute of the same
+        name wins), or the body under ``body`` otherwise."""
+        attributes = dict(self.attributes)
+        if isinstance(self.body, dict):
+            for key, value in self.body.items():
+                attributes.setdefault(key, value)
+        elif self.body is not None:
+            attributes.setdefault("body", self.body)
+        return SpanEvent(name=self.name, time_unix_nano=self.time_unix_nano, attributes=attributes)
+
+
 class Store(Protocol):
     """Where raw spans and run state live."""
 
@@ -57,7 +117,14 @@ class Store(Protocol):
         ...
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
-        """Every stored span of one trace, in start order (empty when unknown)."""
+        """Every stored span of one trace, in start order (empty when unknown); the log events of
+        each span (:meth:`put_log_events`) are merged into its ``events`` in time order."""
+        ...
+
+    def put_log_events(self, events: Iterable[LogEvent]) -> int:
+        """Store log events in one transaction; an event already stored (same content) is kept once.
+
+        Its span need not be stored yet. Returns how many were new."""
         ...
 
     def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:

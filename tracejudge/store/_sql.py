@@ -13,8 +13,16 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from tracejudge._errors import StoreError
-from tracejudge.schema import ItemResult, Localization, RawSpan, RunRecord, StoredReport, TuningMark
-from tracejudge.store._protocol import TraceSummary, TriageEntry
+from tracejudge.schema import (
+    ItemResult,
+    Localization,
+    RawSpan,
+    RunRecord,
+    SpanEvent,
+    StoredReport,
+    TuningMark,
+)
+from tracejudge.store._protocol import LogEvent, TraceSummary, TriageEntry
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
 _DDL = (
@@ -101,6 +109,19 @@ _DDL = (
     )""",
     "CREATE INDEX IF NOT EXISTS triage_results_time ON triage_results (triaged_at)",
     "CREATE INDEX IF NOT EXISTS triage_results_trace ON triage_results (trace_id, triaged_at)",
+    # Log records correlated with a span (GenAI message events sent to /v1/logs), keyed by content so a
+    # resent record is stored once; seq keeps arrival order for records with the same timestamp.
+    """CREATE TABLE IF NOT EXISTS log_events (
+        event_id TEXT PRIMARY KEY,
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        time_ns BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        payload TEXT NOT NULL,
+        received_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS log_events_trace ON log_events (trace_id, time_ns, seq)",
+    "CREATE INDEX IF NOT EXISTS log_events_seq ON log_events (seq)",
 )
 _SCHEMA_VERSION = 1
 
@@ -313,11 +334,83 @@ class SqlStore:
             )
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
+        tid = trace_id.lower()
         with self._lock:
             rows = self._execute(
-                "SELECT payload FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", (trace_id.lower(),)
+                "SELECT payload FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", (tid,)
             ).fetchall()
-        return [RawSpan.model_validate_json(r[0]) for r in rows]
+            log_rows = (
+                self._execute(
+                    "SELECT payload FROM log_events WHERE trace_id = ? ORDER BY time_ns, seq", (tid,)
+                ).fetchall()
+                if rows
+                else []
+            )
+        spans = [RawSpan.model_validate_json(r[0]) for r in rows]
+        if not log_rows:
+            return spans
+        by_span: dict[str, list[SpanEvent]] = {}
+        for (payload,) in log_rows:
+            event = LogEvent.model_validate_json(payload)
+            by_span.setdefault(event.span_id, []).append(event.to_span_event())
+        merged: list[RawSpan] = []
+        for span in spans:
+            extra = by_span.get(span.span_id)
+            if extra:
+                # Stable sort: at equal times the span's own events first, then log events as they arrived.
+                events = tuple(sorted((*span.events, *extra), key=lambda e: e.time_unix_nano))
+                span = span.model_copy(update={"events": events})
+            merged.append(span)
+        return merged
+
+    def put_log_events(self, events: Iterable[LogEvent]) -> int:
+        batch: dict[str, LogEvent] = {}
+        for e in events:
+            batch.setdefault(e.event_id, e)
+        if not batch:
+            return 0
+        now = datetime.now(UTC).isoformat()
+        ids = list(batch)
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(self._begin)
+                self._lock_span_writes(cur)
+                existing: set[str] = set()
+                for chunk in _chunks(ids, 500):
+                    marks = ",".join("?" * len(chunk))
+                    cur.execute(
+                        self._sql(f"SELECT event_id FROM log_events WHERE event_id IN ({marks})"),  # noqa: S608
+                        tuple(chunk),
+                    )
+                    existing.update(str(r[0]) for r in cur.fetchall())
+                fresh = [(i, e) for i, e in batch.items() if i not in existing]
+                if fresh:
+                    cur.execute("SELECT COALESCE(MAX(seq), 0) FROM log_events")
+                    (seq,) = cur.fetchone()
+                    cur.executemany(
+                        self._sql(
+                            "INSERT INTO log_events (event_id, trace_id, span_id, time_ns, seq, payload,"
+                            " received_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING"
+                        ),
+                        [
+                            (
+                                i,
+                                e.trace_id,
+                                e.span_id,
+                                e.time_unix_nano,
+                                int(seq) + n,
+                                e.model_dump_json(),
+                                now,
+                            )
+                            for n, (i, e) in enumerate(fresh, start=1)
+                        ],
+                    )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        return len(fresh)
 
     def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:
         rows = self._select(
