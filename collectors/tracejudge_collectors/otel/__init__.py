@@ -1,9 +1,11 @@
 """OTLP/HTTP receiver and OTLP file reader.
 
 ``decode_protobuf`` / ``decode_json`` turn an OTLP trace export request into ``RawSpan`` records
-(with per-span rejection: OTLP partial success); ``read_otlp_file`` streams the spans of an OTLP
-file; ``build_app`` / ``serve`` run the OTLP/HTTP receiver; ``otlp_command`` and ``file_command``
-are the ``tracejudge collect`` subcommands (entry points ``tracejudge.collectors``).
+(with per-span rejection: OTLP partial success); ``decode_logs_protobuf`` / ``decode_logs_json``
+turn an OTLP log export request into ``LogEvent`` records (log records correlated with a span);
+``read_otlp_file`` streams the spans of an OTLP file; ``build_app`` / ``serve`` run the OTLP/HTTP
+receiver (``/v1/traces`` and ``/v1/logs``); ``otlp_command`` and ``file_command`` are the
+``tracejudge collect`` subcommands (entry points ``tracejudge.collectors``).
 """
 
 from tracejudge_collectors.otel._cli import file_command, otlp_command
@@ -20,9 +22,15 @@ from tracejudge_collectors.otel._decode import (
     read_otlp_file,
 )
 from tracejudge_collectors.otel._files import FileImport, ImportSummary, import_files
+from tracejudge_collectors.otel._logs import (
+    LogDecodeResult,
+    decode_logs_json,
+    decode_logs_protobuf,
+)
 from tracejudge_collectors.otel._receiver import (
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_BYTES,
+    LOG_PATHS,
     TRACE_PATHS,
     build_app,
     check_exposure,
@@ -36,6 +44,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_BODY_BYTES",
     "DEPTH_MARKER",
+    "LOG_PATHS",
     "MAX_ATTRIBUTE_DEPTH",
     "MAX_VALUE_CHARS",
     "TRACE_PATHS",
@@ -43,10 +52,13 @@ __all__ = [
     "DecodeResult",
     "FileImport",
     "ImportSummary",
+    "LogDecodeResult",
     "OtlpDecodeError",
     "build_app",
     "check_exposure",
     "decode_json",
+    "decode_logs_json",
+    "decode_logs_protobuf",
     "decode_protobuf",
     "file_command",
     "import_files",

@@ -6,16 +6,23 @@ import json
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
 __all__ = [
+    "ExportLogsServiceRequest",
+    "ExportLogsServiceResponse",
     "ExportTraceServiceRequest",
     "ExportTraceServiceResponse",
     "ProtobufDecodeError",
     "Status",
+    "export_logs_response_body",
     "export_response_body",
     "status_body",
 ]
@@ -35,6 +42,23 @@ def export_response_body(rejected: int, message: str, *, as_json: bool) -> bytes
         resp.partial_success.rejected_spans = rejected
         resp.partial_success.error_message = message
     return resp.SerializeToString()
+
+
+def export_logs_response_body(rejected: int, message: str, *, as_json: bool) -> bytes:
+    """An ``ExportLogsServiceResponse``; ``partial_success`` is set only when there is something to say."""
+    if as_json:
+        if not rejected and not message:
+            return b"{}"
+        partial: dict[str, object] = {"rejectedLogRecords": str(rejected)} if rejected else {}
+        if message:
+            partial["errorMessage"] = message
+        return json.dumps({"partialSuccess": partial}).encode()
+    resp = ExportLogsServiceResponse()
+    if rejected or message:
+        resp.partial_success.rejected_log_records = rejected
+        resp.partial_success.error_message = message
+    data: bytes = resp.SerializeToString()
+    return data
 
 
 def status_body(code: int, message: str, *, as_json: bool) -> bytes:

@@ -1,8 +1,10 @@
-"""OTLP/HTTP trace receiver: a starlette app served by uvicorn.
+"""OTLP/HTTP trace and log receiver: a starlette app served by uvicorn.
 
-Spans are committed to the store (in a worker thread) before the 200 goes out, so an
-acknowledged span is never lost. Bad input gets a 4xx with a ``google.rpc.Status`` body saying
-what is wrong; the receiver never answers a 5xx for bad input and keeps serving.
+Log records (``/v1/logs``) are kept when they carry a span context: the GenAI instrumentations send
+message content that way (see :mod:`tracejudge_collectors.otel._logs`). Spans and log records are
+committed to the store (in a worker thread) before the 200 goes out, so an acknowledged record is never
+lost. Bad input gets a 4xx with a ``google.rpc.Status`` body saying what is wrong; the receiver never
+answers a 5xx for bad input and keeps serving.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from tracejudge._errors import InputError, StoreError, TracejudgeError
 from tracejudge._serving import bind, is_loopback, quiet_server, socket_url, token_matches
 from tracejudge.store import Store
 from tracejudge_collectors.otel._decode import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
-from tracejudge_collectors.otel._proto import export_response_body, status_body
+from tracejudge_collectors.otel._logs import LogDecodeResult, decode_logs_json, decode_logs_protobuf
+from tracejudge_collectors.otel._proto import export_logs_response_body, export_response_body, status_body
 
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_BODY_BYTES",
+    "LOG_PATHS",
     "TRACE_PATHS",
     "build_app",
     "check_exposure",
@@ -47,6 +51,7 @@ __all__ = [
 DEFAULT_LISTEN = "127.0.0.1:4318"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 TRACE_PATHS = ("/v1/traces", "/api/public/otel/v1/traces")
+LOG_PATHS = ("/v1/logs", "/api/public/otel/v1/logs")
 
 _log = logging.getLogger("tracejudge.otlp")
 
@@ -70,8 +75,8 @@ class _Reject(Exception):
 def build_app(
     store: Store, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 ) -> Starlette:
-    """The receiver as an ASGI app: ``POST /v1/traces`` and ``/api/public/otel/v1/traces``
-    (protobuf or JSON, optionally gzip), and ``GET /health``.
+    """The receiver as an ASGI app: ``POST /v1/traces`` and ``/api/public/otel/v1/traces``, ``POST
+    /v1/logs`` and ``/api/public/otel/v1/logs`` (protobuf or JSON, optionally gzip), and ``GET /health``.
 
     ``token``, when given, must arrive as ``Authorization: Bearer <token>``. ``max_body_bytes``
     bounds the body after decompression (413 beyond it).
@@ -86,7 +91,17 @@ def build_app(
             headers=headers or None,
         )
 
-    async def export(request: Request) -> Response:
+    async def export_traces(request: Request) -> Response:
+        return await export(request, _ingest, export_response_body)
+
+    async def export_logs(request: Request) -> Response:
+        return await export(request, _ingest_logs, export_logs_response_body)
+
+    async def export(
+        request: Request,
+        ingest: Callable[[Store, bytes, bool], DecodeResult | LogDecodeResult],
+        response_body: Callable[..., bytes],
+    ) -> Response:
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         as_json = media not in _PROTOBUF_TYPES
         header = (request.headers.get("authorization") or "").strip()
@@ -125,25 +140,26 @@ def build_app(
         except _Reject as exc:
             return status(exc.status, _INVALID_ARGUMENT, exc.message, as_json)
         try:
-            result = await run_in_threadpool(_ingest, store, body, as_json)
+            result = await run_in_threadpool(ingest, store, body, as_json)
         except OtlpDecodeError as exc:
             message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
             return status(400, _INVALID_ARGUMENT, message, as_json)
         except (StoreError, sqlite3.Error, OSError):
-            # The sender may retry 503; the spans were not acknowledged, so nothing is lost.
-            _log.exception("storing spans failed")
+            # The sender may retry 503; nothing was acknowledged, so nothing is lost.
+            _log.exception("storing %s failed", "log events" if ingest is _ingest_logs else "spans")
             return status(
                 503, _UNAVAILABLE, "the store is unavailable; retry later", as_json, **{"Retry-After": "5"}
             )
         return Response(
-            export_response_body(result.rejected, result.message, as_json=as_json),
+            response_body(result.rejected, result.message, as_json=as_json),
             media_type=_JSON_TYPE if as_json else "application/x-protobuf",
         )
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    routes = [Route(path, export, methods=["POST"]) for path in TRACE_PATHS]
+    routes = [Route(path, export_traces, methods=["POST"]) for path in TRACE_PATHS]
+    routes.extend(Route(path, export_logs, methods=["POST"]) for path in LOG_PATHS)
     routes.append(Route("/health", health, methods=["GET"]))
     return Starlette(routes=routes)
 
@@ -152,6 +168,13 @@ def _ingest(store: Store, body: bytes, as_json: bool) -> DecodeResult:
     result = decode_json(body) if as_json else decode_protobuf(body)
     if result.spans:
         store.put_spans(result.spans)
+    return result
+
+
+def _ingest_logs(store: Store, body: bytes, as_json: bool) -> LogDecodeResult:
+    result = decode_logs_json(body) if as_json else decode_logs_protobuf(body)
+    if result.events:
+        store.put_log_events(result.events)
     return result
 
 
@@ -171,7 +194,8 @@ async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes
     too_large = _Reject(
         413,
         f"the request body is larger than {limit} bytes (after decompression); export smaller batches "
-        "(BatchSpanProcessor max_export_batch_size) or start the receiver with a larger --max-body-bytes",
+        "(BatchSpanProcessor / BatchLogRecordProcessor max_export_batch_size) or start the receiver "
+        "with a larger --max-body-bytes",
     )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:

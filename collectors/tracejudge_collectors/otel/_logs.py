@@ -1,0 +1,251 @@
+"""Decode OTLP log export requests (protobuf and OTLP/JSON) into :class:`LogEvent` records.
+
+The GenAI instrumentations (e.g. ``opentelemetry-instrumentation-openai-v2``) send message content as
+log-based events: LogRecords carrying the model-call span's trace and span id and an event name such as
+``gen_ai.user.message`` or ``gen_ai.choice``. Each such record becomes a :class:`LogEvent`, which the
+store merges into its span's events.
+
+A record without a trace id and span id cannot be attached to anything tracejudge reads, so it is
+*rejected* (counted in ``rejected`` with a message saying why, OTLP partial success) rather than stored;
+the rest of the request is kept. Records with a malformed id or field are rejected the same way. The
+abuse limits of the trace decoder (depth, size, truncation markers) apply to bodies and attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracejudge.store import LogEvent
+from tracejudge_collectors.otel._decode import (
+    _INT64_MAX,
+    _SURROGATE_ESCAPE,
+    _ZERO_SPAN,
+    _ZERO_TRACE,
+    MAX_ATTRIBUTE_DEPTH,
+    OtlpDecodeError,
+    _attrs_json,
+    _attrs_pb,
+    _enum_json,
+    _get,
+    _id_json,
+    _int64_json,
+    _Notes,
+    _scrub,
+    _short,
+    _SpanError,
+    _str_json,
+)
+from tracejudge_collectors.otel._proto import ExportLogsServiceRequest
+
+__all__ = ["LogDecodeResult", "decode_logs_json", "decode_logs_json_object", "decode_logs_protobuf"]
+
+NO_SPAN_CONTEXT = (
+    "no trace id and span id: tracejudge keeps only log records emitted inside a span "
+    "(GenAI events such as gen_ai.user.message); other logs belong in a log backend"
+)
+
+_SEVERITY_NAMES = {"SEVERITY_NUMBER_UNSPECIFIED": 0} | {
+    f"SEVERITY_NUMBER_{level}{'' if k == 1 else k}": 1 + 4 * i + k - 1
+    for i, level in enumerate(("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"))
+    for k in range(1, 5)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogDecodeResult:
+    """What one OTLP log request (or file chunk) decoded to."""
+
+    events: list[LogEvent]
+    """Records with a span context that passed validation, in request order."""
+    rejected: int = 0
+    """Records dropped: no span context, bad ids, malformed fields."""
+    errors: list[str] = field(default_factory=list)
+    """Why records were rejected, and warnings about truncated values (at most 20 lines plus a count)."""
+
+    @property
+    def message(self) -> str:
+        """The errors as one line, for OTLP's ``partial_success.error_message``."""
+        return "; ".join(self.errors)
+
+
+def _result(notes: _Notes, events: list[LogEvent]) -> LogDecodeResult:
+    errors = notes.lines
+    if notes.dropped:
+        errors = [*errors, f"… and {notes.dropped} more"]
+    return LogDecodeResult(events=events, rejected=notes.rejected, errors=errors)
+
+
+class _KeyValue:
+    """A stand-in KeyValue so a body (an AnyValue) goes through the attribute decoder and its limits."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.key = "body"
+        self.value = value
+
+
+def _event(
+    tid: bytes, sid: bytes, event_name: str, attrs: dict[str, Any], time_ns: int, severity: int, body: Any
+) -> LogEvent:
+    if not tid.strip(b"\x00") and not sid.strip(b"\x00"):
+        raise _SpanError(NO_SPAN_CONTEXT)
+    if len(tid) != 16 or tid == _ZERO_TRACE:
+        raise _SpanError(f"trace id must be 16 bytes and not all zero (got {len(tid)} bytes)")
+    if len(sid) != 8 or sid == _ZERO_SPAN:
+        raise _SpanError(f"span id must be 8 bytes and not all zero (got {len(sid)} bytes)")
+    if time_ns > _INT64_MAX:
+        raise _SpanError("time beyond the year 2262")
+    legacy = attrs.get("event.name")
+    name = event_name or (legacy if isinstance(legacy, str) and legacy else "log")
+    return LogEvent(
+        trace_id=tid.hex(),
+        span_id=sid.hex(),
+        name=name,
+        time_unix_nano=time_ns,
+        severity_number=severity,
+        body=body,
+        attributes=attrs,
+    )
+
+
+# ---------------------------------------------------------------- protobuf
+
+
+def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
+    """Decode a binary ``ExportLogsServiceRequest``.
+
+    Raises :class:`OtlpDecodeError` when the body is not a readable message; bad records are counted
+    in ``rejected`` instead.
+    """
+    req = ExportLogsServiceRequest()
+    try:
+        req.ParseFromString(body)
+    except Exception as exc:  # the protobuf runtime raises DecodeError, and others on odd input
+        raise OtlpDecodeError(
+            f"the body is not a valid OTLP ExportLogsServiceRequest protobuf ({exc})",
+            hint="send an OTLP log export request to /v1/logs (traces go to /v1/traces); a truncated "
+            "body or a JSON body sent as application/x-protobuf also cause this",
+        ) from exc
+    notes = _Notes()
+    events: list[LogEvent] = []
+    for rl in req.resource_logs:
+        for sl in rl.scope_logs:
+            for lr in sl.log_records:
+                label = f"log record {_short(lr.event_name) if lr.event_name else '(no event name)'}"
+                try:
+                    attrs = _attrs_pb(lr.attributes, notes, label)
+                    value = (
+                        _attrs_pb([_KeyValue(lr.body)], notes, label)["body"] if lr.HasField("body") else None
+                    )
+                    events.append(
+                        _event(
+                            lr.trace_id,
+                            lr.span_id,
+                            lr.event_name,
+                            attrs,
+                            lr.time_unix_nano or lr.observed_time_unix_nano,
+                            lr.severity_number,
+                            value,
+                        )
+                    )
+                except (_SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+                    ids = f"span {lr.span_id.hex() or '<none>'} of trace {lr.trace_id.hex() or '<none>'}"
+                    notes.reject(f"{label} of {ids}", str(exc) or type(exc).__name__)
+    return _result(notes, events)
+
+
+# ---------------------------------------------------------------- OTLP/JSON
+
+
+def decode_logs_json(body: bytes | str) -> LogDecodeResult:
+    """Decode an OTLP/JSON ``ExportLogsServiceRequest`` (hex ids, integer enums, int64 as strings),
+    as leniently as the trace decoder (snake_case keys, enum names, base64 ids)."""
+    if isinstance(body, str):
+        body = body.encode("utf-8", "surrogatepass")
+    try:
+        obj = json.loads(body)
+    except RecursionError as exc:
+        raise OtlpDecodeError(
+            "the JSON body is nested too deeply to read",
+            hint=f"keep attribute values under {MAX_ATTRIBUTE_DEPTH} levels of nesting",
+        ) from exc
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise OtlpDecodeError(
+            f"the body is not valid JSON ({exc})",
+            hint="send OTLP/JSON (an ExportLogsServiceRequest object), UTF-8 encoded; "
+            "a truncated body or a protobuf body sent as application/json cause this",
+        ) from exc
+    if _SURROGATE_ESCAPE.search(body):
+        obj = _scrub(obj)
+    return decode_logs_json_object(obj)
+
+
+def _bad(msg: str) -> OtlpDecodeError:
+    return OtlpDecodeError(
+        f"malformed OTLP/JSON log request: {msg}",
+        hint='send {"resourceLogs": [{"scopeLogs": [{"logRecords": [...]}]}]}',
+    )
+
+
+def decode_logs_json_object(obj: Any) -> LogDecodeResult:
+    """Decode an already parsed OTLP/JSON log request (see :func:`decode_logs_json`)."""
+    if not isinstance(obj, dict):
+        raise _bad(f"it must be a JSON object, got {type(obj).__name__}")
+    notes = _Notes()
+    events: list[LogEvent] = []
+    for rl in _list_of(obj, "resourceLogs", "resource_logs", "request"):
+        for sl in _list_of(rl, "scopeLogs", "scope_logs", "resourceLogs entry"):
+            for lr in _list_of(sl, "logRecords", "log_records", "scopeLogs entry"):
+                event = _record_json(lr, notes)
+                if event is not None:
+                    events.append(event)
+    return _result(notes, events)
+
+
+def _list_of(d: Any, camel: str, snake: str, where: str) -> list[Any]:
+    if not isinstance(d, dict):
+        raise _bad(f"each {where} must be an object")
+    v = _get(d, camel, snake)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _bad(f"{camel} in the {where} must be a list, got {type(v).__name__}")
+    return v
+
+
+def _record_json(lr: Any, notes: _Notes) -> LogEvent | None:
+    where = "a log record that is not an object"
+    try:
+        if not isinstance(lr, dict):
+            raise _SpanError("not a JSON object")
+        event_name = _str_json(_get(lr, "eventName", "event_name"), "eventName")
+        label = f"log record {_short(event_name) if event_name else '(no event name)'}"
+        raw_tid = _get(lr, "traceId", "trace_id")
+        raw_sid = _get(lr, "spanId", "span_id")
+        where = f"{label} of span {_short(raw_sid)} of trace {_short(raw_tid)}"
+        tid = _id_json(raw_tid, 16, "traceId") if raw_tid else b""
+        sid = _id_json(raw_sid, 8, "spanId") if raw_sid else b""
+        attrs = _attrs_json(_get(lr, "attributes", "attributes"), notes, label)
+        raw_body = lr.get("body")
+        body = (
+            None
+            if raw_body is None
+            else _attrs_json([{"key": "body", "value": raw_body}], notes, label)["body"]
+        )
+        time_ns = _int64_json(_get(lr, "timeUnixNano", "time_unix_nano"), "timeUnixNano", unsigned=True)
+        if not time_ns:
+            time_ns = _int64_json(
+                _get(lr, "observedTimeUnixNano", "observed_time_unix_nano"),
+                "observedTimeUnixNano",
+                unsigned=True,
+            )
+        severity = _enum_json(
+            _get(lr, "severityNumber", "severity_number"), _SEVERITY_NAMES, "severityNumber"
+        )
+        return _event(tid, sid, event_name, attrs, time_ns, severity, body)
+    except (_SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        notes.reject(where, str(exc) or type(exc).__name__)
+        return None
