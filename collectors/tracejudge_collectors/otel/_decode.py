@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 
 from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan, SpanEvent, SpanLink, SpanSource
+from tracejudge.store import LogEvent
 from tracejudge_collectors.otel._proto import ExportTraceServiceRequest
 
 __all__ = [
@@ -88,6 +89,9 @@ class DecodeResult:
     """Spans dropped because they were invalid (bad ids, malformed fields)."""
     errors: list[str] = field(default_factory=list)
     """Why spans were rejected, and warnings about truncated values (at most 20 lines plus a count)."""
+    log_events: list[LogEvent] = field(default_factory=list)
+    """Log records with a span context, when a file held an OTLP/JSON log request (``rejected`` and
+    ``errors`` then count and explain rejected records too)."""
 
     @property
     def message(self) -> str:
@@ -338,11 +342,12 @@ def _value_pb(v: Any, kind: str | None, depth: int, budget: _Budget) -> Any:
 # ---------------------------------------------------------------- OTLP/JSON
 
 
-def decode_json(body: bytes | str, *, source: SpanSource = "otlp") -> DecodeResult:
+def decode_json(body: bytes | str, *, source: SpanSource = "otlp", logs: bool = False) -> DecodeResult:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, integer enums, int64 as strings).
 
     Lenient where the protobuf JSON mapping is: snake_case keys, enum names, numbers for int64 and
-    base64 ids are accepted too. Unknown fields are ignored.
+    base64 ids are accepted too. Unknown fields are ignored. With ``logs``, an OTLP/JSON log request
+    (``resourceLogs``) is decoded too, into ``log_events`` (files may hold either).
     """
     if isinstance(body, str):
         try:
@@ -367,10 +372,10 @@ def decode_json(body: bytes | str, *, source: SpanSource = "otlp") -> DecodeResu
         ) from exc
     if _SURROGATE_ESCAPE.search(body):
         obj = _scrub(obj)
-    return decode_json_object(obj, source=source)
+    return decode_json_object(obj, source=source, logs=logs)
 
 
-def decode_json_object(obj: Any, *, source: SpanSource = "otlp") -> DecodeResult:
+def decode_json_object(obj: Any, *, source: SpanSource = "otlp", logs: bool = False) -> DecodeResult:
     """Decode an already parsed OTLP/JSON request (see :func:`decode_json`)."""
     if not isinstance(obj, dict):
         raise OtlpDecodeError(
@@ -408,7 +413,19 @@ def decode_json_object(obj: Any, *, source: SpanSource = "otlp") -> DecodeResult
                 span = _span_json(sp, resource, scope_name, scope_version, source, notes)
                 if span is not None:
                     spans.append(span)
-    return notes.result(spans)
+    result = notes.result(spans)
+    if logs and _get(obj, "resourceLogs", "resource_logs") is not None:
+        # Imported here: the log decoder builds on this module's helpers.
+        from tracejudge_collectors.otel._logs import decode_logs_json_object
+
+        found = decode_logs_json_object(obj)
+        result = DecodeResult(
+            spans=spans,
+            rejected=result.rejected + found.rejected,
+            errors=[*result.errors, *found.errors][: _MAX_ERRORS + 2],
+            log_events=found.events,
+        )
+    return result
 
 
 def _bad(msg: str) -> OtlpDecodeError:
@@ -799,7 +816,7 @@ def _iter_jsonl(path: Path, gzipped: bool, source: SpanSource) -> Iterator[Decod
 
 def _decode_line(path: Path, lineno: int, line: bytes, source: SpanSource) -> DecodeResult:
     try:
-        return decode_json(line, source=source)
+        return decode_json(line, source=source, logs=True)
     except OtlpDecodeError as exc:
         raise InputError(
             f"{path}, line {lineno}: {exc.message}",
@@ -810,7 +827,7 @@ def _decode_line(path: Path, lineno: int, line: bytes, source: SpanSource) -> De
 
 def _iter_json(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeResult]:
     try:
-        yield decode_json(data, source=source)
+        yield decode_json(data, source=source, logs=True)
         return
     except OtlpDecodeError as exc:
         cause = exc.__cause__

@@ -32,7 +32,9 @@ class FileImport(BaseModel):
     new: int = 0
     """Of those, spans not already in the store."""
     rejected: int = 0
-    """Invalid spans skipped (bad ids, malformed fields)."""
+    """Invalid spans (and log records) skipped (bad ids, malformed fields, no span context)."""
+    log_events: int = 0
+    """Log records with a span context read from OTLP/JSON log requests in the file (repeats included)."""
     errors: list[str] = []
     """Why spans were skipped, warnings about truncated values, or why the file could not be read."""
     failed: bool = False
@@ -51,7 +53,9 @@ class ImportSummary(BaseModel):
     new: int
     """Spans new to the store."""
     rejected: int
-    """Invalid spans skipped."""
+    """Invalid spans and log records skipped."""
+    log_events: int = 0
+    """Log records with a span context read from all files."""
     failed: int
     """Files that could not be read to their end."""
 
@@ -110,12 +114,13 @@ def import_files(
         spans=sum(r.spans for r in results),
         new=sum(r.new for r in results),
         rejected=sum(r.rejected for r in results),
+        log_events=sum(r.log_events for r in results),
         failed=sum(r.failed for r in results),
     )
 
 
 def _import_one(store: Store, path: Path) -> FileImport:
-    spans = new = rejected = 0
+    spans = new = rejected = log_events = 0
     errors: list[str] = []
     batch: list[RawSpan] = []
     failed = False
@@ -124,6 +129,9 @@ def _import_one(store: Store, path: Path) -> FileImport:
             rejected += chunk.rejected
             errors.extend(chunk.errors[: max(0, 20 - len(errors))])
             batch.extend(chunk.spans)
+            if chunk.log_events:
+                log_events += len(chunk.log_events)
+                store.put_log_events(chunk.log_events)
             if len(batch) >= _BATCH:
                 spans += len(batch)
                 new += store.put_spans(batch)
@@ -134,4 +142,12 @@ def _import_one(store: Store, path: Path) -> FileImport:
     if batch:
         spans += len(batch)
         new += store.put_spans(batch)
-    return FileImport(path=str(path), spans=spans, new=new, rejected=rejected, errors=errors, failed=failed)
+    return FileImport(
+        path=str(path),
+        spans=spans,
+        new=new,
+        rejected=rejected,
+        log_events=log_events,
+        errors=errors,
+        failed=failed,
+    )

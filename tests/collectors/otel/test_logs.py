@@ -7,6 +7,7 @@ exporters and the real ``openai`` client against the scripted server, then ``tra
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 from collections.abc import Iterator
@@ -17,17 +18,20 @@ import httpx
 import openai
 import pytest
 from click.testing import CliRunner
+from google.protobuf.json_format import MessageToDict
 from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 from opentelemetry.instrumentation.openai_v2.instruments import Instruments
 from opentelemetry.instrumentation.openai_v2.patch import chat_completions_create_v_old
+from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
@@ -37,7 +41,13 @@ from wrapt import wrap_function_wrapper
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
-from tracejudge_collectors.otel import decode_logs_json, serve_in_thread
+from tracejudge_collectors.otel import (
+    MAX_VALUE_CHARS,
+    TRUNCATED_MARKER,
+    decode_logs_json,
+    decode_logs_protobuf,
+    serve_in_thread,
+)
 
 from .conftest import TRACE_ID, any_value, build_request
 
@@ -135,8 +145,6 @@ def run_agent(url: str, answer: str, *, mode: str, send_logs: bool = True) -> st
         if instrumentor is not None:
             instrumentor.uninstrument()
         else:
-            from opentelemetry.instrumentation.utils import unwrap
-
             unwrap(openai.resources.chat.completions.Completions, "create")
         tracer_provider.shutdown()
         logger_provider.shutdown()
@@ -438,11 +446,40 @@ def test_body_limit_and_bearer_token_apply_to_logs(store: SqliteStore, client: h
 
 
 def test_oversized_body_values_are_truncated_with_a_warning() -> None:
-    from tracejudge_collectors.otel import MAX_VALUE_CHARS, TRUNCATED_MARKER, decode_logs_protobuf
-
     huge = log_request(user_record("", body="z" * (MAX_VALUE_CHARS + 10))).SerializeToString()
     result = decode_logs_protobuf(huge)
     (event,) = result.events
     assert event.body.endswith(TRUNCATED_MARKER)
     assert result.rejected == 0
     assert "truncated" in result.message
+
+
+def otlp_json(message: Any) -> str:
+    """A protobuf request as OTLP/JSON (MessageToDict writes base64 ids; OTLP/JSON carries hex)."""
+    d = MessageToDict(message)
+    for resource in d.get("resourceLogs", []) + d.get("resourceSpans", []):
+        for scope in resource.get("scopeLogs", []) + resource.get("scopeSpans", []):
+            for item in scope.get("logRecords", []) + scope.get("spans", []):
+                for key in ("traceId", "spanId"):
+                    if key in item:
+                        item[key] = base64.b64decode(item[key]).hex()
+    return json.dumps(d)
+
+
+def test_collect_file_reads_otlp_json_log_requests(tmp_path: Path, store_path: Path) -> None:
+    logs = otlp_json(log_request(user_record("from a file"), {"event_name": "no.span"}))
+    spans = otlp_json(ExportTraceServiceRequest.FromString(chat_span()))
+    (tmp_path / "logs.json").write_text(logs, encoding="utf-8")
+    (tmp_path / "mixed.jsonl").write_text(f"{spans}\n{logs}\n", encoding="utf-8")
+    summary = cli_json(
+        store_path, "collect", "file", str(tmp_path / "logs.json"), str(tmp_path / "mixed.jsonl")
+    )
+    assert [(f["spans"], f["log_events"], f["rejected"]) for f in summary["files"]] == [(0, 1, 1), (1, 1, 1)]
+    assert summary["log_events"] == 2
+    assert "no trace id and span id" in summary["files"][0]["errors"][0]
+    store = SqliteStore(store_path)
+    try:
+        (span,) = store.get_spans(TRACE_HEX)
+    finally:
+        store.close()
+    assert [e.attributes["content"] for e in span.events] == ["from a file"]  # the repeat is stored once
