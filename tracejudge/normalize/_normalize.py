@@ -2,13 +2,17 @@
 
 Each span is classified once (first match wins: ``tracejudge.step`` / ``tracejudge.context.*``,
 a typed Langfuse observation, ``openinference.span.kind``, ``gen_ai.operation.name``, OpenLLMetry
-kinds and vector-store spans, then model attributes), then read by the table of its step. Readers
+kinds and vector-store spans, then model attributes; a table's "other" yields to a later table's
+specific step), then read by the table of its step. Readers
 try every dialect, because one span often carries several (Langfuse metadata holding OpenInference
 attributes, OpenLLMetry writing ``gen_ai.*``).
 
 tracejudge's own attributes, where no convention exists:
 
 - ``tracejudge.step``: force a span's step (``context``, ``retrieval``, ... any StepKind).
+- Instrumentations that only record run metadata (LangChain's ``with_config(metadata=...)``) carry
+  these keys there: OpenInference's ``metadata`` JSON, OpenLLMetry's
+  ``traceloop.association.properties.tracejudge.*`` (see ``SpanView``).
 - ``tracejudge.retrieval.filter``: JSON equality map or ``$``-operator filter the retrieval ran with.
 - ``tracejudge.retrieval.principal``: who the retrieval ran as.
 - ``tracejudge.retrieval.candidates``: JSON list ``[{"doc_id", "version", "score", "excluded_by"}]``
@@ -130,7 +134,11 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
                 if anchor_parent is not None and by_id[anchor_parent].step == "retrieval":
                     continue  # read as part of the enclosing retrieval call
                 members = _members(view, children)
-                if anchor_parent is not None and _is_retriever_task(by_id[anchor_parent]):
+                if (
+                    anchor_parent is not None
+                    and oll.KIND not in view.attrs  # a traceloop task records its own query
+                    and _is_retriever_task(by_id[anchor_parent])
+                ):
                     members.append(by_id[anchor_parent])
                 retrievals.append(_retrieval(view, members))
             elif view.step == "rerank":
@@ -197,10 +205,14 @@ def _classify(view: SpanView) -> tuple[StepKind, str]:
     step: StepKind | None = langfuse.classify(view)
     convention = "langfuse"
     if step is None:
+        # "other" is a weak answer a later table may refine: OpenLLMetry writes gen_ai.operation.name
+        # values the GenAI table does not know (execute_task, vector_db_retrieve) beside traceloop.*.
         for name, table in (("openinference", oi), ("gen_ai", genai), ("openllmetry", oll)):
-            step = table.classify(view)
-            if step is not None:
-                convention = name
+            found = table.classify(view)
+            if found is None or (found == "other" and step is not None):
+                continue
+            step, convention = found, name
+            if found != "other":
                 break
     if step is None and any(a.get(key) is not None for key in _MODEL_KEYS):
         step, convention = "model", "langfuse" if langfuse.is_langfuse(view) else "gen_ai"

@@ -6,7 +6,10 @@ Attributes read: ``traceloop.span.kind``, ``traceloop.entity.{name,input,output}
 vector stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.chroma.query.n_results``,
 ``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.filter``, and one
 ``db.query.result`` / ``db.search.result`` event per returned document with
-``db.query.result.{id,score,distance,metadata,document}``.
+``db.query.result.{id,score,distance,metadata,document}``. LangChain
+(opentelemetry-instrumentation-langchain): ``gen_ai.operation.name = vector_db_retrieve`` marks a
+retriever run, its query in ``traceloop.entity.input`` and its documents in
+``traceloop.entity.output``; ``execute_task`` spans are tasks.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ KIND = "traceloop.span.kind"
 _STEPS: dict[str, StepKind] = {"workflow": "chain", "task": "chain", "agent": "agent", "tool": "tool"}
 _QUERY_OPERATIONS = frozenset({"query", "_query", "search", "similarity_search", "retrieve", "get"})
 _RESULT_EVENTS = ("db.query.result", "db.search.result")
+# OpenLLMetry's LangChain instrumentation names a retriever run's operation this way (not an OTel value).
+_RETRIEVE_OPERATIONS = frozenset({"vector_db_retrieve"})
 
 
 def classify(view: SpanView) -> StepKind | None:
@@ -30,6 +35,9 @@ def classify(view: SpanView) -> StepKind | None:
     if isinstance(system, str) and isinstance(operation, str) and operation.lower() in _QUERY_OPERATIONS:
         return "retrieval"
     if any(event.name in _RESULT_EVENTS for event in view.raw.events):
+        return "retrieval"
+    operation_name = a.get("gen_ai.operation.name")
+    if isinstance(operation_name, str) and operation_name in _RETRIEVE_OPERATIONS:
         return "retrieval"
     kind = a.get(KIND)
     if isinstance(kind, str):

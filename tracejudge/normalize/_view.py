@@ -10,6 +10,8 @@ from tracejudge.schema import Gap, RawSpan, StepKind
 
 _LF_METADATA = "langfuse.observation.metadata"
 _LF_METADATA_PREFIX = _LF_METADATA + "."
+_OI_METADATA = "metadata"
+_TL_ASSOCIATION_PREFIX = "traceloop.association.properties."
 
 
 class Gaps:
@@ -51,7 +53,9 @@ class SpanView:
 
         Spans sent to Langfuse's OTel endpoint by other SDKs keep their attributes under
         ``metadata.attributes`` (values stringified); a user may also put ``tracejudge.*`` keys
-        straight into observation metadata. Real span attributes win over both.
+        straight into observation metadata. ``tracejudge.*`` keys of run metadata recorded by
+        LangChain instrumentations (OpenInference ``metadata`` JSON, OpenLLMetry
+        ``traceloop.association.properties.*``) are read the same way. Real span attributes win.
         """
         extra: dict[str, Any] = {}
         if _LF_METADATA in attrs:
@@ -70,6 +74,17 @@ class SpanView:
             if key.startswith(_LF_METADATA_PREFIX + "tracejudge."):
                 # The Langfuse SDK JSON-encodes each metadata value, strings included.
                 extra[key[len(_LF_METADATA_PREFIX) :]] = maybe_json(value)
+            elif key.startswith(_TL_ASSOCIATION_PREFIX + "tracejudge."):
+                # OpenLLMetry copies LangChain run metadata into association properties.
+                extra[key[len(_TL_ASSOCIATION_PREFIX) :]] = value
+        if isinstance(attrs.get(_OI_METADATA), str) and "tracejudge." in attrs[_OI_METADATA]:
+            # OpenInference writes run metadata (e.g. LangChain's ``with_config(metadata=...)``)
+            # as one JSON object: the only channel such instrumentations offer for our keys.
+            metadata = maybe_json(attrs[_OI_METADATA])
+            if isinstance(metadata, dict):
+                for key, value in metadata.items():
+                    if isinstance(key, str) and key.startswith("tracejudge."):
+                        extra.setdefault(key, value)
         if not extra:
             return attrs
         extra.update(attrs)
