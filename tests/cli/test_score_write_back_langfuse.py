@@ -62,6 +62,19 @@ def test_scores_written_twice_stay_one_per_trace_and_name(
             assert meta["prompt_hash"]
             assert meta["tracejudge_version"]
             assert "temperature" in meta
+        # Hard checks land as BOOLEAN scores matching the run's own check verdicts.
+        items = {i["trace_id"]: i for i in out["items"]}
+        booleans = [s for s in srv.scores if s.get("dataType") == "BOOLEAN"]
+        assert booleans
+        for score in booleans:
+            check = score["name"].removeprefix("restaurant-assistant.")
+            verdict = items[score["traceId"]]["checks"][check]["verdict"]
+            assert score["value"] == (1 if verdict == "pass" else 0)
+        expected = sum(
+            1 for i in out["items"] for c in i["checks"].values() if c["verdict"] in ("pass", "fail")
+        )
+        assert len(booleans) == expected
+        assert any(s["value"] == 0 for s in booleans)  # the wrong total, change, handoff, unauthorized read
         assert srv.secret_key not in first.output + second.output
     finally:
         srv.stop()

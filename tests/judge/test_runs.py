@@ -215,11 +215,15 @@ def test_write_back_langfuse_scores_and_otel_events(server: ScriptedOpenAIServer
     report = write_back("langfuse", run, items, writer=writer)
     assert report.ok
     records = score_records(run, items)
-    assert report.written == len(records) == 6
+    assert report.written == len(records) == 8
     by_name: dict[str, list[Any]] = {}
     for r in writer.scores.values():
         by_name.setdefault(r.name, []).append(r)
-    assert set(by_name) == {"support.helpful", "support.accuracy", "support.verdict"}
+    assert set(by_name) == {"support.helpful", "support.accuracy", "support.total", "support.verdict"}
+    # The hard check lands as a BOOLEAN per item: passed for task 1, failed for the wrong total.
+    total = {r.trace_id: r for r in by_name["support.total"]}
+    assert {r.data_type for r in total.values()} == {"BOOLEAN"}
+    assert sorted(r.value for r in total.values()) == [False, True]
     helpful = by_name["support.helpful"][0]
     assert helpful.data_type == "NUMERIC"
     assert helpful.value == 8
@@ -231,7 +235,7 @@ def test_write_back_langfuse_scores_and_otel_events(server: ScriptedOpenAIServer
     # A rerun writes the same ids: replaced, not duplicated.
     again = score_run(rubric(server), store, [task(1), task(2, total=3)])
     write_back("langfuse", again, list(store.iter_score_items(again.run_id)), writer=writer)
-    assert len(writer.scores) == 6
+    assert len(writer.scores) == 8
     ew = RecordingEvaluationWriter()
     write_back("otel", run, items, event_writer=ew)
     assert len(ew.events) == len(evaluation_events(run, items)) == 6

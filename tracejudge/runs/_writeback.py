@@ -33,8 +33,8 @@ def _comment(reasoning: str, reason: str) -> str | None:
 
 def score_records(run: RunRecord, items: Iterable[ItemResult]) -> list[ScoreRecord]:
     """Per item: one NUMERIC score per judged criterion, one CATEGORICAL verdict per criterion decided
-    by a check, and the overall CATEGORICAL verdict; an indeterminate criterion is a CATEGORICAL
-    ``indeterminate``, never a number."""
+    by a check, one BOOLEAN per hard check that passed or failed, and the overall CATEGORICAL verdict;
+    an indeterminate criterion is a CATEGORICAL ``indeterminate``, never a number."""
     p = run.provenance
     common: dict[str, Any] = {
         "rubric_name": p.rubric_name,
@@ -61,6 +61,29 @@ def score_records(run: RunRecord, items: Iterable[ItemResult]) -> list[ScoreReco
                     comment=_comment(c.reasoning, c.reason),
                     prompt_hash=prompt_hash if numeric or c.decided_by == "judge" else None,
                     metadata=meta,
+                    **common,
+                )
+            )
+        for name, check in item.checks.items():
+            # BOOLEAN can only say pass or fail: an indeterminate check stays out (it is named in the
+            # verdict's comment) rather than becoming a false; a name a criterion already uses is skipped
+            # so the two never share one deterministic score id.
+            if check.verdict == "indeterminate" or name in item.criteria:
+                continue
+            out.append(
+                ScoreRecord(
+                    trace_id=item.trace_id,
+                    observation_id=item.span_id,
+                    name=f"{p.rubric_name}.{name}",
+                    value=check.verdict == "pass",
+                    data_type="BOOLEAN",
+                    comment=check.detail or None,
+                    metadata={
+                        **base_meta,
+                        "verdict": check.verdict,
+                        "decided_by": "check",
+                        "type": check.type,
+                    },
                     **common,
                 )
             )

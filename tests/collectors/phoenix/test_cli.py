@@ -146,15 +146,16 @@ def test_score_write_back_to_phoenix_span_annotations(server, tmp_path):
             (report,) = data["write_back"]
             assert report["target"] == "phoenix"
             assert report["failed"] == []
-            assert report["written"] == 4
+            assert report["written"] == 6  # per item: the criterion, the states_cap check, the verdict
     spans = server.span_annotations
     # Each item has an evaluated span (the final-answer span), so every score is a span annotation.
-    assert len(spans) == 4
+    assert len(spans) == 6
     assert server.trace_annotations == []
     assert {a["span_id"] for a in spans} == {synthetic_spans(i)[0]["span_id"] for i in range(2)}
     kinds = {a["name"]: a["annotator_kind"] for a in spans}
     assert kinds["answer-correctness.correctness"] == "LLM"
     assert kinds["answer-correctness.verdict"] == "CODE"
+    assert kinds["answer-correctness.states_cap"] == "CODE"
     correctness = [a for a in spans if a["name"] == "answer-correctness.correctness"]
     assert {a["identifier"] for a in correctness} == {"tracejudge:answer-correctness.correctness:3"}
     assert {a["result"]["score"] for a in correctness} == {8.0}
