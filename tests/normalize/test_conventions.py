@@ -546,3 +546,17 @@ def test_final_answer_falls_back_to_last_model_call() -> None:
 def test_no_spans_is_an_input_error() -> None:
     with pytest.raises(InputError):
         normalize([])
+
+
+def test_usage_total_from_either_total_tokens_attribute() -> None:
+    for key in ("llm.usage.total_tokens", "gen_ai.usage.total_tokens"):
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "ASK",
+            "gen_ai.usage.prompt_tokens": 10,
+            "gen_ai.usage.completion_tokens": 5,
+            key: 15,
+        }
+        [call] = normalize([root(), span("c1", attrs)]).model_calls
+        assert call.usage == {"input": 10, "output": 5, "total": 15}

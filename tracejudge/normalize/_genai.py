@@ -145,5 +145,5 @@ def usage(view: SpanView) -> dict[str, Any]:
     return {
         "input": a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")),
         "output": a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")),
-        "total": a.get("llm.usage.total_tokens"),
+        "total": a.get("llm.usage.total_tokens", a.get("gen_ai.usage.total_tokens")),
     }
