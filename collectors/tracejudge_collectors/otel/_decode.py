@@ -164,15 +164,12 @@ def decode_protobuf(body: bytes, *, source: SpanSource = "otlp") -> DecodeResult
     Raises :class:`OtlpDecodeError` when the body is not a readable message; bad spans are counted
     in ``rejected`` instead.
     """
-    req = ExportTraceServiceRequest()
-    try:
-        req.ParseFromString(body)
-    except Exception as exc:  # the protobuf runtime raises DecodeError, and others on odd input
-        raise OtlpDecodeError(
-            f"the body is not a valid OTLP ExportTraceServiceRequest protobuf ({exc})",
-            hint="send an OTLP trace export request; a truncated body, a JSON body sent as "
-            "application/x-protobuf, or attribute values nested over ~45 levels all cause this",
-        ) from exc
+    req = _parse_pb(
+        ExportTraceServiceRequest(),
+        body,
+        hint="send an OTLP trace export request; a truncated body, a JSON body sent as "
+        "application/x-protobuf, or attribute values nested over ~45 levels all cause this",
+    )
     notes = _Notes()
     spans: list[RawSpan] = []
     for rs in req.resource_spans:
@@ -185,6 +182,36 @@ def decode_protobuf(body: bytes, *, source: SpanSource = "otlp") -> DecodeResult
                 if span is not None:
                     spans.append(span)
     return notes.result(spans)
+
+
+def _parse_pb(message: Any, body: bytes, *, hint: str) -> Any:
+    """``message`` parsed from ``body``, or an :class:`OtlpDecodeError` naming the message type."""
+    try:
+        message.ParseFromString(body)
+    except Exception as exc:  # the protobuf runtime raises DecodeError, and others on odd input
+        raise OtlpDecodeError(
+            f"the body is not a valid OTLP {type(message).__name__} protobuf ({exc})", hint=hint
+        ) from exc
+    return message
+
+
+def _load_json_body(body: bytes, *, request: str) -> Any:
+    """Parse an OTLP/JSON body, mapping every failure to an :class:`OtlpDecodeError`; lone surrogates
+    escaped in the text are replaced rather than fatal."""
+    try:
+        obj = json.loads(body)
+    except RecursionError as exc:
+        raise OtlpDecodeError(
+            "the JSON body is nested too deeply to read",
+            hint=f"keep attribute values under {MAX_ATTRIBUTE_DEPTH} levels of nesting",
+        ) from exc
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise OtlpDecodeError(
+            f"the body is not valid JSON ({exc})",
+            hint=f"send OTLP/JSON (an {request} object), UTF-8 encoded; "
+            "a truncated body or a protobuf body sent as application/json cause this",
+        ) from exc
+    return _scrub(obj) if _SURROGATE_ESCAPE.search(body) else obj
 
 
 def _span_pb(
@@ -357,21 +384,7 @@ def decode_json(body: bytes | str, *, source: SpanSource = "otlp", logs: bool = 
                 "the JSON text contains characters that cannot be encoded as UTF-8",
                 hint="send UTF-8 encoded OTLP/JSON",
             ) from exc
-    try:
-        obj = json.loads(body)
-    except RecursionError as exc:
-        raise OtlpDecodeError(
-            "the JSON body is nested too deeply to read",
-            hint=f"keep attribute values under {MAX_ATTRIBUTE_DEPTH} levels of nesting",
-        ) from exc
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise OtlpDecodeError(
-            f"the body is not valid JSON ({exc})",
-            hint="send OTLP/JSON (an ExportTraceServiceRequest object), UTF-8 encoded; "
-            "a truncated body or a protobuf body sent as application/json cause this",
-        ) from exc
-    if _SURROGATE_ESCAPE.search(body):
-        obj = _scrub(obj)
+    obj = _load_json_body(body, request="ExportTraceServiceRequest")
     return decode_json_object(obj, source=source, logs=logs)
 
 

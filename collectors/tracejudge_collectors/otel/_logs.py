@@ -13,17 +13,14 @@ abuse limits of the trace decoder (depth, size, truncation markers) apply to bod
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracejudge.store import LogEvent
 from tracejudge_collectors.otel._decode import (
     _INT64_MAX,
-    _SURROGATE_ESCAPE,
     _ZERO_SPAN,
     _ZERO_TRACE,
-    MAX_ATTRIBUTE_DEPTH,
     OtlpDecodeError,
     _attrs_json,
     _attrs_pb,
@@ -31,8 +28,9 @@ from tracejudge_collectors.otel._decode import (
     _get,
     _id_json,
     _int64_json,
+    _load_json_body,
     _Notes,
-    _scrub,
+    _parse_pb,
     _short,
     _SpanError,
     _str_json,
@@ -120,15 +118,12 @@ def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
     Raises :class:`OtlpDecodeError` when the body is not a readable message; bad records are counted
     in ``rejected`` instead.
     """
-    req = ExportLogsServiceRequest()
-    try:
-        req.ParseFromString(body)
-    except Exception as exc:  # the protobuf runtime raises DecodeError, and others on odd input
-        raise OtlpDecodeError(
-            f"the body is not a valid OTLP ExportLogsServiceRequest protobuf ({exc})",
-            hint="send an OTLP log export request to /v1/logs (traces go to /v1/traces); a truncated "
-            "body or a JSON body sent as application/x-protobuf also cause this",
-        ) from exc
+    req = _parse_pb(
+        ExportLogsServiceRequest(),
+        body,
+        hint="send an OTLP log export request to /v1/logs (traces go to /v1/traces); a truncated "
+        "body or a JSON body sent as application/x-protobuf also cause this",
+    )
     notes = _Notes()
     events: list[LogEvent] = []
     for rl in req.resource_logs:
@@ -165,21 +160,7 @@ def decode_logs_json(body: bytes | str) -> LogDecodeResult:
     as leniently as the trace decoder (snake_case keys, enum names, base64 ids)."""
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
-    try:
-        obj = json.loads(body)
-    except RecursionError as exc:
-        raise OtlpDecodeError(
-            "the JSON body is nested too deeply to read",
-            hint=f"keep attribute values under {MAX_ATTRIBUTE_DEPTH} levels of nesting",
-        ) from exc
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise OtlpDecodeError(
-            f"the body is not valid JSON ({exc})",
-            hint="send OTLP/JSON (an ExportLogsServiceRequest object), UTF-8 encoded; "
-            "a truncated body or a protobuf body sent as application/json cause this",
-        ) from exc
-    if _SURROGATE_ESCAPE.search(body):
-        obj = _scrub(obj)
+    obj = _load_json_body(body, request="ExportLogsServiceRequest")
     return decode_logs_json_object(obj)
 
 
