@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tracejudge.localize import localize
+from tracejudge.normalize import normalize
 from tracejudge.schema import (
     Candidate,
     Document,
+    Localization,
     ManifestEntry,
     Material,
     Message,
@@ -20,6 +24,7 @@ from tracejudge.schema import (
     TaskRecord,
     Ticket,
 )
+from tracejudge_collectors.otel import read_otlp_file
 
 T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
 DOC = "C-17/attachment"
@@ -151,6 +156,27 @@ def v1_entry(**kw: Any) -> ManifestEntry:
     }
     base.update(kw)
     return entry("v1", **base)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+
+
+def recorded_manifest(v2_region: str) -> list[ManifestEntry]:
+    """The index behind the recorded traces: v1 until 2026-03-01, v2 after it in ``v2_region``; no ACL,
+    since their retrievals record no principal."""
+    return [
+        v1_entry(metadata={"region": "CN"}, acl=None),
+        entry(indexed_at=datetime(2026, 3, 2, tzinfo=UTC), metadata={"region": v2_region}, acl=None),
+    ]
+
+
+def triage_recorded(name: str, entries: list[ManifestEntry] | None) -> Localization:
+    """The default ticket triaged over a trace file in tests/fixtures/traces, through the real decoder."""
+    return localize(normalize(list(read_otlp_file(RECORDED / name))), ticket(), entries)
+
+
+def statuses(loc: Localization) -> list[str]:
+    return [s.status for s in loc.stages]
 
 
 @pytest.fixture
