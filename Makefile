@@ -25,7 +25,8 @@ typecheck: $(STAMP)
 # The suite talks to a real PostgreSQL, Chromium and Prometheus: .ci/services.sh installs (as root)
 # and starts them, and prints the PostgreSQL URL the store tests use.
 unit: $(STAMP)
-	TRACEJUDGE_TEST_POSTGRES="$${TRACEJUDGE_TEST_POSTGRES:-$$(bash .ci/services.sh)}" $(BIN)/python -m pytest
+	url="$${TRACEJUDGE_TEST_POSTGRES:-}"; [ -n "$$url" ] || url="$$(bash .ci/services.sh)" || exit 1; \
+	TRACEJUDGE_TEST_POSTGRES="$$url" $(BIN)/python -m pytest
 
 test: lint typecheck unit
 

@@ -3,6 +3,9 @@
 # Chromium for the report, Prometheus for the dashboards. Idempotent; prints the PostgreSQL URL last.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
+# Only the URL goes to stdout (callers capture it); everything the tools say goes to stderr —
+# pg_ctlcluster, for one, prints "Removed stale pid file." after an unclean shutdown.
+exec 3>&1 1>&2
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v prometheus >/dev/null || need+=(prometheus)
@@ -21,11 +24,11 @@ if ! pg_lsclusters -h | grep -q "^$ver main"; then
   pg_createcluster "$ver" main >/dev/null
 fi
 if ! pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main" {print $4}' | grep -q online; then
-  pg_ctlcluster "$ver" main start -o "-c listen_addresses=127.0.0.1" 
+  pg_ctlcluster "$ver" main start -o "-c listen_addresses=127.0.0.1" 3>&-  # the server must not hold our stdout open
 fi
 port=$(pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main" {print $3}')
 runuser -u postgres -- psql -q -p "$port" -tAc "SELECT 1 FROM pg_roles WHERE rolname='tracejudge'" | grep -q 1 \
   || runuser -u postgres -- psql -q -p "$port" -c "CREATE ROLE tracejudge LOGIN PASSWORD 'tracejudge' CREATEDB"
 runuser -u postgres -- psql -q -p "$port" -tAc "SELECT 1 FROM pg_database WHERE datname='tracejudge_test'" | grep -q 1 \
   || runuser -u postgres -- psql -q -p "$port" -c "CREATE DATABASE tracejudge_test OWNER tracejudge"
-echo "postgresql://tracejudge:tracejudge@127.0.0.1:$port/tracejudge_test"
+echo "postgresql://tracejudge:tracejudge@127.0.0.1:$port/tracejudge_test" >&3
