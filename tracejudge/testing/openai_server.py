@@ -1,7 +1,8 @@
 """A local OpenAI-compatible HTTP server with scripted replies, for tests, benchmarks and the demo.
 
 It speaks enough of the API for the real ``openai`` client: ``POST /v1/chat/completions``
-(plain and streamed) and ``GET /v1/models``. What it answers is a list of :class:`Rule`\\ s,
+(plain and streamed), ``POST /v1/embeddings`` (deterministic bag-of-words vectors, see
+:func:`embed_text`) and ``GET /v1/models``. What it answers is a list of :class:`Rule`\\ s,
 tried in order against each request; the first that matches (and still has uses left) decides
 the reply, or the fault to inject (an HTTP status with ``Retry-After``, a delay, a malformed
 body). Every request is recorded.
@@ -16,9 +17,13 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
+import math
 import re
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -32,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["RecordedRequest", "Rule", "ScriptedOpenAIServer"]
+__all__ = ["RecordedRequest", "Rule", "ScriptedOpenAIServer", "embed_text"]
 
 _UNSET: Any = object()
 
@@ -260,6 +265,8 @@ class ScriptedOpenAIServer:
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+                Route("/embeddings", self._embeddings, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/models", self._models, methods=["GET"]),
             ]
@@ -277,6 +284,44 @@ class ScriptedOpenAIServer:
         self._record(request, None, None)
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "tracejudge"} for m in self.models]
         return JSONResponse({"object": "list", "data": data})
+
+    async def _embeddings(self, request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        self._record(request, body if body is not None else raw.decode("utf-8", "replace"), None)
+        if not isinstance(body, dict):
+            return _error(400, "the request body is not a JSON object", "invalid_request_error")
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts:
+            return _error(400, "'input' must be a string or a non-empty list", "invalid_request_error")
+        dims = body.get("dimensions")
+        size: int = dims if isinstance(dims, int) else 64
+        if not 1 <= size <= 4096:
+            return _error(400, "'dimensions' must be between 1 and 4096", "invalid_request_error")
+        data = []
+        for i, item in enumerate(texts):
+            # Token-id inputs (lists of ints) are embedded through their decimal text.
+            vector = embed_text(item if isinstance(item, str) else json.dumps(item), size)
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                # The openai client asks for base64 by default: little-endian float32, like the real API.
+                packed = b"".join(_FLOAT32.pack(x) for x in vector)
+                encoded = base64.b64encode(packed).decode()
+            data.append({"object": "embedding", "index": i, "embedding": encoded})
+        tokens = sum(_tokens(t if isinstance(t, str) else json.dumps(t)) for t in texts)
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": str(body.get("model") or self.models[0]),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     def _pick(self, body: dict[str, Any]) -> tuple[int | None, Rule | None]:
         with self._lock:
@@ -370,6 +415,26 @@ class ScriptedOpenAIServer:
             data = base | {"choices": [], "usage": full["usage"]}
             yield f"data: {json.dumps(data)}\n\n".encode()
         yield b"data: [DONE]\n\n"
+
+
+_FLOAT32 = struct.Struct("<f")
+
+
+def embed_text(text: str, dimensions: int = 64) -> list[float]:
+    """The vector ``POST /v1/embeddings`` returns: hashed bag of lower-cased words, unit length.
+
+    Stable across processes and machines (BLAKE2b, not ``hash()``), so recorded retrievals rank
+    documents the same way on every run; texts sharing words have a positive cosine similarity.
+    """
+    counts = [0.0] * dimensions
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        counts[int.from_bytes(digest, "little") % dimensions] += 1.0
+    norm = math.sqrt(sum(c * c for c in counts))
+    if norm == 0:
+        # An empty text still gets a unit vector, so cosine similarity stays defined.
+        return [1.0 / math.sqrt(dimensions)] * dimensions
+    return [c / norm for c in counts]
 
 
 def _tool_calls(rule: Rule) -> list[dict[str, Any]]:
