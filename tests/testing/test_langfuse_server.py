@@ -147,3 +147,25 @@ def test_faults_429_500_and_drop(v4):
             c.get("/v2/observations")
         assert c.get("/v2/observations").status_code == 200
     assert [r.status for r in v4.requests] == [429, 500, 0, 200]
+
+
+def test_annotation_queues_and_items_follow_the_spec(v4):
+    queue_id = v4.add_annotation_queue("to-label", description="near the threshold")
+    with client(v4) as c:
+        assert c.get(f"/annotation-queues/{queue_id}").json()["name"] == "to-label"
+        made = c.post("/annotation-queues", json={"name": "second", "scoreConfigIds": []})
+        assert made.status_code == 200
+        assert c.get("/annotation-queues").json()["meta"]["totalItems"] == 2
+        item = c.post(f"/annotation-queues/{queue_id}/items", json={"objectId": "t1", "objectType": "TRACE"})
+        assert item.status_code == 200
+        assert item.json()["status"] == "PENDING"
+        assert c.post(f"/annotation-queues/{queue_id}/items", json={"objectId": "t1"}).status_code == 400
+        listed = c.get(f"/annotation-queues/{queue_id}/items", params={"status": "PENDING"}).json()
+        assert [i["objectId"] for i in listed["data"]] == ["t1"]
+        assert c.get("/annotation-queues/nope/items").status_code == 404
+        assert (
+            c.post("/annotation-queues/nope/items", json={"objectId": "t", "objectType": "TRACE"}).status_code
+            == 404
+        )
+    assert v4.response_errors == []
+    assert [i["queueId"] for i in v4.annotation_queue_items] == [queue_id]

@@ -9,7 +9,8 @@ It serves, in memory, what tracejudge reads and writes, for both API generations
   (observations and scores embedded), ``GET /api/public/v2/scores``; ``/v2/observations`` answers
   404 as a self-hosted v3 does. ``scores_v3=True`` adds ``/v3/scores`` (v3.179.0 and later).
 * Both: ``POST /api/public/scores`` (upsert on id, name and the UTC date of ``timestamp``),
-  ``POST``/``GET /api/public/v2/datasets``, ``POST``/``GET /api/public/dataset-items`` and
+  ``POST``/``GET /api/public/v2/datasets``, ``POST``/``GET /api/public/dataset-items``,
+  ``POST``/``GET /api/public/annotation-queues`` (and ``/{queueId}``, ``/{queueId}/items``) and
   ``GET /api/public/health``.
 
 Every request and response is validated against the OpenAPI spec (``langfuse-openapi.yml``)
@@ -149,6 +150,8 @@ class LangfuseServer(ApiServer):
         self._datasets: dict[str, dict[str, Any]] = {}
         self._items: dict[str, dict[str, Any]] = {}
         self._score_configs: dict[str, dict[str, Any]] = {}
+        self._queues: dict[str, dict[str, Any]] = {}
+        self._queue_items: dict[str, dict[str, Any]] = {}
 
     # -- data -------------------------------------------------------------------------------
 
@@ -216,6 +219,27 @@ class LangfuseServer(ApiServer):
         """Every dataset item."""
         with self._lock:
             return [dict(i) for i in self._items.values()]
+
+    def add_annotation_queue(
+        self, name: str, *, description: str | None = None, score_config_ids: Iterable[str] = ()
+    ) -> str:
+        """Create an annotation queue as if posted; returns its id."""
+        _, queue = self._queue_post_body(
+            {"name": name, "description": description, "scoreConfigIds": list(score_config_ids)}
+        )
+        return str(queue["id"])
+
+    @property
+    def annotation_queues(self) -> dict[str, dict[str, Any]]:
+        """Annotation queues by id."""
+        with self._lock:
+            return dict(self._queues)
+
+    @property
+    def annotation_queue_items(self) -> list[dict[str, Any]]:
+        """Every annotation queue item, oldest first (a re-post of an object adds another item)."""
+        with self._lock:
+            return [dict(i) for i in self._queue_items.values()]
 
     # -- ASGI -------------------------------------------------------------------------------
 
@@ -304,6 +328,11 @@ class LangfuseServer(ApiServer):
             ("POST", r"/score-configs", self._config_post, True),
             ("GET", r"/score-configs", self._configs_list, True),
             ("GET", r"/score-configs/(?P<config_id>[^/]+)", self._config_get, True),
+            ("GET", r"/annotation-queues", self._queues_list, True),
+            ("POST", r"/annotation-queues", self._queue_post, True),
+            ("GET", r"/annotation-queues/(?P<queue_id>[^/]+)", self._queue_get, True),
+            ("GET", r"/annotation-queues/(?P<queue_id>[^/]+)/items", self._queue_items_list, True),
+            ("POST", r"/annotation-queues/(?P<queue_id>[^/]+)/items", self._queue_item_post, True),
         ]
         for m, pattern, fn, enabled in table:
             match = re.fullmatch(pattern, sub)
@@ -916,6 +945,75 @@ class LangfuseServer(ApiServer):
         if config is None:
             raise _BadRequest(f"score config {config_id} not found", status=404)
         return 200, config
+
+    def _queue_post_body(self, body: dict[str, Any]) -> tuple[int, Any]:
+        now = _iso(datetime.now(UTC))
+        queue = {
+            "id": str(uuid.uuid4()),
+            "name": body["name"],
+            "description": body.get("description"),
+            "scoreConfigIds": list(body.get("scoreConfigIds") or []),
+            "createdAt": now,
+            "updatedAt": now,
+        }
+        with self._lock:
+            self._queues[queue["id"]] = queue
+        return 200, queue
+
+    def _queue_post(self, request: Request, body: Any) -> tuple[int, Any]:
+        return self._queue_post_body(body)
+
+    def _queues_list(self, request: Request, body: Any) -> tuple[int, Any]:
+        limit = self._int(request, "limit", 50, 1, 100)
+        page = self._int(request, "page", 1, 1, 10**9)
+        rows = list(self.annotation_queues.values())
+        return 200, {
+            "data": rows[(page - 1) * limit : page * limit],
+            "meta": _page_meta(page, limit, len(rows)),
+        }
+
+    def _queue(self, queue_id: str) -> dict[str, Any]:
+        with self._lock:
+            queue = self._queues.get(queue_id)
+        if queue is None:
+            raise _BadRequest("Annotation queue not found", status=404)
+        return queue
+
+    def _queue_get(self, request: Request, body: Any, queue_id: str) -> tuple[int, Any]:
+        return 200, self._queue(queue_id)
+
+    def _queue_items_list(self, request: Request, body: Any, queue_id: str) -> tuple[int, Any]:
+        self._queue(queue_id)
+        limit = self._int(request, "limit", 50, 1, 100)
+        page = self._int(request, "page", 1, 1, 10**9)
+        status = request.query_params.get("status")
+        rows = [
+            i
+            for i in self.annotation_queue_items
+            if i["queueId"] == queue_id and (status is None or i["status"] == status)
+        ]
+        return 200, {
+            "data": rows[(page - 1) * limit : page * limit],
+            "meta": _page_meta(page, limit, len(rows)),
+        }
+
+    def _queue_item_post(self, request: Request, body: Any, queue_id: str) -> tuple[int, Any]:
+        self._queue(queue_id)
+        now = _iso(datetime.now(UTC))
+        status = body.get("status") or "PENDING"
+        item = {
+            "id": str(uuid.uuid4()),
+            "queueId": queue_id,
+            "objectId": body["objectId"],
+            "objectType": body["objectType"],
+            "status": status,
+            "completedAt": now if status == "COMPLETED" else None,
+            "createdAt": now,
+            "updatedAt": now,
+        }
+        with self._lock:
+            self._queue_items[item["id"]] = item
+        return 200, item
 
 
 def _page_meta(page: int, limit: int, total: int) -> dict[str, int]:
