@@ -463,7 +463,8 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
     settled = any(m is not None and m.found for m in exact)
     for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
         if match is None:
-            missing.append(f"model input of span {call.span_id} (content capture was off)")
+            why = "redacted" if call.input_redacted else "content capture was off"
+            missing.append(f"model input of span {call.span_id} ({why})")
             continue
         if match.found:
             seen.append(
@@ -486,7 +487,13 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
         detail = f"{source} of {label} reached the model input of {len(seen)} of {len(calls)} model calls"
         return _stage("in_context", "pass", detail, evidence=[*seen, *absent])
     if missing:
-        detail = f"{source} of {label} is not in any recorded model input, and not every input was recorded"
+        if all(x is None for x in exact):
+            n = len(calls)
+            detail = f"the model input was not recorded ({n} model call{'s' if n > 1 else ''})"
+        else:
+            detail = (
+                f"{source} of {label} is not in any recorded model input, and not every input was recorded"
+            )
         return _stage("in_context", "unconfirmed", detail, evidence=absent, missing=missing)
     drops = _drop_notes(ctx, m)
     detail = f"{source} of {label} is in none of the {len(calls)} recorded model inputs"

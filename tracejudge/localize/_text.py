@@ -33,9 +33,22 @@ _MULTIPLIERS = {
     "万": Decimal(10) ** 4,
     "亿": Decimal(10) ** 8,
 }
+# A currency or percent sign written next to a number becomes one canonical unit token after it, so
+# "RMB 30,000", "30,000 RMB", "30000 yuan" and "30000元" read alike ("¥" is left alone: yuan or yen).
+_UNITS = {
+    "rmb": "cny", "cny": "cny", "yuan": "cny", "元": "cny",
+    "usd": "usd", "us$": "usd", "$": "usd", "dollar": "usd", "dollars": "usd",
+    "eur": "eur", "€": "eur", "euro": "eur", "euros": "eur",
+    "gbp": "gbp", "£": "gbp", "pound": "gbp", "pounds": "gbp",
+    "jpy": "jpy", "yen": "jpy",
+    "%": "percent", "percent": "percent", "per cent": "percent", "pct": "percent",
+}  # fmt: skip
 _TOKEN = re.compile(
+    r"(?:(?P<pre>us\$|[$€£]|(?<![^\W\d_])(?:rmb|cny|usd|eur|gbp|jpy)(?=[ \u00a0]?\d))[ \u00a0]?)?"
     rf"(?P<num>{_NUM_RUN})"
     rf"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"
+    r"(?:[ \u00a0]?(?:(?P<post>per[ ]?cent|pct|rmb|cny|yuan|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
+    r"(?![^\W\d_])|(?P<sign>[%€£$]))|(?P<cjkpost>元))?"
     rf"|(?P<cjk>[{_CJK}])"
     rf"|(?P<word>[^\W\d_{_CJK}]+)"
 )
@@ -69,7 +82,11 @@ def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
                 digits += groups[j + 1]
                 j += 1
         decimal = ""
-        if j < len(seps) and ((seps[j] == "." and thousands != ".") or (seps[j] == "," and thousands == ".")):
+        # The decimal mark is the other one of "," and "." once thousands are grouped: "30,000.50",
+        # "30.000,50", and with space or apostrophe groups both occur ("30 000,50" in France,
+        # "30'000.50" in Switzerland).
+        comma_decimal = thousands is not None and thousands != ","
+        if j < len(seps) and ((seps[j] == "." and thousands != ".") or (seps[j] == "," and comma_decimal)):
             decimal = groups[j + 1]
             j += 1
         try:
@@ -109,6 +126,11 @@ def _tokens(text: str, offset: int = 0) -> list[_Tok]:
             if mul is not None and k == len(values) - 1:
                 value *= mul
             toks.append(_Tok(_canon(value), offset + m.start(), offset + m.end(), n, False))
+        unit = m.group("post") or m.group("sign") or m.group("cjkpost") or m.group("pre")
+        if unit is not None:
+            # Not a word token: the canonical code need not occur literally, so it is never an anchor.
+            code = _UNITS[re.sub(r"\s+", " ", unit)]
+            toks.append(_Tok(code, offset + m.start(), offset + m.end(), n, False))
     return toks
 
 
