@@ -23,6 +23,7 @@ from tracejudge.schema import (
     ItemResult,
     Localization,
     MaterialResult,
+    Mismatch,
     RawSpan,
     RunRecord,
     StageResult,
@@ -115,6 +116,8 @@ class RunPoint(_View):
     """Judge model."""
     temperature: float | None
     """Judge temperature."""
+    repeat: int = 1
+    """Judge calls per item."""
     agent_prompts: tuple[str, ...] = ()
     """Managed agent prompts (``name@version``) seen in the run's traces."""
     n: int
@@ -256,14 +259,20 @@ def langfuse_base_url(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def trace_origin(spans: Sequence[RawSpan]) -> tuple[str | None, str | None]:
-    """(source, Langfuse trace id) of a stored trace."""
+    """(source, Langfuse trace id) of a stored trace.
+
+    The collector puts ``langfuse.trace.id`` on the root span only and lowercases the store's trace id;
+    Langfuse's own id may differ in case, so it is looked for on every span before falling back."""
     if not spans:
         return None, None
-    for s in spans:
-        if s.source == "langfuse":
-            lf = s.attributes.get("langfuse.trace.id")
-            return "langfuse", str(lf) if isinstance(lf, str | int) and str(lf) else s.trace_id
-    return spans[0].source, None
+    from_langfuse = [s for s in spans if s.source == "langfuse"]
+    if not from_langfuse:
+        return spans[0].source, None
+    for s in from_langfuse:
+        lf = s.attributes.get("langfuse.trace.id")
+        if isinstance(lf, str | int) and str(lf):
+            return "langfuse", str(lf)
+    return "langfuse", from_langfuse[0].trace_id
 
 
 def triage_view(
@@ -314,10 +323,71 @@ def triage_view(
     return TriageView(
         tickets=tuple(tickets),
         verdict_counts=counts,
-        by_stage_cause=tuple((v, s, c, n) for (v, s, c), n in sorted(combos.items())),
+        by_stage_cause=tuple(
+            (v, s, c, n)
+            for (v, s, c), n in sorted(combos.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0]))
+        ),
         entries=len(entries),
         entry_counts=dict(sorted(entry_counts.items())),
     )
+
+
+# --- the judge's audit ---------------------------------------------------------------------------
+
+
+class MismatchRow(_View):
+    """Reasoning that contradicts its score, with identical replies of repeated judge calls merged."""
+
+    trace_id: str
+    """The item."""
+    criterion: str
+    """Criterion (``overall`` for the reply's overall reasoning)."""
+    score: float
+    """The score given."""
+    sentiment: float
+    """Tone of the reasoning on -1..1."""
+    cues: tuple[str, ...] = ()
+    """The cue words that set the tone (critical ones first)."""
+    repeats: tuple[int, ...] = ()
+    """Which judge calls gave this reply."""
+    reasoning: str = ""
+    """The reasoning, whole."""
+
+
+def gate_reading(c: CalibrationReport) -> str | None:
+    """Why this calibration could not let its judge gate a build (``score --gate``), or None when its
+    held-out figures clear the bar (the rubric and prompt checks of the gate itself still apply)."""
+    from tracejudge.audit import GATE_KAPPA, GATE_MIN_HOLDOUT
+
+    if c.holdout is None:
+        return "no items held out: cannot gate a build (calibrate with --holdout 0.3)"
+    if c.holdout.n < GATE_MIN_HOLDOUT:
+        return f"only {c.holdout.n} held-out items: at least {GATE_MIN_HOLDOUT} are needed to gate a build"
+    if c.holdout.kappa is None or c.holdout.kappa < GATE_KAPPA:
+        return f"held-out kappa under {GATE_KAPPA}: too weak to gate a build"
+    return None
+
+
+def mismatch_rows(mismatches: Iterable[Mismatch]) -> tuple[MismatchRow, ...]:
+    """Mismatches with the same item, criterion, score and reasoning merged (a repeated judge call that
+    said the same thing is one finding, not three), in the audit's order (most contradictory first)."""
+    rows: dict[tuple[str, str, float, str], MismatchRow] = {}
+    for m in mismatches:
+        key = (m.trace_id, m.criterion, m.score, m.reasoning)
+        row = rows.get(key)
+        if row is None:
+            rows[key] = MismatchRow(
+                trace_id=m.trace_id,
+                criterion=m.criterion,
+                score=m.score,
+                sentiment=m.sentiment,
+                cues=tuple(dict.fromkeys((*m.negative_cues, *m.positive_cues))),
+                repeats=(m.repeat,),
+                reasoning=m.reasoning,
+            )
+        elif m.repeat not in row.repeats:
+            rows[key] = row.model_copy(update={"repeats": tuple(sorted((*row.repeats, m.repeat)))})
+    return tuple(rows.values())
 
 
 # --- scoring ------------------------------------------------------------------------------------
@@ -341,6 +411,7 @@ def run_point(run: RunRecord, agent_prompts: Iterable[str] = ()) -> RunPoint:
         prompt_hash=p.prompt_hash,
         judge_model=p.judge_model,
         temperature=p.temperature,
+        repeat=p.repeat,
         agent_prompts=tuple(sorted(set(agent_prompts))),
         n=o.n,
         passed=o.pass_,
@@ -366,6 +437,9 @@ def _changes(before: RunPoint, now: RunPoint) -> tuple[str, ...]:
         out.append(f"judge {before.judge_model or 'none'} \u2192 {now.judge_model or 'none'}")
     if before.temperature != now.temperature:
         out.append(f"judge temperature {before.temperature} \u2192 {now.temperature}")
+    if before.repeat != now.repeat:
+        # Scores of repeated calls are aggregated, so the same judge can read differently.
+        out.append(f"judge calls per item {before.repeat} \u2192 {now.repeat}")
     judge_changed = before.judge_model != now.judge_model or before.temperature != now.temperature
     if before.rubric_version != now.rubric_version:
         out.append(f"rubric v{before.rubric_version} \u2192 v{now.rubric_version}")

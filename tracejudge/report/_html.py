@@ -8,7 +8,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tracejudge.report._data import VERDICTS, ReportData, RubricView
+from tracejudge.report._data import VERDICTS, ReportData, RubricView, gate_reading, mismatch_rows
 from tracejudge.report._svg import VERDICT_COLOURS, Bar, Marker, bar_chart, histogram, line_chart
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -53,7 +53,9 @@ def _rubric_charts(r: RubricView) -> dict[str, Any]:
     cats = sorted({k for p in r.runs for k in p.categories})
     cat_series = {c: [p.categories.get(c) for p in r.runs] for c in cats}
     return {
-        "criteria": line_chart(series, labels, title=f"{r.name}: pass rate per criterion", markers=markers),
+        "criteria": line_chart(
+            series, labels, title=f"{r.name}: pass rate per criterion", markers=markers, strong="overall"
+        ),
         "categories": line_chart(
             cat_series, labels, title=f"{r.name}: pass rate per category", markers=markers
         )
@@ -76,7 +78,7 @@ def _charts(data: ReportData) -> dict[str, Any]:
     counts = data.triage.verdict_counts
     verdicts = bar_chart(
         [Bar(v, float(counts.get(v, 0)), VERDICT_COLOURS.get(v)) for v in VERDICTS],
-        title="triage verdicts across tickets",
+        title="tickets per triage verdict (latest triage of each ticket)",
     )
     calibration: list[Markup] = []
     for c in data.calibrations:
@@ -95,6 +97,7 @@ def _charts(data: ReportData) -> dict[str, Any]:
         "verdicts": verdicts,
         "rubric": {r.name: _rubric_charts(r) for r in data.rubrics},
         "calibration": calibration,
+        "mismatches": {a.report_id: mismatch_rows(a.mismatches) for a in data.audits},
     }
 
 
@@ -115,4 +118,12 @@ def render_html(data: ReportData) -> str:
     """The report as one HTML document: nothing in it loads from anywhere, and every text from traces,
     tickets and judges is escaped (Jinja2 autoescape; charts are built escaped)."""
     template = _environment().get_template(_TEMPLATE)
-    return str(template.render(data=data, charts=_charts(data), csp=CSP))
+    return str(
+        template.render(
+            data=data,
+            charts=_charts(data),
+            csp=CSP,
+            faults=VERDICTS[:5],
+            gate={c.calibration_id: gate_reading(c) for c in data.calibrations},
+        )
+    )

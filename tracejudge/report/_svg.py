@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 # Colour-blind-safe palette (Okabe-Ito); verdicts keep fixed colours across charts.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+_STRONG = "#1d2530"
 VERDICT_COLOURS = {
     "pass": "#009E73",
     "no_fault": "#009E73",
@@ -124,9 +125,12 @@ def line_chart(
     width: int = 680,
     height: int = 240,
     percent: bool = True,
+    strong: str | None = None,
 ) -> Markup:
     """Lines over runs (oldest left); a gap where a run has no value; dashed markers where the judge,
-    rubric or agent prompt changed, so a judge change is not read as an agent change."""
+    rubric or agent prompt changed, so a judge change is not read as an agent change. The legend gives
+    each line's latest value (lines with equal values lie on top of each other); ``strong`` names the
+    headline series, drawn dark, thick and on top."""
     left, right, top, bottom = 44, 16, 14, 46
     n = max(len(x_labels), 1)
     plot_w = width - left - right
@@ -169,18 +173,34 @@ def line_chart(
         # Stagger the labels of neighbouring markers so they do not print over each other.
         ty = top + 10 + 11 * (mi % 3)
         children.append(el("text", {"x": _fmt(mx + 3), "y": ty, "class": "marker-text"}, "\u25b2 " + label))
+
     # Legend entries flow into rows below the plot; the picture grows by a row when they overflow.
-    slots: list[tuple[float, float]] = []
+    def fmt(v: float) -> str:
+        return _pct(v) if percent else _num(v)
+
+    legends: dict[str, str] = {}
+    for name, values in series.items():
+        last = next((v for v in reversed(values) if v is not None), None)
+        legends[name] = f"{name} {fmt(last)}" if last is not None else f"{name} -"
+    colours: dict[str, str] = {}
+    free = iter(c for c in PALETTE if c != _STRONG)
+    for name in series:
+        colours[name] = _STRONG if name == strong else next(free, PALETTE[len(colours) % len(PALETTE)])
+    # The headline series last, so it is drawn over the others.
+    order = sorted(series, key=lambda k: k == strong)
+    slots: dict[str, tuple[float, float]] = {}
     lx, row = float(left), 0
     for name in series:
-        w = 24 + 7 * min(len(name), 28)
+        w = 24 + 7 * min(len(legends[name]), 34)
         if lx + w > width - right and lx > left:
             lx, row = float(left), row + 1
-        slots.append((lx, height - 12 + 16 * row))
+        slots[name] = (lx, height - 12 + 16 * row)
         lx += w
     height += 16 * row
-    for si, (name, values) in enumerate(series.items()):
-        colour = PALETTE[si % len(PALETTE)]
+    for name in order:
+        values = series[name]
+        colour = colours[name]
+        width_px = 3.5 if name == strong else 2
         segment: list[str] = []
         segments: list[list[str]] = []
         for i, val in enumerate(values):
@@ -193,12 +213,11 @@ def line_chart(
             children.append(
                 el(
                     "circle",
-                    {"cx": _fmt(x(i)), "cy": _fmt(y(val)), "r": 3, "fill": colour},
+                    {"cx": _fmt(x(i)), "cy": _fmt(y(val)), "r": 4 if name == strong else 3, "fill": colour},
                     el(
                         "title",
                         None,
-                        f"{name} @ {x_labels[i] if i < len(x_labels) else i}: "
-                        + (_pct(val) if percent else _num(val)),
+                        f"{name} @ {x_labels[i] if i < len(x_labels) else i}: " + fmt(val),
                     ),
                 )
             )
@@ -209,14 +228,16 @@ def line_chart(
                 children.append(
                     el(
                         "polyline",
-                        {"points": " ".join(seg), "fill": "none", "stroke": colour, "stroke-width": 2},
+                        {"points": " ".join(seg), "fill": "none", "stroke": colour, "stroke-width": width_px},
                     )
                 )
-        legend_x, legend_y = slots[si]
+        legend_x, legend_y = slots[name]
         children.append(
             el("rect", {"x": _fmt(legend_x), "y": legend_y - 8, "width": 10, "height": 10, "fill": colour})
         )
-        children.append(el("text", {"x": _fmt(legend_x + 14), "y": legend_y + 1, "class": "lbl"}, name))
+        children.append(
+            el("text", {"x": _fmt(legend_x + 14), "y": legend_y + 1, "class": "lbl"}, legends[name])
+        )
     return _svg(width, height, title, *children)
 
 
