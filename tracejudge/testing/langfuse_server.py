@@ -187,8 +187,11 @@ class LangfuseServer(ApiServer):
 
     def add_score(self, score: Mapping[str, Any]) -> str:
         """Add a score as if posted (``name``, ``value``, ``traceId``, ``observationId``, ``dataType``,
-        ``source``, ``comment``, ``timestamp``, ...). Returns its id."""
-        return self._upsert_score(dict(score), source_default=str(score.get("source", "API")))
+        ``source``, ``comment``, ``timestamp``, ``queueId``, ...). ``authorUserId`` sets the reviewer, as
+        an annotation made in Langfuse's UI carries one (the API never takes it). Returns its id."""
+        body = dict(score)
+        author = body.pop("authorUserId", None)
+        return self._upsert_score(body, source_default=str(score.get("source", "API")), author=author)
 
     @property
     def traces(self) -> dict[str, dict[str, Any]]:
@@ -513,7 +516,9 @@ class LangfuseServer(ApiServer):
 
     # scores
 
-    def _upsert_score(self, body: dict[str, Any], *, source_default: str = "API") -> str:
+    def _upsert_score(
+        self, body: dict[str, Any], *, source_default: str = "API", author: str | None = None
+    ) -> str:
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise _BadRequest("name is required")
@@ -562,7 +567,7 @@ class LangfuseServer(ApiServer):
                 "metadata": body.get("metadata"),
                 "configId": body.get("configId"),
                 "queueId": body.get("queueId"),
-                "authorUserId": None,
+                "authorUserId": author,
                 "environment": env,
                 "timestamp": timestamp,
                 "createdAt": previous["createdAt"] if previous else now,
@@ -578,7 +583,18 @@ class LangfuseServer(ApiServer):
     def _filter_scores(self, request: Request) -> list[dict[str, Any]]:
         q = request.query_params
         rows = self.scores
-        for key in ("traceId", "observationId", "name", "source", "dataType", "sessionId", "id"):
+        for key in (
+            "traceId",
+            "observationId",
+            "name",
+            "source",
+            "dataType",
+            "sessionId",
+            "id",
+            "queueId",
+            "authorUserId",
+            "configId",
+        ):
             if q.get(key) is not None:
                 rows = [s for s in rows if s.get(key) == q[key]]
         if q.get("scoreIds"):
