@@ -57,7 +57,15 @@ from tracejudge.audit._probe import (
     probe_case_async,
     reword,
 )
-from tracejudge.audit._sample import LabellingSample, allocate, band, labelling_sample, queue_for_annotation
+from tracejudge.audit._sample import (
+    LabellingSample,
+    Queued,
+    allocate,
+    band,
+    labelling_sample,
+    queue_for_annotation,
+    queued_trace_ids,
+)
 from tracejudge.audit._stats import (
     agreement,
     bootstrap_ci,
@@ -78,6 +86,7 @@ __all__ = [
     "LabelSet",
     "LabellingSample",
     "ProbeCase",
+    "Queued",
     "agent_prompts",
     "agreement",
     "allocate",
@@ -116,6 +125,7 @@ __all__ = [
     "probe_case",
     "probe_case_async",
     "queue_for_annotation",
+    "queued_trace_ids",
     "require_gate",
     "require_gate_for_traces",
     "reword",

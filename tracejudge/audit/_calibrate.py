@@ -13,7 +13,7 @@ from typing import Literal
 from tracejudge.audit._labels import LabelSet, group_by_id, in_holdout, item_key, to_task
 from tracejudge.audit._stats import BOOTSTRAP_RESAMPLES, agreement, cohen_kappa
 from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient, prompt_template_hash, rubric_hash
-from tracejudge.runs import score_task
+from tracejudge.runs import Loader, score_task, store_loader
 from tracejudge.schema import (
     Agreement,
     CalibrationItem,
@@ -22,11 +22,13 @@ from tracejudge.schema import (
     ItemResult,
     JudgeConfig,
     LabelItem,
+    ManifestEntry,
     ModelComparison,
     RaterAgreement,
     Rubric,
     StoredReport,
     SweepPoint,
+    TaskRecord,
     ThresholdSweep,
     TuningMark,
 )
@@ -130,6 +132,8 @@ class CalibrateOptions:
     """Agent prompt versions the labels cover (default: the items' ``prompt`` fields)."""
     resamples: int = BOOTSTRAP_RESAMPLES
     """Bootstrap resamples for kappa's interval."""
+    manifest: Sequence[ManifestEntry] | None = None
+    """The index manifest, for the permission check (as ``score --manifest``)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,17 @@ def _read(item: ItemResult, rubric: Rubric) -> _Judged:
     )
 
 
+def _task(item: LabelItem, load: Loader | None) -> TaskRecord:
+    # A labelled item picked from a stored trace (``calibrate sample``, Langfuse annotations) is judged
+    # on that trace, as ``score`` judged it: its principal, retrievals and tool calls included. Only
+    # when the stored answer is the one labelled; an edited item is judged as written.
+    if load is not None and item.trace_id:
+        stored = load(item.trace_id)
+        if isinstance(stored, TaskRecord) and item.output in (None, stored.final_answer):
+            return stored
+    return to_task(item)
+
+
 async def judge_labelled(
     rubric: Rubric,
     items: Sequence[LabelItem],
@@ -189,12 +204,20 @@ async def judge_labelled(
     *,
     store: Store | None = None,
     concurrency: int = 8,
+    manifest: Sequence[ManifestEntry] | None = None,
+    load: Loader | None = None,
 ) -> list[ItemResult]:
-    """Score labelled items with a rubric (checks, then the judge), in the given order."""
+    """Score labelled items with a rubric (checks, then the judge), in the given order. ``load`` finds
+    the stored trace of an item that names one."""
     judge = Judge(rubric, client, cache=store, concurrency=concurrency) if client and rubric.judge else None
     return list(
         await asyncio.gather(
-            *(score_task(to_task(it), rubric, run_id="calibration", judge=judge, repeat=1) for it in items)
+            *(
+                score_task(
+                    _task(it, load), rubric, run_id="calibration", judge=judge, repeat=1, manifest=manifest
+                )
+                for it in items
+            )
         )
     )
 
@@ -380,11 +403,19 @@ async def calibrate_async(
         - {str(rubric.version)}
     )
 
+    load = store_loader(store)
+
     async def run(r: Rubric) -> list[_Judged]:
         client = make(r.judge) if r.judge is not None else None
         try:
             results = await judge_labelled(
-                r, chosen, client, store=store if opts.use_cache else None, concurrency=opts.concurrency
+                r,
+                chosen,
+                client,
+                store=store if opts.use_cache else None,
+                concurrency=opts.concurrency,
+                manifest=opts.manifest,
+                load=load,
             )
         finally:
             if client is not None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from tracejudge._errors import InputError
 from tracejudge.runs import sample_bucket, store_loader
@@ -23,7 +24,21 @@ NEAR = 2.0
 class QueueApi(Protocol):
     """What queueing needs of the Langfuse API client."""
 
+    def get(self, path: str, params: Mapping[str, Any] | None = None, *, allow_404: bool = False) -> Any: ...
+
     def post(self, path: str, body: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What ``calibrate sample --queue`` did to a Langfuse annotation queue."""
+
+    queue_id: str
+    """The queue."""
+    queued: int
+    """Traces added now."""
+    already: int
+    """Traces that were in the queue already and were left alone."""
 
 
 @dataclass(frozen=True)
@@ -146,8 +161,40 @@ def labelling_sample(
     )
 
 
-def queue_for_annotation(api: QueueApi, queue_id: str, trace_ids: Sequence[str]) -> int:
-    """Put traces in a Langfuse annotation queue; returns how many were queued."""
-    for trace_id in trace_ids:
-        api.post(f"/annotation-queues/{queue_id}/items", {"objectId": trace_id, "objectType": "TRACE"})
-    return len(trace_ids)
+def _queue_hint(api: QueueApi) -> str:
+    listed = api.get("/annotation-queues", {"page": 1, "limit": 20}, allow_404=True)
+    rows = listed.get("data", []) if isinstance(listed, dict) else []
+    known = ", ".join(f"{q.get('name')} ({q.get('id')})" for q in rows if isinstance(q, dict))
+    where = f"queues in this project: {known}" if known else "this project has no annotation queues"
+    return f"create the queue in Langfuse (Annotation Queues) and pass its id; {where}"
+
+
+def queued_trace_ids(api: QueueApi, queue_id: str) -> set[str]:
+    """Trace ids already in a Langfuse annotation queue (every page, any status)."""
+    path = f"/annotation-queues/{quote(queue_id, safe='')}/items"
+    found: set[str] = set()
+    page = 1
+    while True:
+        body = api.get(path, {"page": page, "limit": 100})
+        found |= {i["objectId"] for i in body.get("data", []) if i.get("objectType") == "TRACE"}
+        if page >= int(body.get("meta", {}).get("totalPages", 1)):
+            return found
+        page += 1
+
+
+def queue_for_annotation(api: QueueApi, queue_id: str, trace_ids: Sequence[str]) -> Queued:
+    """Put traces in a Langfuse annotation queue. Traces already queued are skipped, so picking the
+    same sample twice does not queue a trace twice. An unknown queue is an :class:`InputError`."""
+    if api.get(f"/annotation-queues/{quote(queue_id, safe='')}", allow_404=True) is None:
+        raise InputError(f"Langfuse has no annotation queue {queue_id!r}", hint=_queue_hint(api))
+    present = queued_trace_ids(api, queue_id)
+    added = 0
+    for trace_id in dict.fromkeys(trace_ids):
+        if trace_id in present:
+            continue
+        api.post(
+            f"/annotation-queues/{quote(queue_id, safe='')}/items",
+            {"objectId": trace_id, "objectType": "TRACE"},
+        )
+        added += 1
+    return Queued(queue_id=queue_id, queued=added, already=len(set(trace_ids)) - added)

@@ -13,12 +13,14 @@ from rich.table import Table
 
 from tracejudge.audit import (
     CalibrateOptions,
+    Queued,
     calibrate,
     labelling_sample,
     langfuse_labels,
     load_labels,
     queue_for_annotation,
 )
+from tracejudge.checks import read_manifest
 from tracejudge.cli._app import App, handle_errors, print_json
 from tracejudge.judge import load_rubric
 from tracejudge.schema import Agreement, CalibrationReport
@@ -155,6 +157,7 @@ def render_calibration(app: App, r: CalibrationReport) -> None:
     metavar="FRACTION",
     help="Keep this fraction aside (by id hash) and report on items never used for tuning.",
 )
+@click.option("--manifest", type=click.Path(path_type=Path), default=None, help="Index manifest (ACL check).")
 @click.option("--compare-model", default=None, metavar="MODEL", help="Run a second judge model side by side.")
 @click.option("--rater", default=None, help="Measure against this rater (default: the first in the file).")
 @click.option(
@@ -179,6 +182,7 @@ def calibrate_cmd(
     labels_arg: str | None,
     definition: Path | None,
     holdout: float | None,
+    manifest: Path | None,
     compare_model: str | None,
     rater: str | None,
     agent_prompts: tuple[str, ...],
@@ -208,6 +212,7 @@ def calibrate_cmd(
         concurrency=concurrency,
         use_cache=not no_cache,
         agent_prompts=agent_prompts,
+        manifest=read_manifest(manifest) if manifest else None,
     )
     report = calibrate(rubric, labels, app.store, options=options)
     if as_json:
@@ -244,15 +249,21 @@ def sample_cmd(
     app = ctx.find_object(App)
     assert app is not None
     rubric = load_rubric(rubric_path) if rubric_path else None
+    credentials = None
+    if queue_id:
+        from tracejudge.write import LangfuseCredentials
+
+        # Before any work: a missing Langfuse setting is a usage error, not a half-done sample.
+        credentials = LangfuseCredentials.from_env()
     sample = labelling_sample(app.store, n, run_id=run_id, rubric=rubric)
     lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in sample.rows)
     if out is not None:
         out.write_text(lines, encoding="utf-8")
-    queued = 0
-    if queue_id:
-        from tracejudge.write import LangfuseApi, LangfuseCredentials
+    queued: Queued | None = None
+    if queue_id and credentials is not None:
+        from tracejudge.write import LangfuseApi
 
-        with LangfuseApi(LangfuseCredentials.from_env()) as api:
+        with LangfuseApi(credentials) as api:
             queued = queue_for_annotation(api, queue_id, [r["trace_id"] for r in sample.rows])
     summary: dict[str, Any] = {
         "report_id": sample.report_id,
@@ -261,7 +272,10 @@ def sample_cmd(
         "bands": sample.bands,
         "available": sample.available,
         "out": str(out) if out else None,
-        "queued": queued,
+        "queued": 0 if queued is None else queued.queued,
+        "queue": None
+        if queued is None
+        else {"id": queued.queue_id, "queued": queued.queued, "already": queued.already},
     }
     if as_json:
         if out is None:
@@ -276,5 +290,8 @@ def sample_cmd(
         app.err.print(
             f"fill in `label` (pass/fail) and `rater` in {out}, then: tracejudge calibrate --labels {out}"
         )
-    if queued:
-        app.err.print(f"queued {queued} traces in Langfuse annotation queue {queue_id}")
+    if queued is not None:
+        already = f" ({queued.already} were queued already)" if queued.already else ""
+        app.err.print(
+            f"queued {queued.queued} traces in Langfuse annotation queue {escape(queued.queue_id)}{already}"
+        )
