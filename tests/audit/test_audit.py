@@ -149,6 +149,89 @@ def test_audit_run_stability_and_drift(tmp_path: Path) -> None:
     assert audit_run(store).run_id == second.run_id
 
 
+def _verdict_judge(score: float) -> FakeJudgeClient:
+    def answer(messages: Any) -> str:
+        return f'{{"criteria": {{"correctness": {{"score": {score}, "reasoning": "r"}}}}, "reasoning": "r"}}'
+
+    return FakeJudgeClient(answer)
+
+
+def _tasks(start: int, n: int = 30) -> list[TaskRecord]:
+    return [
+        TaskRecord(trace_id=f"{i:032x}", input=f"q{i}", final_answer=f"a{i}") for i in range(start, start + n)
+    ]
+
+
+def test_drift_readings_separate_agent_judge_and_noise(tmp_path: Path) -> None:
+    from tracejudge.runs import ScoreOptions
+
+    store = _store(tmp_path)
+    fresh = ScoreOptions(use_cache=False)
+    base = score_run(RUBRIC, store, _tasks(0), client=_verdict_judge(9), options=fresh)
+    assert audit_run(store, base.run_id).drift is None
+    # Same judge, rubric and traces, the same verdicts (from the cache): no change, and it says so.
+    same = score_run(RUBRIC, store, _tasks(0), client=_verdict_judge(9))
+    d = audit_run(store, same.run_id).drift
+    assert d is not None
+    assert (d.previous_run_id, d.change, d.provenance_changes) == (base.run_id, 0.0, {})
+    assert d.shared_traces == 30
+    assert d.reading == "same judge and rubric; the change is within sampling noise"
+    # Same judge, rubric and traces but every verdict flipped: the judge is unstable, not the agent.
+    flipped = score_run(RUBRIC, store, _tasks(0), client=_verdict_judge(2), options=fresh)
+    d = audit_run(store, flipped.run_id).drift
+    assert d is not None
+    assert (d.pass_rate, d.previous_pass_rate, d.change) == (0.0, 1.0, -1.0)
+    assert d.change_ci is not None
+    assert d.change_ci[1] < 0
+    assert d.reading == "same judge, rubric and traces: the change is the judge's own instability"
+    # Same judge and rubric on new traffic: the change is the agent's (or its traffic's).
+    traffic = score_run(RUBRIC, store, _tasks(100), client=_verdict_judge(9), options=fresh)
+    d = audit_run(store, traffic.run_id).drift
+    assert d is not None
+    assert (d.shared_traces, d.change, d.provenance_changes) == (0, 1.0, {})
+    assert d.reading == "same judge and rubric: the change is in the agent or its traffic"
+    # A new judge model on the same traffic: the drift is not read as the agent's.
+    assert RUBRIC.judge is not None
+    judge_b = RUBRIC.model_copy(update={"judge": RUBRIC.judge.model_copy(update={"model": "judge-b"})})
+    other = score_run(judge_b, store, _tasks(100), client=_verdict_judge(2), options=fresh)
+    d = audit_run(store, other.run_id).drift
+    assert d is not None
+    assert d.provenance_changes["judge_model"] == ("judge-a", "judge-b")
+    assert "rubric_version" not in d.provenance_changes
+    assert d.change == -1.0
+    assert "cannot be read as an agent change" in d.reading
+    # A new rubric version: version and hash both named.
+    v3 = parse_rubric(
+        "name: qa\nversion: 3\njudge: {model: judge-b}\n"
+        "criteria:\n  - {name: correctness, description: 'The answer is right.', threshold: 8}\n"
+    )
+    bumped = score_run(v3, store, _tasks(100), client=_verdict_judge(2), options=fresh)
+    d = audit_run(store, bumped.run_id).drift
+    assert d is not None
+    assert d.previous_run_id == other.run_id
+    assert d.provenance_changes["rubric_version"] == ("2", "3")
+    assert "rubric_hash" in d.provenance_changes
+    assert "judge_model" not in d.provenance_changes
+
+
+def test_drift_passes_over_a_run_that_never_finished(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    done = score_run(RUBRIC, store, _tasks(0, 10), client=_verdict_judge(9))
+    # A run killed mid-way stays "running" with no summary; comparing with it would say nothing.
+    killed = RunRecord(
+        run_id="run-killed",
+        series=done.series,
+        created_at=datetime.now(UTC),
+        provenance=done.provenance,
+    )
+    store.put_run(killed)
+    again = score_run(RUBRIC, store, _tasks(0, 10), client=_verdict_judge(9))
+    d = audit_run(store, again.run_id).drift
+    assert d is not None
+    assert d.previous_run_id == done.run_id
+    assert d.previous_pass_rate == 1.0
+
+
 def _seed(
     store: SqliteStore,
     rubric: Rubric,

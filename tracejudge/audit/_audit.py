@@ -251,17 +251,28 @@ def _diff_ci(p1: float, n1: int, p2: float, n2: int) -> tuple[float, float] | No
     return (d - 1.96 * se, d + 1.96 * se)
 
 
-_PROVENANCE_FIELDS = ("rubric_version", "rubric_hash", "prompt_hash", "judge_model", "temperature", "repeat")
+_FINISHED = ("complete", "stopped_budget")
+_PROVENANCE_FIELDS = (
+    "rubric_version",
+    "rubric_hash",
+    "prompt_hash",
+    "judge_model",
+    "judge_base_url",
+    "temperature",
+    "repeat",
+)
 
 
 def drift(store: Store, run: RunRecord) -> Drift | None:
-    """Pass rate against the previous run of the same rubric name; provenance says whether a change
-    may be the agent's."""
+    """Pass rate against the previous finished run of the same rubric name; provenance says whether a
+    change may be the agent's. A run that never finished (killed, interrupted, still running) has no
+    pass rate of its selection and is passed over."""
     prev = [
         r
         for r in store.list_runs()
         if r.provenance.rubric_name == run.provenance.rubric_name
         and r.run_id != run.run_id
+        and r.status in _FINISHED
         and (r.created_at, r.run_id) < (run.created_at, run.run_id)
     ]
     if not prev:
@@ -274,7 +285,8 @@ def drift(store: Store, run: RunRecord) -> Drift | None:
         if getattr(before.provenance, f) != getattr(run.provenance, f)
     }
     now_ids = {i.trace_id for i in store.iter_score_items(run.run_id)}
-    shared = sum(1 for i in store.iter_score_items(before.run_id) if i.trace_id in now_ids)
+    then_ids = {i.trace_id for i in store.iter_score_items(before.run_id)}
+    shared = len(now_ids & then_ids)
     change = ci = None
     if now_o.pass_rate is not None and then_o.pass_rate is not None:
         change = now_o.pass_rate - then_o.pass_rate
@@ -288,7 +300,7 @@ def drift(store: Store, run: RunRecord) -> Drift | None:
         reading = "no pass rate to compare"
     elif ci is not None and ci[0] <= 0 <= ci[1]:
         reading = "same judge and rubric; the change is within sampling noise"
-    elif shared and shared == len(now_ids):
+    elif now_ids == then_ids:
         reading = "same judge, rubric and traces: the change is the judge's own instability"
     else:
         reading = "same judge and rubric: the change is in the agent or its traffic"
