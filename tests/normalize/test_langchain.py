@@ -104,7 +104,17 @@ def test_openinference_langchain_steps_and_messages(run: str) -> None:
     assert steps["procurement_rag"] == ("chain", "openinference")
     assert steps["contract_retriever"] == ("retrieval", "openinference")
     assert steps["ChatOpenAI"] == ("model", "openinference")
-    assert steps["ChatPromptTemplate"] == ("other", "openinference")  # kind PROMPT
+    # Kind PROMPT ("the rendering of a prompt template") is context assembly: the rendered messages.
+    assert steps["ChatPromptTemplate"] == ("context", "openinference")
+    [context] = record.context_assemblies
+    assert context.name == "ChatPromptTemplate"
+    assert context.output is not None
+    assert context.output.startswith("You are a procurement assistant.")
+    assert context.output.endswith(QUESTION)
+    for clause in RUNS[run]["in_prompt"]:
+        assert clause in context.output
+    for clause in RUNS[run]["not_in_prompt"]:
+        assert clause not in context.output
     [call] = record.model_calls
     assert [m.role for m in call.input_messages] == ["system", "user"]
     assert call.input_messages[1].content == QUESTION

@@ -122,8 +122,19 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     roots = [v for v in views if not v.raw.parent_span_id] or [v for v in views if parent[v.span_id] is None]
     root = roots[0]
 
+    # An LLM span with another LLM span below it is a wrapper (LlamaIndex's ``LLM.predict`` around
+    # ``LLM.chat``): the innermost span holds the messages actually sent, so only it is a model call.
+    wrappers: set[str] = set()
+    for view in views:
+        if view.step == "model":
+            pid = parent[view.span_id]
+            while pid is not None and pid not in wrappers:
+                if by_id[pid].step == "model":
+                    wrappers.add(pid)
+                pid = parent[pid]
+
     retrievals: list[RetrievalCall] = []
-    rerankings: list[Reranking] = []
+    rerank_views: list[SpanView] = []
     contexts: list[ContextAssembly] = []
     models: list[ModelCall] = []
     tools: list[ToolCall] = []
@@ -142,13 +153,21 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
                     members.append(by_id[anchor_parent])
                 retrievals.append(_retrieval(view, members))
             elif view.step == "rerank":
-                rerankings.append(_reranking(view))
+                rerank_views.append(view)  # read once every retrieval is known (node ids below)
             elif view.step == "context":
                 contexts.append(_context(view))
-            elif view.step == "model":
+            elif view.step == "model" and view.span_id not in wrappers:
                 models.append(_model_call(view))
             elif view.step == "tool":
                 tools.append(_tool_call(view))
+        except Exception as exc:  # see above
+            _internal(view, exc)
+
+    returned = {d.raw_id: d for call in retrievals for d in call.documents if d.raw_id is not None}
+    rerankings: list[Reranking] = []
+    for view in rerank_views:
+        try:
+            rerankings.append(_reranking(view, returned))
         except Exception as exc:  # see above
             _internal(view, exc)
 
@@ -365,15 +384,36 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
     )
 
 
-def _reranking(view: SpanView) -> Reranking:
+def _reranking(view: SpanView, returned: dict[str, Document]) -> Reranking:
     query = as_str(view.attrs.get("reranker.query"))
+    inputs = oi.documents(view, "reranker.input_documents")
+    outputs = oi.documents(view, "reranker.output_documents")
+    if inputs is None and outputs is None:
+        inputs = _node_documents(view, "input.value", returned)
+        outputs = _node_documents(view, "output.value", returned)
     return Reranking(
         span_id=view.span_id,
         query=None if query == REDACTED else query,
-        input_documents=tuple(oi.documents(view, "reranker.input_documents") or ()),
-        output_documents=tuple(oi.documents(view, "reranker.output_documents") or ()),
+        input_documents=tuple(inputs or ()),
+        output_documents=tuple(outputs or ()),
         top_k=as_int(view.attrs.get("reranker.top_k")),
     )
+
+
+def _node_documents(view: SpanView, key: str, returned: dict[str, Document]) -> list[Document] | None:
+    """A LlamaIndex postprocessor's nodes (ids only) as the documents a retrieval returned under those ids."""
+    value = view.attrs.get(key)
+    refs = oi.node_refs(value) if value != REDACTED else None
+    if refs is None:
+        return None
+    out = []
+    for position, (node_id, score) in enumerate(refs):
+        known = returned.get(node_id)
+        if known is None:
+            out.append(Document(doc_id=node_id, raw_id=node_id, score=score, position=position))
+        else:
+            out.append(known.model_copy(update={"score": score, "position": position}))
+    return out
 
 
 # --- context assembly ---------------------------------------------------------------------------
@@ -415,6 +455,14 @@ def _context(view: SpanView) -> ContextAssembly:
     if budget_value is not None and budget is None:
         view.gap("attribute_unparseable", "tracejudge.context.budget: not an integer")
     output = view.get(*_OUTPUT_KEYS)
+    text: str | None = None
+    if output is not None and output != REDACTED:
+        # A rendered chat prompt (OpenInference PROMPT spans) is a message list: all of it is context.
+        messages = messages_from_value(maybe_json(output))
+        if messages:
+            text = "\n\n".join(m.content for m in messages if m.content) or None
+        else:
+            text = answer_text(output)
     return ContextAssembly(
         span_id=view.span_id,
         name=view.raw.name,
@@ -422,7 +470,7 @@ def _context(view: SpanView) -> ContextAssembly:
         dropped=tuple(dropped),
         dropped_reasons=reasons,
         budget=budget,
-        output=None if output is None or output == REDACTED else answer_text(output),
+        output=text,
     )
 
 

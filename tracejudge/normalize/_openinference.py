@@ -8,14 +8,21 @@ Attributes read: ``openinference.span.kind``, ``input.value``, ``output.value``,
 ``…message.tool_calls.J.tool_call.{id,function.name,function.arguments}``, ``llm.prompts``,
 ``llm.model_name``, ``llm.token_count.{prompt,completion,total}``, ``tool.{name,id}``,
 ``session.id``, ``user.id``, ``tag.tags``, ``metadata``. Hidden values are ``__REDACTED__``.
+
+Span kinds: ``PROMPT`` ("the rendering of a prompt template") is a context-assembly step; its
+``output.value`` is the rendered prompt. LlamaIndex node postprocessors (``*._postprocess_nodes``)
+are recorded as ``CHAIN`` spans whose input and output are node reprs
+(``NodeWithScore(node=TextNode(id_=...), score=...)``): they are read as rerank steps, the node ids
+resolved against the documents the trace's retrievals returned (real rerankers emit ``RERANKER``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tracejudge.normalize._shapes import content_and_tools, make_document
-from tracejudge.normalize._values import as_str, group_indexed, maybe_json, ordered
+from tracejudge.normalize._values import as_float, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
@@ -30,14 +37,41 @@ _STEPS: dict[str, StepKind] = {
     "EMBEDDING": "embedding",
     "AGENT": "agent",
     "GUARDRAIL": "guardrail",
+    "PROMPT": "context",
 }
+# LlamaIndex's BaseNodePostprocessor span names; the node lists in and out are what it kept.
+_POSTPROCESS_SUFFIXES = ("._postprocess_nodes", ".postprocess_nodes")
+_NODE_REPR = re.compile(r"\w*(?:Node|Document)\(id_=([^,)\s]+)\)(?:, score=(-?[0-9.eE+-]+))?")
 
 
 def classify(view: SpanView) -> StepKind | None:
     kind = view.attrs.get(KIND)
     if not isinstance(kind, str):
         return None
-    return _STEPS.get(kind.upper(), "other")
+    kind = kind.upper()
+    if kind == "CHAIN" and view.raw.name.endswith(_POSTPROCESS_SUFFIXES):
+        return "rerank"
+    return _STEPS.get(kind, "other")
+
+
+def node_refs(value: Any) -> list[tuple[str, float | None]] | None:
+    """``(node id, score)`` of the LlamaIndex node reprs in a postprocessor's input or output.
+
+    The input is ``{"nodes": [repr, ...]}``, the output ``[repr, ...]`` (JSON); an empty list is
+    every node dropped. None when the value is absent or of another shape.
+    """
+    parsed = maybe_json(value)
+    if isinstance(parsed, dict):
+        parsed = parsed.get("nodes")
+    if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
+        return None
+    out: list[tuple[str, float | None]] = []
+    for item in parsed:
+        match = _NODE_REPR.search(item)
+        if match is None:
+            return None
+        out.append((match.group(1), as_float(match.group(2))))
+    return out
 
 
 def documents(view: SpanView, prefix: str) -> list[Document] | None:

@@ -105,6 +105,18 @@ def message_from_dict(value: Any) -> Message | None:
     return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted)
 
 
+# LangChain's serialized messages (a rendered ChatPromptValue) name the role ``type``; other dicts
+# with a ``type`` (content parts, documents) must not pass for messages.
+_MESSAGE_TYPES = frozenset(
+    {"system", "human", "ai", "tool", "chat", "function", "developer", "user", "assistant"}
+)
+
+
+def _typed(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    return isinstance(kind, str) and kind in _MESSAGE_TYPES and "content" in item
+
+
 def messages_from_value(value: Any) -> list[Message] | None:
     """Messages from a decoded value: a message list, ``{"messages": [...]}``, or chat-completion choices."""
     if isinstance(value, dict):
@@ -118,7 +130,9 @@ def messages_from_value(value: Any) -> list[Message] | None:
             return None
     if not isinstance(value, list) or not value:
         return None
-    if not all(isinstance(item, dict) and ("role" in item or "kwargs" in item) for item in value):
+    if not all(
+        isinstance(item, dict) and ("role" in item or "kwargs" in item or _typed(item)) for item in value
+    ):
         return None
     found = [m for m in (message_from_dict(item) for item in value) if m is not None]
     return found or None
