@@ -146,9 +146,27 @@ def test_dropped_in_context_reports_best_partial_match(mk: ModuleType) -> None:
     st = stage(loc, "in_context")
     assert st.status == "fail"
     assert "best partial match 3/6" in st.detail
-    assert "cut off" in st.evidence[0].note
+    assert (
+        "the clause's first 3 tokens are there, then the input has 'Question' where the clause has 'exceed'"
+        in (st.evidence[0].note)
+    )
     assert "Prepayment shall not" in st.evidence[0].note
     assert statuses(loc) == ["pass", "pass", "fail", "skipped"]
+
+
+def test_dropped_in_context_names_the_stale_value_standing_in_for_the_clause(mk: ModuleType) -> None:
+    t = mk.task(model_calls=(mk.model(context=mk.V1_TEXT, output=mk.BAD),), answer=mk.BAD)
+    st = stage(localize(t, mk.ticket()), "in_context")
+    assert st.status == "fail"
+    stale = "where the input has '50,000 RMB' for the clause's '30,000 RMB'"
+    assert f"best partial match 4/6 tokens in span m1, {stale}" in st.detail
+    cut = mk.model(context="Payment terms.\nPrepayment shall not exceed", output=mk.BAD)
+    note = (
+        stage(localize(mk.task(model_calls=(cut,), answer=mk.BAD), mk.ticket()), "in_context")
+        .evidence[0]
+        .note
+    )
+    assert "where the clause has '30,000 RMB'" in note
 
 
 def test_dropped_in_context_cites_context_assembly_drop(mk: ModuleType) -> None:

@@ -25,7 +25,7 @@ from tracejudge._errors import TracejudgeError
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value, mentions
 from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._judge import UsageJudge
-from tracejudge.localize._text import ClauseMatch, _Haystack, find_clause, prepare
+from tracejudge.localize._text import ClauseMatch, _Haystack, find_clause, prepare, split_clause
 from tracejudge.schema import (
     Cause,
     Document,
@@ -429,11 +429,18 @@ def _partial_note(match: ClauseMatch, size: int) -> str:
         where = f" at {100 * match.start // size}% of the input"
         if match.end is not None and size - match.end <= 2:
             where += " (its very end)"
-    head = (
-        "the start of the clause is there and the rest is missing (cut off?)"
-        if match.first == 0
-        else f"clause tokens {match.first + 1}-{match.first + match.matched}"
-    )
+    if match.differs is not None:
+        text, wanted = match.differs
+        run = (
+            f"the clause's first {match.matched} tokens are there"
+            if match.first == 0
+            else f"clause tokens {match.first + 1}-{match.first + match.matched} are there"
+        )
+        head = f"{run}, then the input has {text!r} where the clause has {wanted!r}"
+    elif match.first == 0:
+        head = "the start of the clause is there and the rest is missing (cut off?)"
+    else:
+        head = f"clause tokens {match.first + 1}-{match.first + match.matched}"
     return f"best partial match {match.matched}/{match.total} tokens, {head}{where}: {match.excerpt!r}"
 
 
@@ -483,6 +490,13 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
             absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
         else:
             absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
+    split = None if seen or m.clause is None else _split_in_input(ctx, m.clause, hits)
+    if split is not None:
+        detail = (
+            f"{source} of {label}, split across two retrieved chunks, reached the model input"
+            f" of {len(split)} of {len(calls)} model calls"
+        )
+        return _stage("in_context", "pass", detail, evidence=split)
     if seen:
         detail = f"{source} of {label} reached the model input of {len(seen)} of {len(calls)} model calls"
         return _stage("in_context", "pass", detail, evidence=[*seen, *absent])
@@ -501,7 +515,45 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
         detail += " although the retriever returned it"
     if best is not None and best[0].matched:
         detail += f"; best partial match {best[0].matched}/{best[0].total} tokens in span {best[1].span_id}"
+        if best[0].differs is not None:
+            text, wanted = best[0].differs
+            detail += f", where the input has {text!r} for the clause's {wanted!r}"
     return _stage("in_context", "fail", detail, evidence=[*drops, *absent])
+
+
+_SPLIT_CHUNKS = 16
+
+
+def _split_in_input(ctx: _Ctx, clause: str, hits: _Hits) -> list[Evidence] | None:
+    """Evidence that the clause reached a model input in two parts: the end of one retrieved chunk
+    of the material and the start of another (a splitter cut the clause), both in one input."""
+    chunks: list[tuple[RetrievalCall, Document, str]] = []
+    for rc, doc in (*hits.exact, *hits.unknown):
+        if doc.content and all(doc.content != text for _, _, text in chunks):
+            chunks.append((rc, doc, doc.content))
+    chunks = chunks[:_SPLIT_CHUNKS]
+    found: list[Evidence] = []
+    for (ca, a, a_text), (cb, b, b_text) in ((x, y) for x in chunks for y in chunks if x is not y):
+        parts = split_clause(a_text, b_text, clause)
+        if parts is None:
+            continue
+        where = f"chunks at rank {a.position} and {b.position}"
+        if ca.span_id != cb.span_id:
+            where += f" (spans {ca.span_id} and {cb.span_id})"
+        for i, call in enumerate(ctx.task.model_calls):
+            if not call.input_recorded:
+                continue
+            hay = ctx.hay(i, call)
+            first, second = (find_clause(hay, part, partial=False) for part in parts)
+            if first.found and second.found:
+                note = (
+                    f"the clause is split between retrieved {where}; both parts are in the model input:"
+                    f" {first.excerpt!r} … {second.excerpt!r}"
+                )
+                found.append(Evidence(span_id=call.span_id, note=note))
+        if found:
+            return found
+    return None
 
 
 def _ident_matches(ident: str, m: Material) -> bool:

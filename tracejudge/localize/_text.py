@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from difflib import SequenceMatcher
 
-__all__ = ["ClauseMatch", "find_clause", "number_values", "tokenize"]
+__all__ = ["ClauseMatch", "find_clause", "number_values", "split_clause", "tokenize"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _GROUP_SEPS = ",.'’\u00a0\u202f "
@@ -157,6 +157,10 @@ class ClauseMatch:
     """Character offset just after the run."""
     excerpt: str
     """The run with a little context, whitespace collapsed."""
+    differs: tuple[str, str] | None = None
+    """Where the text goes on differently from the clause next to the best run: (the text's words,
+    the clause's words), e.g. ("50,000 RMB", "30,000 RMB") for a stale value; None when the run
+    is the whole clause or the text simply stops."""
 
     @property
     def ratio(self) -> float:
@@ -292,8 +296,31 @@ def _find_in_all(hay: _Haystack, want: list[str]) -> tuple[int, int] | None:
     return toks[index].start, toks[index + len(want) - 1].end
 
 
-def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> tuple[int, int, int, int] | None:
-    """Longest run of clause tokens near its rarest words' occurrences: (size, first, start, end)."""
+@dataclass(frozen=True)
+class _Partial:
+    size: int
+    first: int
+    start: int
+    end: int
+    differs: tuple[tuple[int, int], tuple[int, int]] | None
+    """Character spans of the differing text token and clause token next to the run."""
+
+
+def _divergence(
+    inner: list[_Tok], ctoks: list[_Tok], a: int, b: int, size: int
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The first token pair where text and clause part, right after the run, else right before it."""
+    if b + size < len(ctoks) and a + size < len(inner):
+        t, c = inner[a + size], ctoks[b + size]
+        return (t.start, t.end), (c.start, c.end)
+    if b > 0 and a > 0:
+        t, c = inner[a - 1], ctoks[b - 1]
+        return (t.start, t.end), (c.start, c.end)
+    return None
+
+
+def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> _Partial | None:
+    """Longest run of clause tokens near its rarest words' occurrences."""
     want = [t.text for t in ctoks]
     span = len(want) + 8
     windows: list[tuple[list[_Tok], int, int]] = []
@@ -327,7 +354,7 @@ def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> tuple[int, int, int, int
         for i in hits:
             part = toks[max(0, i - span) : i + span]
             windows.append((part, 0, len(part)))
-    best: tuple[int, int, int, int] | None = None
+    best: _Partial | None = None
     for toks, lo, hi in windows:
         inner = toks[lo:hi]
         if not inner:
@@ -335,8 +362,14 @@ def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> tuple[int, int, int, int
         m = SequenceMatcher(None, [t.text for t in inner], want, autojunk=False).find_longest_match(
             0, len(inner), 0, len(want)
         )
-        if m.size and (best is None or m.size > best[0]):
-            best = (m.size, m.b, inner[m.a].start, inner[m.a + m.size - 1].end)
+        if m.size and (best is None or m.size > best.size):
+            best = _Partial(
+                m.size,
+                m.b,
+                inner[m.a].start,
+                inner[m.a + m.size - 1].end,
+                _divergence(inner, ctoks, m.a, m.b, m.size),
+            )
     return best
 
 
@@ -358,10 +391,68 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
     best = _best_partial(hay, ctoks) if partial else None
     if best is None:
         return ClauseMatch(False, 0, total, 0, None, None, "")
-    size, first, start, end = best
-    return ClauseMatch(False, size, total, first, start, end, _excerpt(hay.shown, start, end))
+    differs = None
+    if best.differs is not None:
+        (ta, tb), (ca, cb) = best.differs
+        shown_clause = clause if len(clause) == len(clause_low) else clause_low
+        differs = (" ".join(hay.shown[ta:tb].split()), " ".join(shown_clause[ca:cb].split()))
+    excerpt = _excerpt(hay.shown, best.start, best.end)
+    return ClauseMatch(False, best.size, total, best.first, best.start, best.end, excerpt, differs)
 
 
 def prepare(text: str) -> _Haystack:
     """Prepare a text once for several :func:`find_clause` calls."""
     return _Haystack(text)
+
+
+_SPLIT_CONTEXT = 6
+
+
+def _tail(text: str, toks: list[_Tok], k: int) -> str:
+    """The text of the last ``k`` tokens, widened to at least ``_SPLIT_CONTEXT`` tokens."""
+    return text[toks[-max(k, min(_SPLIT_CONTEXT, len(toks)))].start :]
+
+
+def _head(text: str, toks: list[_Tok], k: int) -> str:
+    """The text of the first ``k`` tokens, widened to at least ``_SPLIT_CONTEXT`` tokens."""
+    return text[: toks[max(k, min(_SPLIT_CONTEXT, len(toks))) - 1].end]
+
+
+def split_clause(first: str, second: str, clause: str) -> tuple[str, str] | None:
+    """When ``first`` ends with the start of ``clause`` and ``second`` begins with its rest (two
+    consecutive chunks of one document, possibly overlapping or cut mid-word), the two parts as
+    they are written in the chunks, each widened by a few neighbouring words so that finding them
+    in a model input means the chunk was there; else None."""
+    want = [t.text for t in _tokens(clause.lower())]
+    n = len(want)
+    if n < 2:
+        return None
+    # Only the end of one chunk and the start of the other can hold the parts.
+    reach = 4 * len(clause) + 256
+    first, second = first[-reach:], second[:reach]
+    a_low, b_low = first.lower(), second.lower()
+    if len(a_low) != len(first) or len(b_low) != len(second):
+        return None  # offsets of the lower-cased text would not fit the original
+    ta, tb = _tokens(a_low), _tokens(b_low)
+    if not ta or not tb:
+        return None
+    a_words = [t.text for t in ta]
+    b_words = [t.text for t in tb]
+    # The chunk boundary falls between tokens: first ends with want[:k], second starts with
+    # want[j:], j <= k (k - j tokens repeated by an overlapping splitter).
+    ends = [k for k in range(min(n - 1, len(ta)), 0, -1) if a_words[-k:] == want[:k]]
+    starts = [j for j in range(max(1, n - len(tb)), n) if b_words[: n - j] == want[j:]]
+    for k in ends:
+        for j in starts:
+            if j <= k:
+                return _tail(first, ta, k), _head(second, tb, n - j)
+    # The boundary cuts a word or a number in two: the clause shows only in the joined text.
+    cut = len(first)
+    m = find_clause(first + second, clause, partial=False)
+    if m.found and m.start is not None and m.end is not None and m.start < cut < m.end:
+        before = [t for t in ta if t.end <= m.start][-_SPLIT_CONTEXT:]
+        after = [t for t in tb if t.start >= m.end - cut][:_SPLIT_CONTEXT]
+        lead = min([m.start, *(t.start for t in before)])
+        trail = max([m.end - cut, *(t.end for t in after)])
+        return first[lead:], second[:trail]
+    return None
