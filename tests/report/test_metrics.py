@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tracejudge.report import Family, exposition, langfuse_trace_url, rubric_view, triage_view
+from tracejudge.report._metrics import store_metrics
 from tracejudge.report._svg import Bar, bar_chart, line_chart
 from tracejudge.schema import GroupSummary, Localization, Provenance, RunRecord, RunSummary, StageResult
-from tracejudge.store import TriageEntry
+from tracejudge.store import SqliteStore, TriageEntry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -98,3 +104,63 @@ def test_charts_escape_labels() -> None:
     svg = str(line_chart({"<b>": [0.5, None, 1.0]}, ["1", "2", "3"], title="t"))
     assert "<b>" not in svg
     assert svg.count("<circle") == 2
+
+
+_SAMPLE = re.compile(r"^([a-z0-9_]+)\{([^}]*)\} (\S+)$")
+
+
+def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        m = _SAMPLE.match(line)
+        assert m, f"not a labelled sample: {line!r}"
+        labels = dict(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+# What issue 8 asks /metrics to carry, with the labels the dashboards group by.
+REQUIRED = {
+    "tracejudge_score_items_total": {"rubric", "verdict"},
+    "tracejudge_criterion_verdicts_total": {"rubric", "criterion", "verdict"},
+    "tracejudge_category_verdicts_total": {"rubric", "category", "verdict"},
+    "tracejudge_pass_rate": {"rubric", "judge_model"},
+    "tracejudge_criterion_pass_rate": {"rubric", "criterion"},
+    "tracejudge_category_pass_rate": {"rubric", "category"},
+    "tracejudge_indeterminate": {"rubric"},
+    "tracejudge_triage_verdicts": {"verdict", "stage", "cause"},
+    "tracejudge_judge_latency_seconds_bucket": {"rubric", "judge_model", "le"},
+    "tracejudge_judge_tokens_total": {"rubric", "judge_model", "type"},
+    "tracejudge_calibration_kappa": {"rubric", "judge_model"},
+}
+
+
+def test_metrics_carry_what_the_issue_lists(populated: tuple[Path, dict[str, Any]]) -> None:
+    db, filled = populated
+    store = SqliteStore(db)
+    samples = _samples(store_metrics(store))
+    store.close()
+    for name, labels in REQUIRED.items():
+        found = [lab for n, lab, _ in samples if n == name]
+        assert found, f"{name} missing"
+        assert all(set(lab) == labels for lab in found), (name, found[0])
+    runs = filled["runs"]
+    last = runs[-1].summary
+
+    def value(name: str, **labels: str) -> float:
+        (v,) = [v for n, lab, v in samples if n == name and labels.items() <= lab.items()]
+        return v
+
+    assert value("tracejudge_indeterminate", rubric="restaurant-assistant") == last.overall.indeterminate
+    for verdict in ("pass", "fail", "indeterminate"):
+        total = sum(getattr(r.summary.overall, "pass_" if verdict == "pass" else verdict) for r in runs)
+        assert value("tracejudge_score_items_total", rubric="restaurant-assistant", verdict=verdict) == total
+    for criterion, group in last.criteria.items():
+        assert value("tracejudge_criterion_pass_rate", criterion=criterion) == pytest.approx(group.pass_rate)
+    tokens = sum(r.summary.overall.input_tokens for r in runs)
+    assert (
+        sum(v for n, lab, v in samples if n == "tracejudge_judge_tokens_total" and lab["type"] == "input")
+        == tokens
+    )

@@ -115,11 +115,11 @@ def prometheus(served: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         _stop(proc)  # type: ignore[arg-type]
 
 
-def _exprs(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+def _exprs(dashboard: dict[str, Any]) -> list[tuple[str, str, str]]:
     out = []
     for panel in dashboard.get("panels", []):
         for t in panel.get("targets", []):
-            out.append((panel["title"], t["expr"]))
+            out.append((panel["title"], t["expr"], t.get("legendFormat", "")))
     return out
 
 
@@ -141,7 +141,11 @@ def dashboard_problems(dashboard: dict[str, Any], prom: str) -> list[str]:
         for metric in METRIC.findall(query):
             if metric not in names:
                 problems.append(f"variable {name}: metric {metric} does not exist")
-    for title, expr in _exprs(dashboard):
+        if m := re.fullmatch(r"label_values\((\w+), *(\w+)\)", query.strip()):
+            series = httpx.get(f"{prom}/api/v1/series", params={"match[]": m.group(1)}, timeout=10).json()
+            if not any(m.group(2) in s for s in series["data"]):
+                problems.append(f"variable {name}: no {m.group(1)} series has label {m.group(2)}")
+    for title, expr, legend in _exprs(dashboard):
         for metric in METRIC.findall(expr):
             if metric not in names:
                 problems.append(f"{title}: metric {metric} does not exist")
@@ -152,6 +156,11 @@ def dashboard_problems(dashboard: dict[str, Any], prom: str) -> list[str]:
             problems.append(f"{title}: {expr!r} failed: {body.get('error')}")
         elif not body["data"]["result"]:
             problems.append(f"{title}: {expr!r} returned no data")
+        else:
+            # A legend naming a label the series lack draws every line with the same blank name.
+            for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", legend):
+                if any(label not in r["metric"] for r in body["data"]["result"]):
+                    problems.append(f"{title}: legend label {label} is not on {expr!r}")
     return problems
 
 
@@ -207,3 +216,12 @@ def test_a_dashboard_naming_a_missing_metric_fails(prometheus: str) -> None:
     problems = dashboard_problems(bad, prometheus)
     assert any("tracejudge_pass_rat does not exist" in p for p in problems)
     assert any("returned no data" in p for p in problems)
+
+
+def test_a_legend_naming_a_missing_label_fails(prometheus: str) -> None:
+    bad = json.loads((ROOT / "dashboards" / "grafana" / "tracejudge-scoring.json").read_text())
+    target = bad["panels"][0]["targets"][0]
+    assert target["expr"].startswith("tracejudge_pass_rate")
+    target["legendFormat"] = "{{rubric}} ({{judge}})"
+    problems = dashboard_problems(bad, prometheus)
+    assert problems == [f"{bad['panels'][0]['title']}: legend label judge is not on {target['expr']!r}"]
