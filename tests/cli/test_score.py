@@ -169,7 +169,32 @@ def test_gate_exit_code_and_rerun_uses_cache(server: ScriptedOpenAIServer, store
     assert len(server.completion_requests()) == calls
     assert data["summary"]["cache_hits"] == 14
     assert data["previous_run_id"]
-    assert data["gate"] == {"threshold": 0.5, "passed": True}
+    assert data["gate"] == {
+        "threshold": 0.5,
+        "passed": True,
+        "reason": "pass rate 50.0% (7 of 14, 1 indeterminate) is at or above 50.0%",
+    }
+
+
+def test_gate_messages_range_and_an_unfinished_run(server: ScriptedOpenAIServer, store_url: str) -> None:
+    _seed_calibration(store_url)
+    code, out = _score(store_url, "--gate", "0.9")
+    assert code == 1
+    assert "gate failed: pass rate 50.0% (7 of 14, 1 indeterminate) is under 90.0%" in " ".join(out.split())
+    # A percentage where a fraction is meant is a usage error, not a gate that can never pass.
+    code, out = _score(store_url, "--gate", "90")
+    assert code == 2
+    assert "fraction in [0, 1]" in out
+    # A budget that stops the run leaves traces unscored: the gate cannot pass on what it did not see.
+    code, out = _score(
+        store_url, "--gate", "0", "--no-cache", "--concurrency", "1", "--budget-usd", "0.0005", "--json"
+    )
+    assert code == 1
+    data = json.loads(out)
+    assert data["status"] == "stopped_budget"
+    assert data["summary"]["not_scored"] > 0
+    assert data["gate"]["passed"] is False
+    assert "selected traces not scored" in data["gate"]["reason"]
 
 
 def test_trace_selection_and_limit(server: ScriptedOpenAIServer, store_url: str) -> None:
@@ -189,6 +214,39 @@ def test_table_output_names_failures(server: ScriptedOpenAIServer, store_url: st
     assert "per criterion" in out
     assert "per category" in out
     assert "handoff_to_human not called" in out
+    # Categories show latency and tokens beside pass rate, mean and range.
+    category_table = out[out.index("per category") :]
+    assert "p95 ms" in category_table
+    assert "tokens" in category_table
+
+
+def test_json_has_every_field_of_design_5_6(server: ScriptedOpenAIServer, store_url: str) -> None:
+    code, out = _score(store_url, "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert {"run_id", "rubric", "items", "summary"} <= set(data)
+    assert set(data["rubric"]) == {"name", "version"}
+    assert {"n", "pass", "fail", "indeterminate", "pass_rate"} <= set(data["summary"])
+    for item in data["items"]:
+        assert {"trace_id", "verdict", "reason", "criteria", "checks"} <= set(item)
+        assert item["verdict"] in ("pass", "fail", "indeterminate")
+        assert set(item["criteria"]) == set(traces.CRITERIA)
+        for c in item["criteria"].values():
+            assert {"score", "reasoning", "verdict"} <= set(c)
+            # A score is on the 0-10 scale or absent, never a silent zero for an unusable reply.
+            assert c["score"] is None or 0 <= c["score"] <= 10
+            assert (c["score"] is None) == (c["verdict"] == "indeterminate")
+        for chk in item["checks"].values():
+            assert chk["verdict"] in ("pass", "fail", "indeterminate")
+        if item["verdict"] != "pass":
+            assert item["reason"]
+    # Provenance travels with the run.
+    prov = data["provenance"]
+    assert prov["rubric_name"] == "restaurant-assistant"
+    assert prov["judge_model"] == "judge-model"
+    assert prov["prompt_hash"]
+    assert prov["tracejudge_version"]
+    assert prov["temperature"] == 0
 
 
 def test_bad_rubric_is_exit_2_naming_the_line(tmp_path: Path, store_url: str) -> None:

@@ -33,6 +33,12 @@ def _fraction(_ctx: click.Context, _param: click.Parameter, value: float | None)
     return value
 
 
+def _gate_rate(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not 0 <= value <= 1:
+        raise click.BadParameter(f"give the pass rate as a fraction in [0, 1], e.g. 0.9 (not {value:g})")
+    return value
+
+
 def _rate(g: GroupSummary) -> str:
     return "-" if g.pass_rate is None else f"{g.pass_rate:.0%}"
 
@@ -41,10 +47,17 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def _table(title: str, groups: dict[str, GroupSummary]) -> Table:
-    table = Table("name", "n", "pass", "fail", "indet.", "pass rate", "mean", "range", "flips", title=title)
+def _table(title: str, groups: dict[str, GroupSummary], *, cost: bool = False) -> Table:
+    # Categories carry latency and tokens; criteria and checks carry repeat flips.
+    extra = ("p95 ms", "tokens") if cost else ("flips",)
+    table = Table("name", "n", "pass", "fail", "indet.", "pass rate", "mean", "range", *extra, title=title)
     for name, g in groups.items():
         rng = f"{g.min:g}-{g.max:g}" if g.min is not None and g.max is not None else "-"
+        tail = (
+            (_num(g.p95_latency_ms, ".0f"), str(g.input_tokens + g.output_tokens))
+            if cost
+            else (_num(g.flip_rate, ".0%"),)
+        )
         table.add_row(
             escape(name),
             str(g.n),
@@ -54,7 +67,7 @@ def _table(title: str, groups: dict[str, GroupSummary]) -> Table:
             _rate(g),
             _num(g.mean),
             rng,
-            _num(g.flip_rate, ".0%"),
+            *tail,
         )
     return table
 
@@ -85,7 +98,7 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
     app.console.print(_table("per criterion", s.criteria))
     if s.checks:
         app.console.print(_table("per check", s.checks))
-    app.console.print(_table("per category", s.categories))
+    app.console.print(_table("per category", s.categories, cost=True))
     lat = "-" if o.p95_latency_ms is None else f"{o.p95_latency_ms:.0f} ms"
     app.console.print(
         f"items {o.n}: [green]{o.pass_} pass[/green], [red]{o.fail} fail[/red], "
@@ -126,7 +139,12 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
     "--rerun", "rerun_of", default=None, metavar="RUN_ID", help="Score the traces of an earlier run."
 )
 @click.option(
-    "--gate", type=float, default=None, metavar="RATE", help="Exit 1 when the pass rate is below RATE (0-1)."
+    "--gate",
+    type=float,
+    default=None,
+    callback=_gate_rate,
+    metavar="RATE",
+    help="Exit 1 when the pass rate is below RATE (0-1).",
 )
 @click.option(
     "--write-back",
@@ -232,11 +250,12 @@ def score(
                 metrics.close()
     items = list(store.iter_score_items(run.run_id))
     reports = [write_back(t, run, items) for t in targets]
+    gate_ok, gate_reason = _gate(run, gate) if gate is not None else (True, "")
     if as_json:
         data = run_json(run, items)
         data["write_back"] = [r.model_dump(mode="json") for r in reports]
         if gate is not None:
-            data["gate"] = {"threshold": gate, "passed": _gate_ok(run, gate)}
+            data["gate"] = {"threshold": gate, "passed": gate_ok, "reason": gate_reason}
         print_json(data)
     else:
         _render(app, run, items)
@@ -248,10 +267,27 @@ def score(
             app.err.print(f"write-back {r.target} failed for {escape(f.key)}: {escape(f.reason)}")
     if run.summary.overall.n == 0:
         app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")
-    if gate is not None and not _gate_ok(run, gate):
+    if gate is not None and not as_json:
+        colour = "green" if gate_ok else "red"
+        app.err.print(f"[{colour}]gate {'passed' if gate_ok else 'failed'}[/{colour}]: {escape(gate_reason)}")
+    if gate is not None and not gate_ok:
         raise SystemExit(1)
 
 
-def _gate_ok(run: RunRecord, gate: float) -> bool:
-    rate = run.summary.overall.pass_rate
-    return rate is not None and rate >= gate
+def _gate(run: RunRecord, gate: float) -> tuple[bool, str]:
+    """Whether the run clears the gate, and why. Indeterminate items count against the pass rate, and a
+    run that did not score every selected trace cannot pass: the unscored traces might have failed."""
+    o = run.summary.overall
+    if run.summary.not_scored:
+        return False, (
+            f"the budget stopped the run with {run.summary.not_scored} selected traces not scored;"
+            " raise --budget-usd/--budget-tokens or select fewer traces"
+        )
+    if run.status != "complete":
+        return False, f"the run ended {run.status}, not complete"
+    if o.pass_rate is None:
+        return False, "no items were scored"
+    shown = f"pass rate {o.pass_rate:.1%} ({o.pass_} of {o.n}, {o.indeterminate} indeterminate)"
+    if o.pass_rate >= gate:
+        return True, f"{shown} is at or above {gate:.1%}"
+    return False, f"{shown} is under {gate:.1%}"
