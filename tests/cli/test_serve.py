@@ -119,3 +119,24 @@ def test_serve_subprocess_answers_on_loopback(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=15)
     assert proc.returncode in (0, -15)
+
+
+def test_without_a_token_only_loopback_names_are_answered(tmp_path: Path) -> None:
+    # A page on evil.example whose name is re-pointed at 127.0.0.1 (DNS rebinding) reaches the
+    # server with its own Host header: without a token that must not read the traces.
+    store = _store(tmp_path)
+    for base in ("http://127.0.0.1:8765", "http://localhost:8765", "http://[::1]:8765", "http://localhost"):
+        client = TestClient(build_app(store), base_url=base)
+        assert client.get("/").status_code == 200, base
+        assert client.get("/metrics").status_code == 200, base
+    rebound = TestClient(build_app(store), base_url="http://evil.example:8765")
+    for path in ("/", "/metrics"):
+        denied = rebound.get(path)
+        assert denied.status_code == 421
+        assert "EXP-1" not in denied.text
+        assert "--token" in denied.text
+    for host in ("127.0.0.1.evil.example", "localhost.evil.example:8765", "[::2]:8765"):
+        assert TestClient(build_app(store)).get("/", headers={"host": host}).status_code == 421, host
+    # With a token the name does not matter: the token is the guard.
+    named = TestClient(build_app(store, token=TOKEN), base_url="http://tracejudge.internal:8765")
+    assert named.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200

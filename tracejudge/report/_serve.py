@@ -44,6 +44,16 @@ def check_exposure(host: str, token: str | None) -> None:
     )
 
 
+def loopback_host(header: str) -> bool:
+    """True when a ``Host`` header names this machine (``localhost``, ``127.x``, ``[::1]``, any port)."""
+    host = header.strip()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else ""
+    else:
+        host = host.rpartition(":")[0] if host.count(":") == 1 else host
+    return bool(host) and is_loopback(host.rstrip("."))
+
+
 def build_app(
     store: Store,
     *,
@@ -51,7 +61,10 @@ def build_app(
     suites: Sequence[str | Path] = (),
     langfuse_url: str | None = None,
 ) -> Any:
-    """The ASGI app: ``GET /`` the report, ``GET /metrics``, ``GET /healthz``. Nothing writes."""
+    """The ASGI app: ``GET /`` the report, ``GET /metrics``, ``GET /healthz``. Nothing writes.
+
+    Without a token only requests addressed to a loopback name are answered: a web page the user
+    visits could otherwise point its own host name at 127.0.0.1 (DNS rebinding) and read the traces."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, PlainTextResponse, Response
@@ -61,6 +74,13 @@ def build_app(
     cache = LatencyCache()
 
     def guard(request: Request) -> Response | None:
+        if expected is None and not loopback_host(request.headers.get("host", "")):
+            return PlainTextResponse(
+                "without a token tracejudge serve answers only requests to localhost or 127.0.0.1;"
+                " set --token (TRACEJUDGE_SERVE_TOKEN) to serve under another name",
+                status_code=421,
+                headers=_HEADERS,
+            )
         if expected is None or token_matches(request.headers.get("authorization", ""), expected, basic=True):
             return None
         return PlainTextResponse(
