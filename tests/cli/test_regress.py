@@ -166,3 +166,99 @@ def test_build_from_langfuse_feedback_scores(tmp_path: Path, langfuse: LangfuseS
         tmp_path, "regress", "build", "--langfuse-feedback", "thumbs", "--out", str(tmp_path / "x"), "--json"
     )
     assert "no stored trace carries a score" in json.loads(none.output)["skipped"][0]["reason"]
+
+
+@pytest.mark.parametrize("generation", ["v4", "v3"])
+def test_build_from_annotation_queue_results_given_after_the_pull(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, generation: str
+) -> None:
+    srv = LangfuseServer(generation=generation).start()  # type: ignore[arg-type]
+    monkeypatch.setenv("LANGFUSE_BASE_URL", srv.base_url)
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", srv.public_key)
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", srv.secret_key)
+    try:
+        good = synthetic_trace(0, answer="The cap is 30,000 RMB per C-17/attachment v2.")
+        bad = synthetic_trace(1, answer="The cap is 50,000 RMB.")
+        other = synthetic_trace(2)
+        for t in (good, bad, other):
+            srv.add_trace(t)
+        pulled = _run(tmp_path, "collect", "langfuse", "--json")
+        assert pulled.exit_code == 0, pulled.output
+
+        # The traces go to a queue and reviewers score them after the pull.
+        queue = srv.add_annotation_queue("answer review")
+        for trace, value in ((good, 1), (bad, 0)):
+            srv.add_score(
+                {
+                    "traceId": trace["id"],
+                    "name": "correct",
+                    "value": value,
+                    "dataType": "BOOLEAN",
+                    "source": "ANNOTATION",
+                    "queueId": queue,
+                    "authorUserId": "finance-ops",
+                    "timestamp": "2026-03-02T10:00:00Z",
+                }
+            )
+        srv.add_score(
+            {
+                "traceId": bad["id"],
+                "name": "note",
+                "value": "cited the superseded 50,000 cap; v2 says 30,000",
+                "dataType": "TEXT",
+                "source": "ANNOTATION",
+                "queueId": queue,
+                "authorUserId": "finance-ops",
+            }
+        )
+        srv.add_score({"traceId": other["id"], "name": "correct", "value": 0, "dataType": "BOOLEAN"})
+
+        stale = _run(
+            tmp_path, "regress", "build", "--langfuse-queue", queue, "--out", str(tmp_path / "s0"), "--json"
+        )
+        assert stale.exit_code == 0, stale.output
+        assert "collect langfuse" in json.loads(stale.output)["skipped"][0]["reason"]
+
+        refreshed = _run(tmp_path, "collect", "langfuse", "--queue", queue, "--json")
+        assert refreshed.exit_code == 0, refreshed.output
+        scores = json.loads(refreshed.output)["scores"]
+        assert (scores["seen"], scores["traces_updated"], scores["not_pulled"]) == (3, 2, 0)
+        assert srv.secret_key not in refreshed.output
+
+        out = tmp_path / "suite"
+        built = _run(tmp_path, "regress", "build", "--langfuse-queue", queue, "--out", str(out), "--json")
+        assert built.exit_code == 0, built.output
+        assert json.loads(built.output)["kinds"] == {"success": 1, "failure": 1}
+        samples = {
+            s["source"]["trace_id"]: s for s in (yaml.safe_load(p.read_text()) for p in out.glob("*.yaml"))
+        }
+        assert set(samples) == {good["id"], bad["id"]}  # the score outside the queue is not a result
+        failure, success = samples[bad["id"]], samples[good["id"]]
+        assert failure["kind"] == "failure"
+        assert failure["source"]["feedback"] == "cited the superseded 50,000 cap; v2 says 30,000"
+        assert failure["source"]["verified_by"] == "finance-ops"
+        assert failure["tags"]["annotation_queue"] == queue
+        assert failure["expected"]["behavior"] == failure["source"]["feedback"]
+        assert success["kind"] == "success"
+        assert str(success["source"]["verified_at"]).startswith("2026-03-02")
+        assert success["basis"]["required"][0]["doc_id"] == "C-17/attachment"
+        check = _run(
+            tmp_path,
+            "regress",
+            "build",
+            "--langfuse-queue",
+            queue,
+            "--langfuse-feedback",
+            "note",
+            "--out",
+            str(tmp_path / "notes"),
+            "--json",
+        )
+        assert check.exit_code == 0, check.output
+        assert json.loads(check.output)["kinds"] == {"failure": 1}
+        (note,) = (yaml.safe_load(p.read_text()) for p in (tmp_path / "notes").glob("*.yaml"))
+        assert note["source"]["feedback"] == "cited the superseded 50,000 cap; v2 says 30,000"
+        assert srv.request_errors == []
+        assert srv.response_errors == []
+    finally:
+        srv.stop()

@@ -39,6 +39,13 @@ def regress() -> None:
     "--langfuse-feedback", "feedback", metavar="SCORE_NAME", help="Build from stored Langfuse scores."
 )
 @click.option(
+    "--langfuse-queue",
+    "queue",
+    metavar="QUEUE_ID",
+    help="Build from the stored results of this Langfuse annotation queue (with --langfuse-feedback:"
+    " only that score).",
+)
+@click.option(
     "--manifest", type=click.Path(path_type=Path), help="Index manifest (JSONL) with document content."
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Suite folder to write.")
@@ -52,15 +59,19 @@ def build_cmd(
     app: App,
     tickets: tuple[Path, ...],
     feedback: str | None,
+    queue: str | None,
     manifest: Path | None,
     out: Path,
     positive_at: float,
     as_json: bool,
 ) -> None:
-    """One sample per verified ticket (triaged against its stored trace) or feedback score."""
-    if tickets and feedback:
+    """One sample per verified ticket (triaged against its stored trace), or per Langfuse feedback
+    score or annotation-queue result kept in the store (refresh them with `collect langfuse
+    --feedback NAME` / `--queue ID`)."""
+    if tickets and (feedback or queue):
         raise InputError(
-            "give --ticket or --langfuse-feedback, not both", hint="run build once for each source"
+            "give --ticket or Langfuse feedback (--langfuse-feedback / --langfuse-queue), not both",
+            hint="run build once for each source",
         )
     files = [f for t in tickets for f in ticket_files(t)]
     entries = load_manifest(manifest) if manifest else []
@@ -69,6 +80,7 @@ def build_cmd(
         out,
         tickets=files,
         langfuse_feedback=feedback,
+        langfuse_queue=queue,
         manifest=entries,
         positive_threshold=positive_at,
     )

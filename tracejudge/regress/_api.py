@@ -63,20 +63,56 @@ def _extras(path: Path) -> TicketExtras:
     )
 
 
-def _scores(store: Store, trace_id: str, name: str) -> list[dict[str, Any]]:
-    """Feedback scores named ``name`` as the Langfuse collector stores them (``langfuse.scores`` on the
-    trace's root span)."""
-    out: list[dict[str, Any]] = []
+# The Langfuse collector keeps a pulled trace's scores here, refreshed by ``collect langfuse --feedback``
+# / ``--queue``; ``langfuse.scores`` on the root span holds them as of the pull.
+_LANGFUSE_MARKER = "langfuse.trace:"
+
+
+def _kept_scores(store: Store, trace_id: str) -> list[Any]:
+    raw = store.get_meta(_LANGFUSE_MARKER + trace_id.lower())
+    if raw is not None:
+        try:
+            kept = json.loads(raw).get("scores")
+        except (ValueError, AttributeError):
+            kept = None
+        if isinstance(kept, list):
+            return kept
+    out: list[Any] = []
     for span in store.get_spans(trace_id):
-        raw = span.attributes.get("langfuse.scores")
-        if isinstance(raw, str):
+        attr = span.attributes.get("langfuse.scores")
+        if isinstance(attr, str):
             try:
-                raw = json.loads(raw)
+                attr = json.loads(attr)
             except ValueError:
                 continue
-        if isinstance(raw, list):
-            out += [s for s in raw if isinstance(s, dict) and s.get("name") == name]
+        if isinstance(attr, list):
+            out += attr
     return out
+
+
+def _scores(store: Store, trace_id: str, name: str | None, queue: str | None) -> list[dict[str, Any]]:
+    """Feedback scores the Langfuse collector keeps for a trace: those named ``name`` and, with
+    ``queue``, made in that annotation queue."""
+    return [
+        s
+        for s in _kept_scores(store, trace_id)
+        if isinstance(s, dict)
+        and (name is None or s.get("name") == name)
+        and (queue is None or s.get("queue_id") == queue)
+    ]
+
+
+def _verdict_scores(scores: Sequence[dict[str, Any]], *, queue: str | None) -> list[dict[str, Any]]:
+    """The scores that become samples when no score name is asked for. In an annotation queue a
+    reviewer's free-text (TEXT) scores are notes on the verdict, not verdicts: they fill in the
+    comment of the trace's other scores."""
+    if queue is None:
+        return list(scores)
+    notes = [str(s["value"]) for s in scores if s.get("data_type") == "TEXT" and s.get("value")]
+    verdicts = [s for s in scores if s.get("data_type") != "TEXT"]
+    if not verdicts or not notes:
+        return verdicts
+    return [s if s.get("comment") else {**s, "comment": "\n".join(notes)} for s in verdicts]
 
 
 def _write(out: Path, samples: Sequence[Sample]) -> tuple[list[str], list[str]]:
@@ -96,20 +132,23 @@ def build_suite(
     *,
     tickets: Sequence[Path] = (),
     langfuse_feedback: str | None = None,
+    langfuse_queue: str | None = None,
     manifest: Sequence[ManifestEntry] = (),
     positive_threshold: float = 1.0,
     acceptance_share: float = 0.5,
     rubric: str | None = None,
 ) -> BuildReport:
     """Triage each ticket against its stored trace and write one sample per distinct problem; or turn
-    every stored Langfuse feedback score named ``langfuse_feedback`` into a sample. Existing sample
-    files are kept as they are."""
+    stored Langfuse feedback scores into samples: those named ``langfuse_feedback`` and/or the results
+    of the annotation queue ``langfuse_queue`` (the reviewer is who verified, the score time when).
+    Existing sample files are kept as they are."""
     from tracejudge.localize import load_ticket, localize
     from tracejudge.normalize import normalize
 
-    if not tickets and not langfuse_feedback:
+    if not tickets and not langfuse_feedback and not langfuse_queue:
         raise InputError(
-            "nothing to build from", hint="pass --ticket FILE... or --langfuse-feedback SCORE_NAME"
+            "nothing to build from",
+            hint="pass --ticket FILE..., --langfuse-feedback SCORE_NAME or --langfuse-queue QUEUE_ID",
         )
     samples: list[Sample] = []
     skipped: list[BuildSkip] = []
@@ -134,10 +173,12 @@ def build_suite(
                 task, ticket, loc, manifest, extras=extras, rubric=rubric, acceptance_share=acceptance_share
             )
         )
-    if langfuse_feedback:
+    if langfuse_feedback or langfuse_queue:
         found = 0
         for trace_id in store.iter_trace_ids():
-            scores = _scores(store, trace_id, langfuse_feedback)
+            scores = _scores(store, trace_id, langfuse_feedback, langfuse_queue)
+            if langfuse_feedback is None:
+                scores = _verdict_scores(scores, queue=langfuse_queue)
             if not scores:
                 continue
             task = normalize(store.get_spans(trace_id))
@@ -149,10 +190,19 @@ def build_suite(
                     )
                 )
         if not found:
+            wanted = " in ".join(
+                w
+                for w in (
+                    f"langfuse score {langfuse_feedback!r}" if langfuse_feedback else "langfuse scores",
+                    f"annotation queue {langfuse_queue!r}" if langfuse_queue else "",
+                )
+                if w
+            )
             skipped.append(
                 BuildSkip(
-                    source=f"langfuse score {langfuse_feedback!r}",
-                    reason="no stored trace carries a score of that name; run `tracejudge collect langfuse`",
+                    source=wanted,
+                    reason="no stored trace carries a score that matches; run `tracejudge collect langfuse`"
+                    " (it keeps each trace's scores as of its pull)",
                 )
             )
     unique = merge_duplicates(samples)

@@ -467,7 +467,8 @@ def build_from_feedback(
                 if m not in cited:
                     cited.append(m)
     basis = SampleBasis(required=tuple(cited)) if positive else SampleBasis()
-    comment = str(score.get("comment") or "")
+    text = score.get("value") if str(score.get("data_type") or "").upper() == "TEXT" else None
+    comment = str(score.get("comment") or text or "")
     t = _utc(task.start_time)
     principal = next((r.principal for r in task.retrievals if r.principal), None)
     materials = _materials(task, basis, manifest, t)
@@ -508,7 +509,12 @@ def build_from_feedback(
         kind=kind,
         group=group,
         split=split_of(group, acceptance_share),
-        tags={"risk": "low" if positive else "medium", "anomaly": "feedback", "feedback": score_name},
+        tags={
+            "risk": "low" if positive else "medium",
+            "anomaly": "feedback",
+            "feedback": score_name,
+            **({"annotation_queue": str(score["queue_id"])} if score.get("queue_id") else {}),
+        },
         source=SampleSource(
             trace_id=task.trace_id,
             observation_id=score.get("observation_id") or score.get("observationId"),

@@ -7,9 +7,11 @@ from tracejudge_collectors.langfuse._pull import (
     Detection,
     PullOptions,
     PullReport,
+    ScoreRefresh,
     detect,
     pull_langfuse,
     pull_summary,
+    refresh_scores,
     stored_scores,
 )
 
@@ -18,11 +20,13 @@ __all__ = [
     "Detection",
     "PullOptions",
     "PullReport",
+    "ScoreRefresh",
     "detect",
     "langfuse_command",
     "parse_when",
     "pull_langfuse",
     "pull_summary",
+    "refresh_scores",
     "stored_scores",
     "trace_to_spans",
 ]

@@ -16,7 +16,13 @@ from tracejudge_collectors._cli_common import (
     retries_option,
     to_option,
 )
-from tracejudge_collectors.langfuse._pull import PullOptions, pull_langfuse, pull_summary
+from tracejudge_collectors.langfuse._pull import (
+    PullOptions,
+    detect,
+    pull_langfuse,
+    pull_summary,
+    refresh_scores,
+)
 
 __all__ = ["langfuse_command", "parse_when"]
 
@@ -33,6 +39,16 @@ __all__ = ["langfuse_command", "parse_when"]
 )
 @limit_option
 @click.option(
+    "--feedback",
+    metavar="SCORE_NAME",
+    help="Then refresh the scores of this name on every stored trace (feedback given after its pull).",
+)
+@click.option(
+    "--queue",
+    metavar="QUEUE_ID",
+    help="Then refresh the scores made in this annotation queue on every stored trace.",
+)
+@click.option(
     "--concurrency", type=click.IntRange(1, 32), default=4, show_default=True, help="Traces fetched at once."
 )
 @retries_option("TRACEJUDGE_LANGFUSE_RETRIES")
@@ -47,6 +63,8 @@ def langfuse_command(
     tags: tuple[str, ...],
     environments: tuple[str, ...],
     limit: int | None,
+    feedback: str | None,
+    queue: str | None,
     concurrency: int,
     retries: int,
     as_json: bool,
@@ -55,6 +73,8 @@ def langfuse_command(
 
     Reads LANGFUSE_BASE_URL (or LANGFUSE_HOST), LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY.
     Works with the v4 observations API and with the legacy traces API, whichever the server has.
+    A trace is fetched once, with the scores it had then: --feedback / --queue bring in the scores
+    given since (for `regress build --langfuse-feedback` / `--langfuse-queue`).
     """
     options = PullOptions(
         from_time=parse_when(from_, option="--from"),
@@ -68,10 +88,14 @@ def langfuse_command(
     credentials = LangfuseCredentials.from_env()
     store = app.store
     with LangfuseApi(credentials, max_retries=retries, max_connections=concurrency + 2) as api:
+        detection = detect(api)
         report = pull_with_progress(
             app,
             total=limit,
             quiet=as_json,
-            pull=lambda on_trace: pull_langfuse(store, api, options, on_trace=on_trace),
+            pull=lambda on_trace: pull_langfuse(store, api, options, on_trace=on_trace, detection=detection),
         )
+        if feedback or queue:
+            refreshed = refresh_scores(store, api, name=feedback, queue=queue, detection=detection)
+            report = report.model_copy(update={"scores": refreshed})
     render_pull(app, report, pull_summary, as_json=as_json)

@@ -70,6 +70,7 @@ def normalize_score(score: Mapping[str, Any]) -> dict[str, Any]:
         "observation_id": observation_id,
         "timestamp": score.get("timestamp"),
         "config_id": score.get("configId"),
+        "queue_id": score.get("queueId"),
         "author_user_id": score.get("authorUserId"),
     }
     return {k: v for k, v in out.items() if v is not None}

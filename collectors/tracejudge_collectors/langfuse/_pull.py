@@ -91,6 +91,23 @@ class Detection(BaseModel):
     """Deprecation notices the server sent."""
 
 
+class ScoreRefresh(BaseModel):
+    """What a score refresh did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str | None = None
+    """Only scores with this name."""
+    queue: str | None = None
+    """Only scores made in this annotation queue."""
+    seen: int = 0
+    """Matching scores listed."""
+    traces_updated: int = 0
+    """Stored traces whose kept scores changed."""
+    not_pulled: int = 0
+    """Traces that carry a matching score but are not in the store (pull them first)."""
+
+
 class PullReport(BaseModel):
     """What a pull did."""
 
@@ -118,6 +135,8 @@ class PullReport(BaseModel):
     """Latest trace start covered; the next run continues from here."""
     warnings: tuple[str, ...] = Field(default_factory=tuple)
     """Deprecation notices and the like."""
+    scores: ScoreRefresh | None = None
+    """The score refresh after the pull (``--feedback`` / ``--queue``), if one was asked for."""
 
 
 def detect(api: LangfuseApi) -> Detection:
@@ -158,6 +177,18 @@ class _Puller:
         self.api = api
         self.options = options
         self.detection = detection
+        self.warnings: list[str] = []
+        """Deprecation notices the listing pages carried (Langfuse Cloud marks the legacy routes)."""
+
+    def _note_deprecation(self, page: Any) -> None:
+        notice = page.get("_deprecation") if isinstance(page, dict) else None
+        if isinstance(notice, dict) and notice.get("message"):
+            message = str(notice["message"])
+            if notice.get("sunsetAt"):
+                message += f" (sunset {notice['sunsetAt']})"
+            if message not in self.warnings:
+                self.warnings.append(message)
+                log.warning("Langfuse: %s", message)
 
     # listing
 
@@ -209,6 +240,7 @@ class _Puller:
         page_no = 1
         while True:
             page = self.api.get("/traces", {**params, "page": page_no})
+            self._note_deprecation(page)
             for row in page.get("data") or []:
                 yield str(row["id"]), str(row["timestamp"]), row
             meta = page.get("meta") or {}
@@ -256,22 +288,7 @@ class _Puller:
         return trace_to_spans(trace, observations, trace_scores), trace_scores
 
     def _scores(self, trace_id: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        if self.detection.scores_path == "/v3/scores":
-            cursor: str | None = None
-            while True:
-                page = self.api.get("/v3/scores", {"traceId": trace_id, "limit": 100, "cursor": cursor})
-                out.extend(page.get("data") or [])
-                cursor = (page.get("meta") or {}).get("cursor")
-                if not cursor or not page.get("data"):
-                    return out
-        page_no = 1
-        while True:
-            page = self.api.get("/v2/scores", {"traceId": trace_id, "limit": 100, "page": page_no})
-            out.extend(page.get("data") or [])
-            if not page.get("data") or page_no >= int((page.get("meta") or {}).get("totalPages") or 0):
-                return out
-            page_no += 1
+        return list(_list_scores(self.api, self.detection, {"traceId": trace_id}))
 
     def _fetch_legacy(self, trace_id: str) -> tuple[list[RawSpan], list[dict[str, Any]]]:
         trace = self.api.get(f"/traces/{trace_id}")
@@ -281,7 +298,8 @@ class _Puller:
 
 def stored_scores(store: Store, trace_id: str) -> list[dict[str, Any]] | None:
     """The Langfuse scores kept for a pulled trace (``{"id", "name", "value", "data_type", "source",
-    "comment", "observation_id", "timestamp", ...}`` each), or None if the trace was not pulled."""
+    "comment", "observation_id", "timestamp", "queue_id", "author_user_id", ...}`` each), or None if
+    the trace was not pulled."""
     raw = store.get_meta(_marker_key(trace_id))
     if raw is None:
         return None
@@ -370,11 +388,97 @@ def pull_langfuse(
         retries=api.retries,
         complete=complete,
         watermark=_iso(new_watermark) if new_watermark else None,
-        warnings=detection.warnings,
+        warnings=(*detection.warnings, *(w for w in puller.warnings if w not in detection.warnings)),
     )
+
+
+def _score_trace_id(score: dict[str, Any]) -> str | None:
+    trace_id = score.get("traceId")
+    subject = score.get("subject") or {}
+    if trace_id is None and subject.get("kind") == "trace":
+        trace_id = subject.get("id")
+    if trace_id is None and subject.get("kind") == "observation":
+        trace_id = subject.get("traceId")
+    return str(trace_id).lower() if trace_id else None
+
+
+def _list_scores(api: LangfuseApi, detection: Detection, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if detection.scores_path == "/v3/scores":
+        cursor: str | None = None
+        while True:
+            page = api.get("/v3/scores", {**filters, "limit": 100, "cursor": cursor})
+            yield from page.get("data") or []
+            cursor = (page.get("meta") or {}).get("cursor")
+            if not cursor or not page.get("data"):
+                return
+    page_no = 1
+    while True:
+        page = api.get("/v2/scores", {**filters, "limit": 100, "page": page_no})
+        yield from page.get("data") or []
+        if not page.get("data") or page_no >= int((page.get("meta") or {}).get("totalPages") or 0):
+            return
+        page_no += 1
+
+
+def refresh_scores(
+    store: Store,
+    api: LangfuseApi,
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    detection: Detection | None = None,
+) -> ScoreRefresh:
+    """Fetch the scores named ``name`` and/or made in the annotation queue ``queue`` and merge them into
+    what the store keeps for each trace already pulled (:func:`stored_scores`, by score id).
+
+    A pull fetches a trace once, with the scores it had then; feedback and annotation-queue results
+    usually come later, and this brings them in without fetching the traces again."""
+    detection = detection or detect(api)
+    filters = {"name": name, "queueId": queue}
+    by_trace: dict[str, dict[str, dict[str, Any]]] = {}
+    seen = 0
+    for raw in _list_scores(api, detection, filters):
+        trace_id = _score_trace_id(raw)
+        if trace_id is None:
+            continue  # session and dataset-run scores have no trace to land on
+        seen += 1
+        score = normalize_score(raw)
+        by_trace.setdefault(trace_id, {})[str(score.get("id"))] = score
+    updated = not_pulled = 0
+    for trace_id, fresh in by_trace.items():
+        kept = stored_scores(store, trace_id)
+        if kept is None:
+            not_pulled += 1
+            continue
+        merged = {str(s.get("id")): s for s in kept}
+        before = json.dumps(merged, sort_keys=True)
+        merged.update(fresh)
+        if json.dumps(merged, sort_keys=True) == before:
+            continue
+        store.set_meta(
+            _marker_key(trace_id), json.dumps({"scores": list(merged.values())}, separators=(",", ":"))
+        )
+        updated += 1
+    return ScoreRefresh(name=name, queue=queue, seen=seen, traces_updated=updated, not_pulled=not_pulled)
+
+
+def refresh_summary(report: ScoreRefresh) -> list[str]:
+    """The line for people."""
+    what = " in ".join(
+        w
+        for w in (
+            f"scores {report.name!r}" if report.name else "scores",
+            f"annotation queue {report.queue!r}" if report.queue else "",
+        )
+        if w
+    )
+    line = f"{what}: {report.seen} listed, {report.traces_updated} stored traces updated"
+    if report.not_pulled:
+        line += f"; {report.not_pulled} traces not pulled yet (widen --from to pull them)"
+    return [line]
 
 
 def pull_summary(report: PullReport) -> Sequence[str]:
     """Lines for people."""
     head = f"Langfuse {report.server_version or '?'} ({report.generation} API) at {report.base_url}"
-    return [head, *summary_tail(report)]
+    return [head, *summary_tail(report), *(refresh_summary(report.scores) if report.scores else [])]

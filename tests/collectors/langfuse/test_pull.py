@@ -11,7 +11,13 @@ import pytest
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import Fault, LangfuseServer, synthetic_trace
 from tracejudge.write import LangfuseApiError
-from tracejudge_collectors.langfuse import PullOptions, detect, pull_langfuse, stored_scores
+from tracejudge_collectors.langfuse import (
+    PullOptions,
+    detect,
+    pull_langfuse,
+    refresh_scores,
+    stored_scores,
+)
 from tracejudge_collectors.langfuse._convert import synthetic_root_id
 
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
@@ -350,5 +356,63 @@ def test_long_metadata_of_other_conventions_is_not_truncated(api_for, store):
         meta = retriever.attributes["langfuse.observation.metadata"]
         assert meta["attributes"] == {"retrieval.documents": long_docs}
         assert len(meta["note"]) == 200  # the server cuts keys that were not asked for
+    finally:
+        srv.stop()
+
+
+def test_scores_given_after_the_pull_arrive_with_a_refresh(server, api_for, store):
+    traces = seed(server, 4)
+    api = api_for(server)
+    server.add_score({"traceId": traces[0]["id"], "name": "user-feedback", "value": 1, "dataType": "NUMERIC"})
+    pull_langfuse(store, api)
+    queue = server.add_annotation_queue("wrong answers")
+    # Reviewers work the queue after the pull; one trace is not pulled at all.
+    late = synthetic_trace(9)
+    server.add_trace(late)
+    for trace, value in ((traces[1], 0), (traces[2], 1), (late, 0)):
+        server.add_score(
+            {
+                "traceId": trace["id"],
+                "name": "correct",
+                "value": value,
+                "dataType": "BOOLEAN",
+                "source": "ANNOTATION",
+                "queueId": queue,
+                "authorUserId": "reviewer-7",
+                "comment": "v2 caps it at 30,000" if value == 0 else None,
+            }
+        )
+    server.add_score({"traceId": traces[3]["id"], "name": "correct", "value": 0, "dataType": "BOOLEAN"})
+    # A pull does not fetch a stored trace again, so it cannot see them.
+    pull_langfuse(store, api, PullOptions(to_time=BASE + timedelta(seconds=5)))
+    assert [s["name"] for s in stored_scores(store, traces[1]["id"]) or []] == []
+
+    report = refresh_scores(store, api, queue=queue)
+    assert (report.seen, report.traces_updated, report.not_pulled) == (3, 2, 1)
+    (kept,) = stored_scores(store, traces[1]["id"]) or []
+    assert kept["name"] == "correct"
+    assert kept["value"] is False
+    assert kept["queue_id"] == queue
+    assert kept["author_user_id"] == "reviewer-7"
+    assert kept["comment"] == "v2 caps it at 30,000"
+    assert stored_scores(store, traces[3]["id"]) == []  # not from the queue
+    # Scores already kept stay; a second refresh changes nothing.
+    assert [s["name"] for s in stored_scores(store, traces[0]["id"]) or []] == ["user-feedback"]
+    assert refresh_scores(store, api, queue=queue).traces_updated == 0
+
+    by_name = refresh_scores(store, api, name="correct")
+    assert (by_name.seen, by_name.traces_updated) == (4, 1)
+    assert [s["value"] for s in stored_scores(store, traces[3]["id"]) or []] == [False]
+    assert server.request_errors == []
+
+
+def test_legacy_listing_reports_the_deprecation_notice(api_for, store):
+    srv = LangfuseServer(generation="v3").start()
+    try:
+        seed(srv, 2)
+        report = pull_langfuse(store, api_for(srv))
+        assert report.fetched == 2
+        assert any("deprecated" in w and "2026-11-16" in w for w in report.warnings)
+        assert len(report.warnings) == len(set(report.warnings))
     finally:
         srv.stop()
