@@ -80,6 +80,8 @@ def test_battery_verdicts_per_item_criterion_and_category(
     code, out = _score(store_url, "--json")
     assert code == 0, out
     assert "sk-test-secret" not in out
+    # Nor in the store: runs, items, replies and the cache keep no key.
+    assert b"sk-test-secret" not in Path(store_url.removeprefix("sqlite:///")).read_bytes()
     data = json.loads(out)
     assert data["rubric"] == {"name": "restaurant-assistant", "version": "1"}
     items = _by_key(data)

@@ -138,6 +138,35 @@ def test_cache_hit_makes_no_model_calls(server: ScriptedOpenAIServer) -> None:
     assert len(server.completion_requests()) == calls + 10
 
 
+def test_a_run_interrupted_mid_way_resumes_from_the_cache_without_duplicates(
+    server: ScriptedOpenAIServer,
+) -> None:
+    store = SqliteStore(":memory:")
+    tasks = [task(i) for i in range(6)]
+    seen: list[str] = []
+
+    def crash_after_three(item: Any) -> None:
+        seen.append(item.trace_id)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        score_run(
+            rubric(server), store, tasks, options=ScoreOptions(concurrency=1), on_item=crash_after_three
+        )
+    (broken,) = store.list_runs()
+    assert broken.status == "interrupted"
+    assert broken.summary.overall.n == 3
+    assert len(server.completion_requests()) == 3
+    # The rerun is a new run: the three judged items come from the cache, only the rest are asked.
+    again = score_run(rubric(server), store, tasks)
+    assert len(server.completion_requests()) == 6
+    assert (again.summary.cache_hits, again.summary.judge_calls) == (3, 3)
+    ids = [i.trace_id for i in store.iter_score_items(again.run_id)]
+    assert sorted(ids) == sorted(t.trace_id for t in tasks)
+    assert len(list(store.iter_score_items(broken.run_id))) == 3
+
+
 def test_transport_failures_are_not_cached(server: ScriptedOpenAIServer) -> None:
     store = SqliteStore(":memory:")
     server.set_rules([Rule(status=500, times=1), Rule(reply=REPLY)])
