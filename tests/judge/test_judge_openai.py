@@ -105,7 +105,8 @@ def test_low_score_fails_even_if_model_claims_pass(server: ScriptedOpenAIServer)
         (Rule(reply={"criteria": {"accuracy": {"score": 8, "reasoning": "x"}}}), "missing_criterion"),
         (Rule(status=429, retry_after=0), "rate_limited"),
         (Rule(status=500), "server_error"),
-        (Rule(malformed=True), None),
+        (Rule(malformed=True), "malformed_response"),
+        (Rule(raw_body='{"object": "chat.completion", "choices": "none"}'), "malformed_response"),
     ],
 )
 def test_unusable_replies_are_indeterminate(

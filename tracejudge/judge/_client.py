@@ -98,6 +98,12 @@ class OpenAIJudgeClient:
             raise self._classify(exc) from exc
         except self._openai.APIError as exc:
             raise self._classify(exc) from exc
+        except (ValueError, AttributeError, TypeError) as exc:
+            # A 200 whose body is not JSON, or JSON that is not a chat completion: the openai client
+            # hands back the raw text or fails decoding it.
+            raise JudgeCallError(
+                "malformed_response", f"the server's reply is not a chat completion ({type(exc).__name__})"
+            ) from exc
 
     async def _call(self, messages: Sequence[dict[str, str]], fmt: dict[str, Any] | None) -> Completion:
         kwargs: dict[str, Any] = {
