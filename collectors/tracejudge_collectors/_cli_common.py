@@ -92,7 +92,9 @@ def pull_with_progress(
 
         def on_trace(_trace_id: str, fetched: bool) -> None:
             counts["fetched"] += int(fetched)
-            progress.update(task, advance=1, fetched=counts["fetched"])
+            # With a total (--limit) the bar counts fetched traces: stored ones would overrun it.
+            advance = 1 if total is None or fetched else 0
+            progress.update(task, advance=advance, fetched=counts["fetched"])
 
         return pull(on_trace)
 

@@ -189,3 +189,64 @@ def test_killed_pull_resumes_and_holds_every_trace_once(tmp_path):
         )
     finally:
         srv.stop()
+
+
+def test_progress_bar_on_a_terminal_counts_up_to_the_limit(v4, tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from tracejudge.cli import App
+    from tracejudge_collectors.langfuse import langfuse_command
+
+    for i in range(6):
+        v4.add_trace(synthetic_trace(i))
+    for key, value in env_for(v4).items():
+        monkeypatch.setenv(key, value)
+    db = tmp_path / "t.db"
+
+    def pull(*args: str) -> tuple[str, str]:
+        err = io.StringIO()
+        app = App(store_url=f"sqlite:///{db}", err=Console(file=err, force_terminal=True, width=100))
+        result = CliRunner().invoke(langfuse_command, list(args), obj=app, catch_exceptions=False)
+        app.close()
+        assert result.exit_code == 0, result.output
+        return result.stdout, err.getvalue()
+
+    out, bar = pull("--limit", "4")
+    assert "pulling traces" in bar
+    assert "4/4" in bar
+    assert "fetched 4" in out
+    for i in range(6, 8):
+        v4.add_trace(synthetic_trace(i))
+    # Six traces are stored already: the bar counts only what is fetched, up to the limit.
+    out, bar = pull("--limit", "3")
+    assert "3/3" in bar
+    assert not any(f"{n}/3" in bar for n in range(4, 10))
+    assert "fetched 3" in out
+    out, bar = pull("--json")
+    assert bar == ""  # no bar under --json
+    assert json.loads(out)["fetched"] == 1
+
+
+def test_the_secret_never_reaches_output_logs_or_the_store_file(v4, tmp_path, caplog):
+    import base64
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    for i in range(3):
+        v4.add_trace(synthetic_trace(i))
+    v4.add_score({"traceId": synthetic_trace(0)["id"], "name": "user-feedback", "value": 1})
+    db = tmp_path / "t.db"
+    outputs = [
+        run(["--store", str(db), "collect", "langfuse", *args], env_for(v4)).output
+        for args in ((), ("--feedback", "user-feedback", "--json"), ("--limit", "1"))
+    ]
+    basic = base64.b64encode(f"{v4.public_key}:{v4.secret_key}".encode()).decode()
+    assert "langfuse" in caplog.text.lower()  # the logs were captured
+    files = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("t.db"))
+    assert b"user-feedback" in files
+    for needle in (v4.secret_key, basic):
+        assert needle not in caplog.text
+        assert not any(needle in out for out in outputs)
+        assert needle.encode() not in files
