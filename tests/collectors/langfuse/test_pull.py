@@ -416,3 +416,52 @@ def test_legacy_listing_reports_the_deprecation_notice(api_for, store):
         assert len(report.warnings) == len(set(report.warnings))
     finally:
         srv.stop()
+
+
+def test_every_observation_type_becomes_a_step_of_the_task_record(server, api_for, store):
+    from tracejudge.normalize import normalize
+
+    t = synthetic_trace(0)
+    root = t["observations"][0]["id"]
+
+    def obs(oid: str, kind: str, name: str, ms: int, **extra: Any) -> dict[str, Any]:
+        start = BASE + timedelta(milliseconds=ms)
+        return {
+            "id": oid,
+            "type": kind,
+            "name": name,
+            "parentObservationId": root,
+            "startTime": start.isoformat(),
+            "endTime": (start + timedelta(milliseconds=3)).isoformat(),
+            **extra,
+        }
+
+    t["observations"] += [
+        obs("c0000000000000a1", "CHAIN", "build-context", 90, input="raw text", output={"k": 1}),
+        obs("c0000000000000a2", "EMBEDDING", "embed", 5, model="text-embedding-3-small", input="q"),
+        obs("c0000000000000a3", "EVENT", "user-click", 850),
+        obs("c0000000000000a4", "GUARDRAIL", "pii-check", 860, level="ERROR", statusMessage="blocked"),
+        obs("c0000000000000a5", "EVALUATOR", "self-check", 870),
+    ]
+    server.add_trace(t)
+    assert pull_langfuse(store, api_for(server)).spans_new == 9
+    task = normalize(store.get_spans(t["id"]))
+    steps = {s.name: (s.step, s.status) for s in task.spans}
+    assert steps == {
+        "rag-answer": ("agent", "unset"),
+        "vector-search": ("retrieval", "unset"),
+        "answer": ("model", "unset"),
+        "lookup_contract": ("tool", "unset"),
+        "build-context": ("chain", "unset"),
+        "embed": ("embedding", "unset"),
+        "user-click": ("other", "unset"),
+        "pii-check": ("guardrail", "error"),
+        "self-check": ("other", "unset"),
+    }
+    (retrieval,) = task.retrievals
+    assert [d.doc_id for d in retrieval.documents] == ["C-17/attachment", "C-17/attachment"]
+    (call,) = task.model_calls
+    assert (call.model, call.prompt, call.usage["total"]) == ("gpt-4.1-mini", "procurement-agent@12", 132)
+    assert [(c.name, c.arguments) for c in task.tool_calls] == [("lookup_contract", {"contract": "C-17"})]
+    assert task.final_answer == "The prepayment cap is 30,000 RMB."
+    assert task.input == "What is the prepayment cap of contract C-17? (#0)"
