@@ -268,3 +268,41 @@ def test_real_normalizer_openinference_trace(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["verdict"] == "no_fault", data
+
+
+@pytest.mark.usefixtures("records")
+def test_folder_goes_on_past_a_trace_not_stored(store_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET)
+    write(folder, "b.yaml", TICKET.replace(TRACE, "f" * 32).replace("EXP-311", "EXP-399"))
+    res = run(store_url, "--ticket", str(folder), "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [(r["ticket"], r["verdict"]) for r in data["results"]] == [
+        ("EXP-311", "no_fault"),
+        ("EXP-399", "unconfirmed"),
+    ]
+    assert data["results"][1]["stages"][0]["missing"] == [
+        f"the spans of trace {'f' * 32} in the store (collect the trace first)"
+    ]
+    assert data["summary"]["unconfirmed"] == 1
+    assert "1 ticket(s) name a trace with no stored spans (EXP-399)" in res.stderr
+    store = open_store(store_url)
+    try:
+        # Only real triages are kept for the report; the unstored trace has nothing to report on.
+        assert {r.trace_id for r in store.list_triage_results()} == {TRACE}
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("records")
+def test_folder_table_never_cuts_a_verdict(store_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET.replace(TRACE, OTHER))
+    res = CliRunner().invoke(
+        cli, ["--store", store_url, "triage", "--ticket", str(folder)], env={"COLUMNS": "60"}
+    )
+    assert res.exit_code == 0, res.output
+    assert "dropped_in_context" in res.stdout
+    assert "in_context" in res.stdout
+    assert all(len(line) <= 60 for line in res.stdout.splitlines())

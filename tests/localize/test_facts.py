@@ -86,3 +86,52 @@ def test_mentions(answer: str, key: str, value: object, hit: bool) -> None:
 )
 def test_cites_version(text: str, version: str, cited: bool) -> None:
     assert cites_version(text, "C-17/attachment", version) is cited
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("effective 1.3.2026", {date(2026, 3, 1)}),
+        ("effective 01.03.2026.", {date(2026, 3, 1)}),
+        ("effective 1-Mar-2026", {date(2026, 3, 1)}),
+        ("effective 15/03/2026", {date(2026, 3, 15)}),
+        ("effective 03/15/2026", {date(2026, 3, 15)}),
+        # Day or month first cannot be told: both readings are kept, neither is chosen.
+        ("effective 01/03/2026", {date(2026, 3, 1), date(2026, 1, 3)}),
+        ("effective 01-03-2026", {date(2026, 3, 1), date(2026, 1, 3)}),
+    ],
+)
+def test_more_date_formats(text: str, days: set[date]) -> None:
+    [v] = extract_values(text)
+    assert v.kind == "date"
+    assert set(v.readings()) == days
+
+
+def test_invalid_dates_stay_numbers() -> None:
+    assert [v.kind for v in extract_values("on 30/02/2026")] == ["number", "number", "number"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "value", "hit"),
+    [
+        ("due 01.03.2026", date(2026, 3, 1), True),
+        ("due 1.3.2026", "2026-03-01", True),
+        ("due 01/03/2026", date(2026, 3, 1), True),
+        ("due 01/03/2026", date(2026, 1, 3), True),
+        ("due 01/03/2026", date(2026, 3, 3), False),
+        ("due 1-Mar-2026", "March 1, 2026", True),
+    ],
+)
+def test_date_facts_whatever_the_format(answer: str, value: object, hit: bool) -> None:
+    fv = fact_value("due", value)
+    assert fv is not None
+    assert bool(mentions(answer, extract_values(answer), fv)) is hit
+
+
+@pytest.mark.parametrize(
+    "answer", ["capped at 30 000,00 RMB", "capped at RMB 30.000,00", "capped at 30’000.00 RMB"]
+)
+def test_european_amounts(answer: str) -> None:
+    fv = fact_value("cap_rmb", 30000)
+    assert fv is not None
+    assert mentions(answer, extract_values(answer), fv)

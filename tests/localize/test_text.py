@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracejudge.localize import find_clause, tokenize
-from tracejudge.localize._text import number_values
+from tracejudge.localize._text import number_values, split_clause
 
 CLAUSE = "Prepayment shall not exceed 30,000 RMB"
 
@@ -129,3 +129,58 @@ def test_clause_cut_off_at_the_very_end_of_the_text() -> None:
     assert (m.matched, m.first) == (5, 0)
     text2 = "Prepayment shall not exceed 30,000 RMB"[8:] + " filler" * 100
     assert not find_clause(text2, CLAUSE).found
+
+
+def test_best_partial_names_where_the_text_differs() -> None:
+    m = find_clause("Prepayment shall not exceed 50,000 RMB per order.", CLAUSE)
+    assert not m.found
+    assert (m.matched, m.first) == (4, 0)
+    assert m.differs == ("50,000 RMB", "30,000 RMB")
+    inner = find_clause("The prepayment may not exceed 30,000 RMB.", CLAUSE)
+    assert inner.differs == ("may", "shall")
+    assert find_clause("see: Prepayment shall not", CLAUSE).differs is None  # the text just stops
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "parts"),
+    [
+        (
+            "Attachment v2. Payment terms. Prepayment shall not",
+            "exceed 30,000 RMB per order. Net 30.",
+            ("2. Payment terms. Prepayment shall not", "exceed 30,000 RMB per order. Net"),
+        ),
+        # An overlapping splitter repeats the boundary's words in both chunks.
+        (
+            "Payment terms. Prepayment shall not exceed",
+            "not exceed 30,000 RMB per order.",
+            ("Payment terms. Prepayment shall not exceed", "not exceed 30,000 RMB per order"),
+        ),
+        # A character splitter cuts a word, or a number, in two.
+        ("Terms. Prepayment shall not exc", "eed 30,000 RMB per order.", None),
+        ("Terms. Prepayment shall not exceed 30,", "000 RMB per order.", None),
+    ],
+)
+def test_split_clause(first: str, second: str, parts: tuple[str, str] | None) -> None:
+    got = split_clause(first, second, CLAUSE)
+    assert got is not None
+    if parts is not None:
+        assert got == parts
+    a, b = got
+    assert first.endswith(a)
+    assert second.startswith(b)
+    # Each part is widened by neighbouring words so that finding it means the chunk was there.
+    assert len(tokenize(a)) >= min(5, len(tokenize(first)))
+    assert len(tokenize(b)) >= min(4, len(tokenize(second)))
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Prepayment shall not", "exceed 50,000 RMB per order."),  # another value after the cut
+        ("Prepayment shall not exceed 30,000 RMB", "Net 30."),  # whole in the first chunk
+        ("Net 30.", "Prepayment shall not exceed 30,000 RMB"),
+        ("exceed 30,000 RMB", "Prepayment shall not"),  # the wrong way round
+    ],
+)
+def test_split_clause_only_across_a_boundary(first: str, second: str) -> None:
+    assert split_clause(first, second, CLAUSE) is None

@@ -19,6 +19,7 @@ from tracejudge.localize import (
     load_ticket,
     localize,
     ticket_files,
+    trace_not_stored,
     verdict_counts,
 )
 from tracejudge.normalize import normalize
@@ -37,19 +38,24 @@ def _trace_id(arg: str | None, ticket: Ticket, path: Path) -> str:
     return trace_id.strip().lower()
 
 
+_NOT_STORED_HINT = "run `tracejudge traces list` to see stored traces, or collect the trace first"
+
+
 def _triage_one(
     app: App,
     trace_id: str,
     ticket: Ticket,
     manifest: Sequence[ManifestEntry] | None,
     judge: UsageJudge | None = None,
-) -> Localization:
+    *,
+    batch: bool = False,
+) -> Localization | None:
+    """The localization; None (in a batch) or an error (alone) when the trace is not stored."""
     spans = app.store.get_spans(trace_id)
     if not spans:
-        raise InputError(
-            f"no spans stored for trace {trace_id}",
-            hint="run `tracejudge traces list` to see stored traces, or collect the trace first",
-        )
+        if batch:
+            return None
+        raise InputError(f"no spans stored for trace {trace_id}", hint=_NOT_STORED_HINT)
     return localize(normalize(spans), ticket, manifest, judge=judge)
 
 
@@ -92,11 +98,20 @@ def _deciding(loc: Localization) -> str:
 
 
 def _render_many(app: App, rows: Sequence[tuple[Path, Localization]], counts: dict[str, int]) -> None:
-    table = Table("ticket", "trace", "verdict", "cause", "deciding stage")
-    for path, loc in rows:
-        table.add_row(
-            Text(loc.ticket or path.name), loc.trace_id, Text(loc.verdict), loc.cause or "-", _deciding(loc)
-        )
+    cells = [
+        (loc.ticket or path.name, loc.trace_id, loc.verdict, loc.cause or "-", _deciding(loc))
+        for path, loc in rows
+    ]
+    heads = ("ticket", "trace", "verdict", "cause", "deciding stage")
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(heads)]
+    # A long trace id is what gives way on a narrow terminal; verdicts and stages are never cut.
+    frame = 3 * len(heads) + 1
+    widths[1] = max(8, min(widths[1], app.console.width - frame - sum(widths) + widths[1]))
+    table = Table()
+    for head, width in zip(heads, widths, strict=True):
+        table.add_column(head, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
+    for row in cells:
+        table.add_row(*(Text(c) for c in row))
     app.console.print(table)
     summary = Table("verdict", "count")
     for verdict, n in counts.items():
@@ -175,7 +190,8 @@ def triage(
     """Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in
     context, ignored by the model — or unconfirmed, with the records that would settle it.
 
-    Exit code 0 whatever the verdict; 2 when a ticket or manifest does not parse or a trace is not stored.
+    Exit code 0 whatever the verdict; 2 when a ticket or manifest does not parse, or when the trace
+    of a single ticket is not stored (in a folder, such a ticket is unconfirmed and the rest go on).
     """
     folder = ticket_path.is_dir()
     if folder and trace_id:
@@ -198,8 +214,16 @@ def triage(
         if judge_model
         else None
     )
+    rows: list[tuple[Path, Localization]] = []
+    unstored: list[tuple[Path, Localization]] = []
     try:
-        rows = [(p, _triage_one(app, tid, t, manifest, judge)) for p, t, tid in jobs]
+        for p, t, tid in jobs:
+            loc = _triage_one(app, tid, t, manifest, judge, batch=folder)
+            if loc is None:
+                # One trace not collected yet does not stop a batch: its row says what is missing.
+                unstored.append((p, trace_not_stored(t, tid)))
+            else:
+                rows.append((p, loc))
     finally:
         if judge is not None:
             judge.close()
@@ -208,15 +232,22 @@ def triage(
         app.store.put_triage_result(loc, ticket=loc.ticket or p.stem)
     results = [loc for _, loc in rows]
     if folder:
-        counts = verdict_counts(results)
+        shown = sorted([*rows, *unstored], key=lambda row: row[0])
+        counts = verdict_counts(loc for _, loc in shown)
         if as_json:
-            items = [{**loc.model_dump(mode="json"), "ticket_file": str(p)} for p, loc in rows]
+            items = [{**loc.model_dump(mode="json"), "ticket_file": str(p)} for p, loc in shown]
             print_json({"results": items, "summary": counts})
         else:
-            _render_many(app, rows, counts)
+            _render_many(app, shown, counts)
+        if unstored:
+            names = ", ".join(loc.ticket or p.name for p, loc in unstored)
+            app.err.print(
+                Text(f"{len(unstored)} ticket(s) name a trace with no stored spans ({names}): unconfirmed")
+            )
+            app.err.print(Text(f"  → {_NOT_STORED_HINT}"))
     elif as_json:
         print_json(results[0])
     else:
         _render_one(app, results[0])
-    if write_back is not None:
+    if write_back is not None and results:
         _write_back(app, write_back, results, as_json)

@@ -9,7 +9,7 @@ from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
-from tracejudge.localize._localize import STAGES, localize, task_time
+from tracejudge.localize._localize import STAGES, localize, task_time, trace_not_stored
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.localize._text import ClauseMatch, find_clause, tokenize
 
@@ -32,6 +32,7 @@ __all__ = [
     "task_time",
     "ticket_files",
     "tokenize",
+    "trace_not_stored",
     "usage_messages",
     "verdict_counts",
 ]

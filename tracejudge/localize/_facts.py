@@ -32,10 +32,15 @@ _DATES = [
         r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
     ),
     re.compile(
-        rf"(?<!\w)(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(?P<y>\d{{4}})(?!\d)", re.I
+        rf"(?<!\w)(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+(?:of\s+)?|-){_MONTH},?[\s-]+(?P<y>\d{{4}})(?!\d)",
+        re.I,
     ),
     re.compile(rf"(?<!\w){_MONTH}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})(?!\d)", re.I),
     re.compile(r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]"),
+    # Day first with dots, as written across most of Europe: 1.3.2026, 01.03.2026.
+    re.compile(r"(?<![\d.,])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})(?![\d]|[.,]\d)"),
+    # 01/03/2026 is 1 March in most of the world and January 3 in the US: both readings are kept.
+    re.compile(r"(?<![\d/.,-])(?P<d>\d{1,2})(?P<sep>[/-])(?P<m>\d{1,2})(?P=sep)(?P<y>\d{4})(?![\d]|[/-]\d)"),
 ]
 _CURRENCY = {
     "$": {"USD"}, "us$": {"USD"}, "usd": {"USD"}, "dollar": {"USD"}, "dollars": {"USD"},
@@ -71,6 +76,9 @@ class FactValue:
     """Currency codes or ``%``; empty when none was written."""
     day: date | None = None
     """The date, for dates."""
+    days: frozenset[date] = frozenset()
+    """Every plausible reading of an ambiguous date (03/01/2026: 3 January or March 1); empty when
+    ``day`` is the only one."""
     text: str = ""
     """The text, for plain-text facts."""
     start: int = 0
@@ -78,9 +86,13 @@ class FactValue:
     end: int = 0
     """End offset."""
 
+    def readings(self) -> frozenset[date]:
+        """The dates this value may mean."""
+        return self.days or (frozenset({self.day}) if self.day is not None else frozenset())
+
     def show(self) -> str:
         if self.kind == "date" and self.day is not None:
-            return self.day.isoformat()
+            return "|".join(d.isoformat() for d in sorted(self.readings()))
         if self.kind == "number":
             unit = "/".join(sorted(self.units))
             nums = "|".join(sorted(format(n.normalize(), "f") for n in self.numbers))
@@ -88,28 +100,44 @@ class FactValue:
         return repr(self.text)
 
 
-def _date_spans(text: str) -> list[tuple[int, int, date]]:
-    found: list[tuple[int, int, date]] = []
+def _date(y: str, m: int, d: str) -> date | None:
+    try:
+        return date(int(y), m, int(d))
+    except ValueError:
+        return None
+
+
+def _date_spans(text: str) -> list[tuple[int, int, date, frozenset[date]]]:
+    """(start, end, first reading, every reading) of each date in the text."""
+    found: list[tuple[int, int, date, frozenset[date]]] = []
     for rx in _DATES:
         for m in rx.finditer(text):
-            if any(a < m.end() and m.start() < b for a, b, _ in found):
+            if any(a < m.end() and m.start() < b for a, b, _, _ in found):
                 continue
             g = m.groupdict()
             month = _MONTHS[g["mon"][:3].lower()] if g.get("mon") else int(g["m"])
-            try:
-                found.append((m.start(), m.end(), date(int(g["y"]), month, int(g["d"]))))
-            except ValueError:
-                continue
-    return sorted(found)
+            day = _date(g["y"], month, g["d"])
+            readings = {day} if day is not None else set()
+            if g.get("sep"):
+                swapped = _date(g["y"], int(g["d"]), g["m"])
+                if swapped is not None:
+                    readings.add(swapped)
+            if readings:
+                first = day if day is not None else next(iter(readings))
+                found.append((m.start(), m.end(), first, frozenset(readings)))
+    return sorted(found, key=lambda f: (f[0], f[1]))
 
 
 def extract_values(text: str) -> list[FactValue]:
     """Every date and number (with its currency or percent sign) in a text, in order."""
     dates = _date_spans(text)
-    values = [FactValue("date", day=d, start=a, end=b) for a, b, d in dates]
+    values = [
+        FactValue("date", day=d, days=r if len(r) > 1 else frozenset(), start=a, end=b)
+        for a, b, d, r in dates
+    ]
     # Dates are blanked out so "2026-03-01" does not also read as the numbers 2026, 3 and 1.
     chars = list(text)
-    for a, b, _ in dates:
+    for a, b, _, _ in dates:
         chars[a:b] = " " * (b - a)
     blanked = "".join(chars)
     for m in _AMOUNT.finditer(blanked):
@@ -156,7 +184,7 @@ def fact_value(key: str, value: Any) -> FactValue | None:
         if not rest:
             v = found[0]
             units = v.units or frozenset(key_units)
-            return FactValue(v.kind, numbers=v.numbers, units=units, day=v.day, text=value)
+            return FactValue(v.kind, numbers=v.numbers, units=units, day=v.day, days=v.days, text=value)
     return FactValue("text", text=value)
 
 
@@ -164,7 +192,7 @@ def _agrees(found: FactValue, fact: FactValue) -> bool:
     if found.kind != fact.kind:
         return False
     if fact.kind == "date":
-        return found.day == fact.day
+        return bool(found.readings() & fact.readings())
     readings = set(found.numbers)
     if "%" in found.units and "%" not in fact.units:
         readings |= {n / 100 for n in found.numbers}

@@ -44,7 +44,7 @@ from tracejudge.schema import (
     Verdict,
 )
 
-__all__ = ["localize", "task_time"]
+__all__ = ["localize", "task_time", "trace_not_stored"]
 
 STAGES: tuple[StageName, ...] = ("indexed", "retrieved", "in_context", "used_by_model")
 _FAULTS: frozenset[Verdict] = frozenset(
@@ -250,6 +250,12 @@ def _check_indexed(ctx: _Ctx, m: Material, hits: _Hits) -> tuple[StageResult, Ve
     if not entries:
         detail = f"no record shows whether {label} was in the index at task time"
         missing = [f"index manifest entry for {label}"]
+        versions = [e.version or "(no version)" for e in ctx.manifest if e.doc_id == m.doc_id]
+        if versions:
+            # A version the manifest does not list is not proof it was never indexed: the
+            # manifest may be partial, or the ticket may spell the version differently.
+            note = f"manifest lists {m.doc_id} only as {', '.join(dict.fromkeys(versions))}"
+            other = [Evidence(note=note), *other]
         return _stage("indexed", "unconfirmed", detail, evidence=other, missing=missing), None
     if t is None:
         missing = ["task time (task_time in the ticket, or a trace start time)"]
@@ -690,7 +696,7 @@ def _same_value(a: FactValue, b: FactValue) -> bool:
     if a.kind != b.kind:
         return False
     if a.kind == "date":
-        return a.day == b.day
+        return bool(a.readings() & b.readings())
     if a.kind == "number":
         return bool(a.numbers & b.numbers)
     return " ".join(a.text.split()).casefold() == " ".join(b.text.split()).casefold()
@@ -852,4 +858,22 @@ def localize(
         summary=_summary(decider, results),
         stages=decider.stages,
         materials=tuple(results),
+    )
+
+
+def trace_not_stored(ticket: Ticket, trace_id: str) -> Localization:
+    """The result for a ticket whose trace has no stored spans: unconfirmed, asking for the trace.
+
+    Used when many tickets are triaged at once, so one trace not yet collected does not stop the rest.
+    """
+    missing = f"the spans of trace {trace_id} in the store (collect the trace first)"
+    stages = [_stage("indexed", "unconfirmed", f"no spans stored for trace {trace_id}", missing=[missing])]
+    stages += [_stage(n, "skipped", "not checked: the trace is not stored") for n in STAGES[1:]]
+    return Localization(
+        ticket=ticket.ticket,
+        trace_id=trace_id,
+        task_time=_utc(ticket.task_time),
+        verdict="unconfirmed",
+        summary=f"unconfirmed: no spans stored for trace {trace_id}",
+        stages=tuple(stages),
     )
