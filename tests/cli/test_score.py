@@ -257,3 +257,18 @@ def test_bad_rubric_is_exit_2_naming_the_line(tmp_path: Path, store_url: str) ->
     result = CliRunner().invoke(cli, ["--store", store_url, "score", "--rubric", str(bad)])
     assert result.exit_code == 2
     assert f"{bad}:4" in result.output
+
+
+def test_no_judge_endpoint_is_an_input_error_before_any_run(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, out = _score(store_url)
+    assert code == 2
+    assert "OPENAI_API_KEY is not set" in out
+    assert "OPENAI_BASE_URL" in out
+    assert "Traceback" not in out
+    store = SqliteStore(store_url.removeprefix("sqlite:///"))
+    assert store.list_runs() == []
+    store.close()

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tracejudge._errors import MissingDependencyError, TracejudgeError
+from tracejudge._errors import InputError, MissingDependencyError, TracejudgeError
 from tracejudge.schema import JudgeConfig
 
 
@@ -63,8 +63,16 @@ class OpenAIJudgeClient:
         self.config = config
         self.concurrency = concurrency
         base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = os.environ.get(config.api_key_env)
+        if base_url is None and not key:
+            # Every call to the default endpoint would fail on auth: say so once, before any run starts.
+            raise InputError(
+                f"no judge endpoint: {config.api_key_env} is not set and no base URL is given",
+                hint=f"export {config.api_key_env}=… for OpenAI, or point OPENAI_BASE_URL (or the rubric's"
+                " judge.base_url) at an OpenAI-compatible server such as Ollama or vLLM",
+            )
         # Local OpenAI-compatible servers take no key; the client insists on one, so send a placeholder.
-        api_key = os.environ.get(config.api_key_env) or "unused"
+        api_key = key or "unused"
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key,

@@ -236,10 +236,11 @@ async def score_run_async(
             if v is not None
         },
     )
-    store.put_run(run)
     own_client = client is None and rubric.judge is not None
     if own_client and rubric.judge is not None:
+        # Before the run is recorded: a judge that cannot be reached at all is an input error, not a run.
         client = OpenAIJudgeClient(rubric.judge, concurrency=opts.concurrency)
+    store.put_run(run)
     judge = (
         Judge(
             rubric,
