@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 from tracejudge import TracejudgeError
-from tracejudge.localize import localize, task_time
+from tracejudge.localize import STAGES, localize, task_time
 from tracejudge.schema import (
     Candidate,
     ContextAssembly,
@@ -88,6 +88,17 @@ def test_filtered_by_recorded_filter_replayed_on_manifest_metadata(mk: ModuleTyp
     assert st.cause == "filter"
     assert any(e.span_id == "r1" and '"region": "EU"' in e.note and "excludes" in e.note for e in st.evidence)
     assert statuses(loc) == ["pass", "fail", "skipped", "skipped"]
+
+
+def test_filter_pinning_a_version_is_replayed_on_the_manifest_version(mk: ModuleType) -> None:
+    """A retriever pinned to the stale version: the entry's own version is what the filter compares."""
+    r = mk.retrieval(docs=(mk.doc(version="v1"),), filter={"version": "v1"}, principal="procurement")
+    loc = localize(mk.task(retrievals=(r,)), mk.ticket(), [mk.entry()])
+    assert (loc.verdict, loc.cause) == ("filtered", "filter")
+    assert any('"version": "v2"' in e.note for e in stage(loc, "retrieved").evidence)
+    # The manifest's metadata, when it records the key, is what the store filtered on.
+    meta = mk.entry(metadata={"region": "CN", "version": "v1"})
+    assert localize(mk.task(retrievals=(r,)), mk.ticket(), [meta]).verdict == "not_retrieved"
 
 
 def test_filtered_with_operators_and_dates(mk: ModuleType) -> None:
@@ -516,3 +527,23 @@ def test_json_shape_of_design_5_5(mk: ModuleType) -> None:
         assert {"name", "status", "detail", "evidence", "missing"} <= set(s)
         for e in s["evidence"]:
             assert set(e) == {"span_id", "note"}
+
+
+def test_verdict_status_and_cause_names_are_design_5_5() -> None:
+    from typing import get_args
+
+    from tracejudge.schema import Cause, StageStatus, Verdict
+
+    assert set(get_args(Verdict)) == {
+        "not_indexed",
+        "filtered",
+        "not_retrieved",
+        "dropped_in_context",
+        "ignored_by_model",
+        "no_fault",
+        "unconfirmed",
+        "basis_not_in_effect",
+    }
+    assert set(get_args(StageStatus)) == {"pass", "fail", "unconfirmed", "skipped"}
+    assert set(get_args(Cause)) == {"filter", "permission", "rank"}
+    assert STAGES == ("indexed", "retrieved", "in_context", "used_by_model")

@@ -306,6 +306,17 @@ class _Outcome:
     missing: list[str]
 
 
+def _replay_metadata(entry: ManifestEntry | None) -> dict[str, Any]:
+    """What a filter is replayed against: the manifest metadata, plus the entry's own doc_id and
+    version, which stores keep in the metadata too (a filter pinning ``{"version": "v1"}``)."""
+    if entry is None:
+        return {}
+    own: dict[str, Any] = {"doc_id": entry.doc_id}
+    if entry.version is not None:
+        own["version"] = entry.version
+    return {**own, **entry.metadata}
+
+
 def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None) -> _Outcome:
     label = _label(m.doc_id, m.version)
     span = call.span_id
@@ -331,7 +342,7 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None)
             " or its candidates (tracejudge.retrieval.candidates)"
         )
     else:
-        metadata = entry.metadata if entry is not None else {}
+        metadata = _replay_metadata(entry)
         passes_filter = evaluate_filter(call.filter, metadata)
         shown = call.filter_raw or _json_excerpt(call.filter)
         if passes_filter is None:
@@ -344,11 +355,11 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None)
                     f"index manifest entry for {label} (its metadata, to replay the filter of span {span})"
                 )
             else:
-                keys = [k for k in filter_keys(call.filter) if k not in entry.metadata]
+                keys = [k for k in filter_keys(call.filter) if k not in metadata]
                 what = ", ".join(keys) if keys else "metadata the filter compares"
                 missing.append(f"manifest metadata {what} of {label} (to replay the filter of span {span})")
         else:
-            got = {k: (entry.metadata.get(k) if entry else None) for k in filter_keys(call.filter)}
+            got = {k: metadata.get(k) for k in filter_keys(call.filter)}
             verb = "excludes" if passes_filter is False else "admits"
             note = f"filter {_short(shown, 100)} {verb} {label} (manifest metadata {_json_excerpt(got, 80)})"
             ev.append(Evidence(span_id=span, note=note))
