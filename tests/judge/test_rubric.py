@@ -98,3 +98,30 @@ def test_hash_changes_with_content() -> None:
     b = parse_rubric(GOOD.replace("version: 3", "version: 4"))
     assert rubric_hash(a) != rubric_hash(b)
     assert rubric_hash(a) == rubric_hash(parse_rubric(GOOD))
+
+
+@pytest.mark.parametrize(
+    ("tail", "where"),
+    [
+        (
+            "criteria:\n  - {name: a, description: d}\n  - {name: a, description: e}\n",
+            "r.yaml:6: criteria.1.name",
+        ),
+        ("criteria:\n  - {name: a, description: d}\nrepeat: 0\n", "r.yaml:5: repeat"),
+        ("overall_threshold: 11\ncriteria:\n  - {name: a, description: d}\n", "r.yaml:4: overall_threshold"),
+        (
+            "criteria:\n  - {name: a, description: d}\nchecks:\n  - {name: c, type: contains, value: x}\n"
+            "  - {name: d, type: contains, value: x, criterion: zz}\n",
+            "r.yaml:8: checks.1.criterion",
+        ),
+        (
+            "criteria:\n  - {name: a, description: d}\nchecks:\n  - {name: c, type: contains, value: x}\n"
+            "  - {name: c, type: contains, value: y}\n",
+            "r.yaml:8: checks.1.name",
+        ),
+    ],
+)
+def test_rules_about_the_whole_rubric_name_the_offending_line(tail: str, where: str) -> None:
+    with pytest.raises(InputError) as exc:
+        parse_rubric("name: x\nversion: 1\njudge: {model: m}\n" + tail, source="r.yaml")
+    assert where in str(exc.value)

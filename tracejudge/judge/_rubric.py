@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -42,12 +43,46 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
                     ) from exc
         return rubric
     except ValidationError as exc:
+        whole = next((str(e["msg"]) for e in exc.errors() if not e["loc"]), "")
+        top = _whole_rubric_loc(data, whole)
         msg = validation_lines(
             exc,
-            lambda loc: f"{source}:{node_line(root, loc, at_key=True)}",
-            loc_format=lambda loc: ".".join(str(p) for p in loc) or "<top>",
+            lambda loc: f"{source}:{node_line(root, loc or top, at_key=True)}",
+            loc_format=lambda loc: ".".join(str(p) for p in (loc or top)) or "<top>",
         )
         raise InputError("invalid rubric\n  " + msg, hint=_HINT) from exc
+
+
+def _first_repeat(entries: Any, key: str) -> int | None:
+    seen: set[Any] = set()
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        name = entry.get(key) if isinstance(entry, dict) else None
+        if name in seen:
+            return i
+        seen.add(name)
+    return None
+
+
+def _whole_rubric_loc(data: dict[str, Any], message: str) -> tuple[int | str, ...]:
+    """Where a rule about the whole rubric is broken, so the error names that line rather than line 1."""
+    if "criterion names must be unique" in message:
+        i = _first_repeat(data.get("criteria"), "name")
+        return ("criteria", i, "name") if i is not None else ("criteria",)
+    if "check names must be unique" in message:
+        i = _first_repeat(data.get("checks"), "name")
+        return ("checks", i, "name") if i is not None else ("checks",)
+    if "decides unknown criterion" in message:
+        checks = data.get("checks")
+        for i, c in enumerate(checks if isinstance(checks, list) else []):
+            if isinstance(c, dict) and f"{c.get('name')!r}" in message:
+                return ("checks", i, "criterion")
+        return ("checks",)
+    for key in ("repeat", "overall_threshold"):
+        if message.removeprefix("Value error, ").startswith(key):
+            return (key,)
+    if "need a `judge` section" in message:
+        return ("criteria",)
+    return ()
 
 
 def load_rubric(path: str | Path) -> Rubric:
