@@ -107,7 +107,7 @@ def test_hash_changes_with_content() -> None:
             "criteria:\n  - {name: a, description: d}\n  - {name: a, description: e}\n",
             "r.yaml:6: criteria.1.name",
         ),
-        ("criteria:\n  - {name: a, description: d}\nrepeat: 0\n", "r.yaml:5: repeat"),
+        ("criteria:\n  - {name: a, description: d}\nrepeat: 0\n", "r.yaml:6: repeat"),
         ("overall_threshold: 11\ncriteria:\n  - {name: a, description: d}\n", "r.yaml:4: overall_threshold"),
         (
             "criteria:\n  - {name: a, description: d}\nchecks:\n  - {name: c, type: contains, value: x}\n"
