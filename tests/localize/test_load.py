@@ -131,3 +131,28 @@ def test_ticket_files(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(InputError, match="no ticket files"):
         ticket_files(empty)
+
+
+def test_byte_order_mark_and_crlf_are_read(tmp_path: Path) -> None:
+    ticket = tmp_path / "t.yaml"
+    ticket.write_bytes(b"\xef\xbb\xbf" + TICKET.replace("\n", "\r\n").encode())
+    assert load_ticket(ticket).ticket == "EXP-311"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b"\xef\xbb\xbf" + MANIFEST.replace("\n", "\r\n").encode())
+    assert [e.version for e in load_manifest(manifest)] == ["v2", "1"]
+
+
+def test_one_material_as_a_mapping_reads_as_a_list_of_one(tmp_path: Path) -> None:
+    text = "required:\n  doc_id: C-17/attachment\n  version: v2\nsuperseded:\n  doc_id: C-17/attachment\n"
+    t = load_ticket(write(tmp_path, "t.yaml", text))
+    assert [(m.doc_id, m.version) for m in t.required] == [("C-17/attachment", "v2")]
+    assert len(t.superseded) == 1
+    with pytest.raises(InputError) as err:
+        load_ticket(write(tmp_path, "u.yaml", "ticket: X\nrequired: C-17/attachment\n"))
+    assert f"{tmp_path / 'u.yaml'}:2: required: should be a list" in err.value.message
+
+
+def test_missing_manifest_file_says_what_to_give(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file") as err:
+        load_manifest(tmp_path / "nope.jsonl")
+    assert "leave out --manifest" in (err.value.hint or "")

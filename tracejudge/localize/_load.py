@@ -17,6 +17,9 @@ __all__ = ["load_manifest", "load_ticket", "ticket_files"]
 _TICKET_HINT = (
     'fix the ticket; see "File formats" in the README (required: [{doc_id, version, clause, facts}])'
 )
+_MANIFEST_FILE_HINT = (
+    "give the path of an index manifest (JSONL, one document version per line), or leave out --manifest"
+)
 _MANIFEST_HINT = (
     'fix that line; each line is one JSON object (see "File formats" in the README):'
     " {doc_id, version, indexed_at, ...}"
@@ -25,7 +28,8 @@ _MANIFEST_HINT = (
 
 def _read(path: Path, hint: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        # utf-8-sig: files saved by Windows editors start with a byte-order mark.
+        return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file", hint=hint) from None
     except IsADirectoryError:
@@ -39,10 +43,15 @@ def load_ticket(path: Path) -> Ticket:
     text = _read(path, _TICKET_HINT)
     data, root = parse_yaml(text, source=str(path), hint=_TICKET_HINT, column=True)
     data = require_mapping(data, source=str(path), noun="ticket", hint=_TICKET_HINT)
+    for key in ("required", "superseded"):
+        # One material written as a mapping rather than a one-item list means the same thing.
+        if isinstance(data.get(key), dict):
+            data = {**data, key: [data[key]]}
     try:
         ticket = Ticket.model_validate(data)
     except ValidationError as exc:
         msg = validation_lines(exc, lambda loc: f"{path}:{node_line(root, loc)}")
+        msg = msg.replace("Input should be a valid tuple", "should be a list")
         raise InputError(f"invalid ticket:\n  {msg}", hint=_TICKET_HINT) from None
     if not ticket.required:
         line = node_line(root, ("required",))
@@ -58,7 +67,7 @@ def _manifest_lines(text: str) -> Iterator[tuple[int, str]]:
 
 def load_manifest(path: Path) -> list[ManifestEntry]:
     """Parse an index manifest (DESIGN 5.3, JSONL). Raises :class:`InputError` naming the file and line."""
-    text = _read(path, _MANIFEST_HINT)
+    text = _read(path, _MANIFEST_FILE_HINT)
     entries: list[ManifestEntry] = []
     for number, line in _manifest_lines(text):
         try:
