@@ -45,3 +45,19 @@ def test_probe_reports_each_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         strict = CliRunner().invoke(cli, [*args, "--strict"])
         assert strict.exit_code == 1
         assert "3 as expected, 1 not" in strict.output
+
+
+def test_a_broken_case_names_its_line(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 't.db'}"
+    rubric = str(EXAMPLE / "rubric-correctness.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("id: x\ninput: [\n")
+    no_map = tmp_path / "probes.yaml"
+    no_map.write_text("id: x\ninput: q\noutput: a\nprobes: [1]\n")
+    for case, where in (
+        (broken, f"{broken}:3: broken YAML"),
+        (no_map, f"{no_map}:4: `probes` must be a mapping"),
+    ):
+        result = CliRunner().invoke(cli, ["--store", store, "probe", "--rubric", rubric, "--case", str(case)])
+        assert result.exit_code == 2
+        assert where in result.output

@@ -14,10 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from tracejudge._errors import InputError
 from tracejudge._inputfile import read_input
+from tracejudge._yamlfile import node_line, parse_yaml
 from tracejudge.audit._labels import task_from
 from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient
 from tracejudge.runs import score_task
@@ -76,18 +75,18 @@ def load_case(path: str | Path) -> ProbeCase:
     """Read a probe case YAML file."""
     p = Path(path)
     text = read_input(p, "case", "--case")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{p}: broken YAML: {exc}", hint=_HINT) from exc
+    data, root = parse_yaml(text, source=str(p), hint=_HINT)
     if not isinstance(data, dict) or not isinstance(data.get("output"), str):
-        raise InputError(f"{p}: a case needs at least `output` (text)", hint=_HINT)
+        line = node_line(root, ("output",), at_key=True) if isinstance(data, dict) else 1
+        raise InputError(f"{p}:{line}: a case needs at least `output` (text)", hint=_HINT)
     probes = data.get("probes") or {}
     if not isinstance(probes, dict):
-        raise InputError(f"{p}: `probes` must be a mapping", hint=_HINT)
+        line = node_line(root, ("probes",), at_key=True)
+        raise InputError(f"{p}:{line}: `probes` must be a mapping", hint=_HINT)
     tools = data.get("tool_calls") or []
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise InputError(f"{p}: `tool_calls` must be a list of mappings", hint=_HINT)
+        line = node_line(root, ("tool_calls",), at_key=True)
+        raise InputError(f"{p}:{line}: `tool_calls` must be a list of mappings", hint=_HINT)
     return ProbeCase(
         id=str(data.get("id") or p.stem),
         input=data.get("input"),
