@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from difflib import SequenceMatcher
+from typing import NamedTuple
 
 __all__ = ["ClauseMatch", "find_clause", "number_values", "split_clause", "tokenize"]
 
@@ -44,7 +45,9 @@ _UNITS = {
     "%": "percent", "percent": "percent", "per cent": "percent", "pct": "percent",
 }  # fmt: skip
 _TOKEN = re.compile(
-    r"(?:(?P<pre>us\$|[$€£]|(?<![^\W\d_])(?:rmb|cny|usd|eur|gbp|jpy)(?=[ \u00a0]?\d))[ \u00a0]?)?"
+    # The lookahead on the first character keeps the prefix attempt cheap at every other position.
+    r"(?:(?=[$€£urcegj])"
+    r"(?P<pre>us\$|[$€£]|(?<![^\W\d_])(?:rmb|cny|usd|eur|gbp|jpy)(?=[ \u00a0]?\d))[ \u00a0]?)?"
     rf"(?P<num>{_NUM_RUN})"
     rf"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"
     r"(?:[ \u00a0]?(?:(?P<post>per[ ]?cent|pct|rmb|cny|yuan|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
@@ -103,8 +106,8 @@ def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
     return out
 
 
-@dataclass(frozen=True)
-class _Tok:
+class _Tok(NamedTuple):
+    # A named tuple, not a dataclass: a 10 MB input is millions of these.
     text: str
     start: int
     end: int
@@ -114,10 +117,12 @@ class _Tok:
 
 def _tokens(text: str, offset: int = 0) -> list[_Tok]:
     toks: list[_Tok] = []
+    append = toks.append
     for n, m in enumerate(_TOKEN.finditer(text)):
         num = m.group("num")
         if num is None:
-            toks.append(_Tok(m.group(0), offset + m.start(), offset + m.end(), n, True))
+            a, b = m.span()
+            append(_Tok(m.group(0), offset + a, offset + b, n, True))
             continue
         values = number_values(num)
         mul_name = m.group("mul") or m.group("cjkmul")
