@@ -67,6 +67,14 @@ def test_cues_handle_negation() -> None:
     assert pos == ["no errors"]
 
 
+def test_names_of_traces_and_items_are_not_cues() -> None:
+    neg, pos = cues("Trace handoff-missing (case wrong_change_2) is answered correctly and completely.")
+    assert neg == []
+    assert pos == ["correctly"]
+    neg, pos = cues("The handoff is missing; the change is wrong.")
+    assert neg == ["missing", "wrong"]
+
+
 def test_mismatches_worst_first() -> None:
     items = [
         ItemResult(

@@ -97,7 +97,9 @@ _PAIR_ID = re.compile(r"^(?P<pair>.+)::(?P<order>ab|ba)$")
 def cues(text: str) -> tuple[list[str], list[str]]:
     """(negative, positive) cue words found, in order. A cue within three words after a negator flips:
     ``not correct`` is negative, ``no errors`` positive, and that negator is not counted again."""
-    words = re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
+    # Hyphenated, underscored or digit-bearing tokens are names ("handoff-missing", "wrong_change_2"),
+    # not judgements: they stay whole so their parts are not read as cues.
+    words = re.findall(r"[a-z0-9]+(?:['_-][a-z0-9]+)*", text.lower())
     neg: list[str] = []
     pos: list[str] = []
     used: set[int] = set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import entry_points
 
 import click
@@ -92,5 +93,14 @@ cli.add_command(probe)
 
 
 def main() -> None:
-    """Console entry point."""
-    cli(prog_name="tracejudge")
+    """Console entry point. Ctrl-C exits 130, not click's 1, so a gate (`score --gate` exits 1 on a
+    failed gate) never reads an interrupted run as a failed one."""
+    try:
+        code = cli.main(prog_name="tracejudge", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted: what was stored so far is kept; run the command again to resume", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
