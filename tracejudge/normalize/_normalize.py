@@ -174,7 +174,14 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     if not retrievals:
         gaps.add("no_retrieval_span", None, "no span of the trace is a retrieval step")
     if not models:
-        gaps.add("no_model_span", None, "no span of the trace is an LLM call")
+        detail = "no span of the trace is an LLM call"
+        if any(oll.KIND in v.attrs for v in views):
+            # OpenLLMetry's framework instrumentations (llama-index) leave LLM calls to the client's.
+            detail += (
+                "; OpenLLMetry records LLM calls with the LLM client's instrumentation"
+                " (e.g. opentelemetry-instrumentation-openai): enable it beside the framework's"
+            )
+        gaps.add("no_model_span", None, detail)
 
     answer, answer_span = _final_answer(views, root, models)
     if answer is None:
@@ -391,6 +398,10 @@ def _reranking(view: SpanView, returned: dict[str, Document]) -> Reranking:
     if inputs is None and outputs is None:
         inputs = _node_documents(view, "input.value", returned)
         outputs = _node_documents(view, "output.value", returned)
+    if inputs is None and outputs is None and oll.KIND in view.attrs:
+        inputs = _resolved(oll.node_documents(view, "traceloop.entity.input"), returned)
+        outputs = _resolved(oll.node_documents(view, "traceloop.entity.output"), returned)
+        query = query or oll.node_query(view)
     return Reranking(
         span_id=view.span_id,
         query=None if query == REDACTED else query,
@@ -398,6 +409,20 @@ def _reranking(view: SpanView, returned: dict[str, Document]) -> Reranking:
         output_documents=tuple(outputs or ()),
         top_k=as_int(view.attrs.get("reranker.top_k")),
     )
+
+
+def _resolved(docs: list[Document] | None, returned: dict[str, Document]) -> list[Document] | None:
+    """Documents a step passed on, as the retrieval returned them when their node id is known there
+    (same identity and content), with this step's score and position."""
+    if docs is None:
+        return None
+    out = []
+    for doc in docs:
+        known = returned.get(doc.raw_id) if doc.raw_id is not None else None
+        out.append(
+            doc if known is None else known.model_copy(update={"score": doc.score, "position": doc.position})
+        )
+    return out
 
 
 def _node_documents(view: SpanView, key: str, returned: dict[str, Document]) -> list[Document] | None:

@@ -10,12 +10,22 @@ vector stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.
 (opentelemetry-instrumentation-langchain): ``gen_ai.operation.name = vector_db_retrieve`` marks a
 retriever run, its query in ``traceloop.entity.input`` and its documents in
 ``traceloop.entity.output``; ``execute_task`` spans are tasks.
+
+LlamaIndex (opentelemetry-instrumentation-llamaindex) records every instrumented call as a
+``<Class>.task`` / ``<Class>.workflow`` span whose ``traceloop.entity.input`` is the call's bound
+arguments as JSON and whose ``traceloop.entity.output`` its result: a retriever's result is a JSON
+list of JSON-encoded ``NodeWithScore`` strings (``node.id_``, ``node.text``, ``node.metadata``,
+``score``), so a task span returning nodes is a retrieval, and one that also received ``nodes``
+(a node postprocessor) is a rerank step. It makes no span for LLMs whose client another OpenLLMetry
+instrumentation covers (OpenAI …): the model call is that instrumentation's span (``openai.chat``).
 """
 
 from __future__ import annotations
 
-from tracejudge.normalize._shapes import content_and_tools, make_document
-from tracejudge.normalize._values import as_str, group_indexed, maybe_json, ordered
+from typing import Any
+
+from tracejudge.normalize._shapes import content_and_tools, documents_from_value, make_document, request_text
+from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
@@ -41,7 +51,12 @@ def classify(view: SpanView) -> StepKind | None:
         return "retrieval"
     kind = a.get(KIND)
     if isinstance(kind, str):
-        return _STEPS.get(kind.lower(), "other")
+        kind = kind.lower()
+        if kind in ("task", "workflow"):
+            nodes = _node_step(view)
+            if nodes is not None:
+                return nodes
+        return _STEPS.get(kind, "other")
     request_type = a.get("llm.request.type")
     if isinstance(request_type, str):
         return "embedding" if request_type == "embedding" else "model"
@@ -112,3 +127,43 @@ def store_filter(view: SpanView) -> tuple[object, str | None] | None:
         parsed = view.json(key, value, python_literal=True)
         return parsed, value
     return None
+
+
+_NODE_CLASS = "NodeWithScore"
+
+
+def _node_step(view: SpanView) -> StepKind | None:
+    """A LlamaIndex task that returned nodes: a retriever, or a postprocessor when it was given nodes.
+
+    Decided on the raw text (the JSON is decoded once, when the step is read): the node list is a
+    JSON array whose items name their class ``NodeWithScore``.
+    """
+    output = view.attrs.get("traceloop.entity.output")
+    if not isinstance(output, str) or not output.startswith("["):
+        return None
+    given = view.attrs.get("traceloop.entity.input")
+    takes_nodes = isinstance(given, str) and '"nodes": [' in given and _NODE_CLASS in given
+    if _NODE_CLASS not in output:
+        if output != "[]":
+            return None
+        entity = as_str(view.attrs.get("traceloop.entity.name")) or view.raw.name
+        if not takes_nodes and not (entity.rpartition(".")[0] or entity).endswith("Retriever"):
+            return None  # an empty list from any other task says nothing
+    return "rerank" if takes_nodes else "retrieval"
+
+
+def node_documents(view: SpanView, key: str) -> list[Document] | None:
+    """The nodes of a LlamaIndex task's recorded input (``{"nodes": [...]}``) or output (``[...]``)."""
+    value = view.attrs.get(key)
+    if not isinstance(value, str) or value == REDACTED:
+        return None
+    return documents_from_value(view, maybe_json(value))
+
+
+def node_query(view: SpanView) -> str | None:
+    """The query a LlamaIndex postprocessor ran with (``query_bundle`` / ``query_str`` arguments)."""
+    value = maybe_json(view.attrs.get("traceloop.entity.input"))
+    if not isinstance(value, dict):
+        return None
+    given: Any = {k: value.get(k) for k in ("query_bundle", "query_str") if value.get(k) is not None}
+    return request_text(given) if given else None

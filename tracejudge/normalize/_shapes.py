@@ -11,7 +11,7 @@ from tracejudge.schema import Document, Message
 
 _DOC_ID_KEYS = ("doc_id", "document_id", "source")
 _CONTENT_KEYS = ("content", "page_content", "pageContent", "text", "document")
-_RAW_ID_KEYS = ("id", "doc_id", "document_id", "_id", "uuid", "node_id")
+_RAW_ID_KEYS = ("id", "id_", "doc_id", "document_id", "_id", "uuid", "node_id")
 _ROLE_ALIASES = {"human": "user", "ai": "assistant", "AIMessage": "assistant", "HumanMessage": "user"}
 _SCORE_KEYS = ("score", "relevance_score", "similarity", "similarity_score")
 
@@ -141,7 +141,18 @@ def messages_from_value(value: Any) -> list[Message] | None:
 # --- free-form input and output -----------------------------------------------------------------
 
 _ANSWER_KEYS = ("output", "answer", "final_answer", "response", "result", "content", "text", "outputs")
-_INPUT_KEYS = ("input", "query", "question", "prompt", "inputs", "user_input")
+# The last three are LlamaIndex's argument names (OpenLLMetry records a call's bound arguments).
+_INPUT_KEYS = (
+    "input",
+    "query",
+    "question",
+    "prompt",
+    "inputs",
+    "user_input",
+    "str_or_query_bundle",
+    "query_bundle",
+    "query_str",
+)
 
 
 def _first_text(value: Any, keys: tuple[str, ...], role: str, depth: int) -> str | None:
@@ -230,10 +241,24 @@ def make_document(
     )
 
 
+def _encoded_node(value: str) -> dict[str, Any] | None:
+    """A LlamaIndex node serialized to JSON text (OpenLLMetry's node lists hold one JSON string per
+    ``NodeWithScore``); None for any other text, which stays a document's content."""
+    if not value.startswith("{") or '"class_name"' not in value:
+        return None
+    parsed = maybe_json(value)
+    if isinstance(parsed, dict) and ("node" in parsed or str(parsed.get("class_name", "")).endswith("Node")):
+        return parsed
+    return None
+
+
 def document_from_dict(view: SpanView, value: Any, position: int) -> Document | None:
     """A document from a generic dict (Langfuse output, GenAI documents, LangChain/LlamaIndex shapes)."""
     if isinstance(value, str):
-        return Document(doc_id=None, content=value, position=position)
+        node = _encoded_node(value)
+        if node is None:
+            return Document(doc_id=None, content=value, position=position)
+        value = node
     if not isinstance(value, dict):
         return None
     if isinstance(value.get("kwargs"), dict):
