@@ -5,9 +5,10 @@ Attributes read: ``gen_ai.operation.name``, ``gen_ai.input.messages``, ``gen_ai.
 ``gen_ai.prompt`` / ``gen_ai.completion``, ``gen_ai.request.model``, ``gen_ai.response.model``,
 ``gen_ai.usage.{input_tokens,output_tokens,prompt_tokens,completion_tokens}``,
 ``gen_ai.retrieval.query.text``, ``gen_ai.retrieval.documents``, ``gen_ai.memory.records``,
-``gen_ai.request.top_k``, ``gen_ai.data_source.id``, ``gen_ai.tool.{name,call.id,call.arguments,
-call.result}``, ``gen_ai.conversation.id``, and span events ``gen_ai.{system,user,assistant,tool}.message``,
-``gen_ai.choice``, ``gen_ai.client.inference.operation.details``.
+``gen_ai.retrieval.top_k`` (``gen_ai.request.top_k`` before it), ``gen_ai.data_source.id``,
+``gen_ai.tool.{name,call.id,call.arguments,call.result}``, ``gen_ai.conversation.id``, and span
+events ``gen_ai.{system,user,assistant,tool}.message``, ``gen_ai.choice``,
+``gen_ai.client.inference.operation.details``.
 """
 
 from __future__ import annotations

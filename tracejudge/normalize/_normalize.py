@@ -363,7 +363,12 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
             candidates = _candidates(view)
         if top_k is None:
             top_k = as_int(
-                view.get("gen_ai.request.top_k", "db.vector.query.top_k", "db.chroma.query.n_results")
+                view.get(
+                    "gen_ai.retrieval.top_k",
+                    "gen_ai.request.top_k",
+                    "db.vector.query.top_k",
+                    "db.chroma.query.n_results",
+                )
             )
         source = source or as_str(view.get("gen_ai.data_source.id", "db.collection.name"))
     if docs is None:
