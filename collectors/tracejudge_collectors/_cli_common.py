@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 from pydantic import BaseModel
@@ -20,6 +21,9 @@ from rich.progress import (
 
 from tracejudge._errors import InputError
 from tracejudge.cli import App, print_json
+from tracejudge.report import RunMetrics
+from tracejudge.schema import RawSpan
+from tracejudge.store import Store
 
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -71,10 +75,60 @@ def retries_option(envvar: str) -> Callable[[F], F]:
     )
 
 
+class _MeteredStore:
+    """A store whose ``put_spans`` also reports (spans given, spans new); the rest passes through."""
+
+    def __init__(self, store: Store, on_put: Callable[[int, int], None]) -> None:
+        self._store = store
+        self._on_put = on_put
+
+    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+        batch = spans if isinstance(spans, list) else list(spans)
+        new = self._store.put_spans(batch)
+        # Counted after the commit: spans that failed to store were not collected.
+        self._on_put(len(batch), new)
+        return new
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def metered_store(store: Store, on_put: Callable[[int, int], None]) -> Store:
+    """``store``, calling ``on_put(given, new)`` after every committed ``put_spans``."""
+    return cast(Store, _MeteredStore(store, on_put))
+
+
+@contextlib.contextmanager
+def collect_metrics(store: Store, *, source: str) -> Iterator[tuple[Store, RunMetrics | None]]:
+    """OpenTelemetry metrics for one collect run when ``OTEL_EXPORTER_OTLP_*`` is set: the store to
+    write through (new spans counted as ``tracejudge.collect.spans``) and the metrics, pushed
+    periodically and once more when the block ends (None and the store itself when unset)."""
+    metrics = RunMetrics.from_env()
+    if metrics is None:
+        yield store, None
+        return
+    bound = metrics
+
+    def on_put(_given: int, new: int) -> None:
+        bound.spans_collected(new, source=source)
+
+    try:
+        yield metered_store(store, on_put), metrics
+    finally:
+        metrics.close()
+
+
 def pull_with_progress(
-    app: App, *, total: int | None, quiet: bool, pull: Callable[[Callable[[str, bool], None]], R]
+    app: App,
+    *,
+    total: int | None,
+    quiet: bool,
+    pull: Callable[[Callable[[str, bool], None]], R],
+    metrics: RunMetrics | None = None,
+    source: str = "",
 ) -> R:
-    """Run ``pull(on_trace)`` under a progress bar on stderr (off for ``--json`` and non-terminals)."""
+    """Run ``pull(on_trace)`` under a progress bar on stderr (off for ``--json`` and non-terminals);
+    with ``metrics``, every listed trace is counted as ``tracejudge.collect.traces``."""
     progress = Progress(
         SpinnerColumn(),
         TextColumn("pulling traces"),
@@ -91,6 +145,8 @@ def pull_with_progress(
         counts = {"fetched": 0}
 
         def on_trace(_trace_id: str, fetched: bool) -> None:
+            if metrics is not None:
+                metrics.traces_listed(fetched=fetched, source=source)
             counts["fetched"] += int(fetched)
             # With a total (--limit) the bar counts fetched traces: stored ones would overrun it.
             advance = 1 if total is None or fetched else 0

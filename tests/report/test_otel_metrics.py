@@ -4,16 +4,14 @@ the real SDK exporter sending to a local receiver that decodes ExportMetricsServ
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
+from tests.otlp_metrics_sink import MetricsSink, last_points, metrics_sink
 from tracejudge.cli import cli
 from tracejudge.report import RunMetrics
 from tracejudge.store import SqliteStore
@@ -23,56 +21,10 @@ if TYPE_CHECKING:
     from tests.conftest import Restaurant
 
 
-class _Collector:
-    def __init__(self) -> None:
-        self.requests: list[ExportMetricsServiceRequest] = []
-        self.paths: list[str] = []
-
-
 @pytest.fixture
-def metrics_receiver() -> Iterator[tuple[str, _Collector]]:
-    seen = _Collector()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            msg = ExportMetricsServiceRequest()
-            msg.ParseFromString(body)
-            seen.requests.append(msg)
-            seen.paths.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _last_points(requests: list[ExportMetricsServiceRequest]) -> dict[tuple[str, tuple[Any, ...]], float]:
-    """Cumulative sums: the last exported value of each (metric, attributes) series."""
-    out: dict[tuple[str, tuple[Any, ...]], float] = {}
-    for req in requests:
-        for rm in req.resource_metrics:
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    points = (
-                        metric.sum.data_points if metric.HasField("sum") else metric.histogram.data_points
-                    )
-                    for p in points:
-                        attrs = tuple(sorted((a.key, a.value.string_value) for a in p.attributes))
-                        value = p.count if metric.HasField("histogram") else (p.as_int or p.as_double)
-                        out[(metric.name, attrs)] = value
-    return out
+def metrics_receiver() -> Iterator[tuple[str, MetricsSink]]:
+    with metrics_sink() as sink:
+        yield sink
 
 
 def test_no_endpoint_means_no_metrics() -> None:
@@ -80,7 +32,7 @@ def test_no_endpoint_means_no_metrics() -> None:
 
 
 def test_score_pushes_item_criterion_and_judge_metrics(
-    metrics_receiver: tuple[str, _Collector],
+    metrics_receiver: tuple[str, MetricsSink],
     restaurant: Restaurant,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -99,7 +51,7 @@ def test_score_pushes_item_criterion_and_judge_metrics(
     summary = json.loads(result.output)["summary"]
     assert seen.requests, "no OTLP metrics request arrived"
     assert set(seen.paths) == {"/v1/metrics"}
-    points = _last_points(seen.requests)
+    points = last_points(seen.requests)
     rubric = "restaurant-assistant"
     by_verdict = {
         v: sum(
@@ -128,7 +80,7 @@ def test_score_pushes_item_criterion_and_judge_metrics(
 
 
 def test_collect_file_pushes_span_counts(
-    metrics_receiver: tuple[str, _Collector], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    metrics_receiver: tuple[str, MetricsSink], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     endpoint, seen = metrics_receiver
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -139,4 +91,4 @@ def test_collect_file_pushes_span_counts(
     assert first.exit_code == 0, first.output
     new = json.loads(first.output)["new"]
     assert new > 0
-    assert _last_points(seen.requests)[("tracejudge.collect.spans", (("source", "file"),))] == new
+    assert last_points(seen.requests)[("tracejudge.collect.spans", (("source", "file"),))] == new

@@ -16,7 +16,18 @@ from tracejudge.schema import ItemResult
 
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 # Often enough that a dashboard follows a run of minutes; the rest goes out when the run ends.
+# OTEL_METRIC_EXPORT_INTERVAL overrides it.
 _EXPORT_INTERVAL_MS = 10_000
+
+
+def _export_interval_ms(env: Mapping[str, str]) -> int:
+    """``OTEL_METRIC_EXPORT_INTERVAL`` (milliseconds, the SDK's own setting) when it is a positive
+    integer, else every 10 s."""
+    try:
+        value = int(env.get("OTEL_METRIC_EXPORT_INTERVAL", ""))
+    except ValueError:
+        return _EXPORT_INTERVAL_MS
+    return value if value > 0 else _EXPORT_INTERVAL_MS
 
 
 class RunMetrics:
@@ -41,6 +52,31 @@ class RunMetrics:
         self._spans = meter.create_counter(
             "tracejudge.collect.spans", unit="{span}", description="Spans stored by a collector"
         )
+        self._traces = meter.create_counter(
+            "tracejudge.collect.traces",
+            unit="{trace}",
+            description="Traces a pulling collector listed, by outcome (fetched, skipped: already stored)",
+        )
+        self._received = meter.create_counter(
+            "tracejudge.collect.spans.received",
+            unit="{span}",
+            description="Spans in requests the OTLP receiver decoded (accepted + rejected)",
+        )
+        self._accepted = meter.create_counter(
+            "tracejudge.collect.spans.accepted",
+            unit="{span}",
+            description="Spans the OTLP receiver validated and committed (new or already stored)",
+        )
+        self._rejected = meter.create_counter(
+            "tracejudge.collect.spans.rejected",
+            unit="{span}",
+            description="Spans the OTLP receiver rejected as invalid (partial success)",
+        )
+        self._requests = meter.create_counter(
+            "tracejudge.collect.requests",
+            unit="{request}",
+            description="Export requests the OTLP receiver answered, by signal and HTTP status",
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RunMetrics | None:
@@ -54,7 +90,7 @@ class RunMetrics:
         from opentelemetry.sdk.resources import Resource
 
         reader = PeriodicExportingMetricReader(
-            OTLPMetricExporter(), export_interval_millis=_EXPORT_INTERVAL_MS
+            OTLPMetricExporter(), export_interval_millis=_export_interval_ms(env)
         )
         resource = Resource.create({"service.name": "tracejudge", "service.version": __version__})
         return cls(MeterProvider(metric_readers=[reader], resource=resource))
@@ -73,6 +109,24 @@ class RunMetrics:
     def spans_collected(self, count: int, *, source: str) -> None:
         """Count spans a collector stored."""
         self._spans.add(count, {"source": source})
+
+    def traces_listed(self, *, fetched: bool, source: str) -> None:
+        """Count one trace a pulling collector listed: fetched now, or skipped as already stored."""
+        self._traces.add(1, {"source": source, "outcome": "fetched" if fetched else "skipped"})
+
+    def spans_accepted(self, count: int, *, source: str) -> None:
+        """Count spans a receiver validated and committed (new or already stored); also received."""
+        self._received.add(count, {"source": source})
+        self._accepted.add(count, {"source": source})
+
+    def spans_rejected(self, count: int, *, source: str) -> None:
+        """Count spans a receiver rejected as invalid; also received."""
+        self._received.add(count, {"source": source})
+        self._rejected.add(count, {"source": source})
+
+    def request_answered(self, *, signal: str, status: int, source: str) -> None:
+        """Count one export request by signal (``traces``, ``logs``) and the HTTP status answered."""
+        self._requests.add(1, {"source": source, "signal": signal, "status": str(status)})
 
     def close(self) -> None:
         """Push what is left and stop the exporter."""

@@ -7,6 +7,7 @@ import click
 from tracejudge.cli import App, handle_errors, pass_app
 from tracejudge.write import LangfuseApi, LangfuseCredentials
 from tracejudge_collectors._cli_common import (
+    collect_metrics,
     from_option,
     json_option,
     limit_option,
@@ -86,14 +87,18 @@ def langfuse_command(
         concurrency=concurrency,
     )
     credentials = LangfuseCredentials.from_env()
-    store = app.store
-    with LangfuseApi(credentials, max_retries=retries, max_connections=concurrency + 2) as api:
+    with (
+        collect_metrics(app.store, source="langfuse") as (store, metrics),
+        LangfuseApi(credentials, max_retries=retries, max_connections=concurrency + 2) as api,
+    ):
         detection = detect(api)
         report = pull_with_progress(
             app,
             total=limit,
             quiet=as_json,
             pull=lambda on_trace: pull_langfuse(store, api, options, on_trace=on_trace, detection=detection),
+            metrics=metrics,
+            source="langfuse",
         )
         if feedback or queue:
             refreshed = refresh_scores(store, api, name=feedback, queue=queue, detection=detection)

@@ -13,6 +13,7 @@ from rich.table import Table
 from tracejudge.cli import App, handle_errors, pass_app, print_json
 from tracejudge.report import RunMetrics
 from tracejudge_collectors.otel._files import FileImport, expand_paths, import_files
+from tracejudge_collectors.otel._metered import serve_metered
 from tracejudge_collectors.otel._receiver import DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, serve
 
 __all__ = ["file_command", "otlp_command"]
@@ -48,13 +49,28 @@ def otlp_command(app: App, listen: str, token: str | None, max_body_bytes: int) 
 
     Senders point their OTLP exporter at http://HOST:PORT/v1/traces (also accepted:
     /api/public/otel/v1/traces). Prints `listening on http://HOST:PORT` once ready; stop with Ctrl-C.
+    With OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT set, pushes request and span counts there while it runs.
     """
 
     def ready(url: str) -> None:
         sys.stdout.write(f"listening on {url}\n")
         sys.stdout.flush()
 
-    serve(app.store, listen, token=token or None, max_body_bytes=max_body_bytes, on_ready=ready)
+    metrics = RunMetrics.from_env()
+    if metrics is None:
+        serve(app.store, listen, token=token or None, max_body_bytes=max_body_bytes, on_ready=ready)
+        return
+    try:
+        serve_metered(
+            app.store,
+            listen,
+            metrics=metrics,
+            token=token or None,
+            max_body_bytes=max_body_bytes,
+            on_ready=ready,
+        )
+    finally:
+        metrics.close()
 
 
 @click.command("file")

@@ -9,6 +9,7 @@ import click
 from tracejudge.cli import App, handle_errors, pass_app
 from tracejudge.write import PhoenixApi, PhoenixCredentials
 from tracejudge_collectors._cli_common import (
+    collect_metrics,
     from_option,
     json_option,
     limit_option,
@@ -56,12 +57,16 @@ def phoenix_command(
         limit=limit,
     )
     credentials = PhoenixCredentials.from_env()
-    store = app.store
-    with PhoenixApi(credentials, max_retries=retries) as api:
+    with (
+        collect_metrics(app.store, source="phoenix") as (store, metrics),
+        PhoenixApi(credentials, max_retries=retries) as api,
+    ):
         report = pull_with_progress(
             app,
             total=limit,
             quiet=as_json,
             pull=lambda on_trace: pull_phoenix(store, api, options, on_trace=on_trace),
+            metrics=metrics,
+            source="phoenix",
         )
     render_pull(app, report, pull_summary, as_json=as_json)
