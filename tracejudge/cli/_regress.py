@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 from rich.markup import escape
+from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
@@ -17,8 +19,10 @@ from tracejudge.regress import (
     anonymize_suite,
     build_suite,
     check_suite_path,
+    iter_samples,
     load_suite,
     load_target,
+    plan_anonymization,
     push_suite_path,
     run_suite,
     write_run,
@@ -123,21 +127,46 @@ def check_cmd(app: App, suite: Path, max_failure_share: float, as_json: bool) ->
 
 @regress.command("anonymize")
 @click.argument("suite", type=click.Path(path_type=Path))
-@click.option(
-    "--out", required=True, type=click.Path(path_type=Path), help="New folder for the anonymized suite."
-)
+@click.option("--out", type=click.Path(path_type=Path), help="New folder for the anonymized suite.")
 @click.option(
     "--mapping", type=click.Path(path_type=Path), help="Write the mapping here (outside any suite)."
 )
 @click.option("--identifier", "identifiers", multiple=True, help="Extra name to pseudonymize (repeatable).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List what would be replaced (original, pseudonym, occurrences, samples); write nothing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_app
 @handle_errors
 def anonymize_cmd(
-    app: App, suite: Path, out: Path, mapping: Path | None, identifiers: tuple[str, ...], as_json: bool
+    app: App,
+    suite: Path,
+    out: Path | None,
+    mapping: Path | None,
+    identifiers: tuple[str, ...],
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
-    """Consistent pseudonyms for ids, names, emails and account numbers; amounts, dates, versions and
-    relations kept; triage verdicts and hard checks verified unchanged (exit 1 if not)."""
+    """Consistent pseudonyms for ids, names, emails, phone and account numbers, found in metadata and in
+    free text; amounts, dates, versions and relations kept; triage verdicts and hard checks verified
+    unchanged (exit 1 if not). --dry-run shows the originals on this terminal only."""
+    if dry_run:
+        plan = plan_anonymization(list(iter_samples(suite)), identifiers=identifiers)
+        if as_json:
+            print_json([dataclasses.asdict(p) for p in plan])
+            return
+        table = Table("kind", "original", "pseudonym", "occurrences", "samples")
+        for p in plan:
+            table.add_row(
+                p.kind, escape(p.original), escape(p.pseudonym), str(p.occurrences), str(len(p.samples))
+            )
+        app.console.print(table)
+        app.console.print(f"{len(plan)} identifiers would be replaced; nothing written (dry run)")
+        return
+    if out is None:
+        raise InputError("--out is required", hint="give a new folder for the anonymized suite, or --dry-run")
     report = anonymize_suite(suite, out, mapping_file=mapping, identifiers=identifiers)
     if as_json:
         print_json({**report.model_dump(mode="json"), "ok": report.ok})

@@ -5,7 +5,14 @@ The stages are pure (``build_sample``, ``check_suite``, ``anonymize_samples``); 
 Python callable or an HTTP endpoint.
 """
 
-from tracejudge.regress._anonymize import anonymize_samples, observed_task, sample_verdicts, verify_anonymized
+from tracejudge.regress._anonymize import (
+    PlannedReplacement,
+    anonymize_samples,
+    observed_task,
+    plan_anonymization,
+    sample_verdicts,
+    verify_anonymized,
+)
 from tracejudge.regress._api import (
     anonymize_suite,
     build_suite,
@@ -63,6 +70,7 @@ __all__ = [
     "HttpTarget",
     "HygieneOptions",
     "LoadedSample",
+    "PlannedReplacement",
     "ReplayContext",
     "ReplayOptions",
     "Suite",
@@ -94,6 +102,7 @@ __all__ = [
     "observed_task",
     "outcome_of",
     "parse_sample",
+    "plan_anonymization",
     "push_suite",
     "push_suite_path",
     "run_suite",

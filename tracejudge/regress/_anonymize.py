@@ -36,12 +36,61 @@ _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b
 _ACCOUNT = re.compile(
     r"(?i)\b(?:account|acct|a/c)(?:\s+(?:no\.?|number|#))?[\s:#]*(?P<num>[A-Z0-9][A-Z0-9-]{5,})"
 )
+# Contract-like ids: letters, a hyphen, digits (C-17, PO-2231, EXP-311, INV-2026-0042).
+_ID = re.compile(r"(?<![A-Za-z0-9_])[A-Z]{1,6}-\d{1,10}(?:-\d+)*(?![A-Za-z0-9_])")
+# Standards, hashes, models and currencies look like ids but identify nobody.
+_NOT_IDS = frozenset(
+    [
+        "UTF",
+        "ISO",
+        "SHA",
+        "MD",
+        "GPT",
+        "HTTP",
+        "TLS",
+        "SSL",
+        "IPV",
+        "RFC",
+        "COVID",
+        "USD",
+        "EUR",
+        "RMB",
+        "CNY",
+    ]
+)
+# International phone numbers, or any number written after a phone keyword.
+_PHONE_INTL = re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){2,6}(?![\w])")
+_PHONE_KEYWORD = re.compile(
+    r"(?i)\b(?:tel|phone|mobile|cell|fax)\b\.?(?:\s*(?:no\.?|number))?[\s:#]*(?P<num>\(?\d[\d ().-]{5,}\d)"
+)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+# Legal forms end a company name and are kept (they identify nobody); trade words are part of the name.
+_LEGAL = frozenset(
+    """Ltd Ltd. Limited GmbH AG Inc Inc. LLC L.L.C. SA S.A. BV B.V. NV N.V. PLC plc Co Co. Corp Corp.
+    KG SARL SAS Pte Pty Oy AB SpA S.p.A. Srl""".split()  # noqa: SIM905
+)
+_TRADE = frozenset(
+    """Trading Logistics Supplies Supply Industries Industrial Manufacturing Holdings Group Partners
+    Services Systems Technologies Solutions Components Steel Metals Freight Shipping Enterprises
+    Corporation Company International Imports Exports Textiles Chemicals Electronics Foods""".split()  # noqa: SIM905
+)
+# Capitalized words that start sentences or name documents, never the start of a company name.
+_STOP = frozenset(
+    """The A An This That These Those Our Your Their His Her Its Please Dear Ask Contact Pay Paid From To
+    For With By Per Under Between And Or Of In On At Re Attn Supply Attachment Agreement Contract
+    Invoice Invoices Order Policy Revised Correct Procurement Payment Prepayment If When Then No""".split()  # noqa: SIM905
+)
+_CAP_RUN = re.compile(r"[A-Z][A-Za-z0-9&'.-]*(?:[ \t]+(?:[A-Z][A-Za-z0-9&'.-]*|&))*")
+_TITLED = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+(?P<name>[A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){0,2})")
+_NAMED_EMAIL = re.compile(
+    r"(?P<q>\"?)(?P<name>[A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+){1,2})(?P=q)\s*<\s*[\w.+-]+@[\w-]+(?:\.[\w-]+)+\s*>"
+)
 # Fields that are structure, not content: never rewritten.
 _KEEP = frozenset(
     ["schema_version", "id", "kind", "split", "status", "replaces", "trace_id", "observation_id", "version"]
 )
 
-_PREFIX = {"contract": "ID", "name": "Party", "person": "Person", "email": "", "account": "ACCT"}
+_PREFIX = {"contract": "ID", "name": "Party", "person": "Person", "email": "", "account": "ACCT", "phone": ""}
 
 
 @dataclass
@@ -62,6 +111,8 @@ class Pseudonyms:
             fake = f"ID-{n:03d}"
         elif kind == "account":
             fake = f"ACCT-{n:06d}"
+        elif kind == "phone":
+            fake = f"+00 000 {n:07d}"
         else:
             fake = f"{_PREFIX[kind]} {_letters(n)}"
         table[original] = fake
@@ -91,6 +142,90 @@ def _walk_strings(value: Any, fn: Callable[[str], None]) -> None:
             _walk_strings(v, fn)
 
 
+def contract_ids(text: str) -> list[str]:
+    """Contract-like ids in free text (``C-17``, ``PO-2231``, ``EXP-311``); versions (``v2``), dates,
+    amounts, currency codes and standards (``UTF-8``, ``ISO-8601``) are not ids."""
+    return [m.group(0) for m in _ID.finditer(text) if m.group(0).split("-", 1)[0] not in _NOT_IDS]
+
+
+def phone_numbers(text: str) -> list[str]:
+    """Phone numbers in free text: international (``+49 30 1234567``) or after tel/phone/mobile/fax."""
+    found: list[str] = []
+    for m in _PHONE_INTL.finditer(text):
+        if sum(c.isdigit() for c in m.group(0)) >= 8:
+            found.append(m.group(0))
+    for m in _PHONE_KEYWORD.finditer(text):
+        num = m.group("num").strip(" .-")
+        if sum(c.isdigit() for c in num) >= 7 and not _DATE.search(num):
+            found.append(num)
+    return found
+
+
+def company_names(text: str) -> list[str]:
+    """Company names in free text, without their legal form: a run of capitalized words ending in a
+    trade word or legal form (``Eastwind Trading``, ``Nordlicht Components GmbH`` -> ``Nordlicht
+    Components``), with leading sentence words (``The``, ``Please``) left out."""
+    found: list[str] = []
+    for run in _CAP_RUN.finditer(text):
+        for part in _split_on_ids(run.group(0).split()):
+            name = _company_in(part)
+            if name:
+                found.append(name)
+    return found
+
+
+def _split_on_ids(words: list[str]) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    for w in words:
+        if _ID.fullmatch(w.rstrip(".,;:")) or any(c.isdigit() for c in w):
+            parts.append([])
+        else:
+            parts[-1].append(w)
+    return [p for p in parts if p]
+
+
+def _company_in(words: list[str]) -> str | None:
+    start = 0
+    while start < len(words) and words[start].rstrip(".,") in _STOP:
+        start += 1
+    words = words[start:]
+    end = None
+    for i, w in enumerate(words):
+        bare = w.rstrip(",;:")
+        if i > 0 and (bare in _LEGAL or bare.rstrip(".") in _LEGAL or bare.rstrip(".") in _TRADE):
+            end = i
+            while end + 1 < len(words) and _is_suffix(words[end + 1]):
+                end += 1
+            break
+    if end is None:
+        return None
+    name = [w.rstrip(",;:") for w in words[: end + 1]]
+    while name and (name[-1] in _LEGAL or name[-1].rstrip(".") in _LEGAL):
+        name.pop()
+    name[-1:] = [name[-1].rstrip(".")] if name else []
+    if not any(w not in _TRADE and w not in _STOP for w in name):
+        return None
+    return " ".join(name) if len(name) >= 2 or name[0] not in _TRADE else None
+
+
+def _is_suffix(word: str) -> bool:
+    bare = word.rstrip(",;:")
+    return bare in _LEGAL or bare.rstrip(".") in _LEGAL or bare.rstrip(".") in _TRADE
+
+
+def person_names(text: str) -> list[str]:
+    """Person names in free text: after a title (``Mr``, ``Ms``, ``Dr``) or before an address
+    (``Li Wei <li.wei@example.com>``)."""
+    found = [m.group("name") for m in _TITLED.finditer(text)]
+    for m in _NAMED_EMAIL.finditer(text):
+        words = m.group("name").split()
+        while words and words[0] in _STOP:
+            words.pop(0)
+        if words:
+            found.append(" ".join(words))
+    return found
+
+
 def _collect(samples: Sequence[Sample], extra: Iterable[str], names: Pseudonyms) -> None:
     for s in samples:
         doc_ids = [m.doc_id for m in (*s.basis.required, *s.basis.superseded)]
@@ -117,18 +252,32 @@ def _collect(samples: Sequence[Sample], extra: Iterable[str], names: Pseudonyms)
             names.add("account", m.group(0))
         for m in _ACCOUNT.finditer(text):
             names.add("account", m.group("num"))
+        for number in phone_numbers(text):
+            names.add("phone", number)
+        for ident in contract_ids(text):
+            names.add("contract", ident)
+        for person in person_names(text):
+            names.add("person", person)
+        for company in company_names(text):
+            names.add("name", company)
 
     for s in samples:
         _walk_strings(s.model_dump(mode="json"), scan)
 
 
-def _replacer(mapping: Mapping[str, str]) -> Callable[[str], str]:
+def _pattern(mapping: Mapping[str, str]) -> re.Pattern[str] | None:
     if not mapping:
-        return lambda text: text
+        return None
     originals = sorted(mapping, key=len, reverse=True)
-    pattern = re.compile(
+    return re.compile(
         r"(?<![0-9A-Za-z])(?:" + "|".join(re.escape(o) for o in originals) + r")(?![0-9A-Za-z])"
     )
+
+
+def _replacer(mapping: Mapping[str, str]) -> Callable[[str], str]:
+    pattern = _pattern(mapping)
+    if pattern is None:
+        return lambda text: text
     return lambda text: pattern.sub(lambda m: mapping[m.group(0)], text)
 
 
@@ -145,6 +294,87 @@ def _rewrite(value: Any, sub: Callable[[str], str], key: str | None = None) -> A
     return value
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def _with_slugs(names: Pseudonyms) -> dict[str, str]:
+    """The flat mapping, plus the slug of each id (``c_17`` in a check name like
+    ``cites_c_17_attachment_v1``) so derived names do not keep the original either."""
+    mapping = names.flat()
+    for original, fake in names.by_kind.get("contract", {}).items():
+        slug = _slug(original)
+        if slug and slug != original and slug not in mapping:
+            mapping[slug] = _slug(fake)
+    return mapping
+
+
+@dataclass(frozen=True)
+class PlannedReplacement:
+    """One identifier ``regress anonymize`` replaces, and where."""
+
+    kind: str
+    """contract, name, person, email, account or phone."""
+    original: str
+    """As found in the suite."""
+    pseudonym: str
+    """What it becomes, the same in every sample."""
+    occurrences: int
+    """How many times it occurs across the suite."""
+    samples: tuple[str, ...]
+    """Ids of the samples it occurs in."""
+
+
+def plan_anonymization(
+    samples: Sequence[Sample], *, identifiers: Iterable[str] = ()
+) -> list[PlannedReplacement]:
+    """What :func:`anonymize_samples` would replace (a dry run): every identifier found, with its
+    pseudonym and where it occurs, in order of first appearance. Nothing is rewritten."""
+    names = Pseudonyms()
+    _collect(samples, identifiers, names)
+    mapping = _with_slugs(names)
+    kinds = {orig: kind for kind, table in names.by_kind.items() for orig in table}
+    pattern = _pattern(mapping)
+    counts: dict[str, int] = dict.fromkeys(mapping, 0)
+    where: dict[str, list[str]] = {o: [] for o in mapping}
+    if pattern is not None:
+        for s in samples:
+
+            def count(text: str, sid: str = s.id) -> None:
+                for m in pattern.finditer(text):
+                    counts[m.group(0)] += 1
+                    if sid not in where[m.group(0)]:
+                        where[m.group(0)].append(sid)
+
+            _walk_all(s.model_dump(mode="json"), count)
+    return [
+        PlannedReplacement(
+            kind=kinds.get(o, "contract"),
+            original=o,
+            pseudonym=fake,
+            occurrences=counts[o],
+            samples=tuple(where[o]),
+        )
+        for o, fake in mapping.items()
+    ]
+
+
+def _walk_all(value: Any, fn: Callable[[str], None], key: str | None = None) -> None:
+    # The strings _rewrite rewrites: values outside _KEEP and every mapping key.
+    if key in _KEEP:
+        return
+    if isinstance(value, str):
+        fn(value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str):
+                fn(k)
+            _walk_all(v, fn, k)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _walk_all(v, fn)
+
+
 def anonymize_samples(
     samples: Sequence[Sample], *, identifiers: Iterable[str] = ()
 ) -> tuple[list[Sample], dict[str, dict[str, str]]]:
@@ -152,7 +382,7 @@ def anonymize_samples(
     original -> pseudonym), which must be kept out of the suite."""
     names = Pseudonyms()
     _collect(samples, identifiers, names)
-    sub = _replacer(names.flat())
+    sub = _replacer(_with_slugs(names))
     out = [Sample.model_validate(_rewrite(s.model_dump(mode="json"), sub)) for s in samples]
     return out, names.by_kind
 
