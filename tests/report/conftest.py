@@ -64,6 +64,13 @@ def _judge_reply(criteria: tuple[str, ...], score: float, why: str) -> dict[str,
     }
 
 
+def _contradict_first(reply: dict[str, Any]) -> dict[str, Any]:
+    """One reasoning that argues against its own high score, for the audit to find."""
+    name, first = next(iter(reply["criteria"].items()))
+    contradicted = {**first, "score": 9, "reasoning": "The answer is wrong, misleading and unhelpful."}
+    return {**reply, "criteria": {**reply["criteria"], name: contradicted}}
+
+
 def _labels(n: int = 16) -> str:
     lines = [json.dumps({"definition": "pass: the answer is right, relevant and polite"})]
     for i in range(n):
@@ -105,7 +112,10 @@ def fill_store(db: Path) -> dict[str, Any]:
     trace_ids = sorted({s.trace_id for s in spans})
     rubric = load_rubric(RESTAURANT / "rubric.yaml")
     criteria = tuple(c.name for c in rubric.criteria)
-    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in rest.judge_rules()]
+    rules = [
+        Rule(reply=_contradict_first(r["reply"]) if i == 0 else r["reply"], any_message=re.escape(r["match"]))
+        for i, r in enumerate(rest.judge_rules())
+    ]
     rules += _calibration_rules(criteria)
     manifest = read_manifest(RESTAURANT / "manifest.jsonl")
     runs = []
