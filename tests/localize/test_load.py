@@ -48,6 +48,16 @@ def test_numeric_ids_read_as_text(tmp_path: Path) -> None:
     assert (t.ticket, t.required[0].doc_id, t.required[0].version) == ("311", "17", "2")
 
 
+def test_numeric_and_date_clauses_read_as_text(tmp_path: Path) -> None:
+    """YAML reads `clause: 30000` as an int and `clause: 2026-03-01` as a date: both are the text written."""
+    text = "trace_id: ab\nrequired:\n  - {doc_id: a, clause: 30000}\n  - {doc_id: b, clause: 2026-03-01}\n"
+    t = load_ticket(write(tmp_path, "t.yaml", text))
+    assert [m.clause for m in t.required] == ["30000", "2026-03-01"]
+    # A clause that is no text at all is still refused, with its line.
+    with pytest.raises(InputError, match=r"t2\.yaml:4: required\[0\]\.clause"):
+        load_ticket(write(tmp_path, "t2.yaml", "trace_id: ab\nrequired:\n  - doc_id: a\n    clause: [1, 2]\n"))
+
+
 def test_broken_yaml_names_line(tmp_path: Path) -> None:
     p = write(tmp_path, "t.yaml", "ticket: EXP-1\nrequired:\n  - doc_id: [unclosed\n    version: v2\n")
     with pytest.raises(InputError) as err:

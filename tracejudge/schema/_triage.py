@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
@@ -46,6 +46,15 @@ class Material(_Frozen):
     @classmethod
     def _scalar_to_str(cls, value: Any) -> Any:
         # YAML reads `version: 2` as an int; an id is still the text the user wrote.
+        return _id_text(value)
+
+    @field_validator("clause", mode="before")
+    @classmethod
+    def _clause_text(cls, value: Any) -> Any:
+        # `clause: 30000` or `clause: 2026-03-01` arrive from YAML as a number or a date; the
+        # clause is still the text the user wrote, and the search tolerates its format.
+        if isinstance(value, date):
+            return value.isoformat()
         return _id_text(value)
 
 
