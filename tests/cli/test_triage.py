@@ -306,3 +306,85 @@ def test_folder_table_never_cuts_a_verdict(store_url: str, tmp_path: Path) -> No
     assert "dropped_in_context" in res.stdout
     assert "in_context" in res.stdout
     assert all(len(line) <= 60 for line in res.stdout.splitlines())
+
+
+@pytest.mark.usefixtures("records")
+def test_write_back_failures_are_named_and_exit_1(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each failed write names its ticket, trace, score and the backend's reason (never a secret);
+    any failed write exits 1 and says a rerun is safe; --json carries the write results."""
+    import tracejudge.write
+    from tracejudge.write import WriteFailure, WriteReport, triage_scores
+
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-very-secret-0123")
+
+    def half_failing(target: str, results: Sequence[Localization]) -> WriteReport:
+        scores = triage_scores(results)
+        bad = next(s for s in scores if s.trace_id == OTHER)
+        reason = "rejected: Authorization failed for sk-lf-very-secret-0123 (quota exceeded)"
+        return WriteReport(
+            target=target,
+            written=len(scores) - 1,
+            failed=(WriteFailure(key=bad.score_id, reason=reason, status=429),),
+        )
+
+    monkeypatch.setattr(tracejudge.write, "write_triage", half_failing)
+    write(tmp_path, "tickets/a.yaml", TICKET)
+    write(tmp_path, "tickets/b.yaml", TICKET.replace(TRACE, OTHER).replace("EXP-311", "EXP-312"))
+    folder = str(tmp_path / "tickets")
+    res = run(store_url, "--ticket", folder, "--write-back", "langfuse")
+    assert res.exit_code == 1, res.output
+    assert "sk-lf-very-secret" not in res.output + res.stderr
+    failed = [line for line in res.stderr.splitlines() if "failed:" in line]
+    assert len(failed) == 1
+    assert all(w in failed[0] for w in ("EXP-312", OTHER, "tracejudge.triage", "429", "quota exceeded"))
+    assert TRACE not in failed[0]
+    assert "rerun" in res.stderr and "deterministic" in res.stderr
+
+    res = run(store_url, "--ticket", folder, "--write-back", "langfuse", "--json")
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    assert data["summary"]["dropped_in_context"] == 1
+    wb = data["write_back"]
+    assert (wb["target"], wb["written"]) == ("langfuse", 1)
+    [f] = wb["failed"]
+    assert (f["ticket"], f["trace_id"], f["score_name"], f["status"]) == (
+        "EXP-312",
+        OTHER,
+        "tracejudge.triage",
+        429,
+    )
+    assert "quota exceeded" in f["reason"] and "sk-lf" not in f["reason"]
+
+
+@pytest.mark.usefixtures("records")
+def test_write_back_success_exits_0_whatever_the_verdict(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracejudge.write
+    from tracejudge.write import RecordingWriter, write_triage
+
+    writer = RecordingWriter()
+    monkeypatch.setattr(
+        tracejudge.write, "write_triage", lambda target, results: write_triage(target, results, writer=writer)
+    )
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(store_url, OTHER, "--ticket", str(ticket), "--write-back", "langfuse", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["verdict"] == "dropped_in_context"
+    assert data["write_back"] == {"target": "langfuse", "written": 1, "failed": []}
+    assert [s.value for s in writer.scores.values()] == ["dropped_in_context"]
+
+
+@pytest.mark.usefixtures("records")
+def test_command_line_trace_differing_from_the_ticket_warns(store_url: str, tmp_path: Path) -> None:
+    ticket = write(tmp_path, "t.yaml", TICKET)
+    res = run(store_url, OTHER.upper(), "--ticket", str(ticket), "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["trace_id"] == OTHER  # the command line wins
+    assert "warning" in res.stderr and TRACE in res.stderr and OTHER in res.stderr
+    res = run(store_url, TRACE.upper(), "--ticket", str(ticket), "--json")
+    assert res.exit_code == 0
+    assert "warning" not in res.stderr  # the same id, written differently, is no mismatch

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,16 @@ from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, StageRes
 _STYLE = {"pass": "green", "fail": "red", "unconfirmed": "yellow", "skipped": "dim"}
 
 
-def _trace_id(arg: str | None, ticket: Ticket, path: Path) -> str:
+def _trace_id(app: App, arg: str | None, ticket: Ticket, path: Path) -> str:
+    own = (ticket.trace_id or "").strip().lower()
+    if arg and own and arg.strip().lower() != own:
+        # The command line wins, but a ticket about another trace is usually a mix-up worth seeing.
+        app.err.print(
+            Text(
+                f"warning: {path}: the ticket names trace {own}, the command line {arg.strip().lower()};"
+                " triaging the command line's trace"
+            )
+        )
     trace_id = arg or ticket.trace_id
     if not trace_id:
         raise InputError(
@@ -120,22 +131,72 @@ def _render_many(app: App, rows: Sequence[tuple[Path, Localization]], counts: di
     app.console.print(summary)
 
 
-def _write_back(app: App, target: str, results: Sequence[Localization], as_json: bool) -> None:
+_SECRET_ENV = ("LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY", "PHOENIX_API_KEY", "OPENAI_API_KEY")
+_SECRET_SHAPES = re.compile(
+    r"\b(?:sk|pk)-lf-[\w-]+|\bsk-[A-Za-z0-9_-]{16,}|(?i:bearer|basic)\s+[\w.+/=-]{8,}"
+)
+
+
+def _no_secrets(text: str) -> str:
+    """A backend's reason as it may be shown: keys it might echo (ours, or key-shaped text) blanked."""
+    for name in _SECRET_ENV:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, "***")
+    return _SECRET_SHAPES.sub("***", text)
+
+
+def _write_back(app: App, target: str, results: Sequence[Localization]) -> dict[str, Any]:
+    """Write the verdicts and say what landed: every failed write with its ticket, trace, score and
+    the backend's reason. The result also goes into ``--json`` under ``write_back``."""
     try:
-        from tracejudge.write import write_triage
+        from tracejudge.write import triage_scores, write_triage
     except ImportError as exc:
         raise InputError(
             f"--write-back is not available in this installation: {exc}",
             hint="reinstall tracejudge, or run triage without --write-back",
         ) from None
     report: Any = write_triage(target, results)
-    written = getattr(report, "written", None)
+    # A failure names a score id; map it back to what the user knows (ticket and trace).
+    by_id = {
+        score.score_id: (score.name, r) for score, r in zip(triage_scores(results), results, strict=True)
+    }
+    failed: list[dict[str, Any]] = []
+    for f in getattr(report, "failed", ()):
+        name, loc = by_id.get(f.key, (None, None))
+        failed.append(
+            {
+                "ticket": loc.ticket if loc is not None else None,
+                "trace_id": loc.trace_id if loc is not None else None,
+                "score_name": name,
+                "score_id": f.key,
+                "status": getattr(f, "status", None),
+                "reason": _no_secrets(str(f.reason)),
+            }
+        )
+    return {"target": target, "written": getattr(report, "written", None), "failed": failed}
+
+
+def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
+    target, written, failed = wb["target"], wb["written"], wb["failed"]
     line = f"wrote {written} triage verdict(s) to {target}" if written is not None else f"wrote to {target}"
-    failed = getattr(report, "failed", ())
     if failed:
         line += f"; {len(failed)} failed"
     # Keep stdout pure JSON under --json.
     (app.err if as_json else app.console).print(Text(line))
+    for f in failed:
+        who = f"ticket {f['ticket']}, trace {f['trace_id']}" if f["trace_id"] else f"score id {f['score_id']}"
+        status = f" (HTTP {f['status']})" if f["status"] else ""
+        app.err.print(
+            Text(f"  failed: {who}, score {f['score_name'] or '?'}{status}: {f['reason']}"), soft_wrap=True
+        )
+    if failed:
+        app.err.print(
+            Text(
+                f"  → fix the cause and rerun the same command: score ids are deterministic, so the"
+                f" {written or 0} verdict(s) already written are replaced, not duplicated"
+            )
+        )
 
 
 @click.command("triage")
@@ -190,7 +251,7 @@ def triage(
     """Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in
     context, ignored by the model — or unconfirmed, with the records that would settle it.
 
-    Exit code 0 whatever the verdict; 2 when a ticket or manifest does not parse, or when the trace
+    Exit code 0 whatever the verdict; 1 when --write-back could not write every verdict; 2 when a ticket or manifest does not parse, or when the trace
     of a single ticket is not stored (in a folder, such a ticket is unconfirmed and the rest go on).
     """
     folder = ticket_path.is_dir()
@@ -202,7 +263,7 @@ def triage(
     paths = ticket_files(ticket_path)
     tickets = [(p, load_ticket(p)) for p in paths]
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
-    jobs = [(p, t, _trace_id(trace_id, t, p)) for p, t in tickets]
+    jobs = [(p, t, _trace_id(app, trace_id, t, p)) for p, t in tickets]
     given = click.get_current_context().get_parameter_source("judge_base_url")
     if judge_base_url and not judge_model and given == click.core.ParameterSource.COMMANDLINE:
         raise InputError(
@@ -231,12 +292,17 @@ def triage(
         # Kept for `tracejudge report` / `serve`: a rerun adds an entry, history is never rewritten.
         app.store.put_triage_result(loc, ticket=loc.ticket or p.stem)
     results = [loc for _, loc in rows]
+    # Written before printing so that --json can carry what landed and what did not.
+    wb = _write_back(app, write_back, results) if write_back is not None and results else None
     if folder:
         shown = sorted([*rows, *unstored], key=lambda row: row[0])
         counts = verdict_counts(loc for _, loc in shown)
         if as_json:
             items = [{**loc.model_dump(mode="json"), "ticket_file": str(p)} for p, loc in shown]
-            print_json({"results": items, "summary": counts})
+            data: dict[str, Any] = {"results": items, "summary": counts}
+            if wb is not None:
+                data["write_back"] = wb
+            print_json(data)
         else:
             _render_many(app, shown, counts)
         if unstored:
@@ -246,8 +312,14 @@ def triage(
             )
             app.err.print(Text(f"  → {_NOT_STORED_HINT}"))
     elif as_json:
-        print_json(results[0])
+        if wb is None:
+            print_json(results[0])
+        else:
+            print_json({**results[0].model_dump(mode="json"), "write_back": wb})
     else:
         _render_one(app, results[0])
-    if write_back is not None and results:
-        _write_back(app, write_back, results, as_json)
+    if wb is not None:
+        _render_write_back(app, wb, as_json)
+        if wb["failed"]:
+            # The verdict never gates; a write that did not land is a failure the user must act on.
+            raise SystemExit(1)
