@@ -340,7 +340,8 @@ def test_write_back_failures_are_named_and_exit_1(
     assert len(failed) == 1
     assert all(w in failed[0] for w in ("EXP-312", OTHER, "tracejudge.triage", "429", "quota exceeded"))
     assert TRACE not in failed[0]
-    assert "rerun" in res.stderr and "deterministic" in res.stderr
+    assert "rerun" in res.stderr
+    assert "deterministic" in res.stderr
 
     res = run(store_url, "--ticket", folder, "--write-back", "langfuse", "--json")
     assert res.exit_code == 1
@@ -355,7 +356,8 @@ def test_write_back_failures_are_named_and_exit_1(
         "tracejudge.triage",
         429,
     )
-    assert "quota exceeded" in f["reason"] and "sk-lf" not in f["reason"]
+    assert "quota exceeded" in f["reason"]
+    assert "sk-lf" not in f["reason"]
 
 
 @pytest.mark.usefixtures("records")
@@ -384,7 +386,9 @@ def test_command_line_trace_differing_from_the_ticket_warns(store_url: str, tmp_
     res = run(store_url, OTHER.upper(), "--ticket", str(ticket), "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["trace_id"] == OTHER  # the command line wins
-    assert "warning" in res.stderr and TRACE in res.stderr and OTHER in res.stderr
+    assert "warning" in res.stderr
+    assert TRACE in res.stderr
+    assert OTHER in res.stderr
     res = run(store_url, TRACE.upper(), "--ticket", str(ticket), "--json")
     assert res.exit_code == 0
     assert "warning" not in res.stderr  # the same id, written differently, is no mismatch

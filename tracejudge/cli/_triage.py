@@ -146,7 +146,7 @@ def _no_secrets(text: str) -> str:
     return _SECRET_SHAPES.sub("***", text)
 
 
-def _write_back(app: App, target: str, results: Sequence[Localization]) -> dict[str, Any]:
+def _write_back(target: str, results: Sequence[Localization]) -> dict[str, Any]:
     """Write the verdicts and say what landed: every failed write with its ticket, trace, score and
     the backend's reason. The result also goes into ``--json`` under ``write_back``."""
     try:
@@ -251,8 +251,9 @@ def triage(
     """Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in
     context, ignored by the model — or unconfirmed, with the records that would settle it.
 
-    Exit code 0 whatever the verdict; 1 when --write-back could not write every verdict; 2 when a ticket or manifest does not parse, or when the trace
-    of a single ticket is not stored (in a folder, such a ticket is unconfirmed and the rest go on).
+    Exit code 0 whatever the verdict; 1 when --write-back could not write every verdict; 2 when a
+    ticket or manifest does not parse, or when the trace of a single ticket is not stored (in a
+    folder, such a ticket is unconfirmed and the rest go on).
     """
     folder = ticket_path.is_dir()
     if folder and trace_id:
@@ -293,7 +294,7 @@ def triage(
         app.store.put_triage_result(loc, ticket=loc.ticket or p.stem)
     results = [loc for _, loc in rows]
     # Written before printing so that --json can carry what landed and what did not.
-    wb = _write_back(app, write_back, results) if write_back is not None and results else None
+    wb = _write_back(write_back, results) if write_back is not None and results else None
     if folder:
         shown = sorted([*rows, *unstored], key=lambda row: row[0])
         counts = verdict_counts(loc for _, loc in shown)
