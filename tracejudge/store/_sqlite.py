@@ -4,12 +4,13 @@ Durability (``synchronous``, chosen with ``sqlite:///PATH?synchronous=full|norma
 
 - ``normal`` (the default): WAL with ``synchronous=NORMAL``. A committed transaction -- so every span
   the receiver acknowledged -- survives any crash of the tracejudge process (kill -9, out of memory,
-  an exception): it is in the WAL file, which the operating system keeps. Only a crash of the
-  operating system or a power loss can lose transactions, and only those committed after the last
-  completed checkpoint; a background thread checkpoints (and fsyncs the database) right after each
-  span commit, so that window is the last commit or two. The database is never corrupted either way.
-- ``full``: every commit also fsyncs the WAL before the receiver acknowledges, so acknowledged spans
-  survive power loss too. On a disk that writes ~150 MB/s that fsync, not tracejudge, bounds intake.
+  an exception): it is in the WAL file, which the operating system writes out on its own. Only a crash
+  of the operating system or a power loss can lose transactions, and only those committed after the
+  last completed checkpoint (SQLite syncs the WAL before and the database after each checkpoint). A
+  background thread checkpoints after each span commit, so that is normally the last commit or two,
+  and never more than the WAL bounds below. The database is never corrupted either way.
+- ``full``: each commit also fsyncs the WAL before it returns (before the receiver acknowledges), so
+  acknowledged spans survive power loss too; intake then waits for the disk on every request.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _SYNCHRONOUS: tuple[Synchronous, ...] = ("normal", "full")
 # (pages of 4 KiB: 64 MiB); journal_size_limit then truncates the WAL file back after a reset.
 _WAL_AUTOCHECKPOINT_PAGES = 16384
 _JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+# A WAL longer than this (16 MiB of 4 KiB pages) is restarted by the checkpointer.
+_RESTART_FRAMES = 4096
 
 
 def _split_options(path: str) -> tuple[str, Synchronous | None]:
@@ -84,7 +87,12 @@ class _Checkpointer:
                     return
                 try:
                     # PASSIVE never blocks the writer; what it cannot copy now is copied next time.
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if row is not None and int(row[1]) > _RESTART_FRAMES:
+                        # A writer that never pauses never lets the WAL start over, and every page
+                        # read then searches a longer WAL index: make the next writer restart it (a
+                        # short wait for the writer, as nearly every frame is copied already).
+                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
                 except sqlite3.Error:
                     continue
         finally:

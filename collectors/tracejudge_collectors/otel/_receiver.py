@@ -10,6 +10,7 @@ answers a 5xx for bad input and keeps serving.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -306,9 +307,13 @@ def serve(
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, stop)
+    # What is alive now (imports, the app) lives as long as the server: keep it out of the garbage
+    # collector's full passes, which each request's spans would otherwise trigger over it.
+    gc.freeze()
     try:
         server.run(sockets=[sock])
     finally:
+        gc.unfreeze()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         sock.close()
