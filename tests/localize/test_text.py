@@ -206,3 +206,46 @@ def test_split_clause(first: str, second: str, parts: tuple[str, str] | None) ->
 )
 def test_split_clause_only_across_a_boundary(first: str, second: str) -> None:
     assert split_clause(first, second, CLAUSE) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("30,00", ["30"]),  # a decimal comma with cents, not the numbers 30 and 0
+        ("1,50 EUR", ["1.5", "eur"]),
+        ("1,2", ["1", "2"]),  # one digit after the comma: a list stays two numbers
+        ("10,11,12", ["10", "11", "12"]),
+    ],
+)
+def test_decimal_comma_without_thousands(text: str, tokens: list[str]) -> None:
+    assert tokenize(text) == tokens
+
+
+def test_decimal_comma_clause_found_in_another_format() -> None:
+    assert find_clause("The fee is EUR 30.00 per page.", "fee is 30,00 EUR per page").found
+
+
+@pytest.mark.parametrize(
+    ("text", "clause", "found"),
+    [
+        # The text's own currency words say what "¥" is.
+        (
+            "Prepayment: ¥30,000 (人民币) per order",
+            CLAUSE.replace("Prepayment shall not exceed", "Prepayment:"),
+            True,
+        ),
+        ("Cap ¥30,000 per order; all sums in RMB", "Cap 30,000 RMB per order", True),
+        ("Cap ¥30,000 per order; all sums in JPY", "Cap 30,000 RMB per order", False),
+        ("Cap ¥30,000 per order; 30000日元 elsewhere", "Cap 30,000 RMB per order", False),
+        # The text names neither: the clause's currency decides, both ways round.
+        ("Cap ¥30,000 per order", "Cap 30,000 RMB per order", True),
+        ("Cap 30,000 CNY per order", "Cap ¥30,000 per order", True),
+        ("Cap 30,000 yen per order", "Cap ¥30,000 per order", True),
+        # A text naming both, or nothing naming either: "¥" matches only "¥".
+        ("Cap ¥30,000 per order (RMB or JPY)", "Cap 30,000 RMB per order", False),
+        ("Cap ￥30,000 per order", "Cap ¥30,000 per order", True),
+        ("Cap $30,000 per order", "Cap ¥30,000 per order", False),
+    ],
+)
+def test_yen_sign_reads_by_the_currency_named(text: str, clause: str, found: bool) -> None:
+    assert find_clause(text, clause).found is found

@@ -47,11 +47,11 @@ _CURRENCY = {
     "€": {"EUR"}, "eur": {"EUR"}, "euro": {"EUR"}, "euros": {"EUR"},
     "£": {"GBP"}, "gbp": {"GBP"}, "pound": {"GBP"}, "pounds": {"GBP"},
     "¥": {"CNY", "JPY"}, "￥": {"CNY", "JPY"}, "rmb": {"CNY"}, "cny": {"CNY"}, "yuan": {"CNY"},
-    "元": {"CNY"}, "jpy": {"JPY"}, "yen": {"JPY"},
+    "元": {"CNY"}, "jpy": {"JPY"}, "yen": {"JPY"}, "円": {"JPY"}, "日元": {"JPY"},
     "%": {"%"}, "percent": {"%"}, "per cent": {"%"}, "pct": {"%"},
 }  # fmt: skip
 _PRE = r"(?P<pre>us\$|[$€£¥￥]|rmb|cny|usd|eur|gbp|jpy)"
-_POST = r"(?P<post>%|per\s?cent|pct|rmb|cny|yuan|元|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
+_POST = r"(?P<post>%|per\s?cent|pct|rmb|cny|yuan|日元|元|円|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
 _AMOUNT = re.compile(
     rf"(?:{_PRE}\s?)?(?<![\d.,])(?P<num>{_NUM_RUN})"
     r"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"

@@ -35,29 +35,53 @@ _MULTIPLIERS = {
     "亿": Decimal(10) ** 8,
 }
 # A currency or percent sign written next to a number becomes one canonical unit token after it, so
-# "RMB 30,000", "30,000 RMB", "30000 yuan" and "30000元" read alike ("¥" is left alone: yuan or yen).
+# "RMB 30,000", "30,000 RMB", "30000 yuan" and "30000元" read alike. "¥" is yuan or yen: it reads as
+# the one its own text names (RMB/CNY/yuan/元/人民币 or JPY/yen/円/日元); when that text names neither,
+# as the one the other side of the search names (the ticket's clause, or the model input); when a
+# text names both, or nothing names either, it stays "¥", which only matches another "¥".
+_YEN_OR_YUAN = "cny|jpy"
 _UNITS = {
     "rmb": "cny", "cny": "cny", "yuan": "cny", "元": "cny",
     "usd": "usd", "us$": "usd", "$": "usd", "dollar": "usd", "dollars": "usd",
     "eur": "eur", "€": "eur", "euro": "eur", "euros": "eur",
     "gbp": "gbp", "£": "gbp", "pound": "gbp", "pounds": "gbp",
-    "jpy": "jpy", "yen": "jpy",
+    "jpy": "jpy", "yen": "jpy", "円": "jpy", "日元": "jpy",
+    "¥": _YEN_OR_YUAN, "￥": _YEN_OR_YUAN,
     "%": "percent", "percent": "percent", "per cent": "percent", "pct": "percent",
 }  # fmt: skip
 _TOKEN = re.compile(
     # The lookahead on the first character keeps the prefix attempt cheap at every other position.
-    r"(?:(?=[$€£urcegj])"
-    r"(?P<pre>us\$|[$€£]|(?<![^\W\d_])(?:rmb|cny|usd|eur|gbp|jpy)(?=[ \u00a0]?\d))[ \u00a0]?)?"
+    r"(?:(?=[$€£¥￥urcegj])"
+    r"(?P<pre>us\$|[$€£¥￥]|(?<![^\W\d_])(?:rmb|cny|usd|eur|gbp|jpy)(?=[ \u00a0]?\d))[ \u00a0]?)?"
     rf"(?P<num>{_NUM_RUN})"
     rf"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"
     r"(?:[ \u00a0]?(?:(?P<post>per[ ]?cent|pct|rmb|cny|yuan|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
-    r"(?![^\W\d_])|(?P<sign>[%€£$]))|(?P<cjkpost>元))?"
+    r"(?![^\W\d_])|(?P<sign>[%€£$¥￥]))|(?P<cjkpost>日元|元|円))?"
     rf"|(?P<cjk>[{_CJK}])"
     rf"|(?P<word>[^\W\d_{_CJK}]+)"
 )
 _ANCHORS = 4
 _MAX_WINDOWS = 256
 _PARTIAL_WINDOWS = 24
+
+
+_YUAN_WORDS = re.compile(r"(?<![^\W\d_])(?:rmb|cny|yuan|renminbi)(?![^\W\d_])|人民币|(?<!日)元")
+_YEN_WORDS = re.compile(r"(?<![^\W\d_])(?:jpy|yen)(?![^\W\d_])|円|日元")
+
+
+def _yen_family(low: str) -> str | None:
+    """Which of yuan ("cny") and yen ("jpy") a lower-cased text names; "both"; None for neither."""
+    yuan, yen = _YUAN_WORDS.search(low) is not None, _YEN_WORDS.search(low) is not None
+    return "both" if yuan and yen else "cny" if yuan else "jpy" if yen else None
+
+
+def _yen_reading(own: str | None, other: str | None) -> str | None:
+    """What "¥" means in a text naming ``own`` whose counterpart names ``other`` (None: undecided)."""
+    if own in ("cny", "jpy"):
+        return own
+    if own is None and other in ("cny", "jpy"):
+        return other
+    return None
 
 
 def _canon(value: Decimal) -> str:
@@ -69,7 +93,8 @@ def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
     """The numbers a digit run spells: ``[(primary value, every plausible reading)]``.
 
     "30,000.50" and "30.000,50" are one number each; "30.000" reads as thirty thousand (the
-    alternative reading 30.0 is kept for fact comparisons); "1,2" is two numbers.
+    alternative reading 30.0 is kept for fact comparisons); "30,00" and "1,50" are decimal commas;
+    "1,2" is two numbers.
     """
     parts = re.split(r"([,.'’\u00a0\u202f ])", run)
     groups, seps = parts[0::2], parts[1::2]
@@ -89,6 +114,10 @@ def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
         # "30.000,50", and with space or apostrophe groups both occur ("30 000,50" in France,
         # "30'000.50" in Switzerland).
         comma_decimal = thousands is not None and thousands != ","
+        # A run that is just "30,00" or "1,50": a decimal comma with cents, as prices are written
+        # across Europe, not the list "30, 0". "1,2" (one digit) stays two numbers: lists write it.
+        if len(groups) == 2 and seps == [","] and len(groups[1]) == 2:
+            comma_decimal = True
         if j < len(seps) and ((seps[j] == "." and thousands != ".") or (seps[j] == "," and comma_decimal)):
             decimal = groups[j + 1]
             j += 1
@@ -115,7 +144,7 @@ class _Tok(NamedTuple):
     word: bool
 
 
-def _tokens(text: str, offset: int = 0) -> list[_Tok]:
+def _tokens(text: str, offset: int = 0, yen: str | None = None) -> list[_Tok]:
     toks: list[_Tok] = []
     append = toks.append
     for n, m in enumerate(_TOKEN.finditer(text)):
@@ -135,6 +164,8 @@ def _tokens(text: str, offset: int = 0) -> list[_Tok]:
         if unit is not None:
             # Not a word token: the canonical code need not occur literally, so it is never an anchor.
             code = _UNITS[re.sub(r"\s+", " ", unit)]
+            if code == _YEN_OR_YUAN and yen is not None:
+                code = yen
             toks.append(_Tok(code, offset + m.start(), offset + m.end(), n, False))
     return toks
 
@@ -189,8 +220,19 @@ class _Haystack:
         self.low = text.lower()
         # str.lower() can change the length (a handful of characters); offsets then refer to `low`.
         self.shown = text if len(self.low) == len(text) else self.low
-        self._all: list[_Tok] | None = None
+        self._all: dict[str | None, list[_Tok]] = {}
         self._counts: dict[str, int] = {}
+        self._yen: str | bool | None = False
+
+    @property
+    def yen_family(self) -> str | None:
+        """Which of yuan and yen the text names (see :func:`_yen_family`), computed once."""
+        if self._yen is False:
+            self._yen = _yen_family(self.low)
+        return self._yen if isinstance(self._yen, str) else None
+
+    def has_yen_sign(self) -> bool:
+        return "¥" in self.low or "￥" in self.low
 
     def count(self, word: str) -> int:
         n = self._counts.get(word)
@@ -198,15 +240,16 @@ class _Haystack:
             n = self._counts[word] = self.low.count(word)
         return n
 
-    def all_tokens(self) -> list[_Tok]:
-        if self._all is None:
-            self._all = _tokens(self.low)
-        return self._all
+    def all_tokens(self, yen: str | None = None) -> list[_Tok]:
+        toks = self._all.get(yen)
+        if toks is None:
+            toks = self._all[yen] = _tokens(self.low, 0, yen)
+        return toks
 
-    def window(self, a: int, b: int) -> tuple[list[_Tok], int, int]:
+    def window(self, a: int, b: int, yen: str | None = None) -> tuple[list[_Tok], int, int]:
         """Tokens of low[a:b] that are surely tokenized as in the whole text (edge matches dropped)."""
         a, b = max(0, a), min(len(self.low), b)
-        toks = _tokens(self.low[a:b], a)
+        toks = _tokens(self.low[a:b], a, yen)
         if not toks:
             return toks, 0, 0
         lo = 0
@@ -244,7 +287,9 @@ def _run_at(toks: list[_Tok], lo: int, hi: int, at: int, ia: int, want: list[str
     return all(toks[begin + k].text == w for k, w in enumerate(want))
 
 
-def _find_exact(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> tuple[int, int] | bool | None:
+def _find_exact(
+    hay: _Haystack, clause_low: str, ctoks: list[_Tok], yen: str | None
+) -> tuple[int, int] | bool | None:
     """Offsets of the clause, None when absent, False when the fast path cannot decide."""
     want = [t.text for t in ctoks]
     anchors = _clause_anchors(ctoks)[:_ANCHORS]
@@ -274,7 +319,7 @@ def _find_exact(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> tuple[int
             if (a, b) == last:
                 break  # the window cannot grow: the clause runs past the text's edge
             last = (a, b)
-            toks, lo, hi = hay.window(a, b)
+            toks, lo, hi = hay.window(a, b, yen)
             at = next((k for k, tok in enumerate(toks) if tok.start == pos), None)
             if at is None or toks[at].text != word:
                 break  # the occurrence is inside a longer word or number
@@ -289,8 +334,8 @@ def _find_exact(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> tuple[int
     return None
 
 
-def _find_in_all(hay: _Haystack, want: list[str]) -> tuple[int, int] | None:
-    toks = hay.all_tokens()
+def _find_in_all(hay: _Haystack, want: list[str], yen: str | None) -> tuple[int, int] | None:
+    toks = hay.all_tokens(yen)
     sep = "\x1f"
     joined = sep + sep.join(t.text for t in toks) + sep
     needle = sep + sep.join(want) + sep
@@ -324,7 +369,7 @@ def _divergence(
     return None
 
 
-def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> _Partial | None:
+def _best_partial(hay: _Haystack, ctoks: list[_Tok], yen: str | None) -> _Partial | None:
     """Longest run of clause tokens near its rarest words' occurrences."""
     want = [t.text for t in ctoks]
     span = len(want) + 8
@@ -351,9 +396,9 @@ def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> _Partial | None:
                 merged[-1][1] = pos + reach
             else:
                 merged.append([pos - reach, pos + reach])
-        windows = [hay.window(a, b) for a, b in merged]
+        windows = [hay.window(a, b, yen) for a, b in merged]
     else:
-        toks = hay.all_tokens()
+        toks = hay.all_tokens(yen)
         wanted = set(want)
         hits = [i for i, t in enumerate(toks) if t.text in wanted][:_PARTIAL_WINDOWS]
         for i in hits:
@@ -378,22 +423,32 @@ def _best_partial(hay: _Haystack, ctoks: list[_Tok]) -> _Partial | None:
     return best
 
 
+def _yen_readings(hay: _Haystack, clause_low: str) -> tuple[str | None, str | None]:
+    """What "¥" means in the clause and in the text (None: undecided; see ``_UNITS``)."""
+    clause_sign = "¥" in clause_low or "￥" in clause_low
+    if not clause_sign and not hay.has_yen_sign():
+        return None, None
+    clause_family = _yen_family(clause_low)
+    return _yen_reading(clause_family, hay.yen_family), _yen_reading(hay.yen_family, clause_family)
+
+
 def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> ClauseMatch:
     """Find ``clause`` in ``text`` tolerating case, whitespace, line breaks, punctuation spacing and
     number formats; when absent (and ``partial``), report the longest contiguous run of its tokens
     (so a clause cut off by truncation shows as its first N tokens)."""
     hay = text if isinstance(text, _Haystack) else _Haystack(text)
     clause_low = clause.lower()
-    ctoks = _tokens(clause_low)
+    clause_yen, text_yen = _yen_readings(hay, clause_low)
+    ctoks = _tokens(clause_low, 0, clause_yen)
     total = len(ctoks)
     if not ctoks:
         return ClauseMatch(False, 0, 0, 0, None, None, "")
-    where = _find_exact(hay, clause_low, ctoks)
+    where = _find_exact(hay, clause_low, ctoks, text_yen)
     if where is False:
-        where = _find_in_all(hay, [t.text for t in ctoks])
+        where = _find_in_all(hay, [t.text for t in ctoks], text_yen)
     if isinstance(where, tuple):
         return ClauseMatch(True, total, total, 0, where[0], where[1], _excerpt(hay.shown, *where))
-    best = _best_partial(hay, ctoks) if partial else None
+    best = _best_partial(hay, ctoks, text_yen) if partial else None
     if best is None:
         return ClauseMatch(False, 0, total, 0, None, None, "")
     differs = None
