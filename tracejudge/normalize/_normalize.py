@@ -152,6 +152,10 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
                 ):
                     members.append(by_id[anchor_parent])
                 retrievals.append(_retrieval(view, members))
+                if view.get("tool.name", "gen_ai.tool.name") is not None:
+                    # A function tool marked as a retriever (openai-agents' ``tool_span_kinds``) was
+                    # still called by the model: its arguments and result are a tool call too.
+                    tools.append(_tool_call(view))
             elif view.step == "rerank":
                 rerank_views.append(view)  # read once every retrieval is known (node ids below)
             elif view.step == "context":
@@ -172,7 +176,10 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
             _internal(view, exc)
 
     if not retrievals:
-        gaps.add("no_retrieval_span", None, "no span of the trace is a retrieval step")
+        gaps.add(
+            "no_retrieval_span", None, "no span of the trace is a retrieval step" + _unmarked(tools, by_id)
+        )
+    tools = _with_call_ids(tools, models)
     if not models:
         detail = "no span of the trace is an LLM call"
         if any(oll.KIND in v.attrs for v in views):
@@ -618,6 +625,65 @@ def _tool_call(view: SpanView) -> ToolCall:
         result=maybe_json(result),
         start_time=view.start,
     )
+
+
+def _unmarked(tools: list[ToolCall], by_id: dict[str, SpanView]) -> str:
+    """A hint naming tools whose result reads as documents with ids, when nothing is a retrieval.
+
+    Such a tool is not read as a retrieval: a list of records with ids may be orders or tickets as
+    well as documents, and a wrong retrieval would give a confident wrong verdict. Marking it is cheap.
+    """
+    names: dict[str, int] = {}
+    for call in tools:
+        docs = documents_from_value(by_id[call.span_id], call.result) if call.result is not None else None
+        if docs and all(d.doc_id is not None for d in docs):
+            names.setdefault(call.name, len(docs))
+    if not names:
+        return ""
+    listed = ", ".join(f"{name} ({count} documents)" for name, count in names.items())
+    return (
+        f"; tools returned documents with ids but are not marked as retrievers: {listed}."
+        " Mark them: OpenInference span kind RETRIEVER (openai-agents instrumentation:"
+        " tool_span_kinds={name: 'RETRIEVER'}), gen_ai.tool.type = datastore, or tracejudge.step = retrieval"
+    )
+
+
+def _with_call_ids(tools: list[ToolCall], models: list[ModelCall]) -> list[ToolCall]:
+    """Tool calls whose span records no call id, given the id of the model's request they answer.
+
+    Some instrumentations (openai-agents) put the id only on the model output's tool call; the
+    request is the latest earlier one with the same name and arguments, each request used once.
+    """
+    if all(call.call_id is not None for call in tools):
+        return tools
+    requests: list[tuple[Any, str, str, Any]] = []
+    for model in models:
+        for message in model.output_messages:
+            for request in message.tool_calls:
+                call_id = as_str(request.get("id"))
+                name = as_str(request.get("name"))
+                if call_id and name:
+                    requests.append((model.start_time, call_id, name, maybe_json(request.get("arguments"))))
+    used = {call.call_id for call in tools if call.call_id is not None}
+    out: list[ToolCall] = []
+    for call in tools:
+        if call.call_id is None:
+            match = next(
+                (
+                    call_id
+                    for start, call_id, name, arguments in reversed(requests)
+                    if call_id not in used
+                    and name == call.name
+                    and arguments == call.arguments
+                    and (start is None or call.start_time is None or start <= call.start_time)
+                ),
+                None,
+            )
+            if match is not None:
+                used.add(match)
+                call = call.model_copy(update={"call_id": match})
+        out.append(call)
+    return out
 
 
 # --- trace level --------------------------------------------------------------------------------
