@@ -249,3 +249,41 @@ def test_decimal_comma_clause_found_in_another_format() -> None:
 )
 def test_yen_sign_reads_by_the_currency_named(text: str, clause: str, found: bool) -> None:
     assert find_clause(text, clause).found is found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The attachment is effective from 2026-03-01 onwards.",
+        "The attachment is EFFECTIVE FROM 01.03.2026 onwards.",
+        "The attachment is effective from\nMarch 1st, 2026 onwards.",
+        "The attachment is effective from 2026年3月1日 onwards.",
+        "The attachment is effective from 2026-03-01T00:00:00Z onwards.",
+    ],
+)
+def test_dates_found_whatever_the_format(text: str) -> None:
+    m = find_clause(text, "effective from 1 March 2026")
+    assert m.found, m
+    assert find_clause(text, "effective from 2 March 2026").found is False
+
+
+def test_ambiguous_dates_are_never_read_one_way() -> None:
+    """01/03/2026 is 1 March or January 3: it matches only a date written the same ambiguous way."""
+    text = "The attachment is effective from 01/03/2026 onwards."
+    m = find_clause(text, "effective from 1 March 2026")
+    assert not m.found
+    assert m.differs == ("01/03/2026", "1 March 2026")  # the partial match says where it stops
+    assert not find_clause(text, "effective from January 3, 2026").found
+    assert find_clause(text, "effective from 01-03-2026").found
+    assert not find_clause(text, "effective from 03/01/2026").found
+    # A day past 12 settles the order: 13/03/2026 can only be 13 March.
+    assert find_clause("effective from 13/03/2026", "effective from 2026-03-13").found
+
+
+def test_date_found_in_a_large_input_via_the_windowed_search() -> None:
+    filler = "Clause text about other matters, dated 2025-01-01. " * 20_000
+    text = filler + "This attachment is effective from 1st of March, 2026 for all orders. " + filler
+    m = find_clause(text, "attachment is effective from 01.03.2026 for all orders")
+    assert m.found
+    assert m.start is not None
+    assert text[m.start : m.end].startswith("attachment")

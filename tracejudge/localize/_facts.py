@@ -14,34 +14,11 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from tracejudge.localize._dates import date_spans
 from tracejudge.localize._text import _MULTIPLIERS, _NUM_RUN, find_clause, number_values, tokenize
 
 __all__ = ["FactValue", "cites_version", "extract_values", "fact_value", "mentions"]
 
-_MONTHS = {
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
-    "jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12,
-}  # fmt: skip
-_MONTH = (
-    r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
-_DATES = [
-    re.compile(
-        r"(?<!\d)(?P<y>\d{4})[-/.](?P<m>\d{1,2})[-/.](?P<d>\d{1,2})"
-        r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
-    ),
-    re.compile(
-        rf"(?<!\w)(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+(?:of\s+)?|-){_MONTH},?[\s-]+(?P<y>\d{{4}})(?!\d)",
-        re.I,
-    ),
-    re.compile(rf"(?<!\w){_MONTH}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y>\d{{4}})(?!\d)", re.I),
-    re.compile(r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]"),
-    # Day first with dots, as written across most of Europe: 1.3.2026, 01.03.2026.
-    re.compile(r"(?<![\d.,])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})(?![\d]|[.,]\d)"),
-    # 01/03/2026 is 1 March in most of the world and January 3 in the US: both readings are kept.
-    re.compile(r"(?<![\d/.,-])(?P<d>\d{1,2})(?P<sep>[/-])(?P<m>\d{1,2})(?P=sep)(?P<y>\d{4})(?![\d]|[/-]\d)"),
-]
 _CURRENCY = {
     "$": {"USD"}, "us$": {"USD"}, "usd": {"USD"}, "dollar": {"USD"}, "dollars": {"USD"},
     "€": {"EUR"}, "eur": {"EUR"}, "euro": {"EUR"}, "euros": {"EUR"},
@@ -100,37 +77,9 @@ class FactValue:
         return repr(self.text)
 
 
-def _date(y: str, m: int, d: str) -> date | None:
-    try:
-        return date(int(y), m, int(d))
-    except ValueError:
-        return None
-
-
-def _date_spans(text: str) -> list[tuple[int, int, date, frozenset[date]]]:
-    """(start, end, first reading, every reading) of each date in the text."""
-    found: list[tuple[int, int, date, frozenset[date]]] = []
-    for rx in _DATES:
-        for m in rx.finditer(text):
-            if any(a < m.end() and m.start() < b for a, b, _, _ in found):
-                continue
-            g = m.groupdict()
-            month = _MONTHS[g["mon"][:3].lower()] if g.get("mon") else int(g["m"])
-            day = _date(g["y"], month, g["d"])
-            readings = {day} if day is not None else set()
-            if g.get("sep"):
-                swapped = _date(g["y"], int(g["d"]), g["m"])
-                if swapped is not None:
-                    readings.add(swapped)
-            if readings:
-                first = day if day is not None else next(iter(readings))
-                found.append((m.start(), m.end(), first, frozenset(readings)))
-    return sorted(found, key=lambda f: (f[0], f[1]))
-
-
 def extract_values(text: str) -> list[FactValue]:
     """Every date and number (with its currency or percent sign) in a text, in order."""
-    dates = _date_spans(text)
+    dates = date_spans(text)
     values = [
         FactValue("date", day=d, days=r if len(r) > 1 else frozenset(), start=a, end=b)
         for a, b, d, r in dates

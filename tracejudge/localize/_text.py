@@ -17,6 +17,8 @@ from decimal import Decimal, InvalidOperation
 from difflib import SequenceMatcher
 from typing import NamedTuple
 
+from tracejudge.localize._dates import date_key, date_spans
+
 __all__ = ["ClauseMatch", "find_clause", "number_values", "split_clause", "tokenize"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -61,6 +63,8 @@ _TOKEN = re.compile(
     rf"|(?P<word>[^\W\d_{_CJK}]+)"
 )
 _ANCHORS = 4
+# Longer than any date spelled out ("1st of September, 2026").
+_EDGE = 32
 _MAX_WINDOWS = 256
 _PARTIAL_WINDOWS = 24
 
@@ -145,9 +149,25 @@ class _Tok(NamedTuple):
 
 
 def _tokens(text: str, offset: int = 0, yen: str | None = None) -> list[_Tok]:
+    # Dates first: each is one canonical token ("1 March 2026" and "2026-03-01" alike), and the
+    # digits inside it are not read again as numbers.
     toks: list[_Tok] = []
+    pos = n = 0
+    for a, b, first, readings in date_spans(text):
+        n = _plain_tokens(toks, text, pos, a, offset, yen, n)
+        toks.append(_Tok(date_key(first, readings), offset + a, offset + b, n, False))
+        pos, n = b, n + 1
+    _plain_tokens(toks, text, pos, len(text), offset, yen, n)
+    return toks
+
+
+def _plain_tokens(
+    toks: list[_Tok], text: str, pos: int, endpos: int, offset: int, yen: str | None, base: int
+) -> int:
+    """Append the word, CJK and number tokens of ``text[pos:endpos]``; return the next match number."""
     append = toks.append
-    for n, m in enumerate(_TOKEN.finditer(text)):
+    n = base
+    for n, m in enumerate(_TOKEN.finditer(text, pos, endpos), base + 1):
         num = m.group("num")
         if num is None:
             a, b = m.span()
@@ -159,15 +179,16 @@ def _tokens(text: str, offset: int = 0, yen: str | None = None) -> list[_Tok]:
         for k, (value, _) in enumerate(values):
             if mul is not None and k == len(values) - 1:
                 value *= mul
-            toks.append(_Tok(_canon(value), offset + m.start(), offset + m.end(), n, False))
+            append(_Tok(_canon(value), offset + m.start(), offset + m.end(), n, False))
         unit = m.group("post") or m.group("sign") or m.group("cjkpost") or m.group("pre")
         if unit is not None:
             # Not a word token: the canonical code need not occur literally, so it is never an anchor.
             code = _UNITS[re.sub(r"\s+", " ", unit)]
             if code == _YEN_OR_YUAN and yen is not None:
                 code = yen
-            toks.append(_Tok(code, offset + m.start(), offset + m.end(), n, False))
-    return toks
+            append(_Tok(code, offset + m.start(), offset + m.end(), n, False))
+    # n is the last match number used (base when there was none): the next one is n + 1.
+    return n + 1
 
 
 def tokenize(text: str) -> list[str]:
@@ -252,15 +273,17 @@ class _Haystack:
         toks = _tokens(self.low[a:b], a, yen)
         if not toks:
             return toks, 0, 0
+        # A date or number cut by the window's edge reads differently ("arch 2026" of "1 March
+        # 2026"), so tokens within reach of a cut edge are dropped with the edge match itself.
         lo = 0
         if a > 0:
             first = toks[0].match
-            while lo < len(toks) and toks[lo].match == first:
+            while lo < len(toks) and (toks[lo].match == first or toks[lo].start < a + _EDGE):
                 lo += 1
         hi = len(toks)
         if b < len(self.low):
             last = toks[-1].match
-            while hi > lo and toks[hi - 1].match == last:
+            while hi > lo and (toks[hi - 1].match == last or toks[hi - 1].end > b - _EDGE):
                 hi -= 1
         return toks, lo, hi
 
