@@ -55,7 +55,9 @@ def test_numeric_and_date_clauses_read_as_text(tmp_path: Path) -> None:
     assert [m.clause for m in t.required] == ["30000", "2026-03-01"]
     # A clause that is no text at all is still refused, with its line.
     with pytest.raises(InputError, match=r"t2\.yaml:4: required\[0\]\.clause"):
-        load_ticket(write(tmp_path, "t2.yaml", "trace_id: ab\nrequired:\n  - doc_id: a\n    clause: [1, 2]\n"))
+        load_ticket(
+            write(tmp_path, "t2.yaml", "trace_id: ab\nrequired:\n  - doc_id: a\n    clause: [1, 2]\n")
+        )
 
 
 def test_broken_yaml_names_line(tmp_path: Path) -> None:
