@@ -37,6 +37,7 @@ from typing import Any, Literal, get_args
 
 from tracejudge._errors import InputError
 from tracejudge.normalize import _genai as genai
+from tracejudge.normalize import _haystack as haystack
 from tracejudge.normalize import _langfuse as langfuse
 from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
@@ -312,7 +313,7 @@ def _retrieval_filter(view: SpanView) -> tuple[Any, str | None] | None:
         if isinstance(value, str):
             return view.json("tracejudge.retrieval.filter", value), value
         return value, None
-    return oll.store_filter(view)
+    return oll.store_filter(view) or haystack.retriever_filter(view)
 
 
 def _candidates(view: SpanView) -> tuple[Candidate, ...] | None:
@@ -706,7 +707,9 @@ def _final_answer(
             text = answer_text(value)
             if text:
                 return text, view.span_id
-    value = root.get(*_OUTPUT_KEYS)
+    # A Haystack pipeline's output is every leaf component's result, replies as Python reprs.
+    pipeline = haystack.is_pipeline(root)
+    value = haystack.pipeline_answer(root) if pipeline else root.get(*_OUTPUT_KEYS)
     if value is not None and value != REDACTED:
         text = answer_text(value)
         if text:
@@ -723,11 +726,18 @@ def _final_answer(
 
 
 def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) -> str | None:
-    for value in (_first([root, *views], "langfuse.trace.input"), root.get(*_INPUT_KEYS)):
+    pipeline = haystack.is_pipeline(root)
+    for value in (
+        _first([root, *views], "langfuse.trace.input"),
+        None if pipeline else root.get(*_INPUT_KEYS),
+    ):
         if value is not None and value != REDACTED:
             text = request_text(value)
             if text:
                 return text
+    text = haystack.pipeline_input(root) if pipeline else None
+    if text:
+        return text
     if "gen_ai.input.messages" in root.attrs:
         messages, raw = genai.input_messages(root)
         text = next((m.content for m in reversed(messages or []) if m.role == "user" and m.content), None)
