@@ -9,9 +9,9 @@ and measures, each phase in its own process so peak memory is its own:
   store    decode, then SqliteStore.put_spans per request, in-process (no HTTP)
   intake   the real receiver (`tracejudge collect otlp`, uvicorn on loopback) in a subprocess, fed
            over HTTP one request at a time; a request counts when its 200 arrives, i.e. when its
-           spans are committed to SQLite -- with the default durability (synchronous=normal: an
-           acknowledged span survives any crash of the process) and with synchronous=full (it
-           also survives power loss: each commit waits for the disk)
+           spans are committed to SQLite -- with the default durability (synchronous=full: an
+           acknowledged span survives power loss, each commit waits for the disk) and with
+           synchronous=normal (it survives any crash of the process, not of the machine)
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
 
 Ratios are times relative to `ideal` (the quality bar: intake within 2x). Each phase runs
@@ -275,7 +275,7 @@ def _peak_rss_of(pid: int) -> float:
     return float("nan")
 
 
-def phase_intake(path: Path, workdir: Path, synchronous: str = "normal") -> dict[str, Any]:
+def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[str, Any]:
     import httpx
 
     from tracejudge.store import open_store
@@ -377,8 +377,8 @@ def main() -> None:
             result = phase_decode(args.payloads)
         elif args.child == "store":
             result = phase_store(args.payloads, args.payloads.parent)
-        elif args.child == "intake-full":
-            result = phase_intake(args.payloads, args.payloads.parent, "full")
+        elif args.child == "intake-normal":
+            result = phase_intake(args.payloads, args.payloads.parent, "normal")
         else:
             result = phase_intake(args.payloads, args.payloads.parent)
         print(json.dumps(result))
@@ -395,7 +395,7 @@ def main() -> None:
                 f"({size / n / 1024:.1f} KB per span)",
                 flush=True,
             )
-            names = ("ideal", "decode", "store", "intake", "intake-full")
+            names = ("ideal", "decode", "store", "intake", "intake-normal")
             best: dict[str, dict[str, Any]] = {}
             for _ in range(max(1, args.repeat)):
                 for phase in names:
@@ -411,7 +411,7 @@ def main() -> None:
                 ("tracejudge decode", best["decode"]),
                 ("decode + SQLite store, no HTTP", best["store"]),
                 ("tracejudge intake (HTTP+decode+SQLite)", intake),
-                ("  same, synchronous=full", best["intake-full"]),
+                ("  same, synchronous=normal", best["intake-normal"]),
             )
             for name, r in phases:
                 rows.append(

@@ -1,16 +1,19 @@
 """SQLite store, the embedded default.
 
-Durability (``synchronous``, chosen with ``sqlite:///PATH?synchronous=full|normal``):
+Durability (``synchronous``, chosen with ``sqlite:///PATH?synchronous=full|normal``), both in WAL mode:
 
-- ``normal`` (the default): WAL with ``synchronous=NORMAL``. A committed transaction -- so every span
-  the receiver acknowledged -- survives any crash of the tracejudge process (kill -9, out of memory,
-  an exception): it is in the WAL file, which the operating system writes out on its own. Only a crash
-  of the operating system or a power loss can lose transactions, and only those committed after the
-  last completed checkpoint (SQLite syncs the WAL before and the database after each checkpoint). A
-  background thread checkpoints after each span commit, so that is normally the last commit or two,
-  and never more than the WAL bounds below. The database is never corrupted either way.
-- ``full``: each commit also fsyncs the WAL before it returns (before the receiver acknowledges), so
-  acknowledged spans survive power loss too; intake then waits for the disk on every request.
+- ``full`` (the default): each commit fsyncs the WAL before it returns, i.e. before the receiver
+  acknowledges, so an acknowledged span survives a crash of the process, of the operating system and
+  a power loss.
+- ``normal``: the commit does not wait for the disk. A committed transaction -- so every acknowledged
+  span -- still survives any crash of the tracejudge process (kill -9, out of memory, an exception):
+  it is in the WAL file, which the operating system writes out on its own. Only an operating-system
+  crash or a power loss can lose transactions, and only those committed after the last completed
+  checkpoint (SQLite syncs the WAL before and the database after each checkpoint): normally the last
+  commit or two, never more than the WAL bounds below. The database is never corrupted either way.
+
+Either way a background thread copies committed WAL pages into the database (a checkpoint) after
+each span commit, so commits do not pay for the copy.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from tracejudge.store._sql import SqlStore
 
 __all__ = ["SqliteStore", "Synchronous"]
 
-Synchronous = Literal["normal", "full"]
-_SYNCHRONOUS: tuple[Synchronous, ...] = ("normal", "full")
+Synchronous = Literal["full", "normal"]
+_SYNCHRONOUS: tuple[Synchronous, ...] = ("full", "normal")
 # The writer checkpoints by itself only when the background checkpointer falls this far behind
 # (pages of 4 KiB: 64 MiB); journal_size_limit then truncates the WAL file back after a reset.
 _WAL_AUTOCHECKPOINT_PAGES = 16384
@@ -46,8 +49,8 @@ def _split_options(path: str) -> tuple[str, Synchronous | None]:
         if key != "synchronous" or value.lower() not in _SYNCHRONOUS:
             raise InputError(
                 f"unknown SQLite store option {part!r}",
-                hint="the one option is synchronous=normal (default) or synchronous=full, e.g. "
-                "sqlite:///.tracejudge/tracejudge.db?synchronous=full",
+                hint="the one option is synchronous=full (default) or synchronous=normal, e.g. "
+                "sqlite:///.tracejudge/tracejudge.db?synchronous=normal",
             )
         sync = cast(Synchronous, value.lower())
     return base, sync
@@ -116,7 +119,7 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str | Path, *, synchronous: Synchronous | None = None) -> None:
         raw, from_path = _split_options(str(path)) if isinstance(path, str) else (str(path), None)
         self.path = raw
-        self.synchronous: Synchronous = synchronous or from_path or "normal"
+        self.synchronous: Synchronous = synchronous or from_path or "full"
         self._checkpointer: _Checkpointer | None = None
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
