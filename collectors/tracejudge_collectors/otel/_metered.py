@@ -1,5 +1,5 @@
 """``collect otlp`` with OpenTelemetry metrics: the receiver's app wrapped to count requests and
-spans, served like :func:`tracejudge_collectors.otel._receiver.serve`.
+spans, served by :func:`tracejudge_collectors.otel._receiver.serve`.
 
 The receiver itself exposes no counts, so they are read from the outside: accepted spans from the
 store's ``put_spans`` (after the commit, so a 503 counts nothing), rejected spans from the
@@ -9,25 +9,15 @@ store's ``put_spans`` (after the commit, so a 503 counts nothing), rejected span
 from __future__ import annotations
 
 import json
-import signal
-import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from types import FrameType
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from tracejudge._serving import bind, quiet_server, socket_url
 from tracejudge.report import RunMetrics
 from tracejudge.store import Store
 from tracejudge_collectors._cli_common import metered_store
-from tracejudge_collectors.otel._receiver import (
-    LOG_PATHS,
-    TRACE_PATHS,
-    build_app,
-    check_exposure,
-    parse_listen,
-)
+from tracejudge_collectors.otel._receiver import LOG_PATHS, TRACE_PATHS, serve
 
 __all__ = ["count_exports", "rejected_spans", "serve_metered"]
 
@@ -103,25 +93,11 @@ def serve_metered(
         metrics.spans_accepted(given, source=SOURCE)
         metrics.spans_collected(new, source=SOURCE)
 
-    host, port = parse_listen(listen)
-    check_exposure(host, token)
-    sock = bind(host, port)
-    url = socket_url(sock)
-    app = build_app(metered_store(store, on_put), token=token, max_body_bytes=max_body_bytes)
-    server = quiet_server(count_exports(app, metrics), lambda: on_ready(url), timeout_graceful_shutdown=10)
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        if server.should_exit and signum == signal.SIGINT:
-            server.force_exit = True
-        server.should_exit = True
-
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, stop)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        sock.close()
+    serve(
+        metered_store(store, on_put),
+        listen,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        on_ready=on_ready,
+        wrap_app=lambda app: count_exports(app, metrics),
+    )

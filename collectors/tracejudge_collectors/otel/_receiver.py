@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from tracejudge import _serving
 from tracejudge._errors import InputError, StoreError, TracejudgeError
@@ -267,7 +268,12 @@ def check_exposure(host: str, token: str | None) -> None:
 
 
 def _prepare(
-    store: Store, listen: str, token: str | None, max_body_bytes: int, on_ready: Callable[[str], None]
+    store: Store,
+    listen: str,
+    token: str | None,
+    max_body_bytes: int,
+    on_ready: Callable[[str], None],
+    wrap_app: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> tuple[uvicorn.Server, socket.socket]:
     host, port = parse_listen(listen)
     check_exposure(host, token)
@@ -275,8 +281,9 @@ def _prepare(
         raise InputError("--max-body-bytes must be positive", hint="the default is 67108864 (64 MiB)")
     sock = bind(host, port)
     url = socket_url(sock)
+    app: ASGIApp = build_app(store, token=token, max_body_bytes=max_body_bytes)
     server = quiet_server(
-        build_app(store, token=token, max_body_bytes=max_body_bytes),
+        wrap_app(app) if wrap_app is not None else app,
         lambda: on_ready(url),
         timeout_graceful_shutdown=10,
     )
@@ -290,13 +297,14 @@ def serve(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     on_ready: Callable[[str], None] | None = None,
+    wrap_app: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> None:
     """Run the receiver until SIGINT or SIGTERM (a second SIGINT forces the exit).
 
     ``on_ready`` receives the base URL (with the real port when ``listen`` asked for port 0) once
-    the server accepts connections.
+    the server accepts connections; ``wrap_app`` may wrap the receiver's ASGI app (to meter it).
     """
-    server, sock = _prepare(store, listen, token, max_body_bytes, on_ready or (lambda _url: None))
+    server, sock = _prepare(store, listen, token, max_body_bytes, on_ready or (lambda _url: None), wrap_app)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         if server.should_exit and signum == signal.SIGINT:
