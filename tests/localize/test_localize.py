@@ -547,3 +547,34 @@ def test_verdict_status_and_cause_names_are_design_5_5() -> None:
     assert set(get_args(StageStatus)) == {"pass", "fail", "unconfirmed", "skipped"}
     assert set(get_args(Cause)) == {"filter", "permission", "rank"}
     assert STAGES == ("indexed", "retrieved", "in_context", "used_by_model")
+
+
+# ---------------------------------------------------------------- ambiguous dates
+
+
+def _dated(mk: ModuleType, context: str) -> Localization:
+    req = mk.material(clause="Prepayment shall not exceed 30,000 RMB effective from 1 March 2026")
+    calls = (mk.model(context=f"Prepayment shall not exceed 30,000 RMB effective from {context}."),)
+    return localize(mk.task(model_calls=calls), mk.ticket([req]))
+
+
+def test_ambiguous_date_in_the_input_leaves_in_context_unconfirmed(mk: ModuleType) -> None:
+    loc = _dated(mk, "01/03/2026")
+    assert loc.verdict == "unconfirmed"
+    st = stage(loc, "in_context")
+    assert st.status == "unconfirmed"
+    assert "'01/03/2026' is read day first" in st.detail
+    assert st.evidence[0].span_id == "m1"
+    assert "'01/03/2026' is '1 March 2026' (2026-03-01) only if read day first" in st.evidence[0].note
+    assert st.missing == (
+        "the date format (locale) of the model input of span m1:"
+        " whether '01/03/2026' is written day first or month first",
+    )
+    assert "month first" in stage(_dated(mk, "03/01/2026"), "in_context").detail
+
+
+def test_unambiguous_dates_still_decide_in_context(mk: ModuleType) -> None:
+    assert stage(_dated(mk, "1.3.2026"), "in_context").status == "pass"
+    wrong = _dated(mk, "01/04/2026")  # neither reading is 1 March
+    assert wrong.verdict == "dropped_in_context"
+    assert stage(wrong, "in_context").missing == ()

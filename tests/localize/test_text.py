@@ -287,3 +287,41 @@ def test_date_found_in_a_large_input_via_the_windowed_search() -> None:
     assert m.found
     assert m.start is not None
     assert text[m.start : m.end].startswith("attachment")
+
+
+@pytest.mark.parametrize(
+    ("text", "day_first"),
+    [("effective from 01/03/2026 onwards", True), ("Effective from 03-01-2026 onwards", False)],
+)
+def test_ambiguous_date_names_the_reading_that_would_match(text: str, day_first: bool) -> None:
+    m = find_clause(text, "effective from 1 March 2026", partial=False)
+    assert not m.found  # the order of day and month is not known: never a match
+    assert len(m.ambiguous) == 1
+    a = m.ambiguous[0]
+    assert (a.text, a.clause_text, a.date.isoformat(), a.day_first) == (
+        text[15:25],
+        "1 March 2026",
+        "2026-03-01",
+        day_first,
+    )
+    assert m.start is not None
+    assert text[m.start : m.end].lower().startswith("effective")
+
+
+def test_ambiguous_date_reading_needs_the_rest_of_the_clause_and_a_matching_reading() -> None:
+    # Neither reading of 01/04/2026 is 1 March; the rest of the clause must match as written.
+    assert find_clause("effective from 01/04/2026", "effective from 1 March 2026").ambiguous == ()
+    assert find_clause("valid from 01/03/2026", "effective from 1 March 2026").ambiguous == ()
+    # An unambiguous spelling matches outright, with nothing ambiguous about it.
+    for text in ("effective from 13/03/2026", "effective from 03/13/2026"):
+        m = find_clause(text, "effective from 13 March 2026")
+        assert m.found, text
+        assert m.ambiguous == (), text
+
+
+def test_ambiguous_dates_in_a_large_input() -> None:
+    filler = "Clause text about other matters, dated 2025-01-01. " * 20_000
+    text = filler + "This attachment is effective from 01/03/2026 for all orders. " + filler
+    m = find_clause(text, "attachment is effective from 1 March 2026 for all orders")
+    assert not m.found
+    assert [a.text for a in m.ambiguous] == ["01/03/2026"]

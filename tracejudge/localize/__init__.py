@@ -11,10 +11,11 @@ from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_mess
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
 from tracejudge.localize._localize import STAGES, localize, task_time, trace_not_stored
 from tracejudge.localize._summary import verdict_counts
-from tracejudge.localize._text import ClauseMatch, find_clause, tokenize
+from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, tokenize
 
 __all__ = [
     "STAGES",
+    "AmbiguousDate",
     "ClauseMatch",
     "FactValue",
     "LLMUsageJudge",

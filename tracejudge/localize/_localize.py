@@ -25,7 +25,14 @@ from tracejudge._errors import TracejudgeError
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value, mentions
 from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._judge import UsageJudge
-from tracejudge.localize._text import ClauseMatch, _Haystack, find_clause, prepare, split_clause
+from tracejudge.localize._text import (
+    AmbiguousDate,
+    ClauseMatch,
+    _Haystack,
+    find_clause,
+    prepare,
+    split_clause,
+)
 from tracejudge.schema import (
     Cause,
     Document,
@@ -461,6 +468,27 @@ def _partial_note(match: ClauseMatch, size: int) -> str:
     return f"best partial match {match.matched}/{match.total} tokens, {head}{where}: {match.excerpt!r}"
 
 
+def _order(a: AmbiguousDate) -> str:
+    return "day first (DD/MM/YYYY)" if a.day_first else "month first (MM/DD/YYYY)"
+
+
+def _ambiguous_note(match: ClauseMatch, source: str) -> str:
+    dates = "; ".join(
+        f"{a.text!r} is {a.clause_text!r} ({a.date.isoformat()}) only if read {_order(a)}"
+        for a in match.ambiguous
+    )
+    head = f"{source} is in this model input only under one reading of an ambiguous date"
+    return f"{head}: {dates}: {match.excerpt!r}"
+
+
+def _ambiguous_missing(call: ModelCall, match: ClauseMatch) -> str:
+    shown = ", ".join(repr(a.text) for a in match.ambiguous)
+    return (
+        f"the date format (locale) of the model input of span {call.span_id}:"
+        f" whether {shown} is written day first or month first"
+    )
+
+
 def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
     label = _label(m.doc_id, m.version)
     clause, source = m.clause, "the clause"
@@ -478,6 +506,8 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
     seen: list[Evidence] = []
     absent: list[Evidence] = []
     missing: list[str] = []
+    # Inputs holding the clause only if an ambiguous date ("01/03/2026") is read one way.
+    unsure: list[tuple[ClauseMatch, ModelCall]] = []
     best: tuple[ClauseMatch, ModelCall] | None = None
     exact = [
         find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
@@ -498,6 +528,9 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
         if settled:
             absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
             continue
+        if match.ambiguous:
+            unsure.append((match, call))
+            continue
         match = find_clause(ctx.hay(i, call), clause)
         if best is None or match.matched > best[0].matched:
             best = (match, call)
@@ -517,6 +550,17 @@ def _check_in_context(ctx: _Ctx, m: Material, hits: _Hits) -> StageResult:
     if seen:
         detail = f"{source} of {label} reached the model input of {len(seen)} of {len(calls)} model calls"
         return _stage("in_context", "pass", detail, evidence=[*seen, *absent])
+    if unsure:
+        ev = [Evidence(span_id=call.span_id, note=_ambiguous_note(mt, source)) for mt, call in unsure]
+        first = unsure[0][0].ambiguous[0]
+        detail = (
+            f"{source} of {label} is in the model input only if {first.text!r} is read {_order(first)};"
+            " the trace does not say which date format the input used"
+        )
+        settle = [_ambiguous_missing(call, mt) for mt, call in unsure]
+        return _stage(
+            "in_context", "unconfirmed", detail, evidence=[*ev, *absent], missing=[*settle, *missing]
+        )
     if missing:
         if all(x is None for x in exact):
             n = len(calls)

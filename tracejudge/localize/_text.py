@@ -11,15 +11,17 @@ those occurrences are tokenized. That keeps a 10 MB input in milliseconds and li
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from difflib import SequenceMatcher
 from typing import NamedTuple
 
 from tracejudge.localize._dates import date_key, date_spans
 
-__all__ = ["ClauseMatch", "find_clause", "number_values", "split_clause", "tokenize"]
+__all__ = ["AmbiguousDate", "ClauseMatch", "find_clause", "number_values", "split_clause", "tokenize"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _GROUP_SEPS = ",.'’\u00a0\u202f "
@@ -196,6 +198,19 @@ def tokenize(text: str) -> list[str]:
     return [t.text for t in _tokens(text.lower())]
 
 
+class AmbiguousDate(NamedTuple):
+    """A date in the text that equals the clause's date under one reading of its order only."""
+
+    text: str
+    """The date as the text writes it, e.g. "01/03/2026"."""
+    clause_text: str
+    """The clause's date as the clause writes it, e.g. "1 March 2026"."""
+    date: date
+    """The clause's date."""
+    day_first: bool
+    """The reading that gives ``date``: day first (01/03 = 1 March) or month first (03/01 = 1 March)."""
+
+
 @dataclass(frozen=True)
 class ClauseMatch:
     """Where (and how much of) a clause occurs in a text."""
@@ -218,6 +233,10 @@ class ClauseMatch:
     """Where the text goes on differently from the clause next to the best run: (the text's words,
     the clause's words), e.g. ("50,000 RMB", "30,000 RMB") for a stale value; None when the run
     is the whole clause or the text simply stops."""
+    ambiguous: tuple[AmbiguousDate, ...] = ()
+    """When the clause is not found as written but would be if the text's ambiguous dates
+    ("01/03/2026") were read one way: those dates. ``found`` stays False (the order is a guess),
+    and the offsets, excerpt and ``differs`` describe that reading's match."""
 
     @property
     def ratio(self) -> float:
@@ -455,6 +474,70 @@ def _yen_readings(hay: _Haystack, clause_low: str) -> tuple[str | None, str | No
     return _yen_reading(clause_family, hay.yen_family), _yen_reading(hay.yen_family, clause_family)
 
 
+# More dates than this in one clause: the others must match as written (each adds a factor 3 of searches).
+_AMBIGUOUS_SLOTS = 3
+_AMBIGUOUS_SPELLING = re.compile(r"\d{1,2}([/-])\d{1,2}\1\d{4}")
+
+
+def _ambiguous_keys(tok: _Tok) -> list[tuple[str, bool]]:
+    """The tokens an ambiguous spelling of the clause's date reads as, with the reading that gives
+    the clause's date: "01/03/2026" (day first) and "03/01/2026" (month first) for 1 March 2026.
+    None for a day past 12, or equal to the month: those spellings are unambiguous already."""
+    if tok.word or not tok.text.startswith("date:") or "|" in tok.text:
+        return []
+    d = date.fromisoformat(tok.text[5:])
+    if d.day > 12 or d.day == d.month:
+        return []
+    swap = d.replace(month=d.day, day=d.month)
+    return [
+        (f"date:{d.isoformat()}|{swap.isoformat()}", True),
+        (f"date:{swap.isoformat()}|{d.isoformat()}", False),
+    ]
+
+
+def _find_ambiguous(
+    hay: _Haystack, clause: str, clause_low: str, ctoks: list[_Tok], yen: str | None
+) -> ClauseMatch | None:
+    """The clause found by reading the text's ambiguous dates one way (see ``ClauseMatch.ambiguous``)."""
+    slots = [(i, keys) for i, t in enumerate(ctoks) if (keys := _ambiguous_keys(t))][:_AMBIGUOUS_SLOTS]
+    if not slots or _AMBIGUOUS_SPELLING.search(hay.low) is None:
+        return None
+    options: list[list[tuple[str, bool] | None]] = [[None, *keys] for _, keys in slots]
+    for choice in itertools.product(*options):
+        if all(c is None for c in choice):
+            continue  # the clause as written: already searched
+        variant = list(ctoks)
+        for (i, _), c in zip(slots, choice, strict=True):
+            if c is not None:
+                variant[i] = ctoks[i]._replace(text=c[0])
+        want = [t.text for t in variant]
+        where = _find_exact(hay, clause_low, variant, yen)
+        if where is False:
+            where = _find_in_all(hay, want, yen)
+        if not isinstance(where, tuple):
+            continue
+        start, end = where
+        found = _tokens(hay.low[start:end], start, yen)
+        if [t.text for t in found] != want:
+            continue  # cannot tell which text tokens stood for the dates
+        shown_clause = clause if len(clause) == len(clause_low) else clause_low
+        dates = tuple(
+            AmbiguousDate(
+                hay.shown[found[i].start : found[i].end],
+                shown_clause[ctoks[i].start : ctoks[i].end],
+                date.fromisoformat(ctoks[i].text[5:]),
+                c[1],
+            )
+            for (i, _), c in zip(slots, choice, strict=True)
+            if c is not None
+        )
+        total = len(ctoks)
+        excerpt = _excerpt(hay.shown, start, end)
+        differs = (dates[0].text, dates[0].clause_text)
+        return ClauseMatch(False, total, total, 0, start, end, excerpt, differs, dates)
+    return None
+
+
 def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> ClauseMatch:
     """Find ``clause`` in ``text`` tolerating case, whitespace, line breaks, punctuation spacing and
     number formats; when absent (and ``partial``), report the longest contiguous run of its tokens
@@ -471,6 +554,9 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
         where = _find_in_all(hay, [t.text for t in ctoks], text_yen)
     if isinstance(where, tuple):
         return ClauseMatch(True, total, total, 0, where[0], where[1], _excerpt(hay.shown, *where))
+    loose = _find_ambiguous(hay, clause, clause_low, ctoks, text_yen)
+    if loose is not None:
+        return loose
     best = _best_partial(hay, ctoks, text_yen) if partial else None
     if best is None:
         return ClauseMatch(False, 0, total, 0, None, None, "")
