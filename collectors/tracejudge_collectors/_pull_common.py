@@ -12,7 +12,9 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from tracejudge.store import Store
 from tracejudge_collectors._time import parse_time
@@ -78,24 +80,32 @@ class Window:
         return latest
 
 
-class _Report(Protocol):
-    @property
-    def listed(self) -> int: ...
-    @property
-    def fetched(self) -> int: ...
-    @property
-    def skipped(self) -> int: ...
-    @property
-    def spans_new(self) -> int: ...
-    @property
-    def retries(self) -> int: ...
-    @property
-    def complete(self) -> bool: ...
-    @property
-    def warnings(self) -> tuple[str, ...]: ...
+class PullCounts(BaseModel):
+    """What every pull reports, whatever the backend; each collector's ``PullReport`` adds its own."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str
+    """The server pulled from."""
+    listed: int = 0
+    """Traces listed in the window."""
+    fetched: int = 0
+    """Traces fetched and stored in this run."""
+    skipped: int = 0
+    """Listed traces already stored by an earlier run."""
+    spans_new: int = 0
+    """Spans newly stored."""
+    retries: int = 0
+    """Requests retried (rate limits, server errors, dropped connections)."""
+    complete: bool = True
+    """False when ``--limit`` stopped the run before the window was done."""
+    watermark: str | None = None
+    """Latest trace start covered; the next run continues from here."""
+    warnings: tuple[str, ...] = Field(default_factory=tuple)
+    """Things worth knowing: deprecation notices, nothing matched, and the like."""
 
 
-def summary_tail(report: _Report) -> list[str]:
+def summary_tail(report: PullCounts) -> list[str]:
     """The lines every pull summary ends with: counts, retries, an unfinished window, warnings."""
     lines = [
         f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"

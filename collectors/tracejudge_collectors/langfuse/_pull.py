@@ -23,12 +23,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import LangfuseApi
-from tracejudge_collectors._pull_common import Window, marker_key, scope_key, summary_tail
+from tracejudge_collectors._pull_common import PullCounts, Window, marker_key, scope_key, summary_tail
 from tracejudge_collectors._time import parse_time
 from tracejudge_collectors.langfuse._convert import (
     normalize_score,
@@ -108,33 +108,13 @@ class ScoreRefresh(BaseModel):
     """Traces that carry a matching score but are not in the store (pull them first)."""
 
 
-class PullReport(BaseModel):
+class PullReport(PullCounts):
     """What a pull did."""
 
-    model_config = ConfigDict(frozen=True)
-
-    base_url: str
-    """The Langfuse pulled from."""
     generation: str
     """v4 or legacy."""
     server_version: str | None
     """Server version, if it said."""
-    listed: int = 0
-    """Traces listed in the window."""
-    fetched: int = 0
-    """Traces fetched and stored in this run."""
-    skipped: int = 0
-    """Listed traces already stored by an earlier run."""
-    spans_new: int = 0
-    """Spans newly stored."""
-    retries: int = 0
-    """Requests retried (rate limits, server errors, dropped connections)."""
-    complete: bool = True
-    """False when ``--limit`` stopped the run before the window was done."""
-    watermark: str | None = None
-    """Latest trace start covered; the next run continues from here."""
-    warnings: tuple[str, ...] = Field(default_factory=tuple)
-    """Deprecation notices and the like."""
     scores: ScoreRefresh | None = None
     """The score refresh after the pull (``--feedback`` / ``--queue``), if one was asked for."""
 

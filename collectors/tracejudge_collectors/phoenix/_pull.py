@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import PhoenixApi, PhoenixApiError
-from tracejudge_collectors._pull_common import Window, marker_key, scope_key, summary_tail
+from tracejudge_collectors._pull_common import PullCounts, Window, marker_key, scope_key, summary_tail
 from tracejudge_collectors._time import parse_time
 from tracejudge_collectors.phoenix._convert import span_to_raw
 
@@ -64,31 +64,11 @@ class PullOptions(BaseModel):
     """Traces fetched per request (their ids repeat ``trace_id`` in the query)."""
 
 
-class PullReport(BaseModel):
+class PullReport(PullCounts):
     """What a pull did."""
 
-    model_config = ConfigDict(frozen=True)
-
-    base_url: str
-    """The Phoenix pulled from."""
     project: str
     """The project pulled."""
-    listed: int = 0
-    """Traces listed in the window (by their root spans)."""
-    fetched: int = 0
-    """Traces fetched and stored in this run."""
-    skipped: int = 0
-    """Listed traces already stored by an earlier run."""
-    spans_new: int = 0
-    """Spans newly stored."""
-    retries: int = 0
-    """Requests retried (rate limits, server errors, dropped connections)."""
-    complete: bool = True
-    """False when ``--limit`` stopped the run before the window was done."""
-    watermark: str | None = None
-    """Latest root span start covered; the next run continues from here."""
-    warnings: tuple[str, ...] = Field(default_factory=tuple)
-    """Things worth knowing (nothing matched, and the like)."""
 
 
 def _marker_key(trace_id: str) -> str:
