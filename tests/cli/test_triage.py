@@ -5,21 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from tests.cli.triage_records import V2, record, stand_in_normalizer, store_traces
 from tracejudge.cli import cli
-from tracejudge.schema import Document, Localization, Message, ModelCall, RawSpan, RetrievalCall, TaskRecord
+from tracejudge.schema import Localization, RawSpan
 from tracejudge.store import open_store
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 OTHER = "0af7651916cd43dd8448eb211c80319c"
-T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
-V2 = "Prepayment shall not exceed 30,000 RMB per order."
 
 TICKET = f"""\
 ticket: EXP-311
@@ -41,60 +39,23 @@ MANIFEST = (
 )
 
 
-def record(trace_id: str, context: str, answer: str) -> TaskRecord:
-    return TaskRecord(
-        trace_id=trace_id,
-        start_time=T0,
-        final_answer=answer,
-        final_answer_span_id="b" * 16,
-        retrievals=(
-            RetrievalCall(
-                span_id="a" * 16,
-                documents=(Document(doc_id="C-17/attachment", version="v2", content=V2),),
-            ),
-        ),
-        model_calls=(
-            ModelCall(
-                span_id="b" * 16,
-                input_messages=(Message(role="user", content=context),),
-                input_recorded=True,
-                output_recorded=True,
-                input_text=context,
-                output_text=answer,
-            ),
-        ),
-    )
-
-
 RECORDS = {
     TRACE: record(TRACE, f"Context: {V2}", "The cap is 30,000 RMB."),
     OTHER: record(OTHER, "Context: (trimmed)", "Up to 50,000 RMB is fine."),
 }
 
 
-def span(trace_id: str) -> RawSpan:
-    return RawSpan(
-        trace_id=trace_id, span_id="c" * 16, name="agent", start_time_unix_nano=1, end_time_unix_nano=2
-    )
-
-
 @pytest.fixture
 def store_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'tj.db'}"
-    store = open_store(url)
-    store.put_spans([span(TRACE), span(OTHER)])
-    store.close()
+    store_traces(url, (TRACE, OTHER))
     return url
 
 
 @pytest.fixture
 def records(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stand in for the normalizer so these tests pin the command, not the convention tables."""
-
-    def fake_normalize(spans: Sequence[RawSpan]) -> TaskRecord:
-        return RECORDS[spans[0].trace_id]
-
-    monkeypatch.setattr("tracejudge.cli._triage.normalize", fake_normalize)
+    stand_in_normalizer(monkeypatch, RECORDS)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

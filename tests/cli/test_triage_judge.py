@@ -4,23 +4,20 @@ scripted local server; without the option nothing changes, and facts that settle
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from tests.cli.triage_records import V2, record, stand_in_normalizer, store_traces
 from tracejudge.cli import cli
-from tracejudge.schema import Document, Message, ModelCall, RawSpan, RetrievalCall, TaskRecord
 from tracejudge.store import open_store
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 
 VAGUE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLEAR_TRACE = "0af7651916cd43dd8448eb211c80319c"
-T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
-V2 = "Prepayment shall not exceed 30,000 RMB per order."
 VAGUE = "Yes, the prepayment is fine for order 7."
 SECRET = "sk-test-do-not-print-0123456789"
 
@@ -39,34 +36,12 @@ superseded:
 """
 
 
-def record(trace_id: str, answer: str) -> TaskRecord:
-    context = f"Context: {V2}\nQuestion: can Acme be prepaid 40,000 RMB?"
-    return TaskRecord(
-        trace_id=trace_id,
-        start_time=T0,
-        final_answer=answer,
-        final_answer_span_id="b" * 16,
-        retrievals=(
-            RetrievalCall(
-                span_id="a" * 16, documents=(Document(doc_id="C-17/attachment", version="v2", content=V2),)
-            ),
-        ),
-        model_calls=(
-            ModelCall(
-                span_id="b" * 16,
-                input_messages=(Message(role="user", content=context),),
-                input_recorded=True,
-                output_recorded=True,
-                input_text=context,
-                output_text=answer,
-            ),
-        ),
-    )
+CONTEXT = f"Context: {V2}\nQuestion: can Acme be prepaid 40,000 RMB?"
 
 
 RECORDS = {
-    VAGUE_TRACE: record(VAGUE_TRACE, VAGUE),
-    CLEAR_TRACE: record(CLEAR_TRACE, "No: the cap is 30,000 RMB."),
+    VAGUE_TRACE: record(VAGUE_TRACE, CONTEXT, VAGUE),
+    CLEAR_TRACE: record(CLEAR_TRACE, CONTEXT, "No: the cap is 30,000 RMB."),
 }
 
 
@@ -82,12 +57,7 @@ def fail_reply(*quotes: str) -> dict[str, Any]:
 def env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TRACEJUDGE_JUDGE_MODEL", "TRACEJUDGE_JUDGE_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-
-    def fake_normalize(spans: Sequence[RawSpan]) -> TaskRecord:
-        return RECORDS[spans[0].trace_id]
-
-    # Pins the command, not the convention tables (tests/localize covers those).
-    monkeypatch.setattr("tracejudge.cli._triage.normalize", fake_normalize)
+    stand_in_normalizer(monkeypatch, RECORDS)
 
 
 @pytest.fixture
@@ -99,20 +69,7 @@ def server() -> Iterator[ScriptedOpenAIServer]:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "tj.db"
-    store = open_store(f"sqlite:///{path}")
-    for trace in RECORDS:
-        store.put_spans(
-            [
-                RawSpan(
-                    trace_id=trace,
-                    span_id="c" * 16,
-                    name="agent",
-                    start_time_unix_nano=1,
-                    end_time_unix_nano=2,
-                )
-            ]
-        )
-    store.close()
+    store_traces(f"sqlite:///{path}", RECORDS)
     return path
 
 
