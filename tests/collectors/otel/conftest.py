@@ -59,8 +59,10 @@ def any_value(value: Any) -> AnyValue:
     elif isinstance(value, bytes):
         v.bytes_value = value
     elif isinstance(value, list):
+        v.array_value.SetInParent()  # an empty list is an empty array, not an unset value
         v.array_value.values.extend(any_value(x) for x in value)
     elif isinstance(value, dict):
+        v.kvlist_value.SetInParent()
         v.kvlist_value.values.extend(KeyValue(key=k, value=any_value(x)) for k, x in value.items())
     else:
         raise TypeError(type(value))

@@ -13,10 +13,11 @@ from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from tracejudge.schema import RawSpan, SpanEvent, SpanLink
 from tracejudge_collectors.otel import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
+
+from .conftest import any_value
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 TIME = st.integers(min_value=0, max_value=2**63 - 1)
@@ -59,27 +60,6 @@ requests = st.lists(
 )
 
 
-def _any(value: Any) -> AnyValue:
-    v = AnyValue()
-    if isinstance(value, bool):
-        v.bool_value = value
-    elif isinstance(value, int):
-        v.int_value = value
-    elif isinstance(value, float):
-        v.double_value = value
-    elif isinstance(value, str):
-        v.string_value = value
-    elif isinstance(value, bytes):
-        v.bytes_value = value
-    elif isinstance(value, list):
-        v.array_value.SetInParent()
-        v.array_value.values.extend(_any(x) for x in value)
-    elif isinstance(value, dict):
-        v.kvlist_value.SetInParent()
-        v.kvlist_value.values.extend(KeyValue(key=k, value=_any(x)) for k, x in value.items())
-    return v
-
-
 def _plain(value: Any) -> Any:
     """What the decoder must turn a generated value into."""
     if isinstance(value, bytes):
@@ -93,7 +73,7 @@ def _plain(value: Any) -> Any:
 
 def _attrs(target: Any, attrs: dict[str, Any]) -> None:
     for k, x in attrs.items():
-        target.add(key=k, value=_any(x))
+        target.add(key=k, value=any_value(x))
 
 
 def build(generated: list[Any]) -> tuple[ExportTraceServiceRequest, list[RawSpan]]:
