@@ -7,6 +7,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -15,6 +16,17 @@ from tracejudge.testing.openai_server import Rule
 
 ROOT = Path(__file__).resolve().parents[1]
 RESTAURANT = ROOT / "examples" / "restaurant"
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import an example's script (the examples are folders, not packages) under ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses in the module look themselves up there
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass(frozen=True)
@@ -42,12 +54,7 @@ class Restaurant:
 
 @pytest.fixture(scope="session")
 def restaurant() -> Restaurant:
-    spec = importlib.util.spec_from_file_location("restaurant_traces", RESTAURANT / "traces.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses in the module look themselves up there
-    spec.loader.exec_module(module)
+    module = load_module(RESTAURANT / "traces.py", "restaurant_traces")
     rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in module.judge_rules()]
     return Restaurant(
         spans=list(module.all_spans()),

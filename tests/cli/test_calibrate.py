@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import load_module
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
@@ -20,17 +18,7 @@ from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calibration"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibration_scripted", EXAMPLE / "scripted.py")
-    assert spec is not None
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["calibration_scripted"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-scripted = _load()
+scripted = load_module(EXAMPLE / "scripted.py", "calibration_scripted")
 
 
 @pytest.fixture

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import load_module
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
@@ -21,17 +19,7 @@ from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "restaurant"
 
 
-def _load_traces() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("restaurant_traces", EXAMPLE / "traces.py")
-    assert spec is not None
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["restaurant_traces"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-traces = _load_traces()
+traces = load_module(EXAMPLE / "traces.py", "restaurant_traces")
 
 
 @pytest.fixture

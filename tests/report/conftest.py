@@ -4,7 +4,6 @@ calibration), and one whose every text field carries a script payload."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import load_module
 from tracejudge._demo import find_examples, run_demo
 from tracejudge.audit import CalibrateOptions, audit_run, calibrate, parse_labels
 from tracejudge.checks import read_manifest
@@ -48,13 +48,7 @@ def _restaurant() -> ModuleType:
     name = "_tracejudge_restaurant_traces"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, RESTAURANT / "traces.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(RESTAURANT / "traces.py", name)
 
 
 def _judge_reply(criteria: tuple[str, ...], score: float, why: str) -> dict[str, Any]:
