@@ -1,24 +1,31 @@
 """TaskRecord + ticket (+ index manifest) -> Localization: the four checks of DESIGN 5.5.
 
-``localize`` is pure. ``load_ticket`` and ``load_manifest`` read the user's files and raise
-:class:`~tracejudge.InputError` naming the file, line and problem.
+``localize`` is pure: it runs :data:`PIPELINE`, one :class:`Stage` per check, each
+``check(ctx, material) -> StageResult`` in its own module (``_indexed``, ``_retrieved``,
+``_in_context``, ``_used_by_model``) over a :class:`CheckContext`. ``load_ticket`` and
+``load_manifest`` read the user's files and raise :class:`~tracejudge.InputError` naming the file,
+line and problem.
 """
 
+from tracejudge.localize._context import CheckContext
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value
 from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
-from tracejudge.localize._localize import STAGES, localize, task_time, trace_not_stored
+from tracejudge.localize._localize import PIPELINE, STAGES, Stage, localize, task_time, trace_not_stored
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, tokenize
 
 __all__ = [
+    "PIPELINE",
     "STAGES",
     "AmbiguousDate",
+    "CheckContext",
     "ClauseMatch",
     "FactValue",
     "LLMUsageJudge",
+    "Stage",
     "UsageJudge",
     "cites_version",
     "evaluate_filter",

@@ -1,0 +1,222 @@
+"""The ``in_context`` stage: did the required material reach the model's input?"""
+
+from __future__ import annotations
+
+from tracejudge.localize._context import (
+    CheckContext,
+    Hits,
+    doc_match,
+    material_label,
+    norm_version,
+    stage_result,
+)
+from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, split_clause
+from tracejudge.schema import Document, Evidence, Material, ModelCall, RetrievalCall, StageResult, Verdict
+
+
+def _partial_note(match: ClauseMatch, size: int) -> str:
+    if not match.matched:
+        return "no part of the clause is in the input"
+    where = ""
+    if match.start is not None and size:
+        where = f" at {100 * match.start // size}% of the input"
+        if match.end is not None and size - match.end <= 2:
+            where += " (its very end)"
+    if match.differs is not None:
+        text, wanted = match.differs
+        run = (
+            f"the clause's first {match.matched} tokens are there"
+            if match.first == 0
+            else f"clause tokens {match.first + 1}-{match.first + match.matched} are there"
+        )
+        head = f"{run}, then the input has {text!r} where the clause has {wanted!r}"
+    elif match.first == 0:
+        head = "the start of the clause is there and the rest is missing (cut off?)"
+    else:
+        head = f"clause tokens {match.first + 1}-{match.first + match.matched}"
+    return f"best partial match {match.matched}/{match.total} tokens, {head}{where}: {match.excerpt!r}"
+
+
+def _order(a: AmbiguousDate) -> str:
+    return "day first (DD/MM/YYYY)" if a.day_first else "month first (MM/DD/YYYY)"
+
+
+def _ambiguous_note(match: ClauseMatch, source: str) -> str:
+    dates = "; ".join(
+        f"{a.text!r} is {a.clause_text!r} ({a.date.isoformat()}) only if read {_order(a)}"
+        for a in match.ambiguous
+    )
+    head = f"{source} is in this model input only under one reading of an ambiguous date"
+    return f"{head}: {dates}: {match.excerpt!r}"
+
+
+def _ambiguous_missing(call: ModelCall, match: ClauseMatch) -> str:
+    shown = ", ".join(repr(a.text) for a in match.ambiguous)
+    return (
+        f"the date format (locale) of the model input of span {call.span_id}:"
+        f" whether {shown} is written day first or month first"
+    )
+
+
+def check(ctx: CheckContext, m: Material) -> StageResult:
+    """Did the clause (or, without one, the retrieved content) of ``m`` reach a model input? Looks
+    for it whole, then split across two retrieved chunks, then under one reading of an ambiguous
+    date; a failure names the best partial match and what dropped the material."""
+    hits = ctx.hits(m)
+    label = material_label(m.doc_id, m.version)
+    clause, source = m.clause, "the clause"
+    if not clause:
+        doc = next((d for _, d in hits.exact if d.content), None)
+        if doc is not None and doc.content is not None:
+            clause, source = doc.content, "the retrieved content"
+    if not clause:
+        wanted = f"a clause for {label} in the ticket (or the retrieved document's content in the trace)"
+        return stage_result(
+            "in_context", "unconfirmed", "nothing to look for in the model input", missing=[wanted]
+        )
+    calls = ctx.task.model_calls
+    if not calls:
+        wanted = "a model (LLM) span in the trace"
+        return stage_result("in_context", "unconfirmed", "the trace records no model call", missing=[wanted])
+    seen: list[Evidence] = []
+    absent: list[Evidence] = []
+    missing: list[str] = []
+    # Inputs holding the clause only if an ambiguous date ("01/03/2026") is read one way.
+    unsure: list[tuple[ClauseMatch, ModelCall]] = []
+    best: tuple[ClauseMatch, ModelCall] | None = None
+    exact = [
+        find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
+        for i, call in enumerate(calls)
+    ]
+    # Best partial matches only matter when no input holds the clause: skip that search otherwise.
+    settled = any(m is not None and m.found for m in exact)
+    for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
+        if match is None:
+            why = "redacted" if call.input_redacted else "content capture was off"
+            missing.append(f"model input of span {call.span_id} ({why})")
+            continue
+        if match.found:
+            seen.append(
+                Evidence(span_id=call.span_id, note=f"{source} is in the model input: {match.excerpt!r}")
+            )
+            continue
+        if settled:
+            absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
+            continue
+        if match.ambiguous:
+            unsure.append((match, call))
+            continue
+        match = find_clause(ctx.hay(i, call), clause)
+        if best is None or match.matched > best[0].matched:
+            best = (match, call)
+        note = _partial_note(match, len(call.input_text))
+        if call.input_redacted:
+            missing.append(f"model input of span {call.span_id} (redacted)")
+            absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
+        else:
+            absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
+    split = None if seen or m.clause is None else _split_in_input(ctx, m.clause, hits)
+    if split is not None:
+        detail = (
+            f"{source} of {label}, split across two retrieved chunks, reached the model input"
+            f" of {len(split)} of {len(calls)} model calls"
+        )
+        return stage_result("in_context", "pass", detail, evidence=split)
+    if seen:
+        detail = f"{source} of {label} reached the model input of {len(seen)} of {len(calls)} model calls"
+        return stage_result("in_context", "pass", detail, evidence=[*seen, *absent])
+    if unsure:
+        ev = [Evidence(span_id=call.span_id, note=_ambiguous_note(mt, source)) for mt, call in unsure]
+        first = unsure[0][0].ambiguous[0]
+        detail = (
+            f"{source} of {label} is in the model input only if {first.text!r} is read {_order(first)};"
+            " the trace does not say which date format the input used"
+        )
+        settle = [_ambiguous_missing(call, mt) for mt, call in unsure]
+        return stage_result(
+            "in_context", "unconfirmed", detail, evidence=[*ev, *absent], missing=[*settle, *missing]
+        )
+    if missing:
+        if all(x is None for x in exact):
+            n = len(calls)
+            detail = f"the model input was not recorded ({n} model call{'s' if n > 1 else ''})"
+        else:
+            detail = (
+                f"{source} of {label} is not in any recorded model input, and not every input was recorded"
+            )
+        return stage_result("in_context", "unconfirmed", detail, evidence=absent, missing=missing)
+    drops = _drop_notes(ctx, m)
+    detail = f"{source} of {label} is in none of the {len(calls)} recorded model inputs"
+    if hits.exact:
+        detail += " although the retriever returned it"
+    if best is not None and best[0].matched:
+        detail += f"; best partial match {best[0].matched}/{best[0].total} tokens in span {best[1].span_id}"
+        if best[0].differs is not None:
+            text, wanted = best[0].differs
+            detail += f", where the input has {text!r} for the clause's {wanted!r}"
+    return stage_result("in_context", "fail", detail, evidence=[*drops, *absent])
+
+
+_SPLIT_CHUNKS = 16
+
+
+def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence] | None:
+    """Evidence that the clause reached a model input in two parts: the end of one retrieved chunk
+    of the material and the start of another (a splitter cut the clause), both in one input."""
+    chunks: list[tuple[RetrievalCall, Document, str]] = []
+    for rc, doc in (*hits.exact, *hits.unknown):
+        if doc.content and all(doc.content != text for _, _, text in chunks):
+            chunks.append((rc, doc, doc.content))
+    chunks = chunks[:_SPLIT_CHUNKS]
+    found: list[Evidence] = []
+    for (ca, a, a_text), (cb, b, b_text) in ((x, y) for x in chunks for y in chunks if x is not y):
+        parts = split_clause(a_text, b_text, clause)
+        if parts is None:
+            continue
+        where = f"chunks at rank {a.position} and {b.position}"
+        if ca.span_id != cb.span_id:
+            where += f" (spans {ca.span_id} and {cb.span_id})"
+        for i, call in enumerate(ctx.task.model_calls):
+            if not call.input_recorded:
+                continue
+            hay = ctx.hay(i, call)
+            first, second = (find_clause(hay, part, partial=False) for part in parts)
+            if first.found and second.found:
+                note = (
+                    f"the clause is split between retrieved {where}; both parts are in the model input:"
+                    f" {first.excerpt!r} … {second.excerpt!r}"
+                )
+                found.append(Evidence(span_id=call.span_id, note=note))
+        if found:
+            return found
+    return None
+
+
+def _ident_matches(ident: str, m: Material) -> bool:
+    doc, _, version = ident.partition("@")
+    if doc != m.doc_id:
+        return False
+    return not (m.version and version) or norm_version(version) == norm_version(m.version)
+
+
+def _drop_notes(ctx: CheckContext, m: Material) -> list[Evidence]:
+    notes: list[Evidence] = []
+    for ca in ctx.task.context_assemblies:
+        for ident in ca.dropped:
+            if _ident_matches(ident, m):
+                reason = ca.dropped_reasons.get(ident)
+                why = f" ({reason})" if reason else ""
+                notes.append(Evidence(span_id=ca.span_id, note=f"context assembly dropped {ident}{why}"))
+    for rr in ctx.task.rerankings:
+        given = any(doc_match(d, m) == "exact" for d in rr.input_documents)
+        kept = any(doc_match(d, m) == "exact" for d in rr.output_documents)
+        if given and not kept and rr.output_documents:
+            notes.append(
+                Evidence(span_id=rr.span_id, note=f"the reranker received {m.doc_id} and did not keep it")
+            )
+    return notes
+
+
+def fault(_ctx: CheckContext, _m: Material, _result: StageResult) -> Verdict:
+    """The verdict a failed ``in_context`` stage gives."""
+    return "dropped_in_context"

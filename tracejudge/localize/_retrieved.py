@@ -1,0 +1,190 @@
+"""The ``retrieved`` stage: did a retrieval call return the required material, and if not, why?"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tracejudge.localize._context import (
+    CheckContext,
+    candidate,
+    doc_note,
+    material_label,
+    other_version_notes,
+    stage_result,
+)
+from tracejudge.localize._filter import evaluate_filter, filter_keys
+from tracejudge.schema import Cause, Evidence, ManifestEntry, Material, RetrievalCall, StageResult, Verdict
+
+_EXCERPT = 160
+
+
+def _short(text: str, n: int = _EXCERPT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def _json_excerpt(value: Any, n: int = _EXCERPT) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return _short(text, n)
+
+
+def _entry_for_replay(ctx: CheckContext, m: Material) -> ManifestEntry | None:
+    entries = ctx.entries(m)
+    if not entries:
+        return None
+    first = entries[0]
+    # Several entries that disagree on metadata or ACL cannot be replayed without choosing one.
+    if any(e.metadata != first.metadata or e.acl != first.acl for e in entries[1:]):
+        return None
+    return first
+
+
+@dataclass
+class _Outcome:
+    cause: Cause | None
+    evidence: list[Evidence]
+    missing: list[str]
+
+
+def _replay_metadata(entry: ManifestEntry | None) -> dict[str, Any]:
+    """What a filter is replayed against: the manifest metadata, plus the entry's own doc_id and
+    version, which stores keep in the metadata too (a filter pinning ``{"version": "v1"}``)."""
+    if entry is None:
+        return {}
+    own: dict[str, Any] = {"doc_id": entry.doc_id}
+    if entry.version is not None:
+        own["version"] = entry.version
+    return {**own, **entry.metadata}
+
+
+def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None) -> _Outcome:
+    label = material_label(m.doc_id, m.version)
+    span = call.span_id
+    ev: list[Evidence] = []
+    missing: list[str] = []
+    c = candidate(call, m)
+    if c is not None and c.excluded_by is not None:
+        score = f", score {c.score:g}" if c.score is not None else ""
+        note = f"recorded candidates: {label} excluded_by={c.excluded_by}{score}"
+        return _Outcome(c.excluded_by, [Evidence(span_id=span, note=note)], [])
+    if call.candidates is not None and c is None:
+        ev.append(
+            Evidence(
+                span_id=span, note=f"{label} is not among the {len(call.candidates)} recorded candidates"
+            )
+        )
+
+    passes_filter: bool | None
+    if call.filter is None:
+        passes_filter = None
+        missing.append(
+            f"the metadata filter of retrieval span {span} (tracejudge.retrieval.filter)"
+            " or its candidates (tracejudge.retrieval.candidates)"
+        )
+    else:
+        metadata = _replay_metadata(entry)
+        passes_filter = evaluate_filter(call.filter, metadata)
+        shown = call.filter_raw or _json_excerpt(call.filter)
+        if passes_filter is None:
+            if not isinstance(call.filter, dict):
+                missing.append(
+                    f"a filter tracejudge can replay on span {span} (recorded: {_short(shown, 80)})"
+                )
+            elif entry is None:
+                missing.append(
+                    f"index manifest entry for {label} (its metadata, to replay the filter of span {span})"
+                )
+            else:
+                keys = [k for k in filter_keys(call.filter) if k not in metadata]
+                what = ", ".join(keys) if keys else "metadata the filter compares"
+                missing.append(f"manifest metadata {what} of {label} (to replay the filter of span {span})")
+        else:
+            got = {k: metadata.get(k) for k in filter_keys(call.filter)}
+            verb = "excludes" if passes_filter is False else "admits"
+            note = f"filter {_short(shown, 100)} {verb} {label} (manifest metadata {_json_excerpt(got, 80)})"
+            ev.append(Evidence(span_id=span, note=note))
+
+    allowed: bool | None
+    if entry is None:
+        allowed = None
+        missing.append(f"index manifest entry for {label} (its acl)")
+    elif entry.acl is None:
+        allowed = True
+    elif call.principal is None:
+        allowed = None
+        missing.append(f"the principal of retrieval span {span} (tracejudge.retrieval.principal)")
+    else:
+        allowed = call.principal in entry.acl
+        verb = "is" if allowed else "is not"
+        note = f"principal {call.principal!r} {verb} in the manifest acl {list(entry.acl)} of {label}"
+        ev.append(Evidence(span_id=span, note=note))
+
+    if passes_filter is False:
+        return _Outcome("filter", ev, [])
+    if allowed is False:
+        return _Outcome("permission", ev, [])
+    if passes_filter and allowed:
+        if not call.documents_recorded:
+            return _Outcome(None, ev, [f"the documents returned by retrieval span {span}"])
+        ev.append(
+            Evidence(span_id=span, note=f"returned {len(call.documents)} documents, {label} not among them")
+        )
+        return _Outcome("rank", ev, [])
+    return _Outcome(None, ev, missing)
+
+
+def check(ctx: CheckContext, m: Material) -> StageResult:
+    """Did a retrieval return ``m``? When none did, the recorded candidates, the replayed filter and
+    ACL, and the returned documents say why (filter, permission or rank), or what would settle it."""
+    hits = ctx.hits(m)
+    label = material_label(m.doc_id, m.version)
+    if hits.exact:
+        ev = [doc_note(call, doc, "returned") for call, doc in hits.exact]
+        calls = len({call.span_id for call, _ in hits.exact})
+        detail = f"{label} was returned by {calls} of {len(ctx.task.retrievals)} retrieval calls"
+        return stage_result("retrieved", "pass", detail, evidence=ev)
+    if not ctx.task.retrievals:
+        missing = ["a retrieval span (the trace records no retriever call)"]
+        return stage_result(
+            "retrieved", "unconfirmed", "the trace records no retrieval call", missing=missing
+        )
+    other = other_version_notes(hits, m)
+    if hits.unknown:
+        ev = [doc_note(call, doc, "returned (version not recorded)") for call, doc in hits.unknown]
+        missing = [
+            f"the version of {m.doc_id} returned by retrieval span {call.span_id}" for call, _ in hits.unknown
+        ]
+        detail = f"{m.doc_id} was returned but its version was not recorded, so it may not be {m.version}"
+        return stage_result("retrieved", "unconfirmed", detail, evidence=[*ev, *other], missing=missing)
+    entry = _entry_for_replay(ctx, m)
+    outcomes = [(call, _call_outcome(call, m, entry)) for call in ctx.task.retrievals]
+    ev = [e for _, o in outcomes for e in o.evidence]
+    n = len(outcomes)
+    excluded = next(((call, o) for call, o in outcomes if o.cause in ("filter", "permission")), None)
+    if excluded is not None:
+        call, o = excluded
+        by = "the query filter" if o.cause == "filter" else "a permission rule (ACL)"
+        detail = f"{label} was in the index but {by} excluded it from retrieval span {call.span_id}"
+        if n > 1:
+            detail += f" (one of {n} retrieval calls; none returned it)"
+        return stage_result("retrieved", "fail", detail, cause=o.cause, evidence=[*ev, *other])
+    if all(o.cause == "rank" for _, o in outcomes):
+        detail = (
+            f"{label} passed the filter and the ACL but was not among the documents returned"
+            + (f" by any of the {n} retrieval calls" if n > 1 else "")
+            + " (ranking cut it)"
+        )
+        return stage_result("retrieved", "fail", detail, cause="rank", evidence=[*ev, *other])
+    missing = [s for _, o in outcomes for s in o.missing]
+    detail = f"{label} was not returned by any of the {n} retrieval calls, and the records do not show why"
+    return stage_result("retrieved", "unconfirmed", detail, evidence=[*ev, *other], missing=missing)
+
+
+def fault(_ctx: CheckContext, _m: Material, result: StageResult) -> Verdict:
+    """The verdict a failed ``retrieved`` stage gives: ranking cut it, or a filter/ACL excluded it."""
+    return "not_retrieved" if result.cause == "rank" else "filtered"

@@ -1,0 +1,179 @@
+"""The ``used_by_model`` stage: does the final answer rest on the required material?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracejudge._errors import TracejudgeError
+from tracejudge.localize._context import CheckContext, material_label, norm_version, stage_result
+from tracejudge.localize._facts import FactValue, cites_version, fact_value, mentions
+from tracejudge.localize._text import find_clause
+from tracejudge.schema import Evidence, Material, StageResult, UsageQuestion, Verdict
+
+
+def _facts(items: dict[str, Any]) -> list[tuple[str, FactValue]]:
+    out = []
+    for key, value in items.items():
+        fv = fact_value(key, value)
+        if fv is not None:
+            out.append((key, fv))
+    return out
+
+
+def _answer_missing(ctx: CheckContext) -> list[str]:
+    task = ctx.task
+    if not task.model_calls and task.final_answer_span_id is None:
+        return ["the final answer (no model span and no root span output recorded)"]
+    last = task.model_calls[-1] if task.model_calls else None
+    for gap in task.gaps:
+        if gap.kind == "model_output_redacted":
+            return [f"output of span {gap.span_id} (redacted)"]
+    if last is not None and not last.output_recorded:
+        return [f"output of model span {last.span_id} (content capture was off)"]
+    return ["the final answer (root span output or the last model call's output)"]
+
+
+def _relevant_superseded(ctx: CheckContext, m: Material) -> list[Material]:
+    required_ids = {r.doc_id for r in ctx.ticket.required}
+    return [s for s in ctx.ticket.superseded if s.doc_id == m.doc_id or s.doc_id not in required_ids]
+
+
+def check(ctx: CheckContext, m: Material) -> StageResult:
+    """Does the final answer rest on ``m``? The ticket's facts stated (not echoed from the request)
+    pass it, superseded facts fail it; when they do not settle it, the usage judge (if any) reads it."""
+    label = material_label(m.doc_id, m.version)
+    answer = ctx.task.final_answer
+    span = ctx.task.final_answer_span_id
+    if answer is None:
+        return stage_result(
+            "used_by_model", "unconfirmed", "no final answer recorded", missing=_answer_missing(ctx)
+        )
+    values = ctx.answer_values()
+    question = ctx.task.input or ""
+    qvalues = ctx.question_values()
+    required = _facts(m.facts)
+    agree: list[Evidence] = []
+    agreed: list[str] = []
+    echoed: list[Evidence] = []
+
+    def stated(fv: FactValue, echo: str) -> str | None:
+        """The answer's words stating ``fv``; None when it does not, or only echoes the request
+        (then noted in ``echoed`` as ``echo``)."""
+        spans = mentions(answer, values, fv)
+        if not spans:
+            return None
+        if question and mentions(question, qvalues, fv):
+            echoed.append(Evidence(span_id=span, note=echo))
+            return None
+        a, b = spans[0]
+        return answer[a:b]
+
+    for key, fv in required:
+        what = f"{key} = {fv.show()}"
+        quote = stated(fv, f"states {what}, but the request states it too (an echo)")
+        if quote is not None:
+            agreed.append(key)
+            agree.append(Evidence(span_id=span, note=f"states {what} as {label} says: {quote!r}"))
+    stale: list[Evidence] = []
+    for s in _relevant_superseded(ctx, m):
+        slabel = material_label(s.doc_id, s.version)
+        for key, fv in _facts(s.facts):
+            if any(_same_value(fv, r) for _, r in required):
+                continue  # the superseded value equals a required one: stating it shows nothing
+            what = f"{key} = {fv.show()}"
+            quote = stated(fv, f"states {slabel}'s {what}, but the request states it too")
+            if quote is not None:
+                stale.append(Evidence(span_id=span, note=f"states {slabel}'s superseded {what}: {quote!r}"))
+        same = s.doc_id == m.doc_id and norm_version(s.version) == norm_version(m.version)
+        if not same and cites_version(answer, s.doc_id, s.version):
+            stale.append(Evidence(span_id=span, note=f"cites the superseded {slabel}"))
+    if m.version and cites_version(answer, m.doc_id, m.version):
+        agree_note = Evidence(span_id=span, note=f"cites {label}")
+    else:
+        agree_note = None
+    if stale and not agree:
+        detail = f"the answer rests on superseded material instead of {label}"
+        return stage_result("used_by_model", "fail", detail, evidence=[*stale, *echoed])
+    if agree and not stale:
+        detail = f"the answer agrees with {label} ({', '.join(agreed)})"
+        extra = [agree_note] if agree_note else []
+        return stage_result("used_by_model", "pass", detail, evidence=[*agree, *extra, *echoed])
+    evidence = [*agree, *stale, *echoed, *([agree_note] if agree_note else [])]
+    if stale and agree:
+        detail = f"the answer states values of both {label} and superseded material"
+    elif not required and not any(_facts(s.facts) for s in _relevant_superseded(ctx, m)):
+        detail = f"the ticket gives no facts for {label} to compare the answer with"
+    else:
+        detail = f"the answer states neither {label}'s facts nor superseded ones"
+    if ctx.judge is not None:
+        return _ask_judge(ctx, m, answer, detail, evidence)
+    wanted = (
+        f"facts for {label} in the ticket that the answer states, or a usage judge to read the answer"
+        if not required
+        else "a usage judge to read the answer (its facts do not settle it)"
+    )
+    return stage_result("used_by_model", "unconfirmed", detail, evidence=evidence, missing=[wanted])
+
+
+def _same_value(a: FactValue, b: FactValue) -> bool:
+    if a.kind != b.kind:
+        return False
+    if a.kind == "date":
+        return bool(a.readings() & b.readings())
+    if a.kind == "number":
+        return bool(a.numbers & b.numbers)
+    return " ".join(a.text.split()).casefold() == " ".join(b.text.split()).casefold()
+
+
+def _ask_judge(
+    ctx: CheckContext, m: Material, answer: str, why: str, evidence: list[Evidence]
+) -> StageResult:
+    assert ctx.judge is not None
+    excerpt = None
+    if m.clause:
+        for i, call in enumerate(ctx.task.model_calls):
+            if call.input_recorded:
+                found = find_clause(ctx.hay(i, call), m.clause)
+                if found.found:
+                    excerpt = found.excerpt
+                    break
+    question = UsageQuestion(
+        answer=answer,
+        answer_span_id=ctx.task.final_answer_span_id,
+        question=ctx.task.input,
+        material=m,
+        superseded=tuple(_relevant_superseded(ctx, m)),
+        context_excerpt=excerpt,
+    )
+    try:
+        got = ctx.judge.judge_usage(question)
+    except TracejudgeError as exc:
+        detail = f"{why}; the usage judge failed: {exc.message}"
+        return stage_result(
+            "used_by_model", "unconfirmed", detail, evidence=evidence, missing=["a usable judge reply"]
+        )
+    if got.status in ("pass", "fail") and got.evidence:
+        return stage_result(
+            "used_by_model",
+            got.status,
+            f"judge: {got.detail}" if got.detail else "judge",
+            evidence=[*got.evidence, *evidence],
+        )
+    if got.status in ("pass", "fail"):
+        detail = f"{why}; the judge said {got.status} without citing evidence, which is not accepted"
+        return stage_result(
+            "used_by_model", "unconfirmed", detail, evidence=evidence, missing=["judge evidence"]
+        )
+    detail = f"{why}; judge: {got.detail or 'undecided'}"
+    return stage_result(
+        "used_by_model",
+        "unconfirmed",
+        detail,
+        evidence=[*got.evidence, *evidence],
+        missing=got.missing or ("a decisive judge reply",),
+    )
+
+
+def fault(_ctx: CheckContext, _m: Material, _result: StageResult) -> Verdict:
+    """The verdict a failed ``used_by_model`` stage gives."""
+    return "ignored_by_model"
