@@ -59,4 +59,4 @@ def stand_in_normalizer(monkeypatch: pytest.MonkeyPatch, records: Mapping[str, T
     def fake_normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         return records[spans[0].trace_id]
 
-    monkeypatch.setattr("tracejudge.cli._triage.normalize", fake_normalize)
+    monkeypatch.setattr("tracejudge.localize._triage.normalize", fake_normalize)

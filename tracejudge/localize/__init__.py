@@ -16,8 +16,10 @@ from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
 from tracejudge.localize._localize import PIPELINE, STAGES, Stage, localize, task_time, trace_not_stored
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, tokenize
+from tracejudge.localize._triage import NOT_STORED_HINT, TicketResult, TriageOutcome, triage_tickets
 
 __all__ = [
+    "NOT_STORED_HINT",
     "PIPELINE",
     "STAGES",
     "AmbiguousDate",
@@ -26,6 +28,8 @@ __all__ = [
     "FactValue",
     "LLMUsageJudge",
     "Stage",
+    "TicketResult",
+    "TriageOutcome",
     "UsageJudge",
     "cites_version",
     "evaluate_filter",
@@ -41,6 +45,7 @@ __all__ = [
     "ticket_files",
     "tokenize",
     "trace_not_stored",
+    "triage_tickets",
     "usage_messages",
     "verdict_counts",
 ]

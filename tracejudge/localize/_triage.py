@@ -1,0 +1,227 @@
+"""``triage`` as a library call: tickets (a file or a folder) + the store -> localizations, stored
+and optionally written back. The CLI renders a :class:`TriageOutcome`; :meth:`TriageOutcome.json`
+is exactly what ``tracejudge triage --json`` prints, for any other caller (an MCP server) to return.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tracejudge._errors import InputError
+from tracejudge.localize._judge import UsageJudge
+from tracejudge.localize._llm_judge import LLMUsageJudge
+from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
+from tracejudge.localize._localize import localize, trace_not_stored
+from tracejudge.localize._summary import verdict_counts
+from tracejudge.normalize import normalize
+from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, Ticket
+from tracejudge.store import Store
+
+__all__ = ["NOT_STORED_HINT", "TicketResult", "TriageOutcome", "triage_tickets"]
+
+NOT_STORED_HINT = "run `tracejudge traces list` to see stored traces, or collect the trace first"
+
+
+@dataclass(frozen=True)
+class TicketResult:
+    """One ticket's localization."""
+
+    ticket_file: Path
+    """The ticket file it came from."""
+    localization: Localization
+    """The verdict with its stages."""
+    stored: bool = True
+    """False when the trace had no stored spans (in a folder): the localization is unconfirmed."""
+
+
+@dataclass(frozen=True)
+class TriageOutcome:
+    """What one triage did: the localizations, what write-back landed, warnings for the user."""
+
+    folder: bool
+    """True when the tickets came from a folder (the JSON is then ``{"results", "summary"}``)."""
+    results: tuple[TicketResult, ...]
+    """One per ticket; in a folder sorted by ticket file, traces not stored included."""
+    write_back: dict[str, Any] | None = None
+    """What ``--write-back`` wrote and what failed (target, written, failed), or None."""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    """Things worth seeing that did not stop the triage (a ticket naming another trace)."""
+
+    @property
+    def unstored(self) -> tuple[TicketResult, ...]:
+        """The tickets whose trace had no stored spans."""
+        return tuple(r for r in self.results if not r.stored)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """Verdict counts over every ticket."""
+        return verdict_counts(r.localization for r in self.results)
+
+    @property
+    def write_failed(self) -> bool:
+        """Whether some verdict could not be written back (the command then exits 1)."""
+        return bool(self.write_back and self.write_back["failed"])
+
+    def json(self) -> BaseModel | dict[str, Any]:
+        """Exactly what ``tracejudge triage --json`` prints (a record, or JSON-ready data)."""
+        if self.folder:
+            items = [
+                {**r.localization.model_dump(mode="json"), "ticket_file": str(r.ticket_file)}
+                for r in self.results
+            ]
+            data: dict[str, Any] = {"results": items, "summary": self.summary}
+            if self.write_back is not None:
+                data["write_back"] = self.write_back
+            return data
+        loc = self.results[0].localization
+        if self.write_back is None:
+            return loc
+        return {**loc.model_dump(mode="json"), "write_back": self.write_back}
+
+
+def _trace_id(arg: str | None, ticket: Ticket, path: Path, warn: Callable[[str], None]) -> str:
+    own = (ticket.trace_id or "").strip().lower()
+    if arg and own and arg.strip().lower() != own:
+        # The command line wins, but a ticket about another trace is usually a mix-up worth seeing.
+        warn(
+            f"warning: {path}: the ticket names trace {own}, the command line {arg.strip().lower()};"
+            " triaging the command line's trace"
+        )
+    trace_id = arg or ticket.trace_id
+    if not trace_id:
+        raise InputError(
+            f"{path}: no trace id: the ticket has no trace_id and none was given",
+            hint="put trace_id in the ticket, or give it: tracejudge triage TRACE_ID --ticket FILE",
+        )
+    return trace_id.strip().lower()
+
+
+def _triage_one(
+    store: Store,
+    trace_id: str,
+    ticket: Ticket,
+    manifest: Sequence[ManifestEntry] | None,
+    judge: UsageJudge | None = None,
+    *,
+    batch: bool = False,
+) -> Localization | None:
+    """The localization; None (in a batch) or an error (alone) when the trace is not stored."""
+    spans = store.get_spans(trace_id)
+    if not spans:
+        if batch:
+            return None
+        raise InputError(f"no spans stored for trace {trace_id}", hint=NOT_STORED_HINT)
+    return localize(normalize(spans), ticket, manifest, judge=judge)
+
+
+_SECRET_ENV = ("LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY", "PHOENIX_API_KEY", "OPENAI_API_KEY")
+_SECRET_SHAPES = re.compile(
+    r"\b(?:sk|pk)-lf-[\w-]+|\bsk-[A-Za-z0-9_-]{16,}|(?i:bearer|basic)\s+[\w.+/=-]{8,}"
+)
+
+
+def _no_secrets(text: str) -> str:
+    """A backend's reason as it may be shown: keys it might echo (ours, or key-shaped text) blanked."""
+    for name in _SECRET_ENV:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, "***")
+    return _SECRET_SHAPES.sub("***", text)
+
+
+def _write_back(target: str, results: Sequence[Localization]) -> dict[str, Any]:
+    """Write the verdicts and say what landed: every failed write with its ticket, trace, score and
+    the backend's reason. The result also goes into ``--json`` under ``write_back``."""
+    try:
+        from tracejudge.write import triage_scores, write_triage
+    except ImportError as exc:
+        raise InputError(
+            f"--write-back is not available in this installation: {exc}",
+            hint="reinstall tracejudge, or run triage without --write-back",
+        ) from None
+    report: Any = write_triage(target, results)
+    # A failure names a score id; map it back to what the user knows (ticket and trace).
+    by_id = {
+        score.score_id: (score.name, r) for score, r in zip(triage_scores(results), results, strict=True)
+    }
+    failed: list[dict[str, Any]] = []
+    for f in getattr(report, "failed", ()):
+        name, loc = by_id.get(f.key, (None, None))
+        failed.append(
+            {
+                "ticket": loc.ticket if loc is not None else None,
+                "trace_id": loc.trace_id if loc is not None else None,
+                "score_name": name,
+                "score_id": f.key,
+                "status": getattr(f, "status", None),
+                "reason": _no_secrets(str(f.reason)),
+            }
+        )
+    return {"target": target, "written": getattr(report, "written", None), "failed": failed}
+
+
+def triage_tickets(
+    store: Store,
+    ticket_path: Path,
+    *,
+    trace_id: str | None = None,
+    manifest_path: Path | None = None,
+    judge: JudgeConfig | None = None,
+    write_back: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> TriageOutcome:
+    """Localize the ticket at ``ticket_path`` (or every ticket in that folder) against its stored trace.
+
+    Each localization is kept in the store (``report``/``serve`` read them; a rerun adds an entry).
+    A single ticket whose trace is not stored raises :class:`InputError`; in a folder such a ticket
+    is unconfirmed and the rest go on. ``judge`` reads the answer when its facts do not settle
+    used_by_model; ``write_back`` (langfuse or phoenix) writes the verdicts back. Warnings go to
+    ``on_warning`` as they arise (so they show even when a later ticket stops the triage) and into
+    the outcome.
+    """
+    folder = ticket_path.is_dir()
+    if folder and trace_id:
+        raise InputError(
+            "TRACE_ID goes with a single ticket file, not a folder",
+            hint="put trace_id in each ticket of the folder, or pass one ticket file",
+        )
+    paths = ticket_files(ticket_path)
+    tickets = [(p, load_ticket(p)) for p in paths]
+    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    warnings: list[str] = []
+
+    def warn(text: str) -> None:
+        warnings.append(text)
+        if on_warning is not None:
+            on_warning(text)
+
+    jobs = [(p, t, _trace_id(trace_id, t, p, warn)) for p, t in tickets]
+    usage_judge = LLMUsageJudge(judge, cache=store) if judge is not None else None
+    rows: list[TicketResult] = []
+    unstored: list[TicketResult] = []
+    try:
+        for p, t, tid in jobs:
+            loc = _triage_one(store, tid, t, manifest, usage_judge, batch=folder)
+            if loc is None:
+                # One trace not collected yet does not stop a batch: its row says what is missing.
+                unstored.append(TicketResult(p, trace_not_stored(t, tid), stored=False))
+            else:
+                rows.append(TicketResult(p, loc))
+    finally:
+        if usage_judge is not None:
+            usage_judge.close()
+    for r in rows:
+        # Kept for `tracejudge report` / `serve`: a rerun adds an entry, history is never rewritten.
+        store.put_triage_result(r.localization, ticket=r.localization.ticket or r.ticket_file.stem)
+    results = [r.localization for r in rows]
+    # Written before anything is shown so that --json can carry what landed and what did not.
+    wb = _write_back(write_back, results) if write_back is not None and results else None
+    shown = sorted([*rows, *unstored], key=lambda r: r.ticket_file) if folder else rows
+    return TriageOutcome(folder=folder, results=tuple(shown), write_back=wb, warnings=tuple(warnings))
