@@ -22,6 +22,7 @@ __all__ = [
     "bind",
     "check_exposure",
     "is_loopback",
+    "loopback_host",
     "parse_listen",
     "quiet_server",
     "socket_url",
@@ -54,6 +55,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def loopback_host(header: str) -> bool:
+    """True when a ``Host`` header names this machine (``localhost``, ``127.x``, ``[::1]``, any port)."""
+    host = header.strip()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else ""
+    else:
+        host = host.rpartition(":")[0] if host.count(":") == 1 else host
+    return bool(host) and is_loopback(host.rstrip("."))
 
 
 def check_exposure(host: str, token: str | None, *, refusal: str, hint: str) -> None:

@@ -12,6 +12,7 @@ from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._audit import audit
 from tracejudge.cli._calibrate import calibrate_cmd
 from tracejudge.cli._demo import demo
+from tracejudge.cli._mcp import mcp
 from tracejudge.cli._probe import probe
 from tracejudge.cli._regress import regress
 from tracejudge.cli._report import report
@@ -90,6 +91,7 @@ cli.add_command(serve)
 cli.add_command(calibrate_cmd)
 cli.add_command(audit)
 cli.add_command(probe)
+cli.add_command(mcp)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from tracejudge.localize._facts import FactValue, cites_version, extract_values,
 from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
-from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
+from tracejudge.localize._load import load_manifest, load_ticket, parse_ticket, ticket_files
 from tracejudge.localize._localize import PIPELINE, STAGES, Stage, localize, task_time, trace_not_stored
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, tokenize
@@ -41,6 +41,7 @@ __all__ = [
     "load_manifest",
     "load_ticket",
     "localize",
+    "parse_ticket",
     "task_time",
     "ticket_files",
     "tokenize",

@@ -12,7 +12,7 @@ from tracejudge._errors import InputError
 from tracejudge._yamlfile import node_line, parse_yaml, require_mapping, validation_lines
 from tracejudge.schema import ManifestEntry, Ticket
 
-__all__ = ["load_manifest", "load_ticket", "ticket_files"]
+__all__ = ["load_manifest", "load_ticket", "parse_ticket", "ticket_files"]
 
 _TICKET_HINT = (
     'fix the ticket; see "File formats" in the README (required: [{doc_id, version, clause, facts}])'
@@ -40,9 +40,14 @@ def _read(path: Path, hint: str) -> str:
 
 def load_ticket(path: Path) -> Ticket:
     """Parse a ticket file (DESIGN 5.2). Raises :class:`InputError` naming the file and line."""
-    text = _read(path, _TICKET_HINT)
-    data, root = parse_yaml(text, source=str(path), hint=_TICKET_HINT, column=True)
-    data = require_mapping(data, source=str(path), noun="ticket", hint=_TICKET_HINT)
+    return parse_ticket(_read(path, _TICKET_HINT), source=str(path))
+
+
+def parse_ticket(text: str, *, source: str = "<ticket>") -> Ticket:
+    """Parse a ticket's YAML (or JSON) text; errors name ``source`` and the line."""
+    path = source
+    data, root = parse_yaml(text, source=source, hint=_TICKET_HINT, column=True)
+    data = require_mapping(data, source=source, noun="ticket", hint=_TICKET_HINT)
     for key in ("required", "superseded"):
         # One material written as a mapping rather than a one-item list means the same thing.
         if isinstance(data.get(key), dict):

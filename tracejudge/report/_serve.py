@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tracejudge import _serving
-from tracejudge._serving import bind, quiet_server, socket_url, token_matches
+from tracejudge._serving import bind, loopback_host, quiet_server, socket_url, token_matches
 from tracejudge._serving import is_loopback as is_loopback  # re-exported by tracejudge.report
 from tracejudge.report._data import build_report
 from tracejudge.report._html import CSP, render_html
@@ -42,16 +42,6 @@ def check_exposure(host: str, token: str | None) -> None:
         hint="set --token or TRACEJUDGE_SERVE_TOKEN (clients send `Authorization: Bearer <token>`, or"
         " HTTP basic auth with the token as password), or listen on 127.0.0.1",
     )
-
-
-def loopback_host(header: str) -> bool:
-    """True when a ``Host`` header names this machine (``localhost``, ``127.x``, ``[::1]``, any port)."""
-    host = header.strip()
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else ""
-    else:
-        host = host.rpartition(":")[0] if host.count(":") == 1 else host
-    return bool(host) and is_loopback(host.rstrip("."))
 
 
 def build_app(
