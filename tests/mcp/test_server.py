@@ -178,6 +178,7 @@ def test_bad_arguments_are_tool_errors_that_say_what_to_fix(work: dict[str, Any]
                 ("list_traces", {"from": "yesterday"}),
                 ("build_sample", {"ticket": str(work["tickets"] / "EXP-310.yaml"), "out": "suite"}),
                 ("show_trace", {"trace_id": work["trace_ids"][0], "cursor": "not-a-cursor"}),
+                ("triage", {"ticket": str(work["tickets"] / "EXP-310.yaml"), "write_back": "langfuse"}),
             ]
             out = []
             for name, args in calls:
@@ -201,6 +202,7 @@ def test_bad_arguments_are_tool_errors_that_say_what_to_fix(work: dict[str, Any]
     assert "read-only" in texts[5]
     assert "--allow-write" in texts[5]
     assert "cursor" in texts[6]
+    assert "read-only" in texts[7]
     assert not (work["dir"] / "suite").exists()
 
 

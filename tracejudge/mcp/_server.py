@@ -213,9 +213,19 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
         trace_id: Annotated[
             str | None, Field(description="The trace, when the ticket does not name it.")
         ] = None,
+        write_back: Annotated[
+            str | None,
+            Field(
+                description="Also write the verdict onto the trace: langfuse or phoenix. Needs a"
+                " server started with --allow-write."
+            ),
+        ] = None,
         cursor: Cursor = None,
     ) -> Any:  # a CallToolResult: text and structured content
-        return run(lambda: toolbox.triage(ticket, manifest=manifest, trace_id=trace_id), cursor)
+        return run(
+            lambda: toolbox.triage(ticket, manifest=manifest, trace_id=trace_id, write_back=write_back),
+            cursor,
+        )
 
     @server.tool(
         structured_output=False,

@@ -151,7 +151,9 @@ class Toolbox:
         if write_back:
             self._require_write("write_back")
         parsed, path = self.ticket(ticket)
-        manifest_path = self.path(manifest.strip(), what="manifest") if manifest and manifest.strip() else None
+        manifest_path = (
+            self.path(manifest.strip(), what="manifest") if manifest and manifest.strip() else None
+        )
         if trace_id is not None:
             self.trace_id(trace_id)
         elif parsed.trace_id:
@@ -162,7 +164,11 @@ class Toolbox:
                 path = Path(tmp) / f"{parsed.ticket or 'ticket'}.yaml"
                 path.write_text(ticket, "utf-8")
             outcome = triage_tickets(
-                self.store, path, trace_id=trace_id, manifest_path=manifest_path, write_back=write_back or None
+                self.store,
+                path,
+                trace_id=trace_id,
+                manifest_path=manifest_path,
+                write_back=write_back or None,
             )
         data = outcome.json()
         return data.model_dump(mode="json") if isinstance(data, BaseModel) else data
