@@ -13,8 +13,10 @@ events ``gen_ai.{system,user,assistant,tool}.message``, ``gen_ai.choice``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tracejudge.normalize._convention import ModelIO, NoRecords
 from tracejudge.normalize._shapes import content_and_tools, documents_from_value, messages_from_value
 from tracejudge.normalize._values import as_str, maybe_json
 from tracejudge.normalize._view import SpanView
@@ -148,3 +150,52 @@ def usage(view: SpanView) -> dict[str, Any]:
         "output": a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")),
         "total": a.get("llm.usage.total_tokens", a.get("gen_ai.usage.total_tokens")),
     }
+
+
+def _io(found: list[Message] | None, raw: str | None) -> ModelIO | None:
+    if found is None and raw is None:
+        return None
+    return ModelIO(messages=None if found is None else tuple(found), texts=(raw,) if raw else ())
+
+
+class GenAI(NoRecords):
+    """OTel GenAI: operation names, ``gen_ai.{input,output}.messages`` (or events), retrieval documents."""
+
+    name = "gen_ai"
+
+    def classify(self, view: SpanView) -> StepKind | None:
+        return classify(view)
+
+    def input_messages(self, view: SpanView) -> ModelIO | None:
+        return _io(*input_messages(view))
+
+    def output_messages(self, view: SpanView) -> ModelIO | None:
+        return _io(*output_messages(view))
+
+    def documents(self, view: SpanView) -> list[Document] | None:
+        return retrieval_documents(view)
+
+    def query(self, view: SpanView) -> str | None:
+        return as_str(view.attrs.get("gen_ai.retrieval.query.text"))
+
+    def usage(self, view: SpanView) -> Mapping[str, Any] | None:
+        return usage(view)
+
+    def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:  # noqa: ARG002
+        """The last user message of an agent root that records ``gen_ai.input.messages``."""
+        if "gen_ai.input.messages" not in root.attrs:
+            return None
+        found, raw = input_messages(root)
+        text = next((m.content for m in reversed(found or []) if m.role == "user" and m.content), None)
+        return text or raw or None
+
+    def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:  # noqa: ARG002
+        """The last message of an agent root that records ``gen_ai.output.messages``."""
+        if "gen_ai.output.messages" not in root.attrs:
+            return None
+        found, raw = output_messages(root)
+        text = next((m.content for m in reversed(found or []) if m.content), None) or raw
+        return (text, root.span_id) if text else None
+
+
+CONVENTION = GenAI()

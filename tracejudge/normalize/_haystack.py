@@ -16,8 +16,11 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from tracejudge.normalize._convention import Filter, NoRecords
+from tracejudge.normalize._shapes import answer_text
 from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
 
@@ -122,3 +125,29 @@ def _translate(node: Any) -> Any:
     if op is None:
         return {"$unknown": node}
     return {key: {op: node.get("value")}}
+
+
+class Haystack(NoRecords):
+    """Haystack under OpenInference: the pipeline root's question and answer, retriever filters.
+
+    A pipeline root's free-form input and output are per-component maps, not the request and the
+    answer: it owns them, so an empty read here stops the search (``""``).
+    """
+
+    name = "openinference"  # spans are OpenInference's; Haystack is a dialect of their values
+
+    def retrieval_filter(self, view: SpanView) -> Filter | None:
+        return retriever_filter(view)
+
+    def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:  # noqa: ARG002
+        return (pipeline_input(root) or "") if is_pipeline(root) else None
+
+    def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:  # noqa: ARG002
+        if not is_pipeline(root):
+            return None
+        value = pipeline_answer(root)
+        text = answer_text(value) if value is not None and value != REDACTED else None
+        return text or "", root.span_id
+
+
+CONVENTION = Haystack()

@@ -12,9 +12,12 @@ attributes), ``langfuse.observation.metadata.tracejudge.*``, ``langfuse.observat
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracejudge.normalize._values import as_int
+from tracejudge.normalize._convention import NoRecords
+from tracejudge.normalize._shapes import answer_text, request_text
+from tracejudge.normalize._values import REDACTED, as_int
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import StepKind
 
@@ -67,3 +70,43 @@ def prompt(view: SpanView) -> str | None:
         return None
     version = as_int(view.attrs.get("langfuse.observation.prompt.version"))
     return f"{name}@{version}" if version is not None else name
+
+
+def _trace_value(views: Sequence[SpanView], key: str) -> tuple[Any, SpanView] | None:
+    for view in views:
+        value = view.attrs.get(key)
+        if value is not None and value != "":
+            return value, view
+    return None
+
+
+class Langfuse(NoRecords):
+    """Langfuse observations: typed observations, usage details, the trace's own input and output."""
+
+    name = "langfuse"
+
+    def classify(self, view: SpanView) -> StepKind | None:
+        return classify(view)
+
+    def usage(self, view: SpanView) -> Mapping[str, Any] | None:
+        return usage(view)
+
+    def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:
+        """``langfuse.trace.input`` (set on any observation; the root's first)."""
+        found = _trace_value([root, *views], "langfuse.trace.input")
+        if found is None or found[0] == REDACTED:
+            return None
+        return request_text(found[0]) or None
+
+    def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:
+        """``langfuse.trace.output`` (the root's first, then any observation's that holds text)."""
+        for view in [root, *views]:
+            value = view.attrs.get("langfuse.trace.output")
+            if value is not None and value != REDACTED:
+                text = answer_text(value)
+                if text:
+                    return text, view.span_id
+        return None
+
+
+CONVENTION = Langfuse()

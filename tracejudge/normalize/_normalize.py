@@ -1,28 +1,12 @@
-"""Raw spans -> TaskRecord, reading OpenInference, OTel GenAI, OpenLLMetry and Langfuse spans.
+"""Raw spans -> TaskRecord, reading every convention through the ``Convention`` protocol.
 
-Each span is classified once (first match wins: ``tracejudge.step`` / ``tracejudge.context.*``,
-a typed Langfuse observation, ``openinference.span.kind``, ``gen_ai.operation.name``, OpenLLMetry
-kinds and vector-store spans, then model attributes; a table's "other" yields to a later table's
-specific step), then read by the table of its step. Readers
-try every dialect, because one span often carries several (Langfuse metadata holding OpenInference
-attributes, OpenLLMetry writing ``gen_ai.*``).
-
-tracejudge's own attributes, where no convention exists:
-
-- ``tracejudge.step``: force a span's step (``context``, ``retrieval``, ... any StepKind).
-- Instrumentations that only record run metadata (LangChain's ``with_config(metadata=...)``) carry
-  these keys there: OpenInference's ``metadata`` JSON, OpenLLMetry's
-  ``traceloop.association.properties.tracejudge.*`` (see ``SpanView``).
-- ``tracejudge.retrieval.filter``: JSON equality map or ``$``-operator filter the retrieval ran with.
-- ``tracejudge.retrieval.principal``: who the retrieval ran as.
-- ``tracejudge.retrieval.candidates``: JSON list ``[{"doc_id", "version", "score", "excluded_by"}]``
-  of documents considered before filtering (``excluded_by``: filter, permission, rank or null).
-- ``tracejudge.context.included`` / ``tracejudge.context.dropped``: JSON list of ``"doc_id@version"``
-  strings or ``{"doc_id", "version", "reason"}`` objects: what context assembly kept and left out.
-- ``tracejudge.context.budget``: the token or character budget (int).
-- A span with ``tracejudge.step = "context"`` or any ``tracejudge.context.*`` attribute is a
-  context-assembly step; its output (``output.value``, ``langfuse.observation.output``,
-  ``traceloop.entity.output``) is the assembled context text.
+Each span is classified once, then read by its step. What a convention records is read by that
+convention's module (``_openinference``, ``_genai``, ``_openllmetry``, ``_langfuse``, ``_haystack``,
+``_tracejudge`` for tracejudge's own attributes, ``_freeform`` for raw I/O), each implementing
+``Convention`` (``_convention.py``); which convention wins for a field is one line of the
+precedence table (``_precedence.py``). Readers try every convention on the line, because one span
+often carries several (Langfuse metadata holding OpenInference attributes, OpenLLMetry writing
+``gen_ai.*``).
 
 Retrieval attributes are read from any span of a retrieval call: a retriever span and the
 retrieval/vector-store spans below it form one call, anchored on the outermost.
@@ -32,37 +16,25 @@ Nothing here raises on bad attribute data: what cannot be read becomes a ``Gap``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
 
 from tracejudge._errors import InputError
-from tracejudge.normalize import _genai as genai
-from tracejudge.normalize import _haystack as haystack
+from tracejudge.normalize import _freeform as freeform
 from tracejudge.normalize import _langfuse as langfuse
 from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
-from tracejudge.normalize._shapes import (
-    answer_text,
-    documents_from_value,
-    messages_from_value,
-    request_text,
-)
-from tracejudge.normalize._values import (
-    REDACTED,
-    as_float,
-    as_int,
-    as_str,
-    as_str_list,
-    maybe_json,
-    nanos_to_datetime,
-    text_of,
-)
+from tracejudge.normalize import _tracejudge as tj
+from tracejudge.normalize._convention import Convention, Filter, ModelIO
+from tracejudge.normalize._genai import system_instructions
+from tracejudge.normalize._precedence import PRECEDENCE, Line
+from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value
+from tracejudge.normalize._values import REDACTED, as_int, as_str, as_str_list, maybe_json, nanos_to_datetime
 from tracejudge.normalize._view import Gaps, SpanView
 from tracejudge.schema import (
     Candidate,
     ContextAssembly,
     Document,
-    Message,
     ModelCall,
     RawSpan,
     Reranking,
@@ -73,7 +45,6 @@ from tracejudge.schema import (
     ToolCall,
 )
 
-_STEP_KINDS: frozenset[str] = frozenset(get_args(StepKind))
 _MODEL_KEYS = (
     "langfuse.observation.model.name",
     "gen_ai.response.model",
@@ -82,10 +53,8 @@ _MODEL_KEYS = (
     "llm.model_name",
     "llm.request.model",
 )
-_INPUT_KEYS = ("langfuse.observation.input", "input.value", "traceloop.entity.input")
-_OUTPUT_KEYS = ("langfuse.observation.output", "output.value", "traceloop.entity.output")
-_EXCLUDED_BY = frozenset({"filter", "permission", "rank"})
 _STATUS: dict[int, Literal["unset", "ok", "error"]] = {1: "ok", 2: "error"}
+_T = TypeVar("_T")
 
 
 def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
@@ -101,97 +70,18 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         unique[span.span_id] = span  # a span delivered twice (retries) counts once
     views = [SpanView(span, gaps) for span in unique.values()]
     views.sort(key=lambda v: (v.raw.start_time_unix_nano, v.span_id))
-    by_id = {v.span_id: v for v in views}
-
     for view in views:
         try:
             view.step, view.convention = _classify(view)
         except Exception as exc:  # bad data must never abort a trace; the gap says which span
             _internal(view, exc)
+    tree = _Tree(views)
+    steps = _Steps(views, tree)
 
-    parent: dict[str, str | None] = {}
-    children: dict[str, list[SpanView]] = {}
-    for view in views:
-        pid = view.raw.parent_span_id or None
-        if pid is not None and pid not in by_id:
-            view.gap("missing_parent", f"parent span {pid} was not collected")
-            pid = None
-        parent[view.span_id] = pid
-        if pid is not None:
-            children.setdefault(pid, []).append(view)
-
-    roots = [v for v in views if not v.raw.parent_span_id] or [v for v in views if parent[v.span_id] is None]
-    root = roots[0]
-
-    # An LLM span with another LLM span below it is a wrapper (LlamaIndex's ``LLM.predict`` around
-    # ``LLM.chat``): the innermost span holds the messages actually sent, so only it is a model call.
-    wrappers: set[str] = set()
-    for view in views:
-        if view.step == "model":
-            pid = parent[view.span_id]
-            while pid is not None and pid not in wrappers:
-                if by_id[pid].step == "model":
-                    wrappers.add(pid)
-                pid = parent[pid]
-
-    retrievals: list[RetrievalCall] = []
-    rerank_views: list[SpanView] = []
-    contexts: list[ContextAssembly] = []
-    models: list[ModelCall] = []
-    tools: list[ToolCall] = []
-    for view in views:
-        try:
-            if view.step == "retrieval":
-                anchor_parent = parent[view.span_id]
-                if anchor_parent is not None and by_id[anchor_parent].step == "retrieval":
-                    continue  # read as part of the enclosing retrieval call
-                members = _members(view, children)
-                if (
-                    anchor_parent is not None
-                    and oll.KIND not in view.attrs  # a traceloop task records its own query
-                    and _is_retriever_task(by_id[anchor_parent])
-                ):
-                    members.append(by_id[anchor_parent])
-                retrievals.append(_retrieval(view, members))
-                if view.get("tool.name", "gen_ai.tool.name") is not None:
-                    # A function tool marked as a retriever (openai-agents' ``tool_span_kinds``) was
-                    # still called by the model: its arguments and result are a tool call too.
-                    tools.append(_tool_call(view))
-            elif view.step == "rerank":
-                rerank_views.append(view)  # read once every retrieval is known (node ids below)
-            elif view.step == "context":
-                contexts.append(_context(view))
-            elif view.step == "model" and view.span_id not in wrappers:
-                models.append(_model_call(view))
-            elif view.step == "tool":
-                tools.append(_tool_call(view))
-        except Exception as exc:  # see above
-            _internal(view, exc)
-
-    returned = {d.raw_id: d for call in retrievals for d in call.documents if d.raw_id is not None}
-    rerankings: list[Reranking] = []
-    for view in rerank_views:
-        try:
-            rerankings.append(_reranking(view, returned))
-        except Exception as exc:  # see above
-            _internal(view, exc)
-
-    if not retrievals:
-        gaps.add(
-            "no_retrieval_span", None, "no span of the trace is a retrieval step" + _unmarked(tools, by_id)
-        )
-    tools = _with_call_ids(tools, models)
-    if not models:
-        detail = "no span of the trace is an LLM call"
-        if any(oll.KIND in v.attrs for v in views):
-            # OpenLLMetry's framework instrumentations (llama-index) leave LLM calls to the client's.
-            detail += (
-                "; OpenLLMetry records LLM calls with the LLM client's instrumentation"
-                " (e.g. opentelemetry-instrumentation-openai): enable it beside the framework's"
-            )
-        gaps.add("no_model_span", None, detail)
-
-    answer, answer_span = _final_answer(views, root, models)
+    _trace_gaps(gaps, views, tree, steps)
+    tools = _with_call_ids(steps.tools, steps.models)
+    root = tree.root
+    answer, answer_span = _final_answer(views, root, steps.models)
     if answer is None:
         gaps.add("no_final_answer", None, "neither the root span nor a model call recorded an output")
 
@@ -208,51 +98,152 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         start_time=start,
         end_time=end,
         duration_ms=duration,
-        input=_task_input(views, root, models),
+        input=_task_input(views, root, steps.models),
         final_answer=answer,
         final_answer_span_id=answer_span,
-        retrievals=tuple(retrievals),
-        rerankings=tuple(rerankings),
-        context_assemblies=tuple(contexts),
-        model_calls=tuple(models),
+        retrievals=tuple(steps.retrievals),
+        rerankings=tuple(steps.rerankings),
+        context_assemblies=tuple(steps.contexts),
+        model_calls=tuple(steps.models),
         tool_calls=tuple(tools),
-        spans=tuple(_node(v, parent[v.span_id]) for v in views),
+        spans=tuple(_node(v, tree.parent[v.span_id]) for v in views),
         gaps=gaps.items(),
         metadata=_metadata(views, root),
     )
+
+
+def _trace_gaps(gaps: Gaps, views: list[SpanView], tree: _Tree, steps: _Steps) -> None:
+    if not steps.retrievals:
+        detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools, tree)
+        gaps.add("no_retrieval_span", None, detail)
+    if not steps.models:
+        detail = "no span of the trace is an LLM call"
+        if any(oll.KIND in v.attrs for v in views):
+            # OpenLLMetry's framework instrumentations (llama-index) leave LLM calls to the client's.
+            detail += (
+                "; OpenLLMetry records LLM calls with the LLM client's instrumentation"
+                " (e.g. opentelemetry-instrumentation-openai): enable it beside the framework's"
+            )
+        gaps.add("no_model_span", None, detail)
 
 
 def _internal(view: SpanView, exc: Exception) -> None:
     view.gap("attribute_unparseable", f"internal error reading span: {type(exc).__name__}")
 
 
+class _Tree:
+    """Parent and children of every span (a parent not collected is a gap, its child a root)."""
+
+    def __init__(self, views: list[SpanView]) -> None:
+        self.by_id = {v.span_id: v for v in views}
+        self.parent: dict[str, str | None] = {}
+        self.children: dict[str, list[SpanView]] = {}
+        for view in views:
+            pid = view.raw.parent_span_id or None
+            if pid is not None and pid not in self.by_id:
+                view.gap("missing_parent", f"parent span {pid} was not collected")
+                pid = None
+            self.parent[view.span_id] = pid
+            if pid is not None:
+                self.children.setdefault(pid, []).append(view)
+        roots = [v for v in views if not v.raw.parent_span_id] or [
+            v for v in views if self.parent[v.span_id] is None
+        ]
+        self.root = roots[0]
+
+    def parent_view(self, view: SpanView) -> SpanView | None:
+        pid = self.parent[view.span_id]
+        return None if pid is None else self.by_id[pid]
+
+
+class _Steps:
+    """Every span read by its step: retrieval calls, rerankings, context assemblies, model and tool calls."""
+
+    def __init__(self, views: list[SpanView], tree: _Tree) -> None:
+        self.retrievals: list[RetrievalCall] = []
+        self.rerankings: list[Reranking] = []
+        self.contexts: list[ContextAssembly] = []
+        self.models: list[ModelCall] = []
+        self.tools: list[ToolCall] = []
+        wrappers = _wrappers(views, tree)
+        rerank_views: list[SpanView] = []
+        for view in views:
+            try:
+                if view.step == "retrieval":
+                    self._retrieval(view, tree)
+                elif view.step == "rerank":
+                    rerank_views.append(view)  # read once every retrieval is known (node ids below)
+                elif view.step == "context":
+                    self.contexts.append(_context(view))
+                elif view.step == "model" and view.span_id not in wrappers:
+                    self.models.append(_model_call(view))
+                elif view.step == "tool":
+                    self.tools.append(_tool_call(view))
+            except Exception as exc:  # bad data must never abort a trace; the gap says which span
+                _internal(view, exc)
+        returned = {d.raw_id: d for call in self.retrievals for d in call.documents if d.raw_id is not None}
+        for view in rerank_views:
+            try:
+                self.rerankings.append(_reranking(view, returned))
+            except Exception as exc:  # see above
+                _internal(view, exc)
+
+    def _retrieval(self, view: SpanView, tree: _Tree) -> None:
+        anchor_parent = tree.parent_view(view)
+        if anchor_parent is not None and anchor_parent.step == "retrieval":
+            return  # read as part of the enclosing retrieval call
+        members = _members(view, tree.children)
+        if (
+            anchor_parent is not None
+            and oll.KIND not in view.attrs  # a traceloop task records its own query
+            and _is_retriever_task(anchor_parent)
+        ):
+            members.append(anchor_parent)
+        self.retrievals.append(_retrieval(view, members))
+        if view.get("tool.name", "gen_ai.tool.name") is not None:
+            # A function tool marked as a retriever (openai-agents' ``tool_span_kinds``) was
+            # still called by the model: its arguments and result are a tool call too.
+            self.tools.append(_tool_call(view))
+
+
+def _wrappers(views: list[SpanView], tree: _Tree) -> set[str]:
+    """LLM spans with another LLM span below them (LlamaIndex's ``LLM.predict`` around ``LLM.chat``):
+    the innermost span holds the messages actually sent, so only it is a model call."""
+    wrappers: set[str] = set()
+    for view in views:
+        if view.step == "model":
+            pid = tree.parent[view.span_id]
+            while pid is not None and pid not in wrappers:
+                if tree.by_id[pid].step == "model":
+                    wrappers.add(pid)
+                pid = tree.parent[pid]
+    return wrappers
+
+
 # --- classification -----------------------------------------------------------------------------
 
 
 def _classify(view: SpanView) -> tuple[StepKind, str]:
-    a = view.attrs
-    forced = a.get("tracejudge.step")
-    if isinstance(forced, str) and forced in _STEP_KINDS:
-        return forced, "tracejudge"  # type: ignore[return-value]  # checked against StepKind above
-    if any(key.startswith("tracejudge.context.") for key in a):
-        return "context", "tracejudge"
-    step: StepKind | None = langfuse.classify(view)
-    convention = "langfuse"
-    if step is None:
-        # "other" is a weak answer a later table may refine: OpenLLMetry writes gen_ai.operation.name
-        # values the GenAI table does not know (execute_task, vector_db_retrieve) beside traceloop.*.
-        for name, table in (("openinference", oi), ("gen_ai", genai), ("openllmetry", oll)):
-            found = table.classify(view)
+    """The step of a span and the convention that decided it (see ``PRECEDENCE.classify``)."""
+    step: StepKind | None = None
+    convention = ""
+    for tier in PRECEDENCE.classify:
+        for candidate in tier:
+            found = candidate.classify(view)
             if found is None or (found == "other" and step is not None):
                 continue
-            step, convention = found, name
+            step, convention = found, candidate.name
             if found != "other":
                 break
-    if step is None and any(a.get(key) is not None for key in _MODEL_KEYS):
+        if step is not None:
+            break
+    if convention == "tracejudge":
+        return step or "other", convention
+    if step is None and any(view.attrs.get(key) is not None for key in _MODEL_KEYS):
         step, convention = "model", "langfuse" if langfuse.is_langfuse(view) else "gen_ai"
     if step is None:
         step, convention = "other", "langfuse" if langfuse.is_langfuse(view) else ""
-    if step == "other" and any(key.startswith("tracejudge.retrieval.") for key in a):
+    if step == "other" and tj.has_retrieval_attributes(view):
         return "retrieval", convention or "tracejudge"
     return step, convention
 
@@ -278,83 +269,32 @@ def _is_retriever_task(view: SpanView) -> bool:
     return view.step in ("chain", "tool") and view.attrs.get(oll.KIND) in ("task", "tool")
 
 
+def _first_read(line: Line, read: Callable[[Convention], _T | None]) -> _T | None:
+    """The first record of a precedence line (conventions that hold none answer None)."""
+    for convention in line:
+        found = read(convention)
+        if found is not None:
+            return found
+    return None
+
+
 def _documents(view: SpanView) -> list[Document] | None:
-    docs = oi.documents(view, "retrieval.documents")
-    if docs is None:
-        docs = genai.retrieval_documents(view)
-    if docs is None:
-        docs = oll.result_documents(view)
-    if docs is None:
-        for key in _OUTPUT_KEYS:
-            value = view.attrs.get(key)
-            if value is None or value == REDACTED:
-                continue
-            docs = documents_from_value(view, maybe_json(value))
-            if docs is not None:
-                break
-    return docs
+    return _first_read(PRECEDENCE.documents, lambda c: c.documents(view))
 
 
 def _query(view: SpanView) -> str | None:
-    text = as_str(view.attrs.get("gen_ai.retrieval.query.text"))
-    if text is None:
-        for key in _INPUT_KEYS:
-            value = view.attrs.get(key)
-            if value is not None and value != REDACTED:
-                text = request_text(value)
-                if text:
-                    break
+    text = _first_read(PRECEDENCE.query, lambda c: c.query(view))
     return text if text != REDACTED else None
 
 
-def _retrieval_filter(view: SpanView) -> tuple[Any, str | None] | None:
-    value = view.attrs.get("tracejudge.retrieval.filter")
-    if value is not None:
-        if isinstance(value, str):
-            return view.json("tracejudge.retrieval.filter", value), value
-        return value, None
-    return oll.store_filter(view) or haystack.retriever_filter(view)
-
-
-def _candidates(view: SpanView) -> tuple[Candidate, ...] | None:
-    key = "tracejudge.retrieval.candidates"
-    value = view.attrs.get(key)
-    if value is None:
-        return None
-    parsed = view.json(key, value)
-    if not isinstance(parsed, list):
-        if parsed is not None:
-            view.gap("attribute_unparseable", f"{key}: not a list")
-        return None
-    out: list[Candidate] = []
-    for item in parsed:
-        if isinstance(item, str):
-            ident, at, version = item.rpartition("@")
-            out.append(Candidate(doc_id=ident if at else version, version=version if at else None))
-            continue
-        doc_id = as_str(item.get("doc_id") or item.get("id")) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or doc_id is None:
-            view.gap("attribute_unparseable", f"{key}: an entry has no doc_id")
-            continue
-        excluded = item.get("excluded_by")
-        if excluded is not None and excluded not in _EXCLUDED_BY:
-            view.gap("attribute_unparseable", f"{key}: unknown excluded_by {str(excluded)[:40]!r}")
-            excluded = None
-        out.append(
-            Candidate(
-                doc_id=doc_id,
-                version=as_str(item.get("version")),
-                score=as_float(item.get("score")),
-                excluded_by=excluded,
-            )
-        )
-    return tuple(out)
+def _retrieval_filter(view: SpanView) -> Filter | None:
+    return _first_read(PRECEDENCE.retrieval_filter, lambda c: c.retrieval_filter(view))
 
 
 def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
     docs: list[Document] | None = None
     query: str | None = None
-    filt: tuple[Any, str | None] | None = None
+    filt: Filter | None = None
     principal: str | None = None
     candidates: tuple[Candidate, ...] | None = None
     top_k: int | None = None
@@ -366,9 +306,9 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
             docs = _documents(view)
         query = query or _query(view)
         filt = filt or _retrieval_filter(view)
-        principal = principal or as_str(view.attrs.get("tracejudge.retrieval.principal"))
+        principal = principal or as_str(view.attrs.get(tj.PRINCIPAL))
         if candidates is None:
-            candidates = _candidates(view)
+            candidates = tj.candidates(view)
         if top_k is None:
             top_k = as_int(
                 view.get(
@@ -457,42 +397,14 @@ def _node_documents(view: SpanView, key: str, returned: dict[str, Document]) -> 
 # --- context assembly ---------------------------------------------------------------------------
 
 
-def _identities(view: SpanView, key: str) -> tuple[list[str], dict[str, str]]:
-    value = view.attrs.get(key)
-    if value is None:
-        return [], {}
-    parsed = view.json(key, value) if isinstance(value, str) else value
-    if not isinstance(parsed, list):
-        if parsed is not None:
-            view.gap("attribute_unparseable", f"{key}: not a list")
-        return [], {}
-    ids: list[str] = []
-    reasons: dict[str, str] = {}
-    for item in parsed:
-        if isinstance(item, str):
-            ids.append(item)
-            continue
-        doc_id = as_str(item.get("doc_id") or item.get("id")) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or doc_id is None:
-            view.gap("attribute_unparseable", f"{key}: an entry has no doc_id")
-            continue
-        version = as_str(item.get("version"))
-        identity = f"{doc_id}@{version}" if version else doc_id
-        ids.append(identity)
-        reason = as_str(item.get("reason"))
-        if reason:
-            reasons[identity] = reason
-    return ids, reasons
-
-
 def _context(view: SpanView) -> ContextAssembly:
-    included, _ = _identities(view, "tracejudge.context.included")
-    dropped, reasons = _identities(view, "tracejudge.context.dropped")
+    included, _ = tj.identities(view, "tracejudge.context.included")
+    dropped, reasons = tj.identities(view, "tracejudge.context.dropped")
     budget_value = view.attrs.get("tracejudge.context.budget")
     budget = as_int(budget_value)
     if budget_value is not None and budget is None:
         view.gap("attribute_unparseable", "tracejudge.context.budget: not an integer")
-    output = view.get(*_OUTPUT_KEYS)
+    output = view.get(*freeform.OUTPUT_KEYS)
     text: str | None = None
     if output is not None and output != REDACTED:
         # A rendered chat prompt (OpenInference PROMPT spans) is a message list: all of it is context.
@@ -515,100 +427,68 @@ def _context(view: SpanView) -> ContextAssembly:
 # --- model calls --------------------------------------------------------------------------------
 
 
-def _fallback_io(view: SpanView, keys: Iterable[str]) -> tuple[list[Message] | None, str | None, bool]:
-    """Messages or text from free-form I/O attributes; and whether one of them was redacted."""
+def _model_io(line: Line, read: Callable[[Convention], ModelIO | None]) -> ModelIO:
+    """The first convention's record of a model call's input or output, redaction noted on the way."""
     redacted = False
-    for key in keys:
-        value = view.attrs.get(key)
-        if value is None or value == "":
+    for convention in line:
+        found = read(convention)
+        if found is None:
             continue
-        if value == REDACTED:
-            redacted = True
-            continue
-        parsed = maybe_json(value)
-        messages = messages_from_value(parsed)
-        if messages:
-            return messages, None, redacted
-        return None, text_of(parsed), redacted
-    return None, None, redacted
+        redacted = redacted or found.redacted
+        if found.found:
+            return ModelIO(messages=found.messages, texts=found.texts, redacted=redacted)
+    return ModelIO(redacted=redacted)
 
 
 def _model_call(view: SpanView) -> ModelCall:
-    system, system_redacted = genai.system_instructions(view)
-    raw_texts: list[str] = []
-    redacted = system_redacted
-
-    inputs = oi.messages(view, "llm.input_messages")
-    if inputs is None:
-        inputs, raw = genai.input_messages(view)
-        if raw:
-            raw_texts.append(raw)
-    if inputs is None and not raw_texts:
-        inputs = oll.messages(view, "gen_ai.prompt")
-    if inputs is None and not raw_texts:
-        prompts = oi.prompts(view)
-        if prompts:
-            redacted = redacted or any(p == REDACTED for p in prompts)
-            raw_texts.extend(p for p in prompts if p != REDACTED)
-    if inputs is None and not raw_texts:
-        inputs, text, io_redacted = _fallback_io(view, (*_INPUT_KEYS, "gen_ai.prompt"))
-        redacted = redacted or io_redacted
-        if text:
-            raw_texts.append(text)
-
-    outputs = oi.messages(view, "llm.output_messages")
-    out_raw: str | None = None
-    out_redacted = False
-    if outputs is None:
-        outputs, out_raw = genai.output_messages(view)
-    if outputs is None and out_raw is None:
-        outputs = oll.messages(view, "gen_ai.completion")
-    if outputs is None and out_raw is None:
-        outputs, out_raw, out_redacted = _fallback_io(view, (*_OUTPUT_KEYS, "gen_ai.completion"))
+    system, system_redacted = system_instructions(view)
+    given = _model_io(PRECEDENCE.input_messages, lambda c: c.input_messages(view))
+    got = _model_io(PRECEDENCE.output_messages, lambda c: c.output_messages(view))
+    inputs, outputs = given.messages or (), got.messages or ()
 
     pieces = [system] if system else []
-    for message in inputs or ():
-        redacted = redacted or message.redacted
-        if message.content:
-            pieces.append(message.content)
-    pieces.extend(raw_texts)
+    pieces.extend(m.content for m in inputs if m.content)
+    pieces.extend(given.texts)
     input_text = "\n".join(pieces)
-
-    out_redacted = out_redacted or any(m.redacted for m in outputs or ())
-    output_text = next((m.content for m in outputs or () if m.content), None) or out_raw
-    output_recorded = output_text is not None or any(m.tool_calls for m in outputs or ())
-
+    redacted = system_redacted or given.redacted or any(m.redacted for m in inputs)
     if redacted:
         view.gap("model_input_redacted", "the model input was recorded redacted")
     elif not input_text:
         view.gap("model_input_not_recorded", "the LLM span carries no input content")
-    if out_redacted:
+
+    output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
+    output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
+    if got.redacted or any(m.redacted for m in outputs):
         view.gap("model_output_redacted", "the model output was recorded redacted")
     elif not output_recorded:
         view.gap("model_output_not_recorded", "the LLM span carries no output content")
 
-    usage: dict[str, int] = {}
-    for table in (langfuse.usage(view), oi.usage(view), genai.usage(view)):
-        for key, value in table.items():
-            number = as_int(value)
-            if number is not None and key not in usage:
-                usage[key] = number
     return ModelCall(
         span_id=view.span_id,
         name=view.raw.name,
         model=as_str(view.get(*_MODEL_KEYS)),
         system_instructions=system,
-        input_messages=tuple(inputs or ()),
-        output_messages=tuple(outputs or ()),
+        input_messages=tuple(inputs),
+        output_messages=tuple(outputs),
         input_recorded=bool(input_text),
         input_redacted=redacted,
         output_recorded=output_recorded,
         input_text=input_text,
         output_text=output_text,
-        usage=usage,
+        usage=_usage(view),
         prompt=langfuse.prompt(view),
         start_time=view.start,
     )
+
+
+def _usage(view: SpanView) -> dict[str, int]:
+    usage: dict[str, int] = {}
+    for convention in PRECEDENCE.usage:  # merged: per count, the first convention that recorded it
+        for key, value in (convention.usage(view) or {}).items():
+            number = as_int(value)
+            if number is not None and key not in usage:
+                usage[key] = number
+    return usage
 
 
 def _tool_call(view: SpanView) -> ToolCall:
@@ -616,8 +496,8 @@ def _tool_call(view: SpanView) -> ToolCall:
     name = as_str(view.get("tool.name", "gen_ai.tool.name"))
     if name is None and a.get(oll.KIND) == "tool":
         name = as_str(a.get("traceloop.entity.name"))
-    arguments = view.get("gen_ai.tool.call.arguments", *_INPUT_KEYS)
-    result = view.get("gen_ai.tool.call.result", *_OUTPUT_KEYS)
+    arguments = view.get("gen_ai.tool.call.arguments", *freeform.INPUT_KEYS)
+    result = view.get("gen_ai.tool.call.result", *freeform.OUTPUT_KEYS)
     return ToolCall(
         span_id=view.span_id,
         name=name or view.raw.name,
@@ -628,7 +508,7 @@ def _tool_call(view: SpanView) -> ToolCall:
     )
 
 
-def _unmarked(tools: list[ToolCall], by_id: dict[str, SpanView]) -> str:
+def _unmarked(tools: list[ToolCall], tree: _Tree) -> str:
     """A hint naming tools whose result reads as documents with ids, when nothing is a retrieval.
 
     Such a tool is not read as a retrieval: a list of records with ids may be orders or tickets as
@@ -636,7 +516,9 @@ def _unmarked(tools: list[ToolCall], by_id: dict[str, SpanView]) -> str:
     """
     names: dict[str, int] = {}
     for call in tools:
-        docs = documents_from_value(by_id[call.span_id], call.result) if call.result is not None else None
+        docs = (
+            documents_from_value(tree.by_id[call.span_id], call.result) if call.result is not None else None
+        )
         if docs and all(d.doc_id is not None for d in docs):
             names.setdefault(call.name, len(docs))
     if not names:
@@ -701,24 +583,11 @@ def _first(views: list[SpanView], key: str) -> Any:
 def _final_answer(
     views: list[SpanView], root: SpanView, models: list[ModelCall]
 ) -> tuple[str | None, str | None]:
-    for view in [root, *views]:
-        value = view.attrs.get("langfuse.trace.output")
-        if value is not None and value != REDACTED:
-            text = answer_text(value)
-            if text:
-                return text, view.span_id
-    # A Haystack pipeline's output is every leaf component's result, replies as Python reprs.
-    pipeline = haystack.is_pipeline(root)
-    value = haystack.pipeline_answer(root) if pipeline else root.get(*_OUTPUT_KEYS)
-    if value is not None and value != REDACTED:
-        text = answer_text(value)
-        if text:
-            return text, root.span_id
-    if "gen_ai.output.messages" in root.attrs:
-        messages, raw = genai.output_messages(root)
-        text = next((m.content for m in reversed(messages or []) if m.content), None) or raw
-        if text:
-            return text, root.span_id
+    """What the user got: the first convention's record (``PRECEDENCE.final_answer``), else the
+    last model output of the trace."""
+    found = _first_read(PRECEDENCE.final_answer, lambda c: c.final_answer(root, views))
+    if found is not None and found[0]:  # "" is owned and empty: later conventions are not asked
+        return found
     for call in reversed(models):
         if call.output_text:
             return call.output_text, call.span_id
@@ -726,23 +595,11 @@ def _final_answer(
 
 
 def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) -> str | None:
-    pipeline = haystack.is_pipeline(root)
-    for value in (
-        _first([root, *views], "langfuse.trace.input"),
-        None if pipeline else root.get(*_INPUT_KEYS),
-    ):
-        if value is not None and value != REDACTED:
-            text = request_text(value)
-            if text:
-                return text
-    text = haystack.pipeline_input(root) if pipeline else None
-    if text:
-        return text
-    if "gen_ai.input.messages" in root.attrs:
-        messages, raw = genai.input_messages(root)
-        text = next((m.content for m in reversed(messages or []) if m.role == "user" and m.content), None)
-        if text or raw:
-            return text or raw
+    """The user's request: the first convention's record (``PRECEDENCE.task_input``), else the
+    last user message of the first model call that has one."""
+    found = _first_read(PRECEDENCE.task_input, lambda c: c.task_input(root, views))
+    if found:  # "" is owned and empty: later conventions are not asked
+        return found
     for call in models:
         text = next(
             (m.content for m in reversed(call.input_messages) if m.role == "user" and m.content), None

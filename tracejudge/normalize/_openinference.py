@@ -19,14 +19,18 @@ resolved against the documents the trace's retrievals returned (real rerankers e
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from tracejudge.normalize._convention import ModelIO, NoRecords
 from tracejudge.normalize._shapes import content_and_tools, make_document
-from tracejudge.normalize._values import as_float, as_str, group_indexed, maybe_json, ordered
+from tracejudge.normalize._values import REDACTED, as_float, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
 KIND = "openinference.span.kind"
+INPUT = "input.value"
+OUTPUT = "output.value"
 
 _STEPS: dict[str, StepKind] = {
     "LLM": "model",
@@ -142,3 +146,36 @@ def usage(view: SpanView) -> dict[str, Any]:
         "output": view.attrs.get("llm.token_count.completion"),
         "total": view.attrs.get("llm.token_count.total"),
     }
+
+
+class OpenInference(NoRecords):
+    """OpenInference: span kinds, ``llm.*_messages``, ``llm.prompts``, ``retrieval.documents``, tokens."""
+
+    name = "openinference"
+
+    def classify(self, view: SpanView) -> StepKind | None:
+        return classify(view)
+
+    def input_messages(self, view: SpanView) -> ModelIO | None:
+        found = messages(view, "llm.input_messages")
+        if found is not None:
+            return ModelIO(messages=tuple(found))
+        given = prompts(view)
+        if not given:
+            return None
+        return ModelIO(
+            texts=tuple(p for p in given if p and p != REDACTED), redacted=any(p == REDACTED for p in given)
+        )
+
+    def output_messages(self, view: SpanView) -> ModelIO | None:
+        found = messages(view, "llm.output_messages")
+        return None if found is None else ModelIO(messages=tuple(found))
+
+    def documents(self, view: SpanView) -> list[Document] | None:
+        return documents(view, "retrieval.documents")
+
+    def usage(self, view: SpanView) -> Mapping[str, Any] | None:
+        return usage(view)
+
+
+CONVENTION = OpenInference()

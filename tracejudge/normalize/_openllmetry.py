@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracejudge.normalize._convention import Filter, ModelIO, NoRecords
 from tracejudge.normalize._shapes import content_and_tools, documents_from_value, make_document, request_text
 from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
 KIND = "traceloop.span.kind"
+INPUT = "traceloop.entity.input"
+OUTPUT = "traceloop.entity.output"
 
 _STEPS: dict[str, StepKind] = {"workflow": "chain", "task": "chain", "agent": "agent", "tool": "tool"}
 _QUERY_OPERATIONS = frozenset({"query", "_query", "search", "similarity_search", "retrieve", "get"})
@@ -167,3 +170,29 @@ def node_query(view: SpanView) -> str | None:
         return None
     given: Any = {k: value.get(k) for k in ("query_bundle", "query_str") if value.get(k) is not None}
     return request_text(given) if given else None
+
+
+class OpenLLMetry(NoRecords):
+    """OpenLLMetry: ``traceloop.*`` kinds, ``gen_ai.prompt.N`` / ``gen_ai.completion.N``, vector stores."""
+
+    name = "openllmetry"
+
+    def classify(self, view: SpanView) -> StepKind | None:
+        return classify(view)
+
+    def input_messages(self, view: SpanView) -> ModelIO | None:
+        found = messages(view, "gen_ai.prompt")
+        return None if found is None else ModelIO(messages=tuple(found))
+
+    def output_messages(self, view: SpanView) -> ModelIO | None:
+        found = messages(view, "gen_ai.completion")
+        return None if found is None else ModelIO(messages=tuple(found))
+
+    def documents(self, view: SpanView) -> list[Document] | None:
+        return result_documents(view)
+
+    def retrieval_filter(self, view: SpanView) -> Filter | None:
+        return store_filter(view)
+
+
+CONVENTION = OpenLLMetry()

@@ -1,0 +1,93 @@
+"""Free-form input and output: the raw I/O attributes several conventions write.
+
+``langfuse.observation.input`` / ``.output`` (Langfuse), ``input.value`` / ``output.value``
+(OpenInference), ``traceloop.entity.input`` / ``.output`` (OpenLLMetry): strings that are often
+JSON (message lists, documents, answer objects), read by shape. They are the last resort of every
+field: a convention's structured record always comes first. The first present key wins, in the
+order below (a span carrying several usually holds the same value twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from tracejudge.normalize import _langfuse as langfuse
+from tracejudge.normalize import _openinference as oi
+from tracejudge.normalize import _openllmetry as oll
+from tracejudge.normalize._convention import ModelIO, NoRecords
+from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value, request_text
+from tracejudge.normalize._values import REDACTED, maybe_json, text_of
+from tracejudge.normalize._view import SpanView
+from tracejudge.schema import Document
+
+INPUT_KEYS = (langfuse.INPUT, oi.INPUT, oll.INPUT)
+OUTPUT_KEYS = (langfuse.OUTPUT, oi.OUTPUT, oll.OUTPUT)
+# The GenAI convention's deprecated single-string prompt and completion are free-form too.
+_MODEL_INPUT_KEYS = (*INPUT_KEYS, "gen_ai.prompt")
+_MODEL_OUTPUT_KEYS = (*OUTPUT_KEYS, "gen_ai.completion")
+
+
+def _model_io(view: SpanView, keys: Iterable[str]) -> ModelIO | None:
+    """Messages or text from the first present key; a redacted key is noted and skipped."""
+    redacted = False
+    for key in keys:
+        value = view.attrs.get(key)
+        if value is None or value == "":
+            continue
+        if value == REDACTED:
+            redacted = True
+            continue
+        parsed = maybe_json(value)
+        messages = messages_from_value(parsed)
+        if messages:
+            return ModelIO(messages=tuple(messages), redacted=redacted)
+        text = text_of(parsed)
+        return ModelIO(texts=(text,) if text else (), redacted=redacted)
+    return ModelIO(redacted=True) if redacted else None
+
+
+class FreeForm(NoRecords):
+    """The raw input/output attributes, read by shape."""
+
+    name = ""
+
+    def input_messages(self, view: SpanView) -> ModelIO | None:
+        return _model_io(view, _MODEL_INPUT_KEYS)
+
+    def output_messages(self, view: SpanView) -> ModelIO | None:
+        return _model_io(view, _MODEL_OUTPUT_KEYS)
+
+    def documents(self, view: SpanView) -> list[Document] | None:
+        for key in OUTPUT_KEYS:
+            value = view.attrs.get(key)
+            if value is None or value == REDACTED:
+                continue
+            docs = documents_from_value(view, maybe_json(value))
+            if docs is not None:
+                return docs
+        return None
+
+    def query(self, view: SpanView) -> str | None:
+        for key in INPUT_KEYS:
+            value = view.attrs.get(key)
+            if value is not None and value != REDACTED:
+                text = request_text(value)
+                if text:
+                    return text
+        return None
+
+    def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:  # noqa: ARG002
+        value = root.get(*INPUT_KEYS)
+        if value is None or value == REDACTED:
+            return None
+        return request_text(value) or None
+
+    def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:  # noqa: ARG002
+        value = root.get(*OUTPUT_KEYS)
+        if value is None or value == REDACTED:
+            return None
+        text = answer_text(value)
+        return (text, root.span_id) if text else None
+
+
+CONVENTION = FreeForm()

@@ -1,0 +1,67 @@
+"""Which convention's record wins, field by field.
+
+Each line lists the conventions asked for one field, in order; the first that holds the record
+(answers other than ``None``) wins. A new convention is one module implementing ``Convention``
+(``_convention.py``) and its place on each line where it records that field.
+
+Why this order:
+
+- ``classify``: tiers. tracejudge's own ``tracejudge.step`` overrides everything; a typed Langfuse
+  observation comes next (Langfuse keeps other conventions' attributes beside its type). In the
+  third tier the first specific step wins and "other" yields to a later specific one (OpenLLMetry
+  writes ``gen_ai.operation.name`` values the GenAI table does not know — ``execute_task``,
+  ``vector_db_retrieve`` — beside ``traceloop.*``). A span no tier classifies is a model call when
+  it names a model, else "other"; an "other" span with ``tracejudge.retrieval.*`` is a retrieval.
+- model input/output: structured message lists before completion prompts before free-form I/O,
+  which often holds a framework's whole argument object rather than what the model was sent.
+- ``documents``: indexed OpenInference documents, GenAI documents, OpenLLMetry result events,
+  then the free-form output read by shape.
+- ``usage``: merged; per count the first convention that recorded it wins.
+- ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
+  root (its free-form I/O is per-component, so it owns the root); the root's free-form I/O; a
+  GenAI agent root's messages. The model calls of the trace come after every convention
+  (normalize reads them from the assembled record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracejudge.normalize._convention import Convention
+from tracejudge.normalize._freeform import CONVENTION as FREEFORM
+from tracejudge.normalize._genai import CONVENTION as GENAI
+from tracejudge.normalize._haystack import CONVENTION as HAYSTACK
+from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
+from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
+from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
+from tracejudge.normalize._tracejudge import CONVENTION as TRACEJUDGE
+
+Line = tuple[Convention, ...]
+
+
+@dataclass(frozen=True)
+class Precedence:
+    """One line per field: the conventions asked, first first."""
+
+    classify: tuple[Line, ...]
+    input_messages: Line
+    output_messages: Line
+    documents: Line
+    query: Line
+    usage: Line
+    retrieval_filter: Line
+    task_input: Line
+    final_answer: Line
+
+
+PRECEDENCE = Precedence(
+    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY)),
+    input_messages=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
+    output_messages=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
+    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
+    query=(GENAI, FREEFORM),
+    usage=(LANGFUSE, OPENINFERENCE, GENAI),
+    retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
+    task_input=(LANGFUSE, HAYSTACK, FREEFORM, GENAI),
+    final_answer=(LANGFUSE, HAYSTACK, FREEFORM, GENAI),
+)
