@@ -11,13 +11,14 @@ from tracejudge import InputError
 from tracejudge.schema import Localization, StageResult
 from tracejudge.testing.phoenix_server import Fault, PhoenixServer, synthetic_spans
 from tracejudge.write import (
+    TARGETS,
     TRIAGE_SCORE_NAME,
-    DatasetItemRecord,
     PhoenixApi,
     PhoenixCredentials,
     PhoenixWriter,
     ScoreRecord,
     annotation_for,
+    open_dataset_writer,
     write_triage,
 )
 
@@ -150,13 +151,16 @@ def test_rate_limits_and_server_errors_are_retried(server):
     assert [f.status for f in report.failed] == [500, 500]
 
 
-def test_dataset_items_are_reported_not_supported(server):
-    with writer_for(server) as w:
-        report = w.write_dataset_items(
-            "suite", [DatasetItemRecord(key="rs-1"), DatasetItemRecord(key="rs-2")]
-        )
-    assert report.written == 0
-    assert [f.key for f in report.failed] == ["rs-1", "rs-2"]
+def test_phoenix_takes_no_dataset_items(server, monkeypatch):
+    # Phoenix dataset uploads are not idempotent per item: the registry offers no dataset writer, so
+    # a push to Phoenix is refused before anything is sent, naming where datasets can go.
+    monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", server.base_url)
+    assert not hasattr(PhoenixWriter, "write_dataset_items")
+    assert not TARGETS["phoenix"].writes("datasets")
+    with pytest.raises(InputError, match="phoenix does not take datasets") as info:
+        open_dataset_writer("phoenix")
+    assert "langfuse" in str(info.value)
+    assert server.requests == []
 
 
 def test_credentials_from_env_and_the_key_never_shows():

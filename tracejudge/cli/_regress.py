@@ -28,6 +28,7 @@ from tracejudge.regress import (
     write_run,
 )
 from tracejudge.schema import JudgeConfig, SampleRunResult
+from tracejudge.write import targets_help
 
 
 @click.group()
@@ -184,17 +185,13 @@ def anonymize_cmd(
 
 @regress.command("push")
 @click.argument("suite", type=click.Path(path_type=Path))
-@click.option("--dataset", required=True, help="Langfuse dataset name.")
+@click.option("--dataset", required=True, help=f"Dataset name in {targets_help('datasets')}.")
 @click.option("--json", "as_json", is_flag=True, help="Print the write report as JSON.")
 @pass_app
 @handle_errors
 def push_cmd(app: App, suite: Path, dataset: str, as_json: bool) -> None:
     """Upsert the samples as Langfuse dataset items (deterministic ids; pushing twice changes nothing)."""
-    from tracejudge.write import LangfuseWriter
-
-    load_suite(suite)  # a broken sample is reported before Langfuse is contacted
-    with LangfuseWriter.from_env() as writer:
-        report = push_suite_path(suite, dataset, writer)
+    report = push_suite_path(suite, dataset)
     if as_json:
         print_json({**report.model_dump(mode="json"), "ok": report.ok})
     else:

@@ -17,7 +17,6 @@ from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.judge import load_rubric
 from tracejudge.report import RunMetrics
 from tracejudge.runs import (
-    SCORE_WRITE_BACK_TARGETS,
     ScoreOptions,
     run_json,
     score_run_async,
@@ -25,6 +24,7 @@ from tracejudge.runs import (
     write_back,
 )
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord
+from tracejudge.write import target_names, targets_help
 
 
 def _fraction(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -150,8 +150,8 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
     "--write-back",
     "targets",
     multiple=True,
-    type=click.Choice(SCORE_WRITE_BACK_TARGETS),
-    help="Attach the scores to the traces (langfuse, otel).",
+    type=click.Choice(target_names("scores", "events")),
+    help=f"Attach the scores to the traces ({targets_help('scores', 'events')}; repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app

@@ -14,6 +14,7 @@ from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.localize import NOT_STORED_HINT, TicketResult, triage_tickets
 from tracejudge.schema import JudgeConfig, Localization, StageResult
+from tracejudge.write import targets_help
 
 _STYLE = {"pass": "green", "fail": "red", "unconfirmed": "yellow", "skipped": "dim"}
 
@@ -123,7 +124,7 @@ def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
     "write_back",
     metavar="TARGET",
     default=None,
-    help="Write verdicts back (langfuse or phoenix).",
+    help=f"Write verdicts back ({targets_help('scores')}).",
 )
 @click.option(
     "--judge-model",

@@ -28,7 +28,7 @@ from tracejudge.schema import (
     SampleKind,
 )
 from tracejudge.store import Store
-from tracejudge.write import Writer, WriteReport
+from tracejudge.write import DatasetWriter, WriteReport, open_dataset_writer
 
 _KINDS = get_args(SampleKind)
 
@@ -270,10 +270,18 @@ def anonymize_suite(
     )
 
 
-def push_suite_path(path: Path, dataset: str, writer: Writer) -> WriteReport:
-    """``regress push``: every sample as a dataset item (retired ones archived)."""
+def push_suite_path(
+    path: Path, dataset: str, writer: DatasetWriter | None = None, *, target: str = "langfuse"
+) -> WriteReport:
+    """``regress push``: every sample as a dataset item (retired ones archived), into ``dataset`` of
+    ``target`` (a ``write.TARGETS`` entry that takes datasets). The suite is loaded first, so a broken
+    sample is reported before the backend is contacted. ``writer`` overrides the target's own (it is
+    not closed here)."""
     suite = load_suite(path)
-    return push_suite(writer, dataset, suite.samples, suite=suite.name)
+    if writer is not None:
+        return push_suite(writer, dataset, suite.samples, suite=suite.name)
+    with open_dataset_writer(target) as own:
+        return push_suite(own, dataset, suite.samples, suite=suite.name)
 
 
 def iter_samples(path: Path) -> Iterator[Sample]:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tracejudge.regress._suite import LoadedSample
 from tracejudge.schema import Sample
-from tracejudge.write import DatasetItemRecord, Writer, WriteReport
+from tracejudge.write import DatasetItemRecord, DatasetWriter, WriteReport
 
 
 def dataset_item(sample: Sample, *, suite: str, sample_hash: str) -> DatasetItemRecord:
@@ -32,7 +32,9 @@ def dataset_item(sample: Sample, *, suite: str, sample_hash: str) -> DatasetItem
     )
 
 
-def push_suite(writer: Writer, dataset: str, samples: Sequence[LoadedSample], *, suite: str) -> WriteReport:
+def push_suite(
+    writer: DatasetWriter, dataset: str, samples: Sequence[LoadedSample], *, suite: str
+) -> WriteReport:
     """Upsert every sample of a suite into a dataset."""
     items = [dataset_item(s.sample, suite=suite, sample_hash=s.hash) for s in samples]
     return writer.write_dataset_items(dataset, items)

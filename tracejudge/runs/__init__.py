@@ -15,10 +15,9 @@ from tracejudge.runs._run import (
 )
 from tracejudge.runs._select import in_sample, sample_bucket, select_trace_ids
 from tracejudge.runs._summary import SummaryBuilder
-from tracejudge.runs._writeback import SCORE_WRITE_BACK_TARGETS, evaluation_events, score_records, write_back
+from tracejudge.runs._writeback import evaluation_events, score_records, write_back
 
 __all__ = [
-    "SCORE_WRITE_BACK_TARGETS",
     "Loader",
     "ScoreOptions",
     "SummaryBuilder",

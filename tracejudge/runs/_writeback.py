@@ -6,11 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tracejudge._errors import InputError
 from tracejudge.schema import ItemResult, RunRecord
-from tracejudge.write import EvaluationEvent, EvaluationWriter, ScoreRecord, Writer, WriteReport, stable_id
-
-SCORE_WRITE_BACK_TARGETS = ("langfuse", "otel", "phoenix")
+from tracejudge.write import (
+    EvaluationEvent,
+    EvaluationWriter,
+    ScoreRecord,
+    ScoreWriter,
+    WriteReport,
+    find_target,
+    open_event_writer,
+    open_score_writer,
+    stable_id,
+)
 
 
 def _provenance_metadata(run: RunRecord) -> dict[str, Any]:
@@ -164,28 +171,21 @@ def write_back(
     run: RunRecord,
     items: Sequence[ItemResult],
     *,
-    writer: Writer | None = None,
+    writer: ScoreWriter | None = None,
     event_writer: EvaluationWriter | None = None,
 ) -> WriteReport:
-    """Write a run's results to ``langfuse`` (through the Langfuse writer), ``phoenix`` (span
-    annotations, or trace annotations when no span is known) or ``otel``."""
-    if target in ("langfuse", "phoenix"):
-        if writer is None:
-            from tracejudge.write import LangfuseWriter, PhoenixWriter
+    """Write a run's results to a target of ``write.TARGETS``: one that takes scores (Langfuse scores;
+    Phoenix span annotations, or trace annotations when no span is known) gets :func:`score_records`,
+    one that takes events (OTel) gets :func:`evaluation_events`.
 
-            with (LangfuseWriter if target == "langfuse" else PhoenixWriter).from_env() as own:
-                return own.write_scores(score_records(run, items))
-        return writer.write_scores(score_records(run, items))
-    if target == "otel":
-        if event_writer is None:
-            from tracejudge.write import OtelEvaluationWriter
-
-            ew = OtelEvaluationWriter()
-            try:
-                return ew.write_events(evaluation_events(run, items))
-            finally:
-                ew.close()
+    ``writer`` / ``event_writer`` override the target's own (tests pass recording fakes); they are
+    not closed here."""
+    if find_target(target, "scores", "events").writes("scores"):
+        if writer is not None:
+            return writer.write_scores(score_records(run, items))
+        with open_score_writer(target) as own:
+            return own.write_scores(score_records(run, items))
+    if event_writer is not None:
         return event_writer.write_events(evaluation_events(run, items))
-    raise InputError(
-        f"unknown write-back target {target!r}", hint=f"use one of: {', '.join(SCORE_WRITE_BACK_TARGETS)}"
-    )
+    with open_event_writer(target) as ew:
+        return ew.write_events(evaluation_events(run, items))

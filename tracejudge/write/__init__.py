@@ -1,4 +1,6 @@
-"""Writers: verdicts back where teams look (Langfuse scores and datasets), each behind :class:`Writer`.
+"""Writers: verdicts back where teams look — Langfuse scores and datasets, Phoenix annotations, OTel
+evaluation events — each behind :class:`ScoreWriter`, :class:`DatasetWriter` or :class:`EvaluationWriter`,
+all found in the one registry :data:`TARGETS`.
 
 ``write_triage(target, results)`` is what ``tracejudge triage --write-back TARGET`` calls.
 """
@@ -21,7 +23,7 @@ from tracejudge.write._phoenix import (
     annotation_identifier,
     annotator_kind,
 )
-from tracejudge.write._protocol import RecordingWriter, Writer
+from tracejudge.write._protocol import ClosingWriter, DatasetWriter, RecordingWriter, ScoreWriter
 from tracejudge.write._records import (
     DatasetItemRecord,
     ScoreDataType,
@@ -30,10 +32,20 @@ from tracejudge.write._records import (
     WriteReport,
     stable_id,
 )
+from tracejudge.write._targets import (
+    TARGETS,
+    Target,
+    WriteKind,
+    find_target,
+    open_dataset_writer,
+    open_event_writer,
+    open_score_writer,
+    target_names,
+    targets_help,
+)
 from tracejudge.write._triage import (
     TRIAGE_SCORE_NAME,
     TRIAGE_VERSION,
-    WRITE_BACK_TARGETS,
     triage_comment,
     triage_scores,
     write_triage,
@@ -41,10 +53,12 @@ from tracejudge.write._triage import (
 
 __all__ = [
     "EVENT_NAME",
+    "TARGETS",
     "TRIAGE_SCORE_NAME",
     "TRIAGE_VERSION",
-    "WRITE_BACK_TARGETS",
+    "ClosingWriter",
     "DatasetItemRecord",
+    "DatasetWriter",
     "EvaluationEvent",
     "EvaluationWriter",
     "LangfuseApi",
@@ -60,14 +74,22 @@ __all__ = [
     "RecordingWriter",
     "ScoreDataType",
     "ScoreRecord",
+    "ScoreWriter",
+    "Target",
     "WriteFailure",
+    "WriteKind",
     "WriteReport",
-    "Writer",
     "annotation_for",
     "annotation_identifier",
     "annotator_kind",
+    "find_target",
+    "open_dataset_writer",
+    "open_event_writer",
+    "open_score_writer",
     "score_body",
     "stable_id",
+    "target_names",
+    "targets_help",
     "triage_comment",
     "triage_scores",
     "write_triage",

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracejudge.write._protocol import ClosingWriter
 from tracejudge.write._records import WriteFailure, WriteReport
 
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -46,12 +47,12 @@ class EvaluationEvent(BaseModel):
         return out
 
 
-class EvaluationWriter(Protocol):
+class EvaluationWriter(ClosingWriter, Protocol):
     """Where evaluation events go."""
 
-    def write_events(self, events: Sequence[EvaluationEvent]) -> WriteReport: ...
-
-    def close(self) -> None: ...
+    def write_events(self, events: Sequence[EvaluationEvent]) -> WriteReport:
+        """Emit the events; each carries the evaluated span's ids."""
+        ...
 
 
 class RecordingEvaluationWriter:
@@ -66,6 +67,12 @@ class RecordingEvaluationWriter:
 
     def close(self) -> None:
         return None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class OtelEvaluationWriter:
@@ -125,3 +132,9 @@ class OtelEvaluationWriter:
 
     def close(self) -> None:
         self._provider.shutdown()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -24,7 +24,7 @@ from pydantic_core import to_jsonable_python
 from tracejudge import __version__
 from tracejudge._errors import InputError
 from tracejudge.write._http import ApiError, RetryingJsonClient
-from tracejudge.write._records import DatasetItemRecord, ScoreRecord, WriteFailure, WriteReport
+from tracejudge.write._records import ScoreRecord, WriteFailure, WriteReport
 
 __all__ = [
     "PhoenixApi",
@@ -203,7 +203,9 @@ def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 
 
 class PhoenixWriter:
-    """Writes scores as Phoenix span or trace annotations, in batches, reporting each failure.
+    """Writes scores as Phoenix span or trace annotations, in batches, reporting each failure. A
+    :class:`ScoreWriter` only: Phoenix dataset uploads are not idempotent per item (a rerun would
+    duplicate), so ``write.TARGETS`` offers no Phoenix dataset writer.
 
     A batch that Phoenix refuses as a whole (an unknown span or trace fails the batch with 404) is
     retried item by item, so only the items that cannot land are reported failed.
@@ -266,11 +268,3 @@ class PhoenixWriter:
                     except PhoenixApiError as exc:
                         failed.append(WriteFailure(key=key, reason=exc.message, status=exc.status))
         return WriteReport(target="phoenix", written=len(written), ids=tuple(written), failed=tuple(failed))
-
-    def write_dataset_items(self, dataset: str, items: Sequence[DatasetItemRecord]) -> WriteReport:  # noqa: ARG002
-        """Not supported: Phoenix dataset uploads are not idempotent per item, so a rerun would
-        duplicate. Every item is reported failed, never silently dropped."""
-        reason = "tracejudge writes dataset items to Langfuse only; push the suite with --dataset to Langfuse"
-        return WriteReport(
-            target="phoenix", failed=tuple(WriteFailure(key=i.key, reason=reason) for i in items)
-        )

@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from tracejudge._errors import InputError
 from tracejudge.schema import Localization
-from tracejudge.write._protocol import Writer
+from tracejudge.write._protocol import ScoreWriter
 from tracejudge.write._records import ScoreRecord, WriteReport
+from tracejudge.write._targets import find_target, open_score_writer
 
 TRIAGE_SCORE_NAME = "tracejudge.triage"
 # Bump when the score's meaning changes: it is part of the score id, so old verdicts stay apart.
 TRIAGE_VERSION = "1"
 _COMMENT_LIMIT = 4000
-
-
-def _langfuse_writer() -> Writer:
-    from tracejudge.write._langfuse import LangfuseWriter
-
-    return LangfuseWriter.from_env()
-
-
-def _phoenix_writer() -> Writer:
-    from tracejudge.write._phoenix import PhoenixWriter
-
-    return PhoenixWriter.from_env()
-
-
-WRITE_BACK_TARGETS: dict[str, Callable[[], Writer]] = {
-    "langfuse": _langfuse_writer,
-    "phoenix": _phoenix_writer,
-}
-"""Write-back targets by name, each with a factory that reads its settings from the environment."""
 
 
 def triage_comment(result: Localization) -> str:
@@ -79,25 +60,17 @@ def triage_scores(results: Sequence[Localization]) -> list[ScoreRecord]:
 
 
 def write_triage(
-    target: str, results: Sequence[Localization], *, writer: Writer | None = None
+    target: str, results: Sequence[Localization], *, writer: ScoreWriter | None = None
 ) -> WriteReport:
-    """Write triage verdicts back to ``target`` (``langfuse`` or ``phoenix``): the verdict as a CATEGORICAL
-    score named ``tracejudge.triage`` on each trace (in Phoenix a CODE trace annotation), the stage
-    evidence as its comment. A rerun replaces.
+    """Write triage verdicts back to a target that takes scores (``write.TARGETS``: Langfuse or
+    Phoenix): the verdict as a CATEGORICAL score named ``tracejudge.triage`` on each trace (in Phoenix
+    a CODE trace annotation), the stage evidence as its comment. A rerun replaces.
 
-    ``writer`` overrides the target's own writer (tests pass a :class:`RecordingWriter`)."""
-    if target not in WRITE_BACK_TARGETS:
-        raise InputError(
-            f"unknown write-back target {target!r}",
-            hint=f"valid targets: {', '.join(sorted(WRITE_BACK_TARGETS))}",
-        )
+    ``writer`` overrides the target's own writer (tests pass a :class:`RecordingWriter`); it is not
+    closed here."""
+    find_target(target, "scores")
     scores = triage_scores(results)
     if writer is not None:
         return writer.write_scores(scores)
-    own = WRITE_BACK_TARGETS[target]()
-    try:
+    with open_score_writer(target) as own:
         return own.write_scores(scores)
-    finally:
-        close = getattr(own, "close", None)
-        if callable(close):
-            close()
