@@ -71,13 +71,24 @@ class Window:
         """Store the new watermark when the run covered its whole window; the watermark after the run."""
         if not (complete and latest is not None):
             return self.watermark
-        self.store.set_meta(
-            self.key,
-            json.dumps(
-                {"from": iso(self.coverage_from) if self.coverage_from else None, "upto": iso(latest)}
-            ),
+        value = json.dumps(
+            {"from": iso(self.coverage_from) if self.coverage_from else None, "upto": iso(latest)}
         )
-        return latest
+        # Compare-and-set: a puller of the same scope that finished meanwhile with a watermark at
+        # least as good (starting no later, reaching no earlier) keeps it; otherwise this one wins.
+        while True:
+            raw = self.store.get_meta(self.key)
+            theirs = parse_watermark(raw)
+            if theirs is not None and _covers(theirs, self.coverage_from, latest):
+                return theirs[1]
+            if self.store.compare_and_set_meta(self.key, raw, value):
+                return latest
+
+
+def _covers(theirs: tuple[datetime | None, datetime], start: datetime | None, upto: datetime) -> bool:
+    """Whether a watermark covering ``theirs`` covers the window ``start``..``upto`` too."""
+    starts_earlier = theirs[0] is None or (start is not None and theirs[0] <= start)
+    return starts_earlier and theirs[1] >= upto
 
 
 class PullCounts(BaseModel):

@@ -155,3 +155,50 @@ def test_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(open_store(str(tmp_path / "b.db")), SqliteStore)
     with pytest.raises(InputError, match="unknown store URL scheme"):
         open_store("mysql://x")
+
+
+def test_compare_and_set_meta_lets_one_of_two_racing_writers_win(make_store: MakeStore) -> None:
+    one, two = make_store(), make_store()
+    assert one.compare_and_set_meta("wm", None, "a") is True
+    assert two.compare_and_set_meta("wm", None, "b") is False  # already set
+    assert two.compare_and_set_meta("wm", "a", "c") is True
+    assert one.compare_and_set_meta("wm", "a", "d") is False  # one read "a", two changed it meanwhile
+    assert one.get_meta("wm") == "c"
+
+
+def test_concurrent_read_merge_write_loses_no_update(make_store: MakeStore) -> None:
+    """Writers that merge into one meta value with compare-and-set keep every writer's part."""
+    stores = [make_store() for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def add(store: SqlStore, who: int) -> None:
+        try:
+            for n in range(15):
+                while True:
+                    raw = store.get_meta("set")
+                    merged = sorted({*(raw or "").split(), f"{who}-{n}"})
+                    if store.compare_and_set_meta("set", raw, " ".join(merged)):
+                        break
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add, args=(s, i)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len((stores[0].get_meta("set") or "").split()) == 4 * 15
+
+
+def test_a_trace_from_two_sources_lists_both_and_keeps_its_bounds(make_store: MakeStore) -> None:
+    one, two = make_store(), make_store()
+    assert one.put_spans([span(T1, "b" * 16, parent="a" * 16, start=50)]) == 1
+    late = span(T1, "c" * 16, parent="a" * 16, start=10).model_copy(update={"source": "langfuse"})
+    root = span(T1, "a" * 16, start=30, name="root")
+    assert two.put_spans([late, root, span(T1, "b" * 16, start=1)]) == 2  # b is stored already
+    (summary,) = one.list_traces()
+    assert summary.sources == ("langfuse", "otlp")
+    assert summary.span_count == 3
+    assert summary.name == "root"
+    assert tuple(one._execute("SELECT start_ns, end_ns FROM traces").fetchone()) == (10, 60)

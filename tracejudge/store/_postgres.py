@@ -1,16 +1,68 @@
-"""PostgreSQL store, for several workers sharing one store. psycopg is imported here only, lazily."""
+"""PostgreSQL store, for several receivers, pullers and workers sharing one store. psycopg is imported
+here only, lazily.
+
+Concurrent writers take no global lock: a span is stored once by its primary key (``ON CONFLICT DO
+NOTHING``, which waits for a concurrent insert of the same key to commit or roll back), and a trace's
+summary is an upsert folding in only the spans this transaction actually inserted (min start, max end,
+count += inserted), so a span another writer stored first is never counted twice. Rows are written in
+key order, so two writers never wait on each other in a cycle; a deadlock or serialization failure
+the server reports anyway is retried.
+"""
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
-from tracejudge.store._sql import SqlStore
+from tracejudge.schema import RawSpan
+from tracejudge.store._protocol import LogEvent
+from tracejudge.store._sql import SqlStore, span_payload
 
-# One advisory lock key for span writes: the dedup lookup and the trace summary update must not
-# interleave between two receivers writing spans of the same trace.
-_SPAN_WRITE_LOCK = 0x7472_6A64  # "trjd"
+# Serializes only the schema set-up (CREATE TABLE IF NOT EXISTS races on PostgreSQL's catalog).
+_SETUP_LOCK = 0x7472_6A64  # "trjd"
+_RETRIES = 8
+
+# Spans inserted from arrays in one statement; what it returns is what this transaction inserted.
+_INSERT_SPANS = """
+INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source, payload, received_at)
+SELECT t, s, p, n, st, en, src, pl, %s
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::text[],
+            %s::text[]) AS u(t, s, p, n, st, en, src, pl)
+ON CONFLICT (trace_id, span_id) DO NOTHING
+RETURNING trace_id, span_id
+"""
+
+# A trace summary folded in: excluded.* describes only the spans this transaction inserted.
+_UPSERT_TRACES = """
+INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources, first_seen, seq)
+SELECT t, n, st, en, c, src, %s, nextval('traces_seq_gen')
+FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[])
+     WITH ORDINALITY AS u(t, n, st, en, c, src, o)
+ORDER BY o
+ON CONFLICT (trace_id) DO UPDATE SET
+    name = COALESCE(excluded.name, traces.name),
+    start_ns = LEAST(traces.start_ns, excluded.start_ns),
+    end_ns = GREATEST(traces.end_ns, excluded.end_ns),
+    span_count = traces.span_count + excluded.span_count,
+    sources = (
+        SELECT string_agg(DISTINCT x, ',' ORDER BY x)
+        FROM unnest(string_to_array(traces.sources || ',' || excluded.sources, ',')) AS x
+        WHERE x <> ''
+    )
+"""
+
+_INSERT_LOG_EVENTS = """
+INSERT INTO log_events (event_id, trace_id, span_id, time_ns, seq, payload, received_at)
+SELECT i, t, s, tn, nextval('log_events_seq_gen'), pl, %s
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[])
+     WITH ORDINALITY AS u(i, t, s, tn, pl, o)
+ORDER BY o
+ON CONFLICT (event_id) DO NOTHING
+"""
 
 
 def redact_url(url: str) -> str:
@@ -47,5 +99,122 @@ class PostgresStore(SqlStore):
                 hint="the user needs CREATE rights on the database",
             ) from None
 
-    def _lock_span_writes(self, cur: Any) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SPAN_WRITE_LOCK,))
+    def _lock_setup(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+
+    def _setup_engine(self, cur: Any) -> None:
+        # Sequences for arrival order: MAX(seq) + 1 would hand two concurrent writers the same number.
+        for table, seq in (("traces", "traces_seq_gen"), ("log_events", "log_events_seq_gen")):
+            cur.execute(f"CREATE SEQUENCE IF NOT EXISTS {seq}")
+            # A store written before the sequence existed continues after its highest seq.
+            cur.execute(
+                f"SELECT setval('{seq}', GREATEST((SELECT COALESCE(MAX(seq), 0) FROM {table}), "  # noqa: S608
+                f"(SELECT last_value FROM {seq}), 1))"
+            )
+
+    def _write(self, work: Any) -> Any:
+        """Run ``work(cur)`` in one transaction, retried when the server picks it as a deadlock victim
+        or reports a serialization failure (both leave nothing written)."""
+        import psycopg.errors
+
+        with self._lock:
+            for attempt in range(_RETRIES):
+                cur = self._conn.cursor()
+                try:
+                    cur.execute("BEGIN")
+                    result = work(cur)
+                    cur.execute("COMMIT")
+                    return result
+                except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                    cur.execute("ROLLBACK")
+                    if attempt == _RETRIES - 1:
+                        raise
+                    time.sleep(0.01 * (attempt + 1))
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    raise
+        raise AssertionError("unreachable")
+
+    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+        batch: dict[tuple[str, str], RawSpan] = {}
+        for s in spans:
+            batch.setdefault((s.trace_id, s.span_id), s)
+        if not batch:
+            return 0
+        ordered = [batch[k] for k in sorted(batch)]
+        columns: list[list[Any]] = [[] for _ in range(8)]
+        for s in ordered:
+            for col, value in zip(
+                columns,
+                (
+                    s.trace_id,
+                    s.span_id,
+                    s.parent_span_id,
+                    s.name,
+                    s.start_time_unix_nano,
+                    s.end_time_unix_nano,
+                    s.source,
+                    span_payload(s),
+                ),
+                strict=True,
+            ):
+                col.append(value)
+        now = datetime.now(UTC).isoformat()
+
+        def work(cur: Any) -> int:
+            cur.execute(_INSERT_SPANS, (now, *columns))
+            inserted = [batch[(str(r[0]), str(r[1]))] for r in cur.fetchall()]
+            if inserted:
+                cur.execute(_UPSERT_TRACES, (now, *_trace_columns(inserted)))
+            return len(inserted)
+
+        new = int(self._write(work))
+        self._committed_spans()
+        return new
+
+    def put_log_events(self, events: Iterable[LogEvent]) -> int:
+        batch: dict[str, LogEvent] = {}
+        for e in events:
+            batch.setdefault(e.event_id, e)
+        if not batch:
+            return 0
+        ids = list(batch)  # arrival order: it orders records with equal times (a rare deadlock is retried)
+        now = datetime.now(UTC).isoformat()
+        params = (
+            now,
+            ids,
+            [batch[i].trace_id for i in ids],
+            [batch[i].span_id for i in ids],
+            [batch[i].time_unix_nano for i in ids],
+            [batch[i].model_dump_json() for i in ids],
+        )
+
+        def work(cur: Any) -> int:
+            cur.execute(_INSERT_LOG_EVENTS, params)
+            return int(cur.rowcount)
+
+        return int(self._write(work))
+
+
+def _trace_columns(inserted: list[RawSpan]) -> tuple[list[Any], ...]:
+    """Per trace (in trace-id order), what the newly inserted spans add to its summary."""
+    acc: dict[str, list[Any]] = {}
+    for s in inserted:
+        a = acc.setdefault(s.trace_id, [None, None, None, 0, set()])
+        if s.parent_span_id is None:
+            a[0] = s.name
+        if s.start_time_unix_nano and (a[1] is None or s.start_time_unix_nano < a[1]):
+            a[1] = s.start_time_unix_nano
+        if s.end_time_unix_nano and (a[2] is None or s.end_time_unix_nano > a[2]):
+            a[2] = s.end_time_unix_nano
+        a[3] += 1
+        a[4].add(s.source)
+    ids = sorted(acc)
+    return (
+        ids,
+        [acc[t][0] for t in ids],
+        [acc[t][1] for t in ids],
+        [acc[t][2] for t in ids],
+        [acc[t][3] for t in ids],
+        [",".join(sorted(acc[t][4])) for t in ids],
+    )

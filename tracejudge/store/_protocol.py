@@ -143,6 +143,11 @@ class Store(Protocol):
         """Set a piece of state."""
         ...
 
+    def compare_and_set_meta(self, key: str, expected: str | None, value: str) -> bool:
+        """Set ``key`` to ``value`` only if it still holds ``expected`` (None: only if unset); whether
+        it did. Writers that read, merge and write back retry on False instead of losing an update."""
+        ...
+
     def put_run(self, run: RunRecord) -> None:
         """Record a scoring run, or update the same run's status and summary (never another run)."""
         ...

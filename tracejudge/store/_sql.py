@@ -231,8 +231,11 @@ class SqlStore:
             yield from rows
             last = str(rows[-1][0])
 
-    def _lock_span_writes(self, cur: Any) -> None:
-        """Serialize concurrent span writers where the engine does not already (PostgreSQL)."""
+    def _lock_setup(self, cur: Any) -> None:
+        """Serialize concurrent schema set-ups where the engine does not already (PostgreSQL)."""
+
+    def _setup_engine(self, cur: Any) -> None:
+        """Engine-specific set-up after the tables exist (PostgreSQL's sequences)."""
 
     def _committed_spans(self) -> None:
         """Called after a span or log write committed, outside the lock (SQLite checkpoints then)."""
@@ -242,9 +245,10 @@ class SqlStore:
         cur = self._conn.cursor()
         cur.execute(self._begin)
         try:
-            self._lock_span_writes(cur)
+            self._lock_setup(cur)
             for stmt in _DDL:
                 cur.execute(stmt)
+            self._setup_engine(cur)
             cur.execute("SELECT version FROM schema_info")
             row = cur.fetchone()
             if row is None:
@@ -272,7 +276,6 @@ class SqlStore:
             cur = self._conn.cursor()
             try:
                 cur.execute(self._begin)
-                self._lock_span_writes(cur)
                 # One lookup per chunk of traces instead of one round trip per span.
                 existing: set[tuple[str, str]] = set()
                 old_traces: dict[str, tuple[str | None, int | None, int | None, int, str]] = {}
@@ -410,7 +413,6 @@ class SqlStore:
             cur = self._conn.cursor()
             try:
                 cur.execute(self._begin)
-                self._lock_span_writes(cur)
                 existing: set[str] = set()
                 for chunk in _chunks(ids, 500):
                     marks = ",".join("?" * len(chunk))
@@ -484,6 +486,18 @@ class SqlStore:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def compare_and_set_meta(self, key: str, expected: str | None, value: str) -> bool:
+        # One statement either way: the engine checks the condition on the row it writes, so of two
+        # writers starting from the same value exactly one succeeds.
+        if expected is None:
+            sql = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+            params: tuple[str, ...] = (key, value)
+        else:
+            sql = "UPDATE meta SET value = ? WHERE key = ? AND value = ?"
+            params = (value, key, expected)
+        with self._lock:
+            return bool(self._execute(sql, params).rowcount == 1)
 
     def put_run(self, run: RunRecord) -> None:
         with self._lock:

@@ -281,14 +281,35 @@ def stored_scores(store: Store, trace_id: str) -> list[dict[str, Any]] | None:
     "comment", "observation_id", "timestamp", "queue_id", "author_user_id", ...}`` each), or None if
     the trace was not pulled."""
     raw = store.get_meta(_marker_key(trace_id))
-    if raw is None:
-        return None
+    return None if raw is None else _marker_scores(raw)
+
+
+def _marker_scores(raw: str) -> list[dict[str, Any]]:
     try:
         data = json.loads(raw)
     except ValueError:
         return []
     scores = data.get("scores") if isinstance(data, dict) else None
     return list(scores) if isinstance(scores, list) else []
+
+
+def _merge_scores(store: Store, trace_id: str, fresh: dict[str, dict[str, Any]]) -> bool | None:
+    """Merge ``fresh`` scores into a pulled trace's marker (compare-and-set, so a concurrent pull or
+    refresh of the same trace loses nothing); whether it changed, None if the trace was not pulled."""
+    key = _marker_key(trace_id)
+    while True:
+        raw = store.get_meta(key)
+        if raw is None:
+            return None
+        kept = _marker_scores(raw)
+        merged = {str(s.get("id")): s for s in kept}
+        before = json.dumps(merged, sort_keys=True)
+        merged.update(fresh)
+        if json.dumps(merged, sort_keys=True) == before:
+            return False
+        value = json.dumps({"scores": list(merged.values())}, separators=(",", ":"))
+        if store.compare_and_set_meta(key, raw, value):
+            return True
 
 
 def pull_langfuse(
@@ -426,19 +447,9 @@ def refresh_scores(
         by_trace.setdefault(trace_id, {})[str(score.get("id"))] = score
     updated = not_pulled = 0
     for trace_id, fresh in by_trace.items():
-        kept = stored_scores(store, trace_id)
-        if kept is None:
-            not_pulled += 1
-            continue
-        merged = {str(s.get("id")): s for s in kept}
-        before = json.dumps(merged, sort_keys=True)
-        merged.update(fresh)
-        if json.dumps(merged, sort_keys=True) == before:
-            continue
-        store.set_meta(
-            _marker_key(trace_id), json.dumps({"scores": list(merged.values())}, separators=(",", ":"))
-        )
-        updated += 1
+        outcome = _merge_scores(store, trace_id, fresh)
+        not_pulled += outcome is None
+        updated += outcome is True
     return ScoreRefresh(name=name, queue=queue, seen=seen, traces_updated=updated, not_pulled=not_pulled)
 
 
