@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import click
@@ -19,44 +17,17 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from tracejudge._errors import InputError
-from tracejudge.cli import App, print_json
+from tracejudge.cli import FROM_HELP, TO_HELP, App, print_json
 from tracejudge.report import RunMetrics
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
-
-_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def parse_when(value: str | None, *, option: str, now: datetime | None = None) -> datetime | None:
-    """An ISO 8601 date or time (UTC unless it says otherwise), or a span back from now:
-    ``30m``, ``24h``, ``7d``."""
-    if value is None:
-        return None
-    text = value.strip()
-    match = _RELATIVE.match(text)
-    if match:
-        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-        return (now or datetime.now(UTC)) - delta
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"{option} {value!r} is not a time",
-            hint="give an ISO 8601 time such as 2026-03-01 or 2026-03-01T09:30:00Z,"
-            " or a span back from now: 24h, 7d",
-        ) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-from_option = click.option(
-    "--from", "from_", metavar="T", help="Traces started at or after T (ISO 8601, or 24h / 7d back)."
-)
-to_option = click.option("--to", "to", metavar="T", help="Traces started before T.")
+from_option = click.option("--from", "from_", metavar="T", help=FROM_HELP)
+to_option = click.option("--to", "to", metavar="T", help=TO_HELP)
 limit_option = click.option(
     "--limit", type=click.IntRange(min=1), help="Fetch at most N new traces this run."
 )

@@ -260,3 +260,66 @@ def test_no_judge_endpoint_is_an_input_error_before_any_run(
     store = SqliteStore(store_url.removeprefix("sqlite:///"))
     assert store.list_runs() == []
     store.close()
+
+
+def test_from_to_window_and_the_deprecated_since_until(server: ScriptedOpenAIServer, store_url: str) -> None:
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(
+            cli, ["--store", store_url, "score", "--rubric", str(EXAMPLE / "rubric.yaml"), *args, "--json"]
+        )
+
+    # The restaurant traces start 10 s apart from 14:13:20; [14:14:00, 14:14:30) holds three of them.
+    window = ("2026-09-21T14:14:00", "2026-09-21T14:14:30")
+    new = run("--from", window[0], "--to", window[1])
+    assert new.exit_code == 0, new.output
+    data = json.loads(new.stdout)
+    assert len(data["items"]) == 3
+    assert data["selection"] == {"since": "2026-09-21T14:14:00+00:00", "until": "2026-09-21T14:14:30+00:00"}
+    assert "deprecated" not in new.stderr
+    # The old spellings still work (scripts keep running) and say what to use instead.
+    old = run("--since", window[0], "--until", window[1])
+    assert old.exit_code == 0, old.output
+    assert {i["trace_id"] for i in json.loads(old.stdout)["items"]} == {i["trace_id"] for i in data["items"]}
+    assert "--since is deprecated; use --from" in old.stderr
+    assert "--until is deprecated; use --to" in old.stderr
+    both = run("--since", window[0], "--from", window[0])
+    assert both.exit_code == 2
+    assert "give --from only" in both.output
+    # Hidden from --help: one spelling is documented.
+    shown = CliRunner().invoke(cli, ["score", "--help"]).output
+    assert "--from" in shown
+    assert "--to" in shown
+    assert "--since" not in shown
+    assert "--until" not in shown
+
+
+def test_the_library_call_returns_what_the_command_prints(
+    server: ScriptedOpenAIServer, store_url: str
+) -> None:
+    from tracejudge.judge import load_rubric
+    from tracejudge.runs import ScoreOptions, score_traces
+
+    code, out = _score(store_url, "--limit", "4", "--json")
+    assert code == 0, out
+    printed = json.loads(out)
+    store = SqliteStore(Path(store_url.removeprefix("sqlite:///")))
+    try:
+        got = score_traces(
+            store,
+            load_rubric(EXAMPLE / "rubric.yaml"),
+            limit=4,
+            manifest_path=EXAMPLE / "manifest.jsonl",
+            options=ScoreOptions(),
+        ).json()
+    finally:
+        store.close()
+    # A second run of the same selection: its own id, the first as previous run, every reply cached.
+    assert got["previous_run_id"] == printed["run_id"]
+    assert got["summary"]["cache_hits"] == got["summary"]["judge_calls"] + got["summary"]["cache_hits"]
+    volatile = {"run_id", "previous_run_id", "provenance", "summary", "items"}
+    assert {k: v for k, v in got.items() if k not in volatile} == {
+        k: v for k, v in printed.items() if k not in volatile
+    }
+    assert [(i["trace_id"], i["verdict"], i["criteria"]) for i in got["items"]] == [
+        (i["trace_id"], i["verdict"], i["criteria"]) for i in printed["items"]
+    ]

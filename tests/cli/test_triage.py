@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -353,3 +355,28 @@ def test_command_line_trace_differing_from_the_ticket_warns(store_url: str, tmp_
     res = run(store_url, TRACE.upper(), "--ticket", str(ticket), "--json")
     assert res.exit_code == 0
     assert "warning" not in res.stderr  # the same id, written differently, is no mismatch
+
+
+@pytest.mark.usefixtures("records")
+def test_the_library_call_returns_exactly_the_json_the_command_prints(store_url: str, tmp_path: Path) -> None:
+    from tracejudge.cli import print_json
+    from tracejudge.localize import triage_tickets
+
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET)
+    write(folder, "b.yaml", TICKET.replace(TRACE, "f" * 32).replace("EXP-311", "EXP-399"))
+    single = write(tmp_path, "t.yaml", TICKET)
+    for path, extra in ((single, ("--manifest", str(write(tmp_path, "m.jsonl", MANIFEST)))), (folder, ())):
+        res = run(store_url, "--ticket", str(path), *extra, "--json")
+        assert res.exit_code == 0, res.output
+        store = open_store(store_url)
+        try:
+            manifest = Path(extra[1]) if extra else None
+            out = triage_tickets(store, path, manifest_path=manifest)
+        finally:
+            store.close()
+        assert out.folder == (path == folder)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            print_json(out.json())
+        assert buf.getvalue() == res.stdout

@@ -4,12 +4,13 @@ version, this judge model and the agent prompt versions in the traces (DESIGN 2)
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from tracejudge._errors import TracejudgeError
 from tracejudge.judge import prompt_template_hash, rubric_hash
-from tracejudge.schema import CalibrationReport, GateDecision, Rubric, TaskRecord
+from tracejudge.schema import CalibrationReport, GateDecision, Rubric, RunRecord, TaskRecord
 from tracejudge.store import Store
 
 GATE_KAPPA = 0.6
@@ -155,3 +156,40 @@ def require_gate_for_traces(
     load = store_loader(store)
     tasks = (t for t in map(load, trace_ids) if not isinstance(t, str))
     return require_gate(store, rubric, tasks, rubric_path=rubric_path)
+
+
+@dataclass(frozen=True)
+class RunGate:
+    """Whether a scoring run clears ``score --gate`` (its JSON is ``score --json``'s ``gate``)."""
+
+    threshold: float
+    """The pass rate asked for (0-1)."""
+    passed: bool
+    """Whether the run clears it."""
+    reason: str
+    """Why, in words (shown after the run)."""
+
+    def json(self) -> dict[str, object]:
+        """As ``score --json`` prints it."""
+        return {"threshold": self.threshold, "passed": self.passed, "reason": self.reason}
+
+
+def gate_run(run: RunRecord, threshold: float) -> RunGate:
+    """Whether the run clears the gate, and why. Indeterminate items count against the pass rate, and a
+    run that did not score every selected trace cannot pass: the unscored traces might have failed."""
+    o = run.summary.overall
+    if run.summary.not_scored:
+        return RunGate(
+            threshold,
+            False,
+            f"the budget stopped the run with {run.summary.not_scored} selected traces not scored;"
+            " raise --budget-usd/--budget-tokens or select fewer traces",
+        )
+    if run.status != "complete":
+        return RunGate(threshold, False, f"the run ended {run.status}, not complete")
+    if o.pass_rate is None:
+        return RunGate(threshold, False, "no items were scored")
+    shown = f"pass rate {o.pass_rate:.1%} ({o.pass_} of {o.n}, {o.indeterminate} indeterminate)"
+    if o.pass_rate >= threshold:
+        return RunGate(threshold, True, f"{shown} is at or above {threshold:.1%}")
+    return RunGate(threshold, False, f"{shown} is under {threshold:.1%}")

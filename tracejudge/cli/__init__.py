@@ -20,9 +20,20 @@ from tracejudge.cli._score import score
 from tracejudge.cli._serve import serve
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
+from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.store import resolve_store_url
 
-__all__ = ["App", "cli", "handle_errors", "main", "pass_app", "print_json"]
+__all__ = [
+    "FROM_HELP",
+    "TO_HELP",
+    "App",
+    "cli",
+    "handle_errors",
+    "main",
+    "parse_when",
+    "pass_app",
+    "print_json",
+]
 
 
 class _CollectGroup(click.Group):

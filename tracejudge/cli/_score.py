@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from pathlib import Path
 
@@ -12,17 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tracejudge._errors import InputError
-from tracejudge.checks import read_manifest
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
 from tracejudge.report import RunMetrics
-from tracejudge.runs import (
-    ScoreOptions,
-    run_json,
-    score_run_async,
-    select_trace_ids,
-    write_back,
-)
+from tracejudge.runs import ScoreOptions, score_traces
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord
 from tracejudge.write import target_names, targets_help
 
@@ -37,6 +30,16 @@ def _gate_rate(_ctx: click.Context, _param: click.Parameter, value: float | None
     if value is not None and not 0 <= value <= 1:
         raise click.BadParameter(f"give the pass rate as a fraction in [0, 1], e.g. 0.9 (not {value:g})")
     return value
+
+
+def _renamed(old: str, new: str, old_value: str | None, new_value: str | None) -> datetime | None:
+    """The time given as ``new``, or as its deprecated spelling ``old`` (kept so scripts do not break)."""
+    if old_value is None:
+        return parse_when(new_value, option=new)
+    if new_value is not None:
+        raise InputError(f"{old} and {new} are the same option", hint=f"give {new} only")
+    click.echo(f"warning: {old} is deprecated; use {new} (the same as in `collect`)", err=True)
+    return parse_when(old_value, option=old)
 
 
 def _rate(g: GroupSummary) -> str:
@@ -118,8 +121,11 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
 @click.option("--rubric", "rubric_path", required=True, type=click.Path(path_type=Path), help="Rubric YAML.")
 @click.option("--trace", "trace_ids", multiple=True, metavar="ID", help="Score this trace (repeatable).")
 @click.option("--name", default=None, metavar="GLOB", help="Only traces whose name matches.")
-@click.option("--since", type=click.DateTime(), default=None, help="Only traces starting at or after.")
-@click.option("--until", type=click.DateTime(), default=None, help="Only traces starting before.")
+@click.option("--from", "from_", default=None, metavar="T", help=FROM_HELP)
+@click.option("--to", "to", default=None, metavar="T", help=TO_HELP)
+# The names score had before --from/--to: hidden, still accepted, with a warning.
+@click.option("--since", "since", default=None, hidden=True)
+@click.option("--until", "until", default=None, hidden=True)
 @click.option(
     "--sample",
     type=float,
@@ -161,8 +167,10 @@ def score(
     rubric_path: Path,
     trace_ids: tuple[str, ...],
     name: str | None,
-    since: datetime | None,
-    until: datetime | None,
+    from_: str | None,
+    to: str | None,
+    since: str | None,
+    until: str | None,
     sample: float | None,
     limit: int | None,
     repeat: int | None,
@@ -178,50 +186,14 @@ def score(
 ) -> None:
     """Score stored traces with a rubric: hard checks, then an LLM judge for the rest."""
     rubric = load_rubric(rubric_path)
-    store = app.store
-    if rerun_of is not None:
-        old = store.get_run(rerun_of)
-        if old is None:
-            raise InputError(
-                f"no run {rerun_of} in the store", hint="see the run ids printed by earlier runs"
-            )
-        trace_ids = tuple(i.trace_id for i in store.iter_score_items(rerun_of))
-    selection = {
-        k: v
-        for k, v in {
-            "trace_ids": list(trace_ids) or None,
-            "name": name,
-            "since": since.isoformat() if since else None,
-            "until": until.isoformat() if until else None,
-            "sample": sample,
-            "limit": limit,
-        }.items()
-        if v is not None
-    }
-    ids = select_trace_ids(
-        store, trace_ids=trace_ids, name=name, since=since, until=until, sample=sample, limit=limit
-    )
-    if gate is not None:
-        # Refused before any judge call: a gate needs a held-out calibration (DESIGN 2).
-        from tracejudge.audit import require_gate_for_traces
-
-        require_gate_for_traces(
-            store,
-            rubric,
-            select_trace_ids(
-                store, trace_ids=trace_ids, name=name, since=since, until=until, sample=sample, limit=limit
-            ),
-            rubric_path=str(rubric_path),
-        )
+    from_time = _renamed("--since", "--from", since, from_)
+    to_time = _renamed("--until", "--to", until, to)
     options = ScoreOptions(
         concurrency=concurrency,
         repeat=repeat,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         use_cache=not no_cache,
-        manifest=read_manifest(manifest) if manifest else None,
-        selection=selection,
-        rerun_of=rerun_of,
     )
     with Progress(
         TextColumn("scoring"),
@@ -244,50 +216,42 @@ def score(
                 metrics.item_scored(item, rubric=rubric.name)
 
         try:
-            run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=on_item))
+            out = score_traces(
+                app.store,
+                rubric,
+                rubric_path=str(rubric_path),
+                trace_ids=trace_ids,
+                name=name,
+                from_time=from_time,
+                to_time=to_time,
+                sample=sample,
+                limit=limit,
+                rerun_of=rerun_of,
+                manifest_path=manifest,
+                options=options,
+                gate=gate,
+                targets=targets,
+                on_item=on_item,
+            )
         finally:
             if metrics is not None:
                 metrics.close()
-    items = list(store.iter_score_items(run.run_id))
-    reports = [write_back(t, run, items) for t in targets]
-    gate_ok, gate_reason = _gate(run, gate) if gate is not None else (True, "")
+    run, items = out.run, list(out.items)
     if as_json:
-        data = run_json(run, items)
-        data["write_back"] = [r.model_dump(mode="json") for r in reports]
-        if gate is not None:
-            data["gate"] = {"threshold": gate, "passed": gate_ok, "reason": gate_reason}
-        print_json(data)
+        print_json(out.json())
     else:
         _render(app, run, items)
-        for r in reports:
+        for r in out.write_back:
             failed = f", {len(r.failed)} failed" if r.failed else ""
             app.console.print(f"write-back {r.target}: {r.written} written{failed}")
-    for r in reports:
+    for r in out.write_back:
         for f in r.failed[:5]:
             app.err.print(f"write-back {r.target} failed for {escape(f.key)}: {escape(f.reason)}")
     if run.summary.overall.n == 0:
         app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")
-    if gate is not None and not as_json:
-        colour = "green" if gate_ok else "red"
-        app.err.print(f"[{colour}]gate {'passed' if gate_ok else 'failed'}[/{colour}]: {escape(gate_reason)}")
-    if gate is not None and not gate_ok:
+    if out.gate is not None and not as_json:
+        colour = "green" if out.gate.passed else "red"
+        verdict = "passed" if out.gate.passed else "failed"
+        app.err.print(f"[{colour}]gate {verdict}[/{colour}]: {escape(out.gate.reason)}")
+    if out.gate_failed:
         raise SystemExit(1)
-
-
-def _gate(run: RunRecord, gate: float) -> tuple[bool, str]:
-    """Whether the run clears the gate, and why. Indeterminate items count against the pass rate, and a
-    run that did not score every selected trace cannot pass: the unscored traces might have failed."""
-    o = run.summary.overall
-    if run.summary.not_scored:
-        return False, (
-            f"the budget stopped the run with {run.summary.not_scored} selected traces not scored;"
-            " raise --budget-usd/--budget-tokens or select fewer traces"
-        )
-    if run.status != "complete":
-        return False, f"the run ended {run.status}, not complete"
-    if o.pass_rate is None:
-        return False, "no items were scored"
-    shown = f"pass rate {o.pass_rate:.1%} ({o.pass_} of {o.n}, {o.indeterminate} indeterminate)"
-    if o.pass_rate >= gate:
-        return True, f"{shown} is at or above {gate:.1%}"
-    return False, f"{shown} is under {gate:.1%}"

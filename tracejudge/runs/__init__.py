@@ -1,6 +1,7 @@
 """Scoring runs: selection (ids, filter, deterministic sample), the concurrent runner with cache,
 repeats and budget, run records with provenance, and the JSON report (DESIGN 5.6)."""
 
+from tracejudge.runs._command import ScoreOutcome, score_traces
 from tracejudge.runs._report import item_json, run_json
 from tracejudge.runs._run import (
     Loader,
@@ -20,6 +21,7 @@ from tracejudge.runs._writeback import evaluation_events, score_records, write_b
 __all__ = [
     "Loader",
     "ScoreOptions",
+    "ScoreOutcome",
     "SummaryBuilder",
     "evaluation_events",
     "in_sample",
@@ -32,6 +34,7 @@ __all__ = [
     "score_run",
     "score_run_async",
     "score_task",
+    "score_traces",
     "select_trace_ids",
     "series_key",
     "store_loader",

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import click
 
-from tracejudge.cli import App, handle_errors, pass_app
+from tracejudge.cli import App, handle_errors, parse_when, pass_app
 from tracejudge.write import LangfuseApi, LangfuseCredentials
 from tracejudge_collectors._cli_common import (
     collect_metrics,
     from_option,
     json_option,
     limit_option,
-    parse_when,
     pull_with_progress,
     render_pull,
     retries_option,

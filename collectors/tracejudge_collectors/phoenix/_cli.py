@@ -6,14 +6,13 @@ import os
 
 import click
 
-from tracejudge.cli import App, handle_errors, pass_app
+from tracejudge.cli import App, handle_errors, parse_when, pass_app
 from tracejudge.write import PhoenixApi, PhoenixCredentials
 from tracejudge_collectors._cli_common import (
     collect_metrics,
     from_option,
     json_option,
     limit_option,
-    parse_when,
     pull_with_progress,
     render_pull,
     retries_option,

@@ -1,0 +1,133 @@
+"""``score`` as a library call: select stored traces, score them with a rubric, write the scores
+back, judge the gate. The CLI renders a :class:`ScoreOutcome`; :meth:`ScoreOutcome.json` is exactly
+what ``tracejudge score --json`` prints, for any other caller (an MCP server) to return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracejudge._errors import InputError
+from tracejudge.checks import read_manifest
+from tracejudge.runs._report import run_json
+from tracejudge.runs._run import ScoreOptions, score_run_async
+from tracejudge.runs._select import select_trace_ids
+from tracejudge.runs._writeback import write_back
+from tracejudge.schema import ItemResult, Rubric, RunRecord
+from tracejudge.store import Store
+from tracejudge.write import WriteReport
+
+if TYPE_CHECKING:
+    from tracejudge.audit import RunGate
+
+__all__ = ["ScoreOutcome", "score_traces"]
+
+
+@dataclass(frozen=True)
+class ScoreOutcome:
+    """What one ``score`` did: the run, its items, what write-back landed, the gate."""
+
+    run: RunRecord
+    """The recorded run with its summary and provenance."""
+    items: tuple[ItemResult, ...]
+    """Every scored item, in the store's order."""
+    write_back: tuple[WriteReport, ...] = ()
+    """One report per write-back target."""
+    gate: RunGate | None = None
+    """Whether the run clears ``--gate``, or None without one."""
+
+    @property
+    def gate_failed(self) -> bool:
+        """Whether a gate was asked for and the run does not clear it (the command then exits 1)."""
+        return self.gate is not None and not self.gate.passed
+
+    def json(self) -> dict[str, Any]:
+        """Exactly what ``tracejudge score --json`` prints."""
+        data = run_json(self.run, self.items)
+        data["write_back"] = [r.model_dump(mode="json") for r in self.write_back]
+        if self.gate is not None:
+            data["gate"] = self.gate.json()
+        return data
+
+
+def score_traces(
+    store: Store,
+    rubric: Rubric,
+    *,
+    rubric_path: str = "RUBRIC.yaml",
+    trace_ids: Sequence[str] = (),
+    name: str | None = None,
+    from_time: datetime | None = None,
+    to_time: datetime | None = None,
+    sample: float | None = None,
+    limit: int | None = None,
+    rerun_of: str | None = None,
+    manifest_path: Path | None = None,
+    options: ScoreOptions | None = None,
+    gate: float | None = None,
+    targets: Sequence[str] = (),
+    on_item: Callable[[ItemResult], None] | None = None,
+) -> ScoreOutcome:
+    """Score the stored traces chosen by ids (or ``rerun_of``'s), name glob, start time window,
+    deterministic sample and limit with ``rubric`` (read from ``rubric_path``, named in hints),
+    recorded as a run.
+
+    ``options`` sets concurrency, repeats, budgets and the cache (its selection, manifest and
+    rerun_of are filled in here). With ``gate``, a held-out calibration must allow this rubric and
+    judge for these traces before any judge call (else :class:`~tracejudge.audit.GateRefused`);
+    the outcome then says whether the pass rate clears it. ``targets`` write the scores back.
+    ``on_item`` sees each item as it is scored (progress).
+    """
+    if rerun_of is not None:
+        old = store.get_run(rerun_of)
+        if old is None:
+            raise InputError(
+                f"no run {rerun_of} in the store", hint="see the run ids printed by earlier runs"
+            )
+        trace_ids = tuple(i.trace_id for i in store.iter_score_items(rerun_of))
+    # Recorded with the run under the names runs have always had (since/until).
+    selection = {
+        k: v
+        for k, v in {
+            "trace_ids": list(trace_ids) or None,
+            "name": name,
+            "since": from_time.isoformat() if from_time else None,
+            "until": to_time.isoformat() if to_time else None,
+            "sample": sample,
+            "limit": limit,
+        }.items()
+        if v is not None
+    }
+
+    def select() -> Iterator[str]:
+        return select_trace_ids(
+            store, trace_ids=trace_ids, name=name, since=from_time, until=to_time, sample=sample, limit=limit
+        )
+
+    ids = select()
+    if gate is not None:
+        # Refused before any judge call: a gate needs a held-out calibration (DESIGN 2).
+        from tracejudge.audit import require_gate_for_traces
+
+        require_gate_for_traces(store, rubric, select(), rubric_path=rubric_path)
+    options = dataclasses.replace(
+        options or ScoreOptions(),
+        manifest=read_manifest(manifest_path) if manifest_path else None,
+        selection=selection,
+        rerun_of=rerun_of,
+    )
+    run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=on_item))
+    items = tuple(store.iter_score_items(run.run_id))
+    reports = tuple(write_back(t, run, items) for t in targets)
+    verdict = None
+    if gate is not None:
+        from tracejudge.audit import gate_run
+
+        verdict = gate_run(run, gate)
+    return ScoreOutcome(run=run, items=items, write_back=reports, gate=verdict)
