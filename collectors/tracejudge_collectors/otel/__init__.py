@@ -9,24 +9,21 @@ receiver (``/v1/traces`` and ``/v1/logs``); ``otlp_command`` and ``file_command`
 """
 
 from tracejudge_collectors.otel._cli import file_command, otlp_command
-from tracejudge_collectors.otel._decode import (
-    DEPTH_MARKER,
-    MAX_ATTRIBUTE_DEPTH,
-    MAX_VALUE_CHARS,
-    TRUNCATED_MARKER,
-    DecodeResult,
-    OtlpDecodeError,
-    decode_json,
-    decode_protobuf,
-    iter_otlp_file,
-    read_otlp_file,
-)
+from tracejudge_collectors.otel._decode import DecodeResult, decode_json, decode_protobuf
 from tracejudge_collectors.otel._files import FileImport, ImportSummary, import_files
 from tracejudge_collectors.otel._logs import (
     LogDecodeResult,
     decode_logs_json,
     decode_logs_protobuf,
 )
+from tracejudge_collectors.otel._otlp import (
+    DEPTH_MARKER,
+    MAX_ATTRIBUTE_DEPTH,
+    MAX_VALUE_CHARS,
+    TRUNCATED_MARKER,
+    OtlpDecodeError,
+)
+from tracejudge_collectors.otel._read import iter_otlp_file, read_otlp_file
 from tracejudge_collectors.otel._receiver import (
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_BYTES,

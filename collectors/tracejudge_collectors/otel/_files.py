@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
-from tracejudge_collectors.otel._decode import iter_otlp_file
+from tracejudge_collectors.otel._read import iter_otlp_file
 
 __all__ = ["FILE_SUFFIXES", "FileImport", "ImportSummary", "expand_paths", "import_files"]
 

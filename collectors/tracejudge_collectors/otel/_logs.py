@@ -17,23 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracejudge.store import LogEvent
-from tracejudge_collectors.otel._decode import (
-    _INT64_MAX,
-    _ZERO_SPAN,
-    _ZERO_TRACE,
+from tracejudge_collectors.otel._otlp import (
+    INT64_MAX,
+    ZERO_SPAN,
+    ZERO_TRACE,
+    Notes,
     OtlpDecodeError,
-    _attrs_json,
-    _attrs_pb,
-    _enum_json,
-    _get,
-    _id_json,
-    _int64_json,
-    _load_json_body,
-    _Notes,
-    _parse_pb,
-    _short,
-    _SpanError,
-    _str_json,
+    SpanError,
+    attrs_json,
+    attrs_pb,
+    enum_json,
+    get,
+    id_json,
+    int64_json,
+    load_json_body,
+    parse_pb,
+    short,
+    str_json,
 )
 from tracejudge_collectors.otel._proto import ExportLogsServiceRequest
 
@@ -68,11 +68,8 @@ class LogDecodeResult:
         return "; ".join(self.errors)
 
 
-def _result(notes: _Notes, events: list[LogEvent]) -> LogDecodeResult:
-    errors = notes.lines
-    if notes.dropped:
-        errors = [*errors, f"… and {notes.dropped} more"]
-    return LogDecodeResult(events=events, rejected=notes.rejected, errors=errors)
+def _result(notes: Notes, events: list[LogEvent]) -> LogDecodeResult:
+    return LogDecodeResult(events=events, rejected=notes.rejected, errors=notes.errors)
 
 
 class _KeyValue:
@@ -89,13 +86,13 @@ def _event(
     tid: bytes, sid: bytes, event_name: str, attrs: dict[str, Any], time_ns: int, severity: int, body: Any
 ) -> LogEvent:
     if not tid.strip(b"\x00") and not sid.strip(b"\x00"):
-        raise _SpanError(NO_SPAN_CONTEXT)
-    if len(tid) != 16 or tid == _ZERO_TRACE:
-        raise _SpanError(f"trace id must be 16 bytes and not all zero (got {len(tid)} bytes)")
-    if len(sid) != 8 or sid == _ZERO_SPAN:
-        raise _SpanError(f"span id must be 8 bytes and not all zero (got {len(sid)} bytes)")
-    if time_ns > _INT64_MAX:
-        raise _SpanError("time beyond the year 2262")
+        raise SpanError(NO_SPAN_CONTEXT)
+    if len(tid) != 16 or tid == ZERO_TRACE:
+        raise SpanError(f"trace id must be 16 bytes and not all zero (got {len(tid)} bytes)")
+    if len(sid) != 8 or sid == ZERO_SPAN:
+        raise SpanError(f"span id must be 8 bytes and not all zero (got {len(sid)} bytes)")
+    if time_ns > INT64_MAX:
+        raise SpanError("time beyond the year 2262")
     legacy = attrs.get("event.name")
     name = event_name or (legacy if isinstance(legacy, str) and legacy else "log")
     return LogEvent(
@@ -118,22 +115,22 @@ def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
     Raises :class:`OtlpDecodeError` when the body is not a readable message; bad records are counted
     in ``rejected`` instead.
     """
-    req = _parse_pb(
+    req = parse_pb(
         ExportLogsServiceRequest(),
         body,
         hint="send an OTLP log export request to /v1/logs (traces go to /v1/traces); a truncated "
         "body or a JSON body sent as application/x-protobuf also cause this",
     )
-    notes = _Notes()
+    notes = Notes()
     events: list[LogEvent] = []
     for rl in req.resource_logs:
         for sl in rl.scope_logs:
             for lr in sl.log_records:
-                label = f"log record {_short(lr.event_name) if lr.event_name else '(no event name)'}"
+                label = f"log record {short(lr.event_name) if lr.event_name else '(no event name)'}"
                 try:
-                    attrs = _attrs_pb(lr.attributes, notes, label)
+                    attrs = attrs_pb(lr.attributes, notes, label)
                     value = (
-                        _attrs_pb([_KeyValue(lr.body)], notes, label)["body"] if lr.HasField("body") else None
+                        attrs_pb([_KeyValue(lr.body)], notes, label)["body"] if lr.HasField("body") else None
                     )
                     events.append(
                         _event(
@@ -146,7 +143,7 @@ def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
                             value,
                         )
                     )
-                except (_SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+                except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
                     ids = f"span {lr.span_id.hex() or '<none>'} of trace {lr.trace_id.hex() or '<none>'}"
                     notes.reject(f"{label} of {ids}", str(exc) or type(exc).__name__)
     return _result(notes, events)
@@ -160,7 +157,7 @@ def decode_logs_json(body: bytes | str) -> LogDecodeResult:
     as leniently as the trace decoder (snake_case keys, enum names, base64 ids)."""
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
-    obj = _load_json_body(body, request="ExportLogsServiceRequest")
+    obj = load_json_body(body, request="ExportLogsServiceRequest")
     return decode_logs_json_object(obj)
 
 
@@ -175,7 +172,7 @@ def decode_logs_json_object(obj: Any) -> LogDecodeResult:
     """Decode an already parsed OTLP/JSON log request (see :func:`decode_logs_json`)."""
     if not isinstance(obj, dict):
         raise _bad(f"it must be a JSON object, got {type(obj).__name__}")
-    notes = _Notes()
+    notes = Notes()
     events: list[LogEvent] = []
     for rl in _list_of(obj, "resourceLogs", "resource_logs", "request"):
         for sl in _list_of(rl, "scopeLogs", "scope_logs", "resourceLogs entry"):
@@ -189,7 +186,7 @@ def decode_logs_json_object(obj: Any) -> LogDecodeResult:
 def _list_of(d: Any, camel: str, snake: str, where: str) -> list[Any]:
     if not isinstance(d, dict):
         raise _bad(f"each {where} must be an object")
-    v = _get(d, camel, snake)
+    v = get(d, camel, snake)
     if v is None:
         return []
     if not isinstance(v, list):
@@ -197,36 +194,34 @@ def _list_of(d: Any, camel: str, snake: str, where: str) -> list[Any]:
     return v
 
 
-def _record_json(lr: Any, notes: _Notes) -> LogEvent | None:
+def _record_json(lr: Any, notes: Notes) -> LogEvent | None:
     where = "a log record that is not an object"
     try:
         if not isinstance(lr, dict):
-            raise _SpanError("not a JSON object")
-        event_name = _str_json(_get(lr, "eventName", "event_name"), "eventName")
-        label = f"log record {_short(event_name) if event_name else '(no event name)'}"
-        raw_tid = _get(lr, "traceId", "trace_id")
-        raw_sid = _get(lr, "spanId", "span_id")
-        where = f"{label} of span {_short(raw_sid)} of trace {_short(raw_tid)}"
-        tid = _id_json(raw_tid, 16, "traceId") if raw_tid else b""
-        sid = _id_json(raw_sid, 8, "spanId") if raw_sid else b""
-        attrs = _attrs_json(_get(lr, "attributes", "attributes"), notes, label)
+            raise SpanError("not a JSON object")
+        event_name = str_json(get(lr, "eventName", "event_name"), "eventName")
+        label = f"log record {short(event_name) if event_name else '(no event name)'}"
+        raw_tid = get(lr, "traceId", "trace_id")
+        raw_sid = get(lr, "spanId", "span_id")
+        where = f"{label} of span {short(raw_sid)} of trace {short(raw_tid)}"
+        tid = id_json(raw_tid, 16, "traceId") if raw_tid else b""
+        sid = id_json(raw_sid, 8, "spanId") if raw_sid else b""
+        attrs = attrs_json(get(lr, "attributes", "attributes"), notes, label)
         raw_body = lr.get("body")
         body = (
             None
             if raw_body is None
-            else _attrs_json([{"key": "body", "value": raw_body}], notes, label)["body"]
+            else attrs_json([{"key": "body", "value": raw_body}], notes, label)["body"]
         )
-        time_ns = _int64_json(_get(lr, "timeUnixNano", "time_unix_nano"), "timeUnixNano", unsigned=True)
+        time_ns = int64_json(get(lr, "timeUnixNano", "time_unix_nano"), "timeUnixNano", unsigned=True)
         if not time_ns:
-            time_ns = _int64_json(
-                _get(lr, "observedTimeUnixNano", "observed_time_unix_nano"),
+            time_ns = int64_json(
+                get(lr, "observedTimeUnixNano", "observed_time_unix_nano"),
                 "observedTimeUnixNano",
                 unsigned=True,
             )
-        severity = _enum_json(
-            _get(lr, "severityNumber", "severity_number"), _SEVERITY_NAMES, "severityNumber"
-        )
+        severity = enum_json(get(lr, "severityNumber", "severity_number"), _SEVERITY_NAMES, "severityNumber")
         return _event(tid, sid, event_name, attrs, time_ns, severity, body)
-    except (_SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+    except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         notes.reject(where, str(exc) or type(exc).__name__)
         return None

@@ -33,8 +33,9 @@ from tracejudge import _serving
 from tracejudge._errors import InputError, StoreError, TracejudgeError
 from tracejudge._serving import bind, is_loopback, quiet_server, socket_url, token_matches
 from tracejudge.store import Store
-from tracejudge_collectors.otel._decode import DecodeResult, OtlpDecodeError, decode_json, decode_protobuf
+from tracejudge_collectors.otel._decode import DecodeResult, decode_json, decode_protobuf
 from tracejudge_collectors.otel._logs import LogDecodeResult, decode_logs_json, decode_logs_protobuf
+from tracejudge_collectors.otel._otlp import OtlpDecodeError
 from tracejudge_collectors.otel._proto import export_logs_response_body, export_response_body, status_body
 
 __all__ = [

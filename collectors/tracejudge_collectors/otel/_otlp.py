@@ -1,0 +1,420 @@
+"""What the OTLP trace and log decoders share: the abuse limits, reading a protobuf or OTLP/JSON body,
+attribute values (protobuf and OTLP/JSON), ids, integers and enums of the JSON mapping, and the capped
+list of rejections and warnings.
+
+A private module: its names have no underscore because two sibling modules (``_decode`` for traces,
+``_logs`` for log records) use them; nothing outside this package imports it.
+
+Abuse limits (a value is *truncated with a marker*, never rejected, so the span keeps its place in
+the trace tree and the truncation is visible to whoever reads the span):
+
+- a structured attribute value nested deeper than ``MAX_ATTRIBUTE_DEPTH`` levels: the part below the
+  limit becomes the string ``DEPTH_MARKER``;
+- a string attribute longer than ``MAX_VALUE_CHARS`` characters keeps its first ``MAX_VALUE_CHARS``
+  characters followed by ``TRUNCATED_MARKER``; a structured value whose strings add up to more than
+  that becomes the string ``TRUNCATED_MARKER``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from tracejudge._errors import InputError
+
+MAX_ATTRIBUTE_DEPTH = 64
+"""Deepest nesting of array / key-value-list attribute values kept as structure."""
+MAX_VALUE_CHARS = 4 * 1024 * 1024
+"""Largest single attribute value kept whole (characters of its strings and bytes)."""
+TRUNCATED_MARKER = "…[tracejudge: value truncated]"
+DEPTH_MARKER = "[tracejudge: value nested too deeply, truncated]"
+
+MAX_ERRORS = 20
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+ZERO_TRACE = bytes(16)
+ZERO_SPAN = bytes(8)
+# json.loads turns an escaped lone surrogate into a str that cannot be encoded as UTF-8 later
+# (SQLite, JSON dumps); only bodies that contain such an escape get the scrubbing walk.
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+class OtlpDecodeError(InputError):
+    """The payload is not a readable OTLP trace export request."""
+
+
+class SpanError(Exception):
+    """A span cannot be used; it is rejected and the rest of the request is kept."""
+
+
+class TooBig(Exception):
+    """A structured value exceeds the size budget."""
+
+
+class Notes:
+    """Rejections and warnings, capped so a request of a million bad spans stays small."""
+
+    __slots__ = ("dropped", "lines", "rejected")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.dropped = 0
+        self.rejected = 0
+
+    def add(self, line: str) -> None:
+        if len(self.lines) < MAX_ERRORS:
+            self.lines.append(line)
+        else:
+            self.dropped += 1
+
+    def reject(self, where: str, why: str) -> None:
+        self.rejected += 1
+        self.add(f"rejected {where}: {why}")
+
+    @property
+    def errors(self) -> list[str]:
+        """The lines kept, and a count of those dropped."""
+        if self.dropped:
+            return [*self.lines, f"… and {self.dropped} more"]
+        return list(self.lines)
+
+
+class Budget:
+    __slots__ = ("deep", "remaining")
+
+    def __init__(self) -> None:
+        self.remaining = MAX_VALUE_CHARS
+        self.deep = False
+
+
+def short(value: object, n: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def deep_note(label: str, key: str) -> str:
+    return f"{label}: attribute {short(key)} nested deeper than {MAX_ATTRIBUTE_DEPTH} levels, truncated"
+
+
+def truncate(s: str) -> str:
+    return s[:MAX_VALUE_CHARS] + TRUNCATED_MARKER
+
+
+def parse_pb(message: Any, body: bytes, *, hint: str) -> Any:
+    """``message`` parsed from ``body``, or an :class:`OtlpDecodeError` naming the message type."""
+    try:
+        message.ParseFromString(body)
+    except Exception as exc:  # the protobuf runtime raises DecodeError, and others on odd input
+        raise OtlpDecodeError(
+            f"the body is not a valid OTLP {type(message).__name__} protobuf ({exc})", hint=hint
+        ) from exc
+    return message
+
+
+def load_json_body(body: bytes, *, request: str) -> Any:
+    """Parse an OTLP/JSON body, mapping every failure to an :class:`OtlpDecodeError`; lone surrogates
+    escaped in the text are replaced rather than fatal."""
+    try:
+        obj = json.loads(body)
+    except RecursionError as exc:
+        raise OtlpDecodeError(
+            "the JSON body is nested too deeply to read",
+            hint=f"keep attribute values under {MAX_ATTRIBUTE_DEPTH} levels of nesting",
+        ) from exc
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise OtlpDecodeError(
+            f"the body is not valid JSON ({exc})",
+            hint=f"send OTLP/JSON (an {request} object), UTF-8 encoded; "
+            "a truncated body or a protobuf body sent as application/json cause this",
+        ) from exc
+    return scrub(obj) if SURROGATE_ESCAPE.search(body) else obj
+
+
+def attrs_pb(kvs: Iterable[Any], notes: Notes, label: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        v = kv.value
+        kind = v.WhichOneof("value")
+        if kind == "string_value":
+            s = v.string_value
+            if len(s) > MAX_VALUE_CHARS:
+                notes.add(
+                    f"{label}: attribute {short(kv.key)} longer than {MAX_VALUE_CHARS} characters, truncated"
+                )
+                s = truncate(s)
+            out[kv.key] = s
+        elif kind == "int_value":
+            out[kv.key] = v.int_value
+        elif kind == "double_value":
+            out[kv.key] = v.double_value
+        elif kind == "bool_value":
+            out[kv.key] = v.bool_value
+        elif kind == "array_value" or kind == "kvlist_value":
+            budget = Budget()
+            try:
+                out[kv.key] = value_pb(v, kind, 1, budget)
+            except TooBig:
+                notes.add(
+                    f"{label}: attribute {short(kv.key)} larger than {MAX_VALUE_CHARS} characters, truncated"
+                )
+                out[kv.key] = TRUNCATED_MARKER
+                continue
+            if budget.deep:
+                notes.add(deep_note(label, kv.key))
+        else:
+            out[kv.key] = scalar_pb(v, kind, notes, label, kv.key)
+    return out
+
+
+def scalar_pb(v: Any, kind: str | None, notes: Notes, label: str, key: str) -> Any:
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "bytes_value":
+        raw = v.bytes_value
+        if len(raw) > MAX_VALUE_CHARS:
+            notes.add(f"{label}: attribute {short(key)} longer than {MAX_VALUE_CHARS} bytes, truncated")
+            return TRUNCATED_MARKER
+        return base64.b64encode(raw).decode("ascii")
+    # Unset values, and string_value_strindex (an index into a dictionary that only profiles carry).
+    return None
+
+
+def value_pb(v: Any, kind: str | None, depth: int, budget: Budget) -> Any:
+    if kind == "string_value":
+        s: str = v.string_value
+        budget.remaining -= len(s)
+        if budget.remaining < 0:
+            raise TooBig
+        return s
+    if kind == "array_value" or kind == "kvlist_value":
+        if depth > MAX_ATTRIBUTE_DEPTH:
+            budget.deep = True
+            return DEPTH_MARKER
+        if kind == "array_value":
+            return [value_pb(x, x.WhichOneof("value"), depth + 1, budget) for x in v.array_value.values]
+        out: dict[str, Any] = {}
+        for kv in v.kvlist_value.values:
+            budget.remaining -= len(kv.key)
+            x = kv.value
+            out[kv.key] = value_pb(x, x.WhichOneof("value"), depth + 1, budget)
+        return out
+    if kind == "bytes_value":
+        budget.remaining -= len(v.bytes_value)
+        if budget.remaining < 0:
+            raise TooBig
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return v.double_value
+    return None
+
+
+def get(d: dict[str, Any], camel: str, snake: str) -> Any:
+    v = d.get(camel)
+    if v is None and snake != camel:
+        v = d.get(snake)
+    return v
+
+
+def id_json(value: Any, nbytes: int, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise SpanError(f"{what} must be a hex string, got {type(value).__name__}")
+    raw: bytes | None = None
+    if len(value) == 2 * nbytes:
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raw = None
+        if raw is not None and len(raw) != nbytes:  # fromhex skips whitespace
+            raw = None
+    if raw is None and value:
+        # Some producers send proto3-JSON base64 ids; their length tells them apart from hex.
+        try:
+            candidate = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            candidate = b""
+        if len(candidate) == nbytes:
+            raw = candidate
+    if raw is None:
+        raise SpanError(f"{what} must be {2 * nbytes} hex characters, got {short(value)}")
+    return raw
+
+
+def int64_json(value: Any, what: str, *, unsigned: bool = False) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise SpanError(f"{what} must be an integer, got a boolean")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and 0 < len(value) <= 21:
+        try:
+            n = int(value, 10)
+        except ValueError:
+            raise SpanError(f"{what} must be a decimal integer, got {short(value)}") from None
+    elif isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        n = int(value)
+    else:
+        raise SpanError(f"{what} must be an integer, got {short(value)}")
+    if n > INT64_MAX or n < (0 if unsigned else INT64_MIN):
+        raise SpanError(f"{what} out of range: {short(value)}")
+    return n
+
+
+def enum_json(value: Any, names: dict[str, int], what: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
+        return value
+    if isinstance(value, str) and value in names:
+        return names[value]
+    raise SpanError(f"{what} must be an integer enum value, got {short(value)}")
+
+
+def str_json(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SpanError(f"{what} must be a string, got {type(value).__name__}")
+    return value
+
+
+def attrs_json(kvs: Any, notes: Notes, label: str) -> dict[str, Any]:
+    if kvs is None:
+        return {}
+    if not isinstance(kvs, list):
+        raise SpanError("attributes must be a list of {key, value} objects")
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        if not isinstance(kv, dict):
+            raise SpanError("each attribute must be a {key, value} object")
+        key = kv.get("key", "")  # proto3 JSON omits an empty key
+        if not isinstance(key, str):
+            raise SpanError(f"attribute key must be a string, got {short(key)}")
+        v = kv.get("value")
+        if v is None:
+            out[key] = None
+            continue
+        if not isinstance(v, dict):
+            raise SpanError(f"attribute {short(key)}: value must be an AnyValue object")
+        s = v.get("stringValue")
+        if isinstance(s, str):
+            if len(s) > MAX_VALUE_CHARS:
+                notes.add(
+                    f"{label}: attribute {short(key)} longer than {MAX_VALUE_CHARS} characters, truncated"
+                )
+                s = truncate(s)
+            out[key] = s
+            continue
+        budget = Budget()
+        try:
+            out[key] = value_json(v, 1, budget, key)
+        except TooBig:
+            notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
+            out[key] = TRUNCATED_MARKER
+            continue
+        if budget.deep:
+            notes.add(
+                f"{label}: attribute {short(key)} nested deeper than {MAX_ATTRIBUTE_DEPTH} levels, truncated"
+            )
+    return out
+
+
+def value_json(v: Any, depth: int, budget: Budget, key: str) -> Any:
+    if not isinstance(v, dict):
+        raise SpanError(f"attribute {short(key)}: value must be an AnyValue object")
+    if not v:
+        return None
+    if (s := v.get("stringValue", v.get("string_value"))) is not None:
+        if not isinstance(s, str):
+            raise SpanError(f"attribute {short(key)}: stringValue must be a string")
+        budget.remaining -= len(s)
+        if budget.remaining < 0:
+            raise TooBig
+        return s
+    if (b := v.get("boolValue", v.get("bool_value"))) is not None:
+        if not isinstance(b, bool):
+            raise SpanError(f"attribute {short(key)}: boolValue must be true or false")
+        return b
+    if (i := v.get("intValue", v.get("int_value"))) is not None:
+        return int64_json(i, f"attribute {short(key)}: intValue")
+    if (d := v.get("doubleValue", v.get("double_value"))) is not None:
+        return double_json(d, key)
+    arr = v.get("arrayValue", v.get("array_value"))
+    kvl = v.get("kvlistValue", v.get("kvlist_value"))
+    if arr is not None or kvl is not None:
+        if depth > MAX_ATTRIBUTE_DEPTH:
+            budget.deep = True
+            return DEPTH_MARKER
+        container = arr if arr is not None else kvl
+        if not isinstance(container, dict):
+            raise SpanError(f"attribute {short(key)}: arrayValue/kvlistValue must be an object")
+        values = container.get("values") or []
+        if not isinstance(values, list):
+            raise SpanError(f"attribute {short(key)}: values must be a list")
+        if arr is not None:
+            return [value_json(x, depth + 1, budget, key) for x in values]
+        out: dict[str, Any] = {}
+        for kv in values:
+            if not isinstance(kv, dict) or not isinstance(k := kv.get("key", ""), str):
+                raise SpanError(f"attribute {short(key)}: kvlistValue entries must be {{key, value}} objects")
+            budget.remaining -= len(k)
+            inner = kv.get("value")
+            out[k] = None if inner is None else value_json(inner, depth + 1, budget, key)
+        return out
+    if (by := v.get("bytesValue", v.get("bytes_value"))) is not None:
+        if not isinstance(by, str):
+            raise SpanError(f"attribute {short(key)}: bytesValue must be a base64 string")
+        budget.remaining -= len(by)
+        if budget.remaining < 0:
+            raise TooBig
+        return by
+    # Unknown value kinds (newer OTLP) are ignored like unknown fields.
+    return None
+
+
+def double_json(d: Any, key: str) -> float:
+    if isinstance(d, bool):
+        raise SpanError(f"attribute {short(key)}: doubleValue must be a number")
+    if isinstance(d, int | float):
+        return float(d)
+    if isinstance(d, str) and len(d) <= 64:
+        try:
+            return float(d)
+        except ValueError:
+            pass
+    raise SpanError(f"attribute {short(key)}: doubleValue must be a number, got {short(d)}")
+
+
+def scrub(obj: Any) -> Any:
+    """Replace lone surrogates in every string and key (iteratively: the input may be deep)."""
+
+    def fix(s: str) -> str:
+        return s.encode("utf-8", "replace").decode("utf-8")
+
+    root: list[Any] = [obj]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, idx = stack.pop()
+        value = container[idx]
+        if isinstance(value, str):
+            container[idx] = fix(value)
+        elif isinstance(value, list):
+            stack.extend((value, i) for i in range(len(value)))
+        elif isinstance(value, dict):
+            fixed = {fix(k): v for k, v in value.items()}
+            container[idx] = fixed
+            stack.extend((fixed, k) for k in fixed)
+    return root[0]

@@ -1,0 +1,183 @@
+"""Read OTLP files: protobuf export requests (bare or the Collector's length-prefixed frames),
+OTLP/JSON (one request, or one per line) and JSON lines, each optionally gzip-compressed; trace and log
+requests alike."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from tracejudge._errors import InputError
+from tracejudge.schema import RawSpan, SpanSource
+from tracejudge_collectors.otel._decode import DecodeResult, decode_json_object, decode_protobuf
+from tracejudge_collectors.otel._logs import decode_logs_json_object
+from tracejudge_collectors.otel._otlp import MAX_ERRORS, OtlpDecodeError, get, load_json_body
+
+__all__ = ["decode_json_file_chunk", "iter_otlp_file", "read_otlp_file"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def decode_json_file_chunk(body: bytes, *, source: SpanSource = "file") -> DecodeResult:
+    """An OTLP/JSON request from a file: a trace request, a log request (``log_events``), or both."""
+    obj = load_json_body(body, request="ExportTraceServiceRequest or ExportLogsServiceRequest")
+    result = decode_json_object(obj, source=source)
+    if isinstance(obj, dict) and get(obj, "resourceLogs", "resource_logs") is not None:
+        found = decode_logs_json_object(obj)
+        result = DecodeResult(
+            spans=result.spans,
+            rejected=result.rejected + found.rejected,
+            errors=[*result.errors, *found.errors][: MAX_ERRORS + 2],
+            log_events=found.events,
+        )
+    return result
+
+
+def read_otlp_file(path: Path) -> Iterator[RawSpan]:
+    """Spans of an OTLP file, streamed: protobuf ``ExportTraceServiceRequest`` (any extension other
+    than ``.json``/``.jsonl``; also the OTel Collector's length-prefixed proto files), OTLP/JSON
+    (``.json``: one request, or one per line) or JSON lines (``.jsonl``), each optionally gzip-compressed.
+
+    Invalid spans are skipped (see :func:`iter_otlp_file` for counts). Raises :class:`InputError`
+    naming the file (and line) when it cannot be read.
+    """
+    for result in iter_otlp_file(path):
+        yield from result.spans
+
+
+def iter_otlp_file(path: Path, *, source: SpanSource = "file") -> Iterator[DecodeResult]:
+    """Like :func:`read_otlp_file`, one :class:`DecodeResult` per request in the file."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    try:
+        with path.open("rb") as raw:
+            gzipped = raw.read(2) == _GZIP_MAGIC
+        if name.endswith(".jsonl"):
+            yield from _iter_jsonl(path, gzipped, source)
+        elif name.endswith(".json"):
+            yield from _iter_json(path, _read_all(path, gzipped), source)
+        else:
+            yield from _iter_proto(path, _read_all(path, gzipped), source)
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            hint="check that the path exists and is a readable file",
+        ) from exc
+
+
+def _corrupt_gzip(path: Path, exc: Exception) -> InputError:
+    return InputError(
+        f"{path} is a truncated or corrupt gzip file ({exc})",
+        hint="re-copy or re-export the file; `gzip -t FILE` checks it",
+    )
+
+
+def _read_all(path: Path, gzipped: bool) -> bytes:
+    if not gzipped:
+        return path.read_bytes()
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise _corrupt_gzip(path, exc) from exc
+
+
+def _open(path: Path, gzipped: bool) -> BinaryIO:
+    if gzipped:
+        return gzip.open(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary stream
+    return path.open("rb")
+
+
+def _iter_jsonl(path: Path, gzipped: bool, source: SpanSource) -> Iterator[DecodeResult]:
+    with _open(path, gzipped) as fh:
+        lineno = 0
+        while True:
+            try:
+                line = fh.readline()
+            except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+                raise _corrupt_gzip(path, exc) from exc
+            if not line:
+                return
+            lineno += 1
+            if not line.strip():
+                continue
+            yield _decode_line(path, lineno, line, source)
+
+
+def _decode_line(path: Path, lineno: int, line: bytes, source: SpanSource) -> DecodeResult:
+    try:
+        return decode_json_file_chunk(line, source=source)
+    except OtlpDecodeError as exc:
+        raise InputError(
+            f"{path}, line {lineno}: {exc.message}",
+            hint="the file is truncated or that line is not an OTLP/JSON request; fix or delete the line "
+            "and run again (spans already read are stored, repeats are ignored)",
+        ) from exc
+
+
+def _iter_json(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeResult]:
+    try:
+        yield decode_json_file_chunk(data, source=source)
+        return
+    except OtlpDecodeError as exc:
+        cause = exc.__cause__
+        # The Collector's file exporter writes one request per line even into a file named .json.
+        if not (isinstance(cause, json.JSONDecodeError) and cause.msg == "Extra data"):
+            raise InputError(
+                f"{path}: {exc.message}",
+                hint="the file is truncated or not OTLP/JSON; re-export it "
+                "(protobuf files must not be named .json)",
+            ) from exc
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if line.strip():
+            yield _decode_line(path, lineno, line, source)
+
+
+def _iter_proto(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeResult]:
+    def fail(exc: OtlpDecodeError, frame: int | None) -> InputError:
+        at = f" (message {frame})" if frame is not None else ""
+        return InputError(
+            f"{path}{at}: {exc.message}",
+            hint="the file is truncated or not an OTLP protobuf ExportTraceServiceRequest; "
+            "OTLP/JSON files must end in .json or .jsonl",
+        )
+
+    frames = _length_prefixed(data)
+    if frames is None:
+        try:
+            yield decode_protobuf(data, source=source)
+        except OtlpDecodeError as exc:
+            raise fail(exc, None) from exc
+        return
+    for i, frame in enumerate(frames, 1):
+        try:
+            yield decode_protobuf(frame, source=source)
+        except OtlpDecodeError as exc:
+            raise fail(exc, i) from exc
+
+
+def _length_prefixed(data: bytes) -> list[bytes] | None:
+    """Split the OTel Collector file exporter's proto format (4-byte big-endian length, message, …).
+
+    A bare request starts with field 1 (byte 0x0a), which as a length prefix would mean a message of
+    over 160 MB, so the two layouts do not collide for real files.
+    """
+    if len(data) < 4 or data[0] == 0x0A:
+        return None
+    frames: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        if pos + 4 > len(data):
+            return None
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        pos += 4
+        if pos + n > len(data):
+            return None
+        frames.append(data[pos : pos + n])
+        pos += n
+    return frames
