@@ -358,3 +358,91 @@ def test_exposed_without_a_token_is_refused(work: dict[str, Any]) -> None:
     assert result.exit_code == 2
     assert "without a token" in result.output
     assert "--token" in result.output
+
+
+RESTAURANT = Path(__file__).resolve().parents[2] / "examples" / "restaurant"
+
+
+def _volatile_free(data: Any) -> Any:
+    """A score run's JSON without what differs between two runs of the same items: ids and times."""
+    if isinstance(data, dict):
+        return {
+            k: _volatile_free(v)
+            for k, v in data.items()
+            if k not in {"run_id", "started_at", "finished_at", "created_at", "duration_s"}
+            and "latency" not in k
+        }
+    if isinstance(data, list):
+        return [_volatile_free(v) for v in data]
+    return data
+
+
+def test_score_trace_returns_what_score_json_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from tests.conftest import load_module
+    from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+
+    traces = load_module(RESTAURANT / "traces.py", "restaurant_traces_mcp")
+    monkeypatch.chdir(tmp_path)
+    store_url = f"sqlite:///{tmp_path}/t.db"
+    store = open_store(store_url)
+    store.put_spans(traces.all_spans())
+    store.close()
+    # The CLI scores an identical copy, so that neither run sees the other's cache or history.
+    shutil.copy(tmp_path / "t.db", tmp_path / "t2.db")
+    store = open_store(store_url)
+    tid = next(s.trace_id for s in traces.SCENARIOS if s.key != "judge-glitch")
+    rubric = str(RESTAURANT / "rubric.yaml")
+    manifest = str(RESTAURANT / "manifest.jsonl")
+    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in traces.judge_rules()]
+    with ScriptedOpenAIServer(rules) as judge:
+        monkeypatch.setenv("OPENAI_BASE_URL", judge.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-do-not-print")
+        roots = [tmp_path.resolve(), RESTAURANT]
+        server = build_server(Toolbox(store, roots=roots), McpOptions(roots=roots))
+
+        async def go() -> tuple[Any, Any, Any]:
+            async with Client(server) as c:
+                scored = _structured(
+                    await c.call_tool(
+                        "score_trace", {"trace_id": tid, "rubric": rubric, "manifest": manifest}
+                    )
+                )
+                inline = _structured(
+                    await c.call_tool(
+                        "score_trace",
+                        {
+                            "trace_id": tid,
+                            "rubric": (RESTAURANT / "rubric.yaml").read_text(),
+                            "manifest": manifest,
+                        },
+                    )
+                )
+                broken = await c.call_tool(
+                    "score_trace", {"trace_id": tid, "rubric": "name: x\ncriteria: [\n"}
+                )
+                return scored, inline, broken
+
+        scored, inline, broken = _run(go)
+        store.close()
+        cli_json = _cli(
+            f"sqlite:///{tmp_path}/t2.db",
+            "score",
+            "--rubric",
+            rubric,
+            "--manifest",
+            manifest,
+            "--trace",
+            tid,
+            "--json",
+        )
+    assert [i["trace_id"] for i in scored["items"]] == [tid]
+    assert scored["items"][0]["verdict"] in {"pass", "fail"}, scored["items"][0]["reason"]
+    assert _volatile_free(scored) == _volatile_free(cli_json)
+    assert [(i["verdict"], i["criteria"]) for i in inline["items"]] == [
+        (i["verdict"], i["criteria"]) for i in cli_json["items"]
+    ]
+    assert broken.is_error
+    assert "<rubric argument>" in broken.content[0].text
+    assert "sk-test-secret-do-not-print" not in json.dumps(scored)

@@ -230,6 +230,33 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
     @server.tool(
         structured_output=False,
         description=(
+            "Score one trace with a rubric: deterministic checks first, then the rubric's LLM judge"
+            " (OPENAI_BASE_URL / OPENAI_API_KEY of the server's environment, or the rubric's base_url)."
+            " Returns pass/fail/indeterminate per criterion and check with the judge's reasoning, as"
+            " `tracejudge score --rubric R --trace ID --json` (the run is recorded in the store)."
+            " `indeterminate` means the judge could not score (see reason): not a pass."
+        ),
+    )
+    def score_trace(
+        trace_id: Annotated[str, Field(description="The trace to score.")],
+        rubric: Annotated[str, Field(description="The rubric YAML text, or the path of a rubric file.")],
+        manifest: Annotated[
+            str | None,
+            Field(description="Index manifest (JSONL), for the stayed-within-permissions check."),
+        ] = None,
+        write_back: Annotated[
+            str | None,
+            Field(description="Also write the scores back (langfuse, otel or phoenix); needs --allow-write."),
+        ] = None,
+        cursor: Cursor = None,
+    ) -> Any:  # a CallToolResult: text and structured content
+        return run(
+            lambda: toolbox.score_trace(trace_id, rubric, manifest=manifest, write_back=write_back), cursor
+        )
+
+    @server.tool(
+        structured_output=False,
+        description=(
             "Turn a verified ticket into a regression sample file (YAML) in the suite folder `out`:"
             " the input the agent received, the applicable basis, an environment fixture, the observed"
             " deviation with its triage verdict, expected behaviour and checks. Same JSON as"

@@ -173,6 +173,38 @@ class Toolbox:
         data = outcome.json()
         return data.model_dump(mode="json") if isinstance(data, BaseModel) else data
 
+    # -- scoring ---------------------------------------------------------------------------------
+
+    def score_trace(
+        self, trace_id: str, rubric: str, manifest: str | None = None, write_back: str | None = None
+    ) -> dict[str, Any]:
+        """``tracejudge score --rubric R --trace ID [--manifest M] [--write-back T] --json``: one
+        trace scored with hard checks and the rubric's judge, recorded as a run."""
+        from tracejudge.judge import load_rubric, parse_rubric
+        from tracejudge.runs import score_traces
+
+        if write_back:
+            self._require_write("write_back")
+        tid = self.trace_id(trace_id)
+        text = rubric.strip()
+        if "\n" in text:
+            parsed, source = parse_rubric(rubric, source="<rubric argument>"), "<rubric argument>"
+        else:
+            path = self.path(text, what="rubric")
+            parsed, source = load_rubric(path), str(path)
+        manifest_path = (
+            self.path(manifest.strip(), what="manifest") if manifest and manifest.strip() else None
+        )
+        outcome = score_traces(
+            self.store,
+            parsed,
+            rubric_path=source,
+            trace_ids=[tid],
+            manifest_path=manifest_path,
+            targets=[write_back] if write_back else (),
+        )
+        return outcome.json()
+
     # -- regression samples ----------------------------------------------------------------------
 
     def build_sample(self, ticket: str, out: str, manifest: str | None = None) -> dict[str, Any]:
