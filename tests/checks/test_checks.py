@@ -6,13 +6,16 @@ import pytest
 
 from tracejudge.checks import find_numbers, parse_number, run_check, run_checks, task_category
 from tracejudge.schema import (
+    CHECK_SPEC,
     CheckSpec,
+    ContainsCheck,
     Document,
     ManifestEntry,
     ModelCall,
     RetrievalCall,
     TaskRecord,
     ToolCall,
+    check_spec,
 )
 
 
@@ -23,7 +26,7 @@ def _task(**kw: object) -> TaskRecord:
 
 
 def _check(**kw: object) -> CheckSpec:
-    return CheckSpec.model_validate({"name": "c", **kw})
+    return CHECK_SPEC.validate_python({"name": "c", **kw})
 
 
 @pytest.mark.parametrize(
@@ -144,7 +147,7 @@ def test_tool_called_with_argument_conditions() -> None:
 
 def test_json_schema() -> None:
     schema = {"type": "object", "required": ["total"], "properties": {"total": {"type": "number"}}}
-    spec = CheckSpec.model_validate({"name": "j", "type": "json_schema", "schema": schema})
+    spec = CHECK_SPEC.validate_python({"name": "j", "type": "json_schema", "schema": schema})
     assert run_check(spec, _task(final_answer='{"total": 3.5}')).verdict == "pass"
     bad = run_check(spec, _task(final_answer='{"total": "3.5"}'))
     assert bad.verdict == "fail"
@@ -207,8 +210,8 @@ def test_checks_by_category_and_targets() -> None:
     )
     specs = [
         _check(type="contains", value="hello"),
-        CheckSpec(name="pay", type="contains", value="total", categories=("payment",)),
-        CheckSpec(name="sys", type="contains", target="model_input", value="be kind"),
+        ContainsCheck(name="pay", type="contains", value="total", categories=("payment",)),
+        ContainsCheck(name="sys", type="contains", target="model_input", value="be kind"),
     ]
     results = run_checks(specs, task, category=task_category(task))
     assert set(results) == {"c", "sys"}
@@ -222,6 +225,6 @@ def test_task_category_from_tags() -> None:
 
 def test_check_spec_validation_names_missing_field() -> None:
     with pytest.raises(ValueError, match="needs `value`"):
-        CheckSpec(name="x", type="contains")
+        check_spec(name="x", type="contains")
     with pytest.raises(ValueError, match="expected"):
-        CheckSpec(name="x", type="number")
+        check_spec(name="x", type="number")

@@ -241,7 +241,7 @@ def criteria_beside_definition(rubric: Rubric, definition: str) -> tuple[Criteri
     for chk in rubric.checks:
         if chk.criterion in decided and chk.criterion is not None:
             continue
-        what = chk.value or chk.pattern or chk.tool or chk.doc_id or ""
+        what = chk.subject
         rows.append((f"check:{chk.name}", f"{chk.type} {chk.target} {what}".strip(), None))
     out = []
     for name, desc, threshold in rows:

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from tracejudge.checks._numbers import find_numbers, normalize_unit, number_after
 from tracejudge.checks._parts import part_text
-from tracejudge.schema import CheckResult, CheckSpec, ManifestEntry, TaskRecord, ToolCall
+from tracejudge.schema import (
+    CheckResult,
+    CheckSpec,
+    CheckType,
+    CitesCheck,
+    ContainsCheck,
+    JsonSchemaCheck,
+    LengthCheck,
+    ManifestEntry,
+    NumberCheck,
+    PermissionsCheck,
+    RegexCheck,
+    TaskRecord,
+    ToolCall,
+    ToolCheck,
+)
 
 _MISSING = object()
+
+Manifest = Sequence[ManifestEntry] | None
 
 
 def _norm(text: str, case_sensitive: bool) -> str:
@@ -26,13 +44,13 @@ def _target(spec: CheckSpec, task: TaskRecord) -> str | None:
     return part_text(task, spec.target)
 
 
-def _values(spec: CheckSpec) -> list[str]:
+def _values(spec: ContainsCheck) -> list[str]:
     if spec.value is None:
         return []
     return [spec.value] if isinstance(spec.value, str) else list(spec.value)
 
 
-def _contains(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _contains(spec: ContainsCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     text = _target(spec, task)
     if text is None:
         return _missing(spec, f"the {spec.target}")
@@ -48,7 +66,7 @@ def _contains(spec: CheckSpec, task: TaskRecord) -> CheckResult:
     return CheckResult(verdict="pass", type=spec.type, detail=f"{spec.target} has none of {absent!r}")
 
 
-def _regex(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _regex(spec: RegexCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     text = _target(spec, task)
     if text is None:
         return _missing(spec, f"the {spec.target}")
@@ -75,7 +93,7 @@ def _dig(data: Any, path: str) -> Any:
     return cur
 
 
-def _reference(spec: CheckSpec, task: TaskRecord) -> tuple[float | None, str]:
+def _reference(spec: NumberCheck, task: TaskRecord) -> tuple[float | None, str]:
     if spec.expected is not None:
         return spec.expected, "the rubric"
     src = spec.expected_from or {}
@@ -118,7 +136,7 @@ def _compare(op: str, a: float, b: float, tol: float) -> bool:
     return a >= b - tol
 
 
-def _number(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _number(spec: NumberCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     text = _target(spec, task)
     if text is None:
         return _missing(spec, f"the {spec.target}")
@@ -166,7 +184,7 @@ def _number(spec: CheckSpec, task: TaskRecord) -> CheckResult:
     )
 
 
-def _cites(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _cites(spec: CitesCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     text = _target(spec, task)
     if text is None:
         return _missing(spec, f"the {spec.target}")
@@ -238,7 +256,7 @@ def _matches(call: ToolCall, conditions: Mapping[str, Any] | None) -> bool:
     return all(_cond(_dig(args, key), cond) for key, cond in conditions.items())
 
 
-def _tool(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _tool(spec: ToolCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     calls = [t for t in task.tool_calls if t.name == spec.tool]
     hits = [t for t in calls if _matches(t, spec.arguments)]
     with_args = f" with {spec.arguments}" if spec.arguments else ""
@@ -257,7 +275,7 @@ def _tool(spec: CheckSpec, task: TaskRecord) -> CheckResult:
     return CheckResult(verdict="pass", type=spec.type, detail=f"{spec.tool} not called{with_args}")
 
 
-def _json_schema(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _json_schema(spec: JsonSchemaCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     import json
 
     from tracejudge.checks._schema import validate_json
@@ -278,7 +296,7 @@ def _json_schema(spec: CheckSpec, task: TaskRecord) -> CheckResult:
     return CheckResult(verdict="pass", type=spec.type, detail="valid against the schema")
 
 
-def _length(spec: CheckSpec, task: TaskRecord) -> CheckResult:
+def _length(spec: LengthCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     text = _target(spec, task)
     if text is None:
         return _missing(spec, f"the {spec.target}")
@@ -290,7 +308,7 @@ def _length(spec: CheckSpec, task: TaskRecord) -> CheckResult:
     return CheckResult(verdict="pass", type=spec.type, detail=f"{n} {spec.count}")
 
 
-def _permissions(spec: CheckSpec, task: TaskRecord, manifest: Sequence[ManifestEntry] | None) -> CheckResult:
+def _permissions(spec: PermissionsCheck, task: TaskRecord, manifest: Manifest) -> CheckResult:
     if manifest is None:
         return CheckResult(
             verdict="indeterminate", type=spec.type, detail="no index manifest given (--manifest)"
@@ -354,25 +372,34 @@ def _permissions(spec: CheckSpec, task: TaskRecord, manifest: Sequence[ManifestE
     return CheckResult(verdict="pass", type=spec.type, detail=f"{checked} retrieved document(s) allowed")
 
 
-def run_check(
-    spec: CheckSpec, task: TaskRecord, *, manifest: Sequence[ManifestEntry] | None = None
-) -> CheckResult:
+CheckFn = Callable[[Any, TaskRecord, Manifest], CheckResult]
+"""``check(spec, task, manifest)``: one check type's decision; ``spec`` is that type's model."""
+
+CHECKS: Mapping[CheckType, CheckFn] = MappingProxyType(
+    {
+        "contains": _contains,
+        "not_contains": _contains,
+        "regex": _regex,
+        "number": _number,
+        "cites": _cites,
+        "tool_called": _tool,
+        "tool_not_called": _tool,
+        "json_schema": _json_schema,
+        "length": _length,
+        "within_permissions": _permissions,
+    }
+)
+"""Which function decides each check type (a test holds it to every :data:`CheckType`)."""
+
+
+def run_check(spec: CheckSpec, task: TaskRecord, *, manifest: Manifest = None) -> CheckResult:
     """Decide one hard check on one task record. Missing evidence is ``indeterminate``, never a pass."""
-    if spec.type in ("contains", "not_contains"):
-        return _contains(spec, task)
-    if spec.type == "regex":
-        return _regex(spec, task)
-    if spec.type == "number":
-        return _number(spec, task)
-    if spec.type == "cites":
-        return _cites(spec, task)
-    if spec.type in ("tool_called", "tool_not_called"):
-        return _tool(spec, task)
-    if spec.type == "json_schema":
-        return _json_schema(spec, task)
-    if spec.type == "length":
-        return _length(spec, task)
-    return _permissions(spec, task, manifest)
+    check = CHECKS.get(spec.type)
+    if check is None:
+        raise NotImplementedError(
+            f"no function decides {spec.type!r} checks: add one to CHECKS in tracejudge/checks/_checks.py"
+        )
+    return check(spec, task, manifest)
 
 
 def applies(spec: CheckSpec, category: str) -> bool:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
 from tracejudge._inputfile import read_input
 from tracejudge._yamlfile import node_line, parse_yaml, validation_lines
-from tracejudge.schema import Rubric
+from tracejudge.schema import LEGACY_CHECK_DEFAULTS, CheckType, JsonSchemaCheck, Rubric
 
 _HINT = (
     'see "File formats" in the README for the rubric layout: name, version, judge, judged, criteria, checks'
@@ -32,7 +32,7 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
 
         rubric = Rubric.model_validate(data)
         for check in rubric.checks:
-            if check.json_schema is not None:
+            if isinstance(check, JsonSchemaCheck) and check.json_schema is not None:
                 try:
                     check_schema(check.json_schema)
                 except InputError as exc:
@@ -47,10 +47,18 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
         top = _whole_rubric_loc(data, whole)
         msg = validation_lines(
             exc,
-            lambda loc: f"{source}:{node_line(root, loc or top, at_key=True)}",
-            loc_format=lambda loc: ".".join(str(p) for p in (loc or top)) or "<top>",
+            lambda loc: f"{source}:{node_line(root, _file_loc(loc) or top, at_key=True)}",
+            loc_format=lambda loc: ".".join(str(p) for p in (_file_loc(loc) or top)) or "<top>",
         )
         raise InputError("invalid rubric\n  " + msg, hint=_HINT) from exc
+
+
+def _file_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """An error's location as the file spells it: pydantic puts the check's type (the union's tag)
+    after ``checks.N``, which the YAML does not have (``checks.0.number.op`` is ``checks.0.op``)."""
+    if len(loc) > 2 and loc[0] == "checks" and loc[2] in get_args(CheckType):
+        return (*loc[:2], *loc[3:])
+    return loc
 
 
 def _first_repeat(entries: Any, key: str) -> int | None:
@@ -93,5 +101,9 @@ def load_rubric(path: str | Path) -> Rubric:
 
 def rubric_hash(rubric: Rubric) -> str:
     """sha256 of the rubric's canonical JSON."""
-    canon = json.dumps(rubric.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    data = rubric.model_dump(mode="json", by_alias=True)
+    # Each check as one flat model dumped it (every type's fields, most at their defaults), so that a
+    # rubric keeps the hash its calibrations were stored under now that each check type has a model.
+    data["checks"] = [{**LEGACY_CHECK_DEFAULTS, **c} for c in data["checks"]]
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()

@@ -13,6 +13,7 @@ from typing import Any
 from tracejudge.checks import run_checks
 from tracejudge.schema import (
     AnonymizedCheck,
+    CitesCheck,
     Document,
     ManifestEntry,
     ModelCall,
@@ -230,7 +231,7 @@ def _collect(samples: Sequence[Sample], extra: Iterable[str], names: Pseudonyms)
     for s in samples:
         doc_ids = [m.doc_id for m in (*s.basis.required, *s.basis.superseded)]
         doc_ids += [m.doc_id for m in s.environment.materials]
-        doc_ids += [c.doc_id for c in s.expected.checks if c.doc_id]
+        doc_ids += [c.doc_id for c in s.expected.checks if isinstance(c, CitesCheck) and c.doc_id]
         for doc_id in doc_ids:
             root = doc_id.split("/")[0]
             if root:

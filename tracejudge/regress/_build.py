@@ -12,12 +12,15 @@ from typing import Any
 
 from tracejudge.schema import (
     CheckSpec,
+    CitesCheck,
+    ContainsCheck,
     Criterion,
     FixedDocument,
     FixedRetrieval,
     Localization,
     ManifestEntry,
     Material,
+    NumberCheck,
     RegressionRecord,
     Sample,
     SampleBasis,
@@ -33,6 +36,7 @@ from tracejudge.schema import (
     SampleTool,
     TaskRecord,
     Ticket,
+    ToolCheck,
 )
 
 ESCALATE_TOOL = "escalate"
@@ -254,10 +258,10 @@ def expected_for(
             if num is not None:
                 required_values.add(num)
                 if complete:
-                    checks.append(CheckSpec(name=f"states_{_slug(key)}", type="number", expected=num))
+                    checks.append(NumberCheck(name=f"states_{_slug(key)}", type="number", expected=num))
         if complete:
             checks.append(
-                CheckSpec(
+                CitesCheck(
                     name=f"cites_{_slug(_label(m.doc_id, m.version))}",
                     type="cites",
                     doc_id=m.doc_id,
@@ -269,14 +273,14 @@ def expected_for(
             num = _numeric(value)
             if num is not None and num not in required_values:
                 checks.append(
-                    CheckSpec(
+                    ContainsCheck(
                         name=f"not_superseded_{_slug(key)}_{_slug(f'{num:g}')}",
                         type="not_contains",
                         value=_number_spellings(num),
                     )
                 )
     for tool in forbidden_tools:
-        checks.append(CheckSpec(name=f"no_{_slug(tool)}", type="tool_not_called", tool=tool))
+        checks.append(ToolCheck(name=f"no_{_slug(tool)}", type="tool_not_called", tool=tool))
     basis_text = "; ".join(
         f"{_label(m.doc_id, m.version)}" + (f' ("{m.clause}")' if m.clause else "") for m in basis.required
     )
@@ -295,7 +299,7 @@ def expected_for(
             )
         )
     else:
-        checks.append(CheckSpec(name="escalates", type="tool_called", tool=ESCALATE_TOOL))
+        checks.append(ToolCheck(name="escalates", type="tool_called", tool=ESCALATE_TOOL))
         behavior = (
             f"the applicable material ({basis_text}) is not available: say so, do not give a value from "
             f"other material{f' (such as {stale})' if stale else ''}, and re-query or escalate to a person"

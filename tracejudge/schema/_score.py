@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
 
@@ -87,86 +87,268 @@ class Criterion(_Frozen):
         return v
 
 
-class CheckSpec(_Frozen):
-    """A deterministic check, decided by code. Which fields matter depends on ``type``."""
+class _CheckBase(_Frozen):
+    """What every deterministic check has; each check type adds its own fields (:data:`CheckSpec`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     name: str
     """Check name, unique in the rubric."""
     type: CheckType
-    """What kind of check."""
+    """What kind of check (each model narrows it to its own types)."""
     target: CheckTarget = "output"
     """Which part of the task record the check reads."""
-    value: str | list[str] | None = None
-    """contains / not_contains: text (or texts, all required / none allowed)."""
-    case_sensitive: bool = False
-    """contains / not_contains / regex: match case exactly."""
-    pattern: str | None = None
-    """regex: the pattern that must match; number: a pattern whose first group is the number."""
-    expected: float | None = None
-    """number: the reference value."""
-    expected_from: dict[str, str] | None = None
-    """number: read the reference from the trace, ``{"tool": NAME, "path": "result.total"}`` or
-    ``{"metadata": KEY}``."""
-    op: Literal["eq", "ne", "lt", "le", "gt", "ge"] = "eq"
-    """number: comparison of the found number against the reference."""
-    tolerance: float = 0.005
-    """number: absolute tolerance for ``eq``/``ne``."""
-    unit: str | None = None
-    """number: the unit the number must carry (``USD``, ``$``, ``EUR``, ``%``); None accepts any."""
-    near: str | None = None
-    """number: take the number that follows this phrase (case-insensitive)."""
-    doc_id: str | None = None
-    """cites: the document the answer must cite."""
-    version: str | None = None
-    """cites: the version it must cite."""
-    tool: str | None = None
-    """tool_called / tool_not_called: the tool name."""
-    arguments: dict[str, Any] | None = None
-    """tool_called / tool_not_called: conditions on the call's arguments (value or ``{"$gt": 5}``)."""
-    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
-    """json_schema: the JSON Schema the target must validate against (key ``schema`` in YAML)."""
-    min: int | None = None
-    """length: minimum length."""
-    max: int | None = None
-    """length: maximum length."""
-    count: Literal["chars", "words"] = "chars"
-    """length: unit of length."""
-    principal: str | None = None
-    """within_permissions: principal to check when the trace does not record one."""
     criterion: str | None = None
     """When set, this check decides that criterion and the judge is not asked about it."""
     categories: tuple[str, ...] | None = None
     """Categories the check applies to (None: all)."""
 
-    @model_validator(mode="after")
-    def _fields(self) -> CheckSpec:
-        need: dict[str, tuple[str, ...]] = {
-            "contains": ("value",),
-            "not_contains": ("value",),
-            "regex": ("pattern",),
-            "cites": ("doc_id",),
-            "tool_called": ("tool",),
-            "tool_not_called": ("tool",),
-            "json_schema": ("json_schema",),
+    @model_validator(mode="before")
+    @classmethod
+    def _other_types_fields(cls, data: Any) -> Any:
+        # Before the union every check carried every field, so files written then (regression
+        # samples, dumped rubrics) hold the other types' fields at their defaults: those mean
+        # nothing and are dropped. One set to something else is still refused (extra="forbid").
+        if not isinstance(data, dict):
+            return data
+        own = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+        return {
+            k: v
+            for k, v in data.items()
+            if k in own or k not in LEGACY_CHECK_DEFAULTS or v != LEGACY_CHECK_DEFAULTS[k]
         }
-        for f in need.get(self.type, ()):
-            if getattr(self, f) is None:
-                key = "schema" if f == "json_schema" else f
-                raise ValueError(f"a {self.type} check needs `{key}`")
-        if self.type == "number" and self.expected is None and self.expected_from is None:
-            raise ValueError("a number check needs `expected` or `expected_from`")
-        if self.type == "length" and self.min is None and self.max is None:
-            raise ValueError("a length check needs `min` or `max`")
-        if self.pattern is not None:
-            import re
 
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(f"`pattern` is not a valid regular expression: {exc}") from exc
+    @property
+    def subject(self) -> str:
+        """What the check looks for, in a word (text, pattern, tool or document), or ``""``."""
+        return ""
+
+
+LEGACY_CHECK_DEFAULTS: dict[str, Any] = {
+    "value": None,
+    "case_sensitive": False,
+    "pattern": None,
+    "expected": None,
+    "expected_from": None,
+    "op": "eq",
+    "tolerance": 0.005,
+    "unit": None,
+    "near": None,
+    "doc_id": None,
+    "version": None,
+    "tool": None,
+    "arguments": None,
+    "schema": None,
+    "min": None,
+    "max": None,
+    "count": "chars",
+    "principal": None,
+}
+"""Every type-specific check field at its default, as one flat check model had them (by alias): what
+:func:`~tracejudge.judge.rubric_hash` adds back so that a rubric's hash is the one it always had."""
+
+
+def _needs(spec: _CheckBase, *fields: str) -> None:
+    for f in fields:
+        if getattr(spec, f) is None:
+            key = "schema" if f == "json_schema" else f
+            raise ValueError(f"a {spec.type} check needs `{key}`")
+
+
+def _valid_pattern(pattern: str | None) -> None:
+    if pattern is not None:
+        import re
+
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"`pattern` is not a valid regular expression: {exc}") from exc
+
+
+class ContainsCheck(_CheckBase):
+    """The target contains every text of ``value`` (``contains``) or none of them (``not_contains``)."""
+
+    type: Literal["contains", "not_contains"]
+    """What kind of check."""
+    value: str | list[str] | None = None
+    """Text (or texts, all required / none allowed)."""
+    case_sensitive: bool = False
+    """Match case exactly."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> ContainsCheck:
+        _needs(self, "value")
         return self
+
+    @property
+    def subject(self) -> str:
+        """The text(s) looked for."""
+        return str(self.value) if self.value else ""
+
+
+class RegexCheck(_CheckBase):
+    """The target matches ``pattern``."""
+
+    type: Literal["regex"]
+    """What kind of check."""
+    pattern: str | None = None
+    """The pattern that must match."""
+    case_sensitive: bool = False
+    """Match case exactly."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> RegexCheck:
+        _needs(self, "pattern")
+        _valid_pattern(self.pattern)
+        return self
+
+    @property
+    def subject(self) -> str:
+        """The pattern."""
+        return self.pattern or ""
+
+
+class NumberCheck(_CheckBase):
+    """A number in the target compares with a reference (from the rubric or the trace)."""
+
+    type: Literal["number"]
+    """What kind of check."""
+    pattern: str | None = None
+    """A pattern whose first group is the number."""
+    case_sensitive: bool = False
+    """Match ``pattern`` case exactly."""
+    expected: float | None = None
+    """The reference value."""
+    expected_from: dict[str, str] | None = None
+    """Read the reference from the trace, ``{"tool": NAME, "path": "result.total"}`` or
+    ``{"metadata": KEY}``."""
+    op: Literal["eq", "ne", "lt", "le", "gt", "ge"] = "eq"
+    """Comparison of the found number against the reference."""
+    tolerance: float = 0.005
+    """Absolute tolerance for ``eq``/``ne``."""
+    unit: str | None = None
+    """The unit the number must carry (``USD``, ``$``, ``EUR``, ``%``); None accepts any."""
+    near: str | None = None
+    """Take the number that follows this phrase (case-insensitive)."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> NumberCheck:
+        if self.expected is None and self.expected_from is None:
+            raise ValueError("a number check needs `expected` or `expected_from`")
+        _valid_pattern(self.pattern)
+        return self
+
+    @property
+    def subject(self) -> str:
+        """The pattern the number is read with, if any."""
+        return self.pattern or ""
+
+
+class CitesCheck(_CheckBase):
+    """The target cites document ``doc_id`` (at ``version``)."""
+
+    type: Literal["cites"]
+    """What kind of check."""
+    doc_id: str | None = None
+    """The document the answer must cite."""
+    version: str | None = None
+    """The version it must cite."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> CitesCheck:
+        _needs(self, "doc_id")
+        return self
+
+    @property
+    def subject(self) -> str:
+        """The document."""
+        return self.doc_id or ""
+
+
+class ToolCheck(_CheckBase):
+    """Tool ``tool`` was called (``tool_called``) or not (``tool_not_called``), with ``arguments``."""
+
+    type: Literal["tool_called", "tool_not_called"]
+    """What kind of check."""
+    tool: str | None = None
+    """The tool name."""
+    arguments: dict[str, Any] | None = None
+    """Conditions on the call's arguments (value or ``{"$gt": 5}``)."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> ToolCheck:
+        _needs(self, "tool")
+        return self
+
+    @property
+    def subject(self) -> str:
+        """The tool."""
+        return self.tool or ""
+
+
+class JsonSchemaCheck(_CheckBase):
+    """The target is JSON valid against a JSON Schema."""
+
+    type: Literal["json_schema"]
+    """What kind of check."""
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    """The JSON Schema the target must validate against (key ``schema`` in YAML)."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> JsonSchemaCheck:
+        _needs(self, "json_schema")
+        return self
+
+
+class LengthCheck(_CheckBase):
+    """The target's length is within ``min``..``max``."""
+
+    type: Literal["length"]
+    """What kind of check."""
+    min: int | None = None
+    """Minimum length."""
+    max: int | None = None
+    """Maximum length."""
+    count: Literal["chars", "words"] = "chars"
+    """Unit of length."""
+
+    @model_validator(mode="after")
+    def _fields(self) -> LengthCheck:
+        if self.min is None and self.max is None:
+            raise ValueError("a length check needs `min` or `max`")
+        return self
+
+
+class PermissionsCheck(_CheckBase):
+    """Every retrieved document was readable by the retrieval's principal (the manifest's ACLs)."""
+
+    type: Literal["within_permissions"]
+    """What kind of check."""
+    principal: str | None = None
+    """Principal to check when the trace does not record one."""
+
+
+CheckSpec = Annotated[
+    ContainsCheck
+    | RegexCheck
+    | NumberCheck
+    | CitesCheck
+    | ToolCheck
+    | JsonSchemaCheck
+    | LengthCheck
+    | PermissionsCheck,
+    Field(discriminator="type"),
+]
+"""A deterministic check, decided by code: one model per check type, chosen by ``type``."""
+
+CHECK_SPEC: TypeAdapter[CheckSpec] = TypeAdapter(CheckSpec)
+"""Validates a check from data: ``CHECK_SPEC.validate_python({"name": ..., "type": ...})``."""
+
+
+def check_spec(**fields: Any) -> CheckSpec:
+    """A check from keyword fields, its ``type`` picking the model:
+    ``check_spec(name="n", type="regex", pattern="x")``."""
+    return CHECK_SPEC.validate_python(fields)
 
 
 class Rubric(_Frozen):
