@@ -75,6 +75,14 @@ class Convention(Protocol):
         """The filter a retrieval span ran with."""
         ...
 
+    def tool_arguments(self, view: SpanView) -> Any | None:
+        """A tool call's arguments (JSON text or a structured value)."""
+        ...
+
+    def tool_result(self, view: SpanView) -> Any | None:
+        """A tool call's result (JSON text or a structured value)."""
+        ...
+
     def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:
         """The user's request of the trace ("" when this convention owns the root and found none)."""
         ...
@@ -108,6 +116,12 @@ class NoRecords:
         return None
 
     def retrieval_filter(self, view: SpanView) -> Filter | None:
+        return None
+
+    def tool_arguments(self, view: SpanView) -> Any | None:
+        return None
+
+    def tool_result(self, view: SpanView) -> Any | None:
         return None
 
     def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:

@@ -10,6 +10,7 @@ order below (a span carrying several usually holds the same value twice).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tracejudge.normalize import _langfuse as langfuse
 from tracejudge.normalize import _openinference as oi
@@ -75,6 +76,12 @@ class FreeForm(NoRecords):
                 if text:
                     return text
         return None
+
+    def tool_arguments(self, view: SpanView) -> Any | None:
+        return view.get(*INPUT_KEYS)
+
+    def tool_result(self, view: SpanView) -> Any | None:
+        return view.get(*OUTPUT_KEYS)
 
     def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:  # noqa: ARG002
         value = root.get(*INPUT_KEYS)

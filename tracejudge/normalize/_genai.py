@@ -181,6 +181,12 @@ class GenAI(NoRecords):
     def usage(self, view: SpanView) -> Mapping[str, Any] | None:
         return usage(view)
 
+    def tool_arguments(self, view: SpanView) -> Any | None:
+        return view.attrs.get("gen_ai.tool.call.arguments")
+
+    def tool_result(self, view: SpanView) -> Any | None:
+        return view.attrs.get("gen_ai.tool.call.result")
+
     def task_input(self, root: SpanView, views: Sequence[SpanView]) -> str | None:  # noqa: ARG002
         """The last user message of an agent root that records ``gen_ai.input.messages``."""
         if "gen_ai.input.messages" not in root.attrs:

@@ -496,8 +496,8 @@ def _tool_call(view: SpanView) -> ToolCall:
     name = as_str(view.get("tool.name", "gen_ai.tool.name"))
     if name is None and a.get(oll.KIND) == "tool":
         name = as_str(a.get("traceloop.entity.name"))
-    arguments = view.get("gen_ai.tool.call.arguments", *freeform.INPUT_KEYS)
-    result = view.get("gen_ai.tool.call.result", *freeform.OUTPUT_KEYS)
+    arguments = _first_read(PRECEDENCE.tool_arguments, lambda c: c.tool_arguments(view))
+    result = _first_read(PRECEDENCE.tool_result, lambda c: c.tool_result(view))
     return ToolCall(
         span_id=view.span_id,
         name=name or view.raw.name,

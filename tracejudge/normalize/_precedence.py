@@ -17,8 +17,15 @@ Why this order:
 - ``documents``: indexed OpenInference documents, GenAI documents, OpenLLMetry result events,
   then the free-form output read by shape.
 - ``usage``: merged; per count the first convention that recorded it wins.
+- Framework conventions whose records look like another convention's (Strands' and Semantic
+  Kernel's GenAI-named events hold content blocks or JSON-text bodies) come before GenAI on the lines
+  they record, and answer ``None`` for any span not theirs; ADK's own request/response attributes come
+  after every standard convention.
+- ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
+  or events (ADK, Strands), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
-  root (its free-form I/O is per-component, so it owns the root); the root's free-form I/O; a
+  root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
+  the whole ``CrewOutput``: the answer is its ``raw``); the root's free-form I/O; a
   GenAI agent root's messages. The model calls of the trace come after every convention
   (normalize reads them from the assembled record).
 """
@@ -27,13 +34,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracejudge.normalize._adk import CONVENTION as ADK
 from tracejudge.normalize._convention import Convention
+from tracejudge.normalize._crewai import CONVENTION as CREWAI
 from tracejudge.normalize._freeform import CONVENTION as FREEFORM
 from tracejudge.normalize._genai import CONVENTION as GENAI
 from tracejudge.normalize._haystack import CONVENTION as HAYSTACK
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
 from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
+from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
+from tracejudge.normalize._strands import CONVENTION as STRANDS
 from tracejudge.normalize._tracejudge import CONVENTION as TRACEJUDGE
 
 Line = tuple[Convention, ...]
@@ -50,18 +61,22 @@ class Precedence:
     query: Line
     usage: Line
     retrieval_filter: Line
+    tool_arguments: Line
+    tool_result: Line
     task_input: Line
     final_answer: Line
 
 
 PRECEDENCE = Precedence(
     classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY)),
-    input_messages=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
-    output_messages=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
+    input_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, FREEFORM),
+    output_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, FREEFORM),
     documents=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
     query=(GENAI, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
-    task_input=(LANGFUSE, HAYSTACK, FREEFORM, GENAI),
-    final_answer=(LANGFUSE, HAYSTACK, FREEFORM, GENAI),
+    tool_arguments=(GENAI, ADK, STRANDS, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, FREEFORM),
+    task_input=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
+    final_answer=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
 )

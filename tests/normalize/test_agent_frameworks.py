@@ -1,0 +1,124 @@
+"""What normalize reads from agent frameworks' own tracing: Google ADK (``gcp.vertex.agent.*``), Strands
+(content blocks in span events), Semantic Kernel (messages as OTLP log records), CrewAI (the crew root's
+``CrewOutput``) and AutoGen (a tool span without its result).
+
+Fixtures: tests/fixtures/traces/{adk,strands,semantic_kernel,crewai,autogen,autogen_openinference}_
+{rag,ignored,filtered,dropped}.pb, re-recorded with record_<framework>.py (side venvs; see each docstring).
+Every app is the one of _policy.py: one ``search_documents`` tool over the policy corpus, v2 then v1 for
+the question (filtered: v1 and an unrelated agreement), the model asked for the search, then answering.
+
+Before this round each of them read as model calls without input or output (ADK, Semantic Kernel), or
+without output and with empty tool results (Strands), or with the ``CrewOutput`` JSON as the answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracejudge.normalize import normalize
+from tracejudge.schema import RawSpan, TaskRecord
+from tracejudge.store import open_store
+from tracejudge_collectors.otel import read_otlp_file
+from tracejudge_collectors.otel._logs import decode_logs_protobuf
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+QUESTION = "Can we prepay 45,000 RMB to supplier Hengda under contract C-17?"
+CLAUSE_V1 = "Prepayment shall not exceed 50,000 RMB per order."
+CLAUSE_V2 = "Prepayment shall not exceed 30,000 RMB per order."
+RIGHT = "No: attachment v2 of C-17 caps prepayment at 30,000 RMB; 45,000 RMB is over the limit."
+STALE = "Yes: contract C-17 allows prepayment up to 50,000 RMB, so 45,000 RMB is fine."
+ANSWERS = {"rag": RIGHT, "ignored": STALE, "filtered": STALE, "dropped": STALE}
+# the search result's first document per run: v2 ranks first; the filter leaves v1 first; the budget
+# of the dropped run orders by id and version (v1, then v2 cut before its clause)
+FIRST = {"rag": "v2", "ignored": "v2", "filtered": "v1", "dropped": "v1"}
+TOOLS = {"semantic_kernel": "Contracts-search_documents"}
+
+
+def spans_of(name: str, tmp_path: Path) -> list[RawSpan]:
+    """The trace's spans; a Semantic Kernel trace's log records merged into them by a real store."""
+    spans = list(read_otlp_file(TRACES / f"{name}.pb"))
+    logs = TRACES / f"{name}.logs.pb"
+    if not logs.exists():
+        return spans
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    store.put_spans(spans)
+    events = decode_logs_protobuf(logs.read_bytes()).events
+    assert store.put_log_events(events) == len(events) > 0
+    return store.get_spans(spans[0].trace_id)
+
+
+def load(framework: str, run: str, tmp_path: Path) -> TaskRecord:
+    return normalize(spans_of(f"{framework}_{run}", tmp_path))
+
+
+@pytest.mark.parametrize(
+    "framework", ["adk", "strands", "semantic_kernel", "crewai", "autogen_openinference"]
+)
+@pytest.mark.parametrize("run", list(ANSWERS))
+def test_model_calls_tool_result_and_answer(framework: str, run: str, tmp_path: Path) -> None:
+    record = load(framework, run, tmp_path)
+    assert record.final_answer == ANSWERS[run]
+    assert QUESTION in (record.input or "")
+    first, last = record.model_calls[0], record.model_calls[-1]
+    assert QUESTION in first.input_text
+    # the first call asks for the search (an output of tool calls only), the last answers
+    assert [c["name"] for m in first.output_messages for c in m.tool_calls] == [
+        TOOLS.get(framework, "search_documents")
+    ]
+    assert first.output_recorded
+    assert last.output_text == ANSWERS[run]
+    # the tool's result reached the last model call: v1's clause always, v2's only without a fault
+    assert CLAUSE_V1 in last.input_text
+    assert (CLAUSE_V2 in last.input_text) == (run in ("rag", "ignored"))
+    # the tool call holds the documents the search returned, with their ids and text
+    [tool] = record.tool_calls
+    assert tool.name == TOOLS.get(framework, "search_documents")
+    assert tool.call_id
+    assert tool.arguments["query"] == "prepayment per order"
+    result = tool.result["documents"] if isinstance(tool.result, dict) else tool.result
+    assert (result[0]["doc_id"], result[0]["version"]) == ("C-17/attachment", FIRST[run])
+    assert all(d["content"] for d in result)
+
+
+@pytest.mark.parametrize("run", list(ANSWERS))
+def test_autogen_own_tracing_records_no_tool_result(run: str, tmp_path: Path) -> None:
+    # AutoGen's execute_tool span has the tool's name and call id only: the documents are in the
+    # trace only as the model input's tool message, which is not read as what the tool returned (a
+    # framework may cut or rewrite a result on its way to the model).
+    record = load("autogen", run, tmp_path)
+    [tool] = record.tool_calls
+    assert (tool.name, tool.arguments, tool.result) == ("search_documents", None, None)
+    assert CLAUSE_V1 in record.model_calls[-1].input_text
+    assert record.final_answer == ANSWERS[run]
+
+
+def test_adk_reads_gemini_contents_with_the_function_response_as_a_tool_message(tmp_path: Path) -> None:
+    record = load("adk", "rag", tmp_path)
+    last = record.model_calls[-1]
+    assert [m.role for m in last.input_messages] == ["system", "user", "assistant", "tool"]
+    assert last.input_messages[2].tool_calls[0]["arguments"] == {"query": "prepayment per order"}
+    assert CLAUSE_V2 in (last.input_messages[3].content or "")
+
+
+def test_strands_tool_result_blocks_reach_the_model_input(tmp_path: Path) -> None:
+    record = load("strands", "rag", tmp_path)
+    last = record.model_calls[-1]
+    assert [m.role for m in last.input_messages] == ["system", "user", "assistant", "tool"]
+    assert last.input_messages[2].tool_calls[0]["name"] == "search_documents"
+    assert CLAUSE_V2 in (last.input_messages[3].content or "")
+
+
+def test_semantic_kernel_without_its_log_records_records_no_messages() -> None:
+    # The spans alone (the log records not collected): the model input is missing, not empty.
+    record = normalize(list(read_otlp_file(TRACES / "semantic_kernel_rag.pb")))
+    assert not any(m.input_recorded for m in record.model_calls)
+    assert {g.kind for g in record.gaps} >= {"model_input_not_recorded", "model_output_not_recorded"}
+
+
+def test_crewai_answer_is_the_crew_outputs_raw_text(tmp_path: Path) -> None:
+    record = load("crewai", "rag", tmp_path)
+    root = next(s for s in record.spans if s.parent_span_id is None)
+    assert root.name.endswith(".kickoff")
+    assert (record.final_answer, record.final_answer_span_id) == (RIGHT, root.span_id)
