@@ -122,3 +122,21 @@ def test_crewai_answer_is_the_crew_outputs_raw_text(tmp_path: Path) -> None:
     root = next(s for s in record.spans if s.parent_span_id is None)
     assert root.name.endswith(".kickoff")
     assert (record.final_answer, record.final_answer_span_id) == (RIGHT, root.span_id)
+
+
+@pytest.mark.parametrize("mode", ["otel", "otel_nospan", "openinference"])
+def test_litellm_model_call_under_every_recording(mode: str, tmp_path: Path) -> None:
+    # otel_nospan: LiteLLM's otel callback inside the app's span without USE_OTEL_LITELLM_REQUEST_SPAN
+    # exports only raw_gen_ai_request, the provider's request and response as Python reprs.
+    record = load(f"litellm_{mode}", "rag", tmp_path)
+    [call] = record.model_calls
+    assert CLAUSE_V1 in call.input_text
+    assert CLAUSE_V2 in call.input_text
+    assert [m.role for m in call.input_messages] == ["system", "user"]
+    assert call.output_text == RIGHT == record.final_answer
+    if mode != "openinference":
+        # with the request span, raw_gen_ai_request is below litellm_request: the innermost is read
+        assert {n.span_id: n.name for n in record.spans}[call.span_id] == "raw_gen_ai_request"
+    # the app's GenAI retrieval span: chunk ids and scores, no text (the manifest's ids identify them)
+    [retrieval] = record.retrievals
+    assert [d.raw_id for d in retrieval.documents] == ["chunk-042", "chunk-041"]

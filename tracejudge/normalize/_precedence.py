@@ -19,8 +19,8 @@ Why this order:
 - ``usage``: merged; per count the first convention that recorded it wins.
 - Framework conventions whose records look like another convention's (Strands' and Semantic
   Kernel's GenAI-named events hold content blocks or JSON-text bodies) come before GenAI on the lines
-  they record, and answer ``None`` for any span not theirs; ADK's own request/response attributes come
-  after every standard convention.
+  they record, and answer ``None`` for any span not theirs; ADK's own request/response attributes and
+  LiteLLM's ``raw_gen_ai_request`` Python reprs come after every standard convention.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
   or events (ADK, Strands), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
@@ -41,6 +41,7 @@ from tracejudge.normalize._freeform import CONVENTION as FREEFORM
 from tracejudge.normalize._genai import CONVENTION as GENAI
 from tracejudge.normalize._haystack import CONVENTION as HAYSTACK
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
+from tracejudge.normalize._litellm import CONVENTION as LITELLM
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
 from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
 from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
@@ -68,9 +69,9 @@ class Precedence:
 
 
 PRECEDENCE = Precedence(
-    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY)),
-    input_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, FREEFORM),
-    output_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, FREEFORM),
+    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM)),
+    input_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, LITELLM, FREEFORM),
+    output_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, LITELLM, FREEFORM),
     documents=(OPENINFERENCE, GENAI, OPENLLMETRY, FREEFORM),
     query=(GENAI, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
