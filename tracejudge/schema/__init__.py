@@ -91,7 +91,15 @@ from tracejudge.schema._score import (
     ToolCheck,
     check_spec,
 )
-from tracejudge.schema._spans import SCHEMA_VERSION, RawSpan, SpanEvent, SpanLink, SpanSource
+from tracejudge.schema._spans import (
+    SCHEMA_VERSION,
+    SESSION_KEYS,
+    RawSpan,
+    SpanEvent,
+    SpanLink,
+    SpanSource,
+    span_session_id,
+)
 from tracejudge.schema._task import (
     Candidate,
     ContextAssembly,
@@ -127,6 +135,7 @@ __all__ = [
     "LEGACY_CHECK_DEFAULTS",
     "SAMPLE_KINDS",
     "SCHEMA_VERSION",
+    "SESSION_KEYS",
     "Agreement",
     "AnonymizeReport",
     "AnonymizedCheck",
@@ -236,4 +245,5 @@ __all__ = [
     "Verdict",
     "Violation",
     "check_spec",
+    "span_session_id",
 ]

@@ -76,3 +76,18 @@ class RawSpan(_Frozen):
     """Instrumentation scope version."""
     source: SpanSource = "otlp"
     """Which collector brought the span in."""
+
+
+SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")
+"""Span attributes naming the conversation a trace is one turn of (OpenInference and Langfuse's
+``session.id``, OTel GenAI's ``gen_ai.conversation.id``, Langfuse's own OTel attribute), in the
+order they are read."""
+
+
+def span_session_id(span: RawSpan) -> str | None:
+    """The session (conversation) a span says its trace belongs to, or None."""
+    for key in SESSION_KEYS:
+        value = span.attributes.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+            return str(value).strip()
+    return None

@@ -20,7 +20,7 @@ from typing import Any
 from tracejudge._errors import MissingDependencyError, StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store._protocol import LogEvent
-from tracejudge.store._sql import SqlStore, span_payload
+from tracejudge.store._sql import INSERT_SESSION, SqlStore, session_pairs, span_payload
 
 # Serializes only the schema set-up (CREATE TABLE IF NOT EXISTS races on PostgreSQL's catalog).
 _SETUP_LOCK = 0x7472_6A64  # "trjd"
@@ -166,6 +166,8 @@ class PostgresStore(SqlStore):
             inserted = [batch[(str(r[0]), str(r[1]))] for r in cur.fetchall()]
             if inserted:
                 cur.execute(_UPSERT_TRACES, (now, *_trace_columns(inserted)))
+                if pairs := session_pairs(inserted):
+                    cur.executemany(INSERT_SESSION.replace("?", "%s"), pairs)
             return len(inserted)
 
         new = int(self._write(work))

@@ -135,6 +135,14 @@ class Store(Protocol):
         """Every trace id, oldest first, streamed."""
         ...
 
+    def session_traces(self, session_id: str) -> list[TraceSummary]:
+        """The stored traces (turns) of one session, oldest first."""
+        ...
+
+    def trace_session(self, trace_id: str) -> str | None:
+        """The session a stored trace belongs to, or None."""
+        ...
+
     def get_meta(self, key: str) -> str | None:
         """A small piece of state (watermarks, cursors)."""
         ...

@@ -24,6 +24,7 @@ from tracejudge.schema import (
     SpanLink,
     StoredReport,
     TuningMark,
+    span_session_id,
 )
 from tracejudge.store._protocol import LogEvent, TraceSummary, TriageEntry
 
@@ -55,6 +56,13 @@ _DDL = (
     "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns)",
     # MAX(seq) runs once per new trace; without this index it scans the table (quadratic intake).
     "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
+    # Turns of one conversation: filled from the spans' session attributes as they are stored.
+    """CREATE TABLE IF NOT EXISTS trace_sessions (
+        session_id TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        PRIMARY KEY (session_id, trace_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS trace_sessions_trace ON trace_sessions (trace_id)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS schema_info (version BIGINT NOT NULL)",
     # Scoring runs: one row per run, never rewritten by another run; items keyed by run.
@@ -127,6 +135,14 @@ _DDL = (
     "CREATE INDEX IF NOT EXISTS log_events_seq ON log_events (seq)",
 )
 _SCHEMA_VERSION = 1
+_SESSIONS_INDEXED = "index:sessions"
+
+INSERT_SESSION = "INSERT INTO trace_sessions (session_id, trace_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
+def session_pairs(spans: Iterable[RawSpan]) -> list[tuple[str, str]]:
+    """(session, trace) for each trace the spans name a session of, sorted (stable lock order)."""
+    return sorted({(sid, s.trace_id) for s in spans if (sid := span_session_id(s)) is not None})
 
 
 def _chunks(items: Sequence[str], n: int) -> Iterator[Sequence[str]]:
@@ -193,6 +209,7 @@ class SqlStore:
         self._conn = conn
         self.label = label
         self._lock = threading.Lock()
+        self._sessions_indexed = False
 
     def _sql(self, sql: str) -> str:
         return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
@@ -253,6 +270,11 @@ class SqlStore:
             row = cur.fetchone()
             if row is None:
                 cur.execute(self._sql("INSERT INTO schema_info (version) VALUES (?)"), (_SCHEMA_VERSION,))
+                # A new store indexes sessions from its first span: nothing older to backfill.
+                cur.execute(
+                    self._sql("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING"),
+                    (_SESSIONS_INDEXED,),
+                )
             elif int(row[0]) > _SCHEMA_VERSION:
                 raise StoreError(
                     f"the store {self.label} has schema version {row[0]}, newer than this tracejudge knows",
@@ -321,6 +343,8 @@ class SqlStore:
                     ],
                 )
                 self._update_traces(cur, fresh, old_traces, now)
+                if pairs := session_pairs(fresh):
+                    cur.executemany(self._sql(INSERT_SESSION), pairs)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -473,6 +497,56 @@ class SqlStore:
             "SELECT trace_id FROM traces WHERE trace_id > ? ORDER BY trace_id LIMIT 500", ()
         ):
             yield str(trace_id)
+
+    def session_traces(self, session_id: str) -> list[TraceSummary]:
+        self._index_sessions()
+        with self._lock:
+            rows = self._execute(
+                "SELECT t.trace_id, t.name, t.span_count, t.start_ns, t.end_ns, t.sources"
+                " FROM trace_sessions s JOIN traces t ON t.trace_id = s.trace_id"
+                " WHERE s.session_id = ? ORDER BY t.start_ns, t.seq",
+                (session_id,),
+            ).fetchall()
+        return [
+            TraceSummary(
+                trace_id=r[0],
+                name=r[1],
+                span_count=int(r[2]),
+                start_time=_ns_to_dt(r[3]),
+                end_time=_ns_to_dt(r[4]),
+                sources=tuple(filter(None, str(r[5]).split(","))),
+            )
+            for r in rows
+        ]
+
+    def trace_session(self, trace_id: str) -> str | None:
+        self._index_sessions()
+        with self._lock:
+            row = self._execute(
+                "SELECT session_id FROM trace_sessions WHERE trace_id = ? ORDER BY session_id LIMIT 1",
+                (trace_id,),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _index_sessions(self) -> None:
+        """Index the sessions of spans stored before this store kept the index (once per store)."""
+        if self._sessions_indexed or self.get_meta(_SESSIONS_INDEXED) is not None:
+            self._sessions_indexed = True
+            return
+        for trace_id in list(self.iter_trace_ids()):
+            pairs = session_pairs(self.get_spans(trace_id))
+            if pairs:
+                with self._lock:
+                    cur = self._conn.cursor()
+                    cur.execute(self._begin)
+                    try:
+                        cur.executemany(self._sql(INSERT_SESSION), pairs)
+                        cur.execute("COMMIT")
+                    except BaseException:
+                        cur.execute("ROLLBACK")
+                        raise
+        self.set_meta(_SESSIONS_INDEXED, "1")
+        self._sessions_indexed = True
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:
