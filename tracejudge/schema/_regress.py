@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from tracejudge.schema._score import CheckResult, CheckSpec, Criterion, CriterionResult, ScoreVerdict
-from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
-from tracejudge.schema._triage import Material, Verdict, _id_text
+from tracejudge.schema._spans import SCHEMA_VERSION, IdText, MaybeIdText, _Frozen
+from tracejudge.schema._triage import Material, Verdict
 
 SampleKind = Literal["failure", "success", "reasonable_rejection", "boundary"]
 SampleSplit = Literal["debug", "acceptance"]
@@ -29,11 +29,11 @@ SAMPLE_KINDS: tuple[SampleKind, ...] = ("failure", "success", "reasonable_reject
 class SampleSource(_Frozen):
     """Where a sample came from, and who verified it."""
 
-    trace_id: str
+    trace_id: IdText
     """The trace the verified feedback is about."""
     observation_id: str | None = None
     """The observation (span) the feedback is about, if any."""
-    ticket: str | None = None
+    ticket: MaybeIdText = None
     """Ticket id (or Langfuse score id for feedback from scores)."""
     feedback: str = ""
     """The verified report's text."""
@@ -43,11 +43,6 @@ class SampleSource(_Frozen):
     """When it was verified."""
     also: tuple[str, ...] = ()
     """Other tickets/traces that posed the very same problem (merged duplicates)."""
-
-    @field_validator("ticket", "trace_id", mode="before")
-    @classmethod
-    def _scalar_to_str(cls, value: Any) -> Any:
-        return _id_text(value)
 
 
 class SampleMessage(_Frozen):
@@ -80,9 +75,9 @@ class SampleBasis(_Frozen):
 class SampleMaterial(_Frozen):
     """One material version in the sample's environment."""
 
-    doc_id: str
+    doc_id: IdText
     """Document identity."""
-    version: str | None = None
+    version: MaybeIdText = None
     """Version."""
     content: str
     """The text."""
@@ -97,26 +92,16 @@ class SampleMaterial(_Frozen):
     searchable: bool = True
     """Whether the index held it at the task time (what retrieval can find)."""
 
-    @field_validator("doc_id", "version", mode="before")
-    @classmethod
-    def _scalar_to_str(cls, value: Any) -> Any:
-        return _id_text(value)
-
 
 class FixedDocument(_Frozen):
     """A document the fixed retrieval returns (its text is the environment material's)."""
 
-    doc_id: str
+    doc_id: IdText
     """Document identity."""
-    version: str | None = None
+    version: MaybeIdText = None
     """Version."""
     score: float | None = None
     """Score as recorded."""
-
-    @field_validator("doc_id", "version", mode="before")
-    @classmethod
-    def _scalar_to_str(cls, value: Any) -> Any:
-        return _id_text(value)
 
 
 class FixedRetrieval(_Frozen):

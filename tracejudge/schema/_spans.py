@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
@@ -13,6 +13,19 @@ SpanSource = Literal["otlp", "file", "langfuse", "phoenix"]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _id_text(value: Any) -> Any:
+    # YAML reads `version: 2` or `ticket: 311` as a number; an id is still the text the user wrote.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+IdText = Annotated[str, BeforeValidator(_id_text)]
+"""An id or version as text: a number (``version: 2`` in YAML) becomes ``"2"``."""
+MaybeIdText = Annotated[str | None, BeforeValidator(_id_text)]
+"""An optional :data:`IdText`."""
 
 
 class SpanEvent(_Frozen):

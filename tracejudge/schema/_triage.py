@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
+from tracejudge.schema._spans import SCHEMA_VERSION, IdText, MaybeIdText, _Frozen, _id_text
 
 Verdict = Literal[
     "not_indexed",
@@ -24,29 +24,17 @@ StageStatus = Literal["pass", "fail", "unconfirmed", "skipped"]
 Cause = Literal["filter", "permission", "rank"]
 
 
-def _id_text(value: Any) -> Any:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
 class Material(_Frozen):
     """A piece of applicable (or superseded) material named by a ticket."""
 
-    doc_id: str
+    doc_id: IdText
     """Document identity."""
-    version: str | None = None
+    version: MaybeIdText = None
     """Version; None matches any version."""
     clause: str | None = None
     """Text that must reach the model."""
     facts: dict[str, Any] = Field(default_factory=dict)
     """Values the answer must agree with (required) or would show the stale material was used (superseded)."""
-
-    @field_validator("doc_id", "version", mode="before")
-    @classmethod
-    def _scalar_to_str(cls, value: Any) -> Any:
-        # YAML reads `version: 2` as an int; an id is still the text the user wrote.
-        return _id_text(value)
 
     @field_validator("clause", mode="before")
     @classmethod
@@ -63,9 +51,9 @@ class Ticket(_Frozen):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    ticket: str | None = None
+    ticket: MaybeIdText = None
     """Ticket id."""
-    trace_id: str | None = None
+    trace_id: MaybeIdText = None
     """The trace the ticket is about (may be given on the command line instead)."""
     task_time: datetime | None = None
     """When the task ran; default: the trace's start."""
@@ -78,20 +66,15 @@ class Ticket(_Frozen):
     superseded: tuple[Material, ...] = ()
     """Stale material the agent may have used."""
 
-    @field_validator("ticket", "trace_id", mode="before")
-    @classmethod
-    def _scalar_to_str(cls, value: Any) -> Any:
-        return _id_text(value)
-
 
 class ManifestEntry(_Frozen):
     """One document version in the index manifest."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    doc_id: str
+    doc_id: IdText
     """Document identity."""
-    version: str | None = None
+    version: MaybeIdText = None
     """Version."""
     effective_from: datetime | None = None
     """When the material took effect."""
@@ -107,11 +90,6 @@ class ManifestEntry(_Frozen):
     """Principals allowed to retrieve it (None: unrestricted)."""
     content: str | None = None
     """The document text, when the manifest carries it."""
-
-    @field_validator("doc_id", "version", mode="before")
-    @classmethod
-    def _scalar_to_str(cls, value: Any) -> Any:
-        return _id_text(value)
 
 
 class Evidence(_Frozen):
