@@ -365,44 +365,79 @@ def new_calibration_id() -> str:
     return f"cal-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
-async def calibrate_async(
-    rubric: Rubric,
-    labels: LabelSet,
-    store: Store,
-    *,
-    options: CalibrateOptions | None = None,
-    client_for: ClientFactory | None = None,
-) -> CalibrationReport:
-    """Run the judge on labelled items and measure it against the labels; store the report and
-    mark which items were used for tuning."""
-    opts = options or CalibrateOptions()
-    make: ClientFactory = client_for or (lambda cfg: OpenAIJudgeClient(cfg, concurrency=opts.concurrency))
-    ids, groups, raters = group_by_id(labels.items)
-    primary = opts.rater or raters[0]
-    chosen = [next((it for it in groups[i] if (it.rater or "rater") == primary), groups[i][0]) for i in ids]
-    label_of = [it.label for it in chosen]
+@dataclass(frozen=True)
+class _Chosen:
+    """The labelled items, one per id: the label of the rater the judge is measured against."""
 
-    marks = store.tuning_marks(rubric.name)
+    ids: list[str]
+    """Item ids in file order."""
+    groups: dict[str, list[LabelItem]]
+    """Every rater's label item per id."""
+    raters: list[str]
+    """Raters in file order."""
+    primary: str
+    """The rater measured against (``--rater``, else the first)."""
+    items: list[LabelItem]
+    """Per id, the primary rater's item (or the id's first one)."""
+
+    @property
+    def labels(self) -> list[str]:
+        """The primary labels, by item."""
+        return [it.label for it in self.items]
+
+
+def _choose(labels: LabelSet, rater: str | None) -> _Chosen:
+    ids, groups, raters = group_by_id(labels.items)
+    primary = rater or raters[0]
+    items = [next((it for it in groups[i] if (it.rater or "rater") == primary), groups[i][0]) for i in ids]
+    return _Chosen(ids=ids, groups=groups, raters=raters, primary=primary, items=items)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Which items are held out and which were (or may have been) used for tuning."""
+
+    keys: list[str]
+    """Each item's key (id, input and output hashed) for the tuning marks."""
+    holdout: list[int]
+    """Items in the holdout bucket never used for tuning."""
+    tuning: list[int]
+    """Every other item, the contaminated ones included."""
+    contaminated: list[str]
+    """Ids in the holdout bucket already used for tuning (so counted as tuning)."""
+    seen_by: list[str]
+    """Other rubric versions this holdout was already evaluated against."""
+
+
+def _split(
+    rubric: Rubric, items: Sequence[LabelItem], marks: Sequence[TuningMark], holdout: float | None
+) -> _Split:
     used = {m.item_key for m in marks if m.kind == "tuning"}
-    keys = [item_key(it) for it in chosen]
-    holdout: list[int] = []
+    keys = [item_key(it) for it in items]
+    held: list[int] = []
     tuning: list[int] = []
     contaminated: list[str] = []
-    for i, it in enumerate(chosen):
-        if opts.holdout and in_holdout(it.id, opts.holdout):
+    for i, it in enumerate(items):
+        if holdout and in_holdout(it.id, holdout):
             if keys[i] in used:
                 contaminated.append(it.id)
                 tuning.append(i)
             else:
-                holdout.append(i)
+                held.append(i)
         else:
             tuning.append(i)
-    holdout_keys = {keys[i] for i in holdout}
+    held_keys = {keys[i] for i in held}
     seen_by = sorted(
-        {m.rubric_version for m in marks if m.kind == "holdout_seen" and m.item_key in holdout_keys}
+        {m.rubric_version for m in marks if m.kind == "holdout_seen" and m.item_key in held_keys}
         - {str(rubric.version)}
     )
+    return _Split(keys=keys, holdout=held, tuning=tuning, contaminated=contaminated, seen_by=seen_by)
 
+
+async def _judge_all(
+    rubric: Rubric, items: Sequence[LabelItem], store: Store, opts: CalibrateOptions, make: ClientFactory
+) -> tuple[list[_Judged], list[_Judged] | None]:
+    """The rubric's judge on every item, and the ``--compare-model`` judge when asked for."""
     load = store_loader(store)
 
     async def run(r: Rubric) -> list[_Judged]:
@@ -410,7 +445,7 @@ async def calibrate_async(
         try:
             results = await judge_labelled(
                 r,
-                chosen,
+                items,
                 client,
                 store=store if opts.use_cache else None,
                 concurrency=opts.concurrency,
@@ -423,95 +458,75 @@ async def calibrate_async(
         return [_read(x, r) for x in results]
 
     judged = await run(rubric)
-    other: list[_Judged] | None = None
-    if opts.compare_model and rubric.judge is not None:
-        alt = rubric.model_copy(
-            update={"judge": rubric.judge.model_copy(update={"model": opts.compare_model})}
-        )
-        other = await run(alt)
+    if not (opts.compare_model and rubric.judge is not None):
+        return judged, None
+    alt = rubric.model_copy(update={"judge": rubric.judge.model_copy(update={"model": opts.compare_model})})
+    return judged, await run(alt)
 
-    evaluated = holdout if holdout else list(range(len(chosen)))
-    headline = _subset(judged, label_of, evaluated, opts.band, opts.resamples)
+
+def _flags(headline: Agreement, opts: CalibrateOptions, split: _Split) -> tuple[str, ...]:
     flags = list(headline.flags)
-    if opts.holdout and not holdout:
+    if opts.holdout and not split.holdout:
         flags.append("no_holdout_items: every item in the holdout bucket was already used for tuning")
-    if seen_by:
+    if split.seen_by:
         flags.append(
             "holdout_seen: this holdout was already evaluated against rubric version(s) "
-            + ", ".join(seen_by)
+            + ", ".join(split.seen_by)
             + "; if the rubric was changed after reading those results, it is no longer held out"
         )
-    rater_info = None
-    if len(raters) > 1:
-        by_rater = {
-            r: [next((it.label for it in groups[i] if (it.rater or "rater") == r), "") for i in ids]
+    return tuple(flags)
+
+
+def _rater_agreement(
+    chosen: _Chosen, judged: Sequence[_Judged], evaluated: Sequence[int]
+) -> RaterAgreement | None:
+    """How the first two raters agree (the ceiling a judge can reach) and the judge against each."""
+    raters = chosen.raters
+    if len(raters) < 2:
+        return None
+    by_rater = {
+        r: [next((it.label for it in chosen.groups[i] if (it.rater or "rater") == r), "") for i in chosen.ids]
+        for r in raters
+    }
+    k, acc, n = _binary_kappa(by_rater[raters[0]], by_rater[raters[1]])
+    return RaterAgreement(
+        raters=tuple(raters),
+        primary=chosen.primary,
+        ceiling_kappa=k,
+        ceiling_accuracy=acc,
+        ceiling_n=n,
+        judge_kappa={
+            r: _binary_kappa([judged[i].verdict for i in evaluated], [by_rater[r][i] for i in evaluated])[0]
             for r in raters
-        }
-        k, acc, n = _binary_kappa(by_rater[raters[0]], by_rater[raters[1]])
-        rater_info = RaterAgreement(
-            raters=tuple(raters),
-            primary=primary,
-            ceiling_kappa=k,
-            ceiling_accuracy=acc,
-            ceiling_n=n,
-            judge_kappa={
-                r: _binary_kappa([judged[i].verdict for i in evaluated], [by_rater[r][i] for i in evaluated])[
-                    0
-                ]
-                for r in raters
-            },
-        )
-    cal_id = new_calibration_id()
-    items = tuple(
+        },
+    )
+
+
+def _items(
+    chosen: _Chosen, split: _Split, judged: Sequence[_Judged], other: Sequence[_Judged] | None
+) -> tuple[CalibrationItem, ...]:
+    held = set(split.holdout)
+    return tuple(
         CalibrationItem(
             id=it.id,
-            split="holdout" if i in set(holdout) else "tuning",
+            split="holdout" if i in held else "tuning",
             label=it.label,
             judge=judged[i].verdict,
             reason=judged[i].reason,
             scores=judged[i].scores,
             reasoning=judged[i].reasoning,
-            labels={(g.rater or "rater"): g.label for g in groups[it.id]},
+            labels={(g.rater or "rater"): g.label for g in chosen.groups[it.id]},
             other_judge=other[i].verdict if other is not None else None,
         )
-        for i, it in enumerate(chosen)
+        for i, it in enumerate(chosen.items)
     )
-    prompts = opts.agent_prompts or tuple(sorted({it.prompt for it in labels.items if it.prompt}))
-    report = CalibrationReport(
-        **{**headline.model_dump(), "flags": tuple(flags)},
-        calibration_id=cal_id,
-        created_at=datetime.now(UTC),
-        rubric_name=rubric.name,
-        rubric_version=str(rubric.version),
-        rubric_hash=rubric_hash(rubric),
-        prompt_hash=prompt_template_hash(rubric),
-        judge_model=rubric.judge.model if rubric.judge else None,
-        agent_prompts=prompts,
-        labels_source=labels.source,
-        labels_sha256=labels.sha256,
-        definition=labels.definition,
-        evaluated_on="holdout" if holdout else "all",
-        holdout_fraction=opts.holdout,
-        tuning=_subset(judged, label_of, tuning, opts.band, opts.resamples) if holdout else None,
-        holdout=headline if holdout else None,
-        contaminated=tuple(contaminated),
-        holdout_seen_by=tuple(seen_by),
-        raters=rater_info,
-        criteria=criteria_beside_definition(rubric, labels.definition),
-        sweep=_sweep(rubric, judged, label_of, holdout, tuning),
-        comparison=(
-            _compare(
-                opts.compare_model or "", judged, other, label_of, ids, evaluated, opts.band, opts.resamples
-            )
-            if other is not None
-            else None
-        ),
-        items=items,
-    )
-    now = datetime.now(UTC)
+
+
+def _keep(store: Store, rubric: Rubric, report: CalibrationReport, split: _Split) -> None:
+    """Store the report, and mark each item as used for tuning or as a holdout seen by this version."""
     store.put_report(
         StoredReport(
-            report_id=cal_id,
+            report_id=report.calibration_id,
             kind="calibration",
             created_at=report.created_at,
             rubric_name=rubric.name,
@@ -520,19 +535,81 @@ async def calibrate_async(
             payload=report.model_dump(mode="json"),
         )
     )
+    now = datetime.now(UTC)
+    held = set(split.holdout)
     store.put_tuning_marks(
         [
             TuningMark(
                 rubric_name=rubric.name,
-                item_key=keys[i],
-                kind="holdout_seen" if i in set(holdout) else "tuning",
+                item_key=key,
+                kind="holdout_seen" if i in held else "tuning",
                 rubric_version=str(rubric.version),
-                calibration_id=cal_id,
+                calibration_id=report.calibration_id,
                 marked_at=now,
             )
-            for i in range(len(chosen))
+            for i, key in enumerate(split.keys)
         ]
     )
+
+
+async def calibrate_async(
+    rubric: Rubric,
+    labels: LabelSet,
+    store: Store,
+    *,
+    options: CalibrateOptions | None = None,
+    client_for: ClientFactory | None = None,
+) -> CalibrationReport:
+    """Run the judge on labelled items and measure it against the labels; store the report and
+    mark which items were used for tuning."""
+    opts = options or CalibrateOptions()
+    make: ClientFactory = client_for or (lambda cfg: OpenAIJudgeClient(cfg, concurrency=opts.concurrency))
+    chosen = _choose(labels, opts.rater)
+    split = _split(rubric, chosen.items, store.tuning_marks(rubric.name), opts.holdout)
+    judged, other = await _judge_all(rubric, chosen.items, store, opts, make)
+    label_of = chosen.labels
+    held = bool(split.holdout)
+    evaluated = split.holdout if held else list(range(len(chosen.items)))
+    headline = _subset(judged, label_of, evaluated, opts.band, opts.resamples)
+    report = CalibrationReport(
+        **{**headline.model_dump(), "flags": _flags(headline, opts, split)},
+        calibration_id=new_calibration_id(),
+        created_at=datetime.now(UTC),
+        rubric_name=rubric.name,
+        rubric_version=str(rubric.version),
+        rubric_hash=rubric_hash(rubric),
+        prompt_hash=prompt_template_hash(rubric),
+        judge_model=rubric.judge.model if rubric.judge else None,
+        agent_prompts=opts.agent_prompts or tuple(sorted({it.prompt for it in labels.items if it.prompt})),
+        labels_source=labels.source,
+        labels_sha256=labels.sha256,
+        definition=labels.definition,
+        evaluated_on="holdout" if held else "all",
+        holdout_fraction=opts.holdout,
+        tuning=_subset(judged, label_of, split.tuning, opts.band, opts.resamples) if held else None,
+        holdout=headline if held else None,
+        contaminated=tuple(split.contaminated),
+        holdout_seen_by=tuple(split.seen_by),
+        raters=_rater_agreement(chosen, judged, evaluated),
+        criteria=criteria_beside_definition(rubric, labels.definition),
+        sweep=_sweep(rubric, judged, label_of, split.holdout, split.tuning),
+        comparison=(
+            _compare(
+                opts.compare_model or "",
+                judged,
+                other,
+                label_of,
+                chosen.ids,
+                evaluated,
+                opts.band,
+                opts.resamples,
+            )
+            if other is not None
+            else None
+        ),
+        items=_items(chosen, split, judged, other),
+    )
+    _keep(store, rubric, report, split)
     return report
 
 
