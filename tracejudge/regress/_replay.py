@@ -423,6 +423,102 @@ def _rubric(suite: str, sample: Sample, judge: JudgeConfig | None) -> Rubric:
     )
 
 
+@dataclass
+class _Transcript:
+    """What the agent did over one replay of a sample's conversation."""
+
+    conversation_id: str
+    """The replay's own conversation id (the agent's state is keyed by it)."""
+    tools: ToolBox
+    """The sample's tools, recording every call."""
+    replies: list[str] = field(default_factory=list)
+    """The agent's answer to each user turn."""
+    retrieved: list[dict[str, Any]] = field(default_factory=list)
+    """Documents the agent retrieved (reported by the context or its reply)."""
+    model_input: list[str] = field(default_factory=list)
+    """What the agent reported sending its model."""
+    usage: dict[str, float] = field(default_factory=dict)
+    """Summed token counts and cost the agent reported."""
+    error: str | None = None
+    """Why the replay stopped, when the agent (or the sample) failed."""
+
+    def add_turn(self, ctx: ReplayContext, answer: str, extra: Mapping[str, Any]) -> None:
+        """Record one turn's answer, retrievals, model input and usage."""
+        self.replies.append(answer)
+        self.retrieved += ctx.retrieved or list(extra.get("retrieved") or [])
+        self.model_input += ctx.model_input
+        for k, v in {**ctx.usage, **(extra.get("usage") or {})}.items():
+            if isinstance(v, int | float):
+                self.usage[k] = self.usage.get(k, 0) + v
+        if isinstance(extra.get("cost_usd"), int | float):
+            self.usage["cost_usd"] = self.usage.get("cost_usd", 0.0) + float(extra["cost_usd"])
+
+
+def _converse(
+    sample: Sample, target: Target, opts: ReplayOptions, fixed: list[dict[str, Any]] | None
+) -> _Transcript:
+    """Reset the agent, then send it the sample's messages, one user turn at a time."""
+    t = _Transcript(conversation_id=f"regress-{uuid.uuid4().hex}", tools=ToolBox(sample.environment.tools))
+    if opts.retrieval == "fixed" and fixed is None:
+        t.error = "the sample has no fixed retrieval (environment.retrieval)"
+        return t
+    reset = getattr(target, "reset", None)
+    history: list[dict[str, str]] = []
+    try:
+        if callable(reset):
+            reset()
+        turn = 0
+        for msg in sample.input.messages:
+            history.append({"role": msg.role, "content": msg.content})
+            if msg.role != "user":
+                continue
+            t.tools.turn = turn
+            ctx = ReplayContext(
+                sample_id=sample.id,
+                conversation_id=t.conversation_id,
+                turn=turn,
+                messages=[dict(m) for m in history],
+                principal=sample.input.principal,
+                task_time=sample.environment.task_time,
+                retrieval_mode=opts.retrieval,
+                materials=_materials(sample),
+                fixed_documents=[dict(d) for d in fixed] if fixed is not None else None,
+                tools=t.tools,
+            )
+            answer, extra = _reply(target(ctx))
+            t.add_turn(ctx, answer, extra)
+            history.append({"role": "assistant", "content": answer})
+            turn += 1
+    except Exception as exc:  # the agent under test may fail in any way; that is a result, not a crash
+        t.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if opts.retrieval == "fixed" and not t.retrieved and fixed:
+        t.retrieved = fixed
+    return t
+
+
+def _attempt_fields(t: _Transcript, opts: ReplayOptions, repeat: int) -> dict[str, Any]:
+    """What every attempt records, scored or not: answers, tool calls, retrievals, the agent's cost."""
+    tin, tout = int(t.usage.get("input_tokens", 0)), int(t.usage.get("output_tokens", 0))
+    agent_cost = (
+        float(t.usage.get("cost_usd", 0.0))
+        or (tin * opts.agent_input_cost_per_mtok + tout * opts.agent_output_cost_per_mtok) / 1e6
+    )
+    calls = list(t.tools.calls)
+    return {
+        "repeat": repeat,
+        "conversation_id": t.conversation_id,
+        "answer": t.replies[-1] if t.replies else None,
+        "turns": tuple(t.replies),
+        "tool_calls": tuple(calls),
+        "blocked_calls": tuple(dict.fromkeys(c.name for c in calls if c.blocked)),
+        "never_called": tuple(n for n in t.tools.names if all(c.name != n for c in calls)),
+        "retrieved": tuple(dict.fromkeys(f"{d.get('doc_id')}@{d.get('version')}" for d in t.retrieved)),
+        "agent_input_tokens": tin,
+        "agent_output_tokens": tout,
+        "agent_cost_usd": agent_cost,
+    }
+
+
 async def _attempt(
     loaded: LoadedSample,
     target: Target,
@@ -431,87 +527,24 @@ async def _attempt(
     suite: str,
     client: JudgeClient | None,
 ) -> Attempt:
+    """One replay of a sample: converse, then score the conversation with the sample's rubric."""
     from tracejudge.runs import score_task
 
     sample = loaded.sample
-    conv = f"regress-{uuid.uuid4().hex}"
-    reset = getattr(target, "reset", None)
-    tools = ToolBox(sample.environment.tools)
-    history: list[dict[str, str]] = []
-    replies: list[str] = []
-    retrieved: list[dict[str, Any]] = []
-    model_input: list[str] = []
-    usage: dict[str, float] = {}
-    fixed = _fixed_docs(sample) if opts.retrieval == "fixed" else None
-    error: str | None = None
-    if opts.retrieval == "fixed" and fixed is None:
-        error = "the sample has no fixed retrieval (environment.retrieval)"
-    try:
-        if error is None and callable(reset):
-            reset()
-        turn = 0
-        for msg in sample.input.messages if error is None else ():
-            history.append({"role": msg.role, "content": msg.content})
-            if msg.role != "user":
-                continue
-            tools.turn = turn
-            ctx = ReplayContext(
-                sample_id=sample.id,
-                conversation_id=conv,
-                turn=turn,
-                messages=[dict(m) for m in history],
-                principal=sample.input.principal,
-                task_time=sample.environment.task_time,
-                retrieval_mode=opts.retrieval,
-                materials=_materials(sample),
-                fixed_documents=[dict(d) for d in fixed] if fixed is not None else None,
-                tools=tools,
-            )
-            answer, extra = _reply(target(ctx))
-            replies.append(answer)
-            history.append({"role": "assistant", "content": answer})
-            retrieved += ctx.retrieved or list(extra.get("retrieved") or [])
-            model_input += ctx.model_input
-            for k, v in {**ctx.usage, **(extra.get("usage") or {})}.items():
-                if isinstance(v, int | float):
-                    usage[k] = usage.get(k, 0) + v
-            if isinstance(extra.get("cost_usd"), int | float):
-                usage["cost_usd"] = usage.get("cost_usd", 0.0) + float(extra["cost_usd"])
-            turn += 1
-    except Exception as exc:  # the agent under test may fail in any way; that is a result, not a crash
-        error = f"{type(exc).__name__}: {str(exc)[:300]}"
-    if opts.retrieval == "fixed" and not retrieved and fixed:
-        retrieved = fixed
-    tin, tout = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-    agent_cost = (
-        float(usage.get("cost_usd", 0.0))
-        or (tin * opts.agent_input_cost_per_mtok + tout * opts.agent_output_cost_per_mtok) / 1e6
-    )
-    calls = list(tools.calls)
-    common = {
-        "repeat": repeat,
-        "conversation_id": conv,
-        "answer": replies[-1] if replies else None,
-        "turns": tuple(replies),
-        "tool_calls": tuple(calls),
-        "blocked_calls": tuple(dict.fromkeys(c.name for c in calls if c.blocked)),
-        "never_called": tuple(n for n in tools.names if all(c.name != n for c in calls)),
-        "retrieved": tuple(dict.fromkeys(f"{d.get('doc_id')}@{d.get('version')}" for d in retrieved)),
-        "agent_input_tokens": tin,
-        "agent_output_tokens": tout,
-        "agent_cost_usd": agent_cost,
-    }
-    if error is not None:
-        return Attempt(**common, verdict="indeterminate", reason=f"agent_error: {error}", error=error)
-    task = _task(sample, conv, replies, retrieved, model_input, calls)
+    t = _converse(sample, target, opts, _fixed_docs(sample) if opts.retrieval == "fixed" else None)
+    common = _attempt_fields(t, opts, repeat)
+    if t.error is not None:
+        return Attempt(**common, verdict="indeterminate", reason=f"agent_error: {t.error}", error=t.error)
+    calls = list(t.tools.calls)
+    task = _task(sample, t.conversation_id, t.replies, t.retrieved, t.model_input, calls)
     try:
         rubric = _rubric(suite, sample, opts.judge)
     except ValueError as exc:
         return Attempt(**common, verdict="indeterminate", reason=f"sample not scorable: {exc}")
     judge = Judge(rubric, client) if client is not None and opts.judge is not None else None
-    item = await score_task(task, rubric, run_id=conv, judge=judge, repeat=1)
+    item = await score_task(task, rubric, run_id=t.conversation_id, judge=judge, repeat=1)
     reason = item.reason
-    blocked = tuple(dict.fromkeys(c.name for c in calls if c.blocked))
+    blocked = common["blocked_calls"]
     if blocked:
         reason = (reason + " | " if reason else "") + f"blocked calls: {', '.join(blocked)}"
     return Attempt(
