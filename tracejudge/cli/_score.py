@@ -159,6 +159,23 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
     type=click.Choice(target_names("scores", "events")),
     help=f"Attach the scores to the traces ({targets_help('scores', 'events')}; repeatable).",
 )
+@click.option(
+    "--run",
+    "run_name",
+    default=None,
+    metavar="NAME",
+    help="Share the run NAME with every worker started with it (PostgreSQL store): each item is scored"
+    " once, a dead worker's items go to the others; the first worker's selection is the run's.",
+)
+@click.option(
+    "--lease",
+    "lease_s",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --run: how soon the items of a worker that stopped renewing (it died) go to the others.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
@@ -182,6 +199,8 @@ def score(
     rerun_of: str | None,
     gate: float | None,
     targets: tuple[str, ...],
+    run_name: str | None,
+    lease_s: float,
     as_json: bool,
 ) -> None:
     """Score stored traces with a rubric: hard checks, then an LLM judge for the rest."""
@@ -194,6 +213,8 @@ def score(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         use_cache=not no_cache,
+        run_name=run_name,
+        lease_s=lease_s,
     )
     with Progress(
         TextColumn("scoring"),

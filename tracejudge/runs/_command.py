@@ -36,7 +36,7 @@ class ScoreOutcome:
     run: RunRecord
     """The recorded run with its summary and provenance."""
     items: tuple[ItemResult, ...]
-    """Every scored item, in the store's order."""
+    """Every scored item, in the store's order (a shared run: the items this worker scored)."""
     write_back: tuple[WriteReport, ...] = ()
     """One report per write-back target."""
     gate: RunGate | None = None
@@ -122,8 +122,16 @@ def score_traces(
         selection=selection,
         rerun_of=rerun_of,
     )
-    run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=on_item))
-    items = tuple(store.iter_score_items(run.run_id))
+    mine: list[ItemResult] = []
+
+    def seen(item: ItemResult) -> None:
+        mine.append(item)
+        if on_item is not None:
+            on_item(item)
+
+    run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=seen))
+    # A shared run's summary is the whole run's; its items (and write-back) are this worker's.
+    items = tuple(mine) if options.run_name is not None else tuple(store.iter_score_items(run.run_id))
     reports = tuple(write_back(t, run, items) for t in targets)
     verdict = None
     if gate is not None:

@@ -65,6 +65,10 @@ class ScoreOptions:
     """How the traces were chosen, recorded with the run."""
     rerun_of: str | None = None
     """The run whose selection this run repeats."""
+    run_name: str | None = None
+    """Share the run of this name with every worker started with it (``score --run NAME``)."""
+    lease_s: float = 30.0
+    """In a shared run, how long a worker that stops renewing (it died) keeps its claimed items."""
 
 
 def series_key(rubric: Rubric) -> str:
@@ -200,6 +204,54 @@ def store_loader(store: Store) -> Loader:
     return load
 
 
+async def score_source(
+    src: str | TaskRecord,
+    rubric: Rubric,
+    *,
+    run_id: str,
+    load: Loader,
+    judge: Judge | None,
+    repeat: int,
+    manifest: Sequence[ManifestEntry] | None,
+) -> ItemResult:
+    """Score one trace id (loaded through ``load``) or task record."""
+    if isinstance(src, TaskRecord):
+        return await score_task(src, rubric, run_id=run_id, judge=judge, repeat=repeat, manifest=manifest)
+    task = load(src)
+    if isinstance(task, str):
+        return _unloadable(run_id, src, task)
+    return await score_task(task, rubric, run_id=run_id, judge=judge, repeat=repeat, manifest=manifest)
+
+
+def new_run_record(
+    rubric: Rubric, store: Store, opts: ScoreOptions, *, run_id: str, repeat: int
+) -> RunRecord:
+    """The record of a run about to start, linked to the previous run of its series."""
+    series = series_key(rubric)
+    previous = store.list_runs(series=series, limit=1)
+    return RunRecord(
+        run_id=run_id,
+        series=series,
+        previous_run_id=previous[0].run_id if previous else None,
+        rerun_of=opts.rerun_of,
+        created_at=datetime.now(UTC),
+        provenance=provenance(rubric, repeat=repeat),
+        selection=dict(opts.selection),
+        budget={
+            k: float(v)
+            for k, v in (("usd", opts.budget_usd), ("tokens", opts.budget_tokens))
+            if v is not None
+        },
+    )
+
+
+def make_judge(rubric: Rubric, client: JudgeClient | None, store: Store, opts: ScoreOptions) -> Judge | None:
+    """The judge of a run: None when the rubric has no judge (checks only) or there is no client."""
+    if client is None or rubric.judge is None:
+        return None
+    return Judge(rubric, client, cache=store if opts.use_cache else None, concurrency=opts.concurrency)
+
+
 async def score_run_async(
     rubric: Rubric,
     store: Store,
@@ -218,39 +270,21 @@ async def score_run_async(
     flight finish, and the run ends ``stopped_budget``.
     """
     opts = options or ScoreOptions()
+    if opts.run_name is not None:
+        from tracejudge.runs._shared import score_shared_run_async
+
+        return await score_shared_run_async(
+            rubric, store, sources, client=client, options=opts, loader=loader, on_item=on_item
+        )
     repeat = opts.repeat or rubric.repeat
     load = loader or store_loader(store)
-    series = series_key(rubric)
-    previous = store.list_runs(series=series, limit=1)
-    run = RunRecord(
-        run_id=run_id or new_run_id(),
-        series=series,
-        previous_run_id=previous[0].run_id if previous else None,
-        rerun_of=opts.rerun_of,
-        created_at=datetime.now(UTC),
-        provenance=provenance(rubric, repeat=repeat),
-        selection=dict(opts.selection),
-        budget={
-            k: float(v)
-            for k, v in (("usd", opts.budget_usd), ("tokens", opts.budget_tokens))
-            if v is not None
-        },
-    )
+    run = new_run_record(rubric, store, opts, run_id=run_id or new_run_id(), repeat=repeat)
     own_client = client is None and rubric.judge is not None
     if own_client and rubric.judge is not None:
         # Before the run is recorded: a judge that cannot be reached at all is an input error, not a run.
         client = OpenAIJudgeClient(rubric.judge, concurrency=opts.concurrency)
     store.put_run(run)
-    judge = (
-        Judge(
-            rubric,
-            client,
-            cache=store if opts.use_cache else None,
-            concurrency=opts.concurrency,
-        )
-        if client is not None and rubric.judge is not None
-        else None
-    )
+    judge = make_judge(rubric, client, store, opts)
     summary = SummaryBuilder()
     source_iter: Iterator[str | TaskRecord] = iter(sources)
     state: dict[str, Any] = {"in_flight": 0, "done": 0, "usd": 0.0, "tokens": 0, "stopped": False}
@@ -276,18 +310,15 @@ async def score_run_async(
                 return
             state["in_flight"] += 1
             try:
-                if isinstance(src, TaskRecord):
-                    task: TaskRecord | str = src
-                    trace_id = src.trace_id
-                else:
-                    trace_id = src
-                    task = load(src)
-                if isinstance(task, str):
-                    item = _unloadable(run.run_id, trace_id, task)
-                else:
-                    item = await score_task(
-                        task, rubric, run_id=run.run_id, judge=judge, repeat=repeat, manifest=opts.manifest
-                    )
+                item = await score_source(
+                    src,
+                    rubric,
+                    run_id=run.run_id,
+                    load=load,
+                    judge=judge,
+                    repeat=repeat,
+                    manifest=opts.manifest,
+                )
             finally:
                 state["in_flight"] -= 1
             state["done"] += 1

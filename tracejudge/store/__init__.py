@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from tracejudge._errors import InputError
-from tracejudge.store._protocol import LogEvent, Store, TraceSummary, TriageEntry
+from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
 from tracejudge.store._sql import SqlStore
 from tracejudge.store._sqlite import SqliteStore
 
@@ -15,6 +15,7 @@ DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
 __all__ = [
     "DEFAULT_STORE",
     "LogEvent",
+    "RunProgress",
     "SqlStore",
     "SqliteStore",
     "Store",

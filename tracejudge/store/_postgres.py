@@ -75,6 +75,9 @@ class PostgresStore(SqlStore):
 
     _placeholder = "%s"
     _begin = "BEGIN"
+    _now_ms = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+    _skip_locked = " FOR UPDATE SKIP LOCKED"
+    shared_runs = True
 
     def __init__(self, url: str) -> None:
         try:

@@ -107,6 +107,25 @@ class LogEvent(BaseModel):
         return SpanEvent(name=self.name, time_unix_nano=self.time_unix_nano, attributes=attributes)
 
 
+class RunProgress(BaseModel):
+    """Where a shared scoring run stands, over all its workers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pending: int = 0
+    """Items no live worker holds: never claimed, or claimed by a worker whose lease ran out."""
+    claimed: int = 0
+    """Items a live worker holds (being scored, or claimed next)."""
+    done: int = 0
+    """Items whose result is stored."""
+    usd: float = 0.0
+    """Judge cost of the stored results."""
+    tokens: int = 0
+    """Judge tokens (prompt + completion) of the stored results."""
+    stopped: bool = False
+    """Whether the run's budget stopped it: no worker claims more."""
+
+
 class Store(Protocol):
     """Where raw spans and run state live."""
 
@@ -166,6 +185,43 @@ class Store(Protocol):
 
     def list_runs(self, *, series: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """Scoring runs, newest first, optionally of one series."""
+        ...
+
+    shared_runs: bool
+    """Whether several workers may share one scoring run at once (PostgreSQL; SQLite: one at a time)."""
+
+    def join_run(
+        self, run: RunRecord, trace_ids: Iterable[str] | None, *, worker: str, lease_s: float
+    ) -> RunRecord:
+        """Join the shared run ``run.run_id`` as ``worker``, creating it with ``run`` and its items
+        ``trace_ids`` (in order) if no worker has; the stored run (the first worker's). A store that
+        does not share runs refuses while another live worker is on the run."""
+        ...
+
+    def claim_run_items(self, run_id: str, *, worker: str, n: int, lease_s: float) -> list[str]:
+        """Claim up to ``n`` items no live worker holds, in order, for ``lease_s`` seconds; none
+        once the run is stopped."""
+        ...
+
+    def renew_run_lease(self, run_id: str, *, worker: str, lease_s: float) -> None:
+        """The worker is alive: extend its heartbeat and the leases of the items it holds."""
+        ...
+
+    def finish_run_item(self, item: ItemResult, *, worker: str) -> bool:
+        """Store a shared run's item result unless one is stored already (then False), and add it
+        to the run's totals."""
+        ...
+
+    def run_progress(self, run_id: str) -> RunProgress:
+        """Counts and totals of a shared run over all workers."""
+        ...
+
+    def stop_run(self, run_id: str) -> None:
+        """The run's budget is spent: no worker claims more items."""
+        ...
+
+    def leave_run(self, run_id: str, *, worker: str) -> None:
+        """The worker is done: items it claimed and did not start go back to the others."""
         ...
 
     def put_score_item(self, item: ItemResult) -> None:

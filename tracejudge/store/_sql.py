@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from tracejudge._errors import StoreError
+from tracejudge._errors import InputError, StoreError
 from tracejudge.schema import (
     ItemResult,
     Localization,
@@ -26,7 +26,7 @@ from tracejudge.schema import (
     TuningMark,
     span_session_id,
 )
-from tracejudge.store._protocol import LogEvent, TraceSummary, TriageEntry
+from tracejudge.store._protocol import LogEvent, RunProgress, TraceSummary, TriageEntry
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
 _DDL = (
@@ -133,6 +133,32 @@ _DDL = (
     )""",
     "CREATE INDEX IF NOT EXISTS log_events_trace ON log_events (trace_id, time_ns, seq)",
     "CREATE INDEX IF NOT EXISTS log_events_seq ON log_events (seq)",
+    # Shared scoring runs (score --run NAME): the run's items in selection order, each claimed by one
+    # worker at a time under a lease (milliseconds on the database's clock); the workers, each alive
+    # while it renews its heartbeat; and the run's totals, which its budget is checked against.
+    """CREATE TABLE IF NOT EXISTS run_queue (
+        run_id TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        state TEXT NOT NULL,
+        worker TEXT,
+        lease_until BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, trace_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS run_queue_claim ON run_queue (run_id, state, position)",
+    """CREATE TABLE IF NOT EXISTS run_workers (
+        run_id TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        alive_until BIGINT NOT NULL,
+        PRIMARY KEY (run_id, worker)
+    )""",
+    """CREATE TABLE IF NOT EXISTS run_totals (
+        run_id TEXT PRIMARY KEY,
+        done BIGINT NOT NULL DEFAULT 0,
+        usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+        tokens BIGINT NOT NULL DEFAULT 0,
+        stopped BIGINT NOT NULL DEFAULT 0
+    )""",
 )
 _SCHEMA_VERSION = 1
 _SESSIONS_INDEXED = "index:sessions"
@@ -204,6 +230,12 @@ class SqlStore:
 
     _placeholder = "?"
     _begin = "BEGIN"
+    # The database's clock in milliseconds (leases are compared on one clock, whatever the workers').
+    _now_ms = "CAST((julianday('now') - 2440587.5) * 86400000 AS BIGINT)"
+    # How a claim skips rows another worker is claiming; SQLite has one writer at a time anyway.
+    _skip_locked = ""
+    shared_runs = False
+    """Whether several workers may share one scoring run (PostgreSQL) or only one at a time (SQLite)."""
 
     def __init__(self, conn: _Connection, label: str) -> None:
         self._conn = conn
@@ -760,6 +792,192 @@ class SqlStore:
             )
             for r in rows
         ]
+
+    def _transaction(self, work: Any) -> Any:
+        """``work(cur)`` in one write transaction, under the connection lock."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute(self._begin)
+            try:
+                result = work(cur)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            return result
+
+    def join_run(
+        self, run: RunRecord, trace_ids: Iterable[str] | None, *, worker: str, lease_s: float
+    ) -> RunRecord:
+        q = self._sql
+        lease_ms = int(lease_s * 1000)
+
+        def work(cur: Any) -> RunRecord:
+            cur.execute(
+                q(
+                    "INSERT INTO score_runs (run_id, series, created_at, status, payload)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
+                ),
+                (run.run_id, run.series, run.created_at.isoformat(), run.status, run.model_dump_json()),
+            )
+            if cur.rowcount == 1:
+                if trace_ids is None:
+                    raise StoreError(f"run {run.run_id} is not in the store")  # pragma: no cover - caller bug
+                cur.executemany(
+                    q(
+                        "INSERT INTO run_queue (run_id, trace_id, position, state)"
+                        " VALUES (?, ?, ?, 'pending')"
+                    ),
+                    [(run.run_id, t, i) for i, t in enumerate(dict.fromkeys(trace_ids))],
+                )
+                cur.execute(q("INSERT INTO run_totals (run_id) VALUES (?)"), (run.run_id,))
+                stored = run
+            else:
+                cur.execute(q("SELECT payload FROM score_runs WHERE run_id = ?"), (run.run_id,))
+                stored = RunRecord.model_validate_json(cur.fetchone()[0])
+                cur.execute(q("SELECT 1 FROM run_totals WHERE run_id = ?"), (run.run_id,))
+                if cur.fetchone() is None:
+                    raise StoreError(
+                        f"run {run.run_id} exists and was not started as a shared run",
+                        hint="give --run a name no earlier run has",
+                    )
+            if not self.shared_runs:
+                cur.execute(
+                    q(
+                        "SELECT worker FROM run_workers WHERE run_id = ? AND worker <> ?"  # noqa: S608
+                        f" AND alive_until > {self._now_ms}"
+                    ),
+                    (run.run_id, worker),
+                )
+                if cur.fetchone() is not None:
+                    raise InputError(
+                        f"run {run.run_id} is being scored by another worker, and the SQLite store"
+                        f" {self.label} has one writer at a time",
+                        hint="to share a run between workers, point every worker at one PostgreSQL store"
+                        " (--store postgresql://…); or wait for the other worker to finish",
+                    )
+            cur.execute(
+                q(
+                    f"INSERT INTO run_workers (run_id, worker, alive_until) VALUES (?, ?, {self._now_ms} + ?)"  # noqa: S608
+                    " ON CONFLICT (run_id, worker) DO UPDATE SET alive_until = excluded.alive_until"
+                ),
+                (run.run_id, worker, lease_ms),
+            )
+            return stored
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def claim_run_items(self, run_id: str, *, worker: str, n: int, lease_s: float) -> list[str]:
+        q = self._sql
+        lease_ms = int(lease_s * 1000)
+
+        def work(cur: Any) -> list[str]:
+            cur.execute(q("SELECT stopped FROM run_totals WHERE run_id = ?"), (run_id,))
+            row = cur.fetchone()
+            if row is None or int(row[0]):
+                return []
+            cur.execute(
+                q(
+                    f"UPDATE run_queue SET state = 'claimed', worker = ?, lease_until = {self._now_ms} + ?"  # noqa: S608
+                    " WHERE run_id = ? AND trace_id IN (SELECT trace_id FROM run_queue WHERE run_id = ?"
+                    f" AND (state = 'pending' OR (state = 'claimed' AND lease_until < {self._now_ms}))"
+                    f" ORDER BY position LIMIT ?{self._skip_locked}) RETURNING trace_id, position"
+                ),
+                (worker, lease_ms, run_id, run_id, n),
+            )
+            return [str(r[0]) for r in sorted(cur.fetchall(), key=lambda r: int(r[1]))]
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def renew_run_lease(self, run_id: str, *, worker: str, lease_s: float) -> None:
+        q = self._sql
+        lease_ms = int(lease_s * 1000)
+
+        def work(cur: Any) -> None:
+            cur.execute(
+                q(f"UPDATE run_workers SET alive_until = {self._now_ms} + ? WHERE run_id = ? AND worker = ?"),  # noqa: S608
+                (lease_ms, run_id, worker),
+            )
+            cur.execute(
+                q(
+                    f"UPDATE run_queue SET lease_until = {self._now_ms} + ?"  # noqa: S608
+                    " WHERE run_id = ? AND worker = ? AND state = 'claimed'"
+                ),
+                (lease_ms, run_id, worker),
+            )
+
+        self._transaction(work)
+
+    def finish_run_item(self, item: ItemResult, *, worker: str) -> bool:
+        q = self._sql
+
+        def work(cur: Any) -> bool:
+            cur.execute(
+                q(
+                    "INSERT INTO score_items (run_id, trace_id, verdict, payload) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (run_id, trace_id) DO NOTHING"
+                ),
+                (item.run_id, item.trace_id, item.verdict, item.model_dump_json()),
+            )
+            if cur.rowcount != 1:
+                return False  # another worker, whose lease this one outlived, stored it first
+            cur.execute(
+                q("UPDATE run_queue SET state = 'done', worker = ? WHERE run_id = ? AND trace_id = ?"),
+                (worker, item.run_id, item.trace_id),
+            )
+            cur.execute(
+                q(
+                    "UPDATE run_totals SET done = done + 1, usd = usd + ?, tokens = tokens + ?"
+                    " WHERE run_id = ?"
+                ),
+                (item.cost_usd, item.input_tokens + item.output_tokens, item.run_id),
+            )
+            return True
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def run_progress(self, run_id: str) -> RunProgress:
+        with self._lock:
+            totals = self._execute(
+                "SELECT done, usd, tokens, stopped FROM run_totals WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            counts = self._execute(
+                "SELECT state, CASE WHEN lease_until > " + self._now_ms + " THEN 1 ELSE 0 END, count(*)"  # noqa: S608
+                " FROM run_queue WHERE run_id = ? AND state <> 'done' GROUP BY 1, 2",
+                (run_id,),
+            ).fetchall()
+        pending = sum(int(c) for state, live, c in counts if state == "pending" or not int(live))
+        claimed = sum(int(c) for state, live, c in counts if state == "claimed" and int(live))
+        if totals is None:
+            return RunProgress(pending=pending, claimed=claimed)
+        return RunProgress(
+            pending=pending,
+            claimed=claimed,
+            done=int(totals[0]),
+            usd=float(totals[1]),
+            tokens=int(totals[2]),
+            stopped=bool(int(totals[3])),
+        )
+
+    def stop_run(self, run_id: str) -> None:
+        with self._lock:
+            self._execute("UPDATE run_totals SET stopped = 1 WHERE run_id = ?", (run_id,))
+
+    def leave_run(self, run_id: str, *, worker: str) -> None:
+        def work(cur: Any) -> None:
+            # Items claimed but not started go back to the others at once, not when the lease ends.
+            cur.execute(
+                self._sql(
+                    "UPDATE run_queue SET state = 'pending', worker = NULL, lease_until = 0"
+                    " WHERE run_id = ? AND worker = ? AND state = 'claimed'"
+                ),
+                (run_id, worker),
+            )
+            cur.execute(
+                self._sql("DELETE FROM run_workers WHERE run_id = ? AND worker = ?"), (run_id, worker)
+            )
+
+        self._transaction(work)
 
     def close(self) -> None:
         with self._lock:

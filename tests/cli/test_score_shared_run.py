@@ -1,0 +1,224 @@
+"""``score --run NAME``: worker processes on one PostgreSQL share a run — each item scored once, the
+work split, a SIGKILLed worker's items taken over, one budget for the run — and SQLite refuses a
+second worker on a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import load_module
+from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
+from tracejudge.cli import cli
+from tracejudge.schema import RawSpan
+from tracejudge.store import open_store
+from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "restaurant"
+traces = load_module(EXAMPLE / "traces.py", "restaurant_traces")
+COPIES = 4  # 14 example traces x 4 = 56 items, each copy a trace of its own
+
+
+def _copies(n: int) -> list[RawSpan]:
+    spans = list(traces.all_spans())
+    out: list[RawSpan] = []
+    for k in range(n):
+        out.extend(s.model_copy(update={"trace_id": f"{k:02x}" + s.trace_id[2:]}) for s in spans)
+    return out
+
+
+@pytest.fixture
+def judge() -> Iterator[ScriptedOpenAIServer]:
+    # A slow judge, so workers overlap and a worker can be killed mid-run.
+    rules = [
+        Rule(reply=r["reply"], any_message=re.escape(r["match"]), delay=0.15) for r in traces.judge_rules()
+    ]
+    with ScriptedOpenAIServer(rules) as s:
+        yield s
+
+
+def _worker(store_url: str, judge: ScriptedOpenAIServer, *extra: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": judge.base_url,
+        "OPENAI_API_KEY": "sk-test",
+        "NO_PROXY": "127.0.0.1",
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracejudge",
+            "--store",
+            store_url,
+            "score",
+            "--rubric",
+            str(EXAMPLE / "rubric.yaml"),
+            "--manifest",
+            str(EXAMPLE / "manifest.jsonl"),
+            "--no-cache",
+            "--json",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _held_by(url: str, run: str, pid: int) -> tuple[int, int]:
+    """(items done, items claimed) by the worker in process ``pid`` (worker ids are host:pid:random)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT state, count(*) FROM run_queue WHERE run_id = %s AND worker LIKE %s GROUP BY state",
+            (run, f"%:{pid}:%"),
+        ).fetchall()
+    counts = dict(rows)
+    return int(counts.get("done", 0)), int(counts.get("claimed", 0))
+
+
+def _stored(url: str, run: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT trace_id FROM score_items WHERE run_id = %s", (run,))]
+
+
+def _finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def test_three_workers_share_a_run_and_take_over_a_killed_ones_items(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,
+) -> None:
+    spans = _copies(COPIES)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    everything = sorted({s.trace_id for s in spans})
+    args = ("--run", "nightly-1", "--lease", "2", "--concurrency", "2")
+    workers = [_worker(postgres_url, judge, *args) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 120
+        # Mid-run: the worker has stored some items and holds claimed ones it will never finish.
+        while (held := _held_by(postgres_url, "nightly-1", workers[0].pid))[0] < 2 or held[1] == 0:
+            assert time.monotonic() < deadline, "the first worker stored too few items"
+            assert all(w.poll() is None for w in workers), "a worker ended early"
+            time.sleep(0.02)
+        workers[0].send_signal(signal.SIGKILL)
+        workers[0].wait(timeout=30)
+        killed_done = _held_by(postgres_url, "nightly-1", workers[0].pid)[0]
+        survivors = [_finish(w) for w in workers[1:]]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    stored = _stored(postgres_url, "nightly-1")
+    assert sorted(stored) == everything  # every item once: no item lost, none stored twice
+    theirs = [{i["trace_id"] for i in data["items"]} for data in survivors]
+    assert all(theirs), "the work was not split: a surviving worker scored nothing"
+    assert not theirs[0] & theirs[1]
+    # The killed worker's stored items stand; everything else, its unfinished claims included, the
+    # survivors scored.
+    assert len(theirs[0] | theirs[1]) == len(everything) - killed_done
+    assert killed_done >= 2
+    last = max(survivors, key=lambda d: d["summary"]["n"])
+    assert last["run_id"] == "nightly-1"
+    assert last["status"] == "complete"
+    assert last["summary"]["n"] == len(everything)
+
+    # A late worker finds nothing left, scores nothing and reports the whole run.
+    late = _finish(_worker(postgres_url, judge, *args))
+    assert late["items"] == []
+    assert late["summary"]["n"] == len(everything)
+    assert late["status"] == "complete"
+    store = open_store(postgres_url)
+    try:
+        run = store.get_run("nightly-1")
+        assert run is not None
+        assert run.status == "complete"
+        assert run.summary.overall.n == len(everything)
+    finally:
+        store.close()
+
+
+def test_a_budget_is_the_runs_not_each_workers(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,
+) -> None:
+    spans = _copies(2)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    budget = 0.002  # about half the 28 items at the example judge's prices
+    args = ("--run", "budgeted", "--concurrency", "2", "--budget-usd", str(budget))
+    runs = [_finish(w) for w in [_worker(postgres_url, judge, *args) for _ in range(2)]]
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute("SELECT payload FROM score_items WHERE run_id = 'budgeted'").fetchall()
+    costs = [json.loads(r[0])["cost_usd"] for r in rows]
+    n = len(costs)
+    assert 0 < n < 28
+    # Two workers each spending the whole budget would pass it: the run's total stays near it
+    # (items in flight when it was reached may finish, each about one item's cost).
+    assert sum(costs) <= budget + 4 * max(costs)
+    assert sum(len(r["items"]) for r in runs) == n
+    final = max(runs, key=lambda d: d["summary"]["n"])
+    assert final["status"] == "stopped_budget"
+    assert final["summary"]["n"] == n
+    assert final["summary"]["not_scored"] == 28 - n
+
+
+def test_sqlite_refuses_a_second_worker_on_a_run(tmp_path: Path, judge: ScriptedOpenAIServer) -> None:
+    url = f"sqlite:///{tmp_path}/s.db"
+    store = open_store(url)
+    store.put_spans(_copies(2))
+    store.close()
+    first = _worker(url, judge, "--run", "solo", "--concurrency", "1")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            store = open_store(url)
+            try:
+                started = bool(list(store.iter_score_items("solo")))
+            finally:
+                store.close()
+            if started:
+                break
+            assert time.monotonic() < deadline, "the first worker did not start"
+            assert first.poll() is None, first.communicate()[1][-2000:]
+            time.sleep(0.05)
+        result = CliRunner().invoke(
+            cli,
+            [
+                "--store",
+                url,
+                "score",
+                "--rubric",
+                str(EXAMPLE / "rubric.yaml"),
+                "--run",
+                "solo",
+            ],
+        )
+        assert result.exit_code == 2, result.output
+        assert "PostgreSQL" in result.output
+        assert "another worker" in result.output
+    finally:
+        first.kill()
+        first.wait(timeout=30)

@@ -1,0 +1,206 @@
+"""A scoring run shared by workers started anywhere with the same name (``score --run NAME``).
+
+The first worker records the run and its items (the selection, in order); every worker then claims
+items a few at a time under a lease it renews while alive. A worker that dies stops renewing, its
+lease runs out and the others claim its items. A result is stored once (the first to finish it
+wins), and the budget is the run's: each worker checks the totals of all stored results before it
+launches an item, and the first to see the budget spent stops the run for everyone. A worker
+leaves when nothing is left that it could claim or wait for, and reports the whole run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+from tracejudge._errors import InputError
+from tracejudge.judge import JudgeClient, OpenAIJudgeClient
+from tracejudge.runs._run import (
+    Loader,
+    ScoreOptions,
+    make_judge,
+    new_run_record,
+    score_source,
+    store_loader,
+)
+from tracejudge.runs._summary import SummaryBuilder
+from tracejudge.schema import ItemResult, Rubric, RunRecord, RunStatus, TaskRecord
+from tracejudge.store import RunProgress, Store
+
+__all__ = ["score_shared_run_async", "worker_id"]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+# Items claimed at once: small, so a dead worker strands few and live workers share the tail evenly.
+_CLAIM = 4
+
+
+def worker_id() -> str:
+    """This worker, as other workers and the store see it: host, process and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise InputError(
+            f"--run {name!r} is not a usable run name",
+            hint="use letters, digits and . _ : @ - (up to 128), e.g. --run nightly-2026-03-01",
+        )
+
+
+def _check_same_rubric(stored: RunRecord, mine: RunRecord) -> None:
+    theirs, ours = stored.provenance, mine.provenance
+    if (theirs.rubric_hash, theirs.repeat) != (ours.rubric_hash, ours.repeat):
+        raise InputError(
+            f"run {stored.run_id} was started with rubric {theirs.rubric_name} v{theirs.rubric_version}"
+            f" (hash {theirs.rubric_hash[:12]}, repeat {theirs.repeat}); this worker has"
+            f" {ours.rubric_name} v{ours.rubric_version} (hash {ours.rubric_hash[:12]},"
+            f" repeat {ours.repeat})",
+            hint="start every worker of a run with the same rubric file and --repeat,"
+            " or give --run a new name",
+        )
+
+
+async def score_shared_run_async(
+    rubric: Rubric,
+    store: Store,
+    sources: Iterable[str | TaskRecord],
+    *,
+    client: JudgeClient | None = None,
+    options: ScoreOptions,
+    loader: Loader | None = None,
+    on_item: Callable[[ItemResult], None] | None = None,
+) -> RunRecord:
+    """Work on the shared run ``options.run_name``: join it (creating it from ``sources`` if no worker
+    has), score claimed items until none is left, and return the whole run's record as it stands.
+
+    ``on_item`` sees the items this worker stored. Only trace ids can be shared (not task records)."""
+    name = options.run_name
+    assert name is not None
+    _check_name(name)
+    repeat = options.repeat or rubric.repeat
+    load = loader or store_loader(store)
+    worker = worker_id()
+    lease = options.lease_s
+    mine = new_run_record(rubric, store, options, run_id=name, repeat=repeat)
+    ids: list[str] | None = None
+    if store.get_run(name) is None:  # the selection matters only to the worker that creates the run
+        ids = []
+        for src in sources:
+            if isinstance(src, TaskRecord):
+                raise InputError("a shared run scores stored traces", hint="give trace ids, not task records")
+            ids.append(src)
+    run = await asyncio.to_thread(store.join_run, mine, ids, worker=worker, lease_s=lease)
+    try:
+        _check_same_rubric(run, mine)
+    except InputError:
+        await asyncio.to_thread(store.leave_run, name, worker=worker)
+        raise
+    own_client = client is None and rubric.judge is not None
+    if own_client and rubric.judge is not None:
+        client = OpenAIJudgeClient(rubric.judge, concurrency=options.concurrency)
+    judge = make_judge(rubric, client, store, options)
+    budgeted = options.budget_usd is not None or options.budget_tokens is not None
+    claimed: deque[str] = deque()
+    refill = asyncio.Lock()
+    state = {"in_flight": 0, "stopped": False}
+    poll = max(0.05, min(1.0, lease / 4))
+
+    def over_budget(p: RunProgress) -> bool:
+        per_usd = p.usd / p.done if p.done else 0.0
+        per_tok = p.tokens / p.done if p.done else 0.0
+        ahead = p.claimed + 1  # every live worker's items in flight, and this one
+        if options.budget_usd is not None and p.usd + per_usd * ahead > options.budget_usd:
+            return True
+        return options.budget_tokens is not None and p.tokens + per_tok * ahead > options.budget_tokens
+
+    async def take() -> str | None:
+        async with refill:
+            while not claimed:
+                if state["stopped"]:
+                    return None
+                n = 1 if budgeted else _CLAIM
+                got = await asyncio.to_thread(store.claim_run_items, name, worker=worker, n=n, lease_s=lease)
+                if got:
+                    claimed.extend(got)
+                    break
+                progress = await asyncio.to_thread(store.run_progress, name)
+                # Nothing to claim: done when no other live worker holds items (a dead one's run out
+                # and are claimable, so this waits for them rather than leaving them behind).
+                if progress.stopped or (progress.pending == 0 and progress.claimed <= state["in_flight"]):
+                    return None
+                await asyncio.sleep(poll)
+            if budgeted:
+                progress = await asyncio.to_thread(store.run_progress, name)
+                if over_budget(progress):
+                    state["stopped"] = True
+                    await asyncio.to_thread(store.stop_run, name)
+                    return None
+            return claimed.popleft()
+
+    async def work() -> None:
+        while (trace_id := await take()) is not None:
+            state["in_flight"] += 1
+            try:
+                item = await score_source(
+                    trace_id,
+                    rubric,
+                    run_id=name,
+                    load=load,
+                    judge=judge,
+                    repeat=repeat,
+                    manifest=options.manifest,
+                )
+                stored = await asyncio.to_thread(store.finish_run_item, item, worker=worker)
+            finally:
+                state["in_flight"] -= 1
+            if stored and on_item is not None:
+                on_item(item)
+
+    async def heartbeat() -> None:
+        while True:
+            await asyncio.sleep(lease / 3)
+            await asyncio.to_thread(store.renew_run_lease, name, worker=worker, lease_s=lease)
+
+    beat = asyncio.create_task(heartbeat())
+    try:
+        await asyncio.gather(*(work() for _ in range(max(1, options.concurrency))))
+    finally:
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beat
+        await asyncio.to_thread(store.leave_run, name, worker=worker)
+        if own_client and client is not None:
+            await client.aclose()
+    return await asyncio.to_thread(run_state, store, run)
+
+
+def run_state(store: Store, run: RunRecord) -> RunRecord:
+    """The shared run as it stands, summarized over every stored item; recorded when it is over
+    (every item done, or the budget stopped it). While other workers go on it stays ``running``."""
+    progress = store.run_progress(run.run_id)
+    summary = SummaryBuilder()
+    for item in store.iter_score_items(run.run_id):
+        summary.add(item)
+    status: RunStatus = "running"
+    if progress.stopped:
+        status = "stopped_budget"
+    elif progress.pending == 0 and progress.claimed == 0:
+        status = "complete"
+    current = store.get_run(run.run_id) or run
+    state = current.model_copy(
+        update={
+            "status": status,
+            "summary": summary.build(not_scored=progress.pending if progress.stopped else 0),
+            "finished_at": current.finished_at or (datetime.now(UTC) if status != "running" else None),
+        }
+    )
+    if status != "running":
+        store.put_run(state)
+    return state
