@@ -24,7 +24,7 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
-import tracejudge
+from tracejudge._bundled import find_example
 from tracejudge._errors import InputError, TracejudgeError
 from tracejudge.schema import Cause, Localization, ManifestEntry, Ticket, Verdict
 from tracejudge.store import Store
@@ -93,25 +93,8 @@ class DemoReport(_Record):
 
 
 def find_examples(explicit: Path | None = None) -> Path:
-    """The example folder: ``explicit``, else the source checkout's, else ./examples/procurement."""
-    if explicit is not None:
-        if not (explicit / "scenarios.yaml").is_file():
-            raise InputError(
-                f"{explicit} is not an example folder (no scenarios.yaml in it)",
-                hint="pass --examples pointing at examples/procurement of a tracejudge checkout",
-            )
-        return explicit.resolve()
-    candidates = [
-        Path(tracejudge.__file__).resolve().parent.parent / "examples" / "procurement",
-        Path.cwd() / "examples" / "procurement",
-    ]
-    for c in candidates:
-        if (c / "scenarios.yaml").is_file():
-            return c.resolve()
-    raise InputError(
-        "cannot find the bundled examples (examples/procurement)",
-        hint="run the demo from a tracejudge source checkout, or pass --examples PATH",
-    )
+    """The procurement example folder: ``explicit``, else the installed copy, else the checkout's."""
+    return find_example("procurement", explicit)
 
 
 def load_example(path: Path) -> ModuleType:
@@ -127,11 +110,16 @@ def load_example(path: Path) -> ModuleType:
         raise InputError(f"cannot import the example at {path}", hint="check the folder has __init__.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # The bundled example may sit inside the installed package: never write bytecode there.
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
+    finally:
+        sys.dont_write_bytecode = before
     return module
 
 

@@ -1,0 +1,122 @@
+"""``tracejudge demo score|calibrate|regress`` from an empty folder: offline, scripted model in-process,
+everything written under the work folder and nothing into the bundled examples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tracejudge._bundled import example_module, find_example, is_bundled
+from tracejudge.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def _tree(folder: Path) -> dict[str, float]:
+    return {
+        str(p.relative_to(folder)): p.stat().st_mtime
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracejudge", "demo", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_demo_regress_runs_the_loop_in_one_command_and_writes_only_under_its_work_folder(
+    tmp_path: Path,
+) -> None:
+    before = _tree(EXAMPLES)
+    result = _demo(tmp_path, "regress", "--json")
+    assert result.returncode == 0, result.stderr + result.stdout
+    report: dict[str, Any] = json.loads(result.stdout)
+    first, second = report["runs"]
+    assert (first["target"], second["target"]) == ("agent", "agent_fixed")
+    failing = {s["sample_id"] for s in first["samples"] if s["outcome"] == "fail"}
+    assert len(failing) == 8
+    # Real verdicts, not connection errors: nothing indeterminate in either run.
+    assert all(s["outcome"] in ("pass", "fail") for r in report["runs"] for s in r["samples"])
+    assert set(report["fixed"]) == failing
+    assert {s["change"] for s in second["samples"]} == {"fixed", "still_passing"}
+    assert report["check_ok"] is True
+    assert report["kinds"] == {"failure": 7, "success": 2, "reasonable_rejection": 1, "boundary": 1}
+    assert report["ok"] is True
+    work = Path(report["workdir"])
+    assert (tmp_path / work).resolve().is_relative_to((tmp_path / ".tracejudge" / "demo").resolve())
+    runs = sorted((tmp_path / report["suite"] / "runs").glob("*.json"))
+    assert [p.name for p in runs] == sorted(f"{r['run_id']}.json" for r in report["runs"])
+    assert _tree(EXAMPLES) == before
+    assert str(work) in result.stderr  # says where it writes
+
+
+def test_demo_score_scores_the_restaurant_battery_offline(tmp_path: Path) -> None:
+    out = tmp_path / "work"
+    result = _demo(tmp_path, "score", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr + result.stdout
+    report = json.loads(result.stdout)
+    s = report["summary"]
+    assert (s["n"], s["pass"], s["fail"], s["indeterminate"]) == (14, 7, 6, 1)
+    assert (out / "tracejudge.db").is_file()
+    assert str(out) in result.stderr
+
+
+def test_demo_calibrate_measures_both_rubrics(tmp_path: Path) -> None:
+    result = _demo(tmp_path, "calibrate", "--out", str(tmp_path / "w"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "kappa" in result.stdout
+    assert result.stdout.count("confusion") == 2
+
+
+def test_demo_regress_says_when_the_fix_does_not_fix(tmp_path: Path) -> None:
+    # A copy of the example whose "fixed" agent is the deployed one: nothing gets fixed.
+    import shutil
+
+    copy = tmp_path / "procurement"
+    shutil.copytree(EXAMPLES / "procurement", copy, ignore=shutil.ignore_patterns("__pycache__", "runs"))
+    regress = copy / "regress.py"
+    regress.write_text(
+        regress.read_text(encoding="utf-8").replace(
+            "return _answer(ctx, fixed=True)", "return _answer(ctx, fixed=False)"
+        ),
+        encoding="utf-8",
+    )
+    result = _demo(tmp_path, "regress", "--examples", str(copy), "--out", str(tmp_path / "w"), "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    assert report["fixed"] == []
+    assert {s["change"] for s in report["runs"][1]["samples"]} >= {"still_failing"}
+
+
+def test_find_example_takes_the_folder_or_a_checkouts_examples(tmp_path: Path) -> None:
+    for name in ("procurement", "restaurant", "calibration"):
+        assert find_example(name) == EXAMPLES / name
+        assert find_example(name, EXAMPLES) == EXAMPLES / name
+        assert find_example(name, REPO) == EXAMPLES / name
+        assert find_example(name, EXAMPLES / name) == EXAMPLES / name
+    result = CliRunner().invoke(cli, ["demo", "score", "--examples", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "rubric.yaml" in result.output
+
+
+def test_bundled_examples_are_recognised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert is_bundled(EXAMPLES / "procurement" / "suite")
+    assert not is_bundled(tmp_path)
+    monkeypatch.chdir(REPO)
+    assert example_module(EXAMPLES / "procurement") == "examples.procurement"
+    monkeypatch.chdir(tmp_path)
+    assert example_module(EXAMPLES / "procurement") is None
