@@ -25,6 +25,7 @@ from tracejudge.regress import (
     plan_anonymization,
     push_suite_path,
     run_suite,
+    runs_folder,
     write_run,
 )
 from tracejudge.schema import JudgeConfig, SampleRunResult
@@ -103,13 +104,21 @@ def build_cmd(
 @regress.command("check")
 @click.argument("suite", type=click.Path(path_type=Path))
 @click.option("--max-failure-share", type=float, default=0.75, show_default=True)
+@click.option(
+    "--runs",
+    "runs_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder of run records (default SUITE/runs; a bundled example's go to .tracejudge/runs/).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the hygiene report as JSON.")
 @pass_app
 @handle_errors
-def check_cmd(app: App, suite: Path, max_failure_share: float, as_json: bool) -> None:
+def check_cmd(app: App, suite: Path, max_failure_share: float, runs_dir: Path | None, as_json: bool) -> None:
     """Hygiene: balance, near-duplicate groups and splits, leakage, debug use, missing materials,
     duplicates. Exit 1 on violations."""
-    report = check_suite_path(suite, HygieneOptions(max_failure_share=max_failure_share))
+    runs, _note = runs_folder(suite, runs_dir)
+    report = check_suite_path(suite, HygieneOptions(max_failure_share=max_failure_share), runs_dir=runs)
     if as_json:
         print_json({**report.model_dump(mode="json"), "ok": report.ok})
     else:
@@ -238,6 +247,13 @@ def _line(r: SampleRunResult) -> str:
 )
 @click.option("--compare", "compare_with", help="Run id to compare with (default: the latest run).")
 @click.option(
+    "--runs",
+    "runs_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder of run records (default SUITE/runs; a bundled example's go to .tracejudge/runs/).",
+)
+@click.option(
     "--gate", type=click.Choice(["none", "regressed", "failing"]), default="none", show_default=True
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
@@ -259,14 +275,20 @@ def run_cmd(
     agent_cost_per_mtok: tuple[float, float],
     judge_cost_per_mtok: tuple[float, float],
     compare_with: str | None,
+    runs_dir: Path | None,
     gate: str,
     as_json: bool,
 ) -> None:
     """Replay the suite against the agent (state reset per sample, mocked tools), score each attempt
-    with hard checks plus the judge, store the run in SUITE/runs/ and compare with the previous run."""
+    with hard checks plus the judge, store the run in SUITE/runs/ (or --runs DIR) and compare with the
+    previous run there. A suite bundled with tracejudge is never written to: its runs go to
+    .tracejudge/runs/<example>-<suite>/."""
     if bool(target) == bool(endpoint):
         raise InputError("give exactly one of --target and --endpoint", hint="e.g. --target my_agent:answer")
-    loaded = load_suite(suite)
+    runs, note = runs_folder(suite, runs_dir)
+    if note:
+        app.err.print(escape(note), soft_wrap=True)
+    loaded = load_suite(suite, runs_dir=runs)
     judge = (
         JudgeConfig(
             model=judge_model,
@@ -297,7 +319,7 @@ def run_cmd(
     else:
         assert target is not None
         record = run_suite(loaded, load_target(target), target_name=target, options=options)
-    path = write_run(suite, record)
+    path = write_run(suite, record, runs_dir=runs)
     if as_json:
         print_json({**record.model_dump(mode="json"), "path": str(path)})
     else:

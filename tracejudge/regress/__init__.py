@@ -20,6 +20,7 @@ from tracejudge.regress._api import (
     copy_suite,
     iter_samples,
     push_suite_path,
+    runs_folder,
 )
 from tracejudge.regress._build import (
     ESCALATE_TOOL,
@@ -107,6 +108,7 @@ __all__ = [
     "push_suite_path",
     "run_suite",
     "run_suite_async",
+    "runs_folder",
     "sample_files",
     "sample_hash",
     "sample_id",

@@ -12,12 +12,13 @@ from typing import Any, get_args
 
 import yaml
 
+from tracejudge._bundled import is_bundled
 from tracejudge._errors import InputError
 from tracejudge.regress._anonymize import anonymize_samples, verify_anonymized
 from tracejudge.regress._build import TicketExtras, build_from_feedback, build_sample, merge_duplicates
 from tracejudge.regress._hygiene import HygieneOptions, check_suite
 from tracejudge.regress._push import push_suite
-from tracejudge.regress._suite import load_suite, sample_files, write_sample
+from tracejudge.regress._suite import RUNS_DIR, load_suite, sample_files, write_sample
 from tracejudge.schema import (
     AnonymizeReport,
     BuildReport,
@@ -220,9 +221,29 @@ def build_suite(
     )
 
 
-def check_suite_path(path: Path, options: HygieneOptions | None = None) -> HygieneReport:
+def runs_folder(suite: Path, runs: Path | None = None) -> tuple[Path, str | None]:
+    """Where ``regress run`` keeps a suite's run records, and a note when that is not what was asked.
+
+    ``--runs DIR`` wins; otherwise ``SUITE/runs``, except for a suite that ships with tracejudge (the
+    bundled examples, in a checkout or an installed package): tracejudge never writes there, so its
+    runs go to ``./.tracejudge/runs/<example>-<suite>/`` (the note says so)."""
+    if runs is not None:
+        return runs, None
+    if is_bundled(suite):
+        resolved = suite.resolve()
+        out = Path(".tracejudge") / "runs" / f"{resolved.parent.name}-{resolved.name}"
+        return out, (
+            f"{suite} ships with tracejudge and is never written to: runs are kept in {out} "
+            "(pass --runs DIR to choose)"
+        )
+    return suite / RUNS_DIR, None
+
+
+def check_suite_path(
+    path: Path, options: HygieneOptions | None = None, *, runs_dir: Path | None = None
+) -> HygieneReport:
     """``regress check``: load (validating) the suite and its runs, apply every hygiene rule."""
-    suite = load_suite(path)
+    suite = load_suite(path, runs_dir=runs_dir)
     return check_suite(str(path), suite.samples, suite.runs(), options)
 
 

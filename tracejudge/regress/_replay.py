@@ -605,7 +605,7 @@ async def run_suite_async(
     previous = next((r for r in runs if r.run_id == opts.compare_with), None) if opts.compare_with else None
     if opts.compare_with and previous is None:
         raise InputError(
-            f"no run {opts.compare_with!r} in {suite.path}/runs", hint="pass a run id from runs/"
+            f"no run {opts.compare_with!r} in {suite.runs_dir}", hint=f"pass a run id from {suite.runs_dir}"
         )
     previous = previous or (runs[-1] if runs else None)
     before = {r.sample_id: r.outcome for r in previous.samples} if previous else {}

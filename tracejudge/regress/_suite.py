@@ -43,6 +43,13 @@ class Suite:
 
     path: Path
     samples: tuple[LoadedSample, ...]
+    runs_path: Path | None = None
+    """Where run records are read and written (default ``<path>/runs``)."""
+
+    @property
+    def runs_dir(self) -> Path:
+        """The folder of run records: ``runs_path``, else ``<path>/runs``."""
+        return self.runs_path if self.runs_path is not None else self.path / RUNS_DIR
 
     @property
     def name(self) -> str:
@@ -55,7 +62,7 @@ class Suite:
 
     def runs(self) -> list[SuiteRun]:
         """Stored run records, oldest first."""
-        return load_runs(self.path)
+        return load_runs(self.path, runs_dir=self.runs_dir)
 
 
 def sample_hash(sample: Sample) -> str:
@@ -93,8 +100,9 @@ def sample_files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".yaml", ".yml"))
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Read and validate every sample of a suite folder. Ids must be unique and match the file name."""
+def load_suite(path: str | Path, *, runs_dir: Path | None = None) -> Suite:
+    """Read and validate every sample of a suite folder. Ids must be unique and match the file name.
+    ``runs_dir`` keeps run records elsewhere than ``<path>/runs``."""
     folder = Path(path)
     loaded: list[LoadedSample] = []
     seen: dict[str, Path] = {}
@@ -113,7 +121,7 @@ def load_suite(path: str | Path) -> Suite:
         loaded.append(LoadedSample(sample, f))
     if not loaded:
         raise InputError(f"{folder}: no sample files (*.yaml) in this folder", hint=_HINT)
-    return Suite(folder, tuple(loaded))
+    return Suite(folder, tuple(loaded), runs_dir)
 
 
 def dump_sample(sample: Sample) -> str:
@@ -130,9 +138,10 @@ def write_sample(folder: Path, sample: Sample) -> Path:
     return out
 
 
-def load_runs(folder: Path) -> list[SuiteRun]:
-    """Run records of a suite, oldest first. A record that does not validate is an input error."""
-    runs_dir = folder / RUNS_DIR
+def load_runs(folder: Path, *, runs_dir: Path | None = None) -> list[SuiteRun]:
+    """Run records of a suite (in ``runs_dir``, default ``<folder>/runs``), oldest first. A record that
+    does not validate is an input error."""
+    runs_dir = runs_dir if runs_dir is not None else folder / RUNS_DIR
     if not runs_dir.is_dir():
         return []
     out: list[SuiteRun] = []
@@ -146,9 +155,10 @@ def load_runs(folder: Path) -> list[SuiteRun]:
     return out
 
 
-def write_run(folder: Path, run: SuiteRun) -> Path:
-    """Store a run record as ``runs/<run_id>.json``; an existing record is never overwritten."""
-    runs_dir = folder / RUNS_DIR
+def write_run(folder: Path, run: SuiteRun, *, runs_dir: Path | None = None) -> Path:
+    """Store a run record as ``<runs_dir>/<run_id>.json`` (default ``<folder>/runs``); an existing record
+    is never overwritten."""
+    runs_dir = runs_dir if runs_dir is not None else folder / RUNS_DIR
     runs_dir.mkdir(parents=True, exist_ok=True)
     out = runs_dir / f"{run.run_id}.json"
     with out.open("x", encoding="utf-8") as fh:
