@@ -54,3 +54,18 @@ def test_success_usage_errors_and_click_errors_keep_their_codes(
     assert "nope" in capsys.readouterr().err
     assert run_main(monkeypatch, "no-such-command") == 2
     assert run_main(monkeypatch, "--version") == 0
+
+
+def test_version_names_the_package_version_and_the_store_schema(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from importlib.metadata import version
+
+    from tracejudge import __version__
+    from tracejudge.store import STORE_SCHEMA_VERSION
+
+    assert run_main(monkeypatch, "--version") == 0
+    out = capsys.readouterr().out.strip()
+    assert out == f"tracejudge {__version__} (store schema {STORE_SCHEMA_VERSION})"
+    # One version source: the installed metadata is read from tracejudge/__init__.py.
+    assert version("tracejudge") == __version__

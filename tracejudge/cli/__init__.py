@@ -12,6 +12,7 @@ from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._audit import audit
 from tracejudge.cli._calibrate import calibrate_cmd
 from tracejudge.cli._demo import demo
+from tracejudge.cli._doctor import doctor
 from tracejudge.cli._mcp import mcp
 from tracejudge.cli._probe import probe
 from tracejudge.cli._regress import regress
@@ -21,7 +22,7 @@ from tracejudge.cli._serve import serve
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
-from tracejudge.store import resolve_store_url
+from tracejudge.store import STORE_SCHEMA_VERSION, resolve_store_url
 
 __all__ = [
     "FROM_HELP",
@@ -71,7 +72,11 @@ def _broken(name: str, why: str) -> click.Command:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tracejudge")
+@click.version_option(
+    __version__,
+    prog_name="tracejudge",
+    message=f"%(prog)s %(version)s (store schema {STORE_SCHEMA_VERSION})",
+)
 @click.option(
     "--store",
     "store",
@@ -103,6 +108,7 @@ cli.add_command(calibrate_cmd)
 cli.add_command(audit)
 cli.add_command(probe)
 cli.add_command(mcp)
+cli.add_command(doctor)
 
 
 def main() -> None:

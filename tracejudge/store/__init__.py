@@ -7,13 +7,17 @@ from pathlib import Path
 
 from tracejudge._errors import InputError
 from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
-from tracejudge.store._sql import SqlStore
+from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
 from tracejudge.store._sqlite import SqliteStore
 
 DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
 
+STORE_SCHEMA_VERSION = _SCHEMA_VERSION
+"""The store schema this tracejudge writes (a newer store is refused; shown by ``--version``)."""
+
 __all__ = [
     "DEFAULT_STORE",
+    "STORE_SCHEMA_VERSION",
     "LogEvent",
     "RunProgress",
     "SqlStore",

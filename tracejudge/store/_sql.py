@@ -580,6 +580,12 @@ class SqlStore:
         self.set_meta(_SESSIONS_INDEXED, "1")
         self._sessions_indexed = True
 
+    def schema_version(self) -> int:
+        """The schema version this store records (``tracejudge doctor`` shows it)."""
+        with self._lock:
+            row = self._execute("SELECT version FROM schema_info").fetchone()
+        return int(row[0])
+
     def get_meta(self, key: str) -> str | None:
         with self._lock:
             row = self._execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -11,7 +11,7 @@ It serves, in memory, what tracejudge reads and writes, for both API generations
 * Both: ``POST /api/public/scores`` (upsert on id, name and the UTC date of ``timestamp``),
   ``POST``/``GET /api/public/v2/datasets``, ``POST``/``GET /api/public/dataset-items``,
   ``POST``/``GET /api/public/annotation-queues`` (and ``/{queueId}``, ``/{queueId}/items``) and
-  ``GET /api/public/health``.
+  ``GET /api/public/health`` and ``GET /api/public/projects`` (the key pair's project).
 
 Every request and response is validated against the OpenAPI spec (``langfuse-openapi.yml``)
 with ``openapi-core``: a request the spec rejects gets a 400 and lands in
@@ -318,6 +318,7 @@ class LangfuseServer(ApiServer):
         legacy = not v4
         table: list[tuple[str, str, Callable[..., tuple[int, Any]], bool]] = [
             ("GET", r"/health", self._health, True),
+            ("GET", r"/projects", self._projects, True),
             ("GET", r"/v2/observations", self._observations_v2, True),
             ("GET", r"/v3/scores", self._scores_v3, self.scores_v3 or v4),
             ("GET", r"/v2/scores", self._scores_v2, legacy),
@@ -347,6 +348,12 @@ class LangfuseServer(ApiServer):
 
     def _health(self, request: Request, body: Any) -> tuple[int, Any]:
         return 200, {"version": self.version, "status": "OK"}
+
+    def _projects(self, request: Request, body: Any) -> tuple[int, Any]:
+        # The project the key pair belongs to (a project-scoped key sees exactly one).
+        org = {"id": "org-local", "name": "Local"}
+        project = {"id": self.project_id, "name": self.project_id, "organization": org, "metadata": {}}
+        return 200, {"data": [project]}
 
     @staticmethod
     def _int(request: Request, name: str, default: int, lo: int, hi: int) -> int:

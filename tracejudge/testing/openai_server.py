@@ -153,8 +153,11 @@ class ScriptedOpenAIServer:
         models: Sequence[str] = ("scripted-model",),
         host: str = "127.0.0.1",
         port: int = 0,
+        api_key: str | None = None,
     ) -> None:
         self._rules: list[Rule] = list(rules)
+        self.api_key = api_key
+        """When set, a request without ``Authorization: Bearer <api_key>`` gets 401, as OpenAI answers."""
         self.default_reply = default_reply
         """Reply when no rule matches; None answers 400 so an unscripted request fails loudly."""
         self.models = tuple(models)
@@ -280,8 +283,15 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._requests.append(rec)
 
+    def _refused(self, request: Request) -> Response | None:
+        if self.api_key is None or request.headers.get("authorization") == f"Bearer {self.api_key}":
+            return None
+        return _error(401, "Incorrect API key provided.", "invalid_request_error")
+
     async def _models(self, request: Request) -> Response:
         self._record(request, None, None)
+        if (refused := self._refused(request)) is not None:
+            return refused
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "tracejudge"} for m in self.models]
         return JSONResponse({"object": "list", "data": data})
 
@@ -292,6 +302,8 @@ class ScriptedOpenAIServer:
         except ValueError:
             body = None
         self._record(request, body if body is not None else raw.decode("utf-8", "replace"), None)
+        if (refused := self._refused(request)) is not None:
+            return refused
         if not isinstance(body, dict):
             return _error(400, "the request body is not a JSON object", "invalid_request_error")
         texts = body.get("input")
@@ -341,6 +353,9 @@ class ScriptedOpenAIServer:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._record(request, body, None)
             return _error(400, "'messages' is required", "invalid_request_error")
+        if (refused := self._refused(request)) is not None:
+            self._record(request, body, None)
+            return refused
         index, rule = self._pick(body)
         self._record(request, body, index)
         if rule is None:

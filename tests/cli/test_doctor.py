@@ -1,0 +1,286 @@
+"""``tracejudge doctor`` against the local Langfuse, Phoenix and OpenAI-compatible servers, the OTLP
+metrics sink and real stores: each with a working and a broken setting (wrong key, wrong URL,
+server down). No secret value may appear in the output."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.otlp_metrics_sink import metrics_sink
+from tracejudge.cli import cli
+from tracejudge.store import STORE_SCHEMA_VERSION, SqliteStore
+from tracejudge.testing.langfuse_server import LangfuseServer
+from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge.testing.phoenix_server import PhoenixServer
+
+SECRETS = ("sk-lf-local-test", "phx-secret-key", "sk-judge-secret", "hunter2-db-password")
+
+_CLEARED = (
+    "LANGFUSE_BASE_URL",
+    "LANGFUSE_HOST",
+    "LANGFUSE_PUBLIC_KEY",
+    "LANGFUSE_SECRET_KEY",
+    "PHOENIX_COLLECTOR_ENDPOINT",
+    "PHOENIX_BASE_URL",
+    "PHOENIX_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "TRACEJUDGE_JUDGE_BASE_URL",
+    "TRACEJUDGE_JUDGE_MODEL",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "TRACEJUDGE_OTLP_LISTEN",
+    "TRACEJUDGE_STORE",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in _CLEARED:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRACEJUDGE_OTLP_LISTEN", f"127.0.0.1:{_free_port()}")
+    monkeypatch.chdir(tmp_path)
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _doctor(*args: str, store: str | None = None) -> tuple[int, dict[str, Any], str]:
+    argv = ["--store", store] if store else []
+    result = CliRunner().invoke(cli, [*argv, "doctor", "--timeout", "3", *args, "--json"])
+    text = result.output
+    for secret in SECRETS:
+        assert secret not in text
+    report = json.loads(result.stdout)
+    return result.exit_code, {c["name"]: c for c in report["checks"]}, text
+
+
+def test_nothing_configured_is_fine_and_says_how_to_configure_each(tmp_path: Path) -> None:
+    code, checks, _ = _doctor()
+    assert code == 0
+    assert checks["store"]["status"] == "ok"
+    assert not (tmp_path / ".tracejudge").exists()  # doctor creates no store
+    assert checks["receiver"]["status"] == "ok"
+    for name in ("langfuse", "phoenix", "judge", "otlp_metrics"):
+        assert checks[name]["status"] == "not_configured"
+        assert checks[name]["fix"].startswith(("to use", "export", "to push"))
+
+
+# --- Langfuse -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def langfuse_v4() -> Iterator[LangfuseServer]:
+    with LangfuseServer(generation="v4") as server:
+        yield server
+
+
+def _langfuse_env(monkeypatch: pytest.MonkeyPatch, url: str, secret: str = "sk-lf-local-test") -> None:
+    monkeypatch.setenv("LANGFUSE_BASE_URL", url)
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-local-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", secret)
+
+
+def test_langfuse_v4_credentials_project_and_generation(
+    langfuse_v4: LangfuseServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _langfuse_env(monkeypatch, langfuse_v4.base_url)
+    code, checks, _ = _doctor()
+    assert code == 0
+    lf = checks["langfuse"]
+    assert lf["status"] == "ok"
+    assert lf["facts"]["api_generation"] == "v4"
+    assert lf["facts"]["project"] == langfuse_v4.project_id
+    assert lf["facts"]["server_version"] == langfuse_v4.version
+    # The server validates every request against the official OpenAPI spec (400 otherwise).
+    seen = {(r.path, r.status) for r in langfuse_v4.requests}
+    assert seen >= {("/projects", 200), ("/health", 200), ("/v2/observations", 200)}
+
+
+def test_langfuse_v3_is_named_v3(monkeypatch: pytest.MonkeyPatch) -> None:
+    with LangfuseServer(generation="v3") as server:
+        _langfuse_env(monkeypatch, server.base_url)
+        code, checks, _ = _doctor()
+    assert code == 0
+    assert checks["langfuse"]["facts"]["api_generation"] == "v3"
+
+
+def test_langfuse_wrong_key(langfuse_v4: LangfuseServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _langfuse_env(monkeypatch, langfuse_v4.base_url, secret="sk-judge-secret")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert checks["langfuse"]["status"] == "fail"
+    assert "refused" in checks["langfuse"]["detail"]
+    assert "LANGFUSE_SECRET_KEY" in checks["langfuse"]["fix"]
+
+
+def test_langfuse_wrong_url(langfuse_v4: LangfuseServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _langfuse_env(monkeypatch, langfuse_v4.base_url + "/api/public")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert "404" in checks["langfuse"]["detail"]
+    assert "without /api/public" in checks["langfuse"]["fix"]
+
+
+def test_langfuse_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    _langfuse_env(monkeypatch, f"http://127.0.0.1:{_free_port()}")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert checks["langfuse"]["detail"] == "cannot reach the server"
+    assert "LANGFUSE_BASE_URL" in checks["langfuse"]["fix"]
+
+
+def test_langfuse_half_configured_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-local-test")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert "LANGFUSE_SECRET_KEY" in checks["langfuse"]["detail"]
+
+
+# --- Phoenix ------------------------------------------------------------------------------------
+
+
+def test_phoenix_working_wrong_key_wrong_url_and_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    with PhoenixServer(api_key="phx-secret-key") as server:
+        server.add_project("support-bot")
+        monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", server.base_url)
+        monkeypatch.setenv("PHOENIX_API_KEY", "phx-secret-key")
+        code, checks, _ = _doctor()
+        assert code == 0, checks["phoenix"]
+        assert checks["phoenix"]["status"] == "ok"
+        assert "support-bot" in checks["phoenix"]["facts"]["projects"]
+
+        monkeypatch.setenv("PHOENIX_API_KEY", "sk-judge-secret")
+        code, checks, _ = _doctor()
+        assert code == 1
+        assert "refused" in checks["phoenix"]["detail"]
+        assert "PHOENIX_API_KEY" in checks["phoenix"]["fix"]
+
+        monkeypatch.setenv("PHOENIX_API_KEY", "phx-secret-key")
+        monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", server.base_url + "/phoenix")
+        code, checks, _ = _doctor()
+        assert code == 1
+        assert "404" in checks["phoenix"]["detail"]
+    monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", f"http://127.0.0.1:{_free_port()}")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert checks["phoenix"]["detail"] == "cannot reach the server"
+
+
+# --- the judge ----------------------------------------------------------------------------------
+
+
+def test_judge_is_called_only_with_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    with ScriptedOpenAIServer([Rule(reply="OK")], api_key="sk-judge-secret") as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-secret")
+        code, checks, _ = _doctor()
+        assert code == 0
+        assert checks["judge"]["status"] == "skipped"
+        assert model.requests == []
+
+        code, checks, _ = _doctor("--judge", "--judge-model", "judge-mini")
+        assert code == 0, checks["judge"]
+        assert checks["judge"]["status"] == "ok"
+        (req,) = model.requests
+        assert req.body["max_tokens"] == 1
+        assert req.body["model"] == "judge-mini"
+
+
+def test_judge_wrong_key_wrong_url_no_model_and_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    with ScriptedOpenAIServer([Rule(reply="OK")], api_key="sk-judge-secret") as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "hunter2-db-password")
+        code, checks, _ = _doctor("--judge", "--judge-model", "judge-mini")
+        assert code == 1
+        assert checks["judge"]["detail"].endswith("auth_error")
+        assert "OPENAI_API_KEY" in checks["judge"]["fix"]
+
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-secret")
+        monkeypatch.setenv("OPENAI_BASE_URL", model.base_url.removesuffix("/v1") + "/nothing/v1")
+        code, checks, _ = _doctor("--judge", "--judge-model", "judge-mini")
+        assert code == 1
+        assert checks["judge"]["detail"].endswith("bad_request")
+
+        code, checks, _ = _doctor("--judge")
+        assert code == 1
+        assert "--judge-model" in checks["judge"]["fix"]
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_free_port()}/v1")
+    code, checks, _ = _doctor("--judge", "--judge-model", "judge-mini")
+    assert code == 1
+    assert checks["judge"]["detail"].endswith("connection_error")
+    assert "OPENAI_BASE_URL" in checks["judge"]["fix"]
+
+
+# --- OTLP metrics, the receiver's address, the store ----------------------------------------------
+
+
+def test_otlp_metrics_endpoint_working_wrong_path_and_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    with metrics_sink() as (url, sink):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+        code, checks, _ = _doctor()
+        assert code == 0
+        assert checks["otlp_metrics"]["status"] == "ok"
+        assert sink.paths == ["/v1/metrics"]
+    with LangfuseServer() as not_a_collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", not_a_collector.base_url)
+        code, checks, _ = _doctor()
+        assert code == 1
+        assert "HTTP 404" in checks["otlp_metrics"]["detail"]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{_free_port()}")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert "cannot reach" in checks["otlp_metrics"]["detail"]
+
+
+def test_receiver_address_taken_by_something_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    with LangfuseServer() as other:
+        monkeypatch.setenv("TRACEJUDGE_OTLP_LISTEN", other.base_url.removeprefix("http://"))
+        code, checks, _ = _doctor()
+    assert code == 1
+    assert checks["receiver"]["status"] == "fail"
+    assert "TRACEJUDGE_OTLP_LISTEN" in checks["receiver"]["fix"]
+
+
+def test_store_schema_version_and_a_newer_store(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    SqliteStore(db).close()
+    code, checks, _ = _doctor(store=f"sqlite:///{db}")
+    assert code == 0
+    assert checks["store"]["facts"]["schema_version"] == str(STORE_SCHEMA_VERSION)
+
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE schema_info SET version = ?", (STORE_SCHEMA_VERSION + 1,))
+    code, checks, _ = _doctor(store=f"sqlite:///{db}")
+    assert code == 1
+    assert "newer" in checks["store"]["detail"]
+    assert "upgrade tracejudge" in checks["store"]["fix"]
+
+
+@pytest.mark.skipif(not os.environ.get("TRACEJUDGE_TEST_POSTGRES"), reason="needs TRACEJUDGE_TEST_POSTGRES")
+def test_postgres_store_working_and_wrong_password() -> None:
+    url = os.environ["TRACEJUDGE_TEST_POSTGRES"]
+    code, checks, _ = _doctor(store=url)
+    assert code == 0, checks["store"]
+    assert checks["store"]["facts"]["schema_version"] == str(STORE_SCHEMA_VERSION)
+    scheme, rest = url.split("://", 1)
+    host = rest.rsplit("@", 1)[-1]
+    user = rest.split("@", 1)[0].split(":", 1)[0] if "@" in rest else "postgres"
+    code, checks, _ = _doctor(store=f"{scheme}://{user}:hunter2-db-password@{host}")
+    assert code == 1
+    assert checks["store"]["status"] == "fail"
+    assert "***" in checks["store"]["target"]
