@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean services
+.PHONY: demo test lint typecheck unit bench clean services wheel
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ unit: $(STAMP)
 	TRACEJUDGE_TEST_POSTGRES="$$url" $(BIN)/python -m pytest
 
 test: lint typecheck unit
+
+# The package as a user gets it: sdist + wheel built and checked, the wheel installed in a fresh venv
+# outside the checkout, the demos and doctor run there from an empty folder (.ci/wheel.sh).
+wheel: $(STAMP)
+	PYTHON=$(BIN)/python bash .ci/wheel.sh
 
 # Each benchmark prints ratios against an ideal (or a peer) measured in the same run.
 bench: $(STAMP)
