@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_normalize.py
 	$(BIN)/python benchmarks/bench_triage.py
 	$(BIN)/python benchmarks/bench_langfuse_pull.py
+	$(BIN)/python benchmarks/bench_langfuse_client.py
 	$(BIN)/python benchmarks/bench_score.py
 
 services:
