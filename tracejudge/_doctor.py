@@ -119,10 +119,10 @@ class DoctorSettings(_Record):
         )
 
 
-def _mask(url: str) -> str:
-    """The URL without a password or query string (either may carry a secret)."""
-    url = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
-    return url.split("?", 1)[0]
+def _mask(text: str) -> str:
+    """``text`` with every URL's password and query string masked (either may carry a secret)."""
+    text = re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
+    return re.sub(r"(\w+://[^\s?'\"]*)\?[^\s'\"]*", r"\1?***", text)
 
 
 def _unreachable(exc: Exception) -> str:
@@ -251,7 +251,9 @@ def check_langfuse(s: DoctorSettings, env: Mapping[str, str]) -> Check:
     try:
         creds = LangfuseCredentials.from_env(env)
     except TracejudgeError as exc:
-        return Check(name="langfuse", status="fail", target=target, detail=exc.message, fix=exc.hint or "")
+        return Check(
+            name="langfuse", status="fail", target=target, detail=_mask(exc.message), fix=exc.hint or ""
+        )
     facts: dict[str, str] = {}
     with LangfuseApi(creds, timeout=s.timeout, max_retries=0) as api:
         try:
@@ -308,7 +310,9 @@ def check_phoenix(s: DoctorSettings, env: Mapping[str, str]) -> Check:
     try:
         creds = PhoenixCredentials.from_env(env)
     except TracejudgeError as exc:
-        return Check(name="phoenix", status="fail", target=target, detail=exc.message, fix=exc.hint or "")
+        return Check(
+            name="phoenix", status="fail", target=target, detail=_mask(exc.message), fix=exc.hint or ""
+        )
     with PhoenixApi(creds, timeout=s.timeout, max_retries=0) as api:
         try:
             page = api.get("/v1/projects", {"limit": 100})

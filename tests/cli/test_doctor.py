@@ -284,3 +284,14 @@ def test_postgres_store_working_and_wrong_password() -> None:
     assert code == 1
     assert checks["store"]["status"] == "fail"
     assert "***" in checks["store"]["target"]
+
+
+def test_a_url_carrying_a_password_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGFUSE_BASE_URL", "ftp://user:hunter2-db-password@127.0.0.1/?token=sk-judge-secret")
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-local-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-local-test")
+    monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", "http://u:phx-secret-key@127.0.0.1:1/?k=sk-judge-secret")
+    code, checks, _ = _doctor()  # _doctor asserts no secret value is in the output
+    assert code == 1
+    assert "***" in checks["langfuse"]["detail"]
+    assert checks["phoenix"]["target"].startswith("http://u:***@")
