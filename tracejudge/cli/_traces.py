@@ -123,14 +123,46 @@ def render_task_tree(task: TaskRecord) -> Tree:
 
 
 @traces.command("show")
-@click.argument("trace_id")
+@click.argument("trace_id", required=False)
+@click.option(
+    "--session",
+    "session_id",
+    metavar="SESSION_ID",
+    default=None,
+    help="Show every stored turn of this conversation, oldest first (TRACE_ID then not needed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full task record as JSON.")
 @pass_app
 @handle_errors
-def show_cmd(app: App, trace_id: str, as_json: bool) -> None:
-    """Show one trace's task record as a tree (or JSON)."""
-    task = load_task(app, trace_id)
-    if as_json:
-        print_json(task)
+def show_cmd(app: App, trace_id: str | None, session_id: str | None, as_json: bool) -> None:
+    """Show one trace's task record as a tree (or JSON); with --session, every turn of a conversation."""
+    if session_id is None:
+        if trace_id is None:
+            raise InputError(
+                "give a TRACE_ID, or --session SESSION_ID",
+                hint="`tracejudge traces list` shows the stored traces",
+            )
+        task = load_task(app, trace_id)
+        if as_json:
+            print_json(task)
+            return
+        app.console.print(render_task_tree(task))
         return
-    app.console.print(render_task_tree(task))
+    turns = [load_task(app, t.trace_id) for t in app.store.session_traces(session_id)]
+    if not turns:
+        raise InputError(
+            f"no stored trace records session {session_id}",
+            hint="collect the conversation's traces first (tracejudge collect langfuse --session ID, or send"
+            " them to the receiver); the session id is read from session.id, gen_ai.conversation.id or"
+            " langfuse.session.id",
+        )
+    if as_json:
+        print_json({"session_id": session_id, "turns": [t.model_dump(mode="json") for t in turns]})
+        return
+    from rich.markup import escape
+
+    app.console.print(f"[bold]session {escape(session_id)}[/bold]: {len(turns)} turn(s), oldest first")
+    for n, task in enumerate(turns, start=1):
+        when = task.start_time.isoformat(timespec="seconds") if task.start_time else "-"
+        app.console.print(f"\n[bold]turn {n}[/bold]  {when}")
+        app.console.print(render_task_tree(task))

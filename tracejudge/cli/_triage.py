@@ -44,6 +44,12 @@ def _render_one(app: App, loc: Localization) -> None:
     )
     app.console.print(head)
     app.console.print(Text(loc.summary))
+    if loc.session_id is not None:
+        app.console.print(
+            Text(f"session {loc.session_id}: read {len(loc.turns)} turn(s), this trace the last", style="dim")
+        )
+    for note in loc.notes:
+        app.console.print(Text(f"note: {note}", style="yellow"))
     if len(loc.materials) > 1:
         for m in loc.materials:
             label = f"{m.doc_id}@{m.version}" if m.version else m.doc_id
@@ -139,6 +145,14 @@ def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
     default=None,
     help="Judge endpoint, OpenAI-compatible (env TRACEJUDGE_JUDGE_BASE_URL, else OPENAI_BASE_URL).",
 )
+@click.option(
+    "--session",
+    "session_id",
+    metavar="SESSION_ID",
+    default=None,
+    help="Read this conversation's earlier stored turns too (default: the ticket's session_id, else"
+    " the session the trace records).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
@@ -150,6 +164,7 @@ def triage(
     write_back: str | None,
     judge_model: str | None,
     judge_base_url: str | None,
+    session_id: str | None,
     as_json: bool,
 ) -> None:
     """Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in
@@ -173,6 +188,7 @@ def triage(
         judge=JudgeConfig(model=judge_model, base_url=judge_base_url) if judge_model else None,
         write_back=write_back,
         on_warning=lambda text: app.err.print(Text(text)),
+        session_id=session_id,
     )
     if as_json:
         print_json(out.json())

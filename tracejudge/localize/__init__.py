@@ -14,6 +14,7 @@ from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
 from tracejudge.localize._load import load_manifest, load_ticket, parse_ticket, ticket_files
 from tracejudge.localize._localize import PIPELINE, STAGES, Stage, localize, task_time, trace_not_stored
+from tracejudge.localize._session import SessionContext, localize_session, prior_user_turns
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, tokenize
 from tracejudge.localize._triage import NOT_STORED_HINT, TicketResult, TriageOutcome, triage_tickets
@@ -27,6 +28,7 @@ __all__ = [
     "ClauseMatch",
     "FactValue",
     "LLMUsageJudge",
+    "SessionContext",
     "Stage",
     "TicketResult",
     "TriageOutcome",
@@ -41,7 +43,9 @@ __all__ = [
     "load_manifest",
     "load_ticket",
     "localize",
+    "localize_session",
     "parse_ticket",
+    "prior_user_turns",
     "task_time",
     "ticket_files",
     "tokenize",

@@ -101,6 +101,9 @@ class CheckContext:
     None when neither is known."""
     judge: UsageJudge | None
     """The usage judge the used_by_model stage may ask, or None for deterministic checks only."""
+    session_missing: str | None = None
+    """In a conversation: the earlier turns that are not stored (as ``missing`` names them), or None
+    when every turn the history shows is stored (or the trace is no turn of a session)."""
     _hay: dict[int, _Haystack] = field(default_factory=dict)
     _hits: dict[int, Hits] = field(default_factory=dict)
     _answer_values: list[FactValue] | None = None

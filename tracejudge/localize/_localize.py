@@ -120,10 +120,19 @@ def localize(
     manifest: Sequence[ManifestEntry] | None = None,
     *,
     judge: UsageJudge | None = None,
+    session_missing: str | None = None,
 ) -> Localization:
-    """Localize why the answer of ``task`` was wrong, for the material ``ticket`` says applied."""
+    """Localize why the answer of ``task`` was wrong, for the material ``ticket`` says applied.
+
+    ``session_missing`` (set by :func:`~tracejudge.localize.localize_session`) names earlier turns of
+    the conversation that are not stored: "not returned" is then not concluded."""
     ctx = CheckContext(
-        task=task, ticket=ticket, manifest=manifest or (), task_time=task_time(task, ticket), judge=judge
+        task=task,
+        ticket=ticket,
+        manifest=manifest or (),
+        task_time=task_time(task, ticket),
+        judge=judge,
+        session_missing=session_missing,
     )
     if not ticket.required:
         stages = [

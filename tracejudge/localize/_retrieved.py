@@ -139,6 +139,26 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None)
 
 
 def check(ctx: CheckContext, m: Material) -> StageResult:
+    """Did a retrieval return ``m``? (:func:`_check`) In a conversation whose earlier turns are not
+    all stored, "not returned" is never concluded: a turn not stored may have returned it."""
+    result = _check(ctx, m)
+    if ctx.session_missing is None or result.status == "pass":
+        return result
+    if result.status == "unconfirmed":
+        return result.model_copy(update={"missing": (ctx.session_missing, *result.missing)})
+    detail = (
+        f"{result.detail}; but an earlier turn of the conversation is not stored and may have retrieved it"
+    )
+    return stage_result(
+        "retrieved",
+        "unconfirmed",
+        detail,
+        evidence=list(result.evidence),
+        missing=[ctx.session_missing, *result.missing],
+    )
+
+
+def _check(ctx: CheckContext, m: Material) -> StageResult:
     """Did a retrieval return ``m``? When none did, the recorded candidates, the replayed filter and
     ACL, and the returned documents say why (filter, permission or rank), or what would settle it."""
     hits = ctx.hits(m)

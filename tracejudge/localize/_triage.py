@@ -19,9 +19,10 @@ from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
 from tracejudge.localize._localize import localize, trace_not_stored
+from tracejudge.localize._session import SessionContext, localize_session
 from tracejudge.localize._summary import verdict_counts
-from tracejudge.normalize import normalize
-from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, Ticket
+from tracejudge.normalize import incompleteness, normalize
+from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, TaskRecord, Ticket
 from tracejudge.store import Store
 
 __all__ = ["NOT_STORED_HINT", "TicketResult", "TriageOutcome", "triage_tickets"]
@@ -111,14 +112,43 @@ def _triage_one(
     judge: UsageJudge | None = None,
     *,
     batch: bool = False,
+    session_id: str | None = None,
 ) -> Localization | None:
-    """The localization; None (in a batch) or an error (alone) when the trace is not stored."""
+    """The localization; None (in a batch) or an error (alone) when the trace is not stored.
+
+    With a session (``session_id``, the ticket's, or the one the trace records) the stored turns
+    before this trace are read too (DESIGN 5.5 Sessions)."""
     spans = store.get_spans(trace_id)
     if not spans:
         if batch:
             return None
         raise InputError(f"no spans stored for trace {trace_id}", hint=NOT_STORED_HINT)
-    return localize(normalize(spans), ticket, manifest, judge=judge)
+    task = normalize(spans)
+    sid = session_id or ticket.session_id or task.metadata.get("session_id") or store.trace_session(trace_id)
+    if not sid:
+        return _with_notes(localize(task, ticket, manifest, judge=judge), task)
+    earlier = []
+    for turn in store.session_traces(str(sid)):
+        if turn.trace_id == trace_id:
+            break
+        if task.start_time is not None and turn.start_time is not None and turn.start_time > task.start_time:
+            break
+        turn_spans = store.get_spans(turn.trace_id)
+        if turn_spans:
+            earlier.append(normalize(turn_spans))
+    session = SessionContext(
+        session_id=str(sid),
+        earlier=tuple(earlier),
+        collect_hint=f"collect the session's other traces (tracejudge collect langfuse --session {sid},"
+        " collect phoenix --session, or send them to the receiver)",
+    )
+    return _with_notes(localize_session(task, session, ticket, manifest, judge=judge), task)
+
+
+def _with_notes(loc: Localization, task: TaskRecord) -> Localization:
+    """Beside the verdict: what may be missing from the trace itself (late or lost spans)."""
+    notes = [*loc.notes, *incompleteness(task)]
+    return loc.model_copy(update={"notes": tuple(dict.fromkeys(notes))}) if notes else loc
 
 
 _SECRET_ENV = ("LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY", "PHOENIX_API_KEY", "OPENAI_API_KEY")
@@ -176,6 +206,7 @@ def triage_tickets(
     judge: JudgeConfig | None = None,
     write_back: str | None = None,
     on_warning: Callable[[str], None] | None = None,
+    session_id: str | None = None,
 ) -> TriageOutcome:
     """Localize the ticket at ``ticket_path`` (or every ticket in that folder) against its stored trace.
 
@@ -208,7 +239,7 @@ def triage_tickets(
     unstored: list[TicketResult] = []
     try:
         for p, t, tid in jobs:
-            loc = _triage_one(store, tid, t, manifest, usage_judge, batch=folder)
+            loc = _triage_one(store, tid, t, manifest, usage_judge, batch=folder, session_id=session_id)
             if loc is None:
                 # One trace not collected yet does not stop a batch: its row says what is missing.
                 unstored.append(TicketResult(p, trace_not_stored(t, tid), stored=False))

@@ -1,5 +1,5 @@
 """Raw spans -> TaskRecord, reading every convention of DESIGN 5.4."""
 
-from tracejudge.normalize._normalize import normalize
+from tracejudge.normalize._normalize import incompleteness, normalize
 
-__all__ = ["normalize"]
+__all__ = ["incompleteness", "normalize"]

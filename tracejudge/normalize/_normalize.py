@@ -112,6 +112,12 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     )
 
 
+def incompleteness(task: TaskRecord) -> list[str]:
+    """What may still be missing from a trace (spans whose parent was not received, no root), as
+    ``traces show`` and triage say it beside their output; empty when the trace is whole."""
+    return list(dict.fromkeys(g.detail for g in task.gaps if g.kind == "missing_parent"))
+
+
 def _trace_gaps(gaps: Gaps, views: list[SpanView], tree: _Tree, steps: _Steps) -> None:
     if not steps.retrievals:
         detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools, tree)
@@ -141,14 +147,18 @@ class _Tree:
         for view in views:
             pid = view.raw.parent_span_id or None
             if pid is not None and pid not in self.by_id:
-                view.gap("missing_parent", f"parent span {pid} was not collected")
+                view.gap("missing_parent", f"the trace may be incomplete: parent span {pid} not received")
                 pid = None
             self.parent[view.span_id] = pid
             if pid is not None:
                 self.children.setdefault(pid, []).append(view)
-        roots = [v for v in views if not v.raw.parent_span_id] or [
-            v for v in views if self.parent[v.span_id] is None
-        ]
+        roots = [v for v in views if not v.raw.parent_span_id]
+        if not roots:
+            # Every span names a parent: the root (a late flush, another service) has not arrived.
+            views[0].gaps.add(
+                "missing_parent", None, "the trace may be incomplete: its root span has not been received"
+            )
+            roots = [v for v in views if self.parent[v.span_id] is None]
         self.root = roots[0]
 
     def parent_view(self, view: SpanView) -> SpanView | None:

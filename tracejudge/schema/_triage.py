@@ -61,6 +61,8 @@ class Ticket(_Frozen):
     """Free text of the verified report."""
     verified_by: str | None = None
     """Who verified it."""
+    session_id: str | None = None
+    """The conversation the trace is one turn of: the checks then read its earlier turns too."""
     required: tuple[Material, ...]
     """The applicable basis."""
     superseded: tuple[Material, ...] = ()
@@ -133,6 +135,15 @@ class MaterialResult(_Frozen):
     """The four stages in pipeline order."""
 
 
+class SessionTurn(_Frozen):
+    """One turn of a conversation, as a session-aware triage read it."""
+
+    trace_id: str
+    """The turn's trace."""
+    start_time: datetime | None = None
+    """When the turn started."""
+
+
 class Localization(_Frozen):
     """The triage report (DESIGN 5.5)."""
 
@@ -154,6 +165,13 @@ class Localization(_Frozen):
     """Stages of the material that decided the verdict."""
     materials: tuple[MaterialResult, ...] = ()
     """Per-material results when the ticket names several."""
+    session_id: str | None = None
+    """The conversation whose earlier turns were read too (DESIGN 5.5 Sessions), or None."""
+    turns: tuple[SessionTurn, ...] = ()
+    """The session's stored turns that were read, oldest first, ending with this trace."""
+    notes: tuple[str, ...] = ()
+    """Things to know beside the verdict: the trace may be incomplete (a parent span or the root not
+    received), the basis is an unverified draft."""
 
 
 class UsageQuestion(_Frozen):
