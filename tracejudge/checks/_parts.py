@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracejudge.schema import TaskRecord
-from tracejudge.schema._score import JudgedPart
+from tracejudge.schema import JudgedPart, TaskRecord
 
 
 def _doc_label(doc_id: str | None, version: str | None) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from importlib.metadata import entry_points
+from importlib import metadata as _metadata
 
 import click
 
@@ -22,18 +22,32 @@ from tracejudge.cli._serve import serve
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
-from tracejudge.store import STORE_SCHEMA_VERSION, resolve_store_url
+from tracejudge.store import STORE_SCHEMA_VERSION as _STORE_SCHEMA_VERSION
+from tracejudge.store import resolve_store_url as _resolve_store_url
 
 __all__ = [
     "FROM_HELP",
     "TO_HELP",
     "App",
+    "audit",
+    "calibrate_cmd",
     "cli",
+    "collect",
+    "demo",
+    "doctor",
     "handle_errors",
     "main",
+    "mcp",
     "parse_when",
     "pass_app",
     "print_json",
+    "probe",
+    "regress",
+    "report",
+    "score",
+    "serve",
+    "traces",
+    "triage",
 ]
 
 
@@ -44,7 +58,7 @@ class _CollectGroup(click.Group):
         if getattr(self, "_loaded", False):
             return
         self._loaded = True
-        for ep in entry_points(group="tracejudge.collectors"):
+        for ep in _metadata.entry_points(group="tracejudge.collectors"):
             if ep.name in self.commands:
                 continue
             try:
@@ -75,7 +89,7 @@ def _broken(name: str, why: str) -> click.Command:
 @click.version_option(
     __version__,
     prog_name="tracejudge",
-    message=f"%(prog)s %(version)s (store schema {STORE_SCHEMA_VERSION})",
+    message=f"%(prog)s %(version)s (store schema {_STORE_SCHEMA_VERSION})",
 )
 @click.option(
     "--store",
@@ -87,7 +101,7 @@ def _broken(name: str, why: str) -> click.Command:
 @click.pass_context
 def cli(ctx: click.Context, store: str | None) -> None:
     """tracejudge: find why a retrieval-augmented agent answered wrong, from its traces."""
-    app = App(store_url=resolve_store_url(store))
+    app = App(store_url=_resolve_store_url(store))
     ctx.obj = app
     ctx.call_on_close(app.close)
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tracejudge.checks._parts import part_data
+from tracejudge.checks import part_data
 from tracejudge.schema import Criterion, Rubric, TaskRecord
 
 _SYSTEM = """You are an evaluation judge. You score one task of an AI agent against the criteria below, \

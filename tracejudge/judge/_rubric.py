@@ -28,7 +28,7 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
         # 1.0 and 1 must not silently become the same series.
         data["version"] = str(data["version"])
     try:
-        from tracejudge.checks._schema import check_schema
+        from tracejudge.checks import check_schema
 
         rubric = Rubric.model_validate(data)
         for check in rubric.checks:

@@ -3,9 +3,6 @@ Langfuse score configs that make tracejudge's scores filterable in Langfuse (DES
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 from tracejudge.report._data import (
     VERDICTS,
     CategoryRow,
@@ -54,7 +51,7 @@ from tracejudge.report._serve import (
     parse_listen,
     serve,
 )
-from tracejudge.store import Store
+from tracejudge.report._write import write_report
 
 __all__ = [
     "CONTENT_TYPE",
@@ -100,21 +97,3 @@ __all__ = [
     "triage_view",
     "write_report",
 ]
-
-
-def write_report(
-    store: Store,
-    out: str | Path,
-    *,
-    suites: Sequence[str | Path] = (),
-    langfuse_url: str | None = None,
-) -> ReportData:
-    """Build the report from the store and write it to ``out`` as one self-contained HTML file."""
-    data = build_report(store, suites=suites, langfuse_url=langfuse_url)
-    path = Path(out)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(data), encoding="utf-8")
-    tmp.replace(path)
-    return data

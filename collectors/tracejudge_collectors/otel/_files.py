@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from tracejudge._errors import InputError
+from tracejudge import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge_collectors.otel._read import iter_otlp_file

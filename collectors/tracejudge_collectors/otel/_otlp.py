@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from tracejudge._errors import InputError
+from tracejudge import InputError
 
 MAX_ATTRIBUTE_DEPTH = 64
 """Deepest nesting of array / key-value-list attribute values kept as structure."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from tracejudge._errors import InputError
+from tracejudge import InputError
 from tracejudge.schema import RawSpan, SpanSource
 from tracejudge_collectors.otel._decode import DecodeResult, decode_json_object, decode_protobuf
 from tracejudge_collectors.otel._logs import decode_logs_json_object

@@ -29,9 +29,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from tracejudge import _serving
-from tracejudge._errors import InputError, StoreError, TracejudgeError
-from tracejudge._serving import bind, is_loopback, quiet_server, socket_url, token_matches
+from tracejudge import InputError, StoreError, TracejudgeError, serving
+from tracejudge.serving import bind, is_loopback, quiet_server, socket_url, token_matches
 from tracejudge.store import Store
 from tracejudge_collectors.otel._decode import DecodeResult, decode_json, decode_protobuf
 from tracejudge_collectors.otel._logs import LogDecodeResult, decode_logs_json, decode_logs_protobuf
@@ -253,12 +252,12 @@ async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes
 
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port). Port 0 means any free port."""
-    return _serving.parse_listen(value, example_port=4318, strip=True)
+    return serving.parse_listen(value, example_port=4318, strip=True)
 
 
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse to listen beyond loopback without a bearer token."""
-    _serving.check_exposure(
+    serving.check_exposure(
         host,
         token,
         refusal=f"refusing to listen on {host} without a bearer token: "

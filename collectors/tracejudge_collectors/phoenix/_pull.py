@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tracejudge._errors import InputError
+from tracejudge import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import PhoenixApi, PhoenixApiError

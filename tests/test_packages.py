@@ -1,0 +1,148 @@
+"""Package boundaries (as httpx guards its own): every package's ``__all__`` is explicit and true,
+implementation modules are private, and no module reaches into another package's private module.
+
+These guard the structure the whole team builds on; each failure says what to change.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = {
+    "tracejudge": ROOT / "tracejudge",
+    "tracejudge_collectors": ROOT / "collectors" / "tracejudge_collectors",
+}
+# Public modules by design: the local stand-in servers are imported by module (``tracejudge.testing``'s
+# docstring names them), not re-exported.
+PUBLIC_MODULES = {
+    "tracejudge.testing.langfuse_server",
+    "tracejudge.testing.openai_server",
+    "tracejudge.testing.phoenix_server",
+}
+
+
+def _modules() -> Iterator[tuple[str, Path, bool]]:
+    """(dotted name, file, is a package) for every module of tracejudge and tracejudge_collectors."""
+    for top, base in SOURCES.items():
+        for path in sorted(base.rglob("*.py")):
+            rel = path.relative_to(base).with_suffix("")
+            parts = [top, *rel.parts]
+            if parts[-1] == "__init__":
+                yield ".".join(parts[:-1]), path, True
+            else:
+                yield ".".join(parts), path, False
+
+
+PACKAGES = sorted(name for name, _, is_package in _modules() if is_package)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_all_is_explicit_and_true(package: str) -> None:
+    module = importlib.import_module(package)
+    exported = getattr(module, "__all__", None)
+    assert exported is not None, f"{package}/__init__.py: add __all__ listing what the package exports"
+    missing = [name for name in exported if not hasattr(module, name)]
+    assert not missing, (
+        f"{package}.__all__ names {missing}, which the package does not define: import or drop them"
+    )
+    assert len(set(exported)) == len(exported), f"{package}.__all__ lists a name twice"
+    submodules = {m.name for m in pkgutil.iter_modules(module.__path__)}
+    public = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and name not in submodules
+        and name != "annotations"  # from __future__ import annotations
+        and not (isinstance(value, type(module)))
+    }
+    unlisted = sorted(public - set(exported))
+    assert not unlisted, (
+        f"{package} has public names not in __all__: {unlisted}; add them to __all__ in"
+        f" {package.replace('.', '/')}/__init__.py, or import them under a private name"
+    )
+
+
+def test_implementation_modules_are_private() -> None:
+    public = [
+        name
+        for name, _, is_package in _modules()
+        if not is_package and not name.rsplit(".", 1)[1].startswith("_") and name not in PUBLIC_MODULES
+    ]
+    assert not public, (
+        f"implementation modules must be private (_name.py) and their API exported by the package's"
+        f" __init__: rename {public}"
+    )
+
+
+def _private_imports(name: str, path: Path, is_package: bool) -> Iterator[tuple[int, str]]:
+    """(line, imported) for each import of a private module (or private name) of a package that does
+    not enclose this module."""
+    package = name if is_package else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue  # relative imports stay inside their package
+        for target in targets:
+            owner = _private_owner(target)
+            if owner is not None and package != owner and not package.startswith(owner + "."):
+                yield node.lineno, target
+                break  # one report per import statement
+
+
+def _private_owner(target: str) -> str | None:
+    """The package owning the first private part of ``target`` (``tracejudge.checks`` for
+    ``tracejudge.checks._parts.part_data``), or None when it names nothing private of ours."""
+    parts = target.split(".")
+    if parts[0] not in SOURCES:
+        return None
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: imports {target}"
+        for name, path, is_package in _modules()
+        for line, target in _private_imports(name, path, is_package)
+    ]
+    assert not found, (
+        "a module imports a private module (or name) of another package:\n  "
+        + "\n  ".join(found)
+        + "\nimport it from the package instead (add it to that package's __init__ and __all__ if it"
+        " is not exported yet), or move the code into the package that owns it"
+    )
+
+
+def test_the_import_guard_tells_enclosing_from_foreign(tmp_path: Path) -> None:
+    source = tmp_path / "_x.py"
+    source.write_text(
+        "from tracejudge._errors import InputError\n"  # the root package encloses tracejudge.judge
+        "from tracejudge.judge._prompt import build\n"  # its own package
+        "from tracejudge.checks._parts import part_data\n"  # another package's private module
+        "import tracejudge.store._sqlite\n"
+        "from tracejudge.checks import _numbers\n"
+        "from tracejudge.checks import part_text\n",
+        encoding="utf-8",
+    )
+    found = list(_private_imports("tracejudge.judge._x", source, is_package=False))
+    assert found == [
+        (3, "tracejudge.checks._parts"),
+        (4, "tracejudge.store._sqlite"),
+        (5, "tracejudge.checks._numbers"),
+    ]
+    # Outside the tracejudge package (the collectors distribution) the root's private modules are foreign.
+    outside = [t for _, t in _private_imports("tracejudge_collectors.otel._x", source, is_package=False)]
+    assert outside[0] == "tracejudge._errors"

@@ -1,0 +1,33 @@
+"""Which store a URL names, resolved at the edge: argument > ``TRACEJUDGE_STORE`` > default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tracejudge._errors import InputError
+from tracejudge.store._protocol import Store
+from tracejudge.store._sqlite import SqliteStore
+
+DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
+
+
+def resolve_store_url(arg: str | None) -> str:
+    """Argument > ``TRACEJUDGE_STORE`` > default."""
+    return arg or os.environ.get("TRACEJUDGE_STORE") or DEFAULT_STORE
+
+
+def open_store(url: str) -> Store:
+    """Open the store a URL names: ``sqlite:///relative.db``, ``sqlite:////abs.db``, ``sqlite://:memory:``,
+    ``postgresql://user:pass@host:5432/db``, or a bare file path."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from tracejudge.store._postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        path = rest[1:] if rest.startswith("/") else rest
+        return SqliteStore(path or ":memory:")
+    if "://" in url:
+        raise InputError(f"unknown store URL scheme in {url!r}", hint="use sqlite:///PATH or a file path")
+    return SqliteStore(Path(url))
