@@ -70,10 +70,13 @@ def test_all_is_explicit_and_true(package: str) -> None:
 
 
 def test_implementation_modules_are_private() -> None:
+    # A module is private when its own name, or a package it is in, starts with an underscore.
     public = [
         name
         for name, _, is_package in _modules()
-        if not is_package and not name.rsplit(".", 1)[1].startswith("_") and name not in PUBLIC_MODULES
+        if not is_package
+        and not any(part.startswith("_") for part in name.split(".")[1:])
+        and name not in PUBLIC_MODULES
     ]
     assert not public, (
         f"implementation modules must be private (_name.py) and their API exported by the package's"
