@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ from typing import Any
 
 import openai
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Tracer
 
@@ -280,6 +281,49 @@ class _CountEnded(SpanProcessor):
             self.counts[tid] = self.counts.get(tid, 0) + 1
 
 
+class _AsOf(SpanExporter):
+    """Exports each span of a trace run "as of" another time shifted by that trace's offset, so a
+    scenario replayed today is recorded at its task time (the trace's start is its task time, as in a
+    real deployment, and a sweep reads it so)."""
+
+    def __init__(self, exporter: SpanExporter, offsets: dict[int, int]) -> None:
+        self.exporter = exporter
+        self.offsets = offsets
+
+    def _shift(self, span: ReadableSpan) -> ReadableSpan:
+        offset = self.offsets.get(span.context.trace_id) if span.context is not None else None
+        if not offset:
+            return span
+
+        def at(ns: int | None) -> int | None:
+            return ns + offset if ns is not None else None
+
+        events = [Event(e.name, e.attributes, at(e.timestamp)) for e in span.events]
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=events,
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=at(span.start_time),
+            end_time=at(span.end_time),
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.exporter.export([self._shift(s) for s in spans])
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+
 @dataclass
 class Tracing:
     """A tracer provider exporting through ``exporter``, with fixed ids per scenario and a count
@@ -289,17 +333,23 @@ class Tracing:
     service_name: str = "procurement-agent"
     ids: FixedTraceIds = field(default_factory=FixedTraceIds)
     span_counts: dict[str, int] = field(default_factory=dict)
+    offsets: dict[int, int] = field(default_factory=dict)
+    """Per trace id: nanoseconds added to its spans' times on export (see :meth:`as_of`)."""
 
     def __post_init__(self) -> None:
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": self.service_name}), id_generator=self.ids
         )
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        self.provider.add_span_processor(BatchSpanProcessor(_AsOf(self.exporter, self.offsets)))
         self.provider.add_span_processor(_CountEnded(self.span_counts))
         self.tracer: Tracer = self.provider.get_tracer("procurement-agent", "1.0")
 
     def flush(self, timeout_ms: int = 30_000) -> bool:
         return self.provider.force_flush(timeout_ms)
+
+    def as_of(self, trace_id_hex: str, when: datetime) -> None:
+        """Record the trace ``trace_id_hex``, about to run, as if it started at ``when``."""
+        self.offsets[int(trace_id_hex, 16)] = int(when.timestamp() * 1e9) - time.time_ns()
 
     def shutdown(self) -> None:
         self.provider.shutdown()
@@ -360,9 +410,13 @@ def run_agent(
     tracing: Tracing,
     trace_id: str | None = None,
     use_instrumentor: bool = True,
+    as_of: datetime | None = None,
 ) -> str:
-    """Answer ``question``; every step is recorded on ``tracing`` (under ``trace_id`` when given)."""
+    """Answer ``question``; every step is recorded on ``tracing`` (under ``trace_id`` when given, and
+    at the time ``as_of`` when given with it)."""
     ids = tracing.ids.use(trace_id) if trace_id else nullcontext()
+    if trace_id and as_of is not None:
+        tracing.as_of(trace_id, as_of)
     auto_llm = instrument_openai(
         tracing, capture_content=config.capture_content, use_instrumentor=use_instrumentor
     )

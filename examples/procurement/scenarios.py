@@ -128,6 +128,7 @@ def run_scenarios(
                     tracing=tracing,
                     trace_id=sc.trace_id,
                     use_instrumentor=use_instrumentor,
+                    as_of=sc.task_time,
                 )
             )
         if not tracing.flush():

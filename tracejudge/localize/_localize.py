@@ -126,6 +126,9 @@ def localize(
 
     ``session_missing`` (set by :func:`~tracejudge.localize.localize_session`) names earlier turns of
     the conversation that are not stored: "not returned" is then not concluded."""
+    if ticket.status == "draft":
+        verified = ticket.model_copy(update={"status": "verified"})
+        return _unverified(localize(task, verified, manifest, judge=judge, session_missing=session_missing))
     ctx = CheckContext(
         task=task,
         ticket=ticket,
@@ -164,6 +167,12 @@ def localize(
         stages=decider.stages,
         materials=tuple(results),
     )
+
+
+def _unverified(loc: Localization) -> Localization:
+    """A draft ticket's result: the same checks, marked as resting on a basis no person has verified."""
+    note = "unverified basis (draft ticket, not yet confirmed by a person): "
+    return loc.model_copy(update={"basis": "draft", "summary": note + loc.summary})
 
 
 def trace_not_stored(ticket: Ticket, trace_id: str) -> Localization:

@@ -57,6 +57,8 @@ class Ticket(_Frozen):
     """The trace the ticket is about (may be given on the command line instead)."""
     task_time: datetime | None = None
     """When the task ran; default: the trace's start."""
+    status: Literal["verified", "draft"] = "verified"
+    """verified (confirmed by a person), or draft (written by ``ticket draft``, not yet confirmed)."""
     feedback: str = ""
     """Free text of the verified report."""
     verified_by: str | None = None
@@ -161,6 +163,8 @@ class Localization(_Frozen):
     """Cause of a filtered / not_retrieved verdict."""
     summary: str = ""
     """One-line explanation for people."""
+    basis: Literal["verified", "draft"] = "verified"
+    """draft when the ticket was a draft (``ticket draft``): the verdict rests on an unverified basis."""
     stages: tuple[StageResult, ...]
     """Stages of the material that decided the verdict."""
     materials: tuple[MaterialResult, ...] = ()

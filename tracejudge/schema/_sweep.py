@@ -1,0 +1,110 @@
+"""What changed between two versions of a document, draft tickets, and sweep results (DESIGN 5.5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
+from tracejudge.schema._triage import Evidence
+
+ValueKind = Literal["amount", "percent", "date", "duration", "count", "number"]
+ChangeKind = Literal["changed", "added", "removed"]
+
+
+class ChangedValue(_Frozen):
+    """A value (amount, percent, date, duration, count) one version states and the other does not."""
+
+    kind: ValueKind
+    """What it is."""
+    text: str
+    """As the version writes it, e.g. "50,000 RMB", "sixty days", "1 March 2026"."""
+    value: str
+    """Canonical reading, e.g. "50000 CNY", "60 day", "2026-03-01"."""
+
+
+class SentenceChange(_Frozen):
+    """One sentence that differs between two versions: reworded or with other values, added, or removed."""
+
+    kind: ChangeKind
+    """changed (a sentence of each version pairs up), added (only the new one), removed (only the old one)."""
+    old: str | None = None
+    """The old version's sentence (None when added)."""
+    new: str | None = None
+    """The new version's sentence (None when removed)."""
+    old_values: tuple[ChangedValue, ...] = ()
+    """Values of the old sentence the new version does not state anywhere."""
+    new_values: tuple[ChangedValue, ...] = ()
+    """Values of the new sentence the old version does not state anywhere."""
+
+
+class VersionDiff(_Frozen):
+    """What changed between two versions' ``content``; sentences present in both (wherever they sit) are
+    unchanged and not listed."""
+
+    changes: tuple[SentenceChange, ...] = ()
+    """The sentences that differ, in the new version's order (removed ones after)."""
+    old_values: tuple[ChangedValue, ...] = ()
+    """Every value only the old version states."""
+    new_values: tuple[ChangedValue, ...] = ()
+    """Every value only the new version states."""
+
+
+class Ambiguity(_Frozen):
+    """A field of a draft ticket that ``ticket draft`` could not settle and left for a person."""
+
+    field: str
+    """Which field, e.g. ``required[0].clause``."""
+    reason: str
+    """What is ambiguous and what the person should decide."""
+    options: tuple[str, ...] = ()
+    """The candidates it could not choose between."""
+
+
+class DraftTicket(_Frozen):
+    """What ``ticket draft`` produced: the ticket (status draft) and what it could not settle."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this record's layout."""
+    trace_id: str
+    """The trace the ticket is about."""
+    ticket: dict[str, Any]
+    """The ticket as written (DESIGN 5.2), ``status: draft``; a field it could not settle is null."""
+    ambiguous: tuple[Ambiguity, ...] = ()
+    """Fields left for a person, and why."""
+    evidence: tuple[Evidence, ...] = ()
+    """What the choices rest on (the answer's values, the retrieval, the feedback)."""
+    yaml: str = ""
+    """The ticket as YAML, with a comment on each field left for a person."""
+    out: str | None = None
+    """The file it was written to, if any."""
+
+
+class SweepFlag(_Frozen):
+    """A trace whose answer rests on a version not in effect at its task time (DESIGN 5.5, Sweep)."""
+
+    trace_id: str
+    """The trace."""
+    task_time: datetime | None
+    """When the task ran (the trace's start)."""
+    doc_id: str
+    """The document."""
+    in_effect: str | None
+    """The version in effect at the task time (None when several were)."""
+    used: str
+    """The version not in effect whose values the answer states, or that it cites."""
+    evidence: tuple[Evidence, ...] = ()
+    """The answer's values and citations, and what the trace retrieved and put in the model input."""
+    ticket: dict[str, Any] = Field(default_factory=dict)
+    """A draft ticket (status draft): the version in effect as required, the used one as superseded."""
+
+
+class SweepReport(_Frozen):
+    """``triage --sweep --json``: ``{"flagged": [...], "scanned": N}``."""
+
+    flagged: tuple[SweepFlag, ...] = ()
+    """Flagged traces, in the order scanned."""
+    scanned: int = 0
+    """Traces read in the window."""

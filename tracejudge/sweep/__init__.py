@@ -1,0 +1,23 @@
+"""What changed between document versions, draft tickets, and sweeps for answers resting on a
+version not in effect at the task time (DESIGN 5.5, **Sweep** and **Draft tickets**).
+
+``version_diff``, ``draft_ticket`` and ``flag_trace`` are pure; ``sweep`` and ``draft_ticket_for`` read
+the store and return the records whose JSON ``triage --sweep --json`` and ``ticket draft --json`` print.
+"""
+
+from tracejudge.sweep._api import draft_ticket_for, flag_trace, iter_sweep, sweep
+from tracejudge.sweep._diff import version_diff
+from tracejudge.sweep._draft import draft_ticket, facts_of, render_yaml
+from tracejudge.sweep._index import VersionIndex
+
+__all__ = [
+    "VersionIndex",
+    "draft_ticket",
+    "draft_ticket_for",
+    "facts_of",
+    "flag_trace",
+    "iter_sweep",
+    "render_yaml",
+    "sweep",
+    "version_diff",
+]

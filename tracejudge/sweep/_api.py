@@ -1,0 +1,126 @@
+"""The library functions behind ``triage --sweep`` and ``ticket draft``: they read the store, call the
+pure stages and return the records whose JSON the CLI (and the MCP server) print."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+
+from tracejudge._errors import InputError
+from tracejudge.normalize import normalize
+from tracejudge.schema import DraftTicket, ManifestEntry, RawSpan, SweepFlag, SweepReport, TaskRecord
+from tracejudge.store import Store
+from tracejudge.sweep._draft import _ticket, draft_from_finding, draft_ticket
+from tracejudge.sweep._index import VersionIndex, utc
+from tracejudge.sweep._sweep import analyse, retrieved_versions, task_time_of
+
+__all__ = ["draft_ticket_for", "flag_trace", "iter_sweep", "sweep"]
+
+_NOT_STORED_HINT = "run `tracejudge traces list` to see stored traces, or collect the trace first"
+
+
+def _need_content(index: VersionIndex) -> None:
+    if not index.docs:
+        raise InputError(
+            "the manifest has no document with two or more versions carrying `content`",
+            hint="add each version's text as `content` to the manifest lines (DESIGN 5.3): what changed"
+            " between versions is read from it",
+        )
+
+
+def flag_trace(task: TaskRecord, index: VersionIndex) -> list[SweepFlag]:
+    """The sweep's verdict on one trace: a flag per document its answer states stale values of, or cites
+    a stale version of, each with evidence and a draft ticket. Empty when nothing rests on stale material."""
+    t = task_time_of(task)
+    if t is None:
+        return []
+    flags = []
+    got = set(retrieved_versions(task, index))
+    for f in analyse(task, index, t):
+        if not f.flagged:
+            continue
+        used = f.used(got)
+        d, ev = draft_from_finding(task, index, f, used)
+        flags.append(
+            SweepFlag(
+                trace_id=task.trace_id,
+                task_time=t,
+                doc_id=f.doc_id,
+                in_effect=f.in_effect[0].version if len(f.in_effect) == 1 else None,
+                used=used,
+                evidence=tuple(ev),
+                ticket=_ticket(task, d, "", t),
+            )
+        )
+    return flags
+
+
+def _start(spans: Sequence[RawSpan]) -> datetime | None:
+    starts = [s.start_time_unix_nano for s in spans if s.start_time_unix_nano > 0]
+    if not starts:
+        return None
+    return utc(datetime.fromtimestamp(min(starts) / 1e9))
+
+
+def iter_sweep(
+    store: Store,
+    manifest: Sequence[ManifestEntry],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[SweepFlag | int]:
+    """Stream the sweep: every flag as found, then the number of traces scanned (one trace in memory at
+    a time). ``progress(scanned, flagged)`` is called after each trace."""
+    index = VersionIndex.build(manifest)
+    _need_content(index)
+    since, until = utc(since), utc(until)
+    scanned = flagged = 0
+    for trace_id in store.iter_trace_ids():
+        spans = store.get_spans(trace_id)
+        start = _start(spans)
+        if (since is not None or until is not None) and start is None:
+            continue
+        if (since is not None and start is not None and start < since) or (
+            until is not None and start is not None and start >= until
+        ):
+            continue
+        scanned += 1
+        for flag in flag_trace(normalize(spans), index):
+            flagged += 1
+            yield flag
+        if progress is not None:
+            progress(scanned, flagged)
+    yield scanned
+
+
+def sweep(
+    store: Store,
+    manifest: Sequence[ManifestEntry],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepReport:
+    """``triage --sweep``: every stored trace in the window (start in [since, until)) whose answer rests on
+    a document version not in effect at its task time (DESIGN 5.5, Sweep)."""
+    flags: list[SweepFlag] = []
+    scanned = 0
+    for item in iter_sweep(store, manifest, since=since, until=until, progress=progress):
+        if isinstance(item, int):
+            scanned = item
+        else:
+            flags.append(item)
+    return SweepReport(flagged=tuple(flags), scanned=scanned)
+
+
+def draft_ticket_for(
+    store: Store, trace_id: str, manifest: Sequence[ManifestEntry], feedback: str = ""
+) -> DraftTicket:
+    """``ticket draft``: a draft ticket for a stored trace (DESIGN 5.5, Draft tickets)."""
+    index = VersionIndex.build(manifest)
+    _need_content(index)
+    spans = store.get_spans(trace_id.strip().lower())
+    if not spans:
+        raise InputError(f"no spans stored for trace {trace_id}", hint=_NOT_STORED_HINT)
+    return draft_ticket(normalize(spans), index, feedback)

@@ -1,0 +1,162 @@
+"""Which document version a trace's answer rests on, judged against the versions in effect at its task
+time (DESIGN 5.5, **Sweep**). Pure: a task record and a :class:`VersionIndex` in, findings out.
+
+A trace is flagged for a document when its answer states a value that only a version not in effect
+then holds — no document in effect at that time states it, and the user's question did not bring it —
+or cites such a version, and the answer states nothing that only the version in effect holds (an
+answer contrasting the old cap with the new one is right, not stale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tracejudge.localize import cites_version, find_clause
+from tracejudge.schema import Evidence, TaskRecord
+from tracejudge.sweep._index import DocVersion, VersionIndex, utc
+from tracejudge.sweep._values import Value, agrees, find_values
+
+__all__ = ["Finding", "analyse", "task_time_of"]
+
+
+@dataclass
+class Finding:
+    """What one trace's answer shows about one document."""
+
+    doc_id: str
+    in_effect: tuple[DocVersion, ...]
+    """Versions in effect at the task time."""
+    stale: dict[str, list[tuple[Value, Value]]] = field(default_factory=dict)
+    """Per version not in effect: (answer value, that version's value) pairs only it holds."""
+    cited_stale: list[str] = field(default_factory=list)
+    """Versions not in effect the answer names."""
+    current: list[tuple[Value, Value]] = field(default_factory=list)
+    """(answer value, in-effect version's value) pairs only the version in effect holds."""
+    cited_current: list[str] = field(default_factory=list)
+    """Versions in effect the answer names."""
+
+    @property
+    def flagged(self) -> bool:
+        stale = any(self.stale.values()) or bool(self.cited_stale)
+        return stale and not self.current and not self.cited_current
+
+    def used(self, retrieved: set[tuple[str, str | None]]) -> str:
+        """The version the answer rests on: most values, then cited, then retrieved, then the latest."""
+
+        def rank(version: str) -> tuple[int, int, int]:
+            return (
+                len(self.stale.get(version, [])),
+                version in self.cited_stale,
+                (self.doc_id, version) in retrieved,
+            )
+
+        names = [v for v in self.stale if self.stale[v]] + [
+            v for v in self.cited_stale if v not in self.stale
+        ]
+        return max(reversed(names), key=rank)
+
+
+def task_time_of(task: TaskRecord) -> datetime | None:
+    """The task time of a trace with no ticket: its start (UTC)."""
+    return utc(task.start_time)
+
+
+def _holds(value: Value, values: Sequence[Value]) -> Value | None:
+    return next((v for v in values if agrees(value, v)), None)
+
+
+def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) -> list[Finding]:
+    """One finding per document the answer states versioned values of, or cites a version of."""
+    t = t or task_time_of(task)
+    answer = task.final_answer
+    if t is None or not answer or not index.docs:
+        return []
+    asked = [v for v in find_values(task.input or "") if v.significant]
+    said = [v for v in find_values(answer) if v.significant and _holds(v, asked) is None]
+    live = index.effect_values(t)
+    out = []
+    for doc_id, versions in index.docs.items():
+        effect = tuple(v for v in versions if v.in_effect(t))
+        if not effect:
+            continue  # the document did not apply then: nothing is right or stale about it
+        others = [v for v in versions if not v.in_effect(t)]
+        f = Finding(doc_id, effect)
+        other_values = [x for o in others for x in o.values]
+        for a in said:
+            if _holds(a, live) is None:
+                for o in others:
+                    hit = _holds(a, o.values)
+                    if hit is not None:
+                        f.stale.setdefault(o.version, []).append((a, hit))
+            for e in effect:
+                hit = _holds(a, e.values)
+                if hit is not None and _holds(a, other_values) is None:
+                    f.current.append((a, hit))
+        f.cited_stale = [o.version for o in others if cites_version(answer, doc_id, o.version)]
+        f.cited_current = [e.version for e in effect if cites_version(answer, doc_id, e.version)]
+        if any(f.stale.values()) or f.cited_stale or f.current or f.cited_current:
+            out.append(f)
+    return out
+
+
+def retrieved_versions(task: TaskRecord, index: VersionIndex) -> dict[tuple[str, str | None], str]:
+    """(doc_id, version) of every returned document the index knows -> the retrieval span."""
+    out: dict[tuple[str, str | None], str] = {}
+    for call in task.retrievals:
+        for doc in call.documents:
+            key = index.identify(doc)
+            if key is not None:
+                out.setdefault(key, call.span_id)
+    return out
+
+
+def evidence(task: TaskRecord, index: VersionIndex, f: Finding, used: str, t: datetime) -> list[Evidence]:
+    """What the flag rests on: the answer's values and citations, the retrieval, the model input."""
+    stale = index.version(f.doc_id, used)
+    assert stale is not None
+    when = t.isoformat().replace("+00:00", "Z")
+    now = ", ".join(f"{e.label} ({e.window()})" for e in f.in_effect)
+    ev: list[Evidence] = []
+    for a, hit in f.stale.get(used, []):
+        ev.append(
+            Evidence(
+                span_id=task.final_answer_span_id,
+                note=f'the answer states "{a.text}" ({a.canonical()}): only {stale.label} ({stale.window()})'
+                f' says "{hit.text}", and no document in effect at {when} does; in effect then: {now}',
+            )
+        )
+    if used in f.cited_stale:
+        ev.append(
+            Evidence(
+                span_id=task.final_answer_span_id,
+                note=f"the answer cites {stale.label}, not in effect at {when} ({stale.window()})",
+            )
+        )
+    got = retrieved_versions(task, index)
+    for key, span in got.items():
+        if key[0] == f.doc_id:
+            state = "in effect" if any(e.version == key[1] for e in f.in_effect) else "not in effect"
+            ev.append(Evidence(span_id=span, note=f"retrieved {f.doc_id}@{key[1]} ({state} then)"))
+    for e in f.in_effect:
+        if (f.doc_id, e.version) not in got and task.retrievals:
+            ev.append(Evidence(note=f"{e.label}, in effect then, is not among the retrieved documents"))
+    ev += _in_input(task, stale, {h.text for _, h in f.stale.get(used, [])})
+    return ev
+
+
+def _in_input(task: TaskRecord, stale: DocVersion, texts: set[str]) -> list[Evidence]:
+    """The stale version's sentences stating the answer's values, where the model input holds them."""
+    wanted = [s.text for s in stale.sentences if any(v.text in texts for v in s.values)]
+    out = []
+    for call in task.model_calls:
+        if not call.input_text:
+            continue
+        for sentence in wanted:
+            m = find_clause(call.input_text, sentence, partial=False)
+            if m.found:
+                out.append(
+                    Evidence(span_id=call.span_id, note=f'the model input holds {stale.label}: "{sentence}"')
+                )
+    return out

@@ -1,0 +1,289 @@
+"""Values a document states: amounts, percentages, dates (the facts reader's), plus durations and
+counts with their units ("sixty days", "14 Tage", "30 jours", "三十天", "3 shipments").
+
+A value is compared by meaning, never by spelling: "50,000 RMB" = "¥50,000" = "5万元"; "sixty days" =
+"60 days"; "1 March 2026" = "2026-03-01". Numbers glued to letters ("C-17", "v2", "ISO 9001"?) are
+identifiers, not values, and are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from tracejudge.localize import FactValue, extract_values
+from tracejudge.schema import ChangedValue, ValueKind
+
+__all__ = ["Value", "agrees", "find_values", "sentences"]
+
+_DURATION_UNITS = {
+    # English
+    "day": "day", "days": "day", "calendar day": "day", "calendar days": "day",
+    "business day": "business_day", "business days": "business_day",
+    "working day": "business_day", "working days": "business_day",
+    "week": "week", "weeks": "week", "month": "month", "months": "month",
+    "year": "year", "years": "year", "hour": "hour", "hours": "hour",
+    "minute": "minute", "minutes": "minute",
+    # German
+    "tag": "day", "tage": "day", "tagen": "day", "kalendertage": "day", "kalendertagen": "day",
+    "werktag": "business_day", "werktage": "business_day", "werktagen": "business_day",
+    "arbeitstag": "business_day", "arbeitstage": "business_day", "arbeitstagen": "business_day",
+    "woche": "week", "wochen": "week", "monat": "month", "monate": "month", "monaten": "month",
+    "jahr": "year", "jahre": "year", "jahren": "year", "stunde": "hour", "stunden": "hour",
+    # French
+    "jour": "day", "jours": "day", "jours ouvrables": "business_day", "jours ouvrés": "business_day",
+    "semaine": "week", "semaines": "week", "mois": "month", "an": "year", "ans": "year",
+    "année": "year", "années": "year", "heure": "hour", "heures": "hour",
+    # Chinese / Japanese
+    "天": "day", "日": "day", "个工作日": "business_day", "工作日": "business_day", "周": "week",
+    "星期": "week", "个星期": "week", "个月": "month", "か月": "month", "ヶ月": "month", "年": "year",
+    "小时": "hour", "个小时": "hour", "時間": "hour",
+}  # fmt: skip
+_UNIT_RX = "|".join(sorted((re.escape(u) for u in _DURATION_UNITS), key=len, reverse=True))
+
+_WORD_NUMBERS = {
+    # English
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+    # German
+    "ein": 1, "eine": 1, "einem": 1, "einer": 1, "zwei": 2, "drei": 3, "vier": 4, "fünf": 5, "sechs": 6,
+    "sieben": 7, "acht": 8, "neun": 9, "zehn": 10, "elf": 11, "zwölf": 12, "vierzehn": 14,
+    "fünfzehn": 15, "zwanzig": 20, "dreißig": 30, "vierzig": 40, "fünfzig": 50, "sechzig": 60,
+    "neunzig": 90,
+    # French
+    "un": 1, "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8, "neuf": 9,
+    "dix": 10, "onze": 11, "douze": 12, "quatorze": 14, "quinze": 15, "vingt": 20, "trente": 30,
+    "quarante": 40, "cinquante": 50, "soixante": 60, "quatre-vingt-dix": 90,
+}  # fmt: skip
+_EN_TENS = r"(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+_EN_ONES = r"(?:one|two|three|four|five|six|seven|eight|nine)"
+_WORD_RX = "|".join(sorted((re.escape(w) for w in _WORD_NUMBERS), key=len, reverse=True))
+_CJK_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+
+_SPELLED = re.compile(
+    rf"(?<![^\W\d_])(?P<w>{_EN_TENS}-{_EN_ONES}|{_WORD_RX})(?:\s*\(\d+\))?\s+(?P<u>{_UNIT_RX})(?![^\W\d_])",
+    re.I,
+)
+_CJK_SPELLED = re.compile(rf"(?P<w>[一二两三四五六七八九十]{{1,3}})\s*(?P<u>{_UNIT_RX})")
+# What may follow a number as its unit: a duration word, else a noun counted ("3 shipments").
+_AFTER_UNIT = re.compile(rf"[ \u00a0]?(?P<u>{_UNIT_RX})(?![^\W\d_])", re.I)
+_AFTER_NOUN = re.compile(r"[ \u00a0](?P<n>[^\W\d_]{3,})")
+_NOT_NOUNS = frozenset(
+    [
+        "and",
+        "or",
+        "per",
+        "of",
+        "to",
+        "the",
+        "a",
+        "an",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "from",
+        "with",
+        "than",
+        "is",
+        "are",
+        "was",
+        "be",
+        "shall",
+        "must",
+        "may",
+        "will",
+        "not",
+        "und",
+        "oder",
+        "pro",
+        "je",
+        "der",
+        "die",
+        "das",
+        "den",
+        "dem",
+        "des",
+        "von",
+        "bis",
+        "zu",
+        "mit",
+        "für",
+        "ist",
+        "sind",
+        "et",
+        "ou",
+        "par",
+        "le",
+        "la",
+        "les",
+        "de",
+        "des",
+        "du",
+        "au",
+        "aux",
+        "en",
+        "pour",
+        "avec",
+        "est",
+        "sont",
+    ]
+)
+_SENTENCE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[^\s])|(?<=[。！？；])|\n\s*\n|\n(?=\s*[-*•\d])")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value found in a text."""
+
+    kind: ValueKind
+    """What it is."""
+    text: str
+    """As written."""
+    start: int
+    """Offset in the text."""
+    end: int
+    """End offset."""
+    fact: FactValue | None = None
+    """The facts reader's value (amounts, percents, dates, plain numbers)."""
+    amount: Decimal | None = None
+    """The number of a duration or count."""
+    unit: str = ""
+    """Canonical duration unit ("day", "month") or the noun counted ("shipment")."""
+
+    @property
+    def significant(self) -> bool:
+        """Distinctive enough to say an answer took it from a document: dates, amounts, percents,
+        durations, counts; a bare number only with three digits or a decimal part."""
+        if self.kind != "number":
+            return True
+        assert self.fact is not None
+        return any(abs(n) >= 100 or n != n.to_integral_value() for n in self.fact.numbers)
+
+    def canonical(self) -> str:
+        if self.kind in ("duration", "count"):
+            return f"{_num(self.amount)} {self.unit}"
+        assert self.fact is not None
+        return self.fact.show()
+
+    def record(self) -> ChangedValue:
+        return ChangedValue(kind=self.kind, text=self.text, value=self.canonical())
+
+
+def _num(n: Decimal | None) -> str:
+    return format(n.normalize(), "f") if n is not None else "?"
+
+
+def _cjk_number(word: str) -> int | None:
+    if word == "十":
+        return 10
+    if "十" in word:
+        tens, _, ones = word.partition("十")
+        t = _CJK_DIGITS.get(tens, 1 if tens == "" else -100)
+        o = _CJK_DIGITS.get(ones, 0 if ones == "" else -100)
+        return t * 10 + o if t > 0 and o >= 0 else None
+    return _CJK_DIGITS.get(word) if len(word) == 1 else None
+
+
+def _glued(text: str, start: int) -> bool:
+    """An identifier's digits: "C-17", "v2", "A4", "ISO-9001"."""
+    before = text[max(0, start - 2) : start]
+    return bool(before) and (_latin(before[-1]) or (before[-1] in "-/_#" and _latin(before[:1])))
+
+
+def _latin(c: str) -> bool:
+    # CJK text writes numbers right after words ("不得超过5万元"): only an alphabetic script glues.
+    return c.isalpha() and ord(c) < 0x2E80
+
+
+def _kind(fact: FactValue) -> ValueKind:
+    if fact.kind == "date":
+        return "date"
+    if "%" in fact.units:
+        return "percent"
+    return "amount" if fact.units else "number"
+
+
+def find_values(text: str) -> list[Value]:
+    """Every value in a text, in order: the facts reader's dates, amounts and numbers, with a number
+    followed by a duration word read as a duration and by a noun as a count; spelled-out durations."""
+    out: list[Value] = []
+    taken: list[tuple[int, int]] = []
+    for m in _SPELLED.finditer(text):
+        n = _WORD_NUMBERS.get(m.group("w").lower())
+        if n is None and "-" in m.group("w"):
+            tens, ones = m.group("w").lower().split("-")
+            n = _WORD_NUMBERS[tens] + _WORD_NUMBERS[ones]
+        unit = _DURATION_UNITS[m.group("u").lower()]
+        out.append(Value("duration", m.group(0), m.start(), m.end(), amount=Decimal(n or 0), unit=unit))
+        taken.append(m.span())
+    for m in _CJK_SPELLED.finditer(text):
+        n = _cjk_number(m.group("w"))
+        if n is not None and not any(a < m.end() and m.start() < b for a, b in taken):
+            unit = _DURATION_UNITS[m.group("u")]
+            out.append(Value("duration", m.group(0), m.start(), m.end(), amount=Decimal(n), unit=unit))
+            taken.append(m.span())
+    for fact in extract_values(text):
+        if any(a < fact.end and fact.start < b for a, b in taken) or _glued(text, fact.start):
+            continue
+        kind = _kind(fact)
+        if kind == "number" and len(fact.numbers) == 1:
+            (number,) = fact.numbers
+            unit_m = _AFTER_UNIT.match(text, fact.end)
+            if unit_m is not None:
+                unit = _DURATION_UNITS[unit_m.group("u").lower()]
+                end = unit_m.end()
+                out.append(
+                    Value("duration", text[fact.start : end], fact.start, end, amount=number, unit=unit)
+                )
+                continue
+            noun_m = _AFTER_NOUN.match(text, fact.end)
+            if noun_m is not None and noun_m.group("n").lower() not in _NOT_NOUNS:
+                noun = noun_m.group("n").lower()
+                noun = noun[:-1] if noun.endswith("s") and len(noun) > 3 else noun
+                end = noun_m.end()
+                out.append(Value("count", text[fact.start : end], fact.start, end, amount=number, unit=noun))
+                continue
+        out.append(Value(kind, text[fact.start : fact.end].strip(), fact.start, fact.end, fact=fact))
+    return sorted(out, key=lambda v: v.start)
+
+
+def agrees(a: Value, b: Value) -> bool:
+    """Do two values state the same thing? An amount matches a bare number of the same size (an answer
+    may drop the currency), a duration or count needs the same unit."""
+    if a.kind in ("duration", "count") or b.kind in ("duration", "count"):
+        return a.kind == b.kind and a.amount == b.amount and a.unit == b.unit
+    fa, fb = a.fact, b.fact
+    assert fa is not None
+    assert fb is not None
+    if (fa.kind == "date") != (fb.kind == "date"):
+        return False
+    if fa.kind == "date":
+        return bool(fa.readings() & fb.readings())
+    if not fa.numbers & fb.numbers:
+        return False
+    if fa.units and fb.units:
+        return bool(fa.units & fb.units)
+    return True
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence (or list item) of a text, whitespace trimmed."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for m in _SENTENCE.finditer(text):
+        spans.append((pos, m.start()))
+        pos = m.end()
+    spans.append((pos, len(text)))
+    out = []
+    for a, b in spans:
+        seg = text[a:b]
+        lead = len(seg) - len(seg.lstrip())
+        trail = len(seg.rstrip())
+        if trail > lead:
+            out.append((a + lead, a + trail))
+    return out
