@@ -19,6 +19,7 @@ from tracejudge.cli._regress import regress
 from tracejudge.cli._report import report
 from tracejudge.cli._score import score
 from tracejudge.cli._serve import serve
+from tracejudge.cli._ticket import ticket
 from tracejudge.cli._traces import traces
 from tracejudge.cli._triage import triage
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
@@ -114,6 +115,7 @@ def collect() -> None:
 cli.add_command(traces)
 cli.add_command(score)
 cli.add_command(triage)
+cli.add_command(ticket)
 cli.add_command(demo)
 cli.add_command(regress)
 cli.add_command(report)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._sweep import parse_when
 from tracejudge.localize import load_manifest, ticket_files
 from tracejudge.regress import (
     HttpTarget,
@@ -54,6 +55,22 @@ def regress() -> None:
 @click.option(
     "--manifest", type=click.Path(path_type=Path), help="Index manifest (JSONL) with document content."
 )
+@click.option(
+    "--sweep",
+    "from_sweep",
+    is_flag=True,
+    help="Also build candidate failure samples from the traces `triage --sweep` flags (needs --manifest"
+    " with content; split debug, tagged basis: draft until verified).",
+)
+@click.option(
+    "--from", "from_", metavar="T", default=None, help="With --sweep: traces started at or after T."
+)
+@click.option("--to", "to", metavar="T", default=None, help="With --sweep: traces started before T.")
+@click.option(
+    "--allow-draft",
+    is_flag=True,
+    help="Build draft tickets (status: draft) whose sample falls in the acceptance split (else refused).",
+)
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Suite folder to write.")
 @click.option(
     "--positive-at", type=float, default=1.0, show_default=True, help="NUMERIC feedback counted positive."
@@ -67,6 +84,10 @@ def build_cmd(
     feedback: str | None,
     queue: str | None,
     manifest: Path | None,
+    from_sweep: bool,
+    from_: str | None,
+    to: str | None,
+    allow_draft: bool,
     out: Path,
     positive_at: float,
     as_json: bool,
@@ -89,6 +110,10 @@ def build_cmd(
         langfuse_queue=queue,
         manifest=entries,
         positive_threshold=positive_at,
+        allow_draft=allow_draft,
+        from_sweep=from_sweep,
+        since=parse_when(from_, "--from"),
+        until=parse_when(to, "--to"),
     )
     if as_json:
         print_json(report)

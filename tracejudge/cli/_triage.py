@@ -12,6 +12,7 @@ from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._sweep import run_sweep
 from tracejudge.localize import NOT_STORED_HINT, TicketResult, triage_tickets
 from tracejudge.schema import JudgeConfig, Localization, StageResult
 from tracejudge.write import targets_help
@@ -65,7 +66,13 @@ def _deciding(loc: Localization) -> str:
 
 def _render_many(app: App, rows: Sequence[TicketResult], counts: dict[str, int]) -> None:
     cells = [
-        (loc.ticket or r.ticket_file.name, loc.trace_id, loc.verdict, loc.cause or "-", _deciding(loc))
+        (
+            loc.ticket or r.ticket_file.name,
+            loc.trace_id,
+            loc.verdict + (" (unverified basis)" if loc.basis == "draft" else ""),
+            loc.cause or "-",
+            _deciding(loc),
+        )
         for r in rows
         for loc in (r.localization,)
     ]
@@ -114,10 +121,20 @@ def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
 @click.option(
     "--ticket",
     "ticket_path",
-    required=True,
     type=click.Path(path_type=Path),
+    default=None,
     help="Ticket YAML, or a folder of them.",
 )
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="No ticket: flag every stored trace whose answer rests on a document version not in effect at"
+    " its task time (needs --manifest with each version's content).",
+)
+@click.option(
+    "--from", "from_", metavar="T", default=None, help="With --sweep: traces started at or after T."
+)
+@click.option("--to", "to", metavar="T", default=None, help="With --sweep: traces started before T.")
 @click.option(
     "--manifest",
     "manifest_path",
@@ -159,7 +176,10 @@ def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
 def triage(
     app: App,
     trace_id: str | None,
-    ticket_path: Path,
+    ticket_path: Path | None,
+    sweep: bool,
+    from_: str | None,
+    to: str | None,
     manifest_path: Path | None,
     write_back: str | None,
     judge_model: str | None,
@@ -173,7 +193,23 @@ def triage(
     Exit code 0 whatever the verdict; 1 when --write-back could not write every verdict; 2 when a
     ticket or manifest does not parse, or when the trace of a single ticket is not stored (in a
     folder, such a ticket is unconfirmed and the rest go on).
+
+    With --sweep (no ticket): every stored trace in --from/--to whose answer rests on a version not in
+    effect at its task time, with evidence and a draft ticket each.
     """
+    if sweep:
+        if ticket_path is not None or trace_id:
+            raise InputError(
+                "--sweep takes no ticket or trace id", hint="run triage --sweep --manifest M alone"
+            )
+        wb = run_sweep(app, manifest_path, from_, to, write_back, as_json)
+        if wb is not None and wb["failed"]:
+            raise SystemExit(1)
+        return
+    if ticket_path is None:
+        raise InputError(
+            "--ticket is required", hint="give --ticket FILE (or a folder), or --sweep --manifest M"
+        )
     given = click.get_current_context().get_parameter_source("judge_base_url")
     if judge_base_url and not judge_model and given == click.core.ParameterSource.COMMANDLINE:
         raise InputError(

@@ -28,7 +28,9 @@ _CURRENCY = {
     "%": {"%"}, "percent": {"%"}, "per cent": {"%"}, "pct": {"%"},
 }  # fmt: skip
 _PRE = r"(?P<pre>us\$|[$€£¥￥]|rmb|cny|usd|eur|gbp|jpy)"
-_POST = r"(?P<post>%|per\s?cent|pct|rmb|cny|yuan|日元|元|円|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
+_POST = (
+    r"(?P<post>%|[€£¥￥]|per\s?cent|pct|rmb|cny|yuan|日元|元|円|usd|dollars?|eur|euros?|gbp|pounds?|jpy|yen)"
+)
 _AMOUNT = re.compile(
     rf"(?:{_PRE}\s?)?(?<![\d.,])(?P<num>{_NUM_RUN})"
     r"(?:[ \u00a0]?(?:(?P<mul>k|thousand|mn|million|bn|billion)(?![^\W\d_])|(?P<cjkmul>万|亿)))?"

@@ -138,15 +138,23 @@ def build_suite(
     positive_threshold: float = 1.0,
     acceptance_share: float = 0.5,
     rubric: str | None = None,
+    allow_draft: bool = False,
+    from_sweep: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> BuildReport:
     """Triage each ticket against its stored trace and write one sample per distinct problem; or turn
     stored Langfuse feedback scores into samples: those named ``langfuse_feedback`` and/or the results
     of the annotation queue ``langfuse_queue`` (the reviewer is who verified, the score time when).
-    Existing sample files are kept as they are."""
+    Existing sample files are kept as they are.
+
+    A draft ticket (``status: draft``) whose sample falls in the acceptance split is refused unless
+    ``allow_draft``. ``from_sweep`` turns every trace ``triage --sweep`` flags in [since, until) into a
+    candidate failure sample from its draft ticket: split debug, tagged ``basis: draft`` until verified."""
     from tracejudge.localize import load_ticket, localize
     from tracejudge.normalize import normalize
 
-    if not tickets and not langfuse_feedback and not langfuse_queue:
+    if not tickets and not langfuse_feedback and not langfuse_queue and not from_sweep:
         raise InputError(
             "nothing to build from",
             hint="pass --ticket FILE..., --langfuse-feedback SCORE_NAME or --langfuse-queue QUEUE_ID",
@@ -169,11 +177,15 @@ def build_suite(
             continue
         task = normalize(spans)
         loc = localize(task, ticket, manifest)
-        samples.append(
-            build_sample(
-                task, ticket, loc, manifest, extras=extras, rubric=rubric, acceptance_share=acceptance_share
-            )
+        sample = build_sample(
+            task, ticket, loc, manifest, extras=extras, rubric=rubric, acceptance_share=acceptance_share
         )
+        if ticket.status == "draft":
+            _refuse_draft(path, sample, allow_draft)
+            sample = _drafted(sample, split=sample.split)
+        samples.append(sample)
+    if from_sweep:
+        samples += _sweep_samples(store, manifest, since, until, rubric, acceptance_share)
     if langfuse_feedback or langfuse_queue:
         found = 0
         for trace_id in store.iter_trace_ids():
@@ -237,6 +249,52 @@ def runs_folder(suite: Path, runs: Path | None = None) -> tuple[Path, str | None
             "(pass --runs DIR to choose)"
         )
     return suite / RUNS_DIR, None
+
+
+def _refuse_draft(path: Path, sample: Sample, allow: bool) -> None:
+    if sample.split == "acceptance" and not allow:
+        raise InputError(
+            f"{path}: the ticket is a draft (status: draft) and its sample {sample.id} falls in the"
+            " acceptance split, which must rest on verified feedback",
+            hint="have a person check the ticket and set status: verified, or pass --allow-draft to build"
+            " it anyway",
+        )
+
+
+def _drafted(sample: Sample, *, split: Any) -> Sample:
+    """A sample resting on a draft ticket: tagged so, until a person verifies its basis."""
+    return sample.model_copy(update={"split": split, "tags": {**sample.tags, "basis": "draft"}})
+
+
+def _sweep_samples(
+    store: Store,
+    manifest: Sequence[ManifestEntry],
+    since: datetime | None,
+    until: datetime | None,
+    rubric: str | None,
+    acceptance_share: float,
+) -> list[Sample]:
+    """Candidate failure samples from the traces a sweep flags (debug split: their basis is a draft)."""
+    from tracejudge.localize import localize
+    from tracejudge.normalize import normalize
+    from tracejudge.schema import Ticket
+    from tracejudge.sweep import iter_sweep
+
+    out: list[Sample] = []
+    for flag in iter_sweep(store, manifest, since=since, until=until):
+        if isinstance(flag, int):
+            continue
+        ticket = Ticket.model_validate(flag.ticket)
+        if not ticket.required or not ticket.required[0].version:
+            continue  # what applied is left for a person: nothing to build on yet
+        task = normalize(store.get_spans(flag.trace_id))
+        loc = localize(task, ticket, manifest)
+        sample = build_sample(
+            task, ticket, loc, manifest, extras=TicketExtras(kind="failure"), rubric=rubric,
+            acceptance_share=acceptance_share,
+        )  # fmt: skip
+        out.append(_drafted(sample, split="debug"))
+    return out
 
 
 def check_suite_path(

@@ -9,8 +9,10 @@ from tracejudge.sweep._api import draft_ticket_for, flag_trace, iter_sweep, swee
 from tracejudge.sweep._diff import version_diff
 from tracejudge.sweep._draft import draft_ticket, facts_of, render_yaml
 from tracejudge.sweep._index import VersionIndex
+from tracejudge.sweep._writeback import SWEEP_SCORE_NAME, sweep_scores, write_sweep
 
 __all__ = [
+    "SWEEP_SCORE_NAME",
     "VersionIndex",
     "draft_ticket",
     "draft_ticket_for",
@@ -19,5 +21,7 @@ __all__ = [
     "iter_sweep",
     "render_yaml",
     "sweep",
+    "sweep_scores",
     "version_diff",
+    "write_sweep",
 ]

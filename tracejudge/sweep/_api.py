@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from pathlib import Path
 
 from tracejudge._errors import InputError
 from tracejudge.normalize import normalize
@@ -115,12 +116,33 @@ def sweep(
 
 
 def draft_ticket_for(
-    store: Store, trace_id: str, manifest: Sequence[ManifestEntry], feedback: str = ""
+    store: Store,
+    trace_id: str,
+    manifest: Sequence[ManifestEntry],
+    feedback: str = "",
+    *,
+    langfuse_score: str | None = None,
+    out: Path | None = None,
 ) -> DraftTicket:
-    """``ticket draft``: a draft ticket for a stored trace (DESIGN 5.5, Draft tickets)."""
+    """``ticket draft``: a draft ticket for a stored trace (DESIGN 5.5, Draft tickets), from ``feedback``
+    or the comment of the Langfuse score ``langfuse_score`` on the trace; written to ``out`` as YAML
+    when given. The record is what ``ticket draft --json`` prints."""
     index = VersionIndex.build(manifest)
     _need_content(index)
-    spans = store.get_spans(trace_id.strip().lower())
+    trace_id = trace_id.strip().lower()
+    spans = store.get_spans(trace_id)
     if not spans:
         raise InputError(f"no spans stored for trace {trace_id}", hint=_NOT_STORED_HINT)
-    return draft_ticket(normalize(spans), index, feedback)
+    if langfuse_score is not None:
+        from tracejudge.sweep._langfuse import langfuse_feedback
+
+        feedback = langfuse_feedback(trace_id, langfuse_score)
+    draft = draft_ticket(normalize(spans), index, feedback)
+    if out is None:
+        return draft
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(draft.yaml, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot be written: {exc}", hint="give --out a writable file path") from None
+    return draft.model_copy(update={"out": str(out)})

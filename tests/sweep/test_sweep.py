@@ -1,0 +1,211 @@
+"""The sweep over stored traces: every answer resting on a version not in effect at its task time is
+flagged, no correct answer is, and each flag's draft ticket triages like the hand-written ticket."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sweep.conftest import RECORDED, recorded_manifest
+from tracejudge._demo import load_example
+from tracejudge._errors import InputError
+from tracejudge.localize import load_ticket, localize
+from tracejudge.normalize import normalize
+from tracejudge.schema import Document, ManifestEntry, Material, ModelCall, RetrievalCall, TaskRecord, Ticket
+from tracejudge.store import SqliteStore
+from tracejudge.sweep import VersionIndex, flag_trace, iter_sweep, sweep
+from tracejudge_collectors.otel import read_otlp_file
+
+from .conftest import EXAMPLE
+
+FIXTURES = sorted(p for p in RECORDED.iterdir() if p.suffix in (".pb", ".json"))
+STALE_ANSWER = "Yes: contract C-17 allows prepayment up to 50,000 RMB, so 45,000 RMB is fine."
+RIGHT_ANSWER = "No: attachment v2 of C-17 caps prepayment at 30,000 RMB; 45,000 RMB is over the limit."
+HAND_TICKET = Ticket(
+    ticket="EXP-311",
+    required=(
+        Material(
+            doc_id="C-17/attachment",
+            version="v2",
+            clause="Prepayment shall not exceed 30,000 RMB",
+            facts={"prepayment_cap_rmb": 30000},
+        ),
+    ),
+    superseded=(Material(doc_id="C-17/attachment", version="v1", facts={"prepayment_cap_rmb": 50000}),),
+)
+
+
+@pytest.fixture(scope="module")
+def conventions(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every recorded convention fixture in one store, with each trace's recorded answer."""
+    store = SqliteStore(tmp_path_factory.mktemp("conventions") / "store.db")
+    answers: dict[str, tuple[str, str]] = {}
+    for path in FIXTURES:
+        spans = list(read_otlp_file(path))
+        store.put_spans(spans)
+        for trace_id in {s.trace_id for s in spans}:
+            task = normalize([s for s in spans if s.trace_id == trace_id])
+            answers[trace_id] = (path.name, task.final_answer or "")
+    yield store, answers
+    store.close()
+
+
+def test_recording_answers_are_one_of_two() -> None:
+    # The ground truth below rests on the recorders' two scripted answers (fixtures/traces/_recording.py).
+    text = (RECORDED / "_recording.py").read_text()
+    assert STALE_ANSWER in text
+    assert RIGHT_ANSWER in text
+
+
+def test_every_convention_stale_answer_is_flagged_and_no_right_one(conventions: Any) -> None:
+    store, answers = conventions
+    assert {a for _, a in answers.values()} == {STALE_ANSWER, RIGHT_ANSWER}
+    report = sweep(store, recorded_manifest())
+    assert report.scanned == len(answers)
+    flagged = {f.trace_id for f in report.flagged}
+    stale = {t for t, (_, a) in answers.items() if a == STALE_ANSWER}
+    assert flagged == stale, {answers[t][0] for t in flagged ^ stale}
+    for f in report.flagged:
+        assert (f.doc_id, f.in_effect, f.used) == ("C-17/attachment", "v2", "v1")
+        assert any('"50,000 RMB"' in e.note and e.span_id for e in f.evidence)
+        assert f.ticket["status"] == "draft"
+
+
+@pytest.mark.parametrize("fixture", [p.name for p in FIXTURES])
+def test_each_flag_drafts_a_ticket_that_triages_like_the_hand_written_one(fixture: str) -> None:
+    manifest = recorded_manifest()
+    task = normalize(list(read_otlp_file(RECORDED / fixture)))
+    flags = flag_trace(task, VersionIndex.build(manifest))
+    if task.final_answer != STALE_ANSWER:
+        assert flags == []
+        return
+    (flag,) = flags
+    drafted = Ticket.model_validate(flag.ticket)
+    assert drafted.status == "draft"
+    assert drafted.required[0].clause == "Prepayment shall not exceed 30,000 RMB per order."
+    assert drafted.required[0].facts == {"prepayment_cny": 30000}
+    assert drafted.superseded[0].facts == {"prepayment_cny": 50000}
+    hand = localize(task, HAND_TICKET, manifest)
+    mine = localize(task, drafted, manifest)
+    assert (mine.verdict, mine.cause) == (hand.verdict, hand.cause)
+    assert mine.basis == "draft"
+    assert mine.summary.startswith("unverified basis")
+
+
+def test_procurement_stale_answers_flagged_right_ones_not(
+    procurement: Any, procurement_manifest: Any
+) -> None:
+    store, answers = procurement
+    ex = load_example(EXAMPLE)
+    scenarios = {s.trace_id: s for s in ex.load_scenarios()}
+    v1 = next(e for e in procurement_manifest if (e.doc_id, e.version) == ("C-17/attachment", "v1"))
+    # Stale: the 50,000 answer given after v1 stopped applying (the scenario's task time is the trace's).
+    stale = {
+        t
+        for t, a in answers.items()
+        if a == ex.scenarios.ANSWER_50K and scenarios[t].task_time >= v1.effective_to
+    }
+    assert 0 < len(stale) < len(answers)
+    report = sweep(store, procurement_manifest)
+    assert report.scanned == len(answers)
+    assert {f.trace_id for f in report.flagged} == stale
+    for f in report.flagged:
+        assert (f.doc_id, f.in_effect, f.used) == ("C-17/attachment", "v2", "v1")
+        hand = load_ticket(scenarios[f.trace_id].ticket_path)
+        task = normalize(store.get_spans(f.trace_id))
+        drafted = localize(task, Ticket.model_validate(f.ticket), procurement_manifest)
+        expected = localize(task, hand, procurement_manifest)
+        assert (drafted.verdict, drafted.cause) == (expected.verdict, expected.cause), scenarios[
+            f.trace_id
+        ].name
+
+
+def test_procurement_window(procurement: Any, procurement_manifest: Any) -> None:
+    store, answers = procurement
+    before_v2 = sweep(store, procurement_manifest, until=datetime(2026, 3, 1, tzinfo=UTC))
+    assert before_v2.flagged == ()
+    assert 0 < before_v2.scanned < len(answers)
+    march = sweep(
+        store,
+        procurement_manifest,
+        since=datetime(2026, 3, 1, tzinfo=UTC),
+        until=datetime(2026, 3, 2, tzinfo=UTC),
+    )
+    assert march.scanned == 1
+    assert len(march.flagged) == 1
+
+
+def _task(
+    answer: str, question: str = "What is the prepayment cap?", start: datetime | None = None
+) -> TaskRecord:
+    return TaskRecord(
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        start_time=start or datetime(2026, 11, 18, tzinfo=UTC),
+        input=question,
+        final_answer=answer,
+        final_answer_span_id="b" * 16,
+        retrievals=(
+            RetrievalCall(span_id="a" * 16, documents=(Document(doc_id="C-17/attachment", version="v1"),)),
+        ),
+        model_calls=(ModelCall(span_id="b" * 16),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "flagged"),
+    [
+        ("The cap is 50,000 RMB.", "What is the prepayment cap?", True),
+        ("Per attachment v1 the cap applies to every order.", "What is the cap?", True),
+        ("The cap was 50,000 RMB under v1; it is 30,000 RMB now.", "What is the cap?", False),
+        ("No: 50,000 RMB is over the cap.", "Can we prepay 50,000 RMB?", False),
+        ("Net 30 applies; the cap is 30,000 RMB.", "What is the cap?", False),
+        ("The cap is 50.000 RMB.", "What is the cap?", True),
+        ("Der Höchstbetrag liegt bei 50 000 RMB.", "Wie hoch ist die Vorauszahlung?", True),
+        ("The answer has nothing versioned in it.", "Hello?", False),
+    ],
+)
+def test_what_counts_as_resting_on_a_stale_version(answer: str, question: str, flagged: bool) -> None:
+    flags = flag_trace(_task(answer, question), VersionIndex.build(recorded_manifest()))
+    assert bool(flags) is flagged
+
+
+def test_before_the_new_version_the_old_value_is_right() -> None:
+    index = VersionIndex.build(recorded_manifest())
+    early = datetime(2026, 2, 1, tzinfo=UTC)
+    assert flag_trace(_task("The cap is 50,000 RMB.", start=early), index) == []
+    # ... and quoting the coming version's value before it applied is what gets flagged.
+    (flag,) = flag_trace(_task("The cap is 30,000 RMB.", start=early), index)
+    assert (flag.in_effect, flag.used) == ("v1", "v2")
+
+
+def test_a_value_another_document_in_effect_states_is_not_stale() -> None:
+    manifest = [
+        *recorded_manifest(),
+        ManifestEntry(
+            doc_id="POL-4/policy", version="v3", content="Payments above 50,000 RMB need approval."
+        ),
+    ]
+    assert flag_trace(_task("The cap is 50,000 RMB."), VersionIndex.build(manifest)) == []
+
+
+def test_a_manifest_without_versioned_content_is_refused(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    bare = [e.model_copy(update={"content": None}) for e in recorded_manifest()]
+    with pytest.raises(InputError, match="content"):
+        sweep(store, bare)
+    store.close()
+
+
+def test_the_sweep_streams(conventions: Any) -> None:
+    # One trace at a time: the stream yields each flag before the next trace is read.
+    store, answers = conventions
+    seen: list[int] = []
+    items = iter_sweep(store, recorded_manifest(), progress=lambda n, _k: seen.append(n))
+    first = next(items)
+    assert not isinstance(first, int)
+    assert len(seen) < len(answers)
+    rest = list(items)
+    assert rest[-1] == len(answers)

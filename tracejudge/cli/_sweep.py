@@ -1,0 +1,117 @@
+"""``tracejudge triage --sweep``: every stored trace whose answer rests on a document version not in
+effect at its task time, with evidence and a draft ticket (DESIGN 5.5, Sweep)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from tracejudge._errors import InputError
+from tracejudge.cli._app import App, print_json
+from tracejudge.localize import load_manifest
+from tracejudge.schema import SweepReport
+
+__all__ = ["parse_when", "run_sweep"]
+
+
+def parse_when(value: str | None, option: str) -> datetime | None:
+    """An ISO 8601 time (UTC unless it says otherwise), or a span back from now (``24h``, ``7d``)."""
+    if value is None:
+        return None
+    text = value.strip()
+    units = {"m": "minutes", "h": "hours", "d": "days"}
+    if text[:-1].isdigit() and text[-1:] in units:
+        return datetime.now(UTC) - timedelta(**{units[text[-1]]: int(text[:-1])})
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"{option} {value!r} is not a time",
+            hint="give an ISO 8601 time such as 2026-03-01 or 2026-03-01T09:30:00Z, or 24h / 7d back",
+        ) from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def _render(app: App, report: SweepReport) -> None:
+    by_version: Counter[tuple[str, str, str]] = Counter(
+        (f.doc_id, f.used, f.in_effect or "several") for f in report.flagged
+    )
+    table = Table("document", "version used", "in effect then", "flagged traces", title="by document version")
+    for (doc, used, now), n in sorted(by_version.items()):
+        table.add_row(Text(doc), Text(used), Text(now), str(n))
+    if report.flagged:
+        app.console.print(table)
+        traces = Table("trace", "task time", "document", "evidence", show_lines=True)
+        for f in report.flagged:
+            when = f.task_time.isoformat() if f.task_time else "-"
+            ev = f.evidence[0].note if f.evidence else ""
+            traces.add_row(Text(f.trace_id), Text(when), Text(f"{f.doc_id}@{f.used}"), Text(ev))
+        app.console.print(traces)
+    app.console.print(
+        Text(f"{len(report.flagged)} flagged of {report.scanned} trace(s) scanned")
+        if report.scanned
+        else Text("no stored trace in the window: collect traces first, or widen --from/--to")
+    )
+
+
+def run_sweep(
+    app: App,
+    manifest_path: Path | None,
+    from_: str | None,
+    to: str | None,
+    write_back: str | None,
+    as_json: bool,
+) -> dict[str, Any] | None:
+    """Sweep, print, and write back; returns what write-back reported (or None)."""
+    from tracejudge.sweep import sweep, write_sweep
+
+    if manifest_path is None:
+        raise InputError(
+            "--sweep needs --manifest",
+            hint="give the index manifest with each version's content: triage --sweep --manifest M.jsonl",
+        )
+    manifest = load_manifest(manifest_path)
+    since, until = parse_when(from_, "--from"), parse_when(to, "--to")
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("sweeping: {task.fields[scanned]} scanned, {task.fields[flagged]} flagged"),
+        TimeElapsedColumn(),
+        console=app.err,
+        transient=True,
+        disable=not app.err.is_terminal,
+    ) as progress:
+        bar = progress.add_task("sweep", total=None, scanned=0, flagged=0)
+        report = sweep(
+            app.store,
+            manifest,
+            since=since,
+            until=until,
+            progress=lambda n, k: progress.update(bar, scanned=n, flagged=k),
+        )
+    wb: dict[str, Any] | None = None
+    if write_back is not None and report.flagged:
+        done = write_sweep(write_back, report.flagged)
+        wb = {
+            "target": write_back,
+            "written": done.written,
+            "failed": [{"key": f.key, "reason": f.reason} for f in done.failed],
+        }
+    if as_json:
+        data = report.model_dump(mode="json")
+        print_json({**data, "write_back": wb} if wb is not None else data)
+    else:
+        _render(app, report)
+    if wb is not None:
+        line = f"marked {wb['written']} flagged trace(s) in {write_back}"
+        (app.err if as_json else app.console).print(
+            Text(line + (f"; {len(wb['failed'])} failed" if wb["failed"] else ""))
+        )
+        for f in wb["failed"]:
+            app.err.print(Text(f"  failed: {f['key']}: {f['reason']}"))
+    return wb

@@ -1,0 +1,68 @@
+"""``triage --sweep --write-back TARGET``: each flagged trace marked where the team looks (a Langfuse
+score or a Phoenix annotation), through the same write-back targets as triage verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tracejudge._errors import InputError
+from tracejudge.schema import SweepFlag
+
+__all__ = ["SWEEP_SCORE_NAME", "sweep_scores", "write_sweep"]
+
+SWEEP_SCORE_NAME = "tracejudge.sweep"
+# Part of the score id: bump when the score's meaning changes, so old marks stay apart.
+SWEEP_VERSION = "1"
+_COMMENT_LIMIT = 4000
+
+
+def _comment(flag: SweepFlag) -> str:
+    now = flag.in_effect or "several versions"
+    lines = [f"rests on {flag.doc_id}@{flag.used}, not in effect at the task time (in effect: {now})"]
+    lines += [f"- {'[span ' + e.span_id + '] ' if e.span_id else ''}{e.note}" for e in flag.evidence]
+    text = "\n".join(lines)
+    return text if len(text) <= _COMMENT_LIMIT else text[: _COMMENT_LIMIT - 1] + "…"
+
+
+def sweep_scores(flags: Sequence[SweepFlag]) -> list[Any]:
+    """One CATEGORICAL score per (flagged trace, document), valued ``not_in_effect``, evidence as comment."""
+    from tracejudge.write import ScoreRecord
+
+    return [
+        ScoreRecord(
+            trace_id=f.trace_id,
+            name=SWEEP_SCORE_NAME,
+            value="not_in_effect",
+            data_type="CATEGORICAL",
+            comment=_comment(f),
+            timestamp=f.task_time,
+            rubric_name="sweep",
+            # The score id hashes trace, name and version: the document keeps two flags of one trace apart.
+            rubric_version=f"{SWEEP_VERSION}:{f.doc_id}",
+            metadata={"doc_id": f.doc_id, "in_effect": f.in_effect, "used": f.used},
+        )
+        for f in flags
+    ]
+
+
+def write_sweep(target: str, flags: Sequence[SweepFlag], *, writer: Any = None) -> Any:
+    """Mark the flagged traces in ``target`` (``langfuse`` or ``phoenix``); a rerun replaces (stable ids).
+    ``writer`` overrides the target's own writer (tests pass a ``RecordingWriter``)."""
+    from tracejudge.write import WRITE_BACK_TARGETS
+
+    if target not in WRITE_BACK_TARGETS:
+        raise InputError(
+            f"unknown write-back target {target!r}",
+            hint=f"valid targets: {', '.join(sorted(WRITE_BACK_TARGETS))}",
+        )
+    scores = sweep_scores(flags)
+    if writer is not None:
+        return writer.write_scores(scores)
+    own = WRITE_BACK_TARGETS[target]()
+    try:
+        return own.write_scores(scores)
+    finally:
+        close = getattr(own, "close", None)
+        if callable(close):
+            close()
