@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracejudge._errors import InputError
 from tracejudge.schema import SweepFlag
 
 __all__ = ["SWEEP_SCORE_NAME", "sweep_scores", "write_sweep"]
@@ -47,22 +46,14 @@ def sweep_scores(flags: Sequence[SweepFlag]) -> list[Any]:
 
 
 def write_sweep(target: str, flags: Sequence[SweepFlag], *, writer: Any = None) -> Any:
-    """Mark the flagged traces in ``target`` (``langfuse`` or ``phoenix``); a rerun replaces (stable ids).
-    ``writer`` overrides the target's own writer (tests pass a ``RecordingWriter``)."""
-    from tracejudge.write import WRITE_BACK_TARGETS
+    """Mark the flagged traces in ``target`` (a ``write.TARGETS`` entry that takes scores: Langfuse or
+    Phoenix); a rerun replaces (stable ids). ``writer`` overrides the target's own writer (tests pass a
+    ``RecordingWriter``); it is not closed here."""
+    from tracejudge.write import find_target, open_score_writer
 
-    if target not in WRITE_BACK_TARGETS:
-        raise InputError(
-            f"unknown write-back target {target!r}",
-            hint=f"valid targets: {', '.join(sorted(WRITE_BACK_TARGETS))}",
-        )
+    find_target(target, "scores")
     scores = sweep_scores(flags)
     if writer is not None:
         return writer.write_scores(scores)
-    own = WRITE_BACK_TARGETS[target]()
-    try:
+    with open_score_writer(target) as own:
         return own.write_scores(scores)
-    finally:
-        close = getattr(own, "close", None)
-        if callable(close):
-            close()
