@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.sweep.conftest import RECORDED, recorded_manifest
+from tests.sweep.sweep_data import RECORDED, recorded_manifest
 from tracejudge.cli import cli
 from tracejudge.store import open_store
 from tracejudge.testing.langfuse_server import LangfuseServer

@@ -19,6 +19,7 @@ from tracejudge._demo import find_examples, run_demo
 from tracejudge.audit import CalibrateOptions, audit_run, calibrate, parse_labels
 from tracejudge.checks import read_manifest
 from tracejudge.judge import load_rubric
+from tracejudge.localize import load_manifest
 from tracejudge.runs import ScoreOptions, score_run
 from tracejudge.schema import (
     Evidence,
@@ -26,8 +27,11 @@ from tracejudge.schema import (
     MaterialResult,
     RawSpan,
     StageResult,
+    SweepFlag,
+    SweepReport,
 )
 from tracejudge.store import SqliteStore
+from tracejudge.sweep import record_sweep, sweep
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,8 +135,10 @@ def fill_store(db: Path) -> dict[str, Any]:
             options=CalibrateOptions(resamples=200),
         )
     audit = audit_run(store, runs[-1].run_id)
+    # The demo's traces swept against its manifest (the procurement example's versions carry content).
+    swept = record_sweep(store, sweep(store, load_manifest(find_examples() / "manifest.jsonl")))
     store.close()
-    return {"demo": demo, "runs": runs, "calibration": calibration, "audit": audit}
+    return {"demo": demo, "runs": runs, "calibration": calibration, "audit": audit, "sweep": swept}
 
 
 @pytest.fixture(scope="session")
@@ -186,6 +192,15 @@ def fill_hostile(db: Path, payloads: tuple[str, ...] = PAYLOADS) -> None:
     store.put_triage_result(
         loc.model_copy(update={"ticket": None}), ticket=PAYLOADS[3], triaged_at=t0 + timedelta(1)
     )
+    flag = SweepFlag(
+        trace_id=PAYLOADS[1],
+        task_time=t0,
+        doc_id=PAYLOADS[2],
+        in_effect=PAYLOADS[3],
+        used=PAYLOADS[4],
+        evidence=(Evidence(span_id=PAYLOADS[5], note=HOSTILE),),
+    )
+    record_sweep(store, SweepReport(flagged=(flag,), scanned=1))
     store.close()
 
 

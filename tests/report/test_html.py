@@ -92,3 +92,21 @@ def test_mismatches_show_cue_words_and_how_many_calls(populated: tuple[Path, dic
     assert cues in judge
     distinct = {(m.trace_id, m.criterion, m.score, m.reasoning) for m in audit.mismatches}
     assert f"{len(distinct)} repl" in judge
+
+
+def test_sweep_section_shows_the_latest_sweep(populated: tuple[Path, dict[str, Any]]) -> None:
+    db, filled = populated
+    swept = filled["sweep"]
+    assert swept.flagged_total > 0
+    section = _section(_render(db), "sweep")
+    assert f"{swept.flagged_total} flagged" in section
+    assert f"{swept.scanned} traces scanned" in section
+    (row,) = swept.by_version
+    assert f"{row.doc_id} {row.used} {row.in_effect} {row.flagged}" in section
+    for f in swept.flagged:
+        assert f.trace_id in section
+
+
+def test_sweep_section_on_an_empty_store_says_what_to_run(tmp_path: Path) -> None:
+    section = _section(_render(tmp_path / "empty.db"), "sweep")
+    assert "no sweep recorded: run tracejudge triage --sweep --manifest MANIFEST.jsonl" in section

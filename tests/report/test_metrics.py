@@ -134,6 +134,7 @@ REQUIRED = {
     "tracejudge_judge_latency_seconds_bucket": {"rubric", "judge_model", "le"},
     "tracejudge_judge_tokens_total": {"rubric", "judge_model", "type"},
     "tracejudge_calibration_kappa": {"rubric", "judge_model"},
+    "tracejudge_sweep_flagged_traces": {"doc_id", "version_used", "in_effect"},
 }
 
 
@@ -154,6 +155,9 @@ def test_metrics_carry_what_the_issue_lists(populated: tuple[Path, dict[str, Any
         return v
 
     assert value("tracejudge_indeterminate", rubric="restaurant-assistant") == last.overall.indeterminate
+    (row,) = filled["sweep"].by_version
+    flagged = value("tracejudge_sweep_flagged_traces", doc_id=row.doc_id, version_used=row.used)
+    assert flagged == row.flagged == filled["sweep"].flagged_total
     for verdict in ("pass", "fail", "indeterminate"):
         total = sum(getattr(r.summary.overall, "pass_" if verdict == "pass" else verdict) for r in runs)
         assert value("tracejudge_score_items_total", rubric="restaurant-assistant", verdict=verdict) == total

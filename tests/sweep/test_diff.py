@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.sweep.conftest import EXAMPLE
+from tests.sweep.sweep_data import EXAMPLE
 from tracejudge.schema import VersionDiff
 from tracejudge.sweep import version_diff
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from tests.sweep.conftest import recorded_manifest
+from tests.sweep.sweep_data import recorded_manifest
 from tracejudge.localize import load_ticket
 from tracejudge.schema import Document, ManifestEntry, RetrievalCall, TaskRecord
 from tracejudge.sweep import VersionIndex, draft_ticket

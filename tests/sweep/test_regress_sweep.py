@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.sweep.conftest import EXAMPLE
+from tests.sweep.sweep_data import EXAMPLE
 from tracejudge._errors import InputError
 from tracejudge.regress import build_suite, load_suite
 from tracejudge.sweep import sweep

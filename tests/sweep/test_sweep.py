@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.sweep.conftest import RECORDED, recorded_manifest
+from tests.sweep.sweep_data import EXAMPLE, RECORDED, recorded_manifest
 from tracejudge._demo import load_example
 from tracejudge._errors import InputError
 from tracejudge.localize import load_ticket, localize
@@ -18,8 +18,6 @@ from tracejudge.schema import Document, ManifestEntry, Material, ModelCall, Retr
 from tracejudge.store import SqliteStore
 from tracejudge.sweep import VersionIndex, flag_trace, iter_sweep, sweep
 from tracejudge_collectors.otel import read_otlp_file
-
-from .conftest import EXAMPLE
 
 FIXTURES = sorted(p for p in RECORDED.iterdir() if p.suffix in (".pb", ".json"))
 STALE_ANSWER = "Yes: contract C-17 allows prepayment up to 50,000 RMB, so 45,000 RMB is fine."

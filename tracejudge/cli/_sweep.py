@@ -69,7 +69,7 @@ def run_sweep(
     as_json: bool,
 ) -> dict[str, Any] | None:
     """Sweep, print, and write back; returns what write-back reported (or None)."""
-    from tracejudge.sweep import sweep, write_sweep
+    from tracejudge.sweep import record_sweep, sweep, write_sweep
 
     if manifest_path is None:
         raise InputError(
@@ -94,6 +94,8 @@ def run_sweep(
             until=until,
             progress=lambda n, k: progress.update(bar, scanned=n, flagged=k),
         )
+    # Kept for `tracejudge report` / `serve` (the latest sweep's counts per document version).
+    record_sweep(app.store, report, since=since, until=until)
     wb: dict[str, Any] | None = None
     if write_back is not None and report.flagged:
         done = write_sweep(write_back, report.flagged)

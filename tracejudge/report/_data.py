@@ -28,6 +28,7 @@ from tracejudge.schema import (
     RunRecord,
     StageResult,
     SuiteRun,
+    SweepSummary,
 )
 from tracejudge.store import Store, TriageEntry
 
@@ -234,6 +235,8 @@ class ReportData(_View):
     """Regression suites asked for."""
     regression_available: bool = True
     """False when tracejudge's regression module is not installed."""
+    sweep: SweepSummary | None = None
+    """The latest ``triage --sweep``, if one was recorded."""
 
 
 # --- triage -------------------------------------------------------------------------------------
@@ -633,7 +636,10 @@ def build_report(
             regression_available = False
         else:
             suite_views = [_load_suite(Path(p)) for p in suites]
+    from tracejudge.sweep import latest_sweep
+
     return ReportData(
+        sweep=latest_sweep(store) if calibration_available else None,
         generated_at=now or datetime.now(UTC),
         triage=triage,
         rubrics=tuple(rubrics),

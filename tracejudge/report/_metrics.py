@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tracejudge import __version__
-from tracejudge.schema import CalibrationReport, ItemResult, RunRecord
+from tracejudge.schema import CalibrationReport, ItemResult, RunRecord, SweepSummary
 from tracejudge.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -272,9 +272,23 @@ def calibration_families(reports: Iterable[CalibrationReport]) -> list[Family]:
     return [kappa, low, high, acc, jpr, lpr, n]
 
 
+def sweep_families(summary: SweepSummary | None) -> list[Family]:
+    """The latest sweep: flagged traces per document version used and version in effect."""
+    flagged = Family(
+        "tracejudge_sweep_flagged_traces",
+        "gauge",
+        "Traces of the latest sweep whose answer rests on a document version not in effect at the task time.",
+    )
+    if summary is not None:
+        for c in summary.by_version:
+            flagged.add(c.flagged, doc_id=c.doc_id, version_used=c.used, in_effect=c.in_effect or "several")
+    return [flagged]
+
+
 def store_metrics(store: Store, *, cache: LatencyCache | None = None) -> str:
     """Every metric, read from the store now."""
     from tracejudge.report._data import _latest_by, triage_view
+    from tracejudge.sweep import latest_sweep
 
     cache = cache or LatencyCache()
     runs = store.list_runs()
@@ -294,5 +308,6 @@ def store_metrics(store: Store, *, cache: LatencyCache | None = None) -> str:
         *scoring_families(runs, latencies),
         *triage_families(tv.by_stage_cause, tv.entry_counts),
         *calibration_families(_latest_by(cals, lambda c: (c.rubric_name, c.judge_model))),
+        *sweep_families(latest_sweep(store) if hasattr(store, "list_reports") else None),
     ]
     return exposition(families)

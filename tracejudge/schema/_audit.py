@@ -11,7 +11,7 @@ from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
 
 LabelValue = Literal["pass", "fail", "borderline"]
 Split = Literal["tuning", "holdout"]
-ReportKind = Literal["calibration", "audit", "probe", "sample"]
+ReportKind = Literal["calibration", "audit", "probe", "sample", "sweep"]
 
 
 class LabelItem(_Frozen):
@@ -432,7 +432,7 @@ class ProbeReport(_Frozen):
 
 
 class StoredReport(_Frozen):
-    """A calibration, audit, probe or sample report kept in the store."""
+    """A calibration, audit, probe, sample or sweep report kept in the store."""
 
     report_id: str
     """Id."""

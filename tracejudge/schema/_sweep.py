@@ -108,3 +108,37 @@ class SweepReport(_Frozen):
     """Flagged traces, in the order scanned."""
     scanned: int = 0
     """Traces read in the window."""
+
+
+class SweepCount(_Frozen):
+    """Flagged traces of one document version used while another was in effect."""
+
+    doc_id: str
+    """The document."""
+    used: str
+    """The version the answers rested on."""
+    in_effect: str | None
+    """The version in effect then (None when several were)."""
+    flagged: int
+    """How many flagged traces."""
+
+
+class SweepSummary(_Frozen):
+    """The latest sweep as the report and ``/metrics`` show it (kept in the store, bounded in size)."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this record's layout."""
+    created_at: datetime
+    """When the sweep ran."""
+    since: datetime | None = None
+    """Start of the window (None: from the first trace)."""
+    until: datetime | None = None
+    """End of the window (None: to the last trace)."""
+    scanned: int
+    """Traces read."""
+    flagged_total: int
+    """Traces flagged (per document)."""
+    by_version: tuple[SweepCount, ...] = ()
+    """Flagged traces per document version."""
+    flagged: tuple[SweepFlag, ...] = ()
+    """The first flags (at most a few hundred), evidence cut to its first note, without tickets."""

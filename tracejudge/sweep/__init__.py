@@ -5,7 +5,15 @@ version not in effect at the task time (DESIGN 5.5, **Sweep** and **Draft ticket
 the store and return the records whose JSON ``triage --sweep --json`` and ``ticket draft --json`` print.
 """
 
-from tracejudge.sweep._api import draft_ticket_for, flag_trace, iter_sweep, sweep
+from tracejudge.sweep._api import (
+    draft_ticket_for,
+    flag_trace,
+    iter_sweep,
+    latest_sweep,
+    record_sweep,
+    summarize,
+    sweep,
+)
 from tracejudge.sweep._diff import version_diff
 from tracejudge.sweep._draft import draft_ticket, facts_of, render_yaml
 from tracejudge.sweep._index import VersionIndex
@@ -19,7 +27,10 @@ __all__ = [
     "facts_of",
     "flag_trace",
     "iter_sweep",
+    "latest_sweep",
+    "record_sweep",
     "render_yaml",
+    "summarize",
     "sweep",
     "sweep_scores",
     "version_diff",

@@ -3,19 +3,42 @@ pure stages and return the records whose JSON the CLI (and the MCP server) print
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tracejudge._errors import InputError
 from tracejudge.normalize import normalize
-from tracejudge.schema import DraftTicket, ManifestEntry, RawSpan, SweepFlag, SweepReport, TaskRecord
+from tracejudge.schema import (
+    DraftTicket,
+    ManifestEntry,
+    RawSpan,
+    StoredReport,
+    SweepCount,
+    SweepFlag,
+    SweepReport,
+    SweepSummary,
+    TaskRecord,
+)
 from tracejudge.store import Store
 from tracejudge.sweep._draft import _ticket, draft_from_finding, draft_ticket
 from tracejudge.sweep._index import VersionIndex, utc
 from tracejudge.sweep._sweep import analyse, retrieved_versions, task_time_of
 
-__all__ = ["draft_ticket_for", "flag_trace", "iter_sweep", "sweep"]
+__all__ = [
+    "draft_ticket_for",
+    "flag_trace",
+    "iter_sweep",
+    "latest_sweep",
+    "record_sweep",
+    "summarize",
+    "sweep",
+]
+
+# Flags kept with a stored summary: enough for the report's table, bounded whatever the sweep found.
+_KEPT_FLAGS = 200
 
 _NOT_STORED_HINT = "run `tracejudge traces list` to see stored traces, or collect the trace first"
 
@@ -113,6 +136,56 @@ def sweep(
         else:
             flags.append(item)
     return SweepReport(flagged=tuple(flags), scanned=scanned)
+
+
+def summarize(
+    report: SweepReport, *, since: datetime | None, until: datetime | None, now: datetime | None = None
+) -> SweepSummary:
+    """What the report and ``/metrics`` show of a sweep: counts per document version and the first flags."""
+    counts: Counter[tuple[str, str, str | None]] = Counter(
+        (f.doc_id, f.used, f.in_effect) for f in report.flagged
+    )
+    kept = tuple(
+        f.model_copy(update={"evidence": f.evidence[:1], "ticket": {}}) for f in report.flagged[:_KEPT_FLAGS]
+    )
+    return SweepSummary(
+        created_at=now or datetime.now(UTC),
+        since=utc(since),
+        until=utc(until),
+        scanned=report.scanned,
+        flagged_total=len(report.flagged),
+        by_version=tuple(
+            SweepCount(doc_id=d, used=u, in_effect=e, flagged=n)
+            for (d, u, e), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or ""))
+        ),
+        flagged=kept,
+    )
+
+
+def record_sweep(
+    store: Store, report: SweepReport, *, since: datetime | None = None, until: datetime | None = None
+) -> SweepSummary:
+    """Keep a sweep's summary in the store, for ``tracejudge report`` and ``serve``'s ``/metrics``."""
+    summary = summarize(report, since=since, until=until)
+    store.put_report(
+        StoredReport(
+            report_id=uuid.uuid4().hex,
+            kind="sweep",
+            created_at=summary.created_at,
+            payload=summary.model_dump(mode="json"),
+        )
+    )
+    return summary
+
+
+def latest_sweep(store: Store) -> SweepSummary | None:
+    """The summary of the latest recorded sweep, if any (one that no longer validates is skipped)."""
+    for stored in store.list_reports("sweep", limit=5):
+        try:
+            return SweepSummary.model_validate(stored.payload)
+        except ValueError:
+            continue
+    return None
 
 
 def draft_ticket_for(
