@@ -83,7 +83,7 @@ def _start(spans: Sequence[RawSpan]) -> datetime | None:
     starts = [s.start_time_unix_nano for s in spans if s.start_time_unix_nano > 0]
     if not starts:
         return None
-    return utc(datetime.fromtimestamp(min(starts) / 1e9))
+    return datetime.fromtimestamp(min(starts) / 1e9, tz=UTC)
 
 
 def iter_sweep(

@@ -22,7 +22,7 @@ from tracejudge.localize import cites_version, tokenize
 from tracejudge.schema import Ambiguity, ChangedValue, DraftTicket, Evidence, SentenceChange, TaskRecord
 from tracejudge.sweep._index import DocVersion, VersionIndex
 from tracejudge.sweep._sweep import Finding, analyse, evidence, retrieved_versions, task_time_of
-from tracejudge.sweep._values import Value, agrees, find_values
+from tracejudge.sweep._values import Value, agrees, find_values, sentence_values
 
 __all__ = ["draft_from_finding", "draft_ticket", "render_yaml"]
 
@@ -140,7 +140,7 @@ def _score(change: SentenceChange, wanted: Sequence[Value], words: set[str]) -> 
     """How well a changed sentence matches the feedback: values the feedback states (on either side:
     "it said 45 days" names the old value), then shared words."""
     texts = [t for t in (change.new, change.old) if t]
-    values = [v for t in texts for v in find_values(t)]
+    values = [v for t in texts for v in sentence_values(t)]
     hits = sum(1 for w in wanted if any(agrees(w, v) for v in values))
     toks = {t for t in tokenize(" ".join(texts)) if t not in _STOP and not t[:1].isdigit()}
     overlap = len(words & toks) / len(toks) if toks else 0.0
@@ -192,7 +192,7 @@ def _change_for(
 ) -> list[SentenceChange]:
     """The changes from ``old`` to ``new`` whose old sentence states one of ``stale`` (the answer's)."""
     changes = index.diff(old, new).changes
-    return [c for c in changes if c.old and any(agrees(v, x) for x in stale for v in find_values(c.old))]
+    return [c for c in changes if c.old and any(agrees(v, x) for x in stale for v in sentence_values(c.old))]
 
 
 def draft_from_finding(

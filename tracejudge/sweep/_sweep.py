@@ -9,6 +9,7 @@ answer contrasting the old cap with the new one is right, not stale).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -67,15 +68,35 @@ def _holds(value: Value, values: Sequence[Value]) -> Value | None:
     return next((v for v in values if agrees(value, v)), None)
 
 
+def _may_cite(low: str, doc_id: str) -> bool:
+    """Cheap test before tokenizing: a citation names the document by its id or its last word."""
+    # Every citation cites_version accepts holds each word of the id or its last word; a word of three
+    # letters or more is rare enough to rule most answers out.
+    words = [w for w in re.split(r"[\W\d_]+", doc_id.lower()) if len(w) >= 3]
+    return not words or any(w in low for w in words)
+
+
 def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) -> list[Finding]:
     """One finding per document the answer states versioned values of, or cites a version of."""
     t = t or task_time_of(task)
     answer = task.final_answer
     if t is None or not answer or not index.docs:
         return []
-    asked = [v for v in find_values(task.input or "") if v.significant]
-    said = [v for v in find_values(answer) if v.significant and _holds(v, asked) is None]
+    said = [v for v in find_values(answer) if v.significant]
+    found = _findings(index, t, answer, said)
+    # A value the user's question brought is no evidence of the document the answer rests on. Only an
+    # answer holding stale values can be flagged, so only then is the question read.
+    if task.input and any(any(f.stale.values()) for f in found):
+        asked = [v for v in find_values(task.input) if v.significant]
+        kept = [v for v in said if _holds(v, asked) is None]
+        if len(kept) < len(said):
+            found = _findings(index, t, answer, kept)
+    return found
+
+
+def _findings(index: VersionIndex, t: datetime, answer: str, said: Sequence[Value]) -> list[Finding]:
     live = index.effect_values(t)
+    low = answer.lower()
     out = []
     for doc_id, versions in index.docs.items():
         effect = tuple(v for v in versions if v.in_effect(t))
@@ -94,8 +115,9 @@ def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) ->
                 hit = _holds(a, e.values)
                 if hit is not None and _holds(a, other_values) is None:
                     f.current.append((a, hit))
-        f.cited_stale = [o.version for o in others if cites_version(answer, doc_id, o.version)]
-        f.cited_current = [e.version for e in effect if cites_version(answer, doc_id, e.version)]
+        if _may_cite(low, doc_id):
+            f.cited_stale = [o.version for o in others if cites_version(answer, doc_id, o.version)]
+            f.cited_current = [e.version for e in effect if cites_version(answer, doc_id, e.version)]
         if any(f.stale.values()) or f.cited_stale or f.current or f.cited_current:
             out.append(f)
     return out

@@ -8,6 +8,7 @@ identifiers, not values, and are skipped.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -15,7 +16,7 @@ from decimal import Decimal
 from tracejudge.localize import FactValue, extract_values
 from tracejudge.schema import ChangedValue, ValueKind
 
-__all__ = ["Value", "agrees", "find_values", "sentences"]
+__all__ = ["Value", "agrees", "find_values", "sentence_values", "sentences"]
 
 _DURATION_UNITS = {
     # English
@@ -250,6 +251,13 @@ def find_values(text: str) -> list[Value]:
                 continue
         out.append(Value(kind, text[fact.start : fact.end].strip(), fact.start, fact.end, fact=fact))
     return sorted(out, key=lambda v: v.start)
+
+
+@functools.lru_cache(maxsize=4096)
+def sentence_values(text: str) -> tuple[Value, ...]:
+    """:func:`find_values` of a manifest sentence, cached: a sweep reads the same few sentences for
+    every flagged trace (bounded: manifest text, never trace text)."""
+    return tuple(find_values(text))
 
 
 def agrees(a: Value, b: Value) -> bool:
