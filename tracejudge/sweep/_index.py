@@ -3,15 +3,22 @@ and the diff between any two versions of a document (computed once, on first use
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tracejudge.schema import Document, ManifestEntry, VersionDiff
 from tracejudge.sweep._diff import Sentence, split_sentences, version_diff
-from tracejudge.sweep._values import Value
+from tracejudge.sweep._values import Value, agrees, value_keys
 
 __all__ = ["DocVersion", "VersionIndex", "label", "utc"]
+
+
+def id_words(doc_id: str) -> set[str]:
+    """Words of three letters or more in a document id: every citation ``cites_version`` accepts holds
+    them all, or the id's last word."""
+    return set(re.findall(r"[^\W\d_]{3,}", doc_id.lower()))
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -61,17 +68,24 @@ class VersionIndex:
     docs: dict[str, tuple[DocVersion, ...]]
     """Versions of each such document, oldest effective date first."""
     _diffs: dict[tuple[str, str, str], VersionDiff] = field(default_factory=dict)
-    _effect: dict[tuple[str, ...], tuple[Value, ...]] = field(default_factory=dict)
-    _all: tuple[DocVersion, ...] = ()
+    _by_key: dict[object, list[tuple[DocVersion, Value]]] = field(default_factory=dict)
+    """Every version's values (single-version documents too) by what they can match: a number, a date,
+    a duration's or count's amount. A trace's answer looks its few values up instead of scanning."""
+    _by_word: dict[str, set[str]] = field(default_factory=dict)
+    """Versioned documents by the words of their id (three letters or more): who an answer may cite."""
+    _unnamed: tuple[str, ...] = ()
+    """Versioned documents whose id has no such word: always checked for citations."""
 
     @classmethod
     def build(cls, manifest: Sequence[ManifestEntry]) -> VersionIndex:
-        every: list[DocVersion] = []
+        by_key: dict[object, list[tuple[DocVersion, Value]]] = {}
         by_doc: dict[str, list[DocVersion]] = {}
         for e in manifest:
             sents = tuple(split_sentences(e.content)) if e.content else ()
             dv = DocVersion(e, sents, tuple(v for s in sents for v in s.values if v.significant))
-            every.append(dv)
+            for v in dv.values:
+                for key in value_keys(v):
+                    by_key.setdefault(key, []).append((dv, v))
             if e.content and e.version:
                 by_doc.setdefault(e.doc_id, []).append(dv)
         far = datetime.min.replace(tzinfo=UTC)
@@ -80,18 +94,35 @@ class VersionIndex:
             for d, vs in by_doc.items()
             if len({v.version for v in vs}) > 1
         }
-        return cls(docs=docs, _all=tuple(every))
+        by_word: dict[str, set[str]] = {}
+        unnamed = []
+        for d in docs:
+            words = id_words(d)
+            for w in words:
+                by_word.setdefault(w, set()).add(d)
+            if not words:
+                unnamed.append(d)
+        return cls(docs=docs, _by_key=by_key, _by_word=by_word, _unnamed=tuple(unnamed))
 
     def version(self, doc_id: str, version: str | None) -> DocVersion | None:
         return next((v for v in self.docs.get(doc_id, ()) if v.version == version), None)
 
-    def effect_values(self, t: datetime) -> tuple[Value, ...]:
-        """Values stated by any document version in effect at ``t`` (each distinct set computed once)."""
-        live = tuple(v.label for v in self._all if v.in_effect(t))
-        found = self._effect.get(live)
-        if found is None:
-            found = self._effect[live] = tuple(x for v in self._all if v.in_effect(t) for x in v.values)
-        return found
+    def holders(self, value: Value) -> list[tuple[DocVersion, Value]]:
+        """Every (version, its value) of the manifest that states ``value``."""
+        seen: set[int] = set()
+        out = []
+        for key in value_keys(value):
+            for dv, v in self._by_key.get(key, ()):
+                if id(v) not in seen and agrees(value, v):
+                    seen.add(id(v))
+                    out.append((dv, v))
+        return out
+
+    def named_in(self, low: str) -> list[str]:
+        """Versioned documents a lower-cased text may cite (it holds a word of their id)."""
+        words = set(re.findall(r"[^\W\d_]{3,}", low))
+        found = {d for w in words & self._by_word.keys() for d in self._by_word[w]}
+        return [d for d in self.docs if d in found or d in self._unnamed]
 
     def diff(self, old: DocVersion, new: DocVersion) -> VersionDiff:
         key = (old.entry.doc_id, old.version, new.version)

@@ -9,7 +9,6 @@ answer contrasting the old cap with the new one is right, not stale).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -68,14 +67,6 @@ def _holds(value: Value, values: Sequence[Value]) -> Value | None:
     return next((v for v in values if agrees(value, v)), None)
 
 
-def _may_cite(low: str, doc_id: str) -> bool:
-    """Cheap test before tokenizing: a citation names the document by its id or its last word."""
-    # Every citation cites_version accepts holds each word of the id or its last word; a word of three
-    # letters or more is rare enough to rule most answers out.
-    words = [w for w in re.split(r"[\W\d_]+", doc_id.lower()) if len(w) >= 3]
-    return not words or any(w in low for w in words)
-
-
 def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) -> list[Finding]:
     """One finding per document the answer states versioned values of, or cites a version of."""
     t = t or task_time_of(task)
@@ -95,27 +86,30 @@ def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) ->
 
 
 def _findings(index: VersionIndex, t: datetime, answer: str, said: Sequence[Value]) -> list[Finding]:
-    live = index.effect_values(t)
+    holders = [(a, index.holders(a)) for a in said]
     low = answer.lower()
+    docs = {dv.entry.doc_id for _, hs in holders for dv, _ in hs if dv.entry.doc_id in index.docs}
+    cited = set(index.named_in(low))
     out = []
-    for doc_id, versions in index.docs.items():
+    for doc_id in [d for d in index.docs if d in docs or d in cited]:
+        versions = index.docs[doc_id]
         effect = tuple(v for v in versions if v.in_effect(t))
         if not effect:
             continue  # the document did not apply then: nothing is right or stale about it
         others = [v for v in versions if not v.in_effect(t)]
         f = Finding(doc_id, effect)
-        other_values = [x for o in others for x in o.values]
-        for a in said:
-            if _holds(a, live) is None:
-                for o in others:
-                    hit = _holds(a, o.values)
-                    if hit is not None:
-                        f.stale.setdefault(o.version, []).append((a, hit))
-            for e in effect:
-                hit = _holds(a, e.values)
-                if hit is not None and _holds(a, other_values) is None:
-                    f.current.append((a, hit))
-        if _may_cite(low, doc_id):
+        stale_ids, effect_ids = {id(v) for v in others}, {id(v) for v in effect}
+        for a, hs in holders:
+            # Stale: only versions not in effect state it; no document in effect then does.
+            if not any(dv.in_effect(t) for dv, _ in hs):
+                for dv, hit in hs:
+                    pairs = f.stale.setdefault(dv.version, []) if id(dv) in stale_ids else None
+                    if pairs is not None and all(x is not a for x, _ in pairs):
+                        pairs.append((a, hit))
+            mine = [(dv, hit) for dv, hit in hs if id(dv) in stale_ids or id(dv) in effect_ids]
+            if mine and all(id(dv) in effect_ids for dv, _ in mine):
+                f.current.append((a, mine[0][1]))
+        if doc_id in cited:
             f.cited_stale = [o.version for o in others if cites_version(answer, doc_id, o.version)]
             f.cited_current = [e.version for e in effect if cites_version(answer, doc_id, e.version)]
         if any(f.stale.values()) or f.cited_stale or f.current or f.cited_current:

@@ -16,7 +16,7 @@ from decimal import Decimal
 from tracejudge.localize import FactValue, extract_values
 from tracejudge.schema import ChangedValue, ValueKind
 
-__all__ = ["Value", "agrees", "find_values", "sentence_values", "sentences"]
+__all__ = ["Value", "agrees", "find_values", "sentence_values", "sentences", "value_keys"]
 
 _DURATION_UNITS = {
     # English
@@ -258,6 +258,16 @@ def sentence_values(text: str) -> tuple[Value, ...]:
     """:func:`find_values` of a manifest sentence, cached: a sweep reads the same few sentences for
     every flagged trace (bounded: manifest text, never trace text)."""
     return tuple(find_values(text))
+
+
+def value_keys(v: Value) -> tuple[object, ...]:
+    """What a value can match under :func:`agrees`: its numbers, its dates, or its amount and unit."""
+    if v.kind in ("duration", "count"):
+        return (("unit", v.amount, v.unit),)
+    assert v.fact is not None
+    if v.fact.kind == "date":
+        return tuple(("date", d) for d in v.fact.readings())
+    return tuple(("number", n.normalize()) for n in v.fact.numbers)
 
 
 def agrees(a: Value, b: Value) -> bool:
