@@ -79,10 +79,24 @@ def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) ->
     # answer holding stale values can be flagged, so only then is the question read.
     if task.input and any(any(f.stale.values()) for f in found):
         asked = [v for v in find_values(task.input) if v.significant]
-        kept = [v for v in said if _holds(v, asked) is None]
+        kept = [v for v in said if _holds(v, asked) is None or _quoted(index, v, task.input)]
         if len(kept) < len(said):
             found = _findings(index, t, answer, kept)
     return found
+
+
+def _quoted(index: VersionIndex, value: Value, text: str) -> bool:
+    """Does ``text`` state ``value`` by quoting a document sentence that holds it? Then the value came
+    with retrieved context (a framework records the whole prompt as the task's input), not from the
+    user's question."""
+    for dv, hit in index.holders(value):
+        for sentence in dv.sentences:
+            if (
+                any(v is hit for v in sentence.values)
+                and find_clause(text, sentence.text, partial=False).found
+            ):
+                return True
+    return False
 
 
 def _findings(index: VersionIndex, t: datetime, answer: str, said: Sequence[Value]) -> list[Finding]:
