@@ -47,6 +47,7 @@ __all__ = [
     "report",
     "score",
     "serve",
+    "ticket",
     "traces",
     "triage",
 ]

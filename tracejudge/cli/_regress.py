@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
-from tracejudge.cli._sweep import parse_when
+from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.localize import load_manifest, ticket_files
 from tracejudge.regress import (
     HttpTarget,
@@ -62,10 +62,8 @@ def regress() -> None:
     help="Also build candidate failure samples from the traces `triage --sweep` flags (needs --manifest"
     " with content; split debug, tagged basis: draft until verified).",
 )
-@click.option(
-    "--from", "from_", metavar="T", default=None, help="With --sweep: traces started at or after T."
-)
-@click.option("--to", "to", metavar="T", default=None, help="With --sweep: traces started before T.")
+@click.option("--from", "from_", metavar="T", default=None, help="With --sweep: " + FROM_HELP)
+@click.option("--to", "to", metavar="T", default=None, help="With --sweep: " + TO_HELP)
 @click.option(
     "--allow-draft",
     is_flag=True,
@@ -112,8 +110,8 @@ def build_cmd(
         positive_threshold=positive_at,
         allow_draft=allow_draft,
         from_sweep=from_sweep,
-        since=parse_when(from_, "--from"),
-        until=parse_when(to, "--to"),
+        since=parse_when(from_, option="--from"),
+        until=parse_when(to, option="--to"),
     )
     if as_json:
         print_json(report)

@@ -4,7 +4,6 @@ effect at its task time, with evidence and a draft ticket (DESIGN 5.5, Sweep).""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +13,11 @@ from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, print_json
+from tracejudge.cli._when import parse_when
 from tracejudge.localize import load_manifest
 from tracejudge.schema import SweepReport
 
-__all__ = ["parse_when", "run_sweep"]
-
-
-def parse_when(value: str | None, option: str) -> datetime | None:
-    """An ISO 8601 time (UTC unless it says otherwise), or a span back from now (``24h``, ``7d``)."""
-    if value is None:
-        return None
-    text = value.strip()
-    units = {"m": "minutes", "h": "hours", "d": "days"}
-    if text[:-1].isdigit() and text[-1:] in units:
-        return datetime.now(UTC) - timedelta(**{units[text[-1]]: int(text[:-1])})
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"{option} {value!r} is not a time",
-            hint="give an ISO 8601 time such as 2026-03-01 or 2026-03-01T09:30:00Z, or 24h / 7d back",
-        ) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+__all__ = ["run_sweep"]
 
 
 def _render(app: App, report: SweepReport) -> None:
@@ -77,7 +59,7 @@ def run_sweep(
             hint="give the index manifest with each version's content: triage --sweep --manifest M.jsonl",
         )
     manifest = load_manifest(manifest_path)
-    since, until = parse_when(from_, "--from"), parse_when(to, "--to")
+    since, until = parse_when(from_, option="--from"), parse_when(to, option="--to")
     with Progress(
         SpinnerColumn(),
         TextColumn("sweeping: {task.fields[scanned]} scanned, {task.fields[flagged]} flagged"),

@@ -13,6 +13,7 @@ from rich.text import Text
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._sweep import run_sweep
+from tracejudge.cli._when import FROM_HELP, TO_HELP
 from tracejudge.localize import NOT_STORED_HINT, TicketResult, triage_tickets
 from tracejudge.schema import JudgeConfig, Localization, StageResult
 from tracejudge.write import targets_help
@@ -131,10 +132,8 @@ def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
     help="No ticket: flag every stored trace whose answer rests on a document version not in effect at"
     " its task time (needs --manifest with each version's content).",
 )
-@click.option(
-    "--from", "from_", metavar="T", default=None, help="With --sweep: traces started at or after T."
-)
-@click.option("--to", "to", metavar="T", default=None, help="With --sweep: traces started before T.")
+@click.option("--from", "from_", metavar="T", default=None, help="With --sweep: " + FROM_HELP)
+@click.option("--to", "to", metavar="T", default=None, help="With --sweep: " + TO_HELP)
 @click.option(
     "--manifest",
     "manifest_path",
