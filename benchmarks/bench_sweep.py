@@ -8,7 +8,8 @@ in its own process so that its peak memory is its own:
   read    every stored trace: ``store.get_spans`` then ``normalize`` (the floor: a sweep must do this)
   sweep   ``tracejudge.sweep.iter_sweep`` over the same store (reads, normalizes, flags, drafts tickets)
 
-and prints sweep time as a ratio to read time, traces per second, and peak RSS at N/10 and at N
+and prints sweep time as a ratio to read time (CPU time of the process: on a shared machine wall time
+mostly measures the neighbours), traces per CPU-second, and peak RSS at N/10 and at N
 (memory flat in the number of traces: the sweep holds one trace at a time; the flags it yields are
 counted, not kept). Each phase runs ``--repeat`` times, interleaved; the fastest counts.
 
@@ -116,7 +117,7 @@ def phase(kind: str, db: str) -> None:
     from tracejudge.sweep import iter_sweep
 
     store = SqliteStore(db)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     traces = flagged = 0
     if kind == "read":
         for trace_id in store.iter_trace_ids():
@@ -129,10 +130,12 @@ def phase(kind: str, db: str) -> None:
                 traces = item
             else:
                 flagged += 1
-    seconds = time.perf_counter() - t
+    wall, seconds = time.perf_counter() - t, time.process_time() - cpu
     store.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "traces": traces, "flagged": flagged, "rss_mb": rss_mb}))
+    print(
+        json.dumps({"seconds": seconds, "wall": wall, "traces": traces, "flagged": flagged, "rss_mb": rss_mb})
+    )
 
 
 def run_phase(kind: str, db: Path) -> dict[str, float]:

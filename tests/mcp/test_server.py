@@ -446,3 +446,50 @@ def test_score_trace_returns_what_score_json_prints(tmp_path: Path, monkeypatch:
     assert broken.is_error
     assert "<rubric argument>" in broken.content[0].text
     assert "sk-test-secret-do-not-print" not in json.dumps(scored)
+
+
+def test_draft_ticket_and_sweep_return_the_clis_json(work: dict[str, Any]) -> None:
+    store = work["store"]
+    # The manifest's versions must both carry content for the sweep to tell what changed.
+    manifest = [dict(e) for e in MANIFEST]
+    manifest[0]["content"] = (
+        "Attachment v1. Payment terms.\nPrepayment shall not exceed 50,000 RMB per order."
+    )
+    (work["dir"] / "swept.jsonl").write_text("".join(json.dumps(e) + "\n" for e in manifest), "utf-8")
+    feedback = "It said 50,000 RMB; the cap is 30,000 RMB now."
+
+    async def go() -> tuple[Any, Any, list[Any]]:
+        async with _session(work) as c:
+            swept = _structured(await c.call_tool("sweep", {"manifest": "swept.jsonl"}))
+            window = _structured(
+                await c.call_tool("sweep", {"manifest": "swept.jsonl", "from": "2030-01-01T00:00:00Z"})
+            )
+            drafts = [
+                _structured(
+                    await c.call_tool(
+                        "draft_ticket", {"trace_id": tid, "manifest": "swept.jsonl", "feedback": feedback}
+                    )
+                )
+                for tid in work["trace_ids"]
+            ]
+            return swept, window, drafts
+
+    swept, window, drafts = _run(go)
+    assert swept == _cli(store, "triage", "--sweep", "--manifest", "swept.jsonl", "--json")
+    assert [f["used"] for f in swept["flagged"]] == ["v1"]  # the ignored trace answered 50,000
+    assert window == {"flagged": [], "scanned": 0}
+    for tid, got in zip(work["trace_ids"], drafts, strict=True):
+        cli_draft = _cli(
+            store,
+            "ticket",
+            "draft",
+            "--trace",
+            tid,
+            "--manifest",
+            "swept.jsonl",
+            "--feedback",
+            feedback,
+            "--json",
+        )
+        assert got == cli_draft
+        assert got["ticket"]["status"] == "draft"

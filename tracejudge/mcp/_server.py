@@ -230,6 +230,44 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
     @server.tool(
         structured_output=False,
         description=(
+            "Draft a ticket for a trace from its feedback, for a person to verify: required = the"
+            " version in effect at the task time of the document the answer rests on (or the feedback"
+            " names), its changed sentence as the clause, the changed values as facts, the version the"
+            " trace used as superseded; `status: draft`. Fields it cannot settle are null and listed"
+            " in `ambiguous` — ask the user, do not fill them in. Same JSON as `tracejudge ticket draft"
+            " --trace ID --manifest M --json`. The manifest's versions must carry `content`."
+        ),
+    )
+    def draft_ticket(
+        trace_id: Annotated[str, Field(description="The trace the feedback is about.")],
+        manifest: Annotated[str, Field(description="Path of the index manifest (JSONL) with content.")],
+        feedback: Annotated[str | None, Field(description="The feedback's text.")] = None,
+        cursor: Cursor = None,
+    ) -> Any:  # a CallToolResult: text and structured content
+        return run(lambda: toolbox.draft_ticket(trace_id, manifest, feedback), cursor)
+
+    @server.tool(
+        structured_output=False,
+        description=(
+            "Find stored traces whose answer rests on a document version not in effect at their task"
+            " time (values only that version holds, or a citation of it), with evidence and a draft"
+            " ticket each. Same JSON as `tracejudge triage --sweep --manifest M --json`:"
+            " {flagged: [{trace_id, task_time, doc_id, in_effect, used, evidence, ticket}], scanned}."
+        ),
+    )
+    def sweep(
+        manifest: Annotated[str, Field(description="Path of the index manifest (JSONL) with content.")],
+        from_: Annotated[
+            str | None, Field(validation_alias="from", description="Traces started at or after (ISO 8601).")
+        ] = None,
+        to: Annotated[str | None, Field(description="Traces started before (ISO 8601).")] = None,
+        cursor: Cursor = None,
+    ) -> Any:  # a CallToolResult: text and structured content
+        return run(lambda: toolbox.sweep(manifest, from_=from_, to=to), cursor)
+
+    @server.tool(
+        structured_output=False,
+        description=(
             "Score one trace with a rubric: deterministic checks first, then the rubric's LLM judge"
             " (OPENAI_BASE_URL / OPENAI_API_KEY of the server's environment, or the rubric's base_url)."
             " Returns pass/fail/indeterminate per criterion and check with the judge's reasoning, as"

@@ -205,6 +205,28 @@ class Toolbox:
         )
         return outcome.json()
 
+    # -- drafts and sweeps ------------------------------------------------------------------------
+
+    def draft_ticket(self, trace_id: str, manifest: str, feedback: str | None = None) -> dict[str, Any]:
+        """``tracejudge ticket draft --trace ID --manifest M [--feedback TEXT] --json``."""
+        from tracejudge.sweep import draft_ticket_for
+
+        tid = self.trace_id(trace_id)
+        entries = self.manifest(manifest) or []
+        data: dict[str, Any] = draft_ticket_for(self.store, tid, entries, feedback or "").model_dump(
+            mode="json"
+        )
+        return data
+
+    def sweep(self, manifest: str, from_: str | None = None, to: str | None = None) -> dict[str, Any]:
+        """``tracejudge triage --sweep --manifest M [--from T] [--to T] --json``."""
+        from tracejudge.sweep import sweep
+
+        entries = self.manifest(manifest) or []
+        since, until = _parse_time(from_, "from"), _parse_time(to, "to")
+        data: dict[str, Any] = sweep(self.store, entries, since=since, until=until).model_dump(mode="json")
+        return data
+
     # -- regression samples ----------------------------------------------------------------------
 
     def build_sample(self, ticket: str, out: str, manifest: str | None = None) -> dict[str, Any]:
