@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from tracejudge.localize._context import (
     CheckContext,
     Hits,
@@ -58,93 +60,138 @@ def _ambiguous_missing(call: ModelCall, match: ClauseMatch) -> str:
     )
 
 
+def _sought(m: Material, hits: Hits) -> tuple[str, str] | None:
+    """What to look for in the model inputs and how notes call it: the ticket's clause, else the
+    content of the material as the retriever returned it."""
+    if m.clause:
+        return m.clause, "the clause"
+    doc = next((d for _, d in hits.exact if d.content), None)
+    if doc is not None and doc.content:
+        return doc.content, "the retrieved content"
+    return None
+
+
+@dataclass
+class _Scan:
+    """What each model input shows of the sought text."""
+
+    seen: list[Evidence] = field(default_factory=list)
+    """Inputs holding it whole."""
+    absent: list[Evidence] = field(default_factory=list)
+    """Inputs without it (with the best partial match when none holds it)."""
+    missing: list[str] = field(default_factory=list)
+    """Inputs not recorded, or redacted, that might hold it."""
+    unsure: list[tuple[ClauseMatch, ModelCall]] = field(default_factory=list)
+    """Inputs holding it only if an ambiguous date ("01/03/2026") is read one way."""
+    best: tuple[ClauseMatch, ModelCall] | None = None
+    """The longest partial match, when no input holds it."""
+    recorded: int = 0
+    """How many inputs were recorded at all."""
+
+
+def _scan(ctx: CheckContext, clause: str, source: str) -> _Scan:
+    calls = ctx.task.model_calls
+    scan = _Scan()
+    exact = [
+        find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
+        for i, call in enumerate(calls)
+    ]
+    scan.recorded = sum(x is not None for x in exact)
+    # Best partial matches only matter when no input holds the clause: skip that search otherwise.
+    settled = any(x is not None and x.found for x in exact)
+    for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
+        if match is None:
+            why = "redacted" if call.input_redacted else "content capture was off"
+            scan.missing.append(f"model input of span {call.span_id} ({why})")
+        elif match.found:
+            note = f"{source} is in the model input: {match.excerpt!r}"
+            scan.seen.append(Evidence(span_id=call.span_id, note=note))
+        elif settled:
+            scan.absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
+        elif match.ambiguous:
+            scan.unsure.append((match, call))
+        else:
+            _partial(ctx, scan, i, call, clause)
+    return scan
+
+
+def _partial(ctx: CheckContext, scan: _Scan, index: int, call: ModelCall, clause: str) -> None:
+    """Note how much of the clause an input holds, keeping the best match."""
+    match = find_clause(ctx.hay(index, call), clause)
+    if scan.best is None or match.matched > scan.best[0].matched:
+        scan.best = (match, call)
+    note = _partial_note(match, len(call.input_text))
+    if call.input_redacted:
+        scan.missing.append(f"model input of span {call.span_id} (redacted)")
+        scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
+    else:
+        scan.absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
+
+
 def check(ctx: CheckContext, m: Material) -> StageResult:
     """Did the clause (or, without one, the retrieved content) of ``m`` reach a model input? Looks
     for it whole, then split across two retrieved chunks, then under one reading of an ambiguous
     date; a failure names the best partial match and what dropped the material."""
     hits = ctx.hits(m)
     label = material_label(m.doc_id, m.version)
-    clause, source = m.clause, "the clause"
-    if not clause:
-        doc = next((d for _, d in hits.exact if d.content), None)
-        if doc is not None and doc.content is not None:
-            clause, source = doc.content, "the retrieved content"
-    if not clause:
+    sought = _sought(m, hits)
+    if sought is None:
         wanted = f"a clause for {label} in the ticket (or the retrieved document's content in the trace)"
         return stage_result(
             "in_context", "unconfirmed", "nothing to look for in the model input", missing=[wanted]
         )
+    clause, source = sought
     calls = ctx.task.model_calls
     if not calls:
         wanted = "a model (LLM) span in the trace"
         return stage_result("in_context", "unconfirmed", "the trace records no model call", missing=[wanted])
-    seen: list[Evidence] = []
-    absent: list[Evidence] = []
-    missing: list[str] = []
-    # Inputs holding the clause only if an ambiguous date ("01/03/2026") is read one way.
-    unsure: list[tuple[ClauseMatch, ModelCall]] = []
-    best: tuple[ClauseMatch, ModelCall] | None = None
-    exact = [
-        find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
-        for i, call in enumerate(calls)
-    ]
-    # Best partial matches only matter when no input holds the clause: skip that search otherwise.
-    settled = any(m is not None and m.found for m in exact)
-    for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
-        if match is None:
-            why = "redacted" if call.input_redacted else "content capture was off"
-            missing.append(f"model input of span {call.span_id} ({why})")
-            continue
-        if match.found:
-            seen.append(
-                Evidence(span_id=call.span_id, note=f"{source} is in the model input: {match.excerpt!r}")
-            )
-            continue
-        if settled:
-            absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
-            continue
-        if match.ambiguous:
-            unsure.append((match, call))
-            continue
-        match = find_clause(ctx.hay(i, call), clause)
-        if best is None or match.matched > best[0].matched:
-            best = (match, call)
-        note = _partial_note(match, len(call.input_text))
-        if call.input_redacted:
-            missing.append(f"model input of span {call.span_id} (redacted)")
-            absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
-        else:
-            absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
-    split = None if seen or m.clause is None else _split_in_input(ctx, m.clause, hits)
+    scan = _scan(ctx, clause, source)
+    split = None if scan.seen or m.clause is None else _split_in_input(ctx, m.clause, hits)
     if split is not None:
         detail = (
             f"{source} of {label}, split across two retrieved chunks, reached the model input"
             f" of {len(split)} of {len(calls)} model calls"
         )
         return stage_result("in_context", "pass", detail, evidence=split)
-    if seen:
-        detail = f"{source} of {label} reached the model input of {len(seen)} of {len(calls)} model calls"
-        return stage_result("in_context", "pass", detail, evidence=[*seen, *absent])
-    if unsure:
-        ev = [Evidence(span_id=call.span_id, note=_ambiguous_note(mt, source)) for mt, call in unsure]
-        first = unsure[0][0].ambiguous[0]
+    if scan.seen:
         detail = (
-            f"{source} of {label} is in the model input only if {first.text!r} is read {_order(first)};"
-            " the trace does not say which date format the input used"
+            f"{source} of {label} reached the model input of {len(scan.seen)} of {len(calls)} model calls"
         )
-        settle = [_ambiguous_missing(call, mt) for mt, call in unsure]
-        return stage_result(
-            "in_context", "unconfirmed", detail, evidence=[*ev, *absent], missing=[*settle, *missing]
-        )
-    if missing:
-        if all(x is None for x in exact):
+        return stage_result("in_context", "pass", detail, evidence=[*scan.seen, *scan.absent])
+    if scan.unsure:
+        return _unsure(scan, source, label)
+    if scan.missing:
+        if not scan.recorded:
             n = len(calls)
             detail = f"the model input was not recorded ({n} model call{'s' if n > 1 else ''})"
         else:
             detail = (
                 f"{source} of {label} is not in any recorded model input, and not every input was recorded"
             )
-        return stage_result("in_context", "unconfirmed", detail, evidence=absent, missing=missing)
+        return stage_result("in_context", "unconfirmed", detail, evidence=scan.absent, missing=scan.missing)
+    return _absent(ctx, m, scan, source, label)
+
+
+def _unsure(scan: _Scan, source: str, label: str) -> StageResult:
+    """Unconfirmed: the clause is in an input only under one reading of an ambiguous date."""
+    ev = [Evidence(span_id=call.span_id, note=_ambiguous_note(mt, source)) for mt, call in scan.unsure]
+    first = scan.unsure[0][0].ambiguous[0]
+    detail = (
+        f"{source} of {label} is in the model input only if {first.text!r} is read {_order(first)};"
+        " the trace does not say which date format the input used"
+    )
+    settle = [_ambiguous_missing(call, mt) for mt, call in scan.unsure]
+    return stage_result(
+        "in_context", "unconfirmed", detail, evidence=[*ev, *scan.absent], missing=[*settle, *scan.missing]
+    )
+
+
+def _absent(ctx: CheckContext, m: Material, scan: _Scan, source: str, label: str) -> StageResult:
+    """Fail: every input was recorded and none holds the clause; what dropped it, and the best match."""
+    calls = ctx.task.model_calls
+    hits = ctx.hits(m)
+    best = scan.best
+    absent = scan.absent
     drops = _drop_notes(ctx, m)
     detail = f"{source} of {label} is in none of the {len(calls)} recorded model inputs"
     if hits.exact:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracejudge._errors import TracejudgeError
@@ -38,42 +39,60 @@ def _relevant_superseded(ctx: CheckContext, m: Material) -> list[Material]:
     return [s for s in ctx.ticket.superseded if s.doc_id == m.doc_id or s.doc_id not in required_ids]
 
 
-def check(ctx: CheckContext, m: Material) -> StageResult:
-    """Does the final answer rest on ``m``? The ticket's facts stated (not echoed from the request)
-    pass it, superseded facts fail it; when they do not settle it, the usage judge (if any) reads it."""
-    label = material_label(m.doc_id, m.version)
-    answer = ctx.task.final_answer
-    span = ctx.task.final_answer_span_id
-    if answer is None:
-        return stage_result(
-            "used_by_model", "unconfirmed", "no final answer recorded", missing=_answer_missing(ctx)
-        )
-    values = ctx.answer_values()
-    question = ctx.task.input or ""
-    qvalues = ctx.question_values()
-    required = _facts(m.facts)
-    agree: list[Evidence] = []
-    agreed: list[str] = []
-    echoed: list[Evidence] = []
+@dataclass
+class _Reading:
+    """The final answer read for fact values, telling a value it states from one it only echoes
+    from the request."""
 
-    def stated(fv: FactValue, echo: str) -> str | None:
+    answer: str
+    """The final answer."""
+    span: str | None
+    """The span it was recorded on."""
+    values: list[FactValue]
+    """The values the answer states."""
+    question: str
+    """The user's request."""
+    question_values: list[FactValue]
+    """The values the request states."""
+    echoed: list[Evidence] = field(default_factory=list)
+    """Values the answer states only as the request did (shown, never counted)."""
+
+    def stated(self, fv: FactValue, echo: str) -> str | None:
         """The answer's words stating ``fv``; None when it does not, or only echoes the request
         (then noted in ``echoed`` as ``echo``)."""
-        spans = mentions(answer, values, fv)
+        spans = mentions(self.answer, self.values, fv)
         if not spans:
             return None
-        if question and mentions(question, qvalues, fv):
-            echoed.append(Evidence(span_id=span, note=echo))
+        if self.question and mentions(self.question, self.question_values, fv):
+            self.echoed.append(Evidence(span_id=self.span, note=echo))
             return None
         a, b = spans[0]
-        return answer[a:b]
+        return self.answer[a:b]
 
+    def note(self, text: str) -> Evidence:
+        """Evidence on the answer's span."""
+        return Evidence(span_id=self.span, note=text)
+
+
+def _agreeing(
+    reading: _Reading, required: list[tuple[str, FactValue]], label: str
+) -> tuple[list[Evidence], list[str]]:
+    """Evidence for each of the material's facts the answer states, and their keys."""
+    agree: list[Evidence] = []
+    agreed: list[str] = []
     for key, fv in required:
         what = f"{key} = {fv.show()}"
-        quote = stated(fv, f"states {what}, but the request states it too (an echo)")
+        quote = reading.stated(fv, f"states {what}, but the request states it too (an echo)")
         if quote is not None:
             agreed.append(key)
-            agree.append(Evidence(span_id=span, note=f"states {what} as {label} says: {quote!r}"))
+            agree.append(reading.note(f"states {what} as {label} says: {quote!r}"))
+    return agree, agreed
+
+
+def _stale(
+    ctx: CheckContext, m: Material, reading: _Reading, required: list[tuple[str, FactValue]]
+) -> list[Evidence]:
+    """Evidence that the answer rests on superseded material: its facts stated, or it cited."""
     stale: list[Evidence] = []
     for s in _relevant_superseded(ctx, m):
         slabel = material_label(s.doc_id, s.version)
@@ -81,16 +100,38 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
             if any(_same_value(fv, r) for _, r in required):
                 continue  # the superseded value equals a required one: stating it shows nothing
             what = f"{key} = {fv.show()}"
-            quote = stated(fv, f"states {slabel}'s {what}, but the request states it too")
+            quote = reading.stated(fv, f"states {slabel}'s {what}, but the request states it too")
             if quote is not None:
-                stale.append(Evidence(span_id=span, note=f"states {slabel}'s superseded {what}: {quote!r}"))
+                stale.append(reading.note(f"states {slabel}'s superseded {what}: {quote!r}"))
         same = s.doc_id == m.doc_id and norm_version(s.version) == norm_version(m.version)
-        if not same and cites_version(answer, s.doc_id, s.version):
-            stale.append(Evidence(span_id=span, note=f"cites the superseded {slabel}"))
-    if m.version and cites_version(answer, m.doc_id, m.version):
-        agree_note = Evidence(span_id=span, note=f"cites {label}")
-    else:
-        agree_note = None
+        if not same and cites_version(reading.answer, s.doc_id, s.version):
+            stale.append(reading.note(f"cites the superseded {slabel}"))
+    return stale
+
+
+def check(ctx: CheckContext, m: Material) -> StageResult:
+    """Does the final answer rest on ``m``? The ticket's facts stated (not echoed from the request)
+    pass it, superseded facts fail it; when they do not settle it, the usage judge (if any) reads it."""
+    label = material_label(m.doc_id, m.version)
+    answer = ctx.task.final_answer
+    if answer is None:
+        return stage_result(
+            "used_by_model", "unconfirmed", "no final answer recorded", missing=_answer_missing(ctx)
+        )
+    reading = _Reading(
+        answer=answer,
+        span=ctx.task.final_answer_span_id,
+        values=ctx.answer_values(),
+        question=ctx.task.input or "",
+        question_values=ctx.question_values(),
+    )
+    required = _facts(m.facts)
+    agree, agreed = _agreeing(reading, required, label)
+    stale = _stale(ctx, m, reading, required)
+    echoed = reading.echoed
+    agree_note = (
+        reading.note(f"cites {label}") if m.version and cites_version(answer, m.doc_id, m.version) else None
+    )
     if stale and not agree:
         detail = f"the answer rests on superseded material instead of {label}"
         return stage_result("used_by_model", "fail", detail, evidence=[*stale, *echoed])
