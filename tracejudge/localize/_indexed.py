@@ -37,19 +37,26 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     """Was ``m`` in the index at task time? Returned or a retrieval candidate shows it was; else the
     manifest's indexed_at/removed_at decide; without a manifest entry it is unconfirmed."""
     label = material_label(m.doc_id, m.version)
-    hits = ctx.hits(m)
-    entries = ctx.entries(m)
-    t = ctx.task_time
-    e = not_in_effect(ctx, m)
+    e, t = not_in_effect(ctx, m), ctx.task_time
     if e is not None and t is not None:
-        start, end = utc(e.effective_from), utc(e.effective_to)
-        if start is not None and start > t:
-            why = f"was not yet in effect at task time {iso(t)}: effective from {iso(start)}"
-        else:
-            why = f"was no longer in effect at task time {iso(t)}: effective until {iso(end)}"
-        note = f"manifest: {material_label(e.doc_id, e.version)} effective {iso(start)} .. {iso(end)}"
-        detail = f"{label} {why}; the ticket names material that did not apply then"
-        return stage_result("indexed", "fail", detail, evidence=[Evidence(note=note)])
+        return _did_not_apply(label, e, t)
+    return _seen_in_trace(ctx, m, label) or _by_manifest(ctx, m, label)
+
+
+def _did_not_apply(label: str, e: ManifestEntry, t: datetime) -> StageResult:
+    start, end = utc(e.effective_from), utc(e.effective_to)
+    if start is not None and start > t:
+        why = f"was not yet in effect at task time {iso(t)}: effective from {iso(start)}"
+    else:
+        why = f"was no longer in effect at task time {iso(t)}: effective until {iso(end)}"
+    note = f"manifest: {material_label(e.doc_id, e.version)} effective {iso(start)} .. {iso(end)}"
+    detail = f"{label} {why}; the ticket names material that did not apply then"
+    return stage_result("indexed", "fail", detail, evidence=[Evidence(note=note)])
+
+
+def _seen_in_trace(ctx: CheckContext, m: Material, label: str) -> StageResult | None:
+    """Pass when the trace itself shows ``m`` in the index: returned, or among the candidates."""
+    hits = ctx.hits(m)
     if hits.exact:
         ev = [doc_note(call, doc, "returned") for call, doc in hits.exact]
         return stage_result("indexed", "pass", f"{label} was retrieved, so it was in the index", evidence=ev)
@@ -61,7 +68,14 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
             return stage_result(
                 "indexed", "pass", detail, evidence=[Evidence(span_id=call.span_id, note=note)]
             )
-    other = other_version_notes(hits, m)
+    return None
+
+
+def _by_manifest(ctx: CheckContext, m: Material, label: str) -> StageResult:
+    """What the manifest says of ``m`` at task time: indexed (pass), not (fail), or nothing."""
+    entries = ctx.entries(m)
+    t = ctx.task_time
+    other = other_version_notes(ctx.hits(m), m)
     if not entries:
         detail = f"no record shows whether {label} was in the index at task time"
         missing = [f"index manifest entry for {label}"]
@@ -85,21 +99,19 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
             note += f", removed_at {iso(utc(e.removed_at))}"
         detail = f"the manifest shows {label} in the index at task time {iso(t)}"
         return stage_result("indexed", "pass", detail, evidence=[Evidence(note=note), *other])
-    notes = []
-    for e in entries:
-        at, removed = utc(e.indexed_at), utc(e.removed_at)
-        if at is None:
-            notes.append(f"manifest: {material_label(e.doc_id, e.version)} never indexed (indexed_at null)")
-        elif at > t:
-            notes.append(
-                f"manifest: {material_label(e.doc_id, e.version)} indexed only at {iso(at)}, after the task"
-            )
-        else:
-            notes.append(
-                f"manifest: {material_label(e.doc_id, e.version)} removed from the index at {iso(removed)}"
-            )
+    notes = [Evidence(note=_not_indexed_note(e, t)) for e in entries]
     detail = f"{label} was in effect at task time {iso(t)} but not in the index then (ingestion fault)"
-    return stage_result("indexed", "fail", detail, evidence=[*(Evidence(note=n) for n in notes), *other])
+    return stage_result("indexed", "fail", detail, evidence=[*notes, *other])
+
+
+def _not_indexed_note(e: ManifestEntry, t: datetime) -> str:
+    at, removed = utc(e.indexed_at), utc(e.removed_at)
+    what = material_label(e.doc_id, e.version)
+    if at is None:
+        return f"manifest: {what} never indexed (indexed_at null)"
+    if at > t:
+        return f"manifest: {what} indexed only at {iso(at)}, after the task"
+    return f"manifest: {what} removed from the index at {iso(removed)}"
 
 
 def fault(ctx: CheckContext, m: Material, _result: StageResult) -> Verdict:

@@ -63,6 +63,8 @@ def _replay_metadata(entry: ManifestEntry | None) -> dict[str, Any]:
 
 
 def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None) -> _Outcome:
+    """Why ``call`` did not return ``m``: its recorded candidates say, else the filter and the ACL
+    replayed against the manifest entry, else what would settle it."""
     label = material_label(m.doc_id, m.version)
     span = call.span_id
     ev: list[Evidence] = []
@@ -73,57 +75,10 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None)
         note = f"recorded candidates: {label} excluded_by={c.excluded_by}{score}"
         return _Outcome(c.excluded_by, [Evidence(span_id=span, note=note)], [])
     if call.candidates is not None and c is None:
-        ev.append(
-            Evidence(
-                span_id=span, note=f"{label} is not among the {len(call.candidates)} recorded candidates"
-            )
-        )
-
-    passes_filter: bool | None
-    if call.filter is None:
-        passes_filter = None
-        missing.append(
-            f"the metadata filter of retrieval span {span} (tracejudge.retrieval.filter)"
-            " or its candidates (tracejudge.retrieval.candidates)"
-        )
-    else:
-        metadata = _replay_metadata(entry)
-        passes_filter = evaluate_filter(call.filter, metadata)
-        shown = call.filter_raw or _json_excerpt(call.filter)
-        if passes_filter is None:
-            if not isinstance(call.filter, dict):
-                missing.append(
-                    f"a filter tracejudge can replay on span {span} (recorded: {_short(shown, 80)})"
-                )
-            elif entry is None:
-                missing.append(
-                    f"index manifest entry for {label} (its metadata, to replay the filter of span {span})"
-                )
-            else:
-                keys = [k for k in filter_keys(call.filter) if k not in metadata]
-                what = ", ".join(keys) if keys else "metadata the filter compares"
-                missing.append(f"manifest metadata {what} of {label} (to replay the filter of span {span})")
-        else:
-            got = {k: metadata.get(k) for k in filter_keys(call.filter)}
-            verb = "excludes" if passes_filter is False else "admits"
-            note = f"filter {_short(shown, 100)} {verb} {label} (manifest metadata {_json_excerpt(got, 80)})"
-            ev.append(Evidence(span_id=span, note=note))
-
-    allowed: bool | None
-    if entry is None:
-        allowed = None
-        missing.append(f"index manifest entry for {label} (its acl)")
-    elif entry.acl is None:
-        allowed = True
-    elif call.principal is None:
-        allowed = None
-        missing.append(f"the principal of retrieval span {span} (tracejudge.retrieval.principal)")
-    else:
-        allowed = call.principal in entry.acl
-        verb = "is" if allowed else "is not"
-        note = f"principal {call.principal!r} {verb} in the manifest acl {list(entry.acl)} of {label}"
+        note = f"{label} is not among the {len(call.candidates)} recorded candidates"
         ev.append(Evidence(span_id=span, note=note))
-
+    passes_filter = _replay_filter(call, label, entry, ev, missing)
+    allowed = _replay_acl(call, label, entry, ev, missing)
     if passes_filter is False:
         return _Outcome("filter", ev, [])
     if allowed is False:
@@ -136,6 +91,58 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None)
         )
         return _Outcome("rank", ev, [])
     return _Outcome(None, ev, missing)
+
+
+def _replay_filter(
+    call: RetrievalCall, label: str, entry: ManifestEntry | None, ev: list[Evidence], missing: list[str]
+) -> bool | None:
+    """Whether the call's metadata filter admits the material's manifest metadata (None: cannot
+    tell); notes what it compared in ``ev``, or what would settle it in ``missing``."""
+    span = call.span_id
+    if call.filter is None:
+        missing.append(
+            f"the metadata filter of retrieval span {span} (tracejudge.retrieval.filter)"
+            " or its candidates (tracejudge.retrieval.candidates)"
+        )
+        return None
+    metadata = _replay_metadata(entry)
+    passes = evaluate_filter(call.filter, metadata)
+    shown = call.filter_raw or _json_excerpt(call.filter)
+    if passes is not None:
+        got = {k: metadata.get(k) for k in filter_keys(call.filter)}
+        verb = "excludes" if passes is False else "admits"
+        note = f"filter {_short(shown, 100)} {verb} {label} (manifest metadata {_json_excerpt(got, 80)})"
+        ev.append(Evidence(span_id=span, note=note))
+    elif not isinstance(call.filter, dict):
+        missing.append(f"a filter tracejudge can replay on span {span} (recorded: {_short(shown, 80)})")
+    elif entry is None:
+        missing.append(
+            f"index manifest entry for {label} (its metadata, to replay the filter of span {span})"
+        )
+    else:
+        keys = [k for k in filter_keys(call.filter) if k not in metadata]
+        what = ", ".join(keys) if keys else "metadata the filter compares"
+        missing.append(f"manifest metadata {what} of {label} (to replay the filter of span {span})")
+    return passes
+
+
+def _replay_acl(
+    call: RetrievalCall, label: str, entry: ManifestEntry | None, ev: list[Evidence], missing: list[str]
+) -> bool | None:
+    """Whether the call's principal may read the material by its manifest ACL (None: cannot tell)."""
+    if entry is None:
+        missing.append(f"index manifest entry for {label} (its acl)")
+        return None
+    if entry.acl is None:
+        return True
+    if call.principal is None:
+        missing.append(f"the principal of retrieval span {call.span_id} (tracejudge.retrieval.principal)")
+        return None
+    allowed = call.principal in entry.acl
+    verb = "is" if allowed else "is not"
+    note = f"principal {call.principal!r} {verb} in the manifest acl {list(entry.acl)} of {label}"
+    ev.append(Evidence(span_id=call.span_id, note=note))
+    return allowed
 
 
 def check(ctx: CheckContext, m: Material) -> StageResult:
@@ -181,6 +188,12 @@ def _check(ctx: CheckContext, m: Material) -> StageResult:
         ]
         detail = f"{m.doc_id} was returned but its version was not recorded, so it may not be {m.version}"
         return stage_result("retrieved", "unconfirmed", detail, evidence=[*ev, *other], missing=missing)
+    return _why_not_returned(ctx, m, label, other)
+
+
+def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Evidence]) -> StageResult:
+    """No retrieval returned ``m``: a filter or ACL that excluded it (fail), ranking that cut it
+    from every call (fail), or what would settle it (unconfirmed)."""
     entry = _entry_for_replay(ctx, m)
     outcomes = [(call, _call_outcome(call, m, entry)) for call in ctx.task.retrievals]
     ev = [e for _, o in outcomes for e in o.evidence]
