@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from tracejudge.checks._numbers import find_numbers, normalize_unit, number_after
+from tracejudge.checks._numbers import FoundNumber, find_numbers, normalize_unit, number_after
 from tracejudge.checks._parts import part_text
 from tracejudge.schema import (
     CheckResult,
@@ -122,27 +123,22 @@ def _reference(spec: NumberCheck, task: TaskRecord) -> tuple[float | None, str]:
     return nums[0].value, where
 
 
-def _compare(op: str, a: float, b: float, tol: float) -> bool:
-    if op == "eq":
-        return abs(a - b) <= tol
-    if op == "ne":
-        return abs(a - b) > tol
-    if op == "lt":
-        return a < b
-    if op == "le":
-        return a <= b + tol
-    if op == "gt":
-        return a > b
-    return a >= b - tol
+_COMPARE: Mapping[str, Callable[[float, float, float], bool]] = MappingProxyType(
+    {
+        "eq": lambda a, b, tol: abs(a - b) <= tol,
+        "ne": lambda a, b, tol: abs(a - b) > tol,
+        "lt": lambda a, b, _tol: a < b,
+        "le": lambda a, b, tol: a <= b + tol,
+        "gt": lambda a, b, _tol: a > b,
+        "ge": lambda a, b, tol: a >= b - tol,
+    }
+)
+"""A number check's ``op``: found number ``a`` against reference ``b`` with tolerance ``tol``."""
 
 
-def _number(spec: NumberCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
-    text = _target(spec, task)
-    if text is None:
-        return _missing(spec, f"the {spec.target}")
-    ref, where = _reference(spec, task)
-    if ref is None:
-        return CheckResult(verdict="indeterminate", type=spec.type, detail=f"no reference value: {where}")
+def _number_candidates(spec: NumberCheck, text: str) -> list[FoundNumber]:
+    """The numbers the check compares: the pattern's group, the number after ``near``, or every
+    number in the text; with a ``unit``, those carrying it (else bare ones)."""
     if spec.pattern:
         m = re.search(spec.pattern, text, 0 if spec.case_sensitive else re.IGNORECASE)
         candidates = find_numbers(m.group(1) if m and m.groups() else m.group(0)) if m else []
@@ -156,13 +152,22 @@ def _number(spec: NumberCheck, task: TaskRecord, _manifest: Manifest) -> CheckRe
         # A number with the asked unit beats a bare one.
         with_unit = [n for n in candidates if n.unit == unit]
         candidates = with_unit or candidates
+    return candidates
+
+
+def _number(spec: NumberCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
+    text = _target(spec, task)
+    if text is None:
+        return _missing(spec, f"the {spec.target}")
+    ref, where = _reference(spec, task)
+    if ref is None:
+        return CheckResult(verdict="indeterminate", type=spec.type, detail=f"no reference value: {where}")
+    candidates = _number_candidates(spec, text)
     if not candidates:
         scope = f" after {spec.near!r}" if spec.near else ""
         return CheckResult(verdict="fail", type=spec.type, detail=f"no number{scope} in the {spec.target}")
 
-    def op(a: float, b: float, tol: float) -> bool:
-        return _compare(spec.op, a, b, tol)
-
+    op = _COMPARE[spec.op]
     if spec.near or spec.pattern:
         chosen = candidates[0]
         ok = op(chosen.value, ref, spec.tolerance)
@@ -226,27 +231,43 @@ def _as_number(value: Any) -> float | None:
     return None
 
 
+_ORDER: Mapping[str, Callable[[float, float], bool]] = MappingProxyType(
+    {
+        "$gt": lambda a, b: a > b,
+        "$gte": lambda a, b: a >= b,
+        "$lt": lambda a, b: a < b,
+        "$lte": lambda a, b: a <= b,
+    }
+)
+
+
+def _ordered(order: Callable[[float, float], bool], value: Any, arg: Any) -> bool:
+    a, b = _as_number(value), _as_number(arg)
+    return a is not None and b is not None and order(a, b)
+
+
+_ARGUMENT_OPS: Mapping[str, Callable[[Any, Any], bool]] = MappingProxyType(
+    {
+        "$exists": lambda _value, arg: bool(arg),
+        "$eq": lambda value, arg: _cond(value, arg),
+        "$ne": lambda value, arg: not _cond(value, arg),
+        **{name: functools.partial(_ordered, order) for name, order in _ORDER.items()},
+        "$in": lambda value, arg: any(_cond(value, x) for x in arg),
+        "$nin": lambda value, arg: not any(_cond(value, x) for x in arg),
+        "$contains": lambda value, arg: str(arg).casefold() in str(value).casefold(),
+        "$regex": lambda value, arg: re.search(str(arg), str(value)) is not None,
+    }
+)
+"""A tool-argument condition's operators (``{"$gt": 5}``), on a recorded value and the argument."""
+
+
 def _op(value: Any, op: str, arg: Any) -> bool:
     if value is _MISSING:
         return op == "$exists" and not arg
-    if op == "$exists":
-        return bool(arg)
-    if op in ("$eq", "$ne"):
-        return _cond(value, arg) == (op == "$eq")
-    if op in ("$gt", "$gte", "$lt", "$lte"):
-        a, b = _as_number(value), _as_number(arg)
-        if a is None or b is None:
-            return False
-        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
-    if op == "$in":
-        return any(_cond(value, x) for x in arg)
-    if op == "$nin":
-        return not any(_cond(value, x) for x in arg)
-    if op == "$contains":
-        return str(arg).casefold() in str(value).casefold()
-    if op == "$regex":
-        return re.search(str(arg), str(value)) is not None
-    raise ValueError(f"unknown argument operator {op!r}")
+    fn = _ARGUMENT_OPS.get(op)
+    if fn is None:
+        raise ValueError(f"unknown argument operator {op!r}")
+    return fn(value, arg)
 
 
 def _matches(call: ToolCall, conditions: Mapping[str, Any] | None) -> bool:
