@@ -204,6 +204,18 @@ def span_payload(span: RawSpan) -> str:
     return span.model_dump_json()
 
 
+def _summary(r: Sequence[Any]) -> TraceSummary:
+    """A ``traces`` row (trace_id, name, span_count, start_ns, end_ns, sources) as a summary."""
+    return TraceSummary(
+        trace_id=r[0],
+        name=r[1],
+        span_count=int(r[2]),
+        start_time=_ns_to_dt(r[3]),
+        end_time=_ns_to_dt(r[4]),
+        sources=tuple(filter(None, str(r[5]).split(","))),
+    )
+
+
 def _ns_to_dt(ns: int | None) -> datetime | None:
     if not ns:
         return None
@@ -512,17 +524,7 @@ class SqlStore:
             "start_ns DESC NULLS LAST, seq DESC",
             limit,
         )
-        return [
-            TraceSummary(
-                trace_id=r[0],
-                name=r[1],
-                span_count=int(r[2]),
-                start_time=_ns_to_dt(r[3]),
-                end_time=_ns_to_dt(r[4]),
-                sources=tuple(filter(None, str(r[5]).split(","))),
-            )
-            for r in rows
-        ]
+        return [_summary(r) for r in rows]
 
     def iter_trace_ids(self) -> Iterator[str]:
         for (trace_id,) in self._pages(
@@ -539,17 +541,7 @@ class SqlStore:
                 " WHERE s.session_id = ? ORDER BY t.start_ns, t.seq",
                 (session_id,),
             ).fetchall()
-        return [
-            TraceSummary(
-                trace_id=r[0],
-                name=r[1],
-                span_count=int(r[2]),
-                start_time=_ns_to_dt(r[3]),
-                end_time=_ns_to_dt(r[4]),
-                sources=tuple(filter(None, str(r[5]).split(","))),
-            )
-            for r in rows
-        ]
+        return [_summary(r) for r in rows]
 
     def trace_session(self, trace_id: str) -> str | None:
         self._index_sessions()
