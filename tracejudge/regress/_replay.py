@@ -587,6 +587,62 @@ def new_run_id() -> str:
     return f"rr-{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}"
 
 
+def _previous_run(suite: Suite, opts: ReplayOptions) -> SuiteRun | None:
+    """The run compared with: ``--compare-with``'s (which must exist), else the suite's latest."""
+    runs = suite.runs()
+    if not opts.compare_with:
+        return runs[-1] if runs else None
+    previous = next((r for r in runs if r.run_id == opts.compare_with), None)
+    if previous is None:
+        raise InputError(
+            f"no run {opts.compare_with!r} in {suite.runs_dir}", hint=f"pass a run id from {suite.runs_dir}"
+        )
+    return previous
+
+
+def _chosen(suite: Suite, opts: ReplayOptions) -> list[LoadedSample]:
+    """The active samples of the asked split and ids."""
+    return [
+        s
+        for s in suite.active
+        if (opts.split is None or s.sample.split == opts.split)
+        and (not opts.sample_ids or s.sample.id in opts.sample_ids)
+    ]
+
+
+async def _replay_sample(
+    loaded: LoadedSample,
+    target: Target,
+    opts: ReplayOptions,
+    suite: str,
+    client: JudgeClient | None,
+    previous: SampleOutcome | None,
+) -> SampleRunResult:
+    """``repeat`` attempts at one sample, their outcome, and how it changed since the previous run."""
+    attempts = [await _attempt(loaded, target, opts, i, suite, client) for i in range(opts.repeat)]
+    outcome = outcome_of(attempts)
+    return SampleRunResult(
+        sample_id=loaded.sample.id,
+        sample_hash=loaded.hash,
+        kind=loaded.sample.kind,
+        split=loaded.sample.split,
+        outcome=outcome,
+        change=compare_outcome(previous, outcome),
+        previous_outcome=previous,
+        attempts=tuple(attempts),
+        cost_usd=sum(a.agent_cost_usd + a.judge_cost_usd for a in attempts),
+    )
+
+
+def _counts(results: Sequence[SampleRunResult]) -> dict[str, int]:
+    """How many samples, per outcome and per change."""
+    summary: dict[str, int] = {"n": len(results)}
+    for r in results:
+        summary[r.outcome] = summary.get(r.outcome, 0) + 1
+        summary[r.change] = summary.get(r.change, 0) + 1
+    return summary
+
+
 async def run_suite_async(
     suite: Suite,
     target: Target,
@@ -601,20 +657,9 @@ async def run_suite_async(
     opts = options or ReplayOptions()
     if opts.repeat < 1:
         raise InputError("--repeat must be at least 1", hint="pass --repeat 1 or more")
-    runs = suite.runs()
-    previous = next((r for r in runs if r.run_id == opts.compare_with), None) if opts.compare_with else None
-    if opts.compare_with and previous is None:
-        raise InputError(
-            f"no run {opts.compare_with!r} in {suite.runs_dir}", hint=f"pass a run id from {suite.runs_dir}"
-        )
-    previous = previous or (runs[-1] if runs else None)
+    previous = _previous_run(suite, opts)
     before = {r.sample_id: r.outcome for r in previous.samples} if previous else {}
-    chosen = [
-        s
-        for s in suite.active
-        if (opts.split is None or s.sample.split == opts.split)
-        and (not opts.sample_ids or s.sample.id in opts.sample_ids)
-    ]
+    chosen = _chosen(suite, opts)
     own_client = client is None and opts.judge is not None
     if own_client and opts.judge is not None:
         client = OpenAIJudgeClient(opts.judge)
@@ -622,21 +667,8 @@ async def run_suite_async(
     results: list[SampleRunResult] = []
     try:
         for loaded in chosen:
-            attempts = [
-                await _attempt(loaded, target, opts, i, suite.name, client) for i in range(opts.repeat)
-            ]
-            outcome = outcome_of(attempts)
-            prev = before.get(loaded.sample.id)
-            result = SampleRunResult(
-                sample_id=loaded.sample.id,
-                sample_hash=loaded.hash,
-                kind=loaded.sample.kind,
-                split=loaded.sample.split,
-                outcome=outcome,
-                change=compare_outcome(prev, outcome),
-                previous_outcome=prev,
-                attempts=tuple(attempts),
-                cost_usd=sum(a.agent_cost_usd + a.judge_cost_usd for a in attempts),
+            result = await _replay_sample(
+                loaded, target, opts, suite.name, client, before.get(loaded.sample.id)
             )
             results.append(result)
             if on_sample is not None:
@@ -644,10 +676,6 @@ async def run_suite_async(
     finally:
         if own_client and client is not None:
             await client.aclose()
-    summary: dict[str, int] = {"n": len(results)}
-    for r in results:
-        summary[r.outcome] = summary.get(r.outcome, 0) + 1
-        summary[r.change] = summary.get(r.change, 0) + 1
     return SuiteRun(
         run_id=new_run_id(),
         suite=suite.name,
@@ -661,7 +689,7 @@ async def run_suite_async(
         purpose=opts.purpose,
         judge_model=opts.judge.model if opts.judge else None,
         samples=tuple(results),
-        summary=summary,
+        summary=_counts(results),
         cost_usd=sum(r.cost_usd for r in results),
     )
 
