@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import click
@@ -53,9 +53,9 @@ class _MeteredStore:
         self._store = store
         self._on_put = on_put
 
-    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
         batch = spans if isinstance(spans, list) else list(spans)
-        new = self._store.put_spans(batch)
+        new = self._store.put_spans(batch, meta=meta)
         # Counted after the commit: spans that failed to store were not collected.
         self._on_put(len(batch), new)
         return new

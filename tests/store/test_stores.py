@@ -202,3 +202,24 @@ def test_a_trace_from_two_sources_lists_both_and_keeps_its_bounds(make_store: Ma
     assert summary.span_count == 3
     assert summary.name == "root"
     assert tuple(one._execute("SELECT start_ns, end_ns FROM traces").fetchone()) == (10, 60)
+
+
+def test_meta_written_with_spans_is_set_only_if_they_are_stored(make_store: MakeStore) -> None:
+    store = make_store()
+    assert store.put_spans([span(T1, "a" * 16)], meta={"p.trace:" + T1: "done"}) == 1
+    assert store.get_meta("p.trace:" + T1) == "done"
+    # A batch whose spans are all stored already still sets its meta.
+    assert store.put_spans([span(T1, "a" * 16)], meta={"p.trace:" + T1: "again"}) == 0
+    assert store.get_meta("p.trace:" + T1) == "again"
+
+    class Boom(RawSpan):
+        def model_dump_json(self, **_: object) -> str:  # type: ignore[override]
+            raise RuntimeError("serializer failed mid-batch")
+
+    with pytest.raises(RuntimeError):
+        store.put_spans(
+            [span(T2, "c" * 16), Boom(trace_id=T2, span_id="d" * 16)], meta={"p.trace:" + T2: "x"}
+        )
+    assert store.get_meta("p.trace:" + T2) is None
+    store.set_metas({"b": "2", "a": "1"})
+    assert (store.get_meta("a"), store.get_meta("b")) == ("1", "2")

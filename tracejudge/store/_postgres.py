@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -138,11 +138,12 @@ class PostgresStore(SqlStore):
                     raise
         raise AssertionError("unreachable")
 
-    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
         batch: dict[tuple[str, str], RawSpan] = {}
         for s in spans:
             batch.setdefault((s.trace_id, s.span_id), s)
         if not batch:
+            self.set_metas(dict(meta or {}))
             return 0
         ordered = [batch[k] for k in sorted(batch)]
         columns: list[list[Any]] = [[] for _ in range(8)]
@@ -171,6 +172,7 @@ class PostgresStore(SqlStore):
                 cur.execute(_UPSERT_TRACES, (now, *_trace_columns(inserted)))
                 if pairs := session_pairs(inserted):
                     cur.executemany(INSERT_SESSION.replace("?", "%s"), pairs)
+            self._write_meta(cur, meta)
             return len(inserted)
 
         new = int(self._write(work))

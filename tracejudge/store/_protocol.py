@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -129,8 +129,9 @@ class RunProgress(BaseModel):
 class Store(Protocol):
     """Where raw spans and run state live."""
 
-    def put_spans(self, spans: Iterable[RawSpan]) -> int:
-        """Store spans in one transaction; a span already stored is kept as it was.
+    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
+        """Store spans in one transaction; a span already stored is kept as it was. ``meta`` keys
+        are set in the same transaction (a pull's markers: set if and only if the spans are stored).
 
         Returns how many were new."""
         ...
@@ -168,6 +169,10 @@ class Store(Protocol):
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a piece of state."""
+        ...
+
+    def set_metas(self, values: Mapping[str, str]) -> None:
+        """Set several pieces of state in one transaction."""
         ...
 
     def compare_and_set_meta(self, key: str, expected: str | None, value: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -329,12 +329,23 @@ class SqlStore:
             cur.execute("ROLLBACK")
             raise
 
-    def put_spans(self, spans: Iterable[RawSpan]) -> int:
+    def _write_meta(self, cur: Any, meta: Mapping[str, str] | None) -> None:
+        if meta:
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                sorted(meta.items()),  # key order: two writers never wait on each other in a cycle
+            )
+
+    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
         # Dedup inside the batch first: the first copy of a span wins, as it does across batches.
         batch: dict[tuple[str, str], RawSpan] = {}
         for s in spans:
             batch.setdefault((s.trace_id, s.span_id), s)
         if not batch:
+            self.set_metas(dict(meta or {}))
             return 0
         now = datetime.now(UTC).isoformat()
         trace_ids = sorted({k[0] for k in batch})
@@ -363,6 +374,7 @@ class SqlStore:
                         old_traces[r[0]] = (r[1], r[2], r[3], int(r[4]), str(r[5]))
                 fresh = [s for k, s in batch.items() if k not in existing]
                 if not fresh:
+                    self._write_meta(cur, meta)
                     cur.execute("COMMIT")
                     return 0
                 cur.executemany(
@@ -387,6 +399,7 @@ class SqlStore:
                     ],
                 )
                 self._update_traces(cur, fresh, old_traces, now)
+                self._write_meta(cur, meta)
                 if pairs := session_pairs(fresh):
                     cur.executemany(self._sql(INSERT_SESSION), pairs)
                 cur.execute("COMMIT")
@@ -590,6 +603,10 @@ class SqlStore:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def set_metas(self, values: Mapping[str, str]) -> None:
+        if values:
+            self._transaction(lambda cur: self._write_meta(cur, values))
 
     def compare_and_set_meta(self, key: str, expected: str | None, value: str) -> bool:
         # One statement either way: the engine checks the condition on the row it writes, so of two

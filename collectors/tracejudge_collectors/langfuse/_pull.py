@@ -341,12 +341,9 @@ def pull_langfuse(
         nonlocal fetched, spans_new
         trace_id, future = pending.popleft()
         spans, scores = future.result()
-        spans_new += store.put_spans(spans)
-        # One write marks the trace done and keeps its scores: each store write is a synced commit.
-        store.set_meta(
-            _marker_key(trace_id),
-            json.dumps({"scores": [normalize_score(s) for s in scores]}, separators=(",", ":")),
-        )
+        # The marker (with the trace's scores) in the spans' own transaction: one synced commit.
+        marker = json.dumps({"scores": [normalize_score(s) for s in scores]}, separators=(",", ":"))
+        spans_new += store.put_spans(spans, meta={_marker_key(trace_id): marker})
         in_batch.discard(trace_id)
         fetched += 1
         if on_trace is not None:
