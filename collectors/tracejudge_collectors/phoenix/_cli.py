@@ -31,6 +31,13 @@ from tracejudge_collectors.phoenix._pull import PullOptions, pull_phoenix, pull_
 @from_option
 @to_option
 @limit_option
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 32),
+    default=4,
+    show_default=True,
+    help="Batches of traces fetched at once, beside the listing.",
+)
 @retries_option("TRACEJUDGE_PHOENIX_RETRIES")
 @json_option
 @pass_app
@@ -41,6 +48,7 @@ def phoenix_command(
     from_: str | None,
     to: str | None,
     limit: int | None,
+    concurrency: int,
     retries: int,
     as_json: bool,
 ) -> None:
@@ -54,6 +62,7 @@ def phoenix_command(
         from_time=parse_when(from_, option="--from"),
         to_time=parse_when(to, option="--to"),
         limit=limit,
+        concurrency=concurrency,
     )
     credentials = PhoenixCredentials.from_env()
     with (

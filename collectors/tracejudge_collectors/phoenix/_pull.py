@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,6 +64,8 @@ class PullOptions(BaseModel):
     """Spans per page (at most 1000)."""
     trace_batch: int = 50
     """Traces fetched per request (their ids repeat ``trace_id`` in the query)."""
+    concurrency: int = 4
+    """Batches of traces fetched at once, beside the listing."""
 
 
 class PullReport(PullCounts):
@@ -138,6 +142,10 @@ class _Puller:
         return spans
 
 
+def _in_flight(pending: deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]]) -> int:
+    return sum(len(ids) for ids, _ in pending)
+
+
 def pull_phoenix(
     store: Store,
     api: PhoenixApi,
@@ -159,40 +167,74 @@ def pull_phoenix(
     complete = True
     batch: list[str] = []
     seen: set[str] = set()
+    # Batches being fetched while the listing goes on; stored in listing order, by this thread only.
+    pending: deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]] = deque()
+    max_pending = max(1, options.concurrency) * 2
 
-    def drain() -> None:
+    def store_one() -> None:
+        """Store the oldest fetched batch, with every batch after it that is fetched already: one
+        transaction for their spans (each trace whole) and markers, so the store keeps up."""
         nonlocal fetched, spans_new
+        ids: list[str] = []
+        spans: list[RawSpan] = []
+        while pending and (not ids or pending[0][1].done()):
+            trace_ids, future = pending.popleft()
+            by_trace = future.result()
+            ids.extend(trace_ids)
+            spans.extend(s for t in trace_ids for s in by_trace.get(t, []))
+        marker = json.dumps({"project": options.project})
+        spans_new += store.put_spans(spans, meta={_marker_key(t): marker for t in ids})
+        fetched += len(ids)
+        if on_trace is not None:
+            for trace_id in ids:
+                on_trace(trace_id, True)
+
+    def submit(pool: ThreadPoolExecutor) -> None:
         if not batch:
             return
-        by_trace = puller.fetch(batch)
-        for trace_id in batch:
-            spans_new += store.put_spans(by_trace.get(trace_id, []))
-            store.set_meta(_marker_key(trace_id), json.dumps({"project": options.project}))
-            fetched += 1
-            if on_trace is not None:
-                on_trace(trace_id, True)
+        ids = list(batch)
         batch.clear()
+        if options.concurrency > 1:
+            pending.append((ids, pool.submit(puller.fetch, ids)))
+        else:  # no overlap: fetch here, between listing pages, as a serial pull does
+            done: Future[dict[str, list[RawSpan]]] = Future()
+            done.set_result(puller.fetch(ids))
+            pending.append((ids, done))
+        while len(pending) > max_pending or (pending and pending[0][1].done()):
+            store_one()
 
-    for trace_id, started in puller.roots(window.lower):
-        if started is not None and (latest is None or started > latest):
-            latest = started
-        if trace_id in seen:
-            continue  # a trace with several root spans is listed once
-        seen.add(trace_id)
-        listed += 1
-        if store.get_meta(_marker_key(trace_id)) is not None:
-            skipped += 1
-            if on_trace is not None:
-                on_trace(trace_id, False)
-            continue
-        if options.limit is not None and fetched + len(batch) >= options.limit:
-            complete = False
-            listed -= 1
-            break
-        batch.append(trace_id)
-        if len(batch) >= max(1, options.trace_batch):
-            drain()
-    drain()
+    with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="phoenix") as pool:
+        try:
+            for trace_id, started in puller.roots(window.lower):
+                if started is not None and (latest is None or started > latest):
+                    latest = started
+                if trace_id in seen:
+                    continue  # a trace with several root spans is listed once
+                seen.add(trace_id)
+                listed += 1
+                if store.get_meta(_marker_key(trace_id)) is not None:
+                    skipped += 1
+                    if on_trace is not None:
+                        on_trace(trace_id, False)
+                    continue
+                if options.limit is not None and fetched + _in_flight(pending) + len(batch) >= options.limit:
+                    complete = False
+                    listed -= 1
+                    break
+                batch.append(trace_id)
+                if len(batch) >= max(1, options.trace_batch):
+                    submit(pool)
+            submit(pool)
+        except BaseException:
+            # Keep what was fetched before the failure (a rerun then skips it), then fail.
+            while pending:
+                if pending[0][1].cancel() or pending[0][1].exception() is not None:
+                    pending.popleft()
+                else:
+                    store_one()
+            raise
+        while pending:
+            store_one()
 
     warnings: list[str] = []
     if listed == 0:

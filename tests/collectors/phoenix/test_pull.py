@@ -101,17 +101,35 @@ def test_rate_limits_server_errors_and_dropped_connections_are_retried(server, a
 
 def test_a_server_that_keeps_failing_raises_and_a_rerun_completes(server, api_for, store):
     seed(server, range(4))
-    # One page of roots, four pages of their spans, then the next page of roots fails.
+    # One page of roots, four pages of their spans, then the next page of roots fails (serially:
+    # with concurrency 1 the listing waits for each batch's fetch).
     server.inject(Fault("500", path="/spans", times=None, after=5))
     with api_for(server, max_retries=1) as api:
         with pytest.raises(Exception, match="500"):
-            pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2))
+            pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2, concurrency=1))
         stored = len(store.list_traces())
         server.faults.clear()
-        report = pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2))
+        report = pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2, concurrency=1))
     assert stored == 2
     assert (report.fetched, report.skipped) == (2, 2)
     assert sum(len(store.get_spans(t.trace_id)) for t in store.list_traces()) == 16
+
+
+def test_a_failure_while_batches_are_fetched_at_once_keeps_what_was_stored(server, api_for, store):
+    seed(server, range(12))
+    server.inject(Fault("500", path="/spans", times=None, after=6))
+    with api_for(server, max_retries=0) as api:
+        with pytest.raises(Exception, match="500"):
+            pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2, concurrency=4))
+        stored = {t.trace_id for t in store.list_traces()}
+        # A trace is stored whole or not at all, and marked only once stored.
+        assert all(len(store.get_spans(t)) == 4 for t in stored)
+        assert all(store.get_meta("phoenix.trace:" + t) is not None for t in stored)
+        server.faults.clear()
+        report = pull_phoenix(store, api, PullOptions(page_size=2, trace_batch=2, concurrency=4))
+    assert report.skipped == len(stored)
+    assert report.fetched == 12 - len(stored)
+    assert sum(len(store.get_spans(t.trace_id)) for t in store.list_traces()) == 48
 
 
 def test_unknown_project_names_the_known_ones(server, api_for, store):
