@@ -80,6 +80,20 @@ def test_demo_calibrate_measures_both_rubrics(tmp_path: Path) -> None:
     assert "kappa" in result.stdout
     assert result.stdout.count("confusion") == 2
 
+    result = _demo(tmp_path, "calibrate", "--out", str(tmp_path / "w2"), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["workdir"] == str(tmp_path / "w2")
+    support, correctness = (
+        report["rubrics"]["rubric-support.yaml"],
+        report["rubrics"]["rubric-correctness.yaml"],
+    )
+    assert support["n"] == correctness["n"] == 20
+    # The support-bot rubric demands a next step the labels never asked for: a strict judge.
+    assert support["bias"] == "strict"
+    assert support["judge_pass_rate"] < support["label_pass_rate"]
+    assert correctness["kappa"] >= 0.8
+
 
 def test_demo_regress_says_when_the_fix_does_not_fix(tmp_path: Path) -> None:
     # A copy of the example whose "fixed" agent is the deployed one: nothing gets fixed.

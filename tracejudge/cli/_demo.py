@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import json
 import sys
 import threading
 from pathlib import Path
@@ -135,6 +138,18 @@ def _run_command(args: list[str]) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _run_json(args: list[str]) -> tuple[int, Any]:
+    """Run a real tracejudge command with --json in this process; its exit code and parsed JSON."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = _run_command([*args, "--json"])
+    text = buffer.getvalue()
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, {"output": text}
+
+
 @demo.command("score")
 @_examples_option
 @_out_option
@@ -173,7 +188,7 @@ def demo_score(app: App, examples: Path | None, out: Path | None, as_json: bool)
 @demo.command("calibrate")
 @_examples_option
 @_out_option
-@click.option("--json", "as_json", is_flag=True, help="Print calibrate's JSON (one document per rubric).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: calibrate's report per rubric.")
 @pass_app
 @handle_errors
 def demo_calibrate(app: App, examples: Path | None, out: Path | None, as_json: bool) -> None:
@@ -186,12 +201,19 @@ def demo_calibrate(app: App, examples: Path | None, out: Path | None, as_json: b
     work = demo_workdir(out, "calibrate")
     app.err.print(f"calibration example: {escape(str(folder))}; writing under {escape(str(work))}")
     codes = []
+    reports: dict[str, Any] = {}
     with calibrate_setup(folder, work) as s:
         for rubric in ("rubric-support.yaml", "rubric-correctness.yaml"):
-            app.err.print(f"\n[bold]calibrate --rubric {rubric}[/bold]")
             args = ["--store", s.store_url, "calibrate", "--rubric", str(folder / rubric)]
-            args += ["--labels", str(folder / "labels.jsonl"), *(["--json"] if as_json else [])]
-            codes.append(_run_command(args))
+            args += ["--labels", str(folder / "labels.jsonl")]
+            if as_json:
+                code, reports[rubric] = _run_json(args)
+            else:
+                app.err.print(f"\n[bold]calibrate --rubric {rubric}[/bold]")
+                code = _run_command(args)
+            codes.append(code)
+    if as_json:
+        print_json({"workdir": str(work), "store": s.store_url, "rubrics": reports})
     app.err.print(f"store: {escape(s.store_url)}", soft_wrap=True)
     raise SystemExit(max(codes))
 
