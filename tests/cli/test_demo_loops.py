@@ -134,3 +134,43 @@ def test_bundled_examples_are_recognised(tmp_path: Path, monkeypatch: pytest.Mon
     assert example_module(EXAMPLES / "procurement") == "examples.procurement"
     monkeypatch.chdir(tmp_path)
     assert example_module(EXAMPLES / "procurement") is None
+
+
+def test_demo_model_serves_the_scripted_model_until_interrupted(tmp_path: Path) -> None:
+    import re
+    import signal
+
+    import openai
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracejudge", "demo", "model"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", first)
+        assert match, first
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert "--target examples.procurement.regress:agent " in lines[1]
+        client = openai.OpenAI(base_url=match.group(1), api_key="unused", max_retries=0)
+        reply = client.chat.completions.create(
+            model="gpt-4.1-nano",
+            messages=[
+                {
+                    "role": "user",
+                    "content": "Context:\nPrepayment shall not exceed 50,000 RMB per order.\n"
+                    "Question: what is the prepayment cap?",
+                }
+            ],
+        )
+        assert "50,000" in (reply.choices[0].message.content or "")
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped" in err
