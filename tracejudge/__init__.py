@@ -1,7 +1,16 @@
 """tracejudge: localize why a retrieval-augmented agent answered wrong, from its traces."""
 
 from tracejudge._errors import InputError, MissingDependencyError, StoreError, TracejudgeError
+from tracejudge._redact import redact, redact_data
 
 __version__ = "0.1.0"
 
-__all__ = ["InputError", "MissingDependencyError", "StoreError", "TracejudgeError", "__version__"]
+__all__ = [
+    "InputError",
+    "MissingDependencyError",
+    "StoreError",
+    "TracejudgeError",
+    "__version__",
+    "redact",
+    "redact_data",
+]

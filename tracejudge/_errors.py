@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from tracejudge._redact import redact
+
 
 class TracejudgeError(Exception):
-    """Root of tracejudge's exceptions. ``hint`` tells the user what to do next."""
+    """Root of tracejudge's exceptions. ``hint`` tells the user what to do next.
+
+    Message and hint are redacted as the error is made: they often carry a backend's words (an
+    error body that may echo the request's credentials), and an error is shown, logged and kept."""
 
     exit_code = 1
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = None if hint is None else redact(hint)
 
     def __str__(self) -> str:
         return f"{self.message}\n  → {self.hint}" if self.hint else self.message

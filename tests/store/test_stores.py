@@ -139,7 +139,7 @@ def test_postgres_connection_error_names_the_store_without_its_password() -> Non
     with pytest.raises(StoreError) as info:
         open_store(url)
     text = str(info.value)
-    assert "cannot connect to the store postgresql://someone:***@127.0.0.1:1/nowhere" in text
+    assert "cannot connect to the store postgresql://someone:[redacted]@127.0.0.1:1/nowhere" in text
     assert "hunter2secret" not in text
 
 

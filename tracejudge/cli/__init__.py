@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from importlib import metadata as _metadata
+from typing import Any
 
 import click
 
 from tracejudge import __version__
+from tracejudge._redact import install_log_redaction, redact
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._audit import audit
 from tracejudge.cli._calibrate import calibrate_cmd
@@ -87,7 +91,36 @@ def _broken(name: str, why: str) -> click.Command:
     return cmd
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@contextlib.contextmanager
+def _redacted_click_errors() -> Iterator[None]:
+    try:
+        yield
+    except click.ClickException as exc:
+        # A usage error may quote what was typed: a URL with a password, a key given as an argument.
+        # (click types ``message`` as final; it is read only when the error is shown, after this.)
+        setattr(exc, "message", redact(exc.message))  # noqa: B010
+        raise
+
+
+class _Root(click.Group):
+    """The root command, which is the output edge: every log record is redacted as it is made, and
+    click's own errors are redacted before click shows them (consoles, JSON and tracejudge's errors
+    are redacted in ``cli._app`` and where they are made)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        install_log_redaction()
+        return super().main(*args, **kwargs)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with _redacted_click_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _redacted_click_errors():
+            return super().invoke(ctx)
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     __version__,
     prog_name="tracejudge",

@@ -1,4 +1,5 @@
-"""What every command shares: the resolved settings and the store, opened once at the edge."""
+"""What every command shares: the resolved settings and the store, opened once at the edge — and
+the output edge, where everything shown goes through the one redactor (``tracejudge._redact``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import click
 from pydantic import BaseModel
 from rich.console import Console
 
+from tracejudge import _redact
 from tracejudge._errors import TracejudgeError
 from tracejudge.store import Store, open_store
 
@@ -24,8 +26,9 @@ class App:
     """Settings resolved at the edge, passed to every command as ``ctx.obj``."""
 
     store_url: str
-    console: Console = field(default_factory=lambda: Console(highlight=False))
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    # Both consoles write through the redactor: no secret reaches the terminal, whoever prints it.
+    console: Console = field(default_factory=lambda: Console(file=_redact.stdout(), highlight=False))
+    err: Console = field(default_factory=lambda: Console(file=_redact.stderr(), stderr=True, highlight=False))
     _store: Store | None = None
 
     @property
@@ -44,11 +47,14 @@ pass_app = click.make_pass_decorator(App)
 
 
 def print_json(data: Any) -> None:
-    """Print a record or plain data as JSON on stdout."""
+    """Print a record or plain data as JSON on stdout, every string in it redacted (before encoding,
+    so that JSON escaping cannot hide a secret from the redactor)."""
     if isinstance(data, BaseModel):
-        sys.stdout.write(data.model_dump_json(indent=2) + "\n")
+        # As model_dump_json writes it: non-ASCII text as it is.
+        text = json.dumps(_redact.redact_data(data.model_dump(mode="json")), indent=2, ensure_ascii=False)
     else:
-        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        text = json.dumps(_redact.redact_data(data), indent=2, default=str)
+    sys.stdout.write(text + "\n")
 
 
 def handle_errors(fn: F) -> F:
@@ -59,7 +65,7 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except TracejudgeError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {_redact.redact(str(exc))}", err=True)
             raise SystemExit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]

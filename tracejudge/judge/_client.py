@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tracejudge._errors import InputError, MissingDependencyError, TracejudgeError
+from tracejudge._redact import redact
 from tracejudge.schema import JudgeConfig
 
 
@@ -32,7 +33,7 @@ class JudgeCallError(TracejudgeError):
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
-        self.detail = detail
+        self.detail = redact(detail)
 
 
 class JudgeClient(Protocol):

@@ -5,8 +5,6 @@ is exactly what ``tracejudge triage --json`` prints, for any other caller (an MC
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tracejudge._errors import InputError
+from tracejudge._redact import redact
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
@@ -151,21 +150,6 @@ def _with_notes(loc: Localization, task: TaskRecord) -> Localization:
     return loc.model_copy(update={"notes": tuple(dict.fromkeys(notes))}) if notes else loc
 
 
-_SECRET_ENV = ("LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY", "PHOENIX_API_KEY", "OPENAI_API_KEY")
-_SECRET_SHAPES = re.compile(
-    r"\b(?:sk|pk)-lf-[\w-]+|\bsk-[A-Za-z0-9_-]{16,}|(?i:bearer|basic)\s+[\w.+/=-]{8,}"
-)
-
-
-def _no_secrets(text: str) -> str:
-    """A backend's reason as it may be shown: keys it might echo (ours, or key-shaped text) blanked."""
-    for name in _SECRET_ENV:
-        value = os.environ.get(name)
-        if value and len(value) >= 4:
-            text = text.replace(value, "***")
-    return _SECRET_SHAPES.sub("***", text)
-
-
 def _write_back(target: str, results: Sequence[Localization]) -> dict[str, Any]:
     """Write the verdicts and say what landed: every failed write with its ticket, trace, score and
     the backend's reason. The result also goes into ``--json`` under ``write_back``."""
@@ -191,7 +175,7 @@ def _write_back(target: str, results: Sequence[Localization]) -> dict[str, Any]:
                 "score_name": name,
                 "score_id": f.key,
                 "status": getattr(f, "status", None),
-                "reason": _no_secrets(str(f.reason)),
+                "reason": redact(str(f.reason)),
             }
         )
     return {"target": target, "written": getattr(report, "written", None), "failed": failed}

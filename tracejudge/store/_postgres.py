@@ -11,13 +11,13 @@ the server reports anyway is retried.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
+from tracejudge._redact import redact
 from tracejudge.schema import RawSpan
 from tracejudge.store._protocol import LogEvent
 from tracejudge.store._sql import INSERT_SESSION, SqlStore, session_pairs, span_payload
@@ -66,8 +66,8 @@ ON CONFLICT (event_id) DO NOTHING
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced, for messages."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    """The URL with any password replaced, for messages and the store's own ``url``."""
+    return redact(url)
 
 
 class PostgresStore(SqlStore):

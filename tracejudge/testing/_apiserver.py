@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from tracejudge._errors import InputError, MissingDependencyError
 
-FaultKind = Literal["429", "500", "slow", "drop"]
+FaultKind = Literal["429", "500", "slow", "drop", "echo"]
 
 
 def find_spec_file(env_var: str, name: str, backend: str) -> Path:
@@ -75,7 +75,9 @@ class Fault:
     """A fault to inject into matching requests, ``times`` times (None: every time)."""
 
     kind: FaultKind
-    """``429`` (with ``Retry-After``), ``500``, ``slow`` (wait ``delay``), ``drop`` (close mid-body)."""
+    """``429`` (with ``Retry-After``), ``500``, ``slow`` (wait ``delay``), ``drop`` (close mid-body),
+    ``echo`` (a 500 whose message echoes the request's headers, ``Authorization`` included, as a
+    misbehaving backend or proxy does)."""
     path: str = ""
     """Regex searched in the path after ``/api/public`` (``""`` matches every route but health)."""
     method: str | None = None
@@ -86,6 +88,8 @@ class Fault:
     """Seconds in the ``Retry-After`` header of a 429."""
     delay: float = 0.0
     """Seconds a ``slow`` fault waits before answering."""
+    status: int = 500
+    """Status an ``echo`` fault answers (a 4xx is not retried)."""
     after: int = 0
     """Let this many matching requests pass first (for example: fail the third page)."""
     seen: int = field(default=0, compare=False)
@@ -267,6 +271,14 @@ class ApiServer:
             )
             await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
             return  # the response is incomplete: uvicorn closes the connection
+        if fault is not None and fault.kind == "echo":
+            self._log(method, sub, query, parsed, fault.status)
+            headers = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
+            echo = {"message": f"upstream failed for {method} {request.url.path}; request headers: {headers}"}
+            await Response(json.dumps(echo), status_code=fault.status, media_type="application/json")(
+                scope, receive, send
+            )
+            return
         if fault is not None and fault.kind == "slow":
             await asyncio.sleep(fault.delay)
         if method == "GET" and not exempt and self.page_latency > 0:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Self
 import httpx
 
 from tracejudge._errors import TracejudgeError
+from tracejudge._redact import redact
 
 _MAX_RETRY_AFTER = 60.0
 
@@ -176,12 +177,14 @@ class RetryingJsonClient:
         self._sleep(delay)
 
     def _message(self, response: httpx.Response) -> str:
+        """What the error body says, redacted before it is cut short (so a cut never leaves half a
+        secret the redactor no longer recognizes)."""
         try:
             body = response.json()
         except ValueError:
-            return response.text[:300]
+            return redact(response.text)[:300]
         detail = self._detail(body) if isinstance(body, dict) else None
-        return response.text[:300] if detail is None else detail[:300]
+        return redact(response.text if detail is None else detail)[:300]
 
     def _error(self, where: str, response: httpx.Response) -> ApiError:
         status = response.status_code

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from tracejudge._redact import redact
 
 # Fixed namespace: ids derived from it must never change, or a rerun would duplicate scores.
 _NAMESPACE = uuid.UUID("5b0c7d3e-8f1a-4c2b-9d6e-7a1f2e3c4b5d")
@@ -88,8 +90,8 @@ class WriteFailure(_Frozen):
 
     key: str
     """Which item: a score id, or a dataset item key."""
-    reason: str
-    """What went wrong (no secrets)."""
+    reason: Annotated[str, AfterValidator(redact)]
+    """What went wrong; redacted as the failure is made (a backend's words may echo credentials)."""
     status: int | None = None
     """HTTP status, when the backend answered."""
 

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from tracejudge import redact
 from tracejudge.cli import App, handle_errors, pass_app, print_json
 from tracejudge.report import RunMetrics
 from tracejudge_collectors.otel._files import FileImport, expand_paths, import_files
@@ -118,6 +119,6 @@ def file_command(app: App, paths: tuple[Path, ...], as_json: bool) -> None:
                 app.err.print(f"[yellow]{escape(f.path)}[/yellow]: {escape(line)}")
     failures = [f for f in summary.files if f.failed]
     for f in failures:
-        click.echo(f"error: {f.errors[-1]}", err=True)
+        click.echo(f"error: {redact(f.errors[-1])}", err=True)
     if failures:
         raise SystemExit(2)

@@ -1,0 +1,231 @@
+"""The one redactor: secrets and tokens out of every message, failure reason, log line and JSON output.
+
+Like logfire's scrubber it works on text at the edges, whatever produced it — a backend echoing the
+request's ``Authorization`` in an error body, a proxy page, a URL with a key in it — so nothing has
+to remember to be careful. What it removes:
+
+- the values of the secrets configured in the environment (``LANGFUSE_SECRET_KEY`` and
+  ``LANGFUSE_PUBLIC_KEY``, ``PHOENIX_API_KEY``, ``OPENAI_API_KEY``, ``TRACEJUDGE_*_TOKEN`` and every
+  variable named like a key, token, secret or password), with the forms they travel in: base64 of the
+  value and of Langfuse's ``public:secret`` Basic pair, URL-encoded;
+- ``Authorization``-style credentials: ``Basic …``, ``Bearer …``, ``Token …``;
+- values of secret-named fields (``"api_key": "…"``, ``password=…``, ``x-api-key: …``);
+- key-shaped text: Langfuse ``pk-lf-``/``sk-lf-`` keys, ``sk-…`` API keys, GitHub, Slack, AWS and
+  Google keys, JWTs;
+- credentials in URLs: the password of ``scheme://user:password@host`` and secret query parameters.
+
+Redaction is idempotent and leaves ordinary text — trace ids, amounts, paths, prose — as it was.
+:func:`redact` takes text, :func:`redact_data` JSON-like data; at the CLI edge,
+:func:`install_log_redaction` makes every log record redacted as it is made, and the consoles write
+through :class:`RedactingStream`. Exceptions (:class:`~tracejudge.TracejudgeError`) and write
+failures are redacted when they are made, so that a message cut short never ends in half a secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any, cast
+from urllib.parse import quote
+
+__all__ = [
+    "MASK",
+    "RedactingStream",
+    "install_log_redaction",
+    "redact",
+    "redact_data",
+    "secret_values",
+    "stderr",
+    "stdout",
+]
+
+MASK = "[redacted]"
+"""What a removed secret becomes."""
+
+# Variables whose value is a secret wherever it shows up.
+_KNOWN_SECRETS = (
+    "LANGFUSE_SECRET_KEY",
+    "LANGFUSE_PUBLIC_KEY",
+    "PHOENIX_API_KEY",
+    "OPENAI_API_KEY",
+    "TRACEJUDGE_OTLP_TOKEN",
+    "TRACEJUDGE_SERVE_TOKEN",
+)
+# Any other variable named like one (AZURE_OPENAI_API_KEY, TRACEJUDGE_FOO_TOKEN, PGPASSWORD, ...).
+_SECRET_NAME = re.compile(
+    r"(?i)(?:^|_)(?:API_?KEY|SECRET(?:_ACCESS)?(?:_KEY)?|TOKEN|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY"
+    r"|AUTH|CREDENTIALS?)$|^PGPASSWORD$"
+)
+# Shorter values are too likely to be ordinary words or numbers to replace everywhere.
+_MIN_SECRET = 6
+
+# ``Basic``/``Bearer`` credentials. The token must look like one (a digit, mixed case, or base64
+# punctuation) so that prose such as "basic retrieval" stays as it is.
+_CREDENTIAL_SHAPE = (
+    r"(?=[A-Za-z0-9._~+/=-]*(?:[0-9+/=]|[a-z][A-Za-z0-9._~+/=-]*[A-Z]|[A-Z][A-Za-z0-9._~+/=-]*[a-z]))"
+)
+_SCHEME = re.compile(rf"(\b(?i:basic|bearer)\s+){_CREDENTIAL_SHAPE}[A-Za-z0-9._~+/=-]{{8,}}")
+# ``"api_key": "…"``, ``password=…``, ``x-api-key: …``, ``Authorization: Token …``: the value of a
+# secret-named field. A value followed by "…" is a placeholder in a hint (``sk-lf-…``), not a key.
+_KEYED = re.compile(
+    r"""(?ix)
+    (\b[\w-]*?
+      (?:secret|password|passwd|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token
+        |private[_-]?key|x-api-key|authorization|credentials?)
+    [\w-]*["']?\s*[:=]\s*["']?
+    (?:(?:basic|bearer|token|digest)\s+)?)
+    (?!\[redacted\])(?!(?:basic|bearer|token|digest)\b)
+    (?>[^\s"',;&}\]…]{6,})(?!…)
+    """
+)
+_SHAPES = re.compile(
+    r"\b(?:sk|pk)-lf-[A-Za-z0-9-]{6,}"  # Langfuse key pair
+    r"|\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_-]{16,}"  # OpenAI-style API keys
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
+    r"|\bAIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWTs (Phoenix keys are JWTs)
+)
+# ``scheme://user:password@host``: the password goes, the user stays (it says which account).
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)(?!\[redacted\]@)[^/\s@]+(@)")
+_URL_PARAM = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access_token|secret|password|sig|signature|auth|code)=)"
+    r"(?!\[redacted\])[^&\s#\"']+"
+)
+
+
+def _b64_forms(value: str) -> set[str]:
+    raw = value.encode()
+    std = base64.b64encode(raw).decode()
+    url = base64.urlsafe_b64encode(raw).decode()
+    return {std, std.rstrip("="), url, url.rstrip("=")}
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """The configured secrets and the forms they travel in, longest first (so that a secret inside a
+    longer one is never left half-replaced)."""
+    env = os.environ if env is None else env
+    names = {n for n in env if n in _KNOWN_SECRETS or _SECRET_NAME.search(n)}
+    values = {v for n in names if len(v := env[n].strip()) >= _MIN_SECRET and v not in MASK}
+    forms = set(values)
+    for v in values:
+        forms |= _b64_forms(v)
+        forms.add(quote(v, safe=""))
+    public, secret = env.get("LANGFUSE_PUBLIC_KEY"), env.get("LANGFUSE_SECRET_KEY")
+    if public and secret:
+        # What Langfuse's Basic header carries: base64 of "public:secret".
+        forms |= _b64_forms(f"{public}:{secret}")
+    return sorted((f for f in forms if len(f) >= _MIN_SECRET), key=len, reverse=True)
+
+
+# Base64 glued to a replaced secret is the rest of its encoding (``base64("pk:" + secret)`` is
+# ``cGs6`` followed by the secret's own base64): it goes with it.
+_GLUED = re.compile(r"[A-Za-z0-9+/]*\[redacted\](?:[A-Za-z0-9+/]+=*)?")
+
+
+def _redact(text: str, secrets: Iterable[str]) -> str:
+    replaced = False
+    for value in secrets:
+        if value in text:
+            text = text.replace(value, MASK)
+            replaced = True
+    if replaced:
+        text = _GLUED.sub(MASK, text)
+    text = _URL_PASSWORD.sub(rf"\1{MASK}\2", text)
+    text = _URL_PARAM.sub(rf"\1{MASK}", text)
+    text = _SCHEME.sub(rf"\1{MASK}", text)
+    text = _KEYED.sub(rf"\1{MASK}", text)
+    return _SHAPES.sub(MASK, text)
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    """``text`` with every secret it holds replaced by ``[redacted]``; see the module's docstring.
+    ``env`` overrides where configured secrets are read (default: the process environment)."""
+    return _redact(text, secret_values(env)) if text else text
+
+
+def redact_data(data: Any, env: Mapping[str, str] | None = None) -> Any:
+    """JSON-like data (dicts, lists, tuples, strings, scalars) with every string — keys too —
+    redacted; tuples come back as lists, as JSON has them."""
+    secrets = secret_values(env)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return _redact(value, secrets) if value else value
+        if isinstance(value, Mapping):
+            return {walk(k): walk(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(data)
+
+
+def redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    """The record with its message (arguments merged in) and exception text redacted, in place."""
+    try:
+        message = record.getMessage()
+    except (TypeError, ValueError):
+        message = str(record.msg)
+    record.msg, record.args = redact(message), None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = redact(record.exc_text)
+    return record
+
+
+_installed: list[Callable[..., logging.LogRecord]] = []
+
+
+def install_log_redaction() -> None:
+    """Make every log record — of any logger, whatever handler shows it — redacted as it is made.
+    Installed once at the CLI edge; calling it again does nothing."""
+    if _installed:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return redact_record(previous(*args, **kwargs))
+
+    _installed.append(factory)
+    logging.setLogRecordFactory(factory)
+
+
+class RedactingStream:
+    """A text stream that redacts what is written and passes it to ``target()`` — resolved on every
+    write, so it follows ``sys.stdout`` when a test runner or the user swaps it. Everything else
+    (``isatty``, ``encoding``, ``fileno``, ...) is the target's."""
+
+    def __init__(self, target: Callable[[], Any]) -> None:
+        self._target = target
+
+    def write(self, text: str) -> int:
+        stream = self._target()
+        if isinstance(text, str):
+            stream.write(redact(text))
+        else:  # bytes: let the target refuse or take them as it would
+            stream.write(text)
+        # What the caller gave was consumed, whatever length the redacted text has.
+        return len(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target(), name)
+
+
+def stdout() -> IO[str]:
+    """``sys.stdout``, redacted."""
+    return cast(IO[str], RedactingStream(lambda: sys.stdout))
+
+
+def stderr() -> IO[str]:
+    """``sys.stderr``, redacted."""
+    return cast(IO[str], RedactingStream(lambda: sys.stderr))
