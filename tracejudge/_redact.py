@@ -73,7 +73,7 @@ _SCHEME = re.compile(rf"(\b(?i:basic|bearer)\s+){_CREDENTIAL_SHAPE}[A-Za-z0-9._~
 # secret-named field. A value followed by "…" is a placeholder in a hint (``sk-lf-…``), not a key.
 _KEYED = re.compile(
     r"""(?ix)
-    (\b[\w-]*?
+    (  # the key's name from its secret-sounding part on (what precedes stays as it is)
       (?:secret|password|passwd|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token
         |private[_-]?key|x-api-key|authorization|credentials?)
     [\w-]*["']?\s*[:=]\s*["']?
@@ -123,6 +123,15 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted((f for f in forms if len(f) >= _MIN_SECRET), key=len, reverse=True)
 
 
+# Each pattern with the words (lower-cased) one of which it needs: a pattern runs only on text
+# holding one, so ordinary text costs a few substring checks instead of five regex scans.
+_PASSES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
+    (_URL_PASSWORD, rf"\1{MASK}\2", ("://",)),
+    (_URL_PARAM, rf"\1{MASK}", ("=",)),
+    (_SCHEME, rf"\1{MASK}", ("basic", "bearer")),
+    (_KEYED, rf"\1{MASK}", ("secret", "passw", "key", "token", "private", "authoriz", "credential")),
+    (_SHAPES, MASK, ("sk-", "pk-lf-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "akia", "aiza", "eyj")),
+)
 # Base64 glued to a replaced secret is the rest of its encoding (``base64("pk:" + secret)`` is
 # ``cGs6`` followed by the secret's own base64): it goes with it.
 _GLUED = re.compile(r"[A-Za-z0-9+/]*\[redacted\](?:[A-Za-z0-9+/]+=*)?")
@@ -136,17 +145,17 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
             replaced = True
     if replaced:
         text = _GLUED.sub(MASK, text)
-    text = _URL_PASSWORD.sub(rf"\1{MASK}\2", text)
-    text = _URL_PARAM.sub(rf"\1{MASK}", text)
-    text = _SCHEME.sub(rf"\1{MASK}", text)
-    text = _KEYED.sub(rf"\1{MASK}", text)
-    return _SHAPES.sub(MASK, text)
+    low = text.lower()
+    for pattern, replacement, cues in _PASSES:
+        if any(cue in low for cue in cues):
+            text = pattern.sub(replacement, text)
+    return text
 
 
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     """``text`` with every secret it holds replaced by ``[redacted]``; see the module's docstring.
     ``env`` overrides where configured secrets are read (default: the process environment)."""
-    return _redact(text, secret_values(env)) if text else text
+    return _redact(text, secret_values(env)) if len(text) >= _MIN_SECRET else text
 
 
 def redact_data(data: Any, env: Mapping[str, str] | None = None) -> Any:
@@ -156,7 +165,8 @@ def redact_data(data: Any, env: Mapping[str, str] | None = None) -> Any:
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            return _redact(value, secrets) if value else value
+            # Nothing shorter than the shortest secret can hold one (most JSON strings: "pass", ids).
+            return _redact(value, secrets) if len(value) >= _MIN_SECRET else value
         if isinstance(value, Mapping):
             return {walk(k): walk(v) for k, v in value.items()}
         if isinstance(value, list | tuple):

@@ -30,7 +30,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from tracejudge import __version__
+from tracejudge import __version__, redact
 from tracejudge.judge import (
     Completion,
     JudgeCallError,
@@ -426,7 +426,8 @@ class LLMUsageJudge:
         except Exception as exc:  # a broken body or a client bug must not crash a triage
             # The openai client lets a 200 whose body is not JSON escape as a ValueError.
             kind = "malformed_response" if isinstance(exc, ValueError) else "client_error"
-            err = JudgeCallError(kind, f"{type(exc).__name__}: {_short(str(exc), 200)}")
+            # Redacted before it is cut short: the client's message quotes the server's body.
+            err = JudgeCallError(kind, f"{type(exc).__name__}: {_short(redact(str(exc)), 200)}")
             return _Call(None, prompt_hash, None, cached=False, error=err)
         if self.cache is not None and key is not None:
             self.cache.put_cached_reply(key, json.dumps(comp.__dict__))

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tracejudge._errors import InputError
+from tracejudge._redact import redact
 from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient
 from tracejudge.regress._suite import LoadedSample, Suite, sample_hash
 from tracejudge.schema import (
@@ -490,7 +491,9 @@ def _converse(
             history.append({"role": "assistant", "content": answer})
             turn += 1
     except Exception as exc:  # the agent under test may fail in any way; that is a result, not a crash
-        t.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        # Kept in the run's results: redacted before it is cut short (an HTTP agent's error may echo
+        # the request's credentials).
+        t.error = f"{type(exc).__name__}: {redact(str(exc))[:300]}"
     if opts.retrieval == "fixed" and not t.retrieved and fixed:
         t.retrieved = fixed
     return t
