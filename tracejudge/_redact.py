@@ -91,8 +91,9 @@ _SHAPES = re.compile(
     r"|\bAIza[0-9A-Za-z_-]{35}"  # Google API keys
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWTs (Phoenix keys are JWTs)
 )
-# ``scheme://user:password@host``: the password goes, the user stays (it says which account).
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)(?!\[redacted\]@)[^/\s@]+(@)")
+# ``scheme://user:password@host``: the password goes, the user stays (it says which account); one
+# masked already (``***``, as a URL shown by ``doctor``) stays as it is.
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)(?!\[redacted\]@|\*+@)[^/\s@]+(@)")
 _URL_PARAM = re.compile(
     r"(?i)([?&](?:api[_-]?key|key|token|access_token|secret|password|sig|signature|auth|code)=)"
     r"(?!\[redacted\])[^&\s#\"']+"
