@@ -72,6 +72,8 @@ class DoctorSettings(_Record):
     """The store URL."""
     listen: str = _DEFAULT_LISTEN
     """The receiver's address (``TRACEJUDGE_OTLP_LISTEN``)."""
+    receiver_token_set: bool = False
+    """Whether ``TRACEJUDGE_OTLP_TOKEN`` is set (required beyond loopback)."""
     langfuse_url: str | None = None
     """``LANGFUSE_BASE_URL`` / ``LANGFUSE_HOST``."""
     langfuse_public_key: str | None = None
@@ -107,6 +109,7 @@ class DoctorSettings(_Record):
         return cls(
             store_url=store_url,
             listen=e.get("TRACEJUDGE_OTLP_LISTEN") or _DEFAULT_LISTEN,
+            receiver_token_set=bool(e.get("TRACEJUDGE_OTLP_TOKEN")),
             langfuse_url=e.get("LANGFUSE_BASE_URL") or e.get("LANGFUSE_HOST") or None,
             langfuse_public_key=e.get("LANGFUSE_PUBLIC_KEY") or None,
             langfuse_secret_set=bool(e.get("LANGFUSE_SECRET_KEY")),
@@ -187,11 +190,11 @@ def _sqlite_path(url: str) -> str | None:
 
 
 def check_receiver(s: DoctorSettings) -> Check:
-    host, _, port_text = s.listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
+    from tracejudge.serving import is_loopback, parse_listen
+
     try:
-        port = int(port_text)
-    except ValueError:
+        host, port = parse_listen(s.listen, example_port=4318, strip=True)
+    except TracejudgeError:
         return Check(
             name="receiver",
             status="fail",
@@ -199,10 +202,20 @@ def check_receiver(s: DoctorSettings) -> Check:
             detail="not HOST:PORT",
             fix="set TRACEJUDGE_OTLP_LISTEN=127.0.0.1:4318 (or pass --listen to collect otlp)",
         )
+    if not is_loopback(host) and not s.receiver_token_set:
+        return Check(
+            name="receiver",
+            status="fail",
+            target=s.listen,
+            detail="beyond loopback without a token: `collect otlp` refuses to start",
+            fix="export TRACEJUDGE_OTLP_TOKEN=<a long random token> (senders send it as a Bearer token), "
+            "or listen on 127.0.0.1",
+        )
     if port == 0:
         return Check(name="receiver", status="ok", target=s.listen, detail="port 0: a free port at start")
     try:
-        r = httpx.get(f"http://{host}:{port}/health", timeout=s.timeout)
+        url_host = f"[{host}]" if ":" in host else host
+        r = httpx.get(f"http://{url_host}:{port}/health", timeout=s.timeout)
     except httpx.HTTPError:
         pass
     else:

@@ -38,6 +38,7 @@ _CLEARED = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
     "TRACEJUDGE_OTLP_LISTEN",
+    "TRACEJUDGE_OTLP_TOKEN",
     "TRACEJUDGE_STORE",
 )
 
@@ -295,3 +296,18 @@ def test_a_url_carrying_a_password_is_masked(monkeypatch: pytest.MonkeyPatch) ->
     assert code == 1
     assert "***" in checks["langfuse"]["detail"]
     assert checks["phoenix"]["target"].startswith("http://u:***@")
+
+
+def test_receiver_beyond_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACEJUDGE_OTLP_LISTEN", f"0.0.0.0:{_free_port()}")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert "without a token" in checks["receiver"]["detail"]
+    assert "TRACEJUDGE_OTLP_TOKEN" in checks["receiver"]["fix"]
+    monkeypatch.setenv("TRACEJUDGE_OTLP_TOKEN", "sk-judge-secret")
+    code, checks, _ = _doctor()
+    assert code == 0, checks["receiver"]
+    monkeypatch.setenv("TRACEJUDGE_OTLP_LISTEN", "nonsense")
+    code, checks, _ = _doctor()
+    assert code == 1
+    assert checks["receiver"]["detail"] == "not HOST:PORT"
