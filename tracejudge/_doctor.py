@@ -3,8 +3,8 @@
 Every check reads its settings once (``DoctorSettings.from_env``), tries the one cheapest call
 that proves the thing works, and returns a value: ok, fail (configured but not working), or
 not_configured / skipped. A secret is never formatted into a message: URLs lose their password,
-keys are named by their variable only, and a server's own error text is not echoed (it could
-quote the request).
+keys are named by their variable only, a server's own error text is not echoed (it could quote
+the request), and every message goes through the one redactor (``tracejudge._redact``) as well.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracejudge import __version__
 from tracejudge._errors import TracejudgeError
+from tracejudge._redact import redact, redact_data
 
 __all__ = ["Check", "DoctorReport", "DoctorSettings", "run_doctor"]
 
@@ -123,9 +124,10 @@ class DoctorSettings(_Record):
 
 
 def _mask(text: str) -> str:
-    """``text`` with every URL's password and query string masked (either may carry a secret)."""
+    """``text`` with every URL's password and query string masked (either may carry a secret), then
+    through the one redactor (configured keys, credentials, key-shaped text)."""
     text = re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
-    return re.sub(r"(\w+://[^\s?'\"]*)\?[^\s'\"]*", r"\1?***", text)
+    return redact(re.sub(r"(\w+://[^\s?'\"]*)\?[^\s'\"]*", r"\1?***", text))
 
 
 def _unreachable(exc: Exception) -> str:
@@ -494,5 +496,6 @@ def run_doctor(
     checks = []
     for name, step in steps:
         say(f"checking {name}")
-        checks.append(step())
+        # What a server said (a project name, an error) passes the redactor like everything else.
+        checks.append(Check.model_validate(redact_data(step().model_dump(), e)))
     return DoctorReport(version=__version__, checks=tuple(checks))
