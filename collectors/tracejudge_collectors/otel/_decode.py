@@ -223,13 +223,8 @@ def decode_json(body: bytes | str, *, source: SpanSource = "otlp") -> DecodeResu
     base64 ids are accepted too. Unknown fields are ignored.
     """
     if isinstance(body, str):
-        try:
-            body = body.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise OtlpDecodeError(
-                "the JSON text contains characters that cannot be encoded as UTF-8",
-                hint="send UTF-8 encoded OTLP/JSON",
-            ) from exc
+        # Lone surrogates pass through to load_json_body, which replaces them.
+        body = body.encode("utf-8", "surrogatepass")
     obj = load_json_body(body, request="ExportTraceServiceRequest")
     return decode_json_object(obj, source=source)
 

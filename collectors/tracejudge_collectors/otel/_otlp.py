@@ -39,9 +39,9 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 ZERO_TRACE = bytes(16)
 ZERO_SPAN = bytes(8)
-# json.loads turns an escaped lone surrogate into a str that cannot be encoded as UTF-8 later
-# (SQLite, JSON dumps); only bodies that contain such an escape get the scrubbing walk.
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# json.loads turns an escaped lone surrogate (\\udc00) into a str that cannot be encoded as UTF-8
+# later (SQLite, PostgreSQL, orjson); only texts that contain such an escape get the scrubbing walk.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class OtlpDecodeError(InputError):
@@ -116,11 +116,32 @@ def parse_pb(message: Any, body: bytes, *, hint: str) -> Any:
     return message
 
 
-def load_json_body(body: bytes, *, request: str) -> Any:
-    """Parse an OTLP/JSON body, mapping every failure to an :class:`OtlpDecodeError`; lone surrogates
-    escaped in the text are replaced rather than fatal."""
+def json_text(body: bytes) -> str:
+    """The text of a JSON body, every string of which can be written as UTF-8.
+
+    The one way bytes become JSON text here: the encoding is detected as ``json.loads`` does (UTF-8,
+    or UTF-16/32 by their byte patterns) and bytes that are not valid in it — a raw lone surrogate
+    (``\\xed\\xa0\\x80``), a stray ``\\xff`` — become U+FFFD. (``json.loads`` on bytes decodes with
+    ``surrogatepass``, which lets a raw surrogate through to fail later, in the store.)
+    """
+    return body.decode(json.detect_encoding(body), "replace")
+
+
+def fix_text(s: str) -> str:
+    """``s`` with each lone surrogate replaced by U+FFFD."""
     try:
-        obj = json.loads(body)
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return s
+
+
+def load_json_body(body: bytes, *, request: str) -> Any:
+    """Parse an OTLP/JSON body, mapping every failure to an :class:`OtlpDecodeError`; a lone surrogate,
+    raw or escaped, and bytes that are not UTF-8 become U+FFFD rather than fatal (see :func:`json_text`)."""
+    text = json_text(body)
+    try:
+        obj = json.loads(text)
     except RecursionError as exc:
         raise OtlpDecodeError(
             "the JSON body is nested too deeply to read",
@@ -132,7 +153,7 @@ def load_json_body(body: bytes, *, request: str) -> Any:
             hint=f"send OTLP/JSON (an {request} object), UTF-8 encoded; "
             "a truncated body or a protobuf body sent as application/json cause this",
         ) from exc
-    return scrub(obj) if SURROGATE_ESCAPE.search(body) else obj
+    return scrub(obj) if SURROGATE_ESCAPE.search(text) else obj
 
 
 def attrs_pb(kvs: Iterable[Any], notes: Notes, label: str) -> dict[str, Any]:
@@ -399,10 +420,8 @@ def double_json(d: Any, key: str) -> float:
 
 
 def scrub(obj: Any) -> Any:
-    """Replace lone surrogates in every string and key (iteratively: the input may be deep)."""
-
-    def fix(s: str) -> str:
-        return s.encode("utf-8", "replace").decode("utf-8")
+    """Replace lone surrogates in every string and key by U+FFFD (iteratively: the input may be deep)."""
+    fix = fix_text
 
     root: list[Any] = [obj]
     stack: list[tuple[Any, Any]] = [(root, 0)]
