@@ -29,9 +29,18 @@ from tracejudge.cli._app import App, handle_errors, pass_app
     type=click.Path(file_okay=False, path_type=Path),
     help="A regression suite folder to include (repeatable).",
 )
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    envvar="TRACEJUDGE_SERVE_READ_TIMEOUT",
+    help="Seconds a request may take to arrive; slower connections are closed "
+    "(env TRACEJUDGE_SERVE_READ_TIMEOUT).",
+)
 @pass_app
 @handle_errors
-def serve(app: App, listen: str, token: str | None, suites: tuple[Path, ...]) -> None:
+def serve(app: App, listen: str, token: str | None, suites: tuple[Path, ...], read_timeout: float) -> None:
     """Serve the report live (GET /) and Prometheus metrics (GET /metrics), read-only, until Ctrl-C.
 
     Prints `listening on http://HOST:PORT` once ready."""
@@ -41,4 +50,4 @@ def serve(app: App, listen: str, token: str | None, suites: tuple[Path, ...]) ->
         sys.stdout.write(f"listening on {url}\n")
         sys.stdout.flush()
 
-    run(app.store, listen, token=token or None, suites=suites, on_ready=ready)
+    run(app.store, listen, token=token or None, suites=suites, on_ready=ready, read_timeout=read_timeout)

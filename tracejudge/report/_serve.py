@@ -112,8 +112,12 @@ def serve(
     langfuse_url: str | None = None,
     on_ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    read_timeout: float = 30.0,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or ``stop`` is set); ``on_ready`` gets the URL once listening."""
+    """Serve until SIGINT/SIGTERM (or ``stop`` is set); ``on_ready`` gets the URL once listening.
+
+    A connection whose request has not arrived whole ``read_timeout`` seconds after it opened is
+    closed (slow or partial requests would otherwise hold it forever)."""
     host, port = parse_listen(listen)
     check_exposure(host, token)
     sock = bind(host, port)
@@ -121,6 +125,7 @@ def serve(
     server = quiet_server(
         build_app(store, token=token, suites=suites, langfuse_url=langfuse_url),
         lambda: on_ready(url) if on_ready is not None else None,
+        header_timeout=read_timeout,
     )
 
     async def main() -> None:

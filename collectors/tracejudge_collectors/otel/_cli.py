@@ -15,7 +15,18 @@ from tracejudge.cli import App, handle_errors, pass_app, print_json
 from tracejudge.report import RunMetrics
 from tracejudge_collectors.otel._files import FileImport, expand_paths, import_files
 from tracejudge_collectors.otel._metered import serve_metered
-from tracejudge_collectors.otel._receiver import DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, serve
+from tracejudge_collectors.otel._otlp import (
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_NAME_CHARS,
+    DEFAULT_MAX_SPANS,
+    DecodeLimits,
+)
+from tracejudge_collectors.otel._receiver import (
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_READ_TIMEOUT,
+    serve,
+)
 
 __all__ = ["file_command", "otlp_command"]
 
@@ -43,9 +54,53 @@ __all__ = ["file_command", "otlp_command"]
     show_default=True,
     help="Largest request body after decompression (larger gets 413).",
 )
+@click.option(
+    "--max-spans",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SPANS,
+    envvar="TRACEJUDGE_OTLP_MAX_SPANS",
+    show_default=True,
+    help="Most spans (or log records) in one request (more gets 413; env TRACEJUDGE_OTLP_MAX_SPANS).",
+)
+@click.option(
+    "--max-decoded-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_DECODED_BYTES,
+    envvar="TRACEJUDGE_OTLP_MAX_DECODED_BYTES",
+    show_default=True,
+    help="Largest estimated memory to decode one OTLP/JSON request (more gets 413; "
+    "env TRACEJUDGE_OTLP_MAX_DECODED_BYTES).",
+)
+@click.option(
+    "--max-name-chars",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_NAME_CHARS,
+    envvar="TRACEJUDGE_OTLP_MAX_NAME_CHARS",
+    show_default=True,
+    help="Longest span/event/scope name or attribute key (longer gets 400; "
+    "env TRACEJUDGE_OTLP_MAX_NAME_CHARS).",
+)
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_READ_TIMEOUT,
+    envvar="TRACEJUDGE_OTLP_READ_TIMEOUT",
+    show_default=True,
+    help="Seconds a request's headers, and its body, may take to arrive or pause "
+    "(slower gets 408 or a closed connection; env TRACEJUDGE_OTLP_READ_TIMEOUT).",
+)
 @pass_app
 @handle_errors
-def otlp_command(app: App, listen: str, token: str | None, max_body_bytes: int) -> None:
+def otlp_command(
+    app: App,
+    listen: str,
+    token: str | None,
+    max_body_bytes: int,
+    max_spans: int,
+    max_decoded_bytes: int,
+    max_name_chars: int,
+    read_timeout: float,
+) -> None:
     """Receive traces over OTLP/HTTP (protobuf or JSON, optionally gzip) into the store.
 
     Senders point their OTLP exporter at http://HOST:PORT/v1/traces (also accepted:
@@ -57,9 +112,20 @@ def otlp_command(app: App, listen: str, token: str | None, max_body_bytes: int) 
         sys.stdout.write(f"listening on {url}\n")
         sys.stdout.flush()
 
+    limits = DecodeLimits(
+        max_spans=max_spans, max_decoded_bytes=max_decoded_bytes, max_name_chars=max_name_chars
+    )
     metrics = RunMetrics.from_env()
     if metrics is None:
-        serve(app.store, listen, token=token or None, max_body_bytes=max_body_bytes, on_ready=ready)
+        serve(
+            app.store,
+            listen,
+            token=token or None,
+            max_body_bytes=max_body_bytes,
+            on_ready=ready,
+            limits=limits,
+            read_timeout=read_timeout,
+        )
         return
     try:
         serve_metered(
@@ -69,6 +135,8 @@ def otlp_command(app: App, listen: str, token: str | None, max_body_bytes: int) 
             token=token or None,
             max_body_bytes=max_body_bytes,
             on_ready=ready,
+            limits=limits,
+            read_timeout=read_timeout,
         )
     finally:
         metrics.close()

@@ -20,11 +20,14 @@ from tracejudge_collectors.otel._otlp import (
     INT64_MAX,
     ZERO_SPAN,
     ZERO_TRACE,
+    DecodeLimits,
     Notes,
     OtlpDecodeError,
     SpanError,
     attrs_json,
     attrs_pb,
+    check_name,
+    count_json,
     enum_json,
     get,
     id_json,
@@ -33,6 +36,7 @@ from tracejudge_collectors.otel._otlp import (
     parse_pb,
     short,
     str_json,
+    too_many,
 )
 from tracejudge_collectors.otel._proto import ExportTraceServiceRequest
 
@@ -76,11 +80,13 @@ def _result(notes: Notes, spans: list[RawSpan]) -> DecodeResult:
 # ---------------------------------------------------------------- protobuf
 
 
-def decode_protobuf(body: bytes, *, source: SpanSource = "otlp") -> DecodeResult:
+def decode_protobuf(
+    body: bytes, *, source: SpanSource = "otlp", limits: DecodeLimits | None = None
+) -> DecodeResult:
     """Decode a binary ``ExportTraceServiceRequest``.
 
-    Raises :class:`OtlpDecodeError` when the body is not a readable message; bad spans are counted
-    in ``rejected`` instead.
+    Raises :class:`OtlpDecodeError` when the body is not a readable message (:class:`LimitError`
+    when it is beyond ``limits``); bad spans are counted in ``rejected`` instead.
     """
     req = parse_pb(
         ExportTraceServiceRequest(),
@@ -88,12 +94,16 @@ def decode_protobuf(body: bytes, *, source: SpanSource = "otlp") -> DecodeResult
         hint="send an OTLP trace export request; a truncated body, a JSON body sent as "
         "application/x-protobuf, or attribute values nested over ~45 levels all cause this",
     )
-    notes = Notes()
+    notes = Notes(limits)
+    count = sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+    if count > notes.limits.max_spans:
+        raise too_many(count, notes.limits, "spans")
     spans: list[RawSpan] = []
     for rs in req.resource_spans:
         resource = attrs_pb(rs.resource.attributes, notes, "resource")
         for ss in rs.scope_spans:
             scope_name = ss.scope.name
+            check_name(scope_name, notes.limits, "a scope name")
             scope_version = ss.scope.version
             for sp in ss.spans:
                 span = _span_pb(sp, resource, scope_name, scope_version, source, notes)
@@ -126,7 +136,7 @@ def _span_pb(
                 _trusted(
                     SpanEvent,
                     {
-                        "name": ev.name,
+                        "name": _name_pb(ev.name, "an event name", notes),
                         "time_unix_nano": _time_pb(ev.time_unix_nano),
                         "attributes": attrs_pb(ev.attributes, notes, label),
                     },
@@ -146,7 +156,7 @@ def _span_pb(
                 "trace_id": tid.hex(),
                 "span_id": span_id,
                 "parent_span_id": psid.hex() if psid and psid != ZERO_SPAN else None,
-                "name": sp.name,
+                "name": _name_pb(sp.name, "a span name", notes),
                 "kind": sp.kind,
                 "start_time_unix_nano": start,
                 "end_time_unix_nano": end,
@@ -216,7 +226,9 @@ def _links_pb(links: Iterable[Any], notes: Notes, label: str) -> tuple[SpanLink,
 # ---------------------------------------------------------------- OTLP/JSON
 
 
-def decode_json(body: bytes | str, *, source: SpanSource = "otlp") -> DecodeResult:
+def decode_json(
+    body: bytes | str, *, source: SpanSource = "otlp", limits: DecodeLimits | None = None
+) -> DecodeResult:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, integer enums, int64 as strings).
 
     Lenient where the protobuf JSON mapping is: snake_case keys, enum names, numbers for int64 and
@@ -225,18 +237,23 @@ def decode_json(body: bytes | str, *, source: SpanSource = "otlp") -> DecodeResu
     if isinstance(body, str):
         # Lone surrogates pass through to load_json_body, which replaces them.
         body = body.encode("utf-8", "surrogatepass")
-    obj = load_json_body(body, request="ExportTraceServiceRequest")
-    return decode_json_object(obj, source=source)
+    obj = load_json_body(body, request="ExportTraceServiceRequest", limits=limits)
+    return decode_json_object(obj, source=source, limits=limits)
 
 
-def decode_json_object(obj: Any, *, source: SpanSource = "otlp") -> DecodeResult:
+def decode_json_object(
+    obj: Any, *, source: SpanSource = "otlp", limits: DecodeLimits | None = None
+) -> DecodeResult:
     """Decode an already parsed OTLP/JSON request (see :func:`decode_json`)."""
     if not isinstance(obj, dict):
         raise OtlpDecodeError(
             f"an OTLP/JSON request must be a JSON object, got {type(obj).__name__}",
             hint='send {"resourceSpans": [...]}',
         )
-    notes = Notes()
+    notes = Notes(limits)
+    count = count_json(obj, ("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",))
+    if count > notes.limits.max_spans:
+        raise too_many(count, notes.limits, "spans")
     spans: list[RawSpan] = []
     for rs in _list(obj, "resourceSpans", "resource_spans", "request"):
         if not isinstance(rs, dict):
@@ -260,6 +277,8 @@ def decode_json_object(obj: Any, *, source: SpanSource = "otlp") -> DecodeResult
                 scope_version = get(scope, "version", "version") or ""
                 if not isinstance(scope_name, str) or not isinstance(scope_version, str):
                     scope_error = scope_error or "its scope name/version is not a string"
+                else:
+                    check_name(scope_name, notes.limits, "a scope name")
             for sp in _list(ss, "spans", "spans", "scopeSpans entry"):
                 if scope_error is not None:
                     notes.reject(_where_json(sp), scope_error)
@@ -268,6 +287,17 @@ def decode_json_object(obj: Any, *, source: SpanSource = "otlp") -> DecodeResult
                 if span is not None:
                     spans.append(span)
     return _result(notes, spans)
+
+
+def _name(value: Any, what: str, notes: Notes) -> str:
+    name = str_json(value, what)
+    check_name(name, notes.limits, f"a span's {what}")
+    return name
+
+
+def _name_pb(name: str, what: str, notes: Notes) -> str:
+    check_name(name, notes.limits, what)
+    return name
 
 
 def _bad(msg: str) -> OtlpDecodeError:
@@ -322,7 +352,7 @@ def _span_json(
             trace_id=tid.hex(),
             span_id=sid.hex(),
             parent_span_id=parent,
-            name=str_json(get(sp, "name", "name"), "name"),
+            name=_name(get(sp, "name", "name"), "name", notes),
             kind=enum_json(get(sp, "kind", "kind"), _KIND_NAMES, "kind"),
             start_time_unix_nano=int64_json(
                 get(sp, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", unsigned=True
@@ -349,7 +379,7 @@ def _event_json(ev: Any, notes: Notes, label: str) -> SpanEvent:
     if not isinstance(ev, dict):
         raise SpanError("each event must be an object")
     return SpanEvent(
-        name=str_json(get(ev, "name", "name"), "event name"),
+        name=_name(get(ev, "name", "name"), "event name", notes),
         time_unix_nano=int64_json(
             get(ev, "timeUnixNano", "time_unix_nano"), "event timeUnixNano", unsigned=True
         ),

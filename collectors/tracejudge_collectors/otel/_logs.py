@@ -21,11 +21,14 @@ from tracejudge_collectors.otel._otlp import (
     INT64_MAX,
     ZERO_SPAN,
     ZERO_TRACE,
+    DecodeLimits,
     Notes,
     OtlpDecodeError,
     SpanError,
     attrs_json,
     attrs_pb,
+    check_name,
+    count_json,
     enum_json,
     get,
     id_json,
@@ -34,6 +37,7 @@ from tracejudge_collectors.otel._otlp import (
     parse_pb,
     short,
     str_json,
+    too_many,
 )
 from tracejudge_collectors.otel._proto import ExportLogsServiceRequest
 
@@ -109,11 +113,11 @@ def _event(
 # ---------------------------------------------------------------- protobuf
 
 
-def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
+def decode_logs_protobuf(body: bytes, *, limits: DecodeLimits | None = None) -> LogDecodeResult:
     """Decode a binary ``ExportLogsServiceRequest``.
 
-    Raises :class:`OtlpDecodeError` when the body is not a readable message; bad records are counted
-    in ``rejected`` instead.
+    Raises :class:`OtlpDecodeError` when the body is not a readable message (:class:`LimitError`
+    when it is beyond ``limits``); bad records are counted in ``rejected`` instead.
     """
     req = parse_pb(
         ExportLogsServiceRequest(),
@@ -121,11 +125,15 @@ def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
         hint="send an OTLP log export request to /v1/logs (traces go to /v1/traces); a truncated "
         "body or a JSON body sent as application/x-protobuf also cause this",
     )
-    notes = Notes()
+    notes = Notes(limits)
+    count = sum(len(sl.log_records) for rl in req.resource_logs for sl in rl.scope_logs)
+    if count > notes.limits.max_spans:
+        raise too_many(count, notes.limits, "log records")
     events: list[LogEvent] = []
     for rl in req.resource_logs:
         for sl in rl.scope_logs:
             for lr in sl.log_records:
+                check_name(lr.event_name, notes.limits, "a log record's event name")
                 label = f"log record {short(lr.event_name) if lr.event_name else '(no event name)'}"
                 try:
                     attrs = attrs_pb(lr.attributes, notes, label)
@@ -152,13 +160,13 @@ def decode_logs_protobuf(body: bytes) -> LogDecodeResult:
 # ---------------------------------------------------------------- OTLP/JSON
 
 
-def decode_logs_json(body: bytes | str) -> LogDecodeResult:
+def decode_logs_json(body: bytes | str, *, limits: DecodeLimits | None = None) -> LogDecodeResult:
     """Decode an OTLP/JSON ``ExportLogsServiceRequest`` (hex ids, integer enums, int64 as strings),
     as leniently as the trace decoder (snake_case keys, enum names, base64 ids)."""
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
-    obj = load_json_body(body, request="ExportLogsServiceRequest")
-    return decode_logs_json_object(obj)
+    obj = load_json_body(body, request="ExportLogsServiceRequest", limits=limits)
+    return decode_logs_json_object(obj, limits=limits)
 
 
 def _bad(msg: str) -> OtlpDecodeError:
@@ -168,11 +176,16 @@ def _bad(msg: str) -> OtlpDecodeError:
     )
 
 
-def decode_logs_json_object(obj: Any) -> LogDecodeResult:
+def decode_logs_json_object(obj: Any, *, limits: DecodeLimits | None = None) -> LogDecodeResult:
     """Decode an already parsed OTLP/JSON log request (see :func:`decode_logs_json`)."""
     if not isinstance(obj, dict):
         raise _bad(f"it must be a JSON object, got {type(obj).__name__}")
-    notes = Notes()
+    notes = Notes(limits)
+    count = count_json(
+        obj, ("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records")
+    )
+    if count > notes.limits.max_spans:
+        raise too_many(count, notes.limits, "log records")
     events: list[LogEvent] = []
     for rl in _list_of(obj, "resourceLogs", "resource_logs", "request"):
         for sl in _list_of(rl, "scopeLogs", "scope_logs", "resourceLogs entry"):
@@ -200,6 +213,7 @@ def _record_json(lr: Any, notes: Notes) -> LogEvent | None:
         if not isinstance(lr, dict):
             raise SpanError("not a JSON object")
         event_name = str_json(get(lr, "eventName", "event_name"), "eventName")
+        check_name(event_name, notes.limits, "a log record's eventName")
         label = f"log record {short(event_name) if event_name else '(no event name)'}"
         raw_tid = get(lr, "traceId", "trace_id")
         raw_sid = get(lr, "spanId", "span_id")

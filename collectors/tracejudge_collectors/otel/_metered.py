@@ -17,7 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracejudge.report import RunMetrics
 from tracejudge.store import Store
 from tracejudge_collectors._cli_common import metered_store
-from tracejudge_collectors.otel._receiver import LOG_PATHS, TRACE_PATHS, serve
+from tracejudge_collectors.otel._otlp import DecodeLimits
+from tracejudge_collectors.otel._receiver import DEFAULT_READ_TIMEOUT, LOG_PATHS, TRACE_PATHS, serve
 
 __all__ = ["count_exports", "rejected_spans", "serve_metered"]
 
@@ -85,6 +86,8 @@ def serve_metered(
     token: str | None = None,
     max_body_bytes: int,
     on_ready: Callable[[str], None],
+    limits: DecodeLimits | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> None:
     """Run the receiver until SIGINT or SIGTERM (a second SIGINT forces the exit), counting into
     ``metrics``; the caller closes ``metrics`` afterwards, which pushes the last values."""
@@ -100,4 +103,6 @@ def serve_metered(
         max_body_bytes=max_body_bytes,
         on_ready=on_ready,
         wrap_app=lambda app: count_exports(app, metrics),
+        limits=limits,
+        read_timeout=read_timeout,
     )

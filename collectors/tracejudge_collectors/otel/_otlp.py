@@ -23,6 +23,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from tracejudge import InputError
@@ -44,8 +45,106 @@ ZERO_SPAN = bytes(8)
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+DEFAULT_MAX_SPANS = 50_000
+"""Spans (or log records) one request may hold; the SDK's batches hold 512, the Collector's 8192."""
+DEFAULT_MAX_DECODED_BYTES = 256 * 1024 * 1024
+"""Largest estimated memory a request's decoding may take (see :class:`DecodeLimits`)."""
+DEFAULT_MAX_NAME_CHARS = 64 * 1024
+"""Longest span, event or scope name and attribute key."""
+# What one parsed JSON object (a small dict and its keys) and one array cost in memory, at most, as
+# measured on OTLP/JSON with tracemalloc (~340 and ~60 bytes).
+JSON_OBJECT_BYTES = 400
+JSON_ARRAY_BYTES = 100
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """Bounds on what decoding one request may make of its bytes (the body limit bounds the bytes).
+
+    A request beyond ``max_spans`` or ``max_decoded_bytes`` is refused whole (HTTP 413) before its
+    spans are built; a name or key beyond ``max_name_chars`` is refused whole too (HTTP 400). Each
+    refusal names its limit and the option and environment variable that raise it.
+    """
+
+    max_spans: int = DEFAULT_MAX_SPANS
+    """Spans (``/v1/traces``) or log records (``/v1/logs``) in one request."""
+    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES
+    """Estimated memory of the decoded request: for OTLP/JSON, twice the text plus
+    ``JSON_OBJECT_BYTES`` per JSON object and ``JSON_ARRAY_BYTES`` per array, checked before
+    parsing (a protobuf message parses to a few times its size, which the body limit bounds)."""
+    max_name_chars: int = DEFAULT_MAX_NAME_CHARS
+    """Characters of a span, event or scope name, an event name of a log record, an attribute key."""
+
+
+NO_LIMITS = DecodeLimits(max_spans=2**62, max_decoded_bytes=2**62, max_name_chars=2**62)
+"""What files are read with: a file is the user's own and may hold any number of spans."""
+
+
 class OtlpDecodeError(InputError):
     """The payload is not a readable OTLP trace export request."""
+
+
+class LimitError(OtlpDecodeError):
+    """The request is beyond one of the :class:`DecodeLimits` (``status`` is the HTTP answer)."""
+
+    def __init__(self, message: str, *, hint: str, status: int) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+def too_many(count: int, limits: DecodeLimits, what: str) -> LimitError:
+    return LimitError(
+        f"the request holds {count} {what}, more than the limit of {limits.max_spans} per request",
+        hint="export smaller batches (BatchSpanProcessor / BatchLogRecordProcessor max_export_batch_size, "
+        "the Collector's batch send_batch_max_size) or start the receiver with a larger --max-spans "
+        "(env TRACEJUDGE_OTLP_MAX_SPANS)",
+        status=413,
+    )
+
+
+def check_name(value: str, limits: DecodeLimits, what: str) -> None:
+    """Refuse the request (400) when a name or key is longer than ``limits.max_name_chars``."""
+    if len(value) > limits.max_name_chars:
+        raise LimitError(
+            f"{what} {short(value)} is {len(value)} characters long, more than the limit of "
+            f"{limits.max_name_chars}",
+            hint="keep names and attribute keys short (values may be long) or start the receiver with a "
+            "larger --max-name-chars (env TRACEJUDGE_OTLP_MAX_NAME_CHARS)",
+            status=400,
+        )
+
+
+def count_json(obj: Any, *path: tuple[str, ...]) -> int:
+    """How many items the nested lists at ``path`` (each step: its camelCase and snake_case keys) hold,
+    counted before any is decoded; entries of the wrong type count as nothing (decoding reports them)."""
+    level: list[Any] = [obj]
+    for i, keys in enumerate(path):
+        found: list[Any] = []
+        for d in level:
+            if isinstance(d, dict):
+                v = next((d[k] for k in keys if d.get(k) is not None), None)
+                if isinstance(v, list):
+                    if i == len(path) - 1:
+                        found.append(len(v))
+                    else:
+                        found.extend(v)
+        level = found
+    return sum(level)
+
+
+def check_json_size(text: str, limits: DecodeLimits) -> None:
+    """Refuse (413) an OTLP/JSON text whose parse would take more than ``limits.max_decoded_bytes``,
+    before parsing it: every ``{`` or ``[`` may open an object or array (a few inside strings count too)."""
+    objects = text.count("{")
+    estimate = 2 * len(text) + JSON_OBJECT_BYTES * objects + JSON_ARRAY_BYTES * text.count("[")
+    if estimate > limits.max_decoded_bytes:
+        raise LimitError(
+            f"decoding the request would take about {estimate} bytes, more than the limit of "
+            f"{limits.max_decoded_bytes} (its {objects} JSON objects)",
+            hint="export smaller batches, send protobuf (application/x-protobuf), or start the receiver "
+            "with a larger --max-decoded-bytes (env TRACEJUDGE_OTLP_MAX_DECODED_BYTES)",
+            status=413,
+        )
 
 
 class SpanError(Exception):
@@ -59,12 +158,13 @@ class TooBig(Exception):
 class Notes:
     """Rejections and warnings, capped so a request of a million bad spans stays small."""
 
-    __slots__ = ("dropped", "lines", "rejected")
+    __slots__ = ("dropped", "limits", "lines", "rejected")
 
-    def __init__(self) -> None:
+    def __init__(self, limits: DecodeLimits | None = None) -> None:
         self.lines: list[str] = []
         self.dropped = 0
         self.rejected = 0
+        self.limits = limits or NO_LIMITS
 
     def add(self, line: str) -> None:
         if len(self.lines) < MAX_ERRORS:
@@ -136,10 +236,13 @@ def fix_text(s: str) -> str:
     return s
 
 
-def load_json_body(body: bytes, *, request: str) -> Any:
+def load_json_body(body: bytes, *, request: str, limits: DecodeLimits | None = None) -> Any:
     """Parse an OTLP/JSON body, mapping every failure to an :class:`OtlpDecodeError`; a lone surrogate,
-    raw or escaped, and bytes that are not UTF-8 become U+FFFD rather than fatal (see :func:`json_text`)."""
+    raw or escaped, and bytes that are not UTF-8 become U+FFFD rather than fatal (see :func:`json_text`).
+    With ``limits``, a body whose parse would be too large is refused first (:func:`check_json_size`)."""
     text = json_text(body)
+    if limits is not None:
+        check_json_size(text, limits)
     try:
         obj = json.loads(text)
     except RecursionError as exc:
@@ -158,7 +261,10 @@ def load_json_body(body: bytes, *, request: str) -> Any:
 
 def attrs_pb(kvs: Iterable[Any], notes: Notes, label: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    max_key = notes.limits.max_name_chars
     for kv in kvs:
+        if len(kv.key) > max_key:
+            check_name(kv.key, notes.limits, f"{label}: attribute key")
         v = kv.value
         kind = v.WhichOneof("value")
         if kind == "string_value":
@@ -324,6 +430,8 @@ def attrs_json(kvs: Any, notes: Notes, label: str) -> dict[str, Any]:
         key = kv.get("key", "")  # proto3 JSON omits an empty key
         if not isinstance(key, str):
             raise SpanError(f"attribute key must be a string, got {short(key)}")
+        if len(key) > notes.limits.max_name_chars:
+            check_name(key, notes.limits, f"{label}: attribute key")
         v = kv.get("value")
         if v is None:
             out[key] = None

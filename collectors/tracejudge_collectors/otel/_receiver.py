@@ -9,6 +9,7 @@ answers a 5xx for bad input and keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
@@ -16,6 +17,7 @@ import signal
 import socket
 import sqlite3
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -34,12 +36,13 @@ from tracejudge.serving import bind, is_loopback, quiet_server, socket_url, toke
 from tracejudge.store import Store
 from tracejudge_collectors.otel._decode import DecodeResult, decode_json, decode_protobuf
 from tracejudge_collectors.otel._logs import LogDecodeResult, decode_logs_json, decode_logs_protobuf
-from tracejudge_collectors.otel._otlp import OtlpDecodeError
+from tracejudge_collectors.otel._otlp import DecodeLimits, LimitError, OtlpDecodeError
 from tracejudge_collectors.otel._proto import export_logs_response_body, export_response_body, status_body
 
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_READ_TIMEOUT",
     "LOG_PATHS",
     "TRACE_PATHS",
     "build_app",
@@ -52,6 +55,8 @@ __all__ = [
 
 DEFAULT_LISTEN = "127.0.0.1:4318"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+DEFAULT_READ_TIMEOUT = 30.0
+"""Seconds a request may take to arrive whole, and the longest pause between its parts."""
 TRACE_PATHS = ("/v1/traces", "/api/public/otel/v1/traces")
 LOG_PATHS = ("/v1/logs", "/api/public/otel/v1/logs")
 
@@ -68,22 +73,32 @@ _AUTO_WBITS = 32 + zlib.MAX_WBITS
 
 
 class _Reject(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.close = close
 
 
 def build_app(
-    store: Store, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    store: Store,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: DecodeLimits | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> Starlette:
     """The receiver as an ASGI app: ``POST /v1/traces`` and ``/api/public/otel/v1/traces``, ``POST
     /v1/logs`` and ``/api/public/otel/v1/logs`` (protobuf or JSON, optionally gzip), and ``GET /health``.
 
     ``token``, when given, must arrive as ``Authorization: Bearer <token>``. ``max_body_bytes``
-    bounds the body after decompression (413 beyond it).
+    bounds the body after decompression (413 beyond it; a declared ``Content-Length`` beyond it is
+    refused before any of the body is read); ``limits`` bounds what decoding makes of it (413/400
+    naming the limit); a body that takes longer than ``read_timeout`` seconds to arrive, or pauses
+    that long, is answered 408.
     """
     expected = token.encode() if token else None
+    decode_limits = limits or DecodeLimits()
 
     def status(code: int, grpc_code: int, message: str, as_json: bool, **headers: str) -> Response:
         return Response(
@@ -101,7 +116,7 @@ def build_app(
 
     async def export(
         request: Request,
-        ingest: Callable[[Store, bytes, bool], DecodeResult | LogDecodeResult],
+        ingest: Callable[[Store, bytes, bool, DecodeLimits], DecodeResult | LogDecodeResult],
         response_body: Callable[..., bytes],
     ) -> Response:
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -137,12 +152,18 @@ def build_app(
             )
         try:
             body = await _read_body(
-                request, compressed=encoding not in ("", "identity"), limit=max_body_bytes
+                request,
+                compressed=encoding not in ("", "identity"),
+                limit=max_body_bytes,
+                timeout=read_timeout,
             )
         except _Reject as exc:
-            return status(exc.status, _INVALID_ARGUMENT, exc.message, as_json)
+            extra = {"Connection": "close"} if exc.close else {}
+            return status(exc.status, _INVALID_ARGUMENT, exc.message, as_json, **extra)
         try:
-            result = await run_in_threadpool(ingest, store, body, as_json)
+            result = await run_in_threadpool(ingest, store, body, as_json, decode_limits)
+        except LimitError as exc:
+            return status(exc.status, _INVALID_ARGUMENT, f"{exc.message}; {exc.hint}", as_json)
         except OtlpDecodeError as exc:
             message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
             return status(400, _INVALID_ARGUMENT, message, as_json)
@@ -166,15 +187,15 @@ def build_app(
     return Starlette(routes=routes)
 
 
-def _ingest(store: Store, body: bytes, as_json: bool) -> DecodeResult:
-    result = decode_json(body) if as_json else decode_protobuf(body)
+def _ingest(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> DecodeResult:
+    result = decode_json(body, limits=limits) if as_json else decode_protobuf(body, limits=limits)
     if result.spans:
         store.put_spans(result.spans)
     return result
 
 
-def _ingest_logs(store: Store, body: bytes, as_json: bool) -> LogDecodeResult:
-    result = decode_logs_json(body) if as_json else decode_logs_protobuf(body)
+def _ingest_logs(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> LogDecodeResult:
+    result = decode_logs_json(body, limits=limits) if as_json else decode_logs_protobuf(body, limits=limits)
     if result.events:
         store.put_log_events(result.events)
     return result
@@ -191,8 +212,9 @@ async def _drain(request: Request, limit: int) -> None:
                 return
 
 
-async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes:
-    """The body, decompressed incrementally so a gzip bomb stops at ``limit`` (413), not in memory."""
+async def _read_body(request: Request, *, compressed: bool, limit: int, timeout: float) -> bytes:
+    """The body, decompressed incrementally so a gzip bomb stops at ``limit`` (413), not in memory;
+    a body that takes longer than ``timeout`` seconds in all, or pauses that long, is refused (408)."""
     too_large = _Reject(
         413,
         f"the request body is larger than {limit} bytes (after decompression); export smaller batches "
@@ -201,13 +223,28 @@ async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes
     )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        await _drain(request, limit)
-        raise too_large
+        # Refused before reading a byte of it; the connection closes rather than drain it.
+        raise _Reject(too_large.status, too_large.message, close=True)
     buf = bytearray()
     dec = zlib.decompressobj(_AUTO_WBITS) if compressed else None
     fed = False
+    deadline = time.monotonic() + timeout
+    chunks = request.stream().__aiter__()
     try:
-        async for chunk in request.stream():
+        while True:
+            wait = min(timeout, deadline - time.monotonic())
+            try:
+                chunk = await asyncio.wait_for(chunks.__anext__(), timeout=max(wait, 0.001))
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise _Reject(
+                    408,
+                    f"the request body did not arrive within {timeout:g} s (or paused that long); "
+                    "send it whole, or start the receiver with a larger --read-timeout "
+                    "(env TRACEJUDGE_OTLP_READ_TIMEOUT)",
+                    close=True,
+                ) from None
             if dec is None:
                 buf += chunk
                 if len(buf) > limit:
@@ -230,8 +267,9 @@ async def _read_body(request: Request, *, compressed: bool, limit: int) -> bytes
     except zlib.error as exc:
         await _drain(request, limit)
         raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
-    except _Reject:
-        await _drain(request, limit)
+    except _Reject as exc:
+        if not exc.close:
+            await _drain(request, limit)
         raise
     except ClientDisconnect as exc:
         raise _Reject(400, "the client disconnected before the body was complete") from exc
@@ -274,18 +312,25 @@ def _prepare(
     max_body_bytes: int,
     on_ready: Callable[[str], None],
     wrap_app: Callable[[ASGIApp], ASGIApp] | None = None,
+    limits: DecodeLimits | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> tuple[uvicorn.Server, socket.socket]:
     host, port = parse_listen(listen)
     check_exposure(host, token)
     if max_body_bytes < 1:
         raise InputError("--max-body-bytes must be positive", hint="the default is 67108864 (64 MiB)")
+    if read_timeout <= 0:
+        raise InputError("--read-timeout must be positive", hint=f"the default is {DEFAULT_READ_TIMEOUT:g} s")
     sock = bind(host, port)
     url = socket_url(sock)
-    app: ASGIApp = build_app(store, token=token, max_body_bytes=max_body_bytes)
+    app: ASGIApp = build_app(
+        store, token=token, max_body_bytes=max_body_bytes, limits=limits, read_timeout=read_timeout
+    )
     server = quiet_server(
         wrap_app(app) if wrap_app is not None else app,
         lambda: on_ready(url),
         timeout_graceful_shutdown=10,
+        header_timeout=read_timeout,
     )
     return server, sock
 
@@ -298,13 +343,25 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     on_ready: Callable[[str], None] | None = None,
     wrap_app: Callable[[ASGIApp], ASGIApp] | None = None,
+    limits: DecodeLimits | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> None:
     """Run the receiver until SIGINT or SIGTERM (a second SIGINT forces the exit).
 
     ``on_ready`` receives the base URL (with the real port when ``listen`` asked for port 0) once
-    the server accepts connections; ``wrap_app`` may wrap the receiver's ASGI app (to meter it).
+    the server accepts connections; ``wrap_app`` may wrap the receiver's ASGI app (to meter it);
+    ``limits`` and ``read_timeout`` are :func:`build_app`'s (``read_timeout`` bounds the headers too).
     """
-    server, sock = _prepare(store, listen, token, max_body_bytes, on_ready or (lambda _url: None), wrap_app)
+    server, sock = _prepare(
+        store,
+        listen,
+        token,
+        max_body_bytes,
+        on_ready or (lambda _url: None),
+        wrap_app,
+        limits=limits,
+        read_timeout=read_timeout,
+    )
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         if server.should_exit and signum == signal.SIGINT:
@@ -334,6 +391,8 @@ def serve_in_thread(
     *,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: DecodeLimits | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> Iterator[str]:
     """Run the receiver in a background thread (tests, benchmarks, the demo); yields its base URL."""
     urls: list[str] = []
@@ -343,7 +402,9 @@ def serve_in_thread(
         urls.append(url)
         ready.set()
 
-    server, sock = _prepare(store, listen, token, max_body_bytes, on_ready)
+    server, sock = _prepare(
+        store, listen, token, max_body_bytes, on_ready, limits=limits, read_timeout=read_timeout
+    )
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="otlp-receiver", daemon=True
     )

@@ -5,20 +5,32 @@ Each case reproduces a finding of the adversarial round and failed before its fi
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import socket
+import threading
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 import pytest
 from click.testing import CliRunner
+from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
 
 from tracejudge.cli import cli
+from tracejudge.report import serve as serve_report
 from tracejudge.store import SqliteStore
+from tracejudge_collectors.otel import DEFAULT_MAX_NAME_CHARS, DecodeLimits, serve_in_thread
 
 TRACE_HEX = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_HEX = "00f067aa0ba902b7"
 JS = {"Content-Type": "application/json"}
+PB = {"Content-Type": "application/x-protobuf"}
 RAW_SURROGATE = b"\xed\xa0\x80"  # U+D800 as (invalid) UTF-8
 ESCAPED_SURROGATE = b"\\udc00"
 
@@ -121,3 +133,203 @@ def test_collect_file_with_lone_surrogates_stores_the_span(
     (span,) = store.get_spans(TRACE_HEX)
     assert span.name == "x\ufffd\ufffd\ufffdy"
     assert span.attributes["KEY"] == "x\ufffdy"
+
+
+# ---------------------------------------------------------------- limits on decoded work
+
+
+def _message(resp: httpx.Response) -> str:
+    if resp.headers["content-type"] == "application/json":
+        return str(resp.json()["message"])
+    status = Status()
+    status.ParseFromString(resp.content)
+    return str(status.message)
+
+
+def _json_spans(n: int, name: str = "s") -> bytes:
+    spans = [{"traceId": TRACE_HEX, "spanId": f"{i + 1:016x}", "name": name} for i in range(n)]
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+
+
+def _json_logs(n: int) -> bytes:
+    records = [{"traceId": TRACE_HEX, "spanId": f"{i + 1:016x}", "eventName": "e"} for i in range(n)]
+    return json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}).encode()
+
+
+def test_more_spans_than_the_limit_is_413_naming_it_and_stores_nothing(
+    store: SqliteStore, make_request: Callable[..., Any], good_span: Callable[..., Any]
+) -> None:
+    with (
+        serve_in_thread(store, limits=DecodeLimits(max_spans=10)) as url,
+        httpx.Client(timeout=30, trust_env=False) as client,
+    ):
+        pb = make_request([good_span(i) for i in range(1, 12)]).SerializeToString()
+        answers = [
+            client.post(f"{url}/v1/traces", content=pb, headers=PB),
+            client.post(f"{url}/v1/traces", content=_json_spans(11), headers=JS),
+            client.post(f"{url}/v1/logs", content=_json_logs(11), headers=JS),
+        ]
+        for resp in answers:
+            assert resp.status_code == 413, resp.text
+            message = _message(resp)
+            assert "11" in message
+            assert "limit of 10" in message
+            assert "--max-spans" in message
+            assert "TRACEJUDGE_OTLP_MAX_SPANS" in message
+        assert store.get_spans(TRACE_HEX) == []
+        ok = client.post(f"{url}/v1/traces", content=_json_spans(10), headers=JS)
+        assert ok.status_code == 200
+        assert len(store.get_spans(TRACE_HEX)) == 10
+
+
+def test_a_gzip_bomb_of_tiny_spans_is_413_before_it_is_parsed(store: SqliteStore) -> None:
+    # The finding: 188 KiB of gzip expanding to 63 MiB of 1.3M tiny spans took the receiver to 3 GB.
+    tiny = json.dumps({"traceId": TRACE_HEX, "spanId": SPAN_HEX}, separators=(",", ":")).encode()
+    n = 800_000  # ~58 MiB, under the 64 MiB body limit
+    plain = b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + b",".join([tiny] * n) + b"]}]}]}"
+    bomb = gzip.compress(plain, compresslevel=9)
+    del plain
+    assert len(bomb) < 1 << 20
+    with serve_in_thread(store) as url, httpx.Client(timeout=120, trust_env=False) as client:
+        tracemalloc.start()
+        try:
+            resp = client.post(f"{url}/v1/traces", content=bomb, headers={**JS, "Content-Encoding": "gzip"})
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert resp.status_code == 413, resp.text[:300]
+    assert "--max-decoded-bytes" in resp.json()["message"]
+    # The body and its text (~2 x 63 MiB) are all that is held; the parse never happens.
+    assert peak < 400 << 20
+
+
+def test_a_json_body_beyond_the_decoded_size_limit_is_413(store: SqliteStore) -> None:
+    with (
+        serve_in_thread(store, limits=DecodeLimits(max_decoded_bytes=1 << 20)) as url,
+        httpx.Client(timeout=30, trust_env=False) as client,
+    ):
+        resp = client.post(f"{url}/v1/traces", content=_json_spans(5000), headers=JS)
+        assert resp.status_code == 413
+        assert "TRACEJUDGE_OTLP_MAX_DECODED_BYTES" in resp.json()["message"]
+        assert client.post(f"{url}/v1/traces", content=_json_spans(100), headers=JS).status_code == 200
+
+
+@pytest.mark.parametrize("where", ["span name", "attribute key", "event name", "scope name"])
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_a_name_or_key_past_the_limit_is_400_naming_it(
+    receiver: str, store: SqliteStore, make_request: Callable[..., Any], where: str, encoding: str
+) -> None:
+    long = "n" * (DEFAULT_MAX_NAME_CHARS + 1)
+    span: dict[str, Any] = {"trace_id": bytes.fromhex(TRACE_HEX), "span_id": bytes.fromhex(SPAN_HEX)}
+    if where == "span name":
+        span["name"] = long
+    elif where == "attribute key":
+        span["attributes"] = {long: "v"}
+    req = make_request([span])
+    if where == "event name":
+        req.resource_spans[0].scope_spans[0].spans[0].events.add(name=long)
+    elif where == "scope name":
+        req.resource_spans[0].scope_spans[0].scope.name = long
+    if encoding == "protobuf":
+        body, headers = req.SerializeToString(), PB
+    else:
+        body, headers = _to_json(req), JS
+    with httpx.Client(timeout=30, trust_env=False) as client:
+        resp = client.post(f"{receiver}/v1/traces", content=body, headers=headers)
+    assert resp.status_code == 400, resp.text[:300]
+    message = _message(resp)
+    assert f"more than the limit of {DEFAULT_MAX_NAME_CHARS}" in message
+    assert "--max-name-chars" in message
+    assert store.get_spans(TRACE_HEX) == []
+
+
+def test_a_long_attribute_value_is_still_truncated_not_refused(receiver: str, store: SqliteStore) -> None:
+    body = _span_body(value="v" * (DEFAULT_MAX_NAME_CHARS * 2))
+    with httpx.Client(timeout=30, trust_env=False) as client:
+        assert client.post(f"{receiver}/v1/traces", content=body, headers=JS).status_code == 200
+    assert len(store.get_spans(TRACE_HEX)[0].attributes["KEY"]) == DEFAULT_MAX_NAME_CHARS * 2
+
+
+def _to_json(req: Any) -> bytes:
+    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for sp in ss.get("spans", []):
+                for key in ("traceId", "spanId"):
+                    sp[key] = base64.b64decode(sp[key]).hex()
+    return json.dumps(doc).encode()
+
+
+# ---------------------------------------------------------------- slow, partial and oversized requests
+
+
+def _raw(url: str, data: bytes, *, wait: float = 20.0) -> bytes:
+    """Send ``data`` on a raw connection and return what the server answers until it closes (or
+    ``wait`` seconds pass: a server that neither answers nor closes fails the caller's assertion)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=wait) as sock:
+        sock.sendall(data)
+        got = b""
+        try:
+            while chunk := sock.recv(65536):
+                got += chunk
+        except TimeoutError:
+            pass
+        return got
+
+
+def test_a_declared_content_length_beyond_the_limit_is_refused_at_once(store: SqliteStore) -> None:
+    with serve_in_thread(store, max_body_bytes=1 << 20) as url:
+        head = (
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 1000000000000\r\n\r\n"
+        )
+        # Only a few bytes of the declared terabyte follow: a receiver that drained would wait for more.
+        answer = _raw(url, head + b"\x00" * 100)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"connection: close" in answer.lower()
+    assert b"larger than 1048576 bytes" in answer
+
+
+def test_a_body_that_stops_arriving_is_408(store: SqliteStore) -> None:
+    with serve_in_thread(store, read_timeout=0.5) as url:
+        head = (
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n"
+        )
+        answer = _raw(url, head + b'{"resourceSpans": [')
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b"--read-timeout" in answer
+        with httpx.Client(timeout=30, trust_env=False) as client:
+            assert client.post(f"{url}/v1/traces", content=_json_spans(1), headers=JS).status_code == 200
+
+
+def test_headers_that_never_finish_close_the_connection(store: SqliteStore) -> None:
+    with serve_in_thread(store, read_timeout=0.5) as url:
+        answer = _raw(url, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+        assert answer == b""  # closed by the receiver, not left open until the client gives up
+        with httpx.Client(timeout=30, trust_env=False) as client:
+            assert client.get(f"{url}/health").status_code == 200
+
+
+def test_serve_closes_a_connection_whose_headers_never_finish(store: SqliteStore) -> None:
+    urls: list[str] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def on_ready(url: str) -> None:
+        urls.append(url)
+        ready.set()
+
+    thread = threading.Thread(
+        target=serve_report,
+        args=(store, "127.0.0.1:0"),
+        kwargs={"on_ready": on_ready, "stop": stop, "read_timeout": 0.5},
+        daemon=True,
+    )
+    thread.start()
+    try:
+        assert ready.wait(30)
+        assert _raw(urls[0], b"GET / HTTP/1.1\r\nHost: x\r\n") == b""
+    finally:
+        stop.set()
+        thread.join(15)
