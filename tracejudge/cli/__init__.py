@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator as _Iterator
 from importlib import metadata as _metadata
-from typing import Any
+from typing import Any as _Any
 
 import click
 
 from tracejudge import __version__
-from tracejudge._redact import install_log_redaction, redact
+from tracejudge._redact import install_log_redaction as _install_log_redaction
+from tracejudge._redact import redact as _redact
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._audit import audit
 from tracejudge.cli._calibrate import calibrate_cmd
@@ -92,13 +93,13 @@ def _broken(name: str, why: str) -> click.Command:
 
 
 @contextlib.contextmanager
-def _redacted_click_errors() -> Iterator[None]:
+def _redacted_click_errors() -> _Iterator[None]:
     try:
         yield
     except click.ClickException as exc:
         # A usage error may quote what was typed: a URL with a password, a key given as an argument.
         # (click types ``message`` as final; it is read only when the error is shown, after this.)
-        setattr(exc, "message", redact(exc.message))  # noqa: B010
+        setattr(exc, "message", _redact(exc.message))  # noqa: B010
         raise
 
 
@@ -107,15 +108,15 @@ class _Root(click.Group):
     click's own errors are redacted before click shows them (consoles, JSON and tracejudge's errors
     are redacted in ``cli._app`` and where they are made)."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        install_log_redaction()
+    def main(self, *args: _Any, **kwargs: _Any) -> _Any:
+        _install_log_redaction()
         return super().main(*args, **kwargs)
 
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+    def make_context(self, *args: _Any, **kwargs: _Any) -> click.Context:
         with _redacted_click_errors():
             return super().make_context(*args, **kwargs)
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> _Any:
         with _redacted_click_errors():
             return super().invoke(ctx)
 
