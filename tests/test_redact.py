@@ -190,3 +190,20 @@ def test_click_errors_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "is not one of" in result.output
     assert key not in result.output
     assert MASK in result.output
+
+
+def test_an_unexpected_traceback_is_redacted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tracejudge.cli import redacted_excepthook
+
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET)
+    try:
+        raise RuntimeError(f"a bug quoting the request: Authorization: Basic {b64('pk:' + SECRET)}")
+    except RuntimeError as exc:
+        redacted_excepthook(type(exc), exc, exc.__traceback__)
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert "RuntimeError: a bug quoting the request: Authorization: Basic [redacted]" in err
+    assert SECRET not in err
+    assert b64(SECRET) not in err

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator as _Iterator
 from importlib import metadata as _metadata
-from typing import Any as _Any
 
 import click
 
 from tracejudge import __version__
-from tracejudge._redact import install_log_redaction as _install_log_redaction
-from tracejudge._redact import redact as _redact
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._audit import audit
 from tracejudge.cli._calibrate import calibrate_cmd
@@ -22,6 +17,8 @@ from tracejudge.cli._mcp import mcp
 from tracejudge.cli._probe import probe
 from tracejudge.cli._regress import regress
 from tracejudge.cli._report import report
+from tracejudge.cli._root import RootGroup as _RootGroup
+from tracejudge.cli._root import redacted_excepthook
 from tracejudge.cli._score import score
 from tracejudge.cli._serve import serve
 from tracejudge.cli._ticket import ticket
@@ -48,6 +45,7 @@ __all__ = [
     "pass_app",
     "print_json",
     "probe",
+    "redacted_excepthook",
     "regress",
     "report",
     "score",
@@ -92,36 +90,7 @@ def _broken(name: str, why: str) -> click.Command:
     return cmd
 
 
-@contextlib.contextmanager
-def _redacted_click_errors() -> _Iterator[None]:
-    try:
-        yield
-    except click.ClickException as exc:
-        # A usage error may quote what was typed: a URL with a password, a key given as an argument.
-        # (click types ``message`` as final; it is read only when the error is shown, after this.)
-        setattr(exc, "message", _redact(exc.message))  # noqa: B010
-        raise
-
-
-class _Root(click.Group):
-    """The root command, which is the output edge: every log record is redacted as it is made, and
-    click's own errors are redacted before click shows them (consoles, JSON and tracejudge's errors
-    are redacted in ``cli._app`` and where they are made)."""
-
-    def main(self, *args: _Any, **kwargs: _Any) -> _Any:
-        _install_log_redaction()
-        return super().main(*args, **kwargs)
-
-    def make_context(self, *args: _Any, **kwargs: _Any) -> click.Context:
-        with _redacted_click_errors():
-            return super().make_context(*args, **kwargs)
-
-    def invoke(self, ctx: click.Context) -> _Any:
-        with _redacted_click_errors():
-            return super().invoke(ctx)
-
-
-@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     __version__,
     prog_name="tracejudge",
@@ -164,7 +133,8 @@ cli.add_command(doctor)
 
 def main() -> None:
     """Console entry point. Ctrl-C exits 130, not click's 1, so a gate (`score --gate` exits 1 on a
-    failed gate) never reads an interrupted run as a failed one."""
+    failed gate) never reads an interrupted run as a failed one. A traceback (a bug) is redacted too."""
+    sys.excepthook = redacted_excepthook
     try:
         code = cli.main(prog_name="tracejudge", standalone_mode=False)
     except click.exceptions.Abort:

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from tracejudge._errors import InputError, MissingDependencyError, TracejudgeError
 from tracejudge.mcp._tools import Toolbox
+from tracejudge.write import targets_help
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -216,8 +217,8 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
         write_back: Annotated[
             str | None,
             Field(
-                description="Also write the verdict onto the trace: langfuse or phoenix. Needs a"
-                " server started with --allow-write."
+                description=f"Also write the verdict onto the trace: {targets_help('scores')}. Needs"
+                " a server started with --allow-write."
             ),
         ] = None,
         cursor: Cursor = None,
