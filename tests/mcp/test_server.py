@@ -493,3 +493,35 @@ def test_draft_ticket_and_sweep_return_the_clis_json(work: dict[str, Any]) -> No
         )
         assert got == cli_draft
         assert got["ticket"]["status"] == "draft"
+
+
+def test_secrets_never_leave_the_server(work: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracejudge.schema import RawSpan
+
+    secret = "sk-lf-0d9e8f7a6b5c4d3e2f1a"
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", secret)
+    store = open_store(work["store"])
+    store.put_spans(
+        [
+            RawSpan(
+                trace_id="f" * 32,
+                span_id="e" * 16,
+                name="leaky",
+                start_time_unix_nano=1,
+                end_time_unix_nano=2,
+                attributes={"input.value": f"the key is {secret}", "output.value": "ok"},
+            )
+        ]
+    )
+    store.close()
+
+    async def go() -> tuple[str, str]:
+        async with _session(work) as c:
+            shown = await c.call_tool("show_trace", {"trace_id": "f" * 32})
+            bad = await c.call_tool("triage", {"ticket": f"{{trace_id: {secret}, required: []}}"})
+            return json.dumps(shown.structured_content) + shown.content[0].text, bad.content[0].text
+
+    shown, bad = _run(go)
+    assert secret not in shown
+    assert "[redacted]" in shown
+    assert secret not in bad

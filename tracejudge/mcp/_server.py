@@ -105,6 +105,10 @@ def paged_result(data: Any, cursor: str | None, page_chars: int) -> CallToolResu
     ``cursor`` with ``next_cursor`` for the rest (the pages' texts concatenate to the whole)."""
     from mcp_types import CallToolResult, TextContent
 
+    from tracejudge import _redact
+
+    # As the CLI prints it: every string redacted before encoding (escaping cannot hide a secret).
+    data = _redact.redact_data(data)
     text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
     structured = data if isinstance(data, dict) else {"result": data}
     if cursor is None and len(text) <= page_chars:
@@ -129,7 +133,7 @@ def paged_result(data: Any, cursor: str | None, page_chars: int) -> CallToolResu
 
 def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServer:
     """The MCP server with tracejudge's tools, resources and the ``debug-wrong-answer`` prompt."""
-    from tracejudge import __version__
+    from tracejudge import __version__, _redact
 
     opts = options or McpOptions()
     sdk = _sdk()
@@ -147,11 +151,13 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
                 data = fn()
             return paged_result(data, cursor, opts.page_chars)
         except TracejudgeError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(_redact.redact(str(exc))) from None
         except Exception as exc:  # a tool must answer, whatever broke underneath
             raise ToolError(
-                f"internal error ({type(exc).__name__}: {exc}); the server keeps running"
-                " — report this with the arguments you passed"
+                _redact.redact(
+                    f"internal error ({type(exc).__name__}: {exc}); the server keeps running"
+                    " — report this with the arguments you passed"
+                )
             ) from None
 
     @server.tool(
@@ -328,11 +334,14 @@ def _resources(server: MCPServer, toolbox: Toolbox, opts: McpOptions, lock: thre
         mime_type="application/json",
     )
     def trace(trace_id: str) -> str:
+        from tracejudge import _redact
+
         try:
             with lock:
-                return json.dumps(toolbox.show_trace(trace_id), indent=2, ensure_ascii=False)
+                data = _redact.redact_data(toolbox.show_trace(trace_id))
+            return json.dumps(data, indent=2, ensure_ascii=False)
         except TracejudgeError as exc:
-            raise ResourceError(str(exc)) from None
+            raise ResourceError(_redact.redact(str(exc))) from None
 
     if opts.tickets is None:
         return
