@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -48,14 +50,15 @@ def _agreement_line(title: str, a: Agreement) -> str:
     )
 
 
-def render_calibration(app: App, r: CalibrationReport) -> None:
-    """The calibration report for a person: what is graded before how well."""
-    c = app.console
+def _header(c: Console, r: CalibrationReport) -> None:
     c.print(
         f"[bold]calibration {r.calibration_id}[/bold]"
         f"  rubric {escape(r.rubric_name)} v{escape(r.rubric_version)}"
         f"  judge {escape(r.judge_model or '-')}  labels {escape(r.labels_source)}"
     )
+
+
+def _criteria_beside_labels(c: Console, r: CalibrationReport) -> None:
     side = Table(
         "rubric grades", "threshold", "shared with the labels' definition", title="criteria vs labels"
     )
@@ -70,57 +73,74 @@ def render_calibration(app: App, r: CalibrationReport) -> None:
     c.print(
         "labels' definition: " + (escape(r.definition) if r.definition else "[yellow](none given)[/yellow]")
     )
+
+
+_DIRECTION = {"lenient": "more than people: lenient", "strict": "fewer than people: strict", "even": "even"}
+
+
+def _agreement(c: Console, r: CalibrationReport) -> None:
     where = "held-out items" if r.evaluated_on == "holdout" else "all items (none held out)"
     c.print(f"[bold]{_agreement_line('on ' + where, r)}[/bold]")
     if r.tuning is not None:
         c.print(_agreement_line("on tuning items", r.tuning))
-    direction = {
-        "lenient": "more than people: lenient",
-        "strict": "fewer than people: strict",
-        "even": "even",
-    }
     c.print(
         f"judge pass rate {_pct(r.judge_pass_rate)} vs labels {_pct(r.label_pass_rate)}"
-        f" ({direction.get(r.bias or '', '-')})"
+        f" ({_DIRECTION.get(r.bias or '', '-')})"
     )
     cf = r.confusion
     conf = Table("", "label pass", "label fail", title="confusion")
     conf.add_row("judge pass", str(cf.true_pass), f"[red]{cf.false_pass} false pass[/red]")
     conf.add_row("judge fail", f"[red]{cf.false_fail} false fail[/red]", str(cf.true_fail))
     c.print(conf)
+
+
+def _flags(c: Console, r: CalibrationReport) -> None:
     for f in r.flags:
         c.print(f"[yellow]! {escape(f)}[/yellow]")
     if r.contaminated:
         c.print(f"[yellow]{len(r.contaminated)} holdout-bucket items were already used for tuning[/yellow]")
-    if r.raters is not None:
-        ra = r.raters
-        per = ", ".join(f"{escape(k)} {_num(v)}" for k, v in ra.judge_kappa.items())
-        c.print(
-            f"raters {', '.join(ra.raters)}: agreement with each other kappa {_num(ra.ceiling_kappa)}"
-            f" on {ra.ceiling_n} items (the ceiling); judge vs each: {per}"
-        )
-    if r.sweep is not None and r.sweep.points:
-        s = r.sweep
-        pts = "  ".join(
-            f"{p.threshold:g}:{_num(p.kappa)}" for p in s.points if p.threshold == int(p.threshold)
-        )
-        c.print(f"threshold sweep (kappa on tuning items): {pts}")
-        hk = (
-            f", held-out kappa there {_num(s.holdout_kappa_at_best)}"
-            if s.holdout_kappa_at_best is not None
-            else ""
-        )
-        cur = ", ".join(f"{k} {v:g}" for k, v in s.rubric_thresholds.items())
-        c.print(f"best threshold {s.best_threshold} (kappa {_num(s.best_kappa)}{hk}); rubric now: {cur}")
-    if r.comparison is not None:
-        m = r.comparison
-        c.print(f"[bold]{_agreement_line('second judge ' + escape(m.model), m.agreement)}[/bold]")
-        c.print(
-            f"between the two judges kappa {_num(m.between_models_kappa)};"
-            f" shared errors {len(m.shared_errors)},"
-            f" only primary {len(m.only_primary_errors)}, only {escape(m.model)} {len(m.only_other_errors)}:"
-            f" {escape(m.reading)}"
-        )
+
+
+def _raters(c: Console, r: CalibrationReport) -> None:
+    if r.raters is None:
+        return
+    ra = r.raters
+    per = ", ".join(f"{escape(k)} {_num(v)}" for k, v in ra.judge_kappa.items())
+    c.print(
+        f"raters {', '.join(ra.raters)}: agreement with each other kappa {_num(ra.ceiling_kappa)}"
+        f" on {ra.ceiling_n} items (the ceiling); judge vs each: {per}"
+    )
+
+
+def _sweep(c: Console, r: CalibrationReport) -> None:
+    if r.sweep is None or not r.sweep.points:
+        return
+    s = r.sweep
+    pts = "  ".join(f"{p.threshold:g}:{_num(p.kappa)}" for p in s.points if p.threshold == int(p.threshold))
+    c.print(f"threshold sweep (kappa on tuning items): {pts}")
+    hk = (
+        f", held-out kappa there {_num(s.holdout_kappa_at_best)}"
+        if s.holdout_kappa_at_best is not None
+        else ""
+    )
+    cur = ", ".join(f"{k} {v:g}" for k, v in s.rubric_thresholds.items())
+    c.print(f"best threshold {s.best_threshold} (kappa {_num(s.best_kappa)}{hk}); rubric now: {cur}")
+
+
+def _comparison(c: Console, r: CalibrationReport) -> None:
+    if r.comparison is None:
+        return
+    m = r.comparison
+    c.print(f"[bold]{_agreement_line('second judge ' + escape(m.model), m.agreement)}[/bold]")
+    c.print(
+        f"between the two judges kappa {_num(m.between_models_kappa)};"
+        f" shared errors {len(m.shared_errors)},"
+        f" only primary {len(m.only_primary_errors)}, only {escape(m.model)} {len(m.only_other_errors)}:"
+        f" {escape(m.reading)}"
+    )
+
+
+def _disagreements(c: Console, r: CalibrationReport) -> None:
     wrong = [
         i
         for i in r.items
@@ -131,6 +151,25 @@ def render_calibration(app: App, r: CalibrationReport) -> None:
         for i in wrong[:30]:
             t.add_row(escape(i.id), i.split, i.label, i.judge, escape(i.reason[:100]))
         c.print(t)
+
+
+_SECTIONS: tuple[Callable[[Console, CalibrationReport], None], ...] = (
+    _header,
+    _criteria_beside_labels,
+    _agreement,
+    _flags,
+    _raters,
+    _sweep,
+    _comparison,
+    _disagreements,
+)
+"""The report's sections, in the order a person reads them: what is graded before how well."""
+
+
+def render_calibration(app: App, r: CalibrationReport) -> None:
+    """The calibration report for a person: what is graded before how well."""
+    for section in _SECTIONS:
+        section(app.console, r)
 
 
 @click.group("calibrate", invoke_without_command=True)
