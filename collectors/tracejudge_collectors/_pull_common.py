@@ -1,9 +1,18 @@
 """What the pulling collectors share: the per-trace markers and the watermark that make a pull resumable.
 
 A collector names its markers and watermarks with its own prefix (``langfuse``, ``phoenix``):
-* ``<prefix>.trace:<id>`` is set only after a trace's spans are stored; a listed trace with a
-  marker is not fetched again;
+* ``<prefix>.trace:<id>`` is set only after a trace's spans are stored, and records what was seen
+  (:class:`Seen`: span count, latest end or update, whether the trace is settled); a listed trace
+  whose marker says settled is not fetched again, an unsettled one is, and only its new spans are
+  stored (the store dedups);
+* ``<prefix>.unsettled:<scope hash>`` lists the traces still unsettled, so that a later run fetches
+  them again even once the listing window has moved past them;
 * ``<prefix>.watermark:<scope hash>`` holds ``{"from", "upto"}``: the window a complete run covered.
+
+A trace is settled when nothing more is expected: it has a root, no span's parent is missing, and
+it started longer ago than the look-back (spans of one trace arrive minutes apart when two services
+export it, or one exporter flushes late). A trace that stays incomplete is given up on after
+:data:`MAX_ATTEMPTS` fetches; its missing parent stays visible as a gap in ``traces show`` and triage.
 """
 
 from __future__ import annotations
@@ -11,11 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge_collectors._time import parse_time
 
@@ -29,6 +39,104 @@ def scope_key(prefix: str, scope: Sequence[Any]) -> str:
 def marker_key(prefix: str, trace_id: str) -> str:
     """The meta key marking a trace as stored."""
     return f"{prefix}.trace:{trace_id.lower()}"
+
+
+MAX_ATTEMPTS = 6
+"""Fetches of a trace that stays incomplete (a parent never sent) before a pull stops asking."""
+
+
+class Seen(BaseModel):
+    """What a pull saw of one trace (kept in its marker beside the collector's own fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    spans: int = 0
+    """Spans the backend returned for the trace."""
+    latest: str | None = None
+    """The latest span end, or the backend's last update of the trace (Langfuse ``updatedAt``)."""
+    settled: bool = True
+    """Nothing more is expected (markers written before this field existed count as settled)."""
+    attempts: int = 1
+    """Fetches so far."""
+    missing_parents: tuple[str, ...] = ()
+    """Parent span ids the spans name that were not received (a root missing is ``"<root>"``)."""
+
+
+def missing_parents(spans: Sequence[RawSpan]) -> tuple[str, ...]:
+    """Parent span ids the spans name that are not among them; ``<root>`` when no span is a root."""
+    ids = {s.span_id for s in spans}
+    missing = sorted({s.parent_span_id for s in spans if s.parent_span_id and s.parent_span_id not in ids})
+    if spans and all(s.parent_span_id for s in spans):
+        missing.append("<root>")
+    return tuple(missing)
+
+
+def seen(
+    spans: Sequence[RawSpan],
+    *,
+    before: Seen | None,
+    now: datetime,
+    lag: timedelta,
+    updated: str | None = None,
+) -> Seen:
+    """What this fetch saw of a trace, and whether it is settled (see the module docstring)."""
+    starts = [s.start_time_unix_nano for s in spans if s.start_time_unix_nano > 0]
+    ends = [s.end_time_unix_nano for s in spans if s.end_time_unix_nano > 0]
+    started = datetime.fromtimestamp(min(starts) / 1e9, tz=UTC) if starts else None
+    latest = updated or (datetime.fromtimestamp(max(ends) / 1e9, tz=UTC).isoformat() if ends else None)
+    missing = missing_parents(spans)
+    recent = started is None or started > now - lag
+    attempts = (before.attempts + 1) if before is not None else 1
+    settled = (not missing and not recent) or (bool(missing) and not recent and attempts >= MAX_ATTEMPTS)
+    return Seen(spans=len(spans), latest=latest, settled=settled, attempts=attempts, missing_parents=missing)
+
+
+def read_seen(raw: str | None) -> Seen | None:
+    """The :class:`Seen` in a marker's JSON, or None when there is no marker."""
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return Seen()
+    return Seen.model_validate(data) if isinstance(data, dict) else Seen()
+
+
+def needs_fetch(marker: Seen | None, *, updated: str | None = None) -> bool:
+    """Whether a listed trace is fetched: never stored, not settled, or updated since (Langfuse)."""
+    if marker is None or not marker.settled:
+        return True
+    return bool(updated and marker.latest and updated > marker.latest)
+
+
+def unsettled_key(prefix: str, scope_key_value: str) -> str:
+    """The meta key listing the still-unsettled traces of one scope."""
+    return f"{prefix}.unsettled:" + scope_key_value.rpartition(":")[2]
+
+
+def read_unsettled(store: Store, key: str) -> list[str]:
+    """The trace ids an earlier run left unsettled in this scope."""
+    raw = store.get_meta(key)
+    try:
+        data = json.loads(raw) if raw else []
+    except ValueError:
+        return []
+    return [str(t) for t in data] if isinstance(data, list) else []
+
+
+def write_unsettled(store: Store, key: str, add: Sequence[str], remove: Sequence[str]) -> None:
+    """Add and remove trace ids in the unsettled list (compare-and-set: concurrent pulls lose nothing)."""
+    if not add and not remove:
+        return
+    while True:
+        raw = store.get_meta(key)
+        current = read_unsettled(store, key) if raw else []
+        kept = [t for t in current if t not in set(remove)]
+        kept += [t for t in add if t not in set(kept)]
+        if kept == current:
+            return
+        if store.compare_and_set_meta(key, raw, json.dumps(kept)):
+            return
 
 
 def parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
@@ -103,7 +211,11 @@ class PullCounts(BaseModel):
     fetched: int = 0
     """Traces fetched and stored in this run."""
     skipped: int = 0
-    """Listed traces already stored by an earlier run."""
+    """Listed traces already stored (and settled) by an earlier run."""
+    refetched: int = 0
+    """Traces fetched again because their spans may still have been arriving (of ``fetched``)."""
+    unsettled: int = 0
+    """Traces still incomplete or recent after this run: the next run fetches them again."""
     spans_new: int = 0
     """Spans newly stored."""
     retries: int = 0
@@ -122,6 +234,13 @@ def summary_tail(report: PullCounts) -> list[str]:
         f"listed {report.listed} traces: fetched {report.fetched}, already stored {report.skipped};"
         f" {report.spans_new} new spans"
     ]
+    if report.refetched:
+        lines.append(f"{report.refetched} trace(s) fetched again: their spans may still have been arriving")
+    if report.unsettled:
+        lines.append(
+            f"{report.unsettled} trace(s) may still be incomplete (recent, or a parent span not received):"
+            " the next run fetches them again"
+        )
     if report.retries:
         lines.append(f"{report.retries} requests retried (rate limits, server errors, dropped connections)")
     if not report.complete:

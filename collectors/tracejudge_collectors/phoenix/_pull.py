@@ -1,13 +1,15 @@
 """Pull traces from a Phoenix project into the store: list root spans, fetch whole traces, resume.
 
 A trace is pulled whole: root spans (``parent_id=null``) are listed by start time in the window,
-then every span of a batch of those traces is fetched by ``trace_id``. A root span is exported
-when it ends, after its children, so a listed root means its trace is complete.
+then every span of a batch of those traces is fetched by ``trace_id``. A listed root does not mean
+the trace is complete: spans another service exports (or a late flush) can arrive after it.
 
 Resuming without duplicates rests on the same three things as the Langfuse collector:
 * each trace is stored in one ``put_spans`` transaction (the store dedups on (trace_id, span_id));
 * a per-trace marker (meta ``phoenix.trace:<id>``) is set only after its spans are stored, and a
-  listed trace with a marker is not fetched again;
+  listed trace whose marker says it is settled is not fetched again; a recent or incomplete one
+  (a span whose parent has not arrived: another service, a late flush) is fetched again on later
+  runs, listed or not, and only its new spans are stored (``_pull_common``);
 * the watermark (meta ``phoenix.watermark:<scope>``, scope = server and project) advances only when
   a run listed and stored everything in its window; the next run lists from the watermark minus
   :data:`LAG` (Phoenix inserts spans asynchronously, and a long trace's root arrives at its end).
@@ -29,7 +31,20 @@ from tracejudge import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import PhoenixApi, PhoenixApiError
-from tracejudge_collectors._pull_common import PullCounts, Window, marker_key, scope_key, summary_tail
+from tracejudge_collectors._pull_common import (
+    PullCounts,
+    Seen,
+    Window,
+    marker_key,
+    needs_fetch,
+    read_seen,
+    read_unsettled,
+    scope_key,
+    seen,
+    summary_tail,
+    unsettled_key,
+    write_unsettled,
+)
 from tracejudge_collectors._time import parse_time
 from tracejudge_collectors.phoenix._convert import span_to_raw
 
@@ -142,8 +157,125 @@ class _Puller:
         return spans
 
 
-def _in_flight(pending: deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]]) -> int:
-    return sum(len(ids) for ids, _ in pending)
+_Pending = deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]]
+
+
+class _Run:
+    """One pull's state: what was listed and fetched, the batches in flight, what each trace's
+    marker said before (a trace fetched again keeps counting its attempts)."""
+
+    def __init__(
+        self, store: Store, puller: _Puller, window: Window, on_trace: Callable[[str, bool], None] | None
+    ) -> None:
+        self.store = store
+        self.puller = puller
+        self.options = puller.options
+        self.on_trace = on_trace
+        self.listed = self.fetched = self.skipped = self.spans_new = self.refetched = 0
+        self.latest = window.watermark
+        self.complete = True
+        self.batch: list[str] = []
+        self.listed_ids: set[str] = set()
+        self.before: dict[str, Seen | None] = {}
+        self.settled: list[str] = []
+        self.unsettled: list[str] = []
+        self.ukey = unsettled_key("phoenix", window.key)
+        self.now = datetime.now(UTC)
+        # Batches being fetched while the listing goes on; stored in listing order, by this thread only.
+        self.pending: _Pending = deque()
+        self.max_pending = max(1, self.options.concurrency) * 2
+
+    def want(self, trace_id: str) -> bool:
+        """Whether to fetch a trace: never stored, or its marker says spans may still arrive."""
+        marker = read_seen(self.store.get_meta(_marker_key(trace_id)))
+        if not needs_fetch(marker):
+            return False
+        self.before[trace_id] = marker
+        if marker is not None:
+            self.refetched += 1
+        return True
+
+    def full(self) -> bool:
+        """Whether ``--limit`` allows no more traces."""
+        limit = self.options.limit
+        in_flight = sum(len(ids) for ids, _ in self.pending)
+        return limit is not None and self.fetched + in_flight + len(self.batch) >= limit
+
+    def take(self, trace_id: str, pool: ThreadPoolExecutor) -> None:
+        self.batch.append(trace_id)
+        if len(self.batch) >= max(1, self.options.trace_batch):
+            self.submit(pool)
+
+    def store_one(self) -> None:
+        """Store the oldest fetched batch, with every batch after it that is fetched already: one
+        transaction for their spans (each trace whole) and markers, so the store keeps up."""
+        ids: list[str] = []
+        spans: list[RawSpan] = []
+        while self.pending and (not ids or self.pending[0][1].done()):
+            trace_ids, future = self.pending.popleft()
+            by_trace = future.result()
+            ids.extend(trace_ids)
+            spans.extend(s for t in trace_ids for s in by_trace.get(t, []))
+        markers: dict[str, str] = {}
+        for t in ids:
+            trace_spans = [x for x in spans if x.trace_id == t]
+            now_seen = seen(trace_spans, before=self.before.get(t), now=self.now, lag=LAG)
+            (self.settled if now_seen.settled else self.unsettled).append(t)
+            markers[_marker_key(t)] = json.dumps({"project": self.options.project, **now_seen.model_dump()})
+        self.spans_new += self.store.put_spans(spans, meta=markers)
+        self.fetched += len(ids)
+        if self.on_trace is not None:
+            for trace_id in ids:
+                self.on_trace(trace_id, True)
+
+    def submit(self, pool: ThreadPoolExecutor) -> None:
+        if not self.batch:
+            return
+        ids = list(self.batch)
+        self.batch.clear()
+        if self.options.concurrency > 1:
+            self.pending.append((ids, pool.submit(self.puller.fetch, ids)))
+        else:  # no overlap: fetch here, between listing pages, as a serial pull does
+            done: Future[dict[str, list[RawSpan]]] = Future()
+            done.set_result(self.puller.fetch(ids))
+            self.pending.append((ids, done))
+        while len(self.pending) > self.max_pending or (self.pending and self.pending[0][1].done()):
+            self.store_one()
+
+    def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
+        for trace_id, started in self.puller.roots(lower):
+            if started is not None and (self.latest is None or started > self.latest):
+                self.latest = started
+            if trace_id in self.listed_ids:
+                continue  # a trace with several root spans is listed once
+            self.listed_ids.add(trace_id)
+            self.listed += 1
+            if not self.want(trace_id):
+                self.skipped += 1
+                if self.on_trace is not None:
+                    self.on_trace(trace_id, False)
+                continue
+            if self.full():
+                self.complete = False
+                self.listed -= 1
+                return
+            self.take(trace_id, pool)
+        # Traces an earlier run left unsettled, now outside the listing window: fetched again.
+        for trace_id in read_unsettled(self.store, self.ukey):
+            if trace_id in self.listed_ids or not self.want(trace_id):
+                continue
+            if self.full():
+                self.complete = False
+                return
+            self.take(trace_id, pool)
+
+    def abandon(self) -> None:
+        """Keep what was fetched before a failure (a rerun then skips it)."""
+        while self.pending:
+            if self.pending[0][1].cancel() or self.pending[0][1].exception() is not None:
+                self.pending.popleft()
+            else:
+                self.store_one()
 
 
 def pull_phoenix(
@@ -161,94 +293,32 @@ def pull_phoenix(
     window = Window(
         store, scope_key("phoenix", [api.credentials.base_url, options.project]), options.from_time, LAG
     )
-
-    listed = fetched = skipped = spans_new = 0
-    latest = window.watermark
-    complete = True
-    batch: list[str] = []
-    seen: set[str] = set()
-    # Batches being fetched while the listing goes on; stored in listing order, by this thread only.
-    pending: deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]] = deque()
-    max_pending = max(1, options.concurrency) * 2
-
-    def store_one() -> None:
-        """Store the oldest fetched batch, with every batch after it that is fetched already: one
-        transaction for their spans (each trace whole) and markers, so the store keeps up."""
-        nonlocal fetched, spans_new
-        ids: list[str] = []
-        spans: list[RawSpan] = []
-        while pending and (not ids or pending[0][1].done()):
-            trace_ids, future = pending.popleft()
-            by_trace = future.result()
-            ids.extend(trace_ids)
-            spans.extend(s for t in trace_ids for s in by_trace.get(t, []))
-        marker = json.dumps({"project": options.project})
-        spans_new += store.put_spans(spans, meta={_marker_key(t): marker for t in ids})
-        fetched += len(ids)
-        if on_trace is not None:
-            for trace_id in ids:
-                on_trace(trace_id, True)
-
-    def submit(pool: ThreadPoolExecutor) -> None:
-        if not batch:
-            return
-        ids = list(batch)
-        batch.clear()
-        if options.concurrency > 1:
-            pending.append((ids, pool.submit(puller.fetch, ids)))
-        else:  # no overlap: fetch here, between listing pages, as a serial pull does
-            done: Future[dict[str, list[RawSpan]]] = Future()
-            done.set_result(puller.fetch(ids))
-            pending.append((ids, done))
-        while len(pending) > max_pending or (pending and pending[0][1].done()):
-            store_one()
-
+    run = _Run(store, puller, window, on_trace)
     with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="phoenix") as pool:
         try:
-            for trace_id, started in puller.roots(window.lower):
-                if started is not None and (latest is None or started > latest):
-                    latest = started
-                if trace_id in seen:
-                    continue  # a trace with several root spans is listed once
-                seen.add(trace_id)
-                listed += 1
-                if store.get_meta(_marker_key(trace_id)) is not None:
-                    skipped += 1
-                    if on_trace is not None:
-                        on_trace(trace_id, False)
-                    continue
-                if options.limit is not None and fetched + _in_flight(pending) + len(batch) >= options.limit:
-                    complete = False
-                    listed -= 1
-                    break
-                batch.append(trace_id)
-                if len(batch) >= max(1, options.trace_batch):
-                    submit(pool)
-            submit(pool)
+            run.list_and_fetch(window.lower, pool)
+            run.submit(pool)
         except BaseException:
-            # Keep what was fetched before the failure (a rerun then skips it), then fail.
-            while pending:
-                if pending[0][1].cancel() or pending[0][1].exception() is not None:
-                    pending.popleft()
-                else:
-                    store_one()
+            run.abandon()
             raise
-        while pending:
-            store_one()
-
+        while run.pending:
+            run.store_one()
+    write_unsettled(store, run.ukey, add=run.unsettled, remove=run.settled)
     warnings: list[str] = []
-    if listed == 0:
+    if run.listed == 0:
         warnings.append(f"no root spans in project {options.project!r} in the window")
-    new_watermark = window.advance(complete=complete, latest=latest, iso=_iso)
+    new_watermark = window.advance(complete=run.complete, latest=run.latest, iso=_iso)
     return PullReport(
         base_url=api.credentials.base_url,
         project=options.project,
-        listed=listed,
-        fetched=fetched,
-        skipped=skipped,
-        spans_new=spans_new,
+        listed=run.listed,
+        fetched=run.fetched,
+        skipped=run.skipped,
+        refetched=run.refetched,
+        unsettled=len(run.unsettled),
+        spans_new=run.spans_new,
         retries=api.retries,
-        complete=complete,
+        complete=run.complete,
         watermark=_iso(new_watermark) if new_watermark else None,
         warnings=tuple(warnings),
     )
