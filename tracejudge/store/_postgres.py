@@ -27,11 +27,12 @@ _SETUP_LOCK = 0x7472_6A64  # "trjd"
 _RETRIES = 8
 
 # Spans inserted from arrays in one statement; what it returns is what this transaction inserted.
+# The arrays go in binary (%b): as text, psycopg escapes every quote of every JSON payload.
 _INSERT_SPANS = """
 INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source, payload, received_at)
 SELECT t, s, p, n, st, en, src, pl, %s
-FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::text[],
-            %s::text[]) AS u(t, s, p, n, st, en, src, pl)
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[],
+            %b::text[]) AS u(t, s, p, n, st, en, src, pl)
 ON CONFLICT (trace_id, span_id) DO NOTHING
 RETURNING trace_id, span_id
 """
@@ -40,7 +41,7 @@ RETURNING trace_id, span_id
 _UPSERT_TRACES = """
 INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources, first_seen, seq)
 SELECT t, n, st, en, c, src, %s, nextval('traces_seq_gen')
-FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::text[])
+FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[])
      WITH ORDINALITY AS u(t, n, st, en, c, src, o)
 ORDER BY o
 ON CONFLICT (trace_id) DO UPDATE SET
@@ -58,7 +59,7 @@ ON CONFLICT (trace_id) DO UPDATE SET
 _INSERT_LOG_EVENTS = """
 INSERT INTO log_events (event_id, trace_id, span_id, time_ns, seq, payload, received_at)
 SELECT i, t, s, tn, nextval('log_events_seq_gen'), pl, %s
-FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[])
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[])
      WITH ORDINALITY AS u(i, t, s, tn, pl, o)
 ORDER BY o
 ON CONFLICT (event_id) DO NOTHING
