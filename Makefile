@@ -41,8 +41,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_normalize.py
 	$(BIN)/python benchmarks/bench_triage.py
 	$(BIN)/python benchmarks/bench_langfuse_pull.py
+	$(BIN)/python benchmarks/bench_phoenix_pull.py
 	$(BIN)/python benchmarks/bench_langfuse_client.py
 	$(BIN)/python benchmarks/bench_score.py
+	$(BIN)/python benchmarks/bench_scale.py  # PostgreSQL: TRACEJUDGE_TEST_POSTGRES or --store
 
 services:
 	@bash .ci/services.sh
