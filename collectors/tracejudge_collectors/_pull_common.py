@@ -106,7 +106,10 @@ def needs_fetch(marker: Seen | None, *, updated: str | None = None) -> bool:
     """Whether a listed trace is fetched: never stored, not settled, or updated since (Langfuse)."""
     if marker is None or not marker.settled:
         return True
-    return bool(updated and marker.latest and updated > marker.latest)
+    if not updated or not marker.latest:
+        return False
+    new, old = parse_time(updated), parse_time(marker.latest)
+    return new is not None and old is not None and new > old
 
 
 def unsettled_key(prefix: str, scope_key_value: str) -> str:

@@ -39,6 +39,13 @@ __all__ = ["langfuse_command", "parse_when"]
 )
 @limit_option
 @click.option(
+    "--session",
+    "session_id",
+    metavar="SESSION_ID",
+    default=None,
+    help="Only the traces (turns) of this conversation, to triage it with its earlier turns.",
+)
+@click.option(
     "--feedback",
     metavar="SCORE_NAME",
     help="Then refresh the scores of this name on every stored trace (feedback given after its pull).",
@@ -63,6 +70,7 @@ def langfuse_command(
     tags: tuple[str, ...],
     environments: tuple[str, ...],
     limit: int | None,
+    session_id: str | None,
     feedback: str | None,
     queue: str | None,
     concurrency: int,
@@ -83,6 +91,7 @@ def langfuse_command(
         tags=tags,
         environments=environments,
         limit=limit,
+        session_id=session_id,
         concurrency=concurrency,
     )
     credentials = LangfuseCredentials.from_env()

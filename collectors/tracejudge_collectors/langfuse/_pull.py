@@ -3,7 +3,9 @@
 Resuming without duplicates rests on three things:
 * each trace is stored in one ``put_spans`` transaction (the store dedups on (trace_id, span_id));
 * a per-trace marker (meta ``langfuse.trace:<id>``) is set only after its spans are stored, and a
-  listed trace with a marker is not fetched again;
+  listed trace whose marker says it is settled is not fetched again; a recent one, one with an
+  observation whose parent has not arrived, or one whose root observation was updated since
+  (``updatedAt``) is fetched again, listed or from the scope's unsettled list (``_pull_common``);
 * the watermark (meta ``langfuse.watermark:<scope>``: the latest trace start of a run) advances only
   when a run listed and stored everything in its window. The next run lists from the watermark
   minus a lag allowance (Langfuse's reads trail its writes), skipping marked traces.
@@ -28,7 +30,20 @@ from pydantic import BaseModel, ConfigDict
 from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import LangfuseApi
-from tracejudge_collectors._pull_common import PullCounts, Window, marker_key, scope_key, summary_tail
+from tracejudge_collectors._pull_common import (
+    PullCounts,
+    Seen,
+    Window,
+    marker_key,
+    needs_fetch,
+    read_seen,
+    read_unsettled,
+    scope_key,
+    seen,
+    summary_tail,
+    unsettled_key,
+    write_unsettled,
+)
 from tracejudge_collectors._time import parse_time
 from tracejudge_collectors.langfuse._convert import (
     normalize_score,
@@ -66,6 +81,8 @@ class PullOptions(BaseModel):
     """Only traces carrying every one of these tags."""
     environments: tuple[str, ...] = ()
     """Only traces in one of these environments."""
+    session_id: str | None = None
+    """Only the traces (turns) of this session."""
     limit: int | None = None
     """Fetch at most this many new traces."""
     concurrency: int = 4
@@ -140,7 +157,10 @@ def detect(api: LangfuseApi) -> Detection:
 
 
 def _scope_key(base_url: str, options: PullOptions) -> str:
-    return scope_key("langfuse", [base_url, options.name, sorted(options.tags), sorted(options.environments)])
+    scope: list[Any] = [base_url, options.name, sorted(options.tags), sorted(options.environments)]
+    if options.session_id is not None:
+        scope.append({"session": options.session_id})  # scopes without a session keep their old keys
+    return scope_key("langfuse", scope)
 
 
 def _marker_key(trace_id: str) -> str:
@@ -182,7 +202,8 @@ class _Puller:
         o = self.options
         params: dict[str, Any] = {
             "isRootObservation": "true",
-            "fields": "core,basic,trace_context",
+            "fields": "core,basic,time,trace_context",
+            "sessionId": o.session_id,
             "limit": min(max(o.list_page_size, 1), 1000),
             "fromStartTime": _iso(lower) if lower else None,
             "toStartTime": _iso(o.to_time) if o.to_time else None,
@@ -210,6 +231,7 @@ class _Puller:
             "orderBy": "timestamp.asc",
             "fields": "core",
             "name": o.name,
+            "sessionId": o.session_id,
             "fromTimestamp": _iso(lower) if lower else None,
             "toTimestamp": _iso(o.to_time) if o.to_time else None,
         }
@@ -307,9 +329,102 @@ def _merge_scores(store: Store, trace_id: str, fresh: dict[str, dict[str, Any]])
         merged.update(fresh)
         if json.dumps(merged, sort_keys=True) == before:
             return False
-        value = json.dumps({"scores": list(merged.values())}, separators=(",", ":"))
+        try:
+            kept_fields = json.loads(raw)
+        except ValueError:
+            kept_fields = {}
+        others = kept_fields if isinstance(kept_fields, dict) else {}
+        value = json.dumps({**others, "scores": list(merged.values())}, separators=(",", ":"))
         if store.compare_and_set_meta(key, raw, value):
             return True
+
+
+class _Run:
+    """One pull's state: what was listed and fetched, the traces in flight, what each trace's marker
+    said before (a trace fetched again keeps counting its attempts)."""
+
+    def __init__(
+        self, store: Store, puller: _Puller, window: Window, on_trace: Callable[[str, bool], None] | None
+    ) -> None:
+        self.store = store
+        self.puller = puller
+        self.options = puller.options
+        self.on_trace = on_trace
+        self.listed = self.fetched = self.skipped = self.spans_new = self.refetched = 0
+        self.latest: datetime | None = window.watermark
+        self.complete = True
+        self.pending: deque[tuple[str, Future[tuple[list[RawSpan], list[dict[str, Any]]]]]] = deque()
+        self.in_batch: set[str] = set()
+        self.listed_ids: set[str] = set()
+        self.before: dict[str, tuple[Seen | None, str | None]] = {}
+        self.settled: list[str] = []
+        self.unsettled: list[str] = []
+        self.ukey = unsettled_key("langfuse", window.key)
+        self.now = datetime.now(UTC)
+        self.max_pending = max(1, self.options.concurrency) * 2
+
+    def want(self, trace_id: str, updated: str | None) -> bool:
+        """Whether to fetch: never stored, not settled, or its root updated since the last fetch."""
+        if trace_id in self.in_batch:
+            return False
+        marker = read_seen(self.store.get_meta(_marker_key(trace_id)))
+        if not needs_fetch(marker, updated=updated):
+            return False
+        self.before[trace_id] = (marker, updated)
+        if marker is not None:
+            self.refetched += 1
+        return True
+
+    def drain_one(self) -> None:
+        trace_id, future = self.pending.popleft()
+        spans, scores = future.result()
+        before, updated = self.before.get(trace_id, (None, None))
+        now_seen = seen(spans, before=before, now=self.now, lag=LAG, updated=updated)
+        (self.settled if now_seen.settled else self.unsettled).append(trace_id)
+        # The marker (with the trace's scores) in the spans' own transaction: one synced commit.
+        marker = json.dumps(
+            {"scores": [normalize_score(s) for s in scores], **now_seen.model_dump()}, separators=(",", ":")
+        )
+        self.spans_new += self.store.put_spans(spans, meta={_marker_key(trace_id): marker})
+        self.in_batch.discard(trace_id)
+        self.fetched += 1
+        if self.on_trace is not None:
+            self.on_trace(trace_id, True)
+
+    def take(self, trace_id: str, pool: ThreadPoolExecutor) -> bool:
+        """Queue a fetch; False when ``--limit`` allows no more."""
+        if self.options.limit is not None and self.fetched + len(self.pending) >= self.options.limit:
+            self.complete = False
+            return False
+        self.in_batch.add(trace_id)
+        self.pending.append((trace_id, pool.submit(self.puller.fetch, trace_id)))
+        while len(self.pending) >= self.max_pending:
+            self.drain_one()
+        return True
+
+    def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
+        for trace_id, start, row in self.puller.list_traces(lower):
+            self.listed += 1
+            self.listed_ids.add(trace_id)
+            started = parse_time(start)
+            if started is not None and (self.latest is None or started > self.latest):
+                self.latest = started
+            updated = row.get("updatedAt") if isinstance(row.get("updatedAt"), str) else None
+            if not self.want(trace_id, updated):
+                self.skipped += 1
+                if self.on_trace is not None:
+                    self.on_trace(trace_id, False)
+                continue
+            if not self.take(trace_id, pool):
+                return
+        # Traces an earlier run left unsettled, now outside the listing window: fetched again.
+        for trace_id in read_unsettled(self.store, self.ukey):
+            if (
+                trace_id not in self.listed_ids
+                and self.want(trace_id, None)
+                and not self.take(trace_id, pool)
+            ):
+                return
 
 
 def pull_langfuse(
@@ -329,62 +444,29 @@ def pull_langfuse(
         log.warning("Langfuse: %s", warning)
     puller = _Puller(store, api, options, detection)
     window = Window(store, _scope_key(api.credentials.base_url, options), options.from_time, LAG)
-
-    listed = fetched = skipped = spans_new = 0
-    latest: datetime | None = window.watermark
-    complete = True
-    pending: deque[tuple[str, Future[tuple[list[RawSpan], list[dict[str, Any]]]]]] = deque()
-    in_batch: set[str] = set()
-    max_pending = max(1, options.concurrency) * 2
-
-    def drain_one() -> None:
-        nonlocal fetched, spans_new
-        trace_id, future = pending.popleft()
-        spans, scores = future.result()
-        # The marker (with the trace's scores) in the spans' own transaction: one synced commit.
-        marker = json.dumps({"scores": [normalize_score(s) for s in scores]}, separators=(",", ":"))
-        spans_new += store.put_spans(spans, meta={_marker_key(trace_id): marker})
-        in_batch.discard(trace_id)
-        fetched += 1
-        if on_trace is not None:
-            on_trace(trace_id, True)
-
+    run = _Run(store, puller, window, on_trace)
     with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="langfuse") as pool:
         try:
-            for trace_id, start, _row in puller.list_traces(window.lower):
-                listed += 1
-                started = parse_time(start)
-                if started is not None and (latest is None or started > latest):
-                    latest = started
-                if trace_id in in_batch or store.get_meta(_marker_key(trace_id)) is not None:
-                    skipped += 1
-                    if on_trace is not None:
-                        on_trace(trace_id, False)
-                    continue
-                if options.limit is not None and fetched + len(pending) >= options.limit:
-                    complete = False
-                    break
-                in_batch.add(trace_id)
-                pending.append((trace_id, pool.submit(puller.fetch, trace_id)))
-                while len(pending) >= max_pending:
-                    drain_one()
-            while pending:
-                drain_one()
+            run.list_and_fetch(window.lower, pool)
+            while run.pending:
+                run.drain_one()
         finally:
-            for _trace_id, future in pending:
+            for _trace_id, future in run.pending:
                 future.cancel()
-
-    new_watermark = window.advance(complete=complete, latest=latest, iso=_iso)
+    write_unsettled(store, run.ukey, add=run.unsettled, remove=run.settled)
+    new_watermark = window.advance(complete=run.complete, latest=run.latest, iso=_iso)
     return PullReport(
         base_url=api.credentials.base_url,
         generation=detection.generation,
         server_version=detection.server_version,
-        listed=listed,
-        fetched=fetched,
-        skipped=skipped,
-        spans_new=spans_new,
+        listed=run.listed,
+        fetched=run.fetched,
+        skipped=run.skipped,
+        refetched=run.refetched,
+        unsettled=len(run.unsettled),
+        spans_new=run.spans_new,
         retries=api.retries,
-        complete=complete,
+        complete=run.complete,
         watermark=_iso(new_watermark) if new_watermark else None,
         warnings=(*detection.warnings, *(w for w in puller.warnings if w not in detection.warnings)),
     )

@@ -32,6 +32,13 @@ from tracejudge_collectors.phoenix._pull import PullOptions, pull_phoenix, pull_
 @to_option
 @limit_option
 @click.option(
+    "--session",
+    "session_id",
+    metavar="SESSION_ID",
+    default=None,
+    help="Only the traces (turns) of this conversation, to triage it with its earlier turns.",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(1, 32),
     default=4,
@@ -48,6 +55,7 @@ def phoenix_command(
     from_: str | None,
     to: str | None,
     limit: int | None,
+    session_id: str | None,
     concurrency: int,
     retries: int,
     as_json: bool,
@@ -62,6 +70,7 @@ def phoenix_command(
         from_time=parse_when(from_, option="--from"),
         to_time=parse_when(to, option="--to"),
         limit=limit,
+        session_id=session_id,
         concurrency=concurrency,
     )
     credentials = PhoenixCredentials.from_env()

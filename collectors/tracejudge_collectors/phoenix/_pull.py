@@ -73,6 +73,8 @@ class PullOptions(BaseModel):
     """Only traces whose root span started at or after this time."""
     to_time: datetime | None = None
     """Only traces whose root span started before this time."""
+    session_id: str | None = None
+    """Only the traces (turns) of this session: every trace with a span whose ``session.id`` is it."""
     limit: int | None = None
     """Fetch at most this many new traces."""
     page_size: int = MAX_PAGE
@@ -124,7 +126,11 @@ class _Puller:
 
     def roots(self, lower: datetime | None) -> Iterator[tuple[str, datetime | None]]:
         params: dict[str, Any] = {
-            "parent_id": "null",
+            # A session's turns: any span may carry session.id (an instrumentor's, not the root).
+            "parent_id": "null" if self.options.session_id is None else None,
+            "attribute": None
+            if self.options.session_id is None
+            else f"session.id:{json.dumps(self.options.session_id)}",
             "sort": "start_time",
             "order": "asc",
             "limit": self.page_size,
@@ -290,9 +296,10 @@ def pull_phoenix(
     ``on_trace(trace_id, fetched)`` is called once per listed trace (for progress bars)."""
     options = options or PullOptions()
     puller = _Puller(api, options)
-    window = Window(
-        store, scope_key("phoenix", [api.credentials.base_url, options.project]), options.from_time, LAG
-    )
+    scope: list[Any] = [api.credentials.base_url, options.project]
+    if options.session_id is not None:
+        scope.append({"session": options.session_id})  # scopes without a session keep their old keys
+    window = Window(store, scope_key("phoenix", scope), options.from_time, LAG)
     run = _Run(store, puller, window, on_trace)
     with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="phoenix") as pool:
         try:

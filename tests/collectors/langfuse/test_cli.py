@@ -250,3 +250,17 @@ def test_the_secret_never_reaches_output_logs_or_the_store_file(v4, tmp_path, ca
         assert needle not in caplog.text
         assert not any(needle in out for out in outputs)
         assert needle.encode() not in files
+
+
+def test_cli_session_pulls_one_conversation_then_triage_reads_its_turns(v4, tmp_path):
+    for i in range(23):
+        v4.add_trace(synthetic_trace(i))
+    db = tmp_path / "t.db"
+    result = run(["--store", str(db), "collect", "langfuse", "--session", "session-5", "--json"], env_for(v4))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["fetched"] == 2
+    shown = run(["--store", str(db), "traces", "show", "--session", "session-5", "--json"], {})
+    assert shown.exit_code == 0, shown.output
+    assert [t["trace_id"] for t in json.loads(shown.stdout)["turns"]] == [
+        synthetic_trace(i)["id"] for i in (5, 16)
+    ]

@@ -101,3 +101,18 @@ def test_a_parent_that_never_arrives_is_given_up_on(server, api_for, store):
     assert runs[MAX_ATTEMPTS - 1].unsettled == 0
     # Still visibly incomplete to triage and traces show.
     assert incompleteness(normalize(store.get_spans(spans[0]["trace_id"])))
+
+
+def test_session_fetches_every_turn_of_one_conversation(server, api_for, store):
+    from tracejudge_collectors.phoenix import PullOptions
+
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    for i in range(30):
+        for s in synthetic_spans(i, base_time=t0):  # session.id session-(i % 11) on the root
+            server.add_span("default", s)
+    with api_for(server) as api:
+        report = pull_phoenix(store, api, PullOptions(session_id="session-3"))
+    wanted = [synthetic_spans(i, base_time=t0)[0]["trace_id"] for i in (3, 14, 25)]
+    assert report.fetched == 3
+    assert sorted(t.trace_id for t in store.list_traces()) == sorted(wanted)
+    assert [t.trace_id for t in store.session_traces("session-3")] == wanted
