@@ -141,3 +141,10 @@ def test_a_value_that_moved_to_another_sentence_did_not_change() -> None:
 def test_identifiers_are_not_values() -> None:
     diff = version_diff("See annex A-4 of contract C-17, v1.", "See annex A-5 of contract C-17, v2.")
     assert _values(diff) == ([], [])
+
+
+def test_spelled_out_durations_in_french_and_english() -> None:
+    diff = version_diff("La garantie est de un an.", "La garantie est de deux ans.")
+    assert _values(diff) == (["1 year"], ["2 year"])
+    diff = version_diff("Notice is due forty-five days ahead.", "Notice is due sixty days ahead.")
+    assert _values(diff) == (["45 day"], ["60 day"])

@@ -41,6 +41,11 @@ _DURATION_UNITS = {
     "星期": "week", "个星期": "week", "个月": "month", "か月": "month", "ヶ月": "month", "年": "year",
     "小时": "hour", "个小时": "hour", "時間": "hour",
 }  # fmt: skip
+# Every duration unit contains one of these (a cheap test before the regular expressions).
+_UNIT_STEMS = (
+    "day", "week", "month", "year", "hour", "minute", "tag", "woche", "monat", "jahr", "stunde",
+    "jour", "semaine", "mois", " an", "heure", "天", "日", "周", "星期", "月", "年", "小时", "時間",
+)  # fmt: skip
 _UNIT_RX = "|".join(sorted((re.escape(u) for u in _DURATION_UNITS), key=len, reverse=True))
 
 _WORD_NUMBERS = {
@@ -214,7 +219,10 @@ def find_values(text: str) -> list[Value]:
     followed by a duration word read as a duration and by a noun as a count; spelled-out durations."""
     out: list[Value] = []
     taken: list[tuple[int, int]] = []
-    for m in _SPELLED.finditer(text):
+    low = text.lower()
+    # The spelled-out search is the costly one; most texts name no duration unit at all.
+    spelled = any(stem in low for stem in _UNIT_STEMS)
+    for m in _SPELLED.finditer(text) if spelled else ():
         n = _WORD_NUMBERS.get(m.group("w").lower())
         if n is None and "-" in m.group("w"):
             tens, ones = m.group("w").lower().split("-")
@@ -222,7 +230,7 @@ def find_values(text: str) -> list[Value]:
         unit = _DURATION_UNITS[m.group("u").lower()]
         out.append(Value("duration", m.group(0), m.start(), m.end(), amount=Decimal(n or 0), unit=unit))
         taken.append(m.span())
-    for m in _CJK_SPELLED.finditer(text):
+    for m in _CJK_SPELLED.finditer(text) if spelled else ():
         n = _cjk_number(m.group("w"))
         if n is not None and not any(a < m.end() and m.start() < b for a, b in taken):
             unit = _DURATION_UNITS[m.group("u")]
