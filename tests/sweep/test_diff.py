@@ -148,3 +148,8 @@ def test_spelled_out_durations_in_french_and_english() -> None:
     assert _values(diff) == (["1 year"], ["2 year"])
     diff = version_diff("Notice is due forty-five days ahead.", "Notice is due sixty days ahead.")
     assert _values(diff) == (["45 day"], ["60 day"])
+
+
+def test_a_hyphenated_duration_is_a_duration() -> None:
+    diff = version_diff("A 30-day payment term applies.", "A 45-day payment term applies.")
+    assert _values(diff) == (["30 day"], ["45 day"])

@@ -68,7 +68,7 @@ def draft(
     if as_json:
         print_json(result)
     elif out is None:
-        click.echo(result.yaml, nl=False)
+        app.console.file.write(result.yaml)  # the redacting stdout, unwrapped
     else:
         app.console.print(Text(f"wrote draft ticket {out}"))
     if not as_json:

@@ -75,7 +75,7 @@ _SPELLED = re.compile(
 )
 _CJK_SPELLED = re.compile(rf"(?P<w>[一二两三四五六七八九十]{{1,3}})\s*(?P<u>{_UNIT_RX})")
 # What may follow a number as its unit: a duration word, else a noun counted ("3 shipments").
-_AFTER_UNIT = re.compile(rf"[ \u00a0]?(?P<u>{_UNIT_RX})(?![^\W\d_])", re.I)
+_AFTER_UNIT = re.compile(rf"[ \u00a0-]?(?P<u>{_UNIT_RX})(?![^\W\d_])", re.I)
 _AFTER_NOUN = re.compile(r"[ \u00a0](?P<n>[^\W\d_]{3,})")
 _NOT_NOUNS = frozenset(
     [
