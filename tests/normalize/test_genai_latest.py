@@ -68,6 +68,10 @@ def test_retrieval_records_ids_and_scores_but_no_content(run: str) -> None:
     assert all(d.content is None for d in retrieval.documents)
     [gap] = record.gaps
     assert (gap.kind, gap.span_id) == ("retrieval_content_not_recorded", retrieval.span_id)
+    # Said as what the convention records, not as a failure, with what would record the text.
+    assert "ids and scores only" in gap.detail
+    assert "Nothing is wrong" in gap.detail
+    assert "retrieval.documents.N.document.content" in gap.detail
 
 
 @pytest.mark.parametrize("run", list(ANSWERS))

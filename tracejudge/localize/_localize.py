@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from tracejudge.localize import _in_context, _indexed, _retrieved, _used_by_model
 from tracejudge.localize._context import CheckContext, material_label, stage_result, task_time, utc
+from tracejudge.localize._identify import identify
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.schema import (
     Localization,
@@ -129,6 +130,7 @@ def localize(
     if ticket.status == "draft":
         verified = ticket.model_copy(update={"status": "verified"})
         return _unverified(localize(task, verified, manifest, judge=judge, session_missing=session_missing))
+    task = identify(task, manifest or ())
     ctx = CheckContext(
         task=task,
         ticket=ticket,

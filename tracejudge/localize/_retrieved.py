@@ -15,7 +15,17 @@ from tracejudge.localize._context import (
     stage_result,
 )
 from tracejudge.localize._filter import evaluate_filter, filter_keys
-from tracejudge.schema import Cause, Evidence, ManifestEntry, Material, RetrievalCall, StageResult, Verdict
+from tracejudge.localize._identify import unidentified
+from tracejudge.schema import (
+    Cause,
+    Document,
+    Evidence,
+    ManifestEntry,
+    Material,
+    RetrievalCall,
+    StageResult,
+    Verdict,
+)
 
 _EXCERPT = 160
 
@@ -145,6 +155,21 @@ def _replay_acl(
     return allowed
 
 
+def _identity_wanted(call: RetrievalCall, doc: Document) -> str:
+    """What would identify a returned document: its ids in metadata, or the manifest's ids/content."""
+    what = f"the identity of the document at rank {doc.position} returned by retrieval span {call.span_id}"
+    if doc.content:
+        what += f" ({_short(doc.content, 60)!r})"
+    ways = ["its doc_id and version in the document's metadata"]
+    if doc.raw_id is not None:
+        ways.append(f"the manifest entry's ids listing the retriever's id {doc.raw_id!r}")
+    if doc.content:
+        ways.append("the manifest entry's content (the version's text, which identifies returned text)")
+    else:
+        ways.append("its text (content capture), to compare with the manifest entry's content")
+    return f"{what}: {'; or '.join(ways)}"
+
+
 def check(ctx: CheckContext, m: Material) -> StageResult:
     """Did a retrieval return ``m``? (:func:`_check`) In a conversation whose earlier turns are not
     all stored, "not returned" is never concluded: a turn not stored may have returned it."""
@@ -206,6 +231,11 @@ def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Ev
         if n > 1:
             detail += f" (one of {n} retrieval calls; none returned it)"
         return stage_result("retrieved", "fail", detail, cause=o.cause, evidence=[*ev, *other])
+    unknown = unidentified(ctx.task, ctx.manifest)
+    if unknown:
+        # An unidentified returned document may be the material: "not returned" (rank) is never
+        # concluded while one exists. An exclusion (above) stands: the material could not be returned.
+        return _unidentified(label, unknown, outcomes, [*ev, *other])
     if all(o.cause == "rank" for _, o in outcomes):
         detail = (
             f"{label} passed the filter and the ACL but was not among the documents returned"
@@ -216,6 +246,23 @@ def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Ev
     missing = [s for _, o in outcomes for s in o.missing]
     detail = f"{label} was not returned by any of the {n} retrieval calls, and the records do not show why"
     return stage_result("retrieved", "unconfirmed", detail, evidence=[*ev, *other], missing=missing)
+
+
+def _unidentified(
+    label: str,
+    unknown: list[tuple[RetrievalCall, Document]],
+    outcomes: list[tuple[RetrievalCall, _Outcome]],
+    evidence: list[Evidence],
+) -> StageResult:
+    notes = [doc_note(call, doc, "returned an unidentified document:") for call, doc in unknown]
+    # What would identify them comes first: until then the filter and principal cannot settle it.
+    missing = [_identity_wanted(call, doc) for call, doc in unknown]
+    missing += [s for _, o in outcomes for s in o.missing]
+    detail = (
+        f"{label} was not among the identified documents, but {len(unknown)} returned document"
+        f"{'s' if len(unknown) != 1 else ''} could not be identified and may be it"
+    )
+    return stage_result("retrieved", "unconfirmed", detail, evidence=[*notes, *evidence], missing=missing)
 
 
 def fault(_ctx: CheckContext, _m: Material, result: StageResult) -> Verdict:

@@ -16,7 +16,7 @@ from tracejudge.normalize import _langfuse as langfuse
 from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize._convention import ModelIO, NoRecords
-from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value, request_text
+from tracejudge.normalize._shapes import documents_from_value, messages_from_value, request_text, user_answer
 from tracejudge.normalize._values import REDACTED, maybe_json, text_of
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document
@@ -93,7 +93,7 @@ class FreeForm(NoRecords):
         value = root.get(*OUTPUT_KEYS)
         if value is None or value == REDACTED:
             return None
-        text = answer_text(value)
+        text = user_answer(value)
         return (text, root.span_id) if text else None
 
 

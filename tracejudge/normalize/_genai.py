@@ -18,11 +18,13 @@ from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
 from tracejudge.normalize._shapes import content_and_tools, documents_from_value, messages_from_value
-from tracejudge.normalize._values import as_str, maybe_json
+from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
 OPERATION = "gen_ai.operation.name"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_RESULT = "gen_ai.tool.call.result"
 
 _STEPS: dict[str, StepKind] = {
     "chat": "model",
@@ -51,11 +53,15 @@ _EVENT_ROLES = {
 
 def classify(view: SpanView) -> StepKind | None:
     operation = view.attrs.get(OPERATION)
+    step: StepKind | None = None
     if isinstance(operation, str):
-        return _STEPS.get(operation.lower(), "other")
-    if view.attrs.get("gen_ai.tool.name") is not None or view.attrs.get("gen_ai.tool.call.id") is not None:
-        return "tool"
-    return None
+        step = _STEPS.get(operation.lower(), "other")
+    elif view.attrs.get("gen_ai.tool.name") is not None or view.attrs.get("gen_ai.tool.call.id") is not None:
+        step = "tool"
+    if step == "tool" and str(view.attrs.get(TOOL_TYPE, "")).lower() == "datastore":
+        # A tool over a data store is a retrieval (DESIGN 5.4); its result holds the documents.
+        return "retrieval"
+    return step
 
 
 def _messages_attr(view: SpanView, key: str) -> tuple[list[Message] | None, str | None]:
@@ -129,10 +135,15 @@ def system_instructions(view: SpanView) -> tuple[str | None, bool]:
 
 
 def retrieval_documents(view: SpanView) -> list[Document] | None:
-    for key in ("gen_ai.retrieval.documents", "gen_ai.memory.records"):
+    """``gen_ai.retrieval.documents`` (``gen_ai.memory.records``); a retrieval tool's result."""
+    for key in ("gen_ai.retrieval.documents", "gen_ai.memory.records", TOOL_RESULT):
         value = view.attrs.get(key)
         if value is None:
             continue
+        if key == TOOL_RESULT and isinstance(maybe_json(value), str):
+            # A retrieval tool returning plain text returned one unidentified document.
+            text = None if value == REDACTED else value
+            return [Document(doc_id=None, content=text)] if value.strip() else []
         parsed = view.json(key, value)
         docs = documents_from_value(view, parsed) if parsed is not None else None
         if docs is None:

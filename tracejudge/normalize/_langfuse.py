@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracejudge.normalize._convention import NoRecords
-from tracejudge.normalize._shapes import answer_text, request_text
+from tracejudge.normalize._shapes import request_text, user_answer
 from tracejudge.normalize._values import REDACTED, as_int
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import StepKind
@@ -103,7 +103,7 @@ class Langfuse(NoRecords):
         for view in [root, *views]:
             value = view.attrs.get("langfuse.trace.output")
             if value is not None and value != REDACTED:
-                text = answer_text(value)
+                text = user_answer(value)
                 if text:
                     return text, view.span_id
         return None

@@ -27,6 +27,7 @@ from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._genai import system_instructions
+from tracejudge.normalize._join import join_levels
 from tracejudge.normalize._precedence import PRECEDENCE, Line
 from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value
 from tracejudge.normalize._values import REDACTED, as_int, as_str, as_str_list, maybe_json, nanos_to_datetime
@@ -78,7 +79,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     tree = _Tree(views)
     steps = _Steps(views, tree)
 
-    _trace_gaps(gaps, views, tree, steps)
+    _trace_gaps(gaps, views, steps)
     tools = _with_call_ids(steps.tools, steps.models)
     root = tree.root
     answer, answer_span = _final_answer(views, root, steps.models)
@@ -118,9 +119,9 @@ def incompleteness(task: TaskRecord) -> list[str]:
     return list(dict.fromkeys(g.detail for g in task.gaps if g.kind == "missing_parent"))
 
 
-def _trace_gaps(gaps: Gaps, views: list[SpanView], tree: _Tree, steps: _Steps) -> None:
+def _trace_gaps(gaps: Gaps, views: list[SpanView], steps: _Steps) -> None:
     if not steps.retrievals:
-        detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools, tree)
+        detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools)
         gaps.add("no_retrieval_span", None, detail)
     if not steps.models:
         detail = "no span of the trace is an LLM call"
@@ -302,18 +303,19 @@ def _retrieval_filter(view: SpanView) -> Filter | None:
 
 
 def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
-    docs: list[Document] | None = None
     query: str | None = None
     filt: Filter | None = None
     principal: str | None = None
     candidates: tuple[Candidate, ...] | None = None
     top_k: int | None = None
     source: str | None = None
+    levels: list[list[Document]] = []
     for view in members:
         if view.step == "embedding":
             continue
-        if docs is None:
-            docs = _documents(view)
+        found = _documents(view)
+        if found is not None:
+            levels.append(found)
         query = query or _query(view)
         filt = filt or _retrieval_filter(view)
         principal = principal or as_str(view.attrs.get(tj.PRINCIPAL))
@@ -329,14 +331,13 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
                 )
             )
         source = source or as_str(view.get("gen_ai.data_source.id", "db.collection.name"))
+    docs = join_levels(levels) if levels else None
     if docs is None:
         anchor.gap("retrieval_documents_not_recorded", "the retrieval call did not record what it returned")
     else:
         missing = sum(1 for d in docs if d.content is None)
         if missing:
-            anchor.gap(
-                "retrieval_content_not_recorded", f"{missing} of {len(docs)} documents have no content"
-            )
+            anchor.gap("retrieval_content_not_recorded", _content_gap(missing, docs, members))
     return RetrievalCall(
         span_id=anchor.span_id,
         span_ids=tuple(v.span_id for v in members),
@@ -352,6 +353,20 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
         data_source=source,
         start_time=anchor.start,
     )
+
+
+def _content_gap(missing: int, docs: list[Document], members: list[SpanView]) -> str:
+    detail = f"{missing} of {len(docs)} documents have no content"
+    if missing == len(docs) and any("gen_ai.retrieval.documents" in v.attrs for v in members):
+        # Not an error: the GenAI convention's document model is {id, score}.
+        detail = (
+            f"{detail}: gen_ai.retrieval.documents records ids and scores only, by design of the"
+            " OTel GenAI convention. Nothing is wrong; triage identifies the documents by id and checks"
+            " the model input for the clause. To record the text as well, set it where tracejudge reads"
+            " it: OpenInference retrieval.documents.N.document.content on the retriever span, or the"
+            " documents (with their text) as the retrieval tool's gen_ai.tool.call.result"
+        )
+    return detail
 
 
 def _reranking(view: SpanView, returned: dict[str, Document]) -> Reranking:
@@ -508,17 +523,20 @@ def _tool_call(view: SpanView) -> ToolCall:
         name = as_str(a.get("traceloop.entity.name"))
     arguments = _first_read(PRECEDENCE.tool_arguments, lambda c: c.tool_arguments(view))
     result = _first_read(PRECEDENCE.tool_result, lambda c: c.tool_result(view))
+    parsed = maybe_json(result)
+    docs = documents_from_value(view, parsed) if isinstance(parsed, list | dict) else None
     return ToolCall(
         span_id=view.span_id,
         name=name or view.raw.name,
         call_id=as_str(view.get("gen_ai.tool.call.id", "tool.id", "tool_call.id")),
         arguments=maybe_json(arguments),
-        result=maybe_json(result),
+        result=parsed,
+        documents=tuple(docs) if docs else None,
         start_time=view.start,
     )
 
 
-def _unmarked(tools: list[ToolCall], tree: _Tree) -> str:
+def _unmarked(tools: list[ToolCall]) -> str:
     """A hint naming tools whose result reads as documents with ids, when nothing is a retrieval.
 
     Such a tool is not read as a retrieval: a list of records with ids may be orders or tickets as
@@ -526,9 +544,7 @@ def _unmarked(tools: list[ToolCall], tree: _Tree) -> str:
     """
     names: dict[str, int] = {}
     for call in tools:
-        docs = (
-            documents_from_value(tree.by_id[call.span_id], call.result) if call.result is not None else None
-        )
+        docs = call.documents
         if docs and all(d.doc_id is not None for d in docs):
             names.setdefault(call.name, len(docs))
     if not names:

@@ -155,7 +155,7 @@ _INPUT_KEYS = (
 )
 
 
-def _first_text(value: Any, keys: tuple[str, ...], role: str, depth: int) -> str | None:
+def _first_text(value: Any, keys: tuple[str, ...], role: str, depth: int, strict: bool = False) -> str | None:
     if depth > 5:
         return None
     value = maybe_json(value)
@@ -170,24 +170,33 @@ def _first_text(value: Any, keys: tuple[str, ...], role: str, depth: int) -> str
     if isinstance(value, dict):
         for key in keys:
             if key in value:
-                found = _first_text(value[key], keys, role, depth + 1)
+                found = _first_text(value[key], keys, role, depth + 1, strict)
                 if found:
                     return found
         if set(value) <= {"args", "kwargs"}:
             args = value.get("args")
             if isinstance(args, list) and args:
-                return _first_text(args[0], keys, role, depth + 1)
+                return _first_text(args[0], keys, role, depth + 1, strict)
             kwargs = value.get("kwargs")
             if isinstance(kwargs, dict):
-                return _first_text(kwargs, keys, role, depth + 1)
+                return _first_text(kwargs, keys, role, depth + 1, strict)
     if isinstance(value, list) and len(value) == 1:
-        return _first_text(value[0], keys, role, depth + 1)
+        return _first_text(value[0], keys, role, depth + 1, strict)
+    if strict and isinstance(value, dict | list):
+        return None
     return text_of(value)
 
 
 def answer_text(value: Any) -> str | None:
     """The answer inside a recorded output (plain text, JSON string, messages or an output dict)."""
     return _first_text(value, _ANSWER_KEYS, "assistant", 0)
+
+
+def user_answer(value: Any) -> str | None:
+    """The answer a user got inside a trace-level output; None when the output is a structured object
+    with no answer in it (a framework's state: LangGraph's root output is the whole graph state,
+    retrieved documents and history included, and reading it as the answer judges the wrong text)."""
+    return _first_text(value, _ANSWER_KEYS, "assistant", 0, strict=True)
 
 
 def request_text(value: Any) -> str | None:

@@ -170,6 +170,9 @@ class ToolCall(_Frozen):
     """Arguments, parsed from JSON when possible."""
     result: Any = None
     """Result, parsed from JSON when possible."""
+    documents: tuple[Document, ...] | None = None
+    """The result read as documents, when it has that shape (a retrieval when they name manifest
+    documents, DESIGN 5.4); None when it has not."""
     start_time: datetime | None = None
     """When the call started."""
 

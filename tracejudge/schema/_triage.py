@@ -93,7 +93,9 @@ class ManifestEntry(_Frozen):
     acl: tuple[str, ...] | None = None
     """Principals allowed to retrieve it (None: unrestricted)."""
     content: str | None = None
-    """The document text, when the manifest carries it."""
+    """The document text, when the manifest carries it (identifies returned text that has no id)."""
+    ids: tuple[IdText, ...] = ()
+    """The retriever's own ids (chunk or node ids) of this version."""
 
 
 class Evidence(_Frozen):

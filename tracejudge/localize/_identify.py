@@ -1,0 +1,121 @@
+"""Which returned document is which, against the index manifest (DESIGN 5.3, 5.4).
+
+normalize reads what a trace recorded and knows no manifest; here the manifest names documents:
+
+- an id a retriever gave (a chunk or node id) is the version whose manifest ``ids`` list it;
+- a returned text with no id is the version whose manifest ``content`` contains it, when exactly
+  one does (when several versions of one document do, the document is known and its version not);
+- a tool whose result names manifest documents (``doc_id`` and ``version``, or an id in ``ids``)
+  is a retrieval call, its documents read from the result.
+
+Pure: a task record and a manifest in, the task record with what they identify out. A document
+nothing identifies keeps ``doc_id`` None (or its retriever id) and is reported as unidentified by
+the ``retrieved`` stage (:func:`unidentified`), which then never concludes "not returned".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tracejudge.schema import Document, ManifestEntry, RetrievalCall, TaskRecord
+
+# Texts shorter than this ("Net 30.") are contained in too many documents to identify one.
+_MIN_TEXT = 20
+_DOC_KEYS = ("doc_id", "document_id", "source")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@dataclass
+class _Index:
+    by_id: dict[str, list[ManifestEntry]] = field(default_factory=dict)
+    doc_ids: set[str] = field(default_factory=set)
+    texts: list[tuple[ManifestEntry, str]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, manifest: Sequence[ManifestEntry]) -> _Index:
+        index = cls()
+        for entry in manifest:
+            index.doc_ids.add(entry.doc_id)
+            for ident in entry.ids:
+                index.by_id.setdefault(ident, []).append(entry)
+            if entry.content:
+                index.texts.append((entry, _norm(entry.content)))
+        return index
+
+    def names(self, doc: Document) -> bool:
+        """Whether the document's own identity is a manifest document (``doc_id``, ``doc@version``)."""
+        for ident in (doc.doc_id, doc.raw_id):
+            if ident is not None and (ident in self.doc_ids or ident.rsplit("@", 1)[0] in self.doc_ids):
+                return True
+        return False
+
+
+def _one(entries: Sequence[ManifestEntry]) -> tuple[str, str | None] | None:
+    """The document (and version, when only one) a set of manifest entries names; None when several."""
+    doc_ids = {e.doc_id for e in entries}
+    if len(doc_ids) != 1:
+        return None
+    versions = {e.version for e in entries}
+    return next(iter(doc_ids)), (next(iter(versions)) if len(versions) == 1 else None)
+
+
+def _identify(doc: Document, index: _Index) -> Document:
+    if index.names(doc) or any(doc.metadata.get(k) is not None for k in _DOC_KEYS):
+        return doc
+    found: tuple[str, str | None] | None = None
+    for ident in (doc.raw_id, doc.doc_id):
+        if ident is not None and ident in index.by_id:
+            found = _one(index.by_id[ident])
+            break
+    if found is None and doc.doc_id is None and doc.content and len(_norm(doc.content)) >= _MIN_TEXT:
+        text = _norm(doc.content)
+        found = _one([entry for entry, content in index.texts if text in content])
+    if found is None:
+        return doc
+    doc_id, version = found
+    return doc.model_copy(update={"doc_id": doc_id, "version": doc.version or version})
+
+
+def identify(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> TaskRecord:
+    """``task`` with its returned documents identified against ``manifest``, and tool calls whose
+    results name manifest documents read as retrieval calls."""
+    if not manifest:
+        return task
+    index = _Index.of(manifest)
+    retrievals = [
+        call.model_copy(update={"documents": tuple(_identify(d, index) for d in call.documents)})
+        for call in task.retrievals
+    ]
+    seen = {span for call in task.retrievals for span in call.span_ids}
+    for tool in task.tool_calls:
+        if tool.span_id in seen or not tool.documents:
+            continue
+        docs = tuple(_identify(d, index) for d in tool.documents)
+        if any(index.names(d) for d in docs):
+            retrievals.append(
+                RetrievalCall(
+                    span_id=tool.span_id,
+                    span_ids=(tool.span_id,),
+                    name=tool.name,
+                    documents=docs,
+                    documents_recorded=True,
+                    start_time=tool.start_time,
+                )
+            )
+    return task.model_copy(update={"retrievals": tuple(retrievals)})
+
+
+def unidentified(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> list[tuple[RetrievalCall, Document]]:
+    """Returned documents whose identity is not known: no id at all, or (with a manifest) only the
+    retriever's own id, which names no manifest document (it may be a chunk of any)."""
+    index = _Index.of(manifest)
+    out = []
+    for call in task.retrievals:
+        for doc in call.documents:
+            if doc.doc_id is None or (manifest and doc.doc_id == doc.raw_id and not index.names(doc)):
+                out.append((call, doc))
+    return out
