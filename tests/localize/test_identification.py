@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
-from tracejudge.schema import Localization, ManifestEntry, TaskRecord
+from tracejudge.schema import Localization, ManifestEntry, RawSpan, TaskRecord
 from tracejudge_collectors.otel import decode_protobuf
 
 OTHER_TEXT = "Supply agreement C-12 with Baosteel. Invoices are payable within thirty days of delivery."
@@ -36,6 +36,12 @@ def _documents(prefix: str, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def dspy_trace(
     mk: ModuleType, outer: Sequence[dict[str, Any]], inner: Sequence[dict[str, Any]] | None
 ) -> TaskRecord:
+    return normalize(dspy_spans(mk, outer, inner))
+
+
+def dspy_spans(
+    mk: ModuleType, outer: Sequence[dict[str, Any]], inner: Sequence[dict[str, Any]] | None
+) -> list[RawSpan]:
     """A DSPy RAG run: ``RAG.forward`` > ``Retrieve.forward`` (> ``ColBERTv2.__call__``), ``LM.__call__``.
 
     The filter and principal are attached as a user does with ``using_metadata`` (OpenInference's
@@ -92,8 +98,7 @@ def dspy_trace(
         ):
             pass
     provider.shutdown()
-    raw = decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
-    return normalize(list(raw))
+    return list(decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans)
 
 
 def manifest(mk: ModuleType, **v2: Any) -> list[ManifestEntry]:

@@ -124,6 +124,9 @@ def _partial(ctx: CheckContext, scan: _Scan, index: int, call: ModelCall, clause
     if call.input_redacted:
         scan.missing.append(f"model input of span {call.span_id} (redacted)")
         scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
+    elif call.input_partial:
+        scan.missing.append(f"model input of span {call.span_id} (a message was recorded without its content)")
+        scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly recorded; {note}"))
     else:
         scan.absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
 
@@ -169,6 +172,9 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
                 f"{source} of {label} is not in any recorded model input, and not every input was recorded"
             )
         return stage_result("in_context", "unconfirmed", detail, evidence=scan.absent, missing=scan.missing)
+    answering = _answering_call_recorded(ctx)
+    if answering is not None:
+        return stage_result("in_context", "unconfirmed", answering, evidence=scan.absent, missing=[answering])
     return _absent(ctx, m, scan, source, label)
 
 
@@ -205,6 +211,32 @@ def _absent(ctx: CheckContext, m: Material, scan: _Scan, source: str, label: str
 
 
 _SPLIT_CHUNKS = 16
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _answering_call_recorded(ctx: CheckContext) -> str | None:
+    """None when the model call that wrote the answer is among the recorded ones; else what is missing.
+
+    "Not in the model input" is concluded only about the input of the call that answered: when the
+    last recorded call asked for a tool (no text out) or no recorded output is the answer, the call
+    that read the tool's result and answered was not recorded, and its input may hold the clause.
+    """
+    task = ctx.task
+    calls = task.model_calls
+    if task.final_answer_span_id is not None and any(c.span_id == task.final_answer_span_id for c in calls):
+        return None
+    last = calls[-1]
+    wanted = "the model call that wrote the answer (the LLM span after the last tool call)"
+    if last.output_text is None and any(m.tool_calls for m in last.output_messages):
+        return f"{wanted}: the last recorded model call asked for a tool and no recorded call answered"
+    answer = _flat(task.final_answer or "")
+    outputs = [_flat(c.output_text) for c in calls if c.output_text]
+    if answer and outputs and not any(o and (o in answer or answer in o) for o in outputs):
+        return f"{wanted}: the answer is not the output of any recorded model call"
+    return None
 
 
 def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence] | None:

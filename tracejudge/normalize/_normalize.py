@@ -476,10 +476,18 @@ def _model_call(view: SpanView) -> ModelCall:
     pieces.extend(given.texts)
     input_text = "\n".join(pieces)
     redacted = system_redacted or given.redacted or any(m.redacted for m in inputs)
+    # A message with a role but neither text nor tool calls lost its content on the way.
+    empty = [i for i, m in enumerate(inputs) if m.content is None and not m.tool_calls and not m.redacted]
     if redacted:
         view.gap("model_input_redacted", "the model input was recorded redacted")
     elif not input_text:
         view.gap("model_input_not_recorded", "the LLM span carries no input content")
+    elif empty:
+        view.gap("model_input_not_recorded", f"input messages {empty} were recorded without their content")
+    elif system and not inputs and not given.texts:
+        # A chat call always sends messages: only the system instructions reached the trace.
+        empty = [0]
+        view.gap("model_input_not_recorded", "only the system instructions were recorded, no input message")
 
     output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
     output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
@@ -497,6 +505,7 @@ def _model_call(view: SpanView) -> ModelCall:
         output_messages=tuple(outputs),
         input_recorded=bool(input_text),
         input_redacted=redacted,
+        input_partial=bool(empty) and bool(input_text),
         output_recorded=output_recorded,
         input_text=input_text,
         output_text=output_text,

@@ -80,9 +80,13 @@ def node_refs(value: Any) -> list[tuple[str, float | None]] | None:
 
 def documents(view: SpanView, prefix: str) -> list[Document] | None:
     """``<prefix>.N.document.*`` as Documents; None when the span recorded none."""
-    items = ordered(view.indexed(prefix))
-    if not items:
+    group = view.indexed(prefix)
+    if not group:
         return None
+    # A hole in the indices is a document whose every attribute was lost: it was returned, and
+    # nothing identifies it (an empty record, not a shorter list).
+    size = max(max(group) + 1, len(group)) if all(i >= 0 for i in group) else len(group)
+    items = [group.get(i, {}) for i in range(size)] if size <= 4 * len(group) + 16 else ordered(group)
     return [
         make_document(
             view,

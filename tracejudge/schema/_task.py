@@ -143,6 +143,8 @@ class ModelCall(_Frozen):
     """True when any input content was recorded."""
     input_redacted: bool = False
     """True when the input was recorded but (partly) redacted."""
+    input_partial: bool = False
+    """True when a message of the input was recorded without its content (its text may be missing)."""
     output_recorded: bool = False
     """True when any output content was recorded."""
     input_text: str = ""
