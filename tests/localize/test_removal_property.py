@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,10 @@ from tracejudge._demo import load_example
 from tracejudge.localize import load_manifest, load_ticket, localize
 from tracejudge.normalize import normalize
 from tracejudge.schema import ManifestEntry, RawSpan, Ticket
+from tracejudge.store import open_store
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
 from tracejudge_collectors.otel import decode_protobuf, read_otlp_file
+from tracejudge_collectors.otel._logs import decode_logs_protobuf
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "procurement"
 EXAMPLES = int(os.environ.get("TRACEJUDGE_REMOVAL_EXAMPLES", "300"))
@@ -97,12 +100,33 @@ class Removal:
         return spans
 
 
+def _recorded() -> list[Path]:
+    """The recorded traces (a ``X.logs.pb`` holds the log records of the trace ``X.pb``)."""
+    return sorted(
+        p for p in mk.RECORDED.iterdir() if p.suffix in (".pb", ".json") and not p.name.endswith(".logs.pb")
+    )
+
+
+def _spans(path: Path) -> tuple[RawSpan, ...]:
+    """A recorded trace's spans, its log records merged in by a real store (as the receiver does)."""
+    spans = list(read_otlp_file(path))
+    logs = path.with_name(path.name.removesuffix(".pb") + ".logs.pb")
+    if not logs.exists():
+        return tuple(spans)
+    with tempfile.TemporaryDirectory() as folder:
+        store = open_store(f"sqlite:///{Path(folder) / 'store.db'}")
+        try:
+            store.put_spans(spans)
+            store.put_log_events(decode_logs_protobuf(logs.read_bytes()).events)
+            return tuple(store.get_spans(spans[0].trace_id))
+        finally:
+            store.close()
+
+
 def _fixture_cases() -> Iterator[Case]:
     manifests = {"": None, "@CN": mk.recorded_manifest("CN"), "@EU": mk.recorded_manifest("EU")}
-    for path in sorted(mk.RECORDED.iterdir()):
-        if path.suffix not in (".pb", ".json"):
-            continue
-        spans = tuple(read_otlp_file(path))
+    for path in _recorded():
+        spans = _spans(path)
         for suffix, entries in manifests.items():
             yield Case(path.name + suffix, spans, mk.ticket(), None if entries is None else tuple(entries))
 
@@ -173,7 +197,7 @@ def violation(index: int, removal: Removal) -> str | None:
 
 def test_the_corpus_covers_every_recorded_trace_and_the_example() -> None:
     names = {case.name for case in corpus()}
-    recorded = {p.name for p in mk.RECORDED.iterdir() if p.suffix in (".pb", ".json")}
+    recorded = {p.name for p in _recorded()}
     assert recorded <= names
     assert sum(name.startswith("procurement/") for name in names) == len(
         list((EXAMPLE / "tickets").iterdir())

@@ -109,6 +109,13 @@ def identify(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> TaskRecord:
     return task.model_copy(update={"retrievals": tuple(retrievals)})
 
 
+def _retriever_id_only(doc: Document) -> bool:
+    """Whether all the document says of itself is the retriever's own id: no document id apart from
+    it, no version (a chunk or node id; ``doc@version`` and a recorded version name a document)."""
+    ident = doc.doc_id or ""
+    return ident == doc.raw_id and doc.version is None and "@" not in ident
+
+
 def unidentified(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> list[tuple[RetrievalCall, Document]]:
     """Returned documents whose identity is not known: no id at all, or (with a manifest) only the
     retriever's own id, which names no manifest document (it may be a chunk of any)."""
@@ -116,6 +123,6 @@ def unidentified(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> list[tu
     out = []
     for call in task.retrievals:
         for doc in call.documents:
-            if doc.doc_id is None or (manifest and doc.doc_id == doc.raw_id and not index.names(doc)):
+            if doc.doc_id is None or (manifest and _retriever_id_only(doc) and not index.names(doc)):
                 out.append((call, doc))
     return out

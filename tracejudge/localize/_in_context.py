@@ -125,7 +125,8 @@ def _partial(ctx: CheckContext, scan: _Scan, index: int, call: ModelCall, clause
         scan.missing.append(f"model input of span {call.span_id} (redacted)")
         scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
     elif call.input_partial:
-        scan.missing.append(f"model input of span {call.span_id} (a message was recorded without its content)")
+        missing = f"model input of span {call.span_id} (a message was recorded without its content)"
+        scan.missing.append(missing)
         scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly recorded; {note}"))
     else:
         scan.absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))

@@ -36,6 +36,7 @@ from tracejudge.schema import (
     Candidate,
     ContextAssembly,
     Document,
+    Message,
     ModelCall,
     RawSpan,
     Reranking,
@@ -189,7 +190,11 @@ class _Steps:
                 elif view.step == "model" and view.span_id not in wrappers:
                     self.models.append(_model_call(view))
                 elif view.step == "tool":
-                    self.tools.append(_tool_call(view))
+                    call = _tool_call(view)
+                    self.tools.append(call)
+                    if call.documents and tj.has_retrieval_attributes(view):
+                        # tracejudge.retrieval.* on a tool returning documents marks it a retrieval.
+                        self.retrievals.append(_retrieval(view, [view]))
             except Exception as exc:  # bad data must never abort a trace; the gap says which span
                 _internal(view, exc)
         returned = {d.raw_id: d for call in self.retrievals for d in call.documents if d.raw_id is not None}
@@ -476,14 +481,19 @@ def _model_call(view: SpanView) -> ModelCall:
     pieces.extend(given.texts)
     input_text = "\n".join(pieces)
     redacted = system_redacted or given.redacted or any(m.redacted for m in inputs)
-    # A message with a role but neither text nor tool calls lost its content on the way.
+    # A message with a role but neither text nor tool calls lost its content on the way; a tool call
+    # the model asked for with no tool message after it lost its result (a chat API rejects that).
     empty = [i for i, m in enumerate(inputs) if m.content is None and not m.tool_calls and not m.redacted]
+    empty += [i for i, m in enumerate(inputs) if m.tool_calls and not _answered(inputs[i + 1 :])]
     if redacted:
         view.gap("model_input_redacted", "the model input was recorded redacted")
     elif not input_text:
         view.gap("model_input_not_recorded", "the LLM span carries no input content")
     elif empty:
-        view.gap("model_input_not_recorded", f"input messages {empty} were recorded without their content")
+        view.gap(
+            "model_input_not_recorded",
+            f"input messages {empty} were recorded without their content or tool result",
+        )
     elif system and not inputs and not given.texts:
         # A chat call always sends messages: only the system instructions reached the trace.
         empty = [0]
@@ -513,6 +523,11 @@ def _model_call(view: SpanView) -> ModelCall:
         prompt=langfuse.prompt(view),
         start_time=view.start,
     )
+
+
+def _answered(later: Sequence[Message]) -> bool:
+    """Whether a tool result message (``tool``, ``function``, smolagents' ``tool-response``) follows."""
+    return any(m.role.startswith("tool") or m.role == "function" for m in later)
 
 
 def _usage(view: SpanView) -> dict[str, int]:
