@@ -27,6 +27,7 @@ from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._genai import system_instructions
+from tracejudge.normalize._hints import with_switches
 from tracejudge.normalize._join import join_levels
 from tracejudge.normalize._precedence import PRECEDENCE, Line
 from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value
@@ -109,7 +110,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         model_calls=tuple(steps.models),
         tool_calls=tuple(tools),
         spans=tuple(_node(v, tree.parent[v.span_id]) for v in views),
-        gaps=gaps.items(),
+        gaps=with_switches(gaps.items(), [v.raw for v in views]),
         metadata=_metadata(views, root),
     )
 
@@ -526,8 +527,9 @@ def _model_call(view: SpanView) -> ModelCall:
 
 
 def _answered(later: Sequence[Message]) -> bool:
-    """Whether a tool result message (``tool``, ``function``, smolagents' ``tool-response``) follows."""
-    return any(m.role.startswith("tool") or m.role == "function" for m in later)
+    """Whether a message that can carry the tool's result follows (``tool``, ``function``, or a user
+    message: pydantic-ai and smolagents return tool results in one)."""
+    return any(m.role != "assistant" for m in later)
 
 
 def _usage(view: SpanView) -> dict[str, int]:

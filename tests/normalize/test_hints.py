@@ -1,0 +1,95 @@
+"""Every gap names the switch that records what it says is missing, for the instrumentation that
+produced the trace, and every switch a hint names exists: an attribute tracejudge reads, a name in
+the installed instrumentation's source, or one a re-record script sets to record its fixtures."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.normalize.test_conventions import root, span
+from tracejudge.normalize import normalize
+from tracejudge.normalize._hints import SWITCHES, Switch
+from tracejudge.schema import TaskRecord
+from tracejudge_collectors.otel import read_otlp_file
+
+REPO = Path(__file__).resolve().parents[2]
+TRACES = REPO / "tests" / "fixtures" / "traces"
+ALL = sorted({id(s): s for table in SWITCHES.values() for s in table.values()}.values(), key=lambda s: s.text)
+
+
+@cache
+def _package_text(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None, f"{module} is not installed (a dev dependency)"
+    folders = list(spec.submodule_search_locations or [])
+    return "\n".join(p.read_text(errors="replace") for folder in folders for p in Path(folder).rglob("*.py"))
+
+
+def _source_text(switch: Switch) -> str:
+    kind, _, where = switch.source.partition(":")
+    if kind == "tracejudge":
+        return "\n".join(
+            p.read_text() for p in (REPO / "tracejudge" / "normalize").glob("*.py") if p.name != "_hints.py"
+        )
+    if kind == "package":
+        return _package_text(where)
+    assert kind == "recorded", switch.source
+    return (TRACES / where).read_text()
+
+
+@pytest.mark.parametrize("switch", ALL, ids=lambda s: s.names[0])
+def test_every_switch_a_hint_names_exists(switch: Switch) -> None:
+    text = _source_text(switch)
+    for name in switch.names:
+        assert name in text, f"{name} not found in {switch.source}"
+        assert name in switch.text
+
+
+def gaps(record: TaskRecord, kind: str) -> list[str]:
+    return [g.detail for g in record.gaps if g.kind == kind]
+
+
+def test_openinference_hidden_inputs_name_the_hide_variables() -> None:
+    record = normalize(list(read_otlp_file(TRACES / "openai_hidden_inputs.pb")))
+    (detail,) = gaps(record, "model_input_redacted")
+    assert "OPENINFERENCE_HIDE_INPUTS" in detail
+
+
+CHAT: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1-mini"}
+
+
+@pytest.mark.parametrize(
+    ("scope", "switch"),
+    [
+        ("opentelemetry.util.genai.handler", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only"),
+        ("pydantic-ai", "include_content=True"),
+        ("litellm", "USE_OTEL_LITELLM_REQUEST_SPAN=true"),
+        ("semantic_kernel.connectors.ai.chat_completion_client_base", "DIAGNOSTICS_SENSITIVE=true"),
+        ("opentelemetry.instrumentation.openai.v1", "TRACELOOP_TRACE_CONTENT=true"),
+        ("openinference.instrumentation.dspy", "OPENINFERENCE_HIDE_INPUTS"),
+    ],
+)
+def test_a_model_call_without_content_names_its_instrumentations_switch(scope: str, switch: str) -> None:
+    record = normalize([root(), span("b1", CHAT, scope_name=scope)])
+    (detail,) = gaps(record, "model_input_not_recorded")
+    assert switch in detail
+    (detail,) = gaps(record, "model_output_not_recorded")
+    assert switch in detail
+
+
+def test_litellm_without_its_request_span_names_the_switch() -> None:
+    record = normalize([root({"openinference.span.kind": "CHAIN"}), span("b1", {}, scope_name="litellm")])
+    (detail,) = gaps(record, "no_model_span")
+    assert "USE_OTEL_LITELLM_REQUEST_SPAN=true" in detail
+
+
+def test_no_retrieval_names_how_to_mark_one() -> None:
+    record = normalize([root(), span("b1", CHAT, scope_name="pydantic-ai")])
+    (detail,) = gaps(record, "no_retrieval_span")
+    assert "gen_ai.tool.type = datastore" in detail
+    assert "tracejudge.step = retrieval" in detail

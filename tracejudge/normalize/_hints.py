@@ -1,0 +1,173 @@
+"""Hints that work: every gap names the switch that records the missing thing, for the framework or
+instrumentation that produced the trace.
+
+A span's producer is read from its instrumentation scope (``openinference.instrumentation.*``,
+``opentelemetry.util.genai.handler``, ``litellm``, ``pydantic-ai`` …). Every switch named here is
+checked by tests/normalize/test_hints.py: an attribute tracejudge reads, or a name that exists in the
+instrumentation's installed source, or one a re-record script of tests/fixtures/traces sets to
+record its fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tracejudge.schema import Gap, RawSpan
+
+Producer = Literal[
+    "openinference",
+    "openai-v2",
+    "openllmetry",
+    "litellm",
+    "pydantic-ai",
+    "semantic-kernel",
+    "langfuse",
+]
+
+
+@dataclass(frozen=True)
+class Switch:
+    """What to turn on (or off) so the trace records what a gap says is missing."""
+
+    text: str
+    """The instruction, as the gap's detail ends with it."""
+    names: tuple[str, ...]
+    """The switches it names (environment variables, settings, attributes), each checked to exist."""
+    source: str
+    """Where the names are checked: ``tracejudge`` (attributes it reads), ``package:<module>`` (the
+    installed instrumentation's source), ``recorded:<script>`` (a re-record script that sets it)."""
+
+
+_OI_CONTENT = Switch(
+    "OpenInference hides content when OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS /"
+    " OPENINFERENCE_HIDE_INPUT_MESSAGES / OPENINFERENCE_HIDE_OUTPUT_MESSAGES are set (or"
+    " TraceConfig(hide_inputs=True, ...) is passed to the instrumentor): unset them",
+    (
+        "OPENINFERENCE_HIDE_INPUTS",
+        "OPENINFERENCE_HIDE_OUTPUTS",
+        "OPENINFERENCE_HIDE_INPUT_MESSAGES",
+        "OPENINFERENCE_HIDE_OUTPUT_MESSAGES",
+        "hide_inputs",
+    ),
+    "package:openinference.instrumentation",
+)
+_GENAI_CONTENT = Switch(
+    "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (opentelemetry-util-genai >= 1.0,"
+    " with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; event_only sends the messages as"
+    " log records: collect the logs too)",
+    ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only", "gen_ai_latest_experimental"),
+    "package:opentelemetry",
+)
+_OLL_CONTENT = Switch(
+    "set TRACELOOP_TRACE_CONTENT=true (OpenLLMetry records no prompts, completions or entity"
+    " inputs/outputs without it)",
+    ("TRACELOOP_TRACE_CONTENT",),
+    "recorded:record_openllmetry.py",
+)
+_LITELLM_SPAN = Switch(
+    "set USE_OTEL_LITELLM_REQUEST_SPAN=true: LiteLLM's otel callback then records a litellm_request"
+    " span with the messages (without it only raw_gen_ai_request is exported, often lost)",
+    ("USE_OTEL_LITELLM_REQUEST_SPAN",),
+    "recorded:record_litellm.py",
+)
+_PYDANTIC_CONTENT = Switch(
+    "pass InstrumentationSettings(include_content=True) (pydantic-ai's default; False drops messages"
+    " and tool arguments and results)",
+    ("InstrumentationSettings", "include_content"),
+    "recorded:record_pydantic_ai.py",
+)
+_SK_CONTENT = Switch(
+    "set SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true and collect Semantic"
+    " Kernel's log records (it sends the messages as logs)",
+    ("SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE",),
+    "recorded:record_semantic_kernel.py",
+)
+_LANGFUSE_CONTENT = Switch(
+    "the Langfuse SDK records input and output unless @observe(capture_input=False,"
+    " capture_output=False) or a mask removes them",
+    ("capture_input", "capture_output"),
+    "package:langfuse",
+)
+_MARK_RETRIEVAL = Switch(
+    "mark the retrieval: gen_ai.tool.type = datastore on its tool span, tracejudge.step = retrieval,"
+    " an OpenInference RETRIEVER span, or give a manifest whose entries name the documents it returns",
+    ("gen_ai.tool.type", "datastore", "tracejudge.step"),
+    "tracejudge",
+)
+
+_CONTENT: dict[Producer | None, Switch] = {
+    "openinference": _OI_CONTENT,
+    "openai-v2": _GENAI_CONTENT,
+    "openllmetry": _OLL_CONTENT,
+    "litellm": _LITELLM_SPAN,
+    "pydantic-ai": _PYDANTIC_CONTENT,
+    "semantic-kernel": _SK_CONTENT,
+    "langfuse": _LANGFUSE_CONTENT,
+}
+# gap kind -> producer (None: whatever produced the trace) -> switch
+SWITCHES: dict[str, dict[Producer | None, Switch]] = {
+    "model_input_not_recorded": dict(_CONTENT),
+    "model_output_not_recorded": dict(_CONTENT),
+    "model_input_redacted": {"openinference": _OI_CONTENT, "langfuse": _LANGFUSE_CONTENT},
+    "model_output_redacted": {"openinference": _OI_CONTENT, "langfuse": _LANGFUSE_CONTENT},
+    "retrieval_documents_not_recorded": {"openinference": _OI_CONTENT, "openllmetry": _OLL_CONTENT},
+    "no_final_answer": dict(_CONTENT),
+    "no_model_span": {"litellm": _LITELLM_SPAN},
+    "no_retrieval_span": {None: _MARK_RETRIEVAL},
+}
+
+
+def producer(span: RawSpan) -> Producer | None:
+    """The instrumentation that wrote a span, as far as its switches go."""
+    scope = span.scope_name.lower()
+    if scope.startswith("openinference.instrumentation"):
+        return "openinference"
+    if scope.startswith(("opentelemetry.util.genai", "opentelemetry.instrumentation.openai_v2")):
+        return "openai-v2"
+    if scope == "litellm" or span.name in ("litellm_request", "raw_gen_ai_request"):
+        return "litellm"
+    if scope in ("pydantic-ai", "pydantic_ai"):
+        return "pydantic-ai"
+    if scope.startswith("semantic_kernel"):
+        return "semantic-kernel"
+    if scope.startswith("langfuse") or "langfuse.observation.type" in span.attributes:
+        return "langfuse"
+    if scope.startswith(("traceloop", "opentelemetry.instrumentation.")) or any(
+        key.startswith("traceloop.") for key in span.attributes
+    ):
+        return "openllmetry"
+    return None
+
+
+def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:
+    table = SWITCHES.get(kind)
+    if not table:
+        return None
+    for found in producers:
+        if found in table:
+            return table[found]
+    return table.get(None)
+
+
+def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, ...]:
+    """The gaps, each ending with the switch that would record what it says is missing."""
+    by_id = {span.span_id: producer(span) for span in spans}
+    # Trace-level gaps: the trace's producers, most spans first.
+    counts: dict[Producer, int] = {}
+    for found in by_id.values():
+        if found is not None:
+            counts[found] = counts.get(found, 0) + 1
+    ranked: list[Producer] = sorted(counts, key=lambda p: -counts[p])
+    everyone: list[Producer | None] = []
+    everyone.extend(ranked)
+    out = []
+    for gap in gaps:
+        own = by_id.get(gap.span_id) if gap.span_id is not None else None
+        switch = _switch(gap.kind, [own] if own is not None else everyone)
+        if switch is not None and not all(name in gap.detail for name in switch.names):
+            detail = f"{gap.detail}; to record it: {switch.text}" if gap.detail else switch.text
+            gap = gap.model_copy(update={"detail": detail})
+        out.append(gap)
+    return tuple(out)
