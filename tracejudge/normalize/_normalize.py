@@ -476,29 +476,7 @@ def _model_call(view: SpanView) -> ModelCall:
     given = _model_io(PRECEDENCE.input_messages, lambda c: c.input_messages(view))
     got = _model_io(PRECEDENCE.output_messages, lambda c: c.output_messages(view))
     inputs, outputs = given.messages or (), got.messages or ()
-
-    pieces = [system] if system else []
-    pieces.extend(m.content for m in inputs if m.content)
-    pieces.extend(given.texts)
-    input_text = "\n".join(pieces)
-    redacted = system_redacted or given.redacted or any(m.redacted for m in inputs)
-    # A message with a role but neither text nor tool calls lost its content on the way; a tool call
-    # the model asked for with no tool message after it lost its result (a chat API rejects that).
-    empty = [i for i, m in enumerate(inputs) if m.content is None and not m.tool_calls and not m.redacted]
-    empty += [i for i, m in enumerate(inputs) if m.tool_calls and not _answered(inputs[i + 1 :])]
-    if redacted:
-        view.gap("model_input_redacted", "the model input was recorded redacted")
-    elif not input_text:
-        view.gap("model_input_not_recorded", "the LLM span carries no input content")
-    elif empty:
-        view.gap(
-            "model_input_not_recorded",
-            f"input messages {empty} were recorded without their content or tool result",
-        )
-    elif system and not inputs and not given.texts:
-        # A chat call always sends messages: only the system instructions reached the trace.
-        empty = [0]
-        view.gap("model_input_not_recorded", "only the system instructions were recorded, no input message")
+    input_text, redacted, partial = _input_record(view, system, system_redacted, given)
 
     output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
     output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
@@ -516,7 +494,7 @@ def _model_call(view: SpanView) -> ModelCall:
         output_messages=tuple(outputs),
         input_recorded=bool(input_text),
         input_redacted=redacted,
-        input_partial=bool(empty) and bool(input_text),
+        input_partial=partial,
         output_recorded=output_recorded,
         input_text=input_text,
         output_text=output_text,
@@ -524,6 +502,35 @@ def _model_call(view: SpanView) -> ModelCall:
         prompt=langfuse.prompt(view),
         start_time=view.start,
     )
+
+
+def _input_record(
+    view: SpanView, system: str | None, system_redacted: bool, given: ModelIO
+) -> tuple[str, bool, bool]:
+    """The model input as text, whether it was redacted, and whether part of it was lost (a gap
+    says which)."""
+    inputs = given.messages or ()
+    pieces = [system] if system else []
+    pieces.extend(m.content for m in inputs if m.content)
+    pieces.extend(given.texts)
+    input_text = "\n".join(pieces)
+    redacted = system_redacted or given.redacted or any(m.redacted for m in inputs)
+    # A message with a role but neither text nor tool calls lost its content on the way; a tool call
+    # the model asked for with no tool message after it lost its result (a chat API rejects that).
+    empty = [i for i, m in enumerate(inputs) if m.content is None and not m.tool_calls and not m.redacted]
+    empty += [i for i, m in enumerate(inputs) if m.tool_calls and not _answered(inputs[i + 1 :])]
+    if redacted:
+        view.gap("model_input_redacted", "the model input was recorded redacted")
+    elif not input_text:
+        view.gap("model_input_not_recorded", "the LLM span carries no input content")
+    elif empty:
+        detail = f"input messages {empty} were recorded without their content or tool result"
+        view.gap("model_input_not_recorded", detail)
+    elif system and not inputs and not given.texts:
+        # A chat call always sends messages: only the system instructions reached the trace.
+        empty = [0]
+        view.gap("model_input_not_recorded", "only the system instructions were recorded, no input message")
+    return input_text, redacted, bool(empty) and bool(input_text)
 
 
 def _answered(later: Sequence[Message]) -> bool:
