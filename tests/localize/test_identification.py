@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tracejudge.localize import localize
+from tracejudge.localize._identify import identify
 from tracejudge.normalize import normalize
 from tracejudge.schema import Localization, ManifestEntry, RawSpan, TaskRecord
 from tracejudge_collectors.otel import decode_protobuf
@@ -198,3 +199,34 @@ def test_text_held_by_two_versions_names_the_document_not_the_version(mk: Module
     loc = triage(mk, record, entries)
     assert loc.verdict == "unconfirmed"
     assert "version was not recorded" in loc.stages[1].detail
+
+
+@pytest.mark.parametrize(
+    ("records", "is_retrieval"),
+    [
+        ([{"doc_id": "C-17/attachment", "version": "v2", "text": "…"}], True),
+        ([{"id": "C-17/attachment@v2"}], True),
+        ([{"id": "chunk-88", "text": "…"}], True),  # an id the manifest entry's ids list
+        ([{"doc_id": "C-17/attachment", "status": "open"}], False),  # no version: could be an order
+        ([{"id": "ORD-7", "total": 40000}], False),
+    ],
+)
+def test_a_tool_is_a_retrieval_when_its_result_names_manifest_document_versions(
+    mk: ModuleType, records: list[dict[str, Any]], is_retrieval: bool
+) -> None:
+    from tests.normalize.test_conventions import root, span
+
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "lookup",
+        "gen_ai.tool.call.result": json.dumps(records),
+    }
+    record = normalize([root(), span("b1", tool)])
+    assert record.retrievals == ()
+    identified = identify(record, [mk.v1_entry(), mk.entry(ids=["chunk-88"])])
+    assert bool(identified.retrievals) is is_retrieval
+    if is_retrieval:
+        assert [(d.doc_id, d.version) for d in identified.retrievals[0].documents] in (
+            [("C-17/attachment", "v2")],
+            [("C-17/attachment@v2", None)],
+        )

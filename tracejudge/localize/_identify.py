@@ -33,6 +33,7 @@ def _norm(text: str) -> str:
 class _Index:
     by_id: dict[str, list[ManifestEntry]] = field(default_factory=dict)
     doc_ids: set[str] = field(default_factory=set)
+    versions: set[tuple[str, str]] = field(default_factory=set)
     texts: list[tuple[ManifestEntry, str]] = field(default_factory=list)
 
     @classmethod
@@ -40,11 +41,25 @@ class _Index:
         index = cls()
         for entry in manifest:
             index.doc_ids.add(entry.doc_id)
+            if entry.version is not None:
+                index.versions.add((entry.doc_id, entry.version))
             for ident in entry.ids:
                 index.by_id.setdefault(ident, []).append(entry)
             if entry.content:
                 index.texts.append((entry, _norm(entry.content)))
         return index
+
+    def names_version(self, doc: Document) -> bool:
+        """Whether the document names a manifest document version: ``doc_id`` and ``version`` (or
+        ``doc@version``) of an entry (ids in an entry's ``ids`` were resolved to these already)."""
+        for ident in (doc.doc_id, doc.raw_id):
+            if ident is None:
+                continue
+            base, at, tail = ident.rpartition("@")
+            doc_id, version = (base, tail) if at else (ident, doc.version)
+            if version is not None and (doc_id, version) in self.versions:
+                return True
+        return False
 
     def names(self, doc: Document) -> bool:
         """Whether the document's own identity is a manifest document (``doc_id``, ``doc@version``)."""
@@ -95,7 +110,7 @@ def identify(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> TaskRecord:
         if tool.span_id in seen or not tool.documents:
             continue
         docs = tuple(_identify(d, index) for d in tool.documents)
-        if any(index.names(d) for d in docs):
+        if any(index.names_version(d) for d in docs):
             retrievals.append(
                 RetrievalCall(
                     span_id=tool.span_id,
