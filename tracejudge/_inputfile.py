@@ -1,20 +1,189 @@
-"""Reading a file the user named on the command line, with an error that says which option to fix."""
+"""Reading input files the user names (tickets, manifests, rubrics, labels, suites, cases) so that
+every failure is an :class:`InputError` naming the file, the line and what to do — never a traceback.
+
+One path for each shape of file:
+
+- :func:`read_input` — the text (UTF-8, a byte-order mark allowed); bytes that are not UTF-8 (a
+  latin-1 file) are reported at their line, with the fix.
+- :func:`load_json` — one JSON document; :func:`json_lines` — JSONL, split on ``\\n`` only (a string
+  may hold U+2028 or U+0085, which ``str.splitlines`` would split on).
+- :func:`safe_load_yaml` — ``yaml.safe_load`` whose constructor errors (an impossible date such as
+  ``2026-02-30``, an integer past Python's digit limit) and runaway nesting are reported at the line
+  of the value.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from tracejudge._errors import InputError
 
-__all__ = ["read_input"]
+__all__ = [
+    "MAX_NESTING",
+    "decode_text",
+    "json_lines",
+    "line_of_offset",
+    "load_json",
+    "read_input",
+    "safe_load_yaml",
+]
+
+MAX_NESTING = 500
+"""Deepest nesting of lists and mappings an input file may have (Python's parsers recurse)."""
+
+_LONG_DIGITS = re.compile(r"\d{4000,}")
 
 
 def read_input(path: Path, what: str, option: str) -> str:
-    """The UTF-8 text of ``path``; an unreadable file is ``cannot read the <what> <path>: <reason>``
-    with the hint to check ``option``."""
+    """The text of ``path`` (UTF-8, a byte-order mark dropped); an unreadable file is ``cannot read
+    the <what> <path>: <reason>`` with the hint to check ``option``; a file that is not UTF-8 names
+    the line of the first bad byte."""
     try:
-        return path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(
             f"cannot read the {what} {path}: {exc.strerror}", hint=f"check the {option} path"
         ) from exc
+    return decode_text(data, source=str(path))
+
+
+def decode_text(data: bytes, *, source: str) -> str:
+    """``data`` as UTF-8 text (``utf-8-sig``); otherwise an :class:`InputError` at the bad byte's line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"{source}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            hint="save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE > NEW`)",
+        ) from None
+
+
+def line_of_offset(text: str, offset: int) -> int:
+    """1-based line of a character offset."""
+    return text.count("\n", 0, max(0, offset)) + 1
+
+
+def _too_deep_line(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The line where bracket or indentation nesting first passes ``limit`` (roughly: brackets in
+    strings count too), or None."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return line_of_offset(text, i)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
+def _deep_error(source: str, line: int, hint: str) -> InputError:
+    return InputError(
+        f"{source}:{line}: nested more than {MAX_NESTING} levels deep",
+        hint=f"flatten the file; {hint}",
+    )
+
+
+def _number_error(source: str, text: str, hint: str, exc: Exception, first_line: int = 1) -> InputError:
+    m = _LONG_DIGITS.search(text)
+    line = (line_of_offset(text, m.start()) if m else 1) + first_line - 1
+    return InputError(f"{source}:{line}: a number too long to read ({exc})", hint=hint)
+
+
+def load_json(text: str, *, source: str, hint: str, first_line: int = 1) -> Any:
+    """One JSON document; errors name ``source:line[:column]`` (``first_line`` is the line the text
+    starts on, for JSONL)."""
+    deep = _too_deep_line(text)
+    if deep is not None:
+        raise _deep_error(source, deep + first_line - 1, hint)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{source}:{exc.lineno + first_line - 1}:{exc.colno}: not valid JSON: {exc.msg}", hint=hint
+        ) from None
+    except RecursionError:
+        raise _deep_error(source, first_line, hint) from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise _number_error(source, text, hint, exc, first_line) from None
+
+
+def json_lines(text: str, *, source: str, hint: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of JSONL text, split on ``\\n`` only."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield number, load_json(line, source=source, hint=hint, first_line=number)
+
+
+def safe_load_yaml(
+    text: str, *, source: str, hint: str, column: bool = False
+) -> tuple[Any, yaml.Node | None]:
+    """The data and the node tree of one YAML document. Broken YAML, a value YAML cannot construct
+    (``2026-02-30``, ``25:61`` as a time, a 5,000-digit integer) and nesting past
+    :data:`MAX_NESTING` are :class:`InputError` ``source:line[:column]: problem``."""
+    deep = _too_deep_line(text)
+    if deep is None:
+        deep = _too_deep_indent(text)
+    if deep is not None:
+        raise _deep_error(source, deep, hint)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        if mark is None:
+            where = source
+        elif column:
+            where = f"{source}:{mark.line + 1}:{mark.column + 1}"
+        else:
+            where = f"{source}:{mark.line + 1}"
+        raise InputError(f"{where}: broken YAML: {problem}", hint=hint) from None
+    except RecursionError:
+        raise _deep_error(source, 1, hint) from None
+    except (ValueError, OverflowError, TypeError) as exc:
+        node = _unconstructible(root)
+        line = int(node.start_mark.line) + 1 if node is not None else 1
+        value = f" {node.value!r}" if node is not None and len(str(node.value)) <= 40 else ""
+        raise InputError(f"{source}:{line}: cannot read the value{value}: {exc}", hint=hint) from None
+    return data, root
+
+
+def _too_deep_indent(text: str) -> int | None:
+    """The line whose indentation implies block nesting past :data:`MAX_NESTING` (one level per
+    column is the most YAML allows), or None."""
+    if len(text) < MAX_NESTING:
+        return None
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.lstrip(" -")
+        if len(line) - len(stripped) > 2 * MAX_NESTING and stripped:
+            return number
+    return None
+
+
+def _unconstructible(root: yaml.Node | None) -> yaml.ScalarNode | None:
+    """The first scalar node of ``root`` that SafeLoader cannot construct."""
+    if root is None:
+        return None
+    loader = yaml.SafeLoader("")
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                loader.construct_object(node, deep=True)
+            except (ValueError, OverflowError, TypeError, yaml.YAMLError):
+                return node
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in reversed(node.value):
+                stack.extend((value, key))
+    return None

@@ -10,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import safe_load_yaml
 
 __all__ = ["loc_text", "node_line", "parse_yaml", "require_mapping", "validation_lines"]
 
@@ -17,22 +18,10 @@ Loc = tuple[int | str, ...]
 
 
 def parse_yaml(text: str, *, source: str, hint: str, column: bool = False) -> tuple[Any, yaml.Node | None]:
-    """The data and the node tree of one YAML document. Broken YAML is an :class:`InputError`
-    ``source:line[:column]: broken YAML: problem``."""
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        if mark is None:
-            where = source
-        elif column:
-            where = f"{source}:{mark.line + 1}:{mark.column + 1}"
-        else:
-            where = f"{source}:{mark.line + 1}"
-        raise InputError(f"{where}: broken YAML: {problem}", hint=hint) from None
-    return data, root
+    """The data and the node tree of one YAML document; every error (broken YAML, a value that
+    cannot be constructed, runaway nesting) is an :class:`InputError` ``source:line[:column]: …``
+    (see :func:`tracejudge._inputfile.safe_load_yaml`)."""
+    return safe_load_yaml(text, source=source, hint=hint, column=column)
 
 
 def require_mapping(data: Any, *, source: str, noun: str, hint: str) -> dict[str, Any]:

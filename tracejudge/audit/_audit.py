@@ -4,7 +4,6 @@ pairwise judging, and pass-rate drift separated from judge or rubric changes by 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import json_lines, read_input
 from tracejudge.schema import (
     AuditReport,
     Drift,
@@ -366,18 +366,9 @@ def audit_run(store: Store, run_id: str | None = None, *, mismatch_limit: int | 
 def load_pairs(path: str | Path) -> list[dict[str, Any]]:
     """Pairs JSONL: ``{"id", "input", "a", "b"}`` (optional ``context``)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read the pairs {p}: {exc.strerror}", hint="check the --pairs path") from exc
+    text = read_input(p, "pairs", "--pairs")
     out = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{p}:{n}: not JSON", hint=_PAIRS_HINT) from exc
+    for n, data in json_lines(text, source=str(p), hint=_PAIRS_HINT):
         if not isinstance(data, dict) or not all(k in data for k in ("id", "a", "b")):
             raise InputError(
                 f"{p}:{n}: a pair needs id, a and b", hint='each line: {"id", "input", "a", "b"}'

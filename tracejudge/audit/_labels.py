@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
-from tracejudge._inputfile import read_input
+from tracejudge._inputfile import json_lines, read_input
 from tracejudge.schema import Document, LabelItem, RetrievalCall, TaskRecord, ToolCall
 from tracejudge.store import Store
 
@@ -77,13 +77,7 @@ def parse_labels(text: str, *, source: str = "<labels>") -> LabelSet:
     """Read labels JSONL. A line ``{"definition": "..."}`` (no id) states what pass means."""
     items: list[LabelItem] = []
     definition: list[str] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{source}:{n}: not JSON: {exc}", hint=_HINT) from exc
+    for n, data in json_lines(text, source=source, hint=_HINT):
         if not isinstance(data, dict):
             raise InputError(f"{source}:{n}: a line must be a JSON object", hint=_HINT)
         if "id" not in data and "definition" in data:

@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import json_lines, read_input
+from tracejudge._yamlfile import validation_lines
 from tracejudge.schema import ManifestEntry
+
+_HINT = 'each line is {"doc_id": …, "version": …, "acl": [...]} (see "File formats" in the README)'
 
 
 def read_manifest(path: str | Path) -> list[ManifestEntry]:
     """Every line of a manifest JSONL file; errors name the line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot read the manifest {p}: {exc.strerror}", hint="check the --manifest path"
-        ) from exc
+    text = read_input(p, "manifest", "--manifest")
     out: list[ManifestEntry] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for lineno, data in json_lines(text, source=str(p), hint=_HINT):
         try:
-            out.append(ManifestEntry.model_validate(json.loads(line)))
-        except (ValueError, ValidationError) as exc:
-            first = str(exc).splitlines()[0]
-            raise InputError(
-                f"{p}:{lineno}: not a manifest entry: {first}",
-                hint='each line is {"doc_id": …, "version": …, "acl": [...]}'
-                ' (see "File formats" in the README)',
-            ) from exc
+            out.append(ManifestEntry.model_validate(data))
+        except ValidationError as exc:
+            msg = validation_lines(exc, f"{p}:{lineno}")
+            raise InputError(f"not a manifest entry:\n  {msg}", hint=_HINT) from None
     return out

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import decode_text, json_lines
 from tracejudge._yamlfile import node_line, parse_yaml, require_mapping, validation_lines
 from tracejudge.schema import ManifestEntry, Ticket
 
@@ -28,14 +27,15 @@ _MANIFEST_HINT = (
 
 def _read(path: Path, hint: str) -> str:
     try:
-        # utf-8-sig: files saved by Windows editors start with a byte-order mark.
-        return path.read_text(encoding="utf-8-sig")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file", hint=hint) from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, not a file", hint=hint) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise InputError(f"{path}: cannot be read: {exc}", hint=hint) from None
+    # utf-8-sig: files saved by Windows editors start with a byte-order mark.
+    return decode_text(data, source=str(path))
 
 
 def load_ticket(path: Path) -> Ticket:
@@ -64,23 +64,11 @@ def parse_ticket(text: str, *, source: str = "<ticket>") -> Ticket:
     return ticket
 
 
-def _manifest_lines(text: str) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            yield number, line
-
-
 def load_manifest(path: Path) -> list[ManifestEntry]:
     """Parse an index manifest (DESIGN 5.3, JSONL). Raises :class:`InputError` naming the file and line."""
     text = _read(path, _MANIFEST_FILE_HINT)
     entries: list[ManifestEntry] = []
-    for number, line in _manifest_lines(text):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}", hint=_MANIFEST_HINT
-            ) from None
+    for number, data in json_lines(text, source=str(path), hint=_MANIFEST_HINT):
         if not isinstance(data, dict):
             raise InputError(
                 f"{path}:{number}: expected a JSON object, got {type(data).__name__}", hint=_MANIFEST_HINT

@@ -10,10 +10,9 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, get_args
 
-import yaml
-
 from tracejudge._bundled import is_bundled
 from tracejudge._errors import InputError
+from tracejudge._inputfile import read_input, safe_load_yaml
 from tracejudge.regress._anonymize import anonymize_samples, verify_anonymized
 from tracejudge.regress._build import TicketExtras, build_from_feedback, build_sample, merge_duplicates
 from tracejudge.regress._hygiene import HygieneOptions, check_suite
@@ -32,11 +31,12 @@ from tracejudge.store import Store
 from tracejudge.write import DatasetWriter, WriteReport, open_dataset_writer
 
 _KINDS = get_args(SampleKind)
+_TICKET_HINT = 'fix the ticket; see "File formats" in the README'
 
 
 def _extras(path: Path) -> TicketExtras:
     """The keys of a ticket that only ``regress build`` reads (``kind``, ``forbidden_tools``, ...)."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data, _ = safe_load_yaml(read_input(path, "ticket", "--tickets"), source=str(path), hint=_TICKET_HINT)
     if not isinstance(data, dict):
         return TicketExtras()
     kind = data.get("kind")

@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
+from tracejudge._inputfile import decode_text
 from tracejudge._yamlfile import node_line, parse_yaml, require_mapping, validation_lines
 from tracejudge.schema import Sample, SuiteRun
 
@@ -108,10 +109,10 @@ def load_suite(path: str | Path, *, runs_dir: Path | None = None) -> Suite:
     seen: dict[str, Path] = {}
     for f in sample_files(folder):
         try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            data = f.read_bytes()
+        except OSError as exc:
             raise InputError(f"{f}: cannot be read: {exc}", hint=_HINT) from None
-        sample = parse_sample(text, source=str(f))
+        sample = parse_sample(decode_text(data, source=str(f)), source=str(f))
         if sample.id in seen:
             raise InputError(
                 f"{f}: id: {sample.id} is also the id of {seen[sample.id]}",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from tracejudge.schema._score import CheckResult, CheckSpec, Criterion, CriterionResult, ScoreVerdict
-from tracejudge.schema._spans import SCHEMA_VERSION, IdText, MaybeIdText, _Frozen
+from tracejudge.schema._spans import SCHEMA_VERSION, IdText, MaybeIdText, Time, _Frozen
 from tracejudge.schema._triage import Material, Verdict
 
 SampleKind = Literal["failure", "success", "reasonable_rejection", "boundary"]
@@ -81,9 +81,9 @@ class SampleMaterial(_Frozen):
     """Version."""
     content: str
     """The text."""
-    effective_from: datetime | None = None
+    effective_from: Time | None = None
     """When it took effect."""
-    effective_to: datetime | None = None
+    effective_to: Time | None = None
     """When it stopped applying (None: still applies)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Metadata a retriever filters on."""
@@ -129,7 +129,7 @@ class SampleTool(_Frozen):
 class SampleEnvironment(_Frozen):
     """The fixture a replay runs in."""
 
-    task_time: datetime | None = None
+    task_time: Time | None = None
     """The time the task is posed at (materials' effectiveness is judged at it)."""
     materials: tuple[SampleMaterial, ...] = ()
     """The materials and what is searchable."""

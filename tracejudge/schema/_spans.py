@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -26,6 +27,20 @@ IdText = Annotated[str, BeforeValidator(_id_text)]
 """An id or version as text: a number (``version: 2`` in YAML) becomes ``"2"``."""
 MaybeIdText = Annotated[str | None, BeforeValidator(_id_text)]
 """An optional :data:`IdText`."""
+
+
+def _not_a_number(value: Any) -> Any:
+    # pydantic would read `task_time: 123` as 123 seconds after 1970 — a verdict-changing guess.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError(
+            "a time must be a date or an ISO 8601 date-time such as 2026-03-01T09:00:00Z, "
+            f"not the number {value}"
+        )
+    return value
+
+
+Time = Annotated[datetime, BeforeValidator(_not_a_number)]
+"""A time read from a file the user wrote: a date or ISO 8601 text, never a number of seconds."""
 
 
 class SpanEvent(_Frozen):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from tracejudge.schema._spans import SCHEMA_VERSION, IdText, MaybeIdText, _Frozen, _id_text
+from tracejudge.schema._spans import SCHEMA_VERSION, IdText, MaybeIdText, Time, _Frozen, _id_text
 
 Verdict = Literal[
     "not_indexed",
@@ -55,7 +55,7 @@ class Ticket(_Frozen):
     """Ticket id."""
     trace_id: MaybeIdText = None
     """The trace the ticket is about (may be given on the command line instead)."""
-    task_time: datetime | None = None
+    task_time: Time | None = None
     """When the task ran; default: the trace's start."""
     status: Literal["verified", "draft"] = "verified"
     """verified (confirmed by a person), or draft (written by ``ticket draft``, not yet confirmed)."""
@@ -80,13 +80,13 @@ class ManifestEntry(_Frozen):
     """Document identity."""
     version: MaybeIdText = None
     """Version."""
-    effective_from: datetime | None = None
+    effective_from: Time | None = None
     """When the material took effect."""
-    effective_to: datetime | None = None
+    effective_to: Time | None = None
     """When it stopped applying (None: still applies)."""
-    indexed_at: datetime | None = None
+    indexed_at: Time | None = None
     """When it was indexed (None: never)."""
-    removed_at: datetime | None = None
+    removed_at: Time | None = None
     """When it was removed from the index (None: never)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Metadata the retriever filters on."""
