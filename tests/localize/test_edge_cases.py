@@ -143,7 +143,12 @@ def test_redacted_answer_is_unconfirmed_and_says_redacted() -> None:
 def test_no_retrieval_span_is_unconfirmed_at_retrieved() -> None:
     loc = triage(spans(f"Context: {V2}", retrieval=False))
     assert [s.status for s in loc.stages] == ["pass", "unconfirmed", "skipped", "skipped"]
-    assert stage(loc, "retrieved").missing == ("a retrieval span (the trace records no retriever call)",)
+    # It also says how to get one (the switch the trace's no_retrieval_span gap names).
+    assert stage(loc, "retrieved").missing == (
+        "a retrieval span (the trace records no retriever call; to record it: mark the retrieval:"
+        " gen_ai.tool.type = datastore on its tool span, tracejudge.step = retrieval, an OpenInference"
+        " RETRIEVER span, or give a manifest whose entries name the documents it returns)",
+    )
 
 
 def test_no_model_span_is_unconfirmed_at_in_context() -> None:

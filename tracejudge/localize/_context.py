@@ -210,6 +210,22 @@ def candidate(call: RetrievalCall, m: Material) -> Candidate | None:
     return None
 
 
+_SWITCH_MARKERS = ("; to record it: ", ". Mark them: ")
+
+
+def recording_switch(task: TaskRecord, kind: str, span_id: str | None = None) -> str:
+    """``"; to record it: …"``: the switch the trace's gap of ``kind`` names (normalize names the one
+    of the instrumentation that produced the span), or "" when it names none."""
+    for gap in task.gaps:
+        if gap.kind != kind or (span_id is not None and gap.span_id != span_id):
+            continue
+        for marker in _SWITCH_MARKERS:
+            _, found, switch = gap.detail.partition(marker)
+            if found:
+                return f"; to record it: {switch}"
+    return ""
+
+
 def stage_result(name: StageName, status: StageStatus, detail: str, **kw: Any) -> StageResult:
     """A :class:`StageResult` whose evidence and missing lists keep their order without duplicates."""
     for key in ("evidence", "missing"):

@@ -10,6 +10,7 @@ from tracejudge.localize._context import (
     doc_match,
     material_label,
     norm_version,
+    recording_switch,
     stage_result,
 )
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, split_clause
@@ -102,7 +103,9 @@ def _scan(ctx: CheckContext, clause: str, source: str) -> _Scan:
     for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
         if match is None:
             why = "redacted" if call.input_redacted else "content capture was off"
-            scan.missing.append(f"model input of span {call.span_id} ({why})")
+            kind = "model_input_redacted" if call.input_redacted else "model_input_not_recorded"
+            switch = recording_switch(ctx.task, kind, call.span_id)
+            scan.missing.append(f"model input of span {call.span_id} ({why}{switch})")
         elif match.found:
             note = f"{source} is in the model input: {match.excerpt!r}"
             scan.seen.append(Evidence(span_id=call.span_id, note=note))

@@ -12,6 +12,7 @@ from tracejudge.localize._context import (
     doc_note,
     material_label,
     other_version_notes,
+    recording_switch,
     stage_result,
 )
 from tracejudge.localize._filter import evaluate_filter, filter_keys
@@ -201,7 +202,8 @@ def _check(ctx: CheckContext, m: Material) -> StageResult:
         detail = f"{label} was returned by {calls} of {len(ctx.task.retrievals)} retrieval calls"
         return stage_result("retrieved", "pass", detail, evidence=ev)
     if not ctx.task.retrievals:
-        missing = ["a retrieval span (the trace records no retriever call)"]
+        switch = recording_switch(ctx.task, "no_retrieval_span")
+        missing = [f"a retrieval span (the trace records no retriever call{switch})"]
         return stage_result(
             "retrieved", "unconfirmed", "the trace records no retrieval call", missing=missing
         )
