@@ -18,13 +18,28 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_every_check_type_has_a_function() -> None:
-    assert set(CHECKS) == set(get_args(CheckType))
+    types = set(get_args(CheckType))
+    unwired = sorted(types - set(CHECKS))
+    assert not unwired, (
+        f"check types without a function: {unwired}; add one to CHECKS in tracejudge/checks/_checks.py"
+    )
+    unknown = sorted(set(CHECKS) - types)
+    assert not unknown, (
+        f"CHECKS has functions for {unknown}, which CheckType (tracejudge/schema/_score.py) lacks"
+    )
 
 
 def test_every_check_type_has_a_model_whose_tag_is_its_type() -> None:
     models = get_args(get_args(CheckSpec)[0])
     tags = [t for m in models for t in get_args(m.model_fields["type"].annotation)]
-    assert sorted(tags) == sorted(get_args(CheckType))
+    unmodelled = sorted(set(get_args(CheckType)) - set(tags))
+    assert not unmodelled, (
+        f"check types without a model: {unmodelled}; add a <Name>Check(_CheckBase) with"
+        " type: Literal[...] to the CheckSpec union in tracejudge/schema/_score.py"
+    )
+    assert sorted(tags) == sorted(get_args(CheckType)), (
+        "a check type has two models, or a model a type CheckType lacks"
+    )
 
 
 def test_a_type_without_a_function_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
