@@ -7,7 +7,7 @@ span, an attribute, an event: log records reach a trace as span events) and tria
 verdict stays or becomes ``unconfirmed``. The few removals that leave a trace indistinguishable
 from a real fault are listed in ``INDISTINGUISHABLE`` with the reason.
 
-``make test`` draws a bounded number of removals (``TRACEJUDGE_REMOVAL_EXAMPLES``, default 300);
+``make test`` draws a bounded number of removals (``TRACEJUDGE_REMOVAL_EXAMPLES``, default 1000);
 ``python tests/localize/test_removal_property.py`` tries every single removal and prints violations.
 """
 
@@ -39,7 +39,7 @@ from tracejudge_collectors.otel import decode_protobuf, read_otlp_file
 from tracejudge_collectors.otel._logs import decode_logs_protobuf
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "procurement"
-EXAMPLES = int(os.environ.get("TRACEJUDGE_REMOVAL_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("TRACEJUDGE_REMOVAL_EXAMPLES", "1000"))
 
 _MANIFEST_DOCUMENTS = (
     "the manifest given puts v2 in a region the recorded filter excludes, and only the recorded"
