@@ -230,3 +230,53 @@ def test_a_tool_is_a_retrieval_when_its_result_names_manifest_document_versions(
             [("C-17/attachment", "v2")],
             [("C-17/attachment@v2", None)],
         )
+
+
+# The policy index of tests/fixtures/traces/record_llamaindex.py (CORPUS), as a manifest with content.
+POLICY = [
+    ("C-17/attachment", "v1", "CN", "Contract C-17 with supplier Hengda, attachment v1 (2025). {v1}"),
+    ("C-17/attachment", "v2", "EU", "Attachment v2, effective 2026-03-01, replaces v1. {v2}"),
+    ("C-17/main", "v3", "CN", "Contract C-17 main terms. Payment terms: net 30 days after delivery."),
+    (
+        "C-09/framework",
+        "v1",
+        "CN",
+        "Framework agreement C-09 with Lianfa: deliveries are due within ten days.",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("run", "verdict"),
+    [
+        ("rag", "no_fault"),
+        ("ignored", "ignored_by_model"),
+        ("dropped", "dropped_in_context"),
+        ("filtered", "filtered"),
+    ],
+)
+def test_recorded_dspy_passages_are_identified_by_manifest_content(
+    mk: ModuleType, run: str, verdict: str
+) -> None:
+    # openinference-instrumentation-dspy: the outer Retrieve records passage text, the inner client
+    # span ColBERT-style passage ids (42, 41) that no manifest lists: the text identifies the versions.
+    from tracejudge_collectors.otel import read_otlp_file
+
+    v1, v2 = (
+        "Prepayment shall not exceed 50,000 RMB per order.",
+        "Prepayment shall not exceed 30,000 RMB per order.",
+    )
+    base = {(e.doc_id, e.version): e for e in mk.recorded_manifest("EU")}
+    entries = [
+        (
+            base.get((doc_id, version))
+            or mk.entry(doc_id=doc_id, version=version, metadata={"region": region})
+        ).model_copy(update={"content": text.format(v1=v1, v2=v2)})
+        for doc_id, version, region, text in POLICY
+    ]
+    record = normalize(list(read_otlp_file(mk.RECORDED / f"dspy_{run}.pb")))
+    loc = localize(record, mk.ticket(), entries)
+    assert loc.verdict == verdict
+    without_content = localize(record, mk.ticket(), [e.model_copy(update={"content": None}) for e in entries])
+    # Without the text the passages cannot be identified: never "not returned", at most unconfirmed.
+    assert without_content.verdict in (verdict, "unconfirmed")

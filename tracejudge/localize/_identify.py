@@ -86,7 +86,8 @@ def _identify(doc: Document, index: _Index) -> Document:
         if ident is not None and ident in index.by_id:
             found = _one(index.by_id[ident])
             break
-    if found is None and doc.doc_id is None and doc.content and len(_norm(doc.content)) >= _MIN_TEXT:
+    text_only = doc.doc_id is None or _retriever_id_only(doc)  # a passage id names no document
+    if found is None and text_only and doc.content and len(_norm(doc.content)) >= _MIN_TEXT:
         text = _norm(doc.content)
         found = _one([entry for entry, content in index.texts if text in content])
     if found is None:
