@@ -126,6 +126,7 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 # Each pattern with the words (lower-cased) one of which it needs: a pattern runs only on text
 # holding one, so ordinary text costs a few substring checks instead of five regex scans.
+_MAX_PASSES = 4
 _PASSES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     (_URL_PASSWORD, rf"\1{MASK}\2", ("://",)),
     (_URL_PARAM, rf"\1{MASK}", ("=",)),
@@ -146,10 +147,16 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
             replaced = True
     if replaced:
         text = _GLUED.sub(MASK, text)
-    low = text.lower()
-    for pattern, replacement, cues in _PASSES:
-        if any(cue in low for cue in cues):
-            text = pattern.sub(replacement, text)
+    # Until nothing changes: one pass's mask can complete another pattern's match (a keyed value
+    # inside a URL's userinfo), and redacting twice must give what redacting once gave.
+    for _ in range(_MAX_PASSES):
+        before = text
+        low = text.lower()
+        for pattern, replacement, cues in _PASSES:
+            if any(cue in low for cue in cues):
+                text = pattern.sub(replacement, text)
+        if text == before:
+            break
     return text
 
 
