@@ -93,3 +93,10 @@ def test_no_retrieval_names_how_to_mark_one() -> None:
     (detail,) = gaps(record, "no_retrieval_span")
     assert "gen_ai.tool.type = datastore" in detail
     assert "tracejudge.step = retrieval" in detail
+
+
+def test_an_openinference_framework_without_llm_spans_names_the_client_instrumentation() -> None:
+    agent = {"openinference.span.kind": "AGENT", "output.value": "No."}
+    record = normalize([root(), span("b1", agent, scope_name="openinference.instrumentation.crewai")])
+    (detail,) = gaps(record, "no_model_span")
+    assert "OpenAIInstrumentor().instrument()" in detail

@@ -90,6 +90,12 @@ _LANGFUSE_CONTENT = Switch(
     ("capture_input", "capture_output"),
     "package:langfuse",
 )
+_OI_CLIENT = Switch(
+    "instrument the LLM client too (openinference-instrumentation-openai: OpenAIInstrumentor().instrument());"
+    " some frameworks' instrumentations (CrewAI, AutoGen) record no LLM call of their own",
+    ("OpenAIInstrumentor",),
+    "package:openinference.instrumentation.openai",
+)
 _MARK_RETRIEVAL = Switch(
     "mark the retrieval: gen_ai.tool.type = datastore on its tool span, tracejudge.step = retrieval,"
     " an OpenInference RETRIEVER span, or give a manifest whose entries name the documents it returns",
@@ -114,7 +120,7 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
     "model_output_redacted": {"openinference": _OI_CONTENT, "langfuse": _LANGFUSE_CONTENT},
     "retrieval_documents_not_recorded": {"openinference": _OI_CONTENT, "openllmetry": _OLL_CONTENT},
     "no_final_answer": dict(_CONTENT),
-    "no_model_span": {"litellm": _LITELLM_SPAN},
+    "no_model_span": {"litellm": _LITELLM_SPAN, "openinference": _OI_CLIENT},
     "no_retrieval_span": {None: _MARK_RETRIEVAL},
 }
 
