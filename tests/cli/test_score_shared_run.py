@@ -29,7 +29,7 @@ from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "restaurant"
 traces = load_module(EXAMPLE / "traces.py", "restaurant_traces")
-COPIES = 4  # 14 example traces x 4 = 56 items, each copy a trace of its own
+COPIES = 6  # 14 example traces x 6 = 84 items, each copy a trace of its own
 
 
 def _copies(n: int) -> list[RawSpan]:
@@ -44,7 +44,7 @@ def _copies(n: int) -> list[RawSpan]:
 def judge() -> Iterator[ScriptedOpenAIServer]:
     # A slow judge, so workers overlap and a worker can be killed mid-run.
     rules = [
-        Rule(reply=r["reply"], any_message=re.escape(r["match"]), delay=0.15) for r in traces.judge_rules()
+        Rule(reply=r["reply"], any_message=re.escape(r["match"]), delay=0.25) for r in traces.judge_rules()
     ]
     with ScriptedOpenAIServer(rules) as s:
         yield s
@@ -117,9 +117,14 @@ def test_three_workers_share_a_run_and_take_over_a_killed_ones_items(
     workers = [_worker(postgres_url, judge, *args) for _ in range(3)]
     try:
         deadline = time.monotonic() + 120
-        # Mid-run: the worker has stored some items and holds claimed ones it will never finish.
-        while (held := _held_by(postgres_url, "nightly-1", workers[0].pid))[0] < 2 or held[1] == 0:
-            assert time.monotonic() < deadline, "the first worker stored too few items"
+        # Mid-run: every worker has stored an item (however slowly each started), and the first has
+        # stored some and holds claimed ones it will never finish.
+        while (
+            any(_held_by(postgres_url, "nightly-1", w.pid)[0] == 0 for w in workers[1:])
+            or (held := _held_by(postgres_url, "nightly-1", workers[0].pid))[0] < 2
+            or held[1] == 0
+        ):
+            assert time.monotonic() < deadline, "the workers stored too few items"
             assert all(w.poll() is None for w in workers), "a worker ended early"
             time.sleep(0.02)
         workers[0].send_signal(signal.SIGKILL)
