@@ -223,3 +223,23 @@ def test_meta_written_with_spans_is_set_only_if_they_are_stored(make_store: Make
     assert store.get_meta("p.trace:" + T2) is None
     store.set_metas({"b": "2", "a": "1"})
     assert (store.get_meta("a"), store.get_meta("b")) == ("1", "2")
+
+
+def test_a_postgres_store_from_before_the_sequences_continues_after_its_highest_seq(
+    postgres_url: str,
+) -> None:
+    store = open_store(postgres_url)
+    assert isinstance(store, SqlStore)
+    store.put_spans([span(T1, "a" * 16)])
+    # As an earlier version left it: seq numbers from MAX(seq) + 1, no sequence.
+    store._execute("DROP SEQUENCE traces_seq_gen")
+    store._execute("UPDATE traces SET seq = 41")
+    store.close()
+    again = open_store(postgres_url)
+    assert isinstance(again, SqlStore)
+    try:
+        again.put_spans([span(T2, "c" * 16)])
+        seqs = dict(again._execute("SELECT trace_id, seq FROM traces").fetchall())
+        assert seqs[T2] > seqs[T1] == 41
+    finally:
+        again.close()

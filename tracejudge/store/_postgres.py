@@ -110,10 +110,11 @@ class PostgresStore(SqlStore):
         # Sequences for arrival order: MAX(seq) + 1 would hand two concurrent writers the same number.
         for table, seq in (("traces", "traces_seq_gen"), ("log_events", "log_events_seq_gen")):
             cur.execute(f"CREATE SEQUENCE IF NOT EXISTS {seq}")
-            # A store written before the sequence existed continues after its highest seq.
+            # A store written before the sequence existed continues after its highest seq (only then:
+            # never set back a sequence that running writers advance).
             cur.execute(
-                f"SELECT setval('{seq}', GREATEST((SELECT COALESCE(MAX(seq), 0) FROM {table}), "  # noqa: S608
-                f"(SELECT last_value FROM {seq}), 1))"
+                f"SELECT setval('{seq}', m) FROM (SELECT MAX(seq) AS m FROM {table}) AS t"  # noqa: S608
+                f" WHERE m > (SELECT last_value FROM {seq})"
             )
 
     def _write(self, work: Any) -> Any:
