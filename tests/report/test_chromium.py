@@ -242,3 +242,21 @@ def test_script_payloads_in_traces_change_nothing(browser: Browser, tmp_path: Pa
     text = bad.eval("document.body.innerText")
     for p in PAYLOADS:
         assert p in text
+
+
+def test_bidi_overrides_in_traces_are_isolated(browser: Browser, tmp_path: Path, helpers: Any) -> None:
+    # U+202E (right-to-left override) in a ticket or evidence would reverse the report's own text
+    # after it; each value holding one sits in a <bdi>, which the browser isolates.
+    payloads = tuple(f"doc{i}\u202eexe.txt" for i in range(len(helpers.payloads)))
+    db = tmp_path / "bidi.db"
+    helpers.fill_hostile(db, payloads=payloads)
+    _render(db, tmp_path / "bidi.html")
+    page = Page(browser, (tmp_path / "bidi.html").as_uri())
+    holders = page.eval(
+        "(() => { const out = []; const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);"
+        " while (w.nextNode()) { const n = w.currentNode; if (n.data.includes('\\u202e')) {"
+        " const p = n.parentElement; out.push([p.tagName, getComputedStyle(p).unicodeBidi]); } }"
+        " return out; })()"
+    )
+    assert holders, "the report shows none of the values"
+    assert all(tag == "BDI" and bidi == "isolate" for tag, bidi in holders), holders

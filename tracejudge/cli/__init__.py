@@ -19,6 +19,7 @@ from tracejudge.cli._regress import regress
 from tracejudge.cli._report import report
 from tracejudge.cli._root import RootGroup as _RootGroup
 from tracejudge.cli._root import redacted_excepthook
+from tracejudge.cli._safe import escape, safe_text
 from tracejudge.cli._score import score
 from tracejudge.cli._serve import serve
 from tracejudge.cli._ticket import ticket
@@ -38,6 +39,7 @@ __all__ = [
     "collect",
     "demo",
     "doctor",
+    "escape",
     "handle_errors",
     "main",
     "mcp",
@@ -48,6 +50,7 @@ __all__ = [
     "redacted_excepthook",
     "regress",
     "report",
+    "safe_text",
     "score",
     "serve",
     "ticket",

@@ -6,12 +6,12 @@ import asyncio
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.audit import audit_run, load_pairs, pair_tasks
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import escape
 from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions, score_run_async
 from tracejudge.schema import AuditReport

@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tracejudge.audit import (
@@ -24,6 +23,7 @@ from tracejudge.audit import (
 )
 from tracejudge.checks import read_manifest
 from tracejudge.cli._app import App, handle_errors, print_json
+from tracejudge.cli._safe import escape
 from tracejudge.judge import load_rubric
 from tracejudge.schema import Agreement, CalibrationReport
 

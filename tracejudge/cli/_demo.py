@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from tracejudge._bundled import example_module, find_example
@@ -26,6 +25,7 @@ from tracejudge._demo_loops import (
     score_setup,
 )
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import escape
 
 
 def _verdict(verdict: str | None, cause: str | None) -> str:

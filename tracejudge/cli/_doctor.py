@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from tracejudge._doctor import DoctorReport, DoctorSettings, run_doctor
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import escape
 
 _MARK = {
     "ok": "[green]ok[/green]",

@@ -6,11 +6,11 @@ import dataclasses
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.localize import load_manifest, ticket_files
 from tracejudge.regress import (

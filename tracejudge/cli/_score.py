@@ -6,12 +6,12 @@ from datetime import datetime
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
 from tracejudge.report import RunMetrics

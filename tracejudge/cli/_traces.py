@@ -3,16 +3,44 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
+from rich.table import Column, Table
 from rich.tree import Tree
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import escape, safe_text
 from tracejudge.normalize import normalize
 from tracejudge.schema import TaskRecord
+from tracejudge.store import Store
+
+
+def resolve_trace_id(store: Store, given: str) -> str:
+    """The stored trace id ``given`` names: itself, or the one stored id it is a prefix of.
+
+    A prefix of several stored ids is an :class:`InputError` listing them; an id that matches
+    nothing is returned as given (the caller says it is not stored)."""
+    text = given.strip().lower()
+    if not text:
+        return given
+    found: list[str] = []
+    for trace_id in store.iter_trace_ids():
+        if trace_id == text:
+            return trace_id
+        if trace_id.startswith(text):
+            found.append(trace_id)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        raise InputError(
+            f"trace id prefix {given!r} matches {len(found)} stored traces: {shown}",
+            hint="give more characters of the trace id",
+        )
+    return given
 
 
 def load_task(app: App, trace_id: str) -> TaskRecord:
+    trace_id = resolve_trace_id(app.store, trace_id)
     spans = app.store.get_spans(trace_id.lower())
     if not spans:
         raise InputError(
@@ -43,7 +71,9 @@ def list_cmd(app: App, limit: int, as_json: bool) -> None:
             "no traces stored yet: collect some with `tracejudge collect otlp` or `collect file`"
         )
         return
-    table = Table("trace_id", "name", "spans", "start", "duration", "source")
+    table = Table("name", "spans", "start", "duration", "source")
+    # The id is what the user copies: never cut, whatever the width (a pipe is 80 columns).
+    table.columns.insert(0, Column("trace_id", no_wrap=True, min_width=32, overflow="fold"))
     for r in rows:
         dur = (
             f"{(r.end_time - r.start_time).total_seconds() * 1000:.0f} ms"
@@ -52,7 +82,7 @@ def list_cmd(app: App, limit: int, as_json: bool) -> None:
         )
         table.add_row(
             r.trace_id,
-            r.name or "-",
+            safe_text(r.name or "-"),
             str(r.span_count),
             r.start_time.isoformat(timespec="seconds") if r.start_time else "-",
             dur,
@@ -61,17 +91,20 @@ def list_cmd(app: App, limit: int, as_json: bool) -> None:
     app.console.print(table)
 
 
+_NOT_RECORDED = "[dim]<not recorded>[/dim]"
+
+
 def _short(text: str | None, n: int = 90) -> str:
+    """``text`` on one line, at most ``n`` characters, as markup-safe text; a value the trace did not
+    record is shown dim as ``<not recorded>`` (markup, so it must not be escaped again)."""
     if text is None:
-        return "[dim]<not recorded>[/dim]"
+        return _NOT_RECORDED
     flat = " ".join(text.split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
+    return escape(flat if len(flat) <= n else flat[: n - 1] + "…")
 
 
 def render_task_tree(task: TaskRecord) -> Tree:
     """A readable tree of the task record: spans nested, each with what it did."""
-    from rich.markup import escape
-
     root = Tree(f"[bold]trace {task.trace_id}[/bold]  {escape(task.name or '')}")
     by_span_retrieval = {r.span_id: r for r in task.retrievals}
     by_span_model = {m.span_id: m for m in task.model_calls}
@@ -89,23 +122,23 @@ def render_task_tree(task: TaskRecord) -> Tree:
         status = " [red]ERROR[/red]" if s.status == "error" else ""
         branch = tree.add(f"[cyan]{s.step}[/cyan] {escape(s.name)} [dim]{s.span_id}[/dim]{status}")
         if (r := by_span_retrieval.get(span_id)) is not None:
-            branch.add(f"query: {escape(_short(r.query))}")
+            branch.add(f"query: {_short(r.query)}")
             if r.filter is not None:
-                branch.add(f"filter: {escape(_short(str(r.filter)))}")
+                branch.add(f"filter: {_short(str(r.filter))}")
             if r.principal:
                 branch.add(f"principal: {escape(r.principal)}")
             for d in r.documents:
                 ver = f"@{d.version}" if d.version else ""
                 label = escape(f"{d.doc_id}{ver}")
-                branch.add(f"doc {label} score={d.score}: {escape(_short(d.content, 60))}")
+                branch.add(f"doc {label} score={d.score}: {_short(d.content, 60)}")
         if (m := by_span_model.get(span_id)) is not None:
             branch.add(f"model: {escape(m.model or '-')}")
             for msg in m.input_messages:
-                branch.add(f"{escape(msg.role)}: {escape(_short(msg.content))}")
-            branch.add(f"[green]output[/green]: {escape(_short(m.output_text))}")
+                branch.add(f"{escape(msg.role)}: {_short(msg.content)}")
+            branch.add(f"[green]output[/green]: {_short(m.output_text)}")
         if (t := by_span_tool.get(span_id)) is not None:
-            branch.add(f"args: {escape(_short(str(t.arguments)))}")
-            branch.add(f"result: {escape(_short(str(t.result)))}")
+            branch.add(f"args: {_short(str(t.arguments))}")
+            branch.add(f"result: {_short(str(t.result))}")
         if (c := by_span_ctx.get(span_id)) is not None:
             branch.add(f"included: {escape(', '.join(c.included) or '-')}")
             if c.dropped:
@@ -116,7 +149,7 @@ def render_task_tree(task: TaskRecord) -> Tree:
     for top in children.get(None, []):
         add(root, top)
     if task.final_answer is not None:
-        root.add(f"[bold]answer[/bold]: {escape(_short(task.final_answer, 200))}")
+        root.add(f"[bold]answer[/bold]: {_short(task.final_answer, 200)}")
     for g in task.gaps:
         root.add(f"[yellow]gap[/yellow] {g.kind}: {escape(g.detail)}")
     return root
@@ -159,8 +192,6 @@ def show_cmd(app: App, trace_id: str | None, session_id: str | None, as_json: bo
     if as_json:
         print_json({"session_id": session_id, "turns": [t.model_dump(mode="json") for t in turns]})
         return
-    from rich.markup import escape
-
     app.console.print(f"[bold]session {escape(session_id)}[/bold]: {len(turns)} turn(s), oldest first")
     for n, task in enumerate(turns, start=1):
         when = task.start_time.isoformat(timespec="seconds") if task.start_time else "-"

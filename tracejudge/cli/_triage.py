@@ -12,7 +12,9 @@ from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import safe_text
 from tracejudge.cli._sweep import run_sweep
+from tracejudge.cli._traces import resolve_trace_id
 from tracejudge.cli._when import FROM_HELP, TO_HELP
 from tracejudge.localize import NOT_STORED_HINT, TicketResult, triage_tickets
 from tracejudge.schema import JudgeConfig, Localization, StageResult
@@ -28,10 +30,10 @@ def _stage_table(stages: Sequence[StageResult]) -> Table:
         evidence = "\n".join(f"{e.span_id or 'manifest'}: {e.note}" for e in s.evidence)
         table.add_row(
             s.name,
-            Text(status, style=_STYLE[s.status]),
-            Text(s.detail),
-            Text(evidence),
-            Text("\n".join(s.missing)),
+            safe_text(status, style=_STYLE[s.status]),
+            safe_text(s.detail),
+            safe_text(evidence),
+            safe_text("\n".join(s.missing)),
         )
     return table
 
@@ -45,13 +47,15 @@ def _render_one(app: App, loc: Localization) -> None:
         f"   ticket {loc.ticket}" if loc.ticket else "",
     )
     app.console.print(head)
-    app.console.print(Text(loc.summary))
+    app.console.print(safe_text(loc.summary))
     if loc.session_id is not None:
         app.console.print(
-            Text(f"session {loc.session_id}: read {len(loc.turns)} turn(s), this trace the last", style="dim")
+            safe_text(
+                f"session {loc.session_id}: read {len(loc.turns)} turn(s), this trace the last", style="dim"
+            )
         )
     for note in loc.notes:
-        app.console.print(Text(f"note: {note}", style="yellow"))
+        app.console.print(safe_text(f"note: {note}", style="yellow"))
     if len(loc.materials) > 1:
         for m in loc.materials:
             label = f"{m.doc_id}@{m.version}" if m.version else m.doc_id
@@ -79,14 +83,15 @@ def _render_many(app: App, rows: Sequence[TicketResult], counts: dict[str, int])
     ]
     heads = ("ticket", "trace", "verdict", "cause", "deciding stage")
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(heads)]
-    # A long trace id is what gives way on a narrow terminal; verdicts and stages are never cut.
+    # A long ticket name is what gives way on a narrow terminal (or a pipe, 80 columns); the trace id
+    # (what the user copies), verdicts and stages are never cut.
     frame = 3 * len(heads) + 1
-    widths[1] = max(8, min(widths[1], app.console.width - frame - sum(widths) + widths[1]))
+    widths[0] = max(8, min(widths[0], app.console.width - frame - sum(widths) + widths[0]))
     table = Table()
     for head, width in zip(heads, widths, strict=True):
         table.add_column(head, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
     for row in cells:
-        table.add_row(*(Text(c) for c in row))
+        table.add_row(*(safe_text(c) for c in row))
     app.console.print(table)
     summary = Table("verdict", "count")
     for verdict, n in counts.items():
@@ -101,16 +106,17 @@ def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
     if failed:
         line += f"; {len(failed)} failed"
     # Keep stdout pure JSON under --json.
-    (app.err if as_json else app.console).print(Text(line))
+    (app.err if as_json else app.console).print(safe_text(line))
     for f in failed:
         who = f"ticket {f['ticket']}, trace {f['trace_id']}" if f["trace_id"] else f"score id {f['score_id']}"
         status = f" (HTTP {f['status']})" if f["status"] else ""
         app.err.print(
-            Text(f"  failed: {who}, score {f['score_name'] or '?'}{status}: {f['reason']}"), soft_wrap=True
+            safe_text(f"  failed: {who}, score {f['score_name'] or '?'}{status}: {f['reason']}"),
+            soft_wrap=True,
         )
     if failed:
         app.err.print(
-            Text(
+            safe_text(
                 f"  → fix the cause and rerun the same command: score ids are deterministic, so the"
                 f" {written or 0} verdict(s) already written are replaced, not duplicated"
             )
@@ -218,11 +224,11 @@ def triage(
     out = triage_tickets(
         app.store,
         ticket_path,
-        trace_id=trace_id,
+        trace_id=resolve_trace_id(app.store, trace_id) if trace_id else None,
         manifest_path=manifest_path,
         judge=JudgeConfig(model=judge_model, base_url=judge_base_url) if judge_model else None,
         write_back=write_back,
-        on_warning=lambda text: app.err.print(Text(text)),
+        on_warning=lambda text: app.err.print(safe_text(text)),
         session_id=session_id,
     )
     if as_json:
@@ -234,9 +240,11 @@ def triage(
     if out.unstored:
         names = ", ".join(r.localization.ticket or r.ticket_file.name for r in out.unstored)
         app.err.print(
-            Text(f"{len(out.unstored)} ticket(s) name a trace with no stored spans ({names}): unconfirmed")
+            safe_text(
+                f"{len(out.unstored)} ticket(s) name a trace with no stored spans ({names}): unconfirmed"
+            )
         )
-        app.err.print(Text(f"  → {NOT_STORED_HINT}"))
+        app.err.print(safe_text(f"  → {NOT_STORED_HINT}"))
     if out.write_back is not None:
         _render_write_back(app, out.write_back, as_json)
         if out.write_failed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,21 @@ def _charts(data: ReportData) -> dict[str, Any]:
     }
 
 
+# Bidi marks, embeddings, overrides and isolates: a value holding one (U+202E reverses what follows)
+# must not reorder the report's own text around it.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _isolate(value: Any) -> Any:
+    """Jinja's ``finalize``: text holding a bidi control is escaped and wrapped in ``<bdi>`` (the
+    browser isolates it: its direction cannot leak into the text around it)."""
+    if isinstance(value, str) and not hasattr(value, "__html__") and _BIDI.search(value):
+        from markupsafe import Markup, escape
+
+        return Markup("<bdi>") + escape(value) + Markup("</bdi>")
+    return value
+
+
 def _environment() -> Any:
     import jinja2
 
@@ -109,6 +125,7 @@ def _environment() -> Any:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
+        finalize=_isolate,
     )
     env.filters.update(dt=_dt, pct=_pct, num=_num, ms=_ms)
     return env

@@ -6,12 +6,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
 from tracejudge import redact
-from tracejudge.cli import App, handle_errors, pass_app, print_json
+from tracejudge.cli import App, escape, handle_errors, pass_app, print_json
 from tracejudge.report import RunMetrics
 from tracejudge_collectors.otel._files import FileImport, expand_paths, import_files
 from tracejudge_collectors.otel._metered import serve_metered

@@ -1,0 +1,119 @@
+"""``traces list`` / ``traces show`` with values from hostile traces (issue 17.6) and the small things
+a new user hit (issue 11.6): markup printed literally, trace ids cut at 80 columns, no prefixes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tracejudge.cli import cli
+from tracejudge.schema import RawSpan
+from tracejudge.store import SqliteStore
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+OTHER = "4bf92f3577b34da6a3ce929d0e0e9999"
+ESC = "\x1b"
+HOSTILE_NAMES = [
+    "[/x]",
+    "[link=https://evil.example]click[/link]",
+    f"{ESC}]0;owned{ESC}\\ title",
+    f"{ESC}[2J cleared",
+    "back\rover",
+    "a\u202etxt.exe",
+]
+
+
+def _span(trace_id: str, name: str, **attributes: object) -> RawSpan:
+    return RawSpan(
+        trace_id=trace_id,
+        span_id="00f067aa0ba902b7",
+        name=name,
+        start_time_unix_nano=1_700_000_000_000_000_000,
+        end_time_unix_nano=1_700_000_000_100_000_000,
+        attributes=dict(attributes),
+    )
+
+
+def _run(db: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", *args])
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "s.db"
+
+
+def _store(db: Path, *spans: RawSpan) -> None:
+    store = SqliteStore(db)
+    store.put_spans(spans)
+    store.close()
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_traces_list_shows_a_hostile_name_as_inert_text(db: Path, name: str) -> None:
+    _store(db, _span(TRACE, name))
+    result = _run(db, "traces", "list")
+    assert result.exit_code == 0, result.output
+    assert ESC not in result.output
+    assert "\r" not in result.output
+    assert "\u202e" not in result.output
+    assert TRACE in result.output
+
+
+def test_markup_in_a_name_is_shown_not_read(db: Path) -> None:
+    _store(db, _span(TRACE, "[link=https://evil.example]click[/link]"))
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", "traces", "list"], env={"COLUMNS": "200"})
+    assert "[link=https://evil.example]click[/link]" in result.output
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_traces_show_writes_no_escape_sequence_from_span_data(db: Path, name: str) -> None:
+    _store(db, _span(TRACE, name, **{"input.value": name, "output.value": f"{ESC}[31mred"}))
+    result = _run(db, "traces", "show", TRACE)
+    assert result.exit_code == 0, result.output
+    assert ESC not in result.output
+    assert "\u202e" not in result.output
+    assert (
+        "\\x1b" in result.output
+        or "[/x]" in result.output
+        or "\\r" in result.output
+        or "\\u202e" in result.output
+    )
+
+
+def test_traces_show_prints_not_recorded_without_literal_markup(db: Path) -> None:
+    _store(db, _span(TRACE, "retrieve", **{"openinference.span.kind": "RETRIEVER"}))
+    result = _run(db, "traces", "show", TRACE)
+    assert result.exit_code == 0, result.output
+    assert "<not recorded>" in result.output
+    assert "[dim]" not in result.output
+
+
+def test_trace_ids_are_whole_in_a_pipe_of_80_columns(db: Path) -> None:
+    _store(db, _span(TRACE, "a fairly long trace name " * 4))
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", "traces", "list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert TRACE in result.output
+
+
+def test_traces_show_and_triage_accept_a_unique_prefix(db: Path, tmp_path: Path) -> None:
+    _store(db, _span(TRACE, "root"), _span("0123456789abcdef0123456789abcdef", "other"))
+    shown = _run(db, "traces", "show", TRACE[:8], "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["trace_id"] == TRACE
+
+
+def test_an_ambiguous_prefix_exits_2_listing_the_candidates(db: Path, tmp_path: Path) -> None:
+    _store(db, _span(TRACE, "root"), _span(OTHER, "other"))
+    result = _run(db, "traces", "show", TRACE[:10])
+    assert result.exit_code == 2
+    assert TRACE in result.output
+    assert OTHER in result.output
+    ticket = tmp_path / "t.yaml"
+    ticket.write_text("ticket: T-1\nrequired:\n  - {doc_id: C-17, version: v2}\n", encoding="utf-8")
+    triage = _run(db, "triage", "--ticket", str(ticket), TRACE[:10])
+    assert triage.exit_code == 2, triage.output
+    assert OTHER in triage.output
