@@ -217,14 +217,17 @@ class _Run:
         transaction for their spans (each trace whole) and markers, so the store keeps up."""
         ids: list[str] = []
         spans: list[RawSpan] = []
+        of_trace: dict[str, list[RawSpan]] = {}
         while self.pending and (not ids or self.pending[0][1].done()):
             trace_ids, future = self.pending.popleft()
             by_trace = future.result()
             ids.extend(trace_ids)
-            spans.extend(s for t in trace_ids for s in by_trace.get(t, []))
+            for t in trace_ids:
+                of_trace[t] = by_trace.get(t, [])
+                spans.extend(of_trace[t])
         markers: dict[str, str] = {}
         for t in ids:
-            trace_spans = [x for x in spans if x.trace_id == t]
+            trace_spans = of_trace[t]
             now_seen = seen(trace_spans, before=self.before.get(t), now=self.now, lag=LAG)
             (self.settled if now_seen.settled else self.unsettled).append(t)
             markers[_marker_key(t)] = json.dumps({"project": self.options.project, **now_seen.model_dump()})
