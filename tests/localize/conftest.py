@@ -182,3 +182,45 @@ def statuses(loc: Localization) -> list[str]:
 @pytest.fixture
 def mk() -> ModuleType:
     return sys.modules[__name__]
+
+
+# The index of the agent-framework recordings (tests/fixtures/traces/_policy.py, record_<framework>.py):
+# the four documents with their text, so returned text without an id is identified by its content.
+POLICY_TEXTS = {
+    ("C-17/attachment", "v1"): (
+        "Contract C-17 with supplier Hengda, attachment v1 (2025). Prepayment shall not exceed 50,000 RMB per order."
+    ),
+    ("C-17/attachment", "v2"): (
+        "Attachment v2, effective 2026-03-01, replaces v1. Prepayment shall not exceed 30,000 RMB per order."
+    ),
+    ("C-17/main", "v3"): "Contract C-17 main terms. Payment terms: net 30 days after delivery.",
+    ("C-09/framework", "v1"): "Framework agreement C-09 with Lianfa: deliveries are due within ten days.",
+}
+
+
+def policy_manifest(v2_region: str = "EU", *, acl: bool = False) -> list[ManifestEntry]:
+    """The recordings' index: attachment v1 (CN, until 2026-03-01) and v2 (``v2_region``, after it), the
+    main terms and an unrelated agreement (CN), each with its ``content``. With ``acl``, the EU attachment
+    is readable by ``buyer-eu`` only and the CN documents by both buyers (the permission runs run as
+    ``buyer-cn``)."""
+    both = ["buyer-cn", "buyer-eu"]
+    v1 = v1_entry(metadata={"region": "CN"}, acl=both if acl else None)
+    v2 = entry(
+        indexed_at=datetime(2026, 3, 2, tzinfo=UTC),
+        metadata={"region": v2_region},
+        acl=(["buyer-eu"] if v2_region == "EU" else both) if acl else None,
+    )
+    others = [
+        ManifestEntry(
+            doc_id=doc_id,
+            version=version,
+            effective_from=datetime(2025, 1, 1, tzinfo=UTC),
+            indexed_at=datetime(2025, 1, 2, tzinfo=UTC),
+            metadata={"region": "CN"},
+            acl=tuple(both) if acl else None,
+        )
+        for doc_id, version in (("C-17/main", "v3"), ("C-09/framework", "v1"))
+    ]
+    return [
+        e.model_copy(update={"content": POLICY_TEXTS[(e.doc_id, e.version or "")]}) for e in [v1, v2, *others]
+    ]
