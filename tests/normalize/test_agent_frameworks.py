@@ -3,7 +3,7 @@
 ``CrewOutput``) and AutoGen (a tool span without its result).
 
 Fixtures: tests/fixtures/traces/{adk,strands,semantic_kernel,crewai,autogen,autogen_openinference}_
-{rag,ignored,filtered,dropped}.pb, re-recorded with record_<framework>.py (side venvs; see each docstring).
+{rag,ignored,filtered,dropped}.pb (Semantic Kernel: .json, spans and log records), re-recorded with record_<framework>.py (side venvs; see each docstring).
 Every app is the one of _policy.py: one ``search_documents`` tool over the policy corpus, v2 then v1 for
 the question (filtered: v1 and an unrelated agreement), the model asked for the search, then answering.
 
@@ -20,8 +20,7 @@ import pytest
 from tracejudge.normalize import normalize
 from tracejudge.schema import RawSpan, TaskRecord
 from tracejudge.store import open_store
-from tracejudge_collectors.otel import read_otlp_file
-from tracejudge_collectors.otel._logs import decode_logs_protobuf
+from tracejudge_collectors.otel import iter_otlp_file, read_otlp_file
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 QUESTION = "Can we prepay 45,000 RMB to supplier Hengda under contract C-17?"
@@ -37,14 +36,16 @@ TOOLS = {"semantic_kernel": "Contracts-search_documents"}
 
 
 def spans_of(name: str, tmp_path: Path) -> list[RawSpan]:
-    """The trace's spans; a Semantic Kernel trace's log records merged into them by a real store."""
-    spans = list(read_otlp_file(TRACES / f"{name}.pb"))
-    logs = TRACES / f"{name}.logs.pb"
-    if not logs.exists():
-        return spans
+    """The trace's spans; a Semantic Kernel file's log records merged into them by a real store (as
+    ``tracejudge collect file`` stores them)."""
+    path = TRACES / f"{name}.pb"
+    if path.exists():
+        return list(read_otlp_file(path))
+    results = list(iter_otlp_file(TRACES / f"{name}.json"))
+    spans = [s for r in results for s in r.spans]
+    events = [e for r in results for e in r.log_events]
     store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     store.put_spans(spans)
-    events = decode_logs_protobuf(logs.read_bytes()).events
     assert store.put_log_events(events) == len(events) > 0
     return store.get_spans(spans[0].trace_id)
 
@@ -112,7 +113,8 @@ def test_strands_tool_result_blocks_reach_the_model_input(tmp_path: Path) -> Non
 
 def test_semantic_kernel_without_its_log_records_records_no_messages() -> None:
     # The spans alone (the log records not collected): the model input is missing, not empty.
-    record = normalize(list(read_otlp_file(TRACES / "semantic_kernel_rag.pb")))
+    [trace_request, _] = iter_otlp_file(TRACES / "semantic_kernel_rag.json")
+    record = normalize(trace_request.spans)
     assert not any(m.input_recorded for m in record.model_calls)
     assert {g.kind for g in record.gaps} >= {"model_input_not_recorded", "model_output_not_recorded"}
 
