@@ -21,9 +21,10 @@ import json
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
-from tracejudge.normalize._values import REDACTED, as_str
+from tracejudge.normalize._shapes import documents_from_value
+from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
-from tracejudge.schema import Message
+from tracejudge.schema import Document, Message
 
 SYSTEM = "gcp.vertex.agent"
 LLM_REQUEST = "gcp.vertex.agent.llm_request"
@@ -113,6 +114,14 @@ class ADK(NoRecords):
         if response is None:
             return None
         return ModelIO(messages=tuple(_message(response.get("content"))))
+
+    def documents(self, view: SpanView) -> list[Document] | None:
+        """A retrieval tool's documents: its result (a tool is a retrieval when marked or when its
+        result names documents of the manifest)."""
+        result = self.tool_result(view)
+        if result is None or result == REDACTED:
+            return None
+        return documents_from_value(view, maybe_json(result))
 
     def tool_arguments(self, view: SpanView) -> Any | None:
         return view.attrs.get(TOOL_ARGS) if is_adk(view) else None

@@ -20,9 +20,10 @@ import json
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
+from tracejudge.normalize._shapes import documents_from_value
 from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
-from tracejudge.schema import Message
+from tracejudge.schema import Document, Message
 
 SYSTEM = "strands-agents"
 _ROLES = {
@@ -117,6 +118,14 @@ class Strands(NoRecords):
                 Message(role="assistant", content=text, tool_calls=tuple(calls), redacted=redacted)
             )
         return ModelIO(messages=tuple(messages), redacted=any(m.redacted for m in messages))
+
+    def documents(self, view: SpanView) -> list[Document] | None:
+        """A retrieval tool's documents: its result (a tool is a retrieval when marked or when its
+        result names documents of the manifest)."""
+        result = self.tool_result(view)
+        if result is None or result == REDACTED:
+            return None
+        return documents_from_value(view, maybe_json(result))
 
     def tool_arguments(self, view: SpanView) -> Any | None:
         if not is_strands(view):
