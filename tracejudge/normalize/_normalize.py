@@ -260,9 +260,7 @@ def _classify(view: SpanView) -> tuple[StepKind, str]:
         step, convention = "model", "langfuse" if langfuse.is_langfuse(view) else "gen_ai"
     if step is None:
         step, convention = "other", "langfuse" if langfuse.is_langfuse(view) else ""
-    if step in ("other", "tool") and tj.has_retrieval_attributes(view):
-        # A tool the application gave a retrieval filter, principal or candidates is a retrieval it
-        # marked (a search tool of an agent framework): its result holds the documents.
+    if step == "other" and tj.has_retrieval_attributes(view):
         return "retrieval", convention or "tracejudge"
     return step, convention
 
