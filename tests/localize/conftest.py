@@ -20,11 +20,13 @@ from tracejudge.schema import (
     Material,
     Message,
     ModelCall,
+    RawSpan,
     RetrievalCall,
+    SpanEvent,
     TaskRecord,
     Ticket,
 )
-from tracejudge_collectors.otel import read_otlp_file
+from tracejudge_collectors.otel import iter_otlp_file, read_otlp_file
 
 T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
 DOC = "C-17/attachment"
@@ -188,7 +190,8 @@ def mk() -> ModuleType:
 # the four documents with their text, so returned text without an id is identified by its content.
 POLICY_TEXTS = {
     ("C-17/attachment", "v1"): (
-        "Contract C-17 with supplier Hengda, attachment v1 (2025). Prepayment shall not exceed 50,000 RMB per order."
+        "Contract C-17 with supplier Hengda, attachment v1 (2025). "
+        "Prepayment shall not exceed 50,000 RMB per order."
     ),
     ("C-17/attachment", "v2"): (
         "Attachment v2, effective 2026-03-01, replaces v1. Prepayment shall not exceed 30,000 RMB per order."
@@ -198,11 +201,18 @@ POLICY_TEXTS = {
 }
 
 
-def policy_manifest(v2_region: str = "EU", *, acl: bool = False) -> list[ManifestEntry]:
+# the retriever's own id of each document: _policy.CHUNK_IDS ("chunk-041"...), a ColBERTv2 pid (41...)
+POLICY_CHUNKS = {key: 41 + n for n, key in enumerate(POLICY_TEXTS)}
+
+
+def policy_manifest(
+    v2_region: str = "EU", *, acl: bool = False, ids: str | None = None
+) -> list[ManifestEntry]:
     """The recordings' index: attachment v1 (CN, until 2026-03-01) and v2 (``v2_region``, after it), the
     main terms and an unrelated agreement (CN), each with its ``content``. With ``acl``, the EU attachment
     is readable by ``buyer-eu`` only and the CN documents by both buyers (the permission runs run as
-    ``buyer-cn``)."""
+    ``buyer-cn``). ``ids``: the retriever ids each version lists, ``"chunk"`` (``chunk-041``) or ``"pid"``
+    (``41``)."""
     both = ["buyer-cn", "buyer-eu"]
     v1 = v1_entry(metadata={"region": "CN"}, acl=both if acl else None)
     v2 = entry(
@@ -221,6 +231,49 @@ def policy_manifest(v2_region: str = "EU", *, acl: bool = False) -> list[Manifes
         )
         for doc_id, version in (("C-17/main", "v3"), ("C-09/framework", "v1"))
     ]
+
+    def retriever_ids(key: tuple[str, str]) -> tuple[str, ...]:
+        number = POLICY_CHUNKS[key]
+        return {"chunk": (f"chunk-{number:03d}",), "pid": (str(number),)}.get(ids or "", ())
+
     return [
-        e.model_copy(update={"content": POLICY_TEXTS[(e.doc_id, e.version or "")]}) for e in [v1, v2, *others]
+        e.model_copy(
+            update={
+                "content": POLICY_TEXTS[(e.doc_id, e.version or "")],
+                "ids": retriever_ids((e.doc_id, e.version or "")),
+            }
+        )
+        for e in [v1, v2, *others]
+    ]
+
+
+def recorded_spans(name: str) -> list[RawSpan]:
+    """A recorded file's spans; in an OTLP/JSON file with a log request too (Semantic Kernel), the log
+    records merged into their spans' events as the store merges them."""
+    results = list(iter_otlp_file(RECORDED / name))
+    events: dict[str, list[SpanEvent]] = {}
+    for result in results:
+        for event in result.log_events:
+            events.setdefault(event.span_id, []).append(event.to_span_event())
+    spans = [span for result in results for span in result.spans]
+    return [
+        s.model_copy(
+            update={"events": tuple(sorted((*s.events, *events[s.span_id]), key=lambda e: e.time_unix_nano))}
+        )
+        if s.span_id in events
+        else s
+        for s in spans
+    ]
+
+
+def triage_framework(name: str, entries: list[ManifestEntry] | None) -> Localization:
+    """The default ticket triaged over an agent-framework recording (see ``recorded_spans``)."""
+    return localize(normalize(recorded_spans(name)), ticket(), entries)
+
+
+def drop_attribute(spans: list[RawSpan], key: str) -> list[RawSpan]:
+    """The spans with one attribute removed wherever it is."""
+    return [
+        s.model_copy(update={"attributes": {k: v for k, v in s.attributes.items() if k != key}})
+        for s in spans
     ]
