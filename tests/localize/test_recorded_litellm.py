@@ -44,6 +44,6 @@ def test_v2_retrieved_and_in_the_model_input_under_every_recording(mk: ModuleTyp
 def test_chunk_ids_the_manifest_does_not_list_leave_retrieval_unconfirmed(mk: ModuleType) -> None:
     # The GenAI retrieval span records ids and scores, no text: without the manifest's ids nothing says
     # which version chunk-042 is, and the identity is asked for instead of concluding "not returned".
-    loc = mk.triage_framework("litellm_otel_filtered.pb", mk.policy_manifest("EU"))
+    loc = mk.triage_framework("litellm_otel_rag.pb", mk.policy_manifest("EU"))
     assert loc.verdict == "unconfirmed"
-    assert any("chunk-041" in item and "ids" in item for item in loc.stages[1].missing)
+    assert any("'chunk-042'" in item and "ids" in item for item in loc.stages[1].missing)

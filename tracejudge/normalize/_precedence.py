@@ -21,6 +21,8 @@ Why this order:
   Kernel's GenAI-named events hold content blocks or JSON-text bodies) come before GenAI on the lines
   they record, and answer ``None`` for any span not theirs; ADK's own request/response attributes and
   LiteLLM's ``raw_gen_ai_request`` Python reprs come after every standard convention.
+- smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
+  text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
   or events (ADK, Strands), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
@@ -45,6 +47,7 @@ from tracejudge.normalize._litellm import CONVENTION as LITELLM
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
 from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
 from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
+from tracejudge.normalize._smolagents import CONVENTION as SMOLAGENTS
 from tracejudge.normalize._strands import CONVENTION as STRANDS
 from tracejudge.normalize._tracejudge import CONVENTION as TRACEJUDGE
 
@@ -71,7 +74,17 @@ class Precedence:
 PRECEDENCE = Precedence(
     classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM)),
     input_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, LITELLM, FREEFORM),
-    output_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, LITELLM, FREEFORM),
+    output_messages=(
+        SMOLAGENTS,
+        OPENINFERENCE,
+        STRANDS,
+        SEMANTIC_KERNEL,
+        GENAI,
+        OPENLLMETRY,
+        ADK,
+        LITELLM,
+        FREEFORM,
+    ),
     documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, FREEFORM),
     query=(GENAI, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
