@@ -35,8 +35,7 @@ from tracejudge.normalize import normalize
 from tracejudge.schema import ManifestEntry, RawSpan, Ticket
 from tracejudge.store import open_store
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
-from tracejudge_collectors.otel import decode_protobuf, read_otlp_file
-from tracejudge_collectors.otel._logs import decode_logs_protobuf
+from tracejudge_collectors.otel import decode_protobuf, iter_otlp_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "procurement"
 EXAMPLES = int(os.environ.get("TRACEJUDGE_REMOVAL_EXAMPLES", "1000"))
@@ -101,23 +100,22 @@ class Removal:
 
 
 def _recorded() -> list[Path]:
-    """The recorded traces (a ``X.logs.pb`` holds the log records of the trace ``X.pb``)."""
-    return sorted(
-        p for p in mk.RECORDED.iterdir() if p.suffix in (".pb", ".json") and not p.name.endswith(".logs.pb")
-    )
+    """The recorded traces (an OTLP/JSON file may hold a log request beside the trace request)."""
+    return sorted(p for p in mk.RECORDED.iterdir() if p.suffix in (".pb", ".json"))
 
 
 def _spans(path: Path) -> tuple[RawSpan, ...]:
-    """A recorded trace's spans, its log records merged in by a real store (as the receiver does)."""
-    spans = list(read_otlp_file(path))
-    logs = path.with_name(path.name.removesuffix(".pb") + ".logs.pb")
-    if not logs.exists():
+    """A recorded trace's spans, its log records merged in by a real store (as ``collect file`` does)."""
+    results = list(iter_otlp_file(path))
+    spans = [s for r in results for s in r.spans]
+    events = [e for r in results for e in r.log_events]
+    if not events:
         return tuple(spans)
     with tempfile.TemporaryDirectory() as folder:
         store = open_store(f"sqlite:///{Path(folder) / 'store.db'}")
         try:
             store.put_spans(spans)
-            store.put_log_events(decode_logs_protobuf(logs.read_bytes()).events)
+            store.put_log_events(events)
             return tuple(store.get_spans(spans[0].trace_id))
         finally:
             store.close()

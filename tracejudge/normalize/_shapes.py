@@ -78,6 +78,14 @@ def content_and_tools(content: Any) -> tuple[str | None, list[dict[str, Any]], b
     return ("\n".join(texts) if texts else None), tools, redacted
 
 
+def _tool_results_only(parts: Any) -> bool:
+    return (
+        isinstance(parts, list)
+        and bool(parts)
+        and all(isinstance(p, dict) and p.get("type") in ("tool_call_response", "tool_result") for p in parts)
+    )
+
+
 def message_from_dict(value: Any) -> Message | None:
     """One message from any dialect's dict shape (OpenAI, OTel GenAI parts, LangChain)."""
     if not isinstance(value, dict):
@@ -95,6 +103,9 @@ def message_from_dict(value: Any) -> Message | None:
         content, tools, redacted = None, [], False
     if role is None:
         role = "unknown"
+    if _tool_results_only(value.get("parts")):
+        # GenAI parts: tool results may travel in a "user" message (pydantic-ai); it is a tool message.
+        role = "tool"
     role = {"human": "user", "ai": "assistant", "AIMessage": "assistant", "HumanMessage": "user"}.get(
         role, role
     )
