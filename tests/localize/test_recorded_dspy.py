@@ -57,3 +57,11 @@ def test_unidentified_passages_never_give_not_returned(mk: ModuleType, run: str)
     missing = loc.stages[1].missing
     identities = [i for i, item in enumerate(missing) if "identity of the document" in item]
     assert identities == [0, 1]
+
+
+def test_a_replayed_filter_exclusion_stands_beside_unidentified_passages(mk: ModuleType) -> None:
+    # region == CN excludes the EU attachment whatever the unidentified passages are: it could not have
+    # been returned, so the filter is the cause.
+    entries = [e.model_copy(update={"content": None}) for e in mk.policy_manifest("EU")]
+    loc = mk.triage_framework(FILE.format(run="filtered"), entries)
+    assert (loc.verdict, loc.cause) == ("filtered", "filter")
