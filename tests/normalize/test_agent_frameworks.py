@@ -3,7 +3,9 @@
 ``CrewOutput``) and AutoGen (a tool span without its result).
 
 Fixtures: tests/fixtures/traces/{adk,strands,semantic_kernel,crewai,autogen,autogen_openinference}_
-{rag,ignored,filtered,dropped}.pb (Semantic Kernel: .json, spans and log records), re-recorded with record_<framework>.py (side venvs; see each docstring).
+{rag,ignored,filtered,dropped}.pb
+(Semantic Kernel: .json, spans and log records), re-recorded with record_<framework>.py (side venvs;
+see each docstring).
 Every app is the one of _policy.py: one ``search_documents`` tool over the policy corpus, v2 then v1 for
 the question (filtered: v1 and an unrelated agreement), the model asked for the search, then answering.
 
