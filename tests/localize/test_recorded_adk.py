@@ -1,8 +1,9 @@
-"""Triage over a Google ADK LlmAgent traced by ADK's built-in tracing: model calls are
-``gcp.vertex.agent.llm_request`` / ``llm_response`` (Gemini contents), the search tool's result
-``gcp.vertex.agent.tool_response``. Fixtures from tests/fixtures/traces/record_adk.py (the app and its
-runs: _policy.py); the manifest is the recordings' index with each version's ``content`` (conftest
-``policy_manifest``).
+"""Triage over a Google ADK LlmAgent traced by ADK's built-in tracing: ADK 2 (``adk_*``, with
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``) writes OTel GenAI spans, the search tool's
+result in ``gen_ai.tool.call.result``; ADK 1 (``adk_legacy_*``) its own ``gcp.vertex.agent.llm_request`` /
+``llm_response`` (Gemini contents) and ``gcp.vertex.agent.tool_response``. Fixtures from
+tests/fixtures/traces/record_adk.py (the app and its runs: _policy.py); the manifest is the recordings'
+index with each version's ``content`` (conftest ``policy_manifest``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from types import ModuleType
 import pytest
 
 FILE = "adk_{run}.pb"
+LEGACY = "adk_legacy_{run}.pb"
 # run -> (verdict, cause, stage statuses)
 RUNS = {
     "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
@@ -21,10 +23,11 @@ RUNS = {
 }
 
 
+@pytest.mark.parametrize("file", [FILE, LEGACY])
 @pytest.mark.parametrize("run", list(RUNS))
-def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, run: str) -> None:
+def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, file: str, run: str) -> None:
     verdict, cause, statuses = RUNS[run]
-    loc = mk.triage_framework(FILE.format(run=run), mk.policy_manifest("EU"))
+    loc = mk.triage_framework(file.format(run=run), mk.policy_manifest("EU"))
     assert (loc.verdict, loc.cause, mk.statuses(loc)) == (verdict, cause, statuses)
 
 
@@ -45,3 +48,9 @@ def test_the_filter_on_the_tool_span_is_replayed_and_needed(mk: ModuleType) -> N
     loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
     assert loc.verdict == "unconfirmed"
     assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
+
+
+def test_adk_2_by_default_records_no_content_and_gets_no_verdict(mk: ModuleType) -> None:
+    # ADK 2 without OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: no message, argument or result.
+    loc = mk.triage_framework("adk_nocontent_rag.pb", mk.policy_manifest("EU"))
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])

@@ -1,8 +1,8 @@
-"""What normalize reads from agent frameworks' own tracing: Google ADK (``gcp.vertex.agent.*``), Strands
-(content blocks in span events), Semantic Kernel (messages as OTLP log records), CrewAI (the crew root's
-``CrewOutput``) and AutoGen (a tool span without its result).
+"""What normalize reads from agent frameworks' own tracing: Google ADK 1.x (``gcp.vertex.agent.*``; ADK 2
+writes OTel GenAI), Strands (content blocks in span events), Semantic Kernel (messages as OTLP log
+records), CrewAI (the crew root's ``CrewOutput``) and AutoGen (a tool span without its result).
 
-Fixtures: tests/fixtures/traces/{adk,strands,semantic_kernel,crewai,autogen,autogen_openinference}_
+Fixtures: tests/fixtures/traces/{adk,adk_legacy,strands,semantic_kernel,crewai,autogen,autogen_openinference}_
 {rag,ignored,filtered,dropped}.pb
 (Semantic Kernel: .json, spans and log records), re-recorded with record_<framework>.py (side venvs;
 see each docstring).
@@ -97,8 +97,8 @@ def test_autogen_own_tracing_records_no_tool_result(run: str, tmp_path: Path) ->
     assert record.final_answer == ANSWERS[run]
 
 
-def test_adk_reads_gemini_contents_with_the_function_response_as_a_tool_message(tmp_path: Path) -> None:
-    record = load("adk", "rag", tmp_path)
+def test_adk_1_reads_gemini_contents_with_the_function_response_as_a_tool_message(tmp_path: Path) -> None:
+    record = load("adk_legacy", "rag", tmp_path)
     last = record.model_calls[-1]
     assert [m.role for m in last.input_messages] == ["system", "user", "assistant", "tool"]
     assert last.input_messages[2].tool_calls[0]["arguments"] == {"query": "prepayment per order"}

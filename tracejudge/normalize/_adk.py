@@ -1,4 +1,7 @@
-"""Google ADK's built-in tracing (tracer ``gcp.vertex.agent``, ``gen_ai.system = gcp.vertex.agent``).
+"""Google ADK 1.x's built-in tracing (tracer ``gcp.vertex.agent``, ``gen_ai.system = gcp.vertex.agent``).
+
+ADK 2 writes plain OTel GenAI spans instead (read by the GenAI convention; content only with
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``).
 
 ADK records a model call (``call_llm``) as the request and response it exchanged with the model, each
 one JSON attribute in Gemini's shape rather than as GenAI messages:
