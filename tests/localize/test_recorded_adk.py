@@ -54,3 +54,8 @@ def test_adk_2_by_default_records_no_content_and_gets_no_verdict(mk: ModuleType)
     # ADK 2 without OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: no message, argument or result.
     loc = mk.triage_framework("adk_nocontent_rag.pb", mk.policy_manifest("EU"))
     assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
+    # and every content gap names the switch
+    record = mk.normalize(mk.recorded_spans("adk_nocontent_rag.pb"))
+    details = [g.detail for g in record.gaps if g.kind.startswith("model_")]
+    assert details
+    assert all("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in d for d in details)

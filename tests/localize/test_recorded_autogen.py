@@ -36,3 +36,6 @@ def test_autogens_own_tracing_records_no_retrieval_and_says_what_would(mk: Modul
     # not necessarily what the tool returned: no retrieval is read from it, whatever the fault.
     loc = mk.triage_framework(f"autogen_{run}.pb", mk.policy_manifest("EU"))
     assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
+    record = mk.normalize(mk.recorded_spans(f"autogen_{run}.pb"))
+    [gap] = [g for g in record.gaps if g.kind == "no_retrieval_span"]
+    assert "openinference-instrumentation-autogen-agentchat" in gap.detail

@@ -144,3 +144,11 @@ def test_litellm_model_call_under_every_recording(mode: str, tmp_path: Path) -> 
     # the app's GenAI retrieval span: chunk ids and scores, no text (the manifest's ids identify them)
     [retrieval] = record.retrievals
     assert [d.raw_id for d in retrieval.documents] == ["chunk-042", "chunk-041"]
+
+
+def test_crewai_without_the_openai_instrumentation_names_it(tmp_path: Path) -> None:
+    spans = [
+        s for s in spans_of("crewai_rag", tmp_path) if s.scope_name == "openinference.instrumentation.crewai"
+    ]
+    [gap] = [g for g in normalize(spans).gaps if g.kind == "no_model_span"]
+    assert "openinference-instrumentation-openai" in gap.detail

@@ -24,6 +24,8 @@ Producer = Literal[
     "pydantic-ai",
     "semantic-kernel",
     "langfuse",
+    "adk",
+    "autogen",
 ]
 
 
@@ -90,6 +92,18 @@ _LANGFUSE_CONTENT = Switch(
     ("capture_input", "capture_output"),
     "package:langfuse",
 )
+_ADK_CONTENT = Switch(
+    "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (Google ADK 2 records no message, tool"
+    " argument or tool result without it)",
+    ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY"),
+    "recorded:record_adk.py",
+)
+_AUTOGEN_TOOLS = Switch(
+    "AutoGen's own tracing records no tool result: trace the agents with"
+    " openinference-instrumentation-autogen-agentchat, whose tool spans hold what a search tool returned",
+    ("openinference-instrumentation-autogen-agentchat",),
+    "recorded:record_autogen.py",
+)
 _OI_CLIENT = Switch(
     "instrument the LLM client too (openinference-instrumentation-openai: OpenAIInstrumentor().instrument());"
     " some frameworks' instrumentations (CrewAI, AutoGen) record no LLM call of their own",
@@ -111,23 +125,34 @@ _CONTENT: dict[Producer | None, Switch] = {
     "pydantic-ai": _PYDANTIC_CONTENT,
     "semantic-kernel": _SK_CONTENT,
     "langfuse": _LANGFUSE_CONTENT,
+    "adk": _ADK_CONTENT,
 }
 # gap kind -> producer (None: whatever produced the trace) -> switch
 SWITCHES: dict[str, dict[Producer | None, Switch]] = {
     "model_input_not_recorded": dict(_CONTENT),
     "model_output_not_recorded": dict(_CONTENT),
-    "model_input_redacted": {"openinference": _OI_CONTENT, "langfuse": _LANGFUSE_CONTENT},
-    "model_output_redacted": {"openinference": _OI_CONTENT, "langfuse": _LANGFUSE_CONTENT},
+    "model_input_redacted": {
+        "openinference": _OI_CONTENT,
+        "langfuse": _LANGFUSE_CONTENT,
+    },
+    "model_output_redacted": {
+        "openinference": _OI_CONTENT,
+        "langfuse": _LANGFUSE_CONTENT,
+    },
     "retrieval_documents_not_recorded": {"openinference": _OI_CONTENT, "openllmetry": _OLL_CONTENT},
     "no_final_answer": dict(_CONTENT),
     "no_model_span": {"litellm": _LITELLM_SPAN, "openinference": _OI_CLIENT},
-    "no_retrieval_span": {None: _MARK_RETRIEVAL},
+    "no_retrieval_span": {"autogen": _AUTOGEN_TOOLS, None: _MARK_RETRIEVAL},
 }
 
 
 def producer(span: RawSpan) -> Producer | None:
     """The instrumentation that wrote a span, as far as its switches go."""
     scope = span.scope_name.lower()
+    if scope == "gcp.vertex.agent":
+        return "adk"
+    if scope == "autogen-core":
+        return "autogen"
     if scope.startswith("openinference.instrumentation"):
         return "openinference"
     if scope.startswith(("opentelemetry.util.genai", "opentelemetry.instrumentation.openai_v2")):
