@@ -44,3 +44,16 @@ def test_the_filter_on_the_tool_span_is_replayed_and_needed(mk: ModuleType) -> N
     loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
     assert loc.verdict == "unconfirmed"
     assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
+
+
+def test_without_content_capture_no_verdict_and_the_gap_names_include_content(mk: ModuleType) -> None:
+    # include_content=False records neither messages nor tool results: nothing to read a retrieval from.
+    spans = mk.recorded_spans(FILE.format(run="dropped"))
+    for key in ("gen_ai.tool.call.result", "gen_ai.tool.call.arguments", "gen_ai.input.messages"):
+        spans = mk.drop_attribute(spans, key)
+    record = mk.normalize(spans)
+    loc = mk.localize(record, mk.ticket(), mk.policy_manifest("EU"))
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
+    assert any(
+        "include_content=True" in g.detail for g in record.gaps if g.kind == "model_input_not_recorded"
+    )

@@ -45,3 +45,14 @@ def test_the_filter_on_the_tool_span_is_replayed_and_needed(mk: ModuleType) -> N
     loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
     assert loc.verdict == "unconfirmed"
     assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
+
+
+def test_without_its_log_records_the_model_input_is_missing_and_the_switch_named(mk: ModuleType) -> None:
+    # The spans alone (the log request not collected): the clause cannot be looked for.
+    [spans, _] = mk.iter_otlp_file(mk.RECORDED / FILE.format(run="dropped"))
+    record = mk.normalize(spans.spans)
+    loc = mk.localize(record, mk.ticket(), mk.policy_manifest("EU"))
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])
+    details = [g.detail for g in record.gaps if g.kind == "model_input_not_recorded"]
+    assert details
+    assert all("SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE" in d for d in details)
