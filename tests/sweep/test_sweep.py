@@ -17,11 +17,9 @@ from tracejudge.normalize import normalize
 from tracejudge.schema import Document, ManifestEntry, Material, ModelCall, RetrievalCall, TaskRecord, Ticket
 from tracejudge.store import SqliteStore
 from tracejudge.sweep import VersionIndex, flag_trace, iter_sweep, sweep
-from tracejudge_collectors.otel import decode_logs_protobuf, read_otlp_file
+from tracejudge_collectors.otel import iter_otlp_file
 
-FIXTURES = sorted(
-    p for p in RECORDED.iterdir() if p.suffix in (".pb", ".json") and not p.name.endswith(".logs.pb")
-)
+FIXTURES = sorted(p for p in RECORDED.iterdir() if p.suffix in (".pb", ".json"))
 STALE_ANSWER = "Yes: contract C-17 allows prepayment up to 50,000 RMB, so 45,000 RMB is fine."
 RIGHT_ANSWER = "No: attachment v2 of C-17 caps prepayment at 30,000 RMB; 45,000 RMB is over the limit."
 HAND_TICKET = Ticket(
@@ -40,11 +38,10 @@ HAND_TICKET = Ticket(
 
 def _load(store: SqliteStore, path: Path) -> set[str]:
     """A fixture's spans into the store, with its log records (Semantic Kernel sends content as logs)."""
-    spans = list(read_otlp_file(path))
+    results = list(iter_otlp_file(path))
+    spans = [s for r in results for s in r.spans]
     store.put_spans(spans)
-    logs = path.with_name(path.name.removesuffix(".pb") + ".logs.pb")
-    if logs.exists():
-        store.put_log_events(decode_logs_protobuf(logs.read_bytes()).events)
+    store.put_log_events([e for r in results for e in r.log_events])  # an OTLP/JSON file may hold logs
     return {s.trace_id for s in spans}
 
 
@@ -69,10 +66,10 @@ def test_recording_answers_are_one_of_two() -> None:
 
 def test_every_convention_stale_answer_is_flagged_and_no_right_one(conventions: Any) -> None:
     store, answers = conventions
-    # LangGraph's answer is read as the graph's state object until normalize picks the answer out of
-    # it (DESIGN 5.4, "the answer is not a state object"): no claim is made on those traces here.
+    # Every recorded answer is one of the two scripted ones (a LangGraph root's state object is not
+    # read as the answer, DESIGN 5.4); only a trace recorded with content capture off has none.
     scripted = {t: a for t, (_, a) in answers.items() if a in (STALE_ANSWER, RIGHT_ANSWER)}
-    assert all(a.startswith("{") for t, (_, a) in answers.items() if t not in scripted)
+    assert {name for t, (name, a) in answers.items() if t not in scripted} == {"adk_nocontent_rag.pb"}
     assert len(scripted) > 0.8 * len(answers)
     report = sweep(store, recorded_manifest())
     assert report.scanned == len(answers)
@@ -96,7 +93,8 @@ def test_each_flag_drafts_a_ticket_that_triages_like_the_hand_written_one(
     store.close()
     flags = flag_trace(task, VersionIndex.build(manifest))
     if task.final_answer not in (STALE_ANSWER, RIGHT_ANSWER):
-        assert (task.final_answer or "").startswith("{")  # a state object, see above
+        # content capture off (see above): no answer, nothing to flag
+        assert (fixture, task.final_answer, flags) == ("adk_nocontent_rag.pb", None, [])
         return
     if task.final_answer != STALE_ANSWER:
         assert flags == []
