@@ -197,7 +197,10 @@ def run_state(store: Store, run: RunRecord) -> RunRecord:
     state = current.model_copy(
         update={
             "status": status,
-            "summary": summary.build(not_scored=progress.pending if progress.stopped else 0),
+            # Stopped: whatever is not scored now will not be (an item still claimed was in flight).
+            "summary": summary.build(
+                not_scored=progress.pending + progress.claimed if progress.stopped else 0
+            ),
             "finished_at": current.finished_at or (datetime.now(UTC) if status != "running" else None),
         }
     )
