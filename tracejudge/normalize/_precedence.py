@@ -24,7 +24,8 @@ Why this order:
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
-  or events (ADK, Strands), then the free-form input/output.
+  or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, then the free-form
+  input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
   the whole ``CrewOutput``: the answer is its ``raw``); the root's free-form I/O; a
@@ -37,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracejudge.normalize._adk import CONVENTION as ADK
+from tracejudge.normalize._ag2 import CONVENTION as AG2
 from tracejudge.normalize._convention import Convention
 from tracejudge.normalize._crewai import CONVENTION as CREWAI
 from tracejudge.normalize._freeform import CONVENTION as FREEFORM
@@ -85,12 +87,12 @@ PRECEDENCE = Precedence(
         LITELLM,
         FREEFORM,
     ),
-    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, FREEFORM),
+    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, FREEFORM),
     query=(GENAI, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
     tool_arguments=(GENAI, ADK, STRANDS, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, AG2, FREEFORM),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
     final_answer=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
 )
