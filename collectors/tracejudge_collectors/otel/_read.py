@@ -14,7 +14,7 @@ from typing import BinaryIO
 from tracejudge import InputError
 from tracejudge.schema import RawSpan, SpanSource
 from tracejudge_collectors.otel._decode import DecodeResult, decode_json_object, decode_protobuf
-from tracejudge_collectors.otel._logs import decode_logs_json_object
+from tracejudge_collectors.otel._logs import decode_logs_json_object, decode_logs_protobuf
 from tracejudge_collectors.otel._otlp import MAX_ERRORS, OtlpDecodeError, get, load_json_body
 
 __all__ = ["decode_json_file_chunk", "iter_otlp_file", "read_otlp_file"]
@@ -143,22 +143,43 @@ def _iter_proto(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeR
         at = f" (message {frame})" if frame is not None else ""
         return InputError(
             f"{path}{at}: {exc.message}",
-            hint="the file is truncated or not an OTLP protobuf ExportTraceServiceRequest; "
-            "OTLP/JSON files must end in .json or .jsonl",
+            hint="the file is truncated or not an OTLP protobuf ExportTraceServiceRequest or "
+            "ExportLogsServiceRequest; OTLP/JSON files must end in .json or .jsonl",
         )
 
     frames = _length_prefixed(data)
     if frames is None:
         try:
-            yield decode_protobuf(data, source=source)
+            yield _decode_proto_frame(data, source)
         except OtlpDecodeError as exc:
             raise fail(exc, None) from exc
         return
     for i, frame in enumerate(frames, 1):
         try:
-            yield decode_protobuf(frame, source=source)
+            yield _decode_proto_frame(frame, source)
         except OtlpDecodeError as exc:
             raise fail(exc, i) from exc
+
+
+def _decode_proto_frame(data: bytes, source: SpanSource) -> DecodeResult:
+    """A protobuf trace request, or a log request (``log_events``): the two share their outer field
+    numbers, so a log request read as traces fails or yields only rejected spans — then it is read
+    as logs, and kept as logs when that finds records with a span context."""
+    try:
+        traces: DecodeResult | None = decode_protobuf(data, source=source)
+    except OtlpDecodeError as exc:
+        traces, error = None, exc
+    if traces is not None and (traces.spans or not traces.rejected):
+        return traces
+    try:
+        logs = decode_logs_protobuf(data)
+    except OtlpDecodeError:
+        logs = None
+    if logs is not None and logs.events:
+        return DecodeResult(spans=[], rejected=logs.rejected, errors=logs.errors, log_events=logs.events)
+    if traces is not None:
+        return traces
+    raise error
 
 
 def _length_prefixed(data: bytes) -> list[bytes] | None:

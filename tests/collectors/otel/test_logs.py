@@ -483,3 +483,29 @@ def test_collect_file_reads_otlp_json_log_requests(tmp_path: Path, store_path: P
     finally:
         store.close()
     assert [e.attributes["content"] for e in span.events] == ["from a file"]  # the repeat is stored once
+
+
+def test_collect_file_reads_otlp_protobuf_log_requests(tmp_path: Path, store_path: Path) -> None:
+    # What opentelemetry-instrumentation-openai-v2 sends as log records, saved as protobuf files:
+    # bare, gzip-compressed, and in the Collector's length-prefixed frames beside a trace request.
+    logs = log_request(user_record("from a protobuf file"), {"event_name": "no.span"}).SerializeToString()
+    (tmp_path / "logs.pb").write_bytes(logs)
+    (tmp_path / "logs.binpb.gz").write_bytes(gzip.compress(logs))
+    frames = b"".join(len(m).to_bytes(4, "big") + m for m in (chat_span(), logs))
+    (tmp_path / "mixed.binpb").write_bytes(frames)
+    summary = cli_json(store_path, "collect", "file", str(tmp_path))
+    by_name = {
+        Path(f["path"]).name: (f["spans"], f["log_events"], f["rejected"], f["failed"])
+        for f in summary["files"]
+    }
+    assert by_name == {
+        "logs.pb": (0, 1, 1, False),
+        "logs.binpb.gz": (0, 1, 1, False),
+        "mixed.binpb": (1, 1, 1, False),
+    }
+    store = SqliteStore(store_path)
+    try:
+        (span,) = store.get_spans(TRACE_HEX)
+    finally:
+        store.close()
+    assert [e.attributes["content"] for e in span.events] == ["from a protobuf file"]
