@@ -7,6 +7,7 @@ Each case failed before the one reader (``tracejudge._inputfile``) existed.
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from tracejudge.audit import load_labels
 from tracejudge.checks import read_manifest
 from tracejudge.cli import cli
 from tracejudge.judge import load_rubric
-from tracejudge.localize import load_manifest, load_ticket
+from tracejudge.localize import load_manifest, load_ticket, parse_ticket
 from tracejudge.regress import load_suite
 
 HUGE_INT = "9" * 5000  # past Python's 4,300-digit int limit
@@ -165,3 +166,28 @@ def test_hostile_suite_samples_exit_2_naming_the_line(tmp_path: Path, data: byte
     with pytest.raises(InputError) as exc:
         load_suite(suite)
     _fails_at(exc, path, line)
+
+
+def test_a_ticket_of_many_entries_reads_without_full_gc_passes() -> None:
+    # Issue 17.7: a 7 MB ticket of 100k entries ran past 180 s — the cyclic GC's full passes over the
+    # growing node tree and records made reading quadratic. Reading now makes no full pass (and uses
+    # libyaml's parser when PyYAML has it); benchmarks/bench_triage.py measures the time.
+    lines = ["ticket: T", "trace_id: 4bf92f3577b34da6a3ce929d0e0e4736", "required:"]
+    lines += [
+        f'  - {{doc_id: doc-{i}, version: v{i % 3}, clause: "clause {i}", facts: {{cap: {i}}}}}'
+        for i in range(20_000)
+    ]
+    text = "\n".join(lines) + "\n"
+    full_passes: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full_passes.append(1)
+
+    gc.callbacks.append(note)
+    try:
+        ticket = parse_ticket(text)
+    finally:
+        gc.callbacks.remove(note)
+    assert len(ticket.required) == 20_000
+    assert full_passes == []

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tracejudge._errors import InputError
-from tracejudge._inputfile import decode_text, json_lines
+from tracejudge._inputfile import decode_text, json_lines, no_gc
 from tracejudge._yamlfile import node_line, parse_yaml, require_mapping, validation_lines
 from tracejudge.schema import ManifestEntry, Ticket
 
@@ -53,7 +53,8 @@ def parse_ticket(text: str, *, source: str = "<ticket>") -> Ticket:
         if isinstance(data.get(key), dict):
             data = {**data, key: [data[key]]}
     try:
-        ticket = Ticket.model_validate(data)
+        with no_gc():
+            ticket = Ticket.model_validate(data)
     except ValidationError as exc:
         msg = validation_lines(exc, lambda loc: f"{path}:{node_line(root, loc)}")
         msg = msg.replace("Input should be a valid tuple", "should be a list")
