@@ -162,7 +162,8 @@ def safe_load_yaml(
                 data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
-    except yaml.YAMLError as exc:
+    except yaml.YAMLError as first:
+        exc = _python_error(text) or first
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         if mark is None:
@@ -180,6 +181,20 @@ def safe_load_yaml(
         value = f" {node.value!r}" if node is not None and len(str(node.value)) <= 40 else ""
         raise InputError(f"{source}:{line}: cannot read the value{value}: {exc}", hint=hint) from None
     return data, root
+
+
+def _python_error(text: str) -> yaml.YAMLError | None:
+    """The error PyYAML's own parser reports for ``text`` (libyaml places some marks differently; the
+    line users are told stays the same either way)."""
+    if _Loader is yaml.SafeLoader:
+        return None
+    try:
+        yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        return exc
+    except RecursionError:
+        return None
+    return None
 
 
 def _too_deep_indent(text: str) -> int | None:
