@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_phoenix_pull.py
 	$(BIN)/python benchmarks/bench_langfuse_client.py
 	$(BIN)/python benchmarks/bench_score.py
+	$(BIN)/python benchmarks/fuzz_intake.py --requests 5000
 	$(BIN)/python benchmarks/bench_scale.py  # PostgreSQL: TRACEJUDGE_TEST_POSTGRES or --store
 
 services:

@@ -174,19 +174,19 @@ def _rejected(resp: Any, as_json: bool) -> int:
         HealthCheck.data_too_large,
     ],
 )
-@given(mutated())
+@given(mutated(), st.sampled_from(["/v1/traces", "/v1/logs"]))
 def test_mutated_requests_never_5xx_and_acknowledged_spans_are_stored(
-    receiver: tuple[TestClient, SqliteStore], case: tuple[bytes, bool, bool]
+    receiver: tuple[TestClient, SqliteStore], case: tuple[bytes, bool, bool], path: str
 ) -> None:
     client, store = receiver
     body, as_json, gz = case
     headers = {"Content-Type": "application/json" if as_json else "application/x-protobuf"}
     if gz:
         headers["Content-Encoding"] = "gzip"
-    resp = client.post("/v1/traces", content=gzip.compress(body) if gz else body, headers=headers)
+    resp = client.post(path, content=gzip.compress(body) if gz else body, headers=headers)
     assert resp.status_code < 500, (resp.status_code, resp.text[:300])
     assert resp.status_code in (200, 400, 413), resp.status_code
-    if resp.status_code != 200:
+    if resp.status_code != 200 or path != "/v1/traces":
         return
     expected = _valid_ids(body, as_json)
     missing = [ids for ids in expected if not any(s.span_id == ids[1] for s in store.get_spans(ids[0]))]
