@@ -1,50 +1,16 @@
 """Triage over a Semantic Kernel ChatCompletionAgent traced by its own diagnostics: the messages are OTLP
-log records (JSON-text bodies) of the chat spans, the function's result ``gen_ai.tool.call.result``; each
-file holds the trace request and the log request. Fixtures from
-tests/fixtures/traces/record_semantic_kernel.py (the app and its runs: _policy.py); the manifest is the
-recordings' index with each version's ``content`` (conftest ``policy_manifest``).
+log records (JSON-text bodies) of the chat spans, the function's result ``gen_ai.tool.call.result``;
+each file holds the trace request and the log request. The four faults, the unmarked tool and the filter
+replay are in test_recorded_frameworks.py. Fixtures from tests/fixtures/traces/record_semantic_kernel.py
+(the app and its runs: _policy.py); the manifest is the recordings' index with each version's
+``content`` (conftest ``policy_manifest``).
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-import pytest
-
 FILE = "semantic_kernel_{run}.json"
-# run -> (verdict, cause, stage statuses)
-RUNS = {
-    "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
-    "ignored": ("ignored_by_model", None, ["pass", "pass", "pass", "fail"]),
-    "filtered": ("filtered", "filter", ["pass", "fail", "skipped", "skipped"]),
-    "dropped": ("dropped_in_context", None, ["pass", "pass", "fail", "skipped"]),
-}
-
-
-@pytest.mark.parametrize("run", list(RUNS))
-def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, run: str) -> None:
-    verdict, cause, statuses = RUNS[run]
-    loc = mk.triage_framework(FILE.format(run=run), mk.policy_manifest("EU"))
-    assert (loc.verdict, loc.cause, mk.statuses(loc)) == (verdict, cause, statuses)
-
-
-def test_the_search_tool_is_the_retrieval_that_returned_v2_first(mk: ModuleType) -> None:
-    # The tool is not marked: its result names documents of the manifest, so it is a retrieval.
-    loc = mk.triage_framework(FILE.format(run="rag"), mk.policy_manifest("EU"))
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
-    # Without a manifest nothing says the tool's records are documents: no verdict.
-    assert mk.triage_framework(FILE.format(run="rag"), None).verdict == "unconfirmed"
-
-
-def test_the_filter_on_the_tool_span_is_replayed_and_needed(mk: ModuleType) -> None:
-    # v2 in the CN index would have passed region == CN: then it was lost on rank, not filtered.
-    loc = mk.triage_framework(FILE.format(run="filtered"), mk.policy_manifest("CN"))
-    assert (loc.verdict, loc.cause) == ("not_retrieved", "rank")
-    # Without the recorded filter nothing tells a filter from rank.
-    spans = mk.drop_attribute(mk.recorded_spans(FILE.format(run="filtered")), "tracejudge.retrieval.filter")
-    loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
-    assert loc.verdict == "unconfirmed"
-    assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
 
 
 def test_without_its_log_records_the_model_input_is_missing_and_the_switch_named(mk: ModuleType) -> None:

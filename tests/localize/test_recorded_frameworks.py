@@ -1,0 +1,77 @@
+"""Triage over the agent frameworks whose recordings read the same way: a search tool whose result
+holds the documents, four runs (no fault, ignored, filtered, dropped), the tool not marked a retrieval
+(its result names manifest documents) and the filter recorded on the tool span. One table, a row per
+framework; what is particular to a framework stays in its own ``test_recorded_<framework>.py``.
+Fixtures from tests/fixtures/traces/record_<framework>.py (the app and its runs: _policy.py); the
+manifest is the recordings' index with each version's ``content`` (conftest ``policy_manifest``).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+# framework -> its recordings' file pattern. How each records the run:
+FRAMEWORKS = {
+    # AG2's classic pair of ConversableAgents (ag2 0.x, the ``autogen`` package) traced by openinference-
+    # instrumentation-ag2 and -openai: the tool span's output is AG2's ``[success, {"content": ...}]``, whose
+    # ``content`` holds the documents.
+    "ag2": "ag2_{run}.pb",
+    # a one-agent CrewAI crew traced by openinference-instrumentation-crewai and -openai: the search tool's
+    # TOOL span holds the documents; the crew root's output is the whole ``CrewOutput``, whose ``raw`` is the
+    # answer.
+    "crewai": "crewai_{run}.pb",
+    # a pydantic-ai agent traced by its built-in OpenTelemetry instrumentation: the documents are only in the
+    # search tool span's ``gen_ai.tool.call.result``.
+    "pydantic_ai": "pydantic_ai_{run}.pb",
+    # a Semantic Kernel ChatCompletionAgent traced by its own diagnostics: the messages are OTLP log records
+    # (JSON-text bodies) of the chat spans, the function's result ``gen_ai.tool.call.result``; each file holds
+    # the trace request and the log request.
+    "semantic_kernel": "semantic_kernel_{run}.json",
+    # a smolagents ToolCallingAgent traced by openinference-instrumentation-smolagents: the search tool's TOOL
+    # span holds the documents as JSON text in ``output.value``; the answer is the final_answer tool's
+    # argument, recorded as the AGENT root's output.
+    "smolagents": "smolagents_{run}.pb",
+    # a Strands agent traced by its built-in tracing: messages and the tool's result are span events holding
+    # Bedrock content blocks.
+    "strands": "strands_{run}.pb",
+}
+# run -> (verdict, cause, stage statuses)
+RUNS = {
+    "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
+    "ignored": ("ignored_by_model", None, ["pass", "pass", "pass", "fail"]),
+    "filtered": ("filtered", "filter", ["pass", "fail", "skipped", "skipped"]),
+    "dropped": ("dropped_in_context", None, ["pass", "pass", "fail", "skipped"]),
+}
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, framework: str, run: str) -> None:
+    verdict, cause, statuses = RUNS[run]
+    loc = mk.triage_framework(FRAMEWORKS[framework].format(run=run), mk.policy_manifest("EU"))
+    assert (loc.verdict, loc.cause, mk.statuses(loc)) == (verdict, cause, statuses)
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_the_search_tool_is_the_retrieval_that_returned_v2_first(mk: ModuleType, framework: str) -> None:
+    rag = FRAMEWORKS[framework].format(run="rag")
+    # The tool is not marked: its result names documents of the manifest, so it is a retrieval.
+    loc = mk.triage_framework(rag, mk.policy_manifest("EU"))
+    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    # Without a manifest nothing says the tool's records are documents: no verdict.
+    assert mk.triage_framework(rag, None).verdict == "unconfirmed"
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_the_filter_on_the_tool_span_is_replayed_and_needed(mk: ModuleType, framework: str) -> None:
+    filtered = FRAMEWORKS[framework].format(run="filtered")
+    # v2 in the CN index would have passed region == CN: then it was lost on rank, not filtered.
+    loc = mk.triage_framework(filtered, mk.policy_manifest("CN"))
+    assert (loc.verdict, loc.cause) == ("not_retrieved", "rank")
+    # Without the recorded filter nothing tells a filter from rank.
+    spans = mk.drop_attribute(mk.recorded_spans(filtered), "tracejudge.retrieval.filter")
+    loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
+    assert loc.verdict == "unconfirmed"
+    assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
