@@ -380,3 +380,15 @@ def test_the_library_call_returns_exactly_the_json_the_command_prints(store_url:
         with contextlib.redirect_stdout(buf):
             print_json(out.json())
         assert buf.getvalue() == res.stdout
+
+
+@pytest.mark.usefixtures("records")
+def test_the_verdict_line_shows_control_characters_escaped(store_url: str, tmp_path: Path) -> None:
+    # A ticket id carrying a terminal title sequence and a bidi override is shown, never acted on.
+    hostile = TICKET.replace("ticket: EXP-311", 'ticket: "EXP-311\\e]0;pwned\\a\\u202e"')
+    ticket = write(tmp_path, "t.yaml", hostile)
+    res = run(store_url, "--ticket", str(ticket))
+    assert res.exit_code == 0, res.output
+    assert "\x1b]0;" not in res.stdout
+    assert "\u202e" not in res.stdout
+    assert "\\x1b]0;pwned\\x07\\u202e" in res.stdout

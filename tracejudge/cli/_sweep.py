@@ -9,10 +9,10 @@ from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, print_json
+from tracejudge.cli._safe import safe_text
 from tracejudge.cli._when import parse_when
 from tracejudge.localize import load_manifest
 from tracejudge.schema import SweepReport
@@ -26,19 +26,21 @@ def _render(app: App, report: SweepReport) -> None:
     )
     table = Table("document", "version used", "in effect then", "flagged traces", title="by document version")
     for (doc, used, now), n in sorted(by_version.items()):
-        table.add_row(Text(doc), Text(used), Text(now), str(n))
+        table.add_row(safe_text(doc), safe_text(used), safe_text(now), str(n))
     if report.flagged:
         app.console.print(table)
         traces = Table("trace", "task time", "document", "evidence", show_lines=True)
         for f in report.flagged:
             when = f.task_time.isoformat() if f.task_time else "-"
             ev = f.evidence[0].note if f.evidence else ""
-            traces.add_row(Text(f.trace_id), Text(when), Text(f"{f.doc_id}@{f.used}"), Text(ev))
+            traces.add_row(
+                safe_text(f.trace_id), safe_text(when), safe_text(f"{f.doc_id}@{f.used}"), safe_text(ev)
+            )
         app.console.print(traces)
     app.console.print(
-        Text(f"{len(report.flagged)} flagged of {report.scanned} trace(s) scanned")
+        safe_text(f"{len(report.flagged)} flagged of {report.scanned} trace(s) scanned")
         if report.scanned
-        else Text("no stored trace in the window: collect traces first, or widen --from/--to")
+        else safe_text("no stored trace in the window: collect traces first, or widen --from/--to")
     )
 
 
@@ -94,8 +96,8 @@ def run_sweep(
     if wb is not None:
         line = f"marked {wb['written']} flagged trace(s) in {write_back}"
         (app.err if as_json else app.console).print(
-            Text(line + (f"; {len(wb['failed'])} failed" if wb["failed"] else ""))
+            safe_text(line + (f"; {len(wb['failed'])} failed" if wb["failed"] else ""))
         )
         for f in wb["failed"]:
-            app.err.print(Text(f"  failed: {f['key']}: {f['reason']}"))
+            app.err.print(safe_text(f"  failed: {f['key']}: {f['reason']}"))
     return wb

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._safe import safe_text
 from tracejudge.localize import load_manifest
 
 
@@ -70,9 +70,9 @@ def draft(
     elif out is None:
         app.console.file.write(result.yaml)  # the redacting stdout, unwrapped
     else:
-        app.console.print(Text(f"wrote draft ticket {out}"))
+        app.console.print(safe_text(f"wrote draft ticket {out}"))
     if not as_json:
         for a in result.ambiguous:
-            app.err.print(Text(f"to decide: {a.field}: {a.reason}"))
+            app.err.print(safe_text(f"to decide: {a.field}: {a.reason}"))
         if result.ambiguous or out is not None:
-            app.err.print(Text("  → check the draft, fill what is left, then set status: verified"))
+            app.err.print(safe_text("  → check the draft, fill what is left, then set status: verified"))

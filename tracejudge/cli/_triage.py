@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
-from tracejudge.cli._safe import safe_text
+from tracejudge.cli._safe import clean, safe_text
 from tracejudge.cli._sweep import run_sweep
 from tracejudge.cli._traces import resolve_trace_id
 from tracejudge.cli._when import FROM_HELP, TO_HELP
@@ -43,8 +43,8 @@ def _render_one(app: App, loc: Localization) -> None:
     head = Text.assemble(
         ("verdict: ", "bold"),
         (loc.verdict + (f" ({loc.cause})" if loc.cause else ""), "bold"),
-        f"   trace {loc.trace_id}   task time {t}",
-        f"   ticket {loc.ticket}" if loc.ticket else "",
+        clean(f"   trace {loc.trace_id}   task time {t}"),
+        clean(f"   ticket {loc.ticket}") if loc.ticket else "",
     )
     app.console.print(head)
     app.console.print(safe_text(loc.summary))
@@ -59,7 +59,7 @@ def _render_one(app: App, loc: Localization) -> None:
     if len(loc.materials) > 1:
         for m in loc.materials:
             label = f"{m.doc_id}@{m.version}" if m.version else m.doc_id
-            app.console.print(Text.assemble(("\n" + label, "bold"), f": {m.verdict}"))
+            app.console.print(Text.assemble(("\n" + clean(label), "bold"), f": {m.verdict}"))
             app.console.print(_stage_table(m.stages))
     else:
         app.console.print(_stage_table(loc.stages))
