@@ -38,6 +38,11 @@ class Finding:
     """Versions in effect the answer names."""
 
     @property
+    def shows_anything(self) -> bool:
+        """Does the answer state or cite anything of this document's versions?"""
+        return any(self.stale.values()) or bool(self.cited_stale or self.current or self.cited_current)
+
+    @property
     def flagged(self) -> bool:
         stale = any(self.stale.values()) or bool(self.cited_stale)
         return stale and not self.current and not self.cited_current
@@ -101,34 +106,66 @@ def _quoted(index: VersionIndex, value: Value, text: str) -> bool:
 
 def _findings(index: VersionIndex, t: datetime, answer: str, said: Sequence[Value]) -> list[Finding]:
     holders = [(a, index.holders(a)) for a in said]
-    low = answer.lower()
     docs = {dv.entry.doc_id for _, hs in holders for dv, _ in hs if dv.entry.doc_id in index.docs}
-    cited = set(index.named_in(low))
-    out = []
-    for doc_id in [d for d in index.docs if d in docs or d in cited]:
-        versions = index.docs[doc_id]
-        effect = tuple(v for v in versions if v.in_effect(t))
-        if not effect:
-            continue  # the document did not apply then: nothing is right or stale about it
-        others = [v for v in versions if not v.in_effect(t)]
-        f = Finding(doc_id, effect)
-        stale_ids, effect_ids = {id(v) for v in others}, {id(v) for v in effect}
-        for a, hs in holders:
-            # Stale: only versions not in effect state it; no document in effect then does.
-            if not any(dv.in_effect(t) for dv, _ in hs):
-                for dv, hit in hs:
-                    pairs = f.stale.setdefault(dv.version, []) if id(dv) in stale_ids else None
-                    if pairs is not None and all(x is not a for x, _ in pairs):
-                        pairs.append((a, hit))
-            mine = [(dv, hit) for dv, hit in hs if id(dv) in stale_ids or id(dv) in effect_ids]
-            if mine and all(id(dv) in effect_ids for dv, _ in mine):
-                f.current.append((a, mine[0][1]))
-        if doc_id in cited:
-            f.cited_stale = [o.version for o in others if cites_version(answer, doc_id, o.version)]
-            f.cited_current = [e.version for e in effect if cites_version(answer, doc_id, e.version)]
-        if any(f.stale.values()) or f.cited_stale or f.current or f.cited_current:
-            out.append(f)
-    return out
+    cited = set(index.named_in(answer.lower()))
+    found = (
+        _finding(doc_id, index.docs[doc_id], t, holders, answer if doc_id in cited else None)
+        for doc_id in index.docs
+        if doc_id in docs or doc_id in cited
+    )
+    return [f for f in found if f is not None]
+
+
+@dataclass(frozen=True)
+class _Split:
+    """One document's versions at the task time: those in effect and the others (by identity)."""
+
+    effect: frozenset[int]
+    others: frozenset[int]
+
+    def stale(self, hs: Sequence[tuple[DocVersion, Value]]) -> list[tuple[DocVersion, Value]]:
+        return [(dv, hit) for dv, hit in hs if id(dv) in self.others]
+
+    def only_current(self, hs: Sequence[tuple[DocVersion, Value]]) -> Value | None:
+        """The value of the first of this document's versions holding it, if all of them are in effect."""
+        mine = [(dv, hit) for dv, hit in hs if id(dv) in self.others or id(dv) in self.effect]
+        return mine[0][1] if mine and all(id(dv) in self.effect for dv, _ in mine) else None
+
+
+def _finding(
+    doc_id: str,
+    versions: Sequence[DocVersion],
+    t: datetime,
+    holders: Sequence[tuple[Value, Sequence[tuple[DocVersion, Value]]]],
+    citing: str | None,
+) -> Finding | None:
+    """What the answer shows about one document, or None when it shows nothing. ``citing`` is the
+    answer when it names the document (then the versions it cites are read), else None."""
+    effect = tuple(v for v in versions if v.in_effect(t))
+    if not effect:
+        return None  # the document did not apply then: nothing is right or stale about it
+    others = [v for v in versions if not v.in_effect(t)]
+    f = Finding(doc_id, effect)
+    split = _Split(frozenset(map(id, effect)), frozenset(map(id, others)))
+    for a, hs in holders:
+        # Stale: only versions not in effect state it; no document in effect then does.
+        if not any(dv.in_effect(t) for dv, _ in hs):
+            _note_stale(f, a, split.stale(hs))
+        current = split.only_current(hs)
+        if current is not None:
+            f.current.append((a, current))
+    if citing is not None:
+        f.cited_stale = [o.version for o in others if cites_version(citing, doc_id, o.version)]
+        f.cited_current = [e.version for e in effect if cites_version(citing, doc_id, e.version)]
+    return f if f.shows_anything else None
+
+
+def _note_stale(f: Finding, a: Value, hs: Sequence[tuple[DocVersion, Value]]) -> None:
+    """Record answer value ``a`` against each stale version of ``f``'s document holding it, once."""
+    for dv, hit in hs:
+        pairs = f.stale.setdefault(dv.version, [])
+        if all(x is not a for x, _ in pairs):
+            pairs.append((a, hit))
 
 
 def retrieved_versions(task: TaskRecord, index: VersionIndex) -> dict[tuple[str, str | None], str]:
