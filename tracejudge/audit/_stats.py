@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Hashable, Sequence
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from tracejudge.schema import Agreement, Confusion
 
@@ -149,6 +149,44 @@ def _flags(n: int, judge: Sequence[str], labels: Sequence[str], accuracy: float 
     return flags
 
 
+class _Binary(NamedTuple):
+    """The figures over the items both sides called pass or fail; all None when there are none."""
+
+    accuracy: float | None = None
+    kappa: float | None = None
+    kappa_ci: tuple[float, float] | None = None
+    judge_pass_rate: float | None = None
+    label_pass_rate: float | None = None
+
+    @classmethod
+    def of(cls, js: Sequence[str], ls: Sequence[str], resamples: int) -> _Binary:
+        n = len(js)
+        return cls(
+            accuracy=sum(1 for j, lab in zip(js, ls, strict=True) if j == lab) / n,
+            kappa=cohen_kappa(js, ls, labels=["fail", "pass"]),
+            kappa_ci=kappa_ci(js, ls, resamples=resamples),
+            judge_pass_rate=js.count("pass") / n,
+            label_pass_rate=ls.count("pass") / n,
+        )
+
+
+def _bias(diff: float, n: int) -> Literal["lenient", "strict", "even"]:
+    """Which way the judge's pass rate leans from the labels' (``diff`` = judge - labels, n items)."""
+    # Within one item's worth of difference the rates are called even.
+    if abs(diff) <= max(0.05, 1 / n) + 1e-9:
+        return "even"
+    return "lenient" if diff > 0 else "strict"
+
+
+def _weighted_kappa(judge_buckets: Sequence[str], labels: Sequence[str]) -> float | None:
+    """Linear-weighted kappa of the judge's fail / borderline / pass buckets against the labels."""
+    order = ["fail", "borderline", "pass"]
+    wpairs = [(b, lab) for b, lab in zip(judge_buckets, labels, strict=True) if b in order]
+    if not wpairs:
+        return None
+    return cohen_kappa([p[0] for p in wpairs], [p[1] for p in wpairs], labels=order, weights="linear")
+
+
 def agreement(
     judge: Sequence[str],
     labels: Sequence[str],
@@ -171,31 +209,18 @@ def agreement(
     js = [p[0] for p in pairs]
     ls = [p[1] for p in pairs]
     n = len(pairs)
-    acc = sum(1 for j, lab in pairs if j == lab) / n if n else None
-    kappa = cohen_kappa(js, ls, labels=["fail", "pass"]) if n else None
-    ci = kappa_ci(js, ls, resamples=resamples) if n else None
-    jrate = js.count("pass") / n if n else None
-    lrate = ls.count("pass") / n if n else None
+    b = _Binary.of(js, ls, resamples) if n else _Binary()
+    acc, kappa, ci, jrate, lrate = b.accuracy, b.kappa, b.kappa_ci, b.judge_pass_rate, b.label_pass_rate
     diff = None if jrate is None or lrate is None else jrate - lrate
-    bias: Literal["lenient", "strict", "even"] | None = None
-    if diff is not None:
-        # Within one item's worth of difference the rates are called even.
-        bias = "even" if abs(diff) <= max(0.05, 1 / n) + 1e-9 else ("lenient" if diff > 0 else "strict")
-    wk = None
-    if judge_buckets is not None:
-        order = ["fail", "borderline", "pass"]
-        wpairs = [(b, lab) for b, lab in zip(judge_buckets, labels, strict=True) if b in order]
-        if wpairs:
-            wk = cohen_kappa([p[0] for p in wpairs], [p[1] for p in wpairs], labels=order, weights="linear")
     return Agreement(
         n=n,
         accuracy=acc,
         kappa=kappa,
         kappa_ci=ci,
-        weighted_kappa=wk,
+        weighted_kappa=None if judge_buckets is None else _weighted_kappa(judge_buckets, labels),
         judge_pass_rate=jrate,
         label_pass_rate=lrate,
-        bias=bias,
+        bias=None if diff is None else _bias(diff, n),
         bias_difference=diff,
         confusion=confusion(js, ls),
         indeterminate=indeterminate,
