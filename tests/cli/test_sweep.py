@@ -118,6 +118,14 @@ def test_ticket_draft_json_and_stdout(env: dict[str, str]) -> None:
     assert "no spans stored" in missing.output
 
 
+def test_ticket_draft_takes_a_unique_trace_id_prefix_as_traces_show_does(env: dict[str, str]) -> None:
+    trace = _trace_id(STALE)
+    full = run(env, "ticket", "draft", "--trace", trace, "--manifest", env["manifest"], "--json")
+    short = run(env, "ticket", "draft", "--trace", trace[:8].upper(), "--manifest", env["manifest"], "--json")
+    assert short.exit_code == 0, short.output
+    assert json.loads(short.stdout) == json.loads(full.stdout)
+
+
 @pytest.fixture
 def langfuse(monkeypatch: pytest.MonkeyPatch) -> Iterator[LangfuseServer]:
     srv = LangfuseServer(generation="v4").start()

@@ -9,6 +9,7 @@ import click
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._safe import safe_text
+from tracejudge.cli._traces import resolve_trace_id
 from tracejudge.localize import load_manifest
 
 
@@ -18,7 +19,13 @@ def ticket() -> None:
 
 
 @ticket.command("draft")
-@click.option("--trace", "trace_id", required=True, metavar="ID", help="The trace the feedback is about.")
+@click.option(
+    "--trace",
+    "trace_id",
+    required=True,
+    metavar="ID",
+    help="The trace the feedback is about (a unique id prefix will do).",
+)
 @click.option(
     "--manifest",
     "manifest_path",
@@ -59,7 +66,7 @@ def draft(
         raise InputError("give --feedback or --langfuse-score, not both", hint="pick one source of feedback")
     result = draft_ticket_for(
         app.store,
-        trace_id,
+        resolve_trace_id(app.store, trace_id),
         load_manifest(manifest_path),
         feedback or "",
         langfuse_score=langfuse_score,
