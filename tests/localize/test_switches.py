@@ -44,3 +44,23 @@ def test_no_retrieval_asks_for_a_marked_retrieval(mk: ModuleType) -> None:
     (wanted,) = loc.stages[1].missing
     assert "gen_ai.tool.type = datastore" in wanted
     assert "tracejudge.step = retrieval" in wanted
+
+
+def test_a_retrieval_that_recorded_no_documents_asks_for_the_instrumentations_switch(mk: ModuleType) -> None:
+    search = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "search_policies",
+        "gen_ai.tool.type": "datastore",
+    }
+    chat = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.output.messages": '[{"role": "assistant", "content": "x"}]',
+    }
+    scope = "pydantic-ai"
+    record = normalize([root(), span("b1", search, scope_name=scope), span("b2", chat, scope_name=scope)])
+    loc = localize(record, mk.ticket(), [mk.v1_entry(), mk.entry(acl=None)])
+    retrieved = loc.stages[1]
+    assert retrieved.status == "unconfirmed"
+    wanted = [w for w in retrieved.missing if "documents returned by retrieval span 00000000000000b1" in w]
+    assert wanted, retrieved.missing
+    assert "; to record it: pass InstrumentationSettings(include_content=True)" in wanted[0]

@@ -100,3 +100,31 @@ def test_an_openinference_framework_without_llm_spans_names_the_client_instrumen
     record = normalize([root(), span("b1", agent, scope_name="openinference.instrumentation.crewai")])
     (detail,) = gaps(record, "no_model_span")
     assert "OpenAIInstrumentor().instrument()" in detail
+
+
+SEARCH: dict[str, Any] = {
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": "search_policies",
+    "gen_ai.tool.type": "datastore",
+}
+
+
+@pytest.mark.parametrize(
+    ("scope", "switch"),
+    [
+        ("opentelemetry.util.genai.handler", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only"),
+        ("pydantic-ai", "include_content=True"),
+        ("langfuse-sdk", "capture_output"),
+        ("gcp.vertex.agent", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY"),
+        ("autogen-core", "openinference-instrumentation-autogen-agentchat"),
+        ("openinference.instrumentation.langchain", "OPENINFERENCE_HIDE_OUTPUTS"),
+        ("opentelemetry.instrumentation.chromadb", "TRACELOOP_TRACE_CONTENT=true"),
+        # An instrumentation tracejudge does not know: the attributes it reads the documents from.
+        ("my.own.retriever", "gen_ai.retrieval.documents"),
+    ],
+)
+def test_a_retrieval_without_its_documents_names_the_switch(scope: str, switch: str) -> None:
+    record = normalize([root(), span("b1", SEARCH, scope_name=scope)])
+    (detail,) = gaps(record, "retrieval_documents_not_recorded")
+    assert "; to record it: " in detail
+    assert switch in detail

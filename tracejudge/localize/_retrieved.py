@@ -73,9 +73,10 @@ def _replay_metadata(entry: ManifestEntry | None) -> dict[str, Any]:
     return {**own, **entry.metadata}
 
 
-def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None) -> _Outcome:
+def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None, switch: str) -> _Outcome:
     """Why ``call`` did not return ``m``: its recorded candidates say, else the filter and the ACL
-    replayed against the manifest entry, else what would settle it."""
+    replayed against the manifest entry, else what would settle it (``switch``: how to record the
+    call's documents, ``"; to record it: …"`` or "")."""
     label = material_label(m.doc_id, m.version)
     span = call.span_id
     ev: list[Evidence] = []
@@ -94,14 +95,16 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None)
         return _Outcome("filter", ev, [])
     if allowed is False:
         return _Outcome("permission", ev, [])
+    documents = f"the documents returned by retrieval span {span}{switch}"
     if passes_filter and allowed:
         if not call.documents_recorded:
-            return _Outcome(None, ev, [f"the documents returned by retrieval span {span}"])
+            return _Outcome(None, ev, [documents])
         ev.append(
             Evidence(span_id=span, note=f"returned {len(call.documents)} documents, {label} not among them")
         )
         return _Outcome("rank", ev, [])
-    return _Outcome(None, ev, missing)
+    # The documents, once recorded, would settle whether it was returned: ask for them first.
+    return _Outcome(None, ev, missing if call.documents_recorded else [documents, *missing])
 
 
 def _replay_filter(
@@ -218,11 +221,19 @@ def _check(ctx: CheckContext, m: Material) -> StageResult:
     return _why_not_returned(ctx, m, label, other)
 
 
+def _documents_switch(ctx: CheckContext, call: RetrievalCall) -> str:
+    if call.documents_recorded:
+        return ""
+    return recording_switch(ctx.task, "retrieval_documents_not_recorded", call.span_id)
+
+
 def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Evidence]) -> StageResult:
     """No retrieval returned ``m``: a filter or ACL that excluded it (fail), ranking that cut it
     from every call (fail), or what would settle it (unconfirmed)."""
     entry = _entry_for_replay(ctx, m)
-    outcomes = [(call, _call_outcome(call, m, entry)) for call in ctx.task.retrievals]
+    outcomes = [
+        (call, _call_outcome(call, m, entry, _documents_switch(ctx, call))) for call in ctx.task.retrievals
+    ]
     ev = [e for _, o in outcomes for e in o.evidence]
     n = len(outcomes)
     excluded = next(((call, o) for call, o in outcomes if o.cause in ("filter", "permission")), None)

@@ -116,6 +116,12 @@ _MARK_RETRIEVAL = Switch(
     ("gen_ai.tool.type", "datastore", "tracejudge.step"),
     "tracejudge",
 )
+_RECORD_DOCUMENTS = Switch(
+    "record what the retrieval returned on its span: gen_ai.retrieval.documents (a JSON list of"
+    " {id, content}) or OpenInference's retrieval.documents.N.document.id / .content",
+    ("gen_ai.retrieval.documents", "retrieval.documents"),
+    "tracejudge",
+)
 
 _CONTENT: dict[Producer | None, Switch] = {
     "openinference": _OI_CONTENT,
@@ -139,7 +145,17 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
         "openinference": _OI_CONTENT,
         "langfuse": _LANGFUSE_CONTENT,
     },
-    "retrieval_documents_not_recorded": {"openinference": _OI_CONTENT, "openllmetry": _OLL_CONTENT},
+    # A retrieval tool's result is content to every instrumentation that has a content switch.
+    "retrieval_documents_not_recorded": {
+        "openinference": _OI_CONTENT,
+        "openllmetry": _OLL_CONTENT,
+        "openai-v2": _GENAI_CONTENT,
+        "pydantic-ai": _PYDANTIC_CONTENT,
+        "langfuse": _LANGFUSE_CONTENT,
+        "adk": _ADK_CONTENT,
+        "autogen": _AUTOGEN_TOOLS,
+        None: _RECORD_DOCUMENTS,
+    },
     "no_final_answer": dict(_CONTENT),
     "no_model_span": {"litellm": _LITELLM_SPAN, "openinference": _OI_CLIENT},
     "no_retrieval_span": {"autogen": _AUTOGEN_TOOLS, None: _MARK_RETRIEVAL},
