@@ -462,17 +462,9 @@ def build_from_feedback(
     behaviour and a judge criterion, and no fact checks (write a ticket to add them).
     """
     positive = is_positive(score, threshold=threshold)
-    answer = task.final_answer or ""
-    cited: list[Material] = []
-    for r in task.retrievals:
-        for d in r.documents:
-            if d.doc_id and d.doc_id.casefold() in answer.casefold():
-                m = Material(doc_id=d.doc_id, version=d.version)
-                if m not in cited:
-                    cited.append(m)
+    cited = _cited_materials(task)
     basis = SampleBasis(required=tuple(cited)) if positive else SampleBasis()
-    text = score.get("value") if str(score.get("data_type") or "").upper() == "TEXT" else None
-    comment = str(score.get("comment") or text or "")
+    comment = _feedback_comment(score)
     t = _utc(task.start_time)
     principal = next((r.principal for r in task.retrievals if r.principal), None)
     materials = _materials(task, basis, manifest, t)
@@ -484,26 +476,7 @@ def build_from_feedback(
             SampleTool(name=n) for n in dict.fromkeys([*(c.name for c in task.tool_calls), ESCALATE_TOOL])
         ),
     )
-    if positive:
-        plain = SampleExpected(
-            behavior="answer as the verified answer did",
-            criteria=(
-                Criterion(name="rests_on_basis", description="The answer is right given the material."),
-            ),
-        )
-        expected = expected_for(basis, complete=True) if cited else plain
-        kind: SampleKind = "success"
-    else:
-        expected = SampleExpected(
-            behavior=comment or "address the verified complaint",
-            criteria=(
-                Criterion(
-                    name="addresses_feedback",
-                    description=f"The answer avoids the fault people reported: {comment or '(none)'}",
-                ),
-            ),
-        )
-        kind = "failure"
+    kind: SampleKind = "success" if positive else "failure"
     group = group_of(basis, fallback=task.trace_id[:8])
     score_name = str(score.get("name") or "feedback")
     return Sample(
@@ -519,20 +492,65 @@ def build_from_feedback(
             "feedback": score_name,
             **({"annotation_queue": str(score["queue_id"])} if score.get("queue_id") else {}),
         },
-        source=SampleSource(
-            trace_id=task.trace_id,
-            observation_id=score.get("observation_id") or score.get("observationId"),
-            ticket=str(score.get("id")) if score.get("id") else None,
-            feedback=comment,
-            verified_by=score.get("author_user_id") or score.get("source"),
-            verified_at=_date(score.get("timestamp")),
-        ),
+        source=_feedback_source(task.trace_id, score, comment),
         input=SampleInput(messages=_user_messages(task), principal=principal),
         basis=basis,
         environment=env,
         observed=SampleObserved(answer=task.final_answer, deviation="" if positive else comment),
-        expected=expected,
+        expected=_feedback_expected(basis) if positive else _complaint_expected(comment),
         record=_record(task, basis, None),
+    )
+
+
+def _cited_materials(task: TaskRecord) -> list[Material]:
+    """The retrieved documents the final answer names, once each, in retrieval order."""
+    answer = (task.final_answer or "").casefold()
+    named = [d for r in task.retrievals for d in r.documents if d.doc_id and d.doc_id.casefold() in answer]
+    cited: list[Material] = []
+    for m in (Material(doc_id=d.doc_id, version=d.version) for d in named):
+        if m not in cited:  # a list, not a set: a Material holds a dict and does not hash
+            cited.append(m)
+    return cited
+
+
+def _feedback_comment(score: Mapping[str, Any]) -> str:
+    """The score's comment, else its value when it is a TEXT score."""
+    text = score.get("value") if str(score.get("data_type") or "").upper() == "TEXT" else None
+    return str(score.get("comment") or text or "")
+
+
+def _feedback_source(trace_id: str, score: Mapping[str, Any], comment: str) -> SampleSource:
+    """Where a feedback sample came from, read from the score (snake_case or Langfuse's camelCase)."""
+    return SampleSource(
+        trace_id=trace_id,
+        observation_id=score.get("observation_id") or score.get("observationId"),
+        ticket=str(score.get("id")) if score.get("id") else None,
+        feedback=comment,
+        verified_by=score.get("author_user_id") or score.get("source"),
+        verified_at=_date(score.get("timestamp")),
+    )
+
+
+def _feedback_expected(basis: SampleBasis) -> SampleExpected:
+    """Positive feedback: the cited basis's facts, or when nothing is cited, answer as it did."""
+    if basis.required:
+        return expected_for(basis, complete=True)
+    return SampleExpected(
+        behavior="answer as the verified answer did",
+        criteria=(Criterion(name="rests_on_basis", description="The answer is right given the material."),),
+    )
+
+
+def _complaint_expected(comment: str) -> SampleExpected:
+    """Negative feedback: avoid what people reported, as the comment says it."""
+    return SampleExpected(
+        behavior=comment or "address the verified complaint",
+        criteria=(
+            Criterion(
+                name="addresses_feedback",
+                description=f"The answer avoids the fault people reported: {comment or '(none)'}",
+            ),
+        ),
     )
 
 
