@@ -131,114 +131,180 @@ def line_chart(
     rubric or agent prompt changed, so a judge change is not read as an agent change. The legend gives
     each line's latest value (lines with equal values lie on top of each other); ``strong`` names the
     headline series, drawn dark, thick and on top."""
-    left, right, top, bottom = 44, 16, 14, 46
-    n = max(len(x_labels), 1)
-    plot_w = width - left - right
-    plot_h = height - top - bottom
-
-    def x(i: int) -> float:
-        return left + (plot_w * (i + 0.5) / n)
-
-    def y(v: float) -> float:
-        return top + plot_h * (1 - max(0.0, min(v, y_max)) / y_max)
-
-    children: list[Markup] = []
-    for k in range(5):
-        v = y_max * k / 4
-        children.append(
-            el("line", {"x1": left, "x2": width - right, "y1": _fmt(y(v)), "y2": _fmt(y(v)), "class": "grid"})
-        )
-        tick = f"{v * 100:.0f}%" if percent else _num(v)
-        children.append(
-            el("text", {"x": left - 4, "y": _fmt(y(v) + 4), "text-anchor": "end", "class": "tick"}, tick)
-        )
-    for i, lab in enumerate(x_labels):
+    frame = _Frame(width, height, max(len(x_labels), 1), y_max)
+    children = [*_axes(frame, x_labels, percent), *_marker_lines(frame, markers)]
+    legends = {
+        name: f"{name} {_value_text(last, percent)}" if (last := _last(values)) is not None else f"{name} -"
+        for name, values in series.items()
+    }
+    colours = _colours(series, strong)
+    slots, rows = _legend_slots(frame, legends)
+    # The headline series last, so it is drawn over the others.
+    for name in sorted(series, key=lambda k: k == strong):
+        children += _series_marks(frame, name, series[name], colours[name], name == strong, x_labels, percent)
+        legend_x, legend_y = slots[name]
         children.append(
             el(
+                "rect",
+                {"x": _fmt(legend_x), "y": legend_y - 8, "width": 10, "height": 10, "fill": colours[name]},
+            )
+        )
+        children.append(
+            el("text", {"x": _fmt(legend_x + 14), "y": legend_y + 1, "class": "lbl"}, legends[name])
+        )
+    # Legend entries flow into rows below the plot; the picture grows by a row when they overflow.
+    return _svg(width, height + 16 * rows, title, *children)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where a line chart's plot lies in its picture (margins in px), and how runs and values map into it."""
+
+    width: int
+    height: int
+    n: int
+    y_max: float
+    left: int = 44
+    right: int = 16
+    top: int = 14
+    bottom: int = 46
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.top - self.bottom
+
+    def x(self, i: int) -> float:
+        return self.left + (self.plot_w * (i + 0.5) / self.n)
+
+    def y(self, v: float) -> float:
+        return self.top + self.plot_h * (1 - max(0.0, min(v, self.y_max)) / self.y_max)
+
+
+def _value_text(v: float, percent: bool) -> str:
+    return _pct(v) if percent else _num(v)
+
+
+def _last(values: Sequence[float | None]) -> float | None:
+    return next((v for v in reversed(values) if v is not None), None)
+
+
+def _axes(f: _Frame, x_labels: Sequence[str], percent: bool) -> list[Markup]:
+    """Five grid lines with their ticks, and one label per run below the plot."""
+    out: list[Markup] = []
+    for k in range(5):
+        v = f.y_max * k / 4
+        out.append(
+            el(
+                "line",
+                {
+                    "x1": f.left,
+                    "x2": f.width - f.right,
+                    "y1": _fmt(f.y(v)),
+                    "y2": _fmt(f.y(v)),
+                    "class": "grid",
+                },
+            )
+        )
+        tick = f"{v * 100:.0f}%" if percent else _num(v)
+        out.append(
+            el("text", {"x": f.left - 4, "y": _fmt(f.y(v) + 4), "text-anchor": "end", "class": "tick"}, tick)
+        )
+    for i, lab in enumerate(x_labels):
+        out.append(
+            el(
                 "text",
-                {"x": _fmt(x(i)), "y": height - bottom + 14, "text-anchor": "middle", "class": "tick"},
+                {"x": _fmt(f.x(i)), "y": f.height - f.bottom + 14, "text-anchor": "middle", "class": "tick"},
                 lab,
             )
         )
+    return out
+
+
+def _marker_lines(f: _Frame, markers: Sequence[Marker]) -> list[Markup]:
+    """A dashed line before each marked run, with its text as a tooltip and a shortened label."""
+    out: list[Markup] = []
     for mi, m in enumerate(markers):
-        mx = x(m.index) - plot_w / n / 2
-        children.append(
+        mx = f.x(m.index) - f.plot_w / f.n / 2
+        out.append(
             el(
                 "line",
-                {"x1": _fmt(mx), "x2": _fmt(mx), "y1": top, "y2": top + plot_h, "class": "marker"},
+                {"x1": _fmt(mx), "x2": _fmt(mx), "y1": f.top, "y2": f.top + f.plot_h, "class": "marker"},
                 el("title", None, m.text),
             )
         )
         label = m.text if len(m.text) <= 60 else m.text[:59] + "\u2026"
         # Stagger the labels of neighbouring markers so they do not print over each other.
-        ty = top + 10 + 11 * (mi % 3)
-        children.append(el("text", {"x": _fmt(mx + 3), "y": ty, "class": "marker-text"}, "\u25b2 " + label))
+        ty = f.top + 10 + 11 * (mi % 3)
+        out.append(el("text", {"x": _fmt(mx + 3), "y": ty, "class": "marker-text"}, "\u25b2 " + label))
+    return out
 
-    # Legend entries flow into rows below the plot; the picture grows by a row when they overflow.
-    def fmt(v: float) -> str:
-        return _pct(v) if percent else _num(v)
 
-    legends: dict[str, str] = {}
-    for name, values in series.items():
-        last = next((v for v in reversed(values) if v is not None), None)
-        legends[name] = f"{name} {fmt(last)}" if last is not None else f"{name} -"
+def _colours(series: Mapping[str, object], strong: str | None) -> dict[str, str]:
+    """The headline series dark; the others take the palette in order (never the headline's colour)."""
     colours: dict[str, str] = {}
     free = iter(c for c in PALETTE if c != _STRONG)
     for name in series:
         colours[name] = _STRONG if name == strong else next(free, PALETTE[len(colours) % len(PALETTE)])
-    # The headline series last, so it is drawn over the others.
-    order = sorted(series, key=lambda k: k == strong)
+    return colours
+
+
+def _legend_slots(f: _Frame, legends: Mapping[str, str]) -> tuple[dict[str, tuple[float, float]], int]:
+    """Where each legend entry goes, flowing into rows below the plot, and how many extra rows it took."""
     slots: dict[str, tuple[float, float]] = {}
-    lx, row = float(left), 0
-    for name in series:
-        w = 24 + 7 * min(len(legends[name]), 34)
-        if lx + w > width - right and lx > left:
-            lx, row = float(left), row + 1
-        slots[name] = (lx, height - 12 + 16 * row)
+    lx, row = float(f.left), 0
+    for name, text in legends.items():
+        w = 24 + 7 * min(len(text), 34)
+        if lx + w > f.width - f.right and lx > f.left:
+            lx, row = float(f.left), row + 1
+        slots[name] = (lx, f.height - 12 + 16 * row)
         lx += w
-    height += 16 * row
-    for name in order:
-        values = series[name]
-        colour = colours[name]
-        width_px = 3.5 if name == strong else 2
-        segment: list[str] = []
-        segments: list[list[str]] = []
-        for i, val in enumerate(values):
-            if val is None:
-                if segment:
-                    segments.append(segment)
-                segment = []
-                continue
-            segment.append(f"{_fmt(x(i))},{_fmt(y(val))}")
-            children.append(
+    return slots, row
+
+
+def _series_marks(
+    f: _Frame,
+    name: str,
+    values: Sequence[float | None],
+    colour: str,
+    strong: bool,
+    x_labels: Sequence[str],
+    percent: bool,
+) -> list[Markup]:
+    """One series: a dot per value with a tooltip, and a line through each run of values without a gap."""
+    out: list[Markup] = []
+    segment: list[str] = []
+    segments: list[list[str]] = []
+    for i, val in enumerate(values):
+        if val is None:
+            if segment:
+                segments.append(segment)
+            segment = []
+            continue
+        segment.append(f"{_fmt(f.x(i))},{_fmt(f.y(val))}")
+        run = x_labels[i] if i < len(x_labels) else i
+        out.append(
+            el(
+                "circle",
+                {"cx": _fmt(f.x(i)), "cy": _fmt(f.y(val)), "r": 4 if strong else 3, "fill": colour},
+                el("title", None, f"{name} @ {run}: " + _value_text(val, percent)),
+            )
+        )
+    if segment:
+        segments.append(segment)
+    width_px = 3.5 if strong else 2
+    for seg in segments:
+        if len(seg) > 1:
+            out.append(
                 el(
-                    "circle",
-                    {"cx": _fmt(x(i)), "cy": _fmt(y(val)), "r": 4 if name == strong else 3, "fill": colour},
-                    el(
-                        "title",
-                        None,
-                        f"{name} @ {x_labels[i] if i < len(x_labels) else i}: " + fmt(val),
-                    ),
+                    "polyline",
+                    {"points": " ".join(seg), "fill": "none", "stroke": colour, "stroke-width": width_px},
                 )
             )
-        if segment:
-            segments.append(segment)
-        for seg in segments:
-            if len(seg) > 1:
-                children.append(
-                    el(
-                        "polyline",
-                        {"points": " ".join(seg), "fill": "none", "stroke": colour, "stroke-width": width_px},
-                    )
-                )
-        legend_x, legend_y = slots[name]
-        children.append(
-            el("rect", {"x": _fmt(legend_x), "y": legend_y - 8, "width": 10, "height": 10, "fill": colour})
-        )
-        children.append(
-            el("text", {"x": _fmt(legend_x + 14), "y": legend_y + 1, "class": "lbl"}, legends[name])
-        )
-    return _svg(width, height, title, *children)
+    return out
 
 
 def _pct(v: float) -> str:
