@@ -164,6 +164,40 @@ def test_every_tool_returns_the_clis_json(work: dict[str, Any]) -> None:
     assert sorted(p.name for p in suite_mcp.iterdir()) == sorted(p.name for p in suite_cli.iterdir())
 
 
+def test_a_unique_trace_id_prefix_names_the_trace_as_in_traces_show(work: dict[str, Any]) -> None:
+    store, tid = work["store"], work["trace_ids"][0]
+    other = work["trace_ids"][1]
+    common = next(i for i in range(32) if tid[i] != other[i])  # the shortest unique prefix is one longer
+    prefix = tid[: max(common + 1, 8)].upper()
+    manifest = [dict(e) for e in MANIFEST]  # drafting reads what changed: both versions need content
+    manifest[0]["content"] = (
+        "Attachment v1. Payment terms.\nPrepayment shall not exceed 50,000 RMB per order."
+    )
+    (work["dir"] / "swept.jsonl").write_text("".join(json.dumps(e) + "\n" for e in manifest), "utf-8")
+
+    async def go() -> tuple[Any, Any, Any, Any]:
+        async with _session(work) as c:
+            shown = _structured(await c.call_tool("show_trace", {"trace_id": prefix}))
+            triaged = _structured(
+                await c.call_tool(
+                    "triage",
+                    {"ticket": TICKET.format(trace_id=tid), "manifest": "manifest.jsonl", "trace_id": prefix},
+                )
+            )
+            drafted = _structured(
+                await c.call_tool("draft_ticket", {"trace_id": prefix, "manifest": "swept.jsonl"})
+            )
+            empty = await c.call_tool("show_trace", {"trace_id": "  "})
+            return shown, triaged, drafted, empty
+
+    shown, triaged, drafted, empty = _run(go)
+    assert shown == _cli(store, "traces", "show", tid, "--json")
+    assert triaged["trace_id"] == tid
+    assert drafted["trace_id"] == tid
+    assert empty.is_error
+    assert "trace_id is empty" in empty.content[0].text
+
+
 def test_bad_arguments_are_tool_errors_that_say_what_to_fix(work: dict[str, Any], tmp_path: Path) -> None:
     outside = tmp_path.parent / f"{tmp_path.name}-outside.yaml"
     outside.write_text(TICKET.format(trace_id=work["trace_ids"][0]), "utf-8")

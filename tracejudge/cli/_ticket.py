@@ -9,8 +9,8 @@ import click
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._safe import safe_text
-from tracejudge.cli._traces import resolve_trace_id
 from tracejudge.localize import load_manifest
+from tracejudge.store import resolve_trace_id
 
 
 @click.group("ticket")

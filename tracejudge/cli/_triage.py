@@ -14,10 +14,10 @@ from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._safe import clean, safe_text
 from tracejudge.cli._sweep import run_sweep
-from tracejudge.cli._traces import resolve_trace_id
 from tracejudge.cli._when import FROM_HELP, TO_HELP
 from tracejudge.localize import NOT_STORED_HINT, TicketResult, triage_tickets
 from tracejudge.schema import JudgeConfig, Localization, StageResult
+from tracejudge.store import resolve_trace_id
 from tracejudge.write import targets_help
 
 _STYLE = {"pass": "green", "fail": "red", "unconfirmed": "yellow", "skipped": "dim"}

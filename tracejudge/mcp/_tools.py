@@ -94,10 +94,13 @@ class Toolbox:
         return [r.model_dump(mode="json") for r in rows]
 
     def trace_id(self, value: str) -> str:
-        """A stored trace's id; an :class:`InputError` naming what to do when none is stored."""
-        trace_id = value.strip().lower()
-        if not trace_id:
+        """A stored trace's id (given whole or as a unique prefix, as ``traces show`` takes it); an
+        :class:`InputError` naming what to do when none is stored."""
+        from tracejudge.store import resolve_trace_id
+
+        if not value.strip():
             raise InputError("trace_id is empty", hint="call list_traces to see the stored traces")
+        trace_id = resolve_trace_id(self.store, value).strip().lower()
         if not self.store.get_spans(trace_id):
             raise InputError(
                 f"no spans stored for trace {trace_id}",
@@ -155,7 +158,7 @@ class Toolbox:
             self.path(manifest.strip(), what="manifest") if manifest and manifest.strip() else None
         )
         if trace_id is not None:
-            self.trace_id(trace_id)
+            trace_id = self.trace_id(trace_id)
         elif parsed.trace_id:
             self.trace_id(parsed.trace_id)
         with tempfile.TemporaryDirectory(prefix="tracejudge-mcp-") as tmp:

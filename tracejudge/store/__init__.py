@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url
 from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
+from tracejudge.store._resolve import resolve_trace_id
 from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
 from tracejudge.store._sqlite import SqliteStore
 
@@ -22,4 +23,5 @@ __all__ = [
     "TriageEntry",
     "open_store",
     "resolve_store_url",
+    "resolve_trace_id",
 ]
