@@ -50,76 +50,120 @@ def gate_decision(
     """Whether ``rubric`` with its judge may gate traces made with agent prompt versions ``prompts``."""
     if rubric.judge is None:
         return GateDecision(allowed=True, reason="only deterministic checks decide this rubric")
-    wanted = set(prompts)
-    model = rubric.judge.model
-    run = f"tracejudge calibrate --rubric {rubric_path} --labels LABELS.jsonl --holdout 0.3"
-    if wanted:
-        run += " (labels from traces of " + ", ".join(sorted(wanted)) + ")"
-    hint = f"run: {run}; scoring without --gate still works"
-    who = f"rubric {rubric.name} v{rubric.version} with judge {model}"
+    ask = _Ask(rubric, rubric.judge.model, set(prompts), min_kappa, min_holdout, rubric_path)
     cals = _calibrations(store, rubric.name)
     if not cals:
-        return GateDecision(allowed=False, reason=f"{who} has never been calibrated", hint=hint)
-    same = [c for c in cals if c.rubric_version == str(rubric.version) and c.judge_model == model]
+        return GateDecision(allowed=False, reason=f"{ask.who} has never been calibrated", hint=ask.hint)
+    same = _of_this_rubric(ask, cals)
+    if isinstance(same, GateDecision):
+        return same
+    covering = _covering(ask, same)
+    if isinstance(covering, GateDecision):
+        return covering
+    return _holdout_decision(ask, covering[0])
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What the gate is asked about: this rubric and judge model, for these agent prompts."""
+
+    rubric: Rubric
+    model: str
+    wanted: set[str]
+    min_kappa: float
+    min_holdout: int
+    rubric_path: str
+
+    @property
+    def run(self) -> str:
+        run = f"tracejudge calibrate --rubric {self.rubric_path} --labels LABELS.jsonl --holdout 0.3"
+        if self.wanted:
+            run += " (labels from traces of " + ", ".join(sorted(self.wanted)) + ")"
+        return run
+
+    @property
+    def hint(self) -> str:
+        return f"run: {self.run}; scoring without --gate still works"
+
+    @property
+    def who(self) -> str:
+        return f"rubric {self.rubric.name} v{self.rubric.version} with judge {self.model}"
+
+
+def _of_this_rubric(ask: _Ask, cals: list[CalibrationReport]) -> list[CalibrationReport] | GateDecision:
+    """The calibrations of this rubric version, judge model, rubric text and judge prompt, or why none."""
+    same = [c for c in cals if c.rubric_version == str(ask.rubric.version) and c.judge_model == ask.model]
     if not same:
         seen = ", ".join(sorted({f"v{c.rubric_version}/{c.judge_model}" for c in cals}))
         return GateDecision(
             allowed=False,
-            reason=f"{who} is not calibrated (calibrations exist for {seen}): a new rubric version or judge"
-            " model needs a new calibration",
-            hint=hint,
+            reason=f"{ask.who} is not calibrated (calibrations exist for {seen}): a new rubric version or"
+            " judge model needs a new calibration",
+            hint=ask.hint,
             calibration_id=cals[0].calibration_id,
         )
     newest = same[0]
-    rh, ph = rubric_hash(rubric), prompt_template_hash(rubric)
+    rh, ph = rubric_hash(ask.rubric), prompt_template_hash(ask.rubric)
     same = [c for c in same if c.rubric_hash == rh and c.prompt_hash == ph]
     if not same:
         return GateDecision(
             allowed=False,
-            reason=f"{who} changed since it was calibrated (rubric or judge prompt differs;"
+            reason=f"{ask.who} changed since it was calibrated (rubric or judge prompt differs;"
             " bump the version)",
-            hint=hint,
+            hint=ask.hint,
             calibration_id=newest.calibration_id,
         )
+    return same
+
+
+def _covering(ask: _Ask, same: list[CalibrationReport]) -> list[CalibrationReport] | GateDecision:
+    """Those with held-out items whose labels cover the agent prompts asked about, or why none."""
     held = [c for c in same if c.holdout is not None]
     if not held:
         return GateDecision(
             allowed=False,
-            reason=f"{who} was calibrated only on items used for tuning, none held out",
-            hint=hint,
+            reason=f"{ask.who} was calibrated only on items used for tuning, none held out",
+            hint=ask.hint,
             calibration_id=same[0].calibration_id,
             kappa=same[0].kappa,
         )
-    covering = [c for c in held if wanted <= set(c.agent_prompts)]
+    covering = [c for c in held if ask.wanted <= set(c.agent_prompts)]
     if not covering:
-        missing = sorted(wanted - set(held[0].agent_prompts))
+        missing = sorted(ask.wanted - set(held[0].agent_prompts))
         return GateDecision(
             allowed=False,
-            reason=f"the traces come from agent prompt {', '.join(missing)}, which the calibration of {who}"
-            f" does not cover ({', '.join(held[0].agent_prompts) or 'no prompt version recorded'}):"
+            reason=f"the traces come from agent prompt {', '.join(missing)}, which the calibration of"
+            f" {ask.who} does not cover ({', '.join(held[0].agent_prompts) or 'no prompt version recorded'}):"
             " a changed agent prompt needs recalibration",
-            hint=hint,
+            hint=ask.hint,
             calibration_id=held[0].calibration_id,
             kappa=held[0].holdout.kappa if held[0].holdout else None,
         )
-    c = covering[0]
+    return covering
+
+
+def _holdout_decision(ask: _Ask, c: CalibrationReport) -> GateDecision:
+    """The newest covering calibration decides: enough held-out items at a high enough kappa."""
     assert c.holdout is not None
     k, n = c.holdout.kappa, c.holdout.n
-    if n < min_holdout:
+    if n < ask.min_holdout:
         return GateDecision(
             allowed=False,
-            reason=f"the newest calibration of {who} held out only {n} items (at least {min_holdout} needed)",
-            hint=hint + "; label more items",
+            reason=f"the newest calibration of {ask.who} held out only {n} items"
+            f" (at least {ask.min_holdout} needed)",
+            hint=ask.hint + "; label more items",
             calibration_id=c.calibration_id,
             kappa=k,
             n_holdout=n,
         )
-    if k is None or k < min_kappa:
+    if k is None or k < ask.min_kappa:
         shown = "undefined" if k is None else f"{k:.2f}"
         return GateDecision(
             allowed=False,
-            reason=f"{who} agrees with people at kappa {shown} on held-out items; gating needs {min_kappa:g}",
-            hint="improve the rubric on the tuning items (see calibrate's mismatches and sweep), then " + run,
+            reason=f"{ask.who} agrees with people at kappa {shown} on held-out items;"
+            f" gating needs {ask.min_kappa:g}",
+            hint="improve the rubric on the tuning items (see calibrate's mismatches and sweep), then "
+            + ask.run,
             calibration_id=c.calibration_id,
             kappa=k,
             n_holdout=n,
