@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from tracejudge._errors import InputError
 from tracejudge.runs import sample_bucket, store_loader
-from tracejudge.schema import ItemResult, Rubric, StoredReport
+from tracejudge.schema import ItemResult, Rubric, StoredReport, TaskRecord
 from tracejudge.store import Store
 
 BANDS = ("near_fail", "near_pass", "far_fail", "far_pass", "indeterminate")
@@ -96,18 +96,7 @@ def labelling_sample(
     rubric: Rubric | None = None,
 ) -> LabellingSample:
     """Pick ``n`` traces of a scoring run (default: the newest, of ``rubric`` when given)."""
-    if run_id is None:
-        runs = [r for r in store.list_runs() if rubric is None or r.provenance.rubric_name == rubric.name]
-        if not runs:
-            raise InputError(
-                "no scoring run to sample from",
-                hint="run `tracejudge score --rubric R` first; the sample is stratified by its scores",
-            )
-        run_id = runs[0].run_id
-    elif store.get_run(run_id) is None:
-        raise InputError(
-            f"no run {run_id} in the store", hint="see the run ids printed by `tracejudge score`"
-        )
+    run_id = _sampled_run(store, run_id, rubric)
     thresholds = {c.name: c.threshold for c in rubric.criteria} if rubric else {}
     by_band: dict[str, list[str]] = {b: [] for b in BANDS}
     for item in store.iter_score_items(run_id):
@@ -122,22 +111,7 @@ def labelling_sample(
             task = load(trace_id)
             row: dict[str, Any] = {"id": trace_id, "trace_id": trace_id, "label": None, "rater": None}
             if not isinstance(task, str):
-                prompts = sorted({m.prompt for m in task.model_calls if m.prompt})
-                row.update(
-                    input=task.input,
-                    output=task.final_answer,
-                    context=[
-                        {"doc_id": d.doc_id, "version": d.version, "content": d.content}
-                        for r in task.retrievals
-                        for d in r.documents
-                    ]
-                    or None,
-                    tool_calls=[
-                        {"name": t.name, "arguments": t.arguments, "result": t.result}
-                        for t in task.tool_calls
-                    ],
-                    prompt=prompts[-1] if prompts else None,
-                )
+                row.update(_row_fields(task))
             rows.append(row)
     report_id = f"sample-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     picked = {b: quota[b] for b in BANDS}
@@ -159,6 +133,42 @@ def labelling_sample(
     return LabellingSample(
         rows=tuple(rows), bands=picked, available=available, run_id=run_id, report_id=report_id
     )
+
+
+def _sampled_run(store: Store, run_id: str | None, rubric: Rubric | None) -> str:
+    """The run asked for, which must exist, else the newest scoring run (of ``rubric`` when given)."""
+    if run_id is not None:
+        if store.get_run(run_id) is None:
+            raise InputError(
+                f"no run {run_id} in the store", hint="see the run ids printed by `tracejudge score`"
+            )
+        return run_id
+    runs = [r for r in store.list_runs() if rubric is None or r.provenance.rubric_name == rubric.name]
+    if not runs:
+        raise InputError(
+            "no scoring run to sample from",
+            hint="run `tracejudge score --rubric R` first; the sample is stratified by its scores",
+        )
+    return runs[0].run_id
+
+
+def _row_fields(task: TaskRecord) -> dict[str, Any]:
+    """What a labeller sees of a loaded trace: input, answer, retrieved context, tool calls, prompt."""
+    prompts = sorted({m.prompt for m in task.model_calls if m.prompt})
+    context = [
+        {"doc_id": d.doc_id, "version": d.version, "content": d.content}
+        for r in task.retrievals
+        for d in r.documents
+    ]
+    return {
+        "input": task.input,
+        "output": task.final_answer,
+        "context": context or None,
+        "tool_calls": [
+            {"name": t.name, "arguments": t.arguments, "result": t.result} for t in task.tool_calls
+        ],
+        "prompt": prompts[-1] if prompts else None,
+    }
 
 
 def _queue_hint(api: QueueApi) -> str:
