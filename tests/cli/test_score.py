@@ -192,6 +192,12 @@ def test_trace_selection_and_limit(server: ScriptedOpenAIServer, store_url: str)
     code, out = _score(store_url, "--trace", one, "--json")
     assert code == 0
     assert [i["trace_id"] for i in json.loads(out)["items"]] == [one]
+    others = [s.trace_id for s in traces.SCENARIOS[1:]]
+    short = next(n for n in range(8, 33) if not any(t.startswith(one[:n]) for t in others))
+    code, out = _score(store_url, "--trace", one[:short].upper(), "--json")  # as `traces show` takes it
+    assert code == 0
+    assert [i["trace_id"] for i in json.loads(out)["items"]] == [one]
+    assert json.loads(out)["items"][0]["verdict"] != "indeterminate"
     code, out = _score(store_url, "--limit", "3", "--json")
     assert len(json.loads(out)["items"]) == 3
     code, out = _score(store_url, "--sample", "1.5")

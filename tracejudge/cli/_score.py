@@ -17,6 +17,7 @@ from tracejudge.judge import load_rubric
 from tracejudge.report import RunMetrics
 from tracejudge.runs import ScoreOptions, score_traces
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord
+from tracejudge.store import resolve_trace_id
 from tracejudge.write import target_names, targets_help
 
 
@@ -119,7 +120,13 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
 
 @click.command("score")
 @click.option("--rubric", "rubric_path", required=True, type=click.Path(path_type=Path), help="Rubric YAML.")
-@click.option("--trace", "trace_ids", multiple=True, metavar="ID", help="Score this trace (repeatable).")
+@click.option(
+    "--trace",
+    "trace_ids",
+    multiple=True,
+    metavar="ID",
+    help="Score this trace (repeatable; a unique id prefix will do).",
+)
 @click.option("--name", default=None, metavar="GLOB", help="Only traces whose name matches.")
 @click.option("--from", "from_", default=None, metavar="T", help=FROM_HELP)
 @click.option("--to", "to", default=None, metavar="T", help=TO_HELP)
@@ -241,7 +248,7 @@ def score(
                 app.store,
                 rubric,
                 rubric_path=str(rubric_path),
-                trace_ids=trace_ids,
+                trace_ids=tuple(resolve_trace_id(app.store, t) for t in trace_ids),
                 name=name,
                 from_time=from_time,
                 to_time=to_time,
