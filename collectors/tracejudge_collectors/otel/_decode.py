@@ -136,7 +136,7 @@ def _span_pb(
                 _trusted(
                     SpanEvent,
                     {
-                        "name": _name_pb(ev.name, "an event name", notes),
+                        "name": _name_pb(ev.name, f"{label}: the event name", notes),
                         "time_unix_nano": _time_pb(ev.time_unix_nano),
                         "attributes": attrs_pb(ev.attributes, notes, label),
                     },
@@ -156,7 +156,7 @@ def _span_pb(
                 "trace_id": tid.hex(),
                 "span_id": span_id,
                 "parent_span_id": psid.hex() if psid and psid != ZERO_SPAN else None,
-                "name": _name_pb(sp.name, "a span name", notes),
+                "name": _name_pb(sp.name, f"{label}: the name", notes),
                 "kind": sp.kind,
                 "start_time_unix_nano": start,
                 "end_time_unix_nano": end,
@@ -289,9 +289,9 @@ def decode_json_object(
     return _result(notes, spans)
 
 
-def _name(value: Any, what: str, notes: Notes) -> str:
+def _name(value: Any, what: str, notes: Notes, label: str) -> str:
     name = str_json(value, what)
-    check_name(name, notes.limits, f"a span's {what}")
+    check_name(name, notes.limits, f"{label}: the {what}")  # the 400 names the span it refuses
     return name
 
 
@@ -352,7 +352,7 @@ def _span_json(
             trace_id=tid.hex(),
             span_id=sid.hex(),
             parent_span_id=parent,
-            name=_name(get(sp, "name", "name"), "name", notes),
+            name=_name(get(sp, "name", "name"), "name", notes, label),
             kind=enum_json(get(sp, "kind", "kind"), _KIND_NAMES, "kind"),
             start_time_unix_nano=int64_json(
                 get(sp, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", unsigned=True
@@ -379,7 +379,7 @@ def _event_json(ev: Any, notes: Notes, label: str) -> SpanEvent:
     if not isinstance(ev, dict):
         raise SpanError("each event must be an object")
     return SpanEvent(
-        name=_name(get(ev, "name", "name"), "event name", notes),
+        name=_name(get(ev, "name", "name"), "event name", notes, label),
         time_unix_nano=int64_json(
             get(ev, "timeUnixNano", "time_unix_nano"), "event timeUnixNano", unsigned=True
         ),

@@ -239,7 +239,16 @@ def test_a_name_or_key_past_the_limit_is_400_naming_it(
     assert resp.status_code == 400, resp.text[:300]
     message = _message(resp)
     assert f"more than the limit of {DEFAULT_MAX_NAME_CHARS}" in message
+    # Which span and which name or key broke the limit, and how to raise it.
+    expected = {
+        "span name": f"span {SPAN_HEX}: the name",
+        "attribute key": f"span {SPAN_HEX}: attribute key",
+        "event name": f"span {SPAN_HEX}: the event name",
+        "scope name": "a scope name",
+    }[where]
+    assert f"{expected} 'nnn" in message, message[:300]
     assert "--max-name-chars" in message
+    assert "TRACEJUDGE_OTLP_MAX_NAME_CHARS" in message
     assert store.get_spans(TRACE_HEX) == []
 
 
