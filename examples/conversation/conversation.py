@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -271,3 +272,48 @@ def run_conversations(
         instrumentor.uninstrument()
         agent.close()
     return answers
+
+
+def main(argv: Sequence[str]) -> int:
+    """Record both conversations over OTLP into a store (``--store PATH``, default
+    ``.tracejudge/conversation.db``) against the scripted model, and print what to run next."""
+    import time
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from tracejudge.store import SqliteStore
+    from tracejudge.testing.openai_server import ScriptedOpenAIServer
+    from tracejudge_collectors.otel import serve_in_thread
+
+    db = Path(argv[1]) if argv[:1] == ["--store"] and len(argv) > 1 else Path(".tracejudge/conversation.db")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    store = SqliteStore(db)
+    expected = {tid for conv in CONVERSATIONS for tid in conv.trace_ids}
+    try:
+        with ScriptedOpenAIServer(model_rules()) as model, serve_in_thread(store) as url:
+            run_conversations(
+                OTLPSpanExporter(endpoint=f"{url}/v1/traces"),
+                model.base_url,
+                as_of=datetime(2026, 11, 18, 9, 30, tzinfo=UTC),
+            )
+            deadline = time.monotonic() + 30
+            while not expected <= {t.trace_id for t in store.list_traces()} and time.monotonic() < deadline:
+                time.sleep(0.05)
+        stored = expected & {t.trace_id for t in store.list_traces()}
+    finally:
+        store.close()
+    if stored != expected:
+        print(f"only {len(stored)} of {len(expected)} turns reached the store {db}", file=sys.stderr)
+        return 1
+    here = HERE.relative_to(Path.cwd()) if HERE.is_relative_to(Path.cwd()) else HERE
+    print(f"recorded {len(CONVERSATIONS)} conversations, 3 turns each, into {db}; then:")
+    manifest = here / "manifest.jsonl"
+    for conv in CONVERSATIONS:
+        ticket = next((HERE / "tickets").glob(f"*-{conv.name}.yaml")).relative_to(HERE)
+        print(f"  tracejudge --store sqlite:///{db} traces show --session {conv.session_id}")
+        print(f"  tracejudge --store sqlite:///{db} triage --ticket {here / ticket} --manifest {manifest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -229,3 +229,26 @@ def test_a_trace_whose_root_has_not_arrived_says_so_beside_the_verdict(
         ],
     )
     assert "note: the trace may be incomplete" in plain.output
+
+
+def test_running_the_example_records_both_conversations_and_prints_commands_that_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "conversation.db"
+    assert ex.main(["--store", str(db)]) == 0
+    printed = [
+        line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  tracejudge ")
+    ]
+    assert len(printed) == 4
+    verdicts = []
+    for words in printed:
+        result = CliRunner().invoke(cli, [*words[1:], "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        if words[3] == "traces":
+            ids = [t["trace_id"] for t in data["turns"]]  # every turn of the session, oldest first
+            assert len(ids) == 3
+            assert ids == sorted(ids)
+        else:
+            verdicts.append(data["verdict"])
+    assert verdicts == ["ignored_by_model", "dropped_in_context"]
