@@ -22,9 +22,9 @@ import binascii
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracejudge import InputError
 
@@ -464,54 +464,94 @@ def attrs_json(kvs: Any, notes: Notes, label: str) -> dict[str, Any]:
 def value_json(v: Any, depth: int, budget: Budget, key: str) -> Any:
     if not isinstance(v, dict):
         raise SpanError(f"attribute {short(key)}: value must be an AnyValue object")
-    if not v:
-        return None
-    if (s := v.get("stringValue", v.get("string_value"))) is not None:
-        if not isinstance(s, str):
-            raise SpanError(f"attribute {short(key)}: stringValue must be a string")
-        budget.remaining -= len(s)
-        if budget.remaining < 0:
-            raise TooBig
-        return s
-    if (b := v.get("boolValue", v.get("bool_value"))) is not None:
-        if not isinstance(b, bool):
-            raise SpanError(f"attribute {short(key)}: boolValue must be true or false")
-        return b
-    if (i := v.get("intValue", v.get("int_value"))) is not None:
-        return int64_json(i, f"attribute {short(key)}: intValue")
-    if (d := v.get("doubleValue", v.get("double_value"))) is not None:
-        return double_json(d, key)
-    arr = v.get("arrayValue", v.get("array_value"))
-    kvl = v.get("kvlistValue", v.get("kvlist_value"))
-    if arr is not None or kvl is not None:
-        if depth > MAX_ATTRIBUTE_DEPTH:
+    # The first kind present decides, in _KINDS order; JSON encoders write camelCase or snake_case.
+    for kind in _KINDS:
+        x = v.get(kind.camel, v.get(kind.snake))
+        if x is None:
+            continue
+        if kind.nested and depth > MAX_ATTRIBUTE_DEPTH:
             budget.deep = True
             return DEPTH_MARKER
-        container = arr if arr is not None else kvl
-        if not isinstance(container, dict):
-            raise SpanError(f"attribute {short(key)}: arrayValue/kvlistValue must be an object")
-        values = container.get("values") or []
-        if not isinstance(values, list):
-            raise SpanError(f"attribute {short(key)}: values must be a list")
-        if arr is not None:
-            return [value_json(x, depth + 1, budget, key) for x in values]
-        out: dict[str, Any] = {}
-        for kv in values:
-            if not isinstance(kv, dict) or not isinstance(k := kv.get("key", ""), str):
-                raise SpanError(f"attribute {short(key)}: kvlistValue entries must be {{key, value}} objects")
-            budget.remaining -= len(k)
-            inner = kv.get("value")
-            out[k] = None if inner is None else value_json(inner, depth + 1, budget, key)
-        return out
-    if (by := v.get("bytesValue", v.get("bytes_value"))) is not None:
-        if not isinstance(by, str):
-            raise SpanError(f"attribute {short(key)}: bytesValue must be a base64 string")
-        budget.remaining -= len(by)
-        if budget.remaining < 0:
-            raise TooBig
-        return by
-    # Unknown value kinds (newer OTLP) are ignored like unknown fields.
+        return kind.convert(x, depth, budget, key)
+    # An empty AnyValue is null; unknown value kinds (newer OTLP) are ignored like unknown fields.
     return None
+
+
+def _spend(text: str, budget: Budget) -> str:
+    budget.remaining -= len(text)
+    if budget.remaining < 0:
+        raise TooBig
+    return text
+
+
+def _string_json(s: Any, _depth: int, budget: Budget, key: str) -> str:
+    if not isinstance(s, str):
+        raise SpanError(f"attribute {short(key)}: stringValue must be a string")
+    return _spend(s, budget)
+
+
+def _bool_json(b: Any, _depth: int, _budget: Budget, key: str) -> bool:
+    if not isinstance(b, bool):
+        raise SpanError(f"attribute {short(key)}: boolValue must be true or false")
+    return b
+
+
+def _int_json(i: Any, _depth: int, _budget: Budget, key: str) -> int:
+    return int64_json(i, f"attribute {short(key)}: intValue")
+
+
+def _double_json(d: Any, _depth: int, _budget: Budget, key: str) -> float:
+    return double_json(d, key)
+
+
+def _values(container: Any, key: str) -> list[Any]:
+    if not isinstance(container, dict):
+        raise SpanError(f"attribute {short(key)}: arrayValue/kvlistValue must be an object")
+    values = container.get("values") or []
+    if not isinstance(values, list):
+        raise SpanError(f"attribute {short(key)}: values must be a list")
+    return values
+
+
+def _array_json(arr: Any, depth: int, budget: Budget, key: str) -> list[Any]:
+    return [value_json(x, depth + 1, budget, key) for x in _values(arr, key)]
+
+
+def _kvlist_json(kvl: Any, depth: int, budget: Budget, key: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in _values(kvl, key):
+        if not isinstance(kv, dict) or not isinstance(k := kv.get("key", ""), str):
+            raise SpanError(f"attribute {short(key)}: kvlistValue entries must be {{key, value}} objects")
+        budget.remaining -= len(k)
+        inner = kv.get("value")
+        out[k] = None if inner is None else value_json(inner, depth + 1, budget, key)
+    return out
+
+
+def _bytes_json(by: Any, _depth: int, budget: Budget, key: str) -> str:
+    if not isinstance(by, str):
+        raise SpanError(f"attribute {short(key)}: bytesValue must be a base64 string")
+    return _spend(by, budget)
+
+
+class _Kind(NamedTuple):
+    """One AnyValue kind: its field in camelCase and snake_case, how it converts, whether it nests."""
+
+    camel: str
+    snake: str
+    convert: Callable[[Any, int, Budget, str], Any]
+    nested: bool = False
+
+
+_KINDS = (
+    _Kind("stringValue", "string_value", _string_json),
+    _Kind("boolValue", "bool_value", _bool_json),
+    _Kind("intValue", "int_value", _int_json),
+    _Kind("doubleValue", "double_value", _double_json),
+    _Kind("arrayValue", "array_value", _array_json, nested=True),
+    _Kind("kvlistValue", "kvlist_value", _kvlist_json, nested=True),
+    _Kind("bytesValue", "bytes_value", _bytes_json),
+)
 
 
 def double_json(d: Any, key: str) -> float:
