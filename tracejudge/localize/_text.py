@@ -605,17 +605,32 @@ def split_clause(first: str, second: str, clause: str) -> tuple[str, str] | None
     ta, tb = _tokens(a_low), _tokens(b_low)
     if not ta or not tb:
         return None
+    return _split_between_tokens(first, second, ta, tb, want) or _split_in_a_word(
+        first, second, ta, tb, clause
+    )
+
+
+def _split_between_tokens(
+    first: str, second: str, ta: list[_Tok], tb: list[_Tok], want: list[str]
+) -> tuple[str, str] | None:
+    """The chunk boundary falls between tokens: first ends with want[:k], second starts with
+    want[j:], j <= k (k - j tokens repeated by an overlapping splitter)."""
+    n = len(want)
     a_words = [t.text for t in ta]
     b_words = [t.text for t in tb]
-    # The chunk boundary falls between tokens: first ends with want[:k], second starts with
-    # want[j:], j <= k (k - j tokens repeated by an overlapping splitter).
     ends = [k for k in range(min(n - 1, len(ta)), 0, -1) if a_words[-k:] == want[:k]]
     starts = [j for j in range(max(1, n - len(tb)), n) if b_words[: n - j] == want[j:]]
     for k in ends:
         for j in starts:
             if j <= k:
                 return _tail(first, ta, k), _head(second, tb, n - j)
-    # The boundary cuts a word or a number in two: the clause shows only in the joined text.
+    return None
+
+
+def _split_in_a_word(
+    first: str, second: str, ta: list[_Tok], tb: list[_Tok], clause: str
+) -> tuple[str, str] | None:
+    """The boundary cuts a word or a number in two: the clause shows only in the joined text."""
     cut = len(first)
     m = find_clause(first + second, clause, partial=False)
     if m.found and m.start is not None and m.end is not None and m.start < cut < m.end:
