@@ -218,6 +218,40 @@ def _plan(
     return name, expectation, case.task(suffix, output=made[0], tool_calls=tool_calls), made[-1]
 
 
+def _outcome(
+    expectation: str, base: str, verdict: str
+) -> tuple[Literal["expected", "unexpected", "skipped"], str]:
+    """Whether a probe's verdict is what its expectation asks of the base case's, and if not, why."""
+    if expectation == "unchanged":
+        if verdict == base:
+            return "expected", ""
+        return "unexpected", f"the verdict moved from {base} to {verdict} on wording alone"
+    if base != "pass":
+        return "skipped", f"the case is {base} as written; a probe that must make it fail shows nothing"
+    if verdict == "fail":
+        return "expected", ""
+    return "unexpected", f"still {verdict} after the change: neither a check nor the judge caught it"
+
+
+def _probe_report(
+    case: ProbeCase, rubric: Rubric, base: ItemResult, probes: list[ProbeResult]
+) -> ProbeReport:
+    """The report of one probe run: the base verdict, each probe's result, and the tally."""
+    return ProbeReport(
+        report_id=f"probe-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}",
+        created_at=datetime.now(UTC),
+        case_id=case.id,
+        rubric_name=rubric.name,
+        rubric_version=str(rubric.version),
+        judge_model=rubric.judge.model if rubric.judge else None,
+        base_verdict=base.verdict,
+        base_reason=base.reason,
+        probes=tuple(probes),
+        expected=sum(1 for x in probes if x.status == "expected"),
+        unexpected=sum(1 for x in probes if x.status == "unexpected"),
+    )
+
+
 async def probe_case_async(
     rubric: Rubric,
     case: ProbeCase,
@@ -255,20 +289,7 @@ async def probe_case_async(
             probes.append(ProbeResult(name=name, expectation=expectation, status="skipped", detail=target))
             continue
         res = next(scored)
-        status: Literal["expected", "unexpected", "skipped"]
-        if expectation != "unchanged" and base.verdict != "pass":
-            status = "skipped"
-            detail = f"the case is {base.verdict} as written; a probe that must make it fail shows nothing"
-        elif expectation == "unchanged":
-            ok = res.verdict == base.verdict
-            status = "expected" if ok else "unexpected"
-            detail = "" if ok else f"the verdict moved from {base.verdict} to {res.verdict} on wording alone"
-        else:
-            ok = res.verdict == "fail"
-            status = "expected" if ok else "unexpected"
-            detail = (
-                "" if ok else f"still {res.verdict} after the change: neither a check nor the judge caught it"
-            )
+        status, detail = _outcome(expectation, base.verdict, res.verdict)
         probes.append(
             ProbeResult(
                 name=name,
@@ -280,19 +301,7 @@ async def probe_case_async(
                 detail=detail,
             )
         )
-    report = ProbeReport(
-        report_id=f"probe-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}",
-        created_at=datetime.now(UTC),
-        case_id=case.id,
-        rubric_name=rubric.name,
-        rubric_version=str(rubric.version),
-        judge_model=rubric.judge.model if rubric.judge else None,
-        base_verdict=base.verdict,
-        base_reason=base.reason,
-        probes=tuple(probes),
-        expected=sum(1 for x in probes if x.status == "expected"),
-        unexpected=sum(1 for x in probes if x.status == "unexpected"),
-    )
+    report = _probe_report(case, rubric, base, probes)
     store.put_report(
         StoredReport(
             report_id=report.report_id,
