@@ -217,48 +217,53 @@ def _kind(fact: FactValue) -> ValueKind:
 def find_values(text: str) -> list[Value]:
     """Every value in a text, in order: the facts reader's dates, amounts and numbers, with a number
     followed by a duration word read as a duration and by a noun as a count; spelled-out durations."""
-    out: list[Value] = []
-    taken: list[tuple[int, int]] = []
-    low = text.lower()
     # The spelled-out search is the costly one; most texts name no duration unit at all.
-    spelled = any(stem in low for stem in _UNIT_STEMS)
-    for m in _SPELLED.finditer(text) if spelled else ():
+    low = text.lower()
+    out = _spelled_durations(text) if any(stem in low for stem in _UNIT_STEMS) else []
+    taken = [(v.start, v.end) for v in out]
+    for fact in extract_values(text):
+        if not any(a < fact.end and fact.start < b for a, b in taken) and not _glued(text, fact.start):
+            out.append(_fact_value(text, fact))
+    return sorted(out, key=lambda v: v.start)
+
+
+def _spelled_durations(text: str) -> list[Value]:
+    """Durations with the number spelled out: English words ("ninety days"), then CJK numerals
+    where no English one was read."""
+    out: list[Value] = []
+    for m in _SPELLED.finditer(text):
         n = _WORD_NUMBERS.get(m.group("w").lower())
         if n is None and "-" in m.group("w"):
             tens, ones = m.group("w").lower().split("-")
             n = _WORD_NUMBERS[tens] + _WORD_NUMBERS[ones]
         unit = _DURATION_UNITS[m.group("u").lower()]
         out.append(Value("duration", m.group(0), m.start(), m.end(), amount=Decimal(n or 0), unit=unit))
-        taken.append(m.span())
-    for m in _CJK_SPELLED.finditer(text) if spelled else ():
+    for m in _CJK_SPELLED.finditer(text):
         n = _cjk_number(m.group("w"))
-        if n is not None and not any(a < m.end() and m.start() < b for a, b in taken):
+        if n is not None and not any(v.start < m.end() and m.start() < v.end for v in out):
             unit = _DURATION_UNITS[m.group("u")]
             out.append(Value("duration", m.group(0), m.start(), m.end(), amount=Decimal(n), unit=unit))
-            taken.append(m.span())
-    for fact in extract_values(text):
-        if any(a < fact.end and fact.start < b for a, b in taken) or _glued(text, fact.start):
-            continue
-        kind = _kind(fact)
-        if kind == "number" and len(fact.numbers) == 1:
-            (number,) = fact.numbers
-            unit_m = _AFTER_UNIT.match(text, fact.end)
-            if unit_m is not None:
-                unit = _DURATION_UNITS[unit_m.group("u").lower()]
-                end = unit_m.end()
-                out.append(
-                    Value("duration", text[fact.start : end], fact.start, end, amount=number, unit=unit)
-                )
-                continue
-            noun_m = _AFTER_NOUN.match(text, fact.end)
-            if noun_m is not None and noun_m.group("n").lower() not in _NOT_NOUNS:
-                noun = noun_m.group("n").lower()
-                noun = noun[:-1] if noun.endswith("s") and len(noun) > 3 else noun
-                end = noun_m.end()
-                out.append(Value("count", text[fact.start : end], fact.start, end, amount=number, unit=noun))
-                continue
-        out.append(Value(kind, text[fact.start : fact.end].strip(), fact.start, fact.end, fact=fact))
-    return sorted(out, key=lambda v: v.start)
+    return out
+
+
+def _fact_value(text: str, fact: FactValue) -> Value:
+    """One value the facts reader found; a lone number followed by a duration word is a duration,
+    by a noun a count of it."""
+    kind = _kind(fact)
+    if kind == "number" and len(fact.numbers) == 1:
+        (number,) = fact.numbers
+        unit_m = _AFTER_UNIT.match(text, fact.end)
+        if unit_m is not None:
+            unit = _DURATION_UNITS[unit_m.group("u").lower()]
+            end = unit_m.end()
+            return Value("duration", text[fact.start : end], fact.start, end, amount=number, unit=unit)
+        noun_m = _AFTER_NOUN.match(text, fact.end)
+        if noun_m is not None and noun_m.group("n").lower() not in _NOT_NOUNS:
+            noun = noun_m.group("n").lower()
+            noun = noun[:-1] if noun.endswith("s") and len(noun) > 3 else noun
+            end = noun_m.end()
+            return Value("count", text[fact.start : end], fact.start, end, amount=number, unit=noun)
+    return Value(kind, text[fact.start : fact.end].strip(), fact.start, fact.end, fact=fact)
 
 
 @functools.lru_cache(maxsize=4096)
