@@ -67,6 +67,25 @@ def _check_same_rubric(stored: RunRecord, mine: RunRecord) -> None:
         )
 
 
+def _trace_ids(sources: Iterable[str | TaskRecord]) -> list[str]:
+    ids = []
+    for src in sources:
+        if isinstance(src, TaskRecord):
+            raise InputError("a shared run scores stored traces", hint="give trace ids, not task records")
+        ids.append(src)
+    return ids
+
+
+def _over_budget(p: RunProgress, options: ScoreOptions) -> bool:
+    """Would the run pass its budget if every item in flight costs what the finished ones did on average?"""
+    per_usd = p.usd / p.done if p.done else 0.0
+    per_tok = p.tokens / p.done if p.done else 0.0
+    ahead = p.claimed + 1  # every live worker's items in flight, and this one
+    if options.budget_usd is not None and p.usd + per_usd * ahead > options.budget_usd:
+        return True
+    return options.budget_tokens is not None and p.tokens + per_tok * ahead > options.budget_tokens
+
+
 async def score_shared_run_async(
     rubric: Rubric,
     store: Store,
@@ -89,13 +108,8 @@ async def score_shared_run_async(
     worker = worker_id()
     lease = options.lease_s
     mine = new_run_record(rubric, store, options, run_id=name, repeat=repeat)
-    ids: list[str] | None = None
-    if store.get_run(name) is None:  # the selection matters only to the worker that creates the run
-        ids = []
-        for src in sources:
-            if isinstance(src, TaskRecord):
-                raise InputError("a shared run scores stored traces", hint="give trace ids, not task records")
-            ids.append(src)
+    # The selection matters only to the worker that creates the run.
+    ids = _trace_ids(sources) if store.get_run(name) is None else None
     run = await asyncio.to_thread(store.join_run, mine, ids, worker=worker, lease_s=lease)
     try:
         _check_same_rubric(run, mine)
@@ -111,14 +125,6 @@ async def score_shared_run_async(
     refill = asyncio.Lock()
     state = {"in_flight": 0, "stopped": False}
     poll = max(0.05, min(1.0, lease / 4))
-
-    def over_budget(p: RunProgress) -> bool:
-        per_usd = p.usd / p.done if p.done else 0.0
-        per_tok = p.tokens / p.done if p.done else 0.0
-        ahead = p.claimed + 1  # every live worker's items in flight, and this one
-        if options.budget_usd is not None and p.usd + per_usd * ahead > options.budget_usd:
-            return True
-        return options.budget_tokens is not None and p.tokens + per_tok * ahead > options.budget_tokens
 
     async def take() -> str | None:
         async with refill:
@@ -138,7 +144,7 @@ async def score_shared_run_async(
                 await asyncio.sleep(poll)
             if budgeted:
                 progress = await asyncio.to_thread(store.run_progress, name)
-                if over_budget(progress):
+                if _over_budget(progress, options):
                     state["stopped"] = True
                     await asyncio.to_thread(store.stop_run, name)
                     return None
