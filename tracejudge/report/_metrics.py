@@ -134,13 +134,6 @@ def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLaten
     latency = Family(
         "tracejudge_judge_latency_seconds", "histogram", "Judge call latency (retries included)."
     )
-    pass_rate = Family("tracejudge_pass_rate", "gauge", "Pass rate of the latest run of each rubric.")
-    crit_rate = Family("tracejudge_criterion_pass_rate", "gauge", "Latest run: pass rate per criterion.")
-    cat_rate = Family("tracejudge_category_pass_rate", "gauge", "Latest run: pass rate per category.")
-    items = Family("tracejudge_items", "gauge", "Latest run: items scored.")
-    indet = Family("tracejudge_indeterminate", "gauge", "Latest run: items that could not be decided.")
-    p95 = Family("tracejudge_item_latency_p95_seconds", "gauge", "Latest run: p95 of per-item scoring time.")
-
     counts: dict[str, int] = defaultdict(int)
     verdicts: dict[tuple[str, ...], float] = defaultdict(float)
     per_judge: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
@@ -175,15 +168,16 @@ def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLaten
 
     for rubric, runs_n in sorted(counts.items()):
         runs_total.add(runs_n, rubric=rubric)
+    # The group kind -> its family and the label naming the group (the overall group has none).
+    by_kind = {
+        "overall": (items_total, None),
+        "criterion": (crit_total, "criterion"),
+        "category": (cat_total, "category"),
+        "check": (check_total, "check"),
+    }
     for (rubric, key, name, verdict), count in sorted(verdicts.items()):
-        if key == "overall":
-            items_total.add(count, rubric=rubric, verdict=verdict)
-        elif key == "criterion":
-            crit_total.add(count, rubric=rubric, criterion=name, verdict=verdict)
-        elif key == "category":
-            cat_total.add(count, rubric=rubric, category=name, verdict=verdict)
-        else:
-            check_total.add(count, rubric=rubric, check=name, verdict=verdict)
+        family, label = by_kind[key]
+        family.add(count, rubric=rubric, **({label: name} if label else {}), verdict=verdict)
     for (rubric, judge), (ncalls, tin, tout, usd) in sorted(per_judge.items()):
         calls.add(ncalls, rubric=rubric, judge_model=judge)
         tokens.add(tin, rubric=rubric, judge_model=judge, type="input")
@@ -195,6 +189,29 @@ def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLaten
         latency.add(h[-2], "_bucket", rubric=rubric, judge_model=judge, le="+Inf")
         latency.add(h[-1], "_sum", rubric=rubric, judge_model=judge)
         latency.add(h[-2], "_count", rubric=rubric, judge_model=judge)
+    return [
+        runs_total,
+        items_total,
+        crit_total,
+        cat_total,
+        check_total,
+        calls,
+        tokens,
+        cost,
+        latency,
+        *_latest_run_families(latest),
+    ]
+
+
+def _latest_run_families(latest: Mapping[str, RunRecord]) -> list[Family]:
+    """The gauges of each rubric's latest run: pass rates overall, per criterion and category, size,
+    undecided items, p95 item time."""
+    pass_rate = Family("tracejudge_pass_rate", "gauge", "Pass rate of the latest run of each rubric.")
+    crit_rate = Family("tracejudge_criterion_pass_rate", "gauge", "Latest run: pass rate per criterion.")
+    cat_rate = Family("tracejudge_category_pass_rate", "gauge", "Latest run: pass rate per category.")
+    items = Family("tracejudge_items", "gauge", "Latest run: items scored.")
+    indet = Family("tracejudge_indeterminate", "gauge", "Latest run: items that could not be decided.")
+    p95 = Family("tracejudge_item_latency_p95_seconds", "gauge", "Latest run: p95 of per-item scoring time.")
     for rubric, run in sorted(latest.items()):
         s = run.summary
         judge = run.provenance.judge_model or "none"
@@ -210,23 +227,7 @@ def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLaten
         for name, g in sorted(s.categories.items()):
             if g.pass_rate is not None:
                 cat_rate.add(g.pass_rate, rubric=rubric, category=name)
-    return [
-        runs_total,
-        items_total,
-        crit_total,
-        cat_total,
-        check_total,
-        calls,
-        tokens,
-        cost,
-        latency,
-        pass_rate,
-        crit_rate,
-        cat_rate,
-        items,
-        indet,
-        p95,
-    ]
+    return [pass_rate, crit_rate, cat_rate, items, indet, p95]
 
 
 def triage_families(
