@@ -229,41 +229,47 @@ def person_names(text: str) -> list[str]:
 
 def _collect(samples: Sequence[Sample], extra: Iterable[str], names: Pseudonyms) -> None:
     for s in samples:
-        doc_ids = [m.doc_id for m in (*s.basis.required, *s.basis.superseded)]
-        doc_ids += [m.doc_id for m in s.environment.materials]
-        doc_ids += [c.doc_id for c in s.expected.checks if isinstance(c, CitesCheck) and c.doc_id]
-        for doc_id in doc_ids:
-            root = doc_id.split("/")[0]
-            if root:
-                names.add("contract", root)
-        for m in s.environment.materials:
-            for key, value in m.metadata.items():
-                if key.lower() in _NAME_KEYS and isinstance(value, str) and value.strip():
-                    names.add("name", value.strip())
-        if s.source.verified_by:
-            names.add("person", s.source.verified_by)
+        _collect_structured(s, names)
     for term in extra:
         if term.strip():
             names.add("name", term.strip())
 
     def scan(text: str) -> None:
-        for m in _EMAIL.finditer(text):
-            names.add("email", m.group(0))
-        for m in _IBAN.finditer(text):
-            names.add("account", m.group(0))
-        for m in _ACCOUNT.finditer(text):
-            names.add("account", m.group("num"))
-        for number in phone_numbers(text):
-            names.add("phone", number)
-        for ident in contract_ids(text):
-            names.add("contract", ident)
-        for person in person_names(text):
-            names.add("person", person)
-        for company in company_names(text):
-            names.add("name", company)
+        for kind, find in _SCANNERS:
+            for found in find(text):
+                names.add(kind, found)
 
     for s in samples:
         _walk_strings(s.model_dump(mode="json"), scan)
+
+
+def _collect_structured(s: Sample, names: Pseudonyms) -> None:
+    """What a sample's fields name outright: document roots, material owners, the verifier."""
+    doc_ids = [m.doc_id for m in (*s.basis.required, *s.basis.superseded)]
+    doc_ids += [m.doc_id for m in s.environment.materials]
+    doc_ids += [c.doc_id for c in s.expected.checks if isinstance(c, CitesCheck) and c.doc_id]
+    for doc_id in doc_ids:
+        root = doc_id.split("/")[0]
+        if root:
+            names.add("contract", root)
+    for m in s.environment.materials:
+        for key, value in m.metadata.items():
+            if key.lower() in _NAME_KEYS and isinstance(value, str) and value.strip():
+                names.add("name", value.strip())
+    if s.source.verified_by:
+        names.add("person", s.source.verified_by)
+
+
+# What the text scan looks for, in this order: a kind of identifying value and how to find it.
+_SCANNERS: tuple[tuple[str, Callable[[str], Iterable[str]]], ...] = (
+    ("email", lambda text: (m.group(0) for m in _EMAIL.finditer(text))),
+    ("account", lambda text: (m.group(0) for m in _IBAN.finditer(text))),
+    ("account", lambda text: (m.group("num") for m in _ACCOUNT.finditer(text))),
+    ("phone", phone_numbers),
+    ("contract", contract_ids),
+    ("person", person_names),
+    ("name", company_names),
+)
 
 
 def _pattern(mapping: Mapping[str, str]) -> re.Pattern[str] | None:
