@@ -40,6 +40,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -109,6 +110,60 @@ class _BadRequest(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class _ObservationFilter:
+    """The filters of a v2 observations query, read once from its parameters."""
+
+    after: tuple[str, str] | None
+    """(startTime, id) of the cursor: only observations before it."""
+    lo: str | None
+    hi: str | None
+    environments: frozenset[str]
+    root_only: bool
+    fields: dict[str, str]
+    """Observation fields that must equal the query's."""
+    trace_fields: dict[str, str]
+    """Fields of the observation's trace that must equal the query's."""
+
+    @classmethod
+    def of(cls, q: Any) -> _ObservationFilter:
+        environments = frozenset(q.getlist("environment"))
+        lo = _iso(q["fromStartTime"]) if q.get("fromStartTime") else None
+        hi = _iso(q["toStartTime"]) if q.get("toStartTime") else None
+        after: tuple[str, str] | None = None
+        if q.get("cursor"):
+            try:
+                c = json.loads(base64.b64decode(q["cursor"]))
+                after = (str(c["t"]), str(c["id"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise _BadRequest("invalid cursor") from exc
+        return cls(
+            after=after,
+            lo=lo,
+            hi=hi,
+            environments=environments,
+            root_only=q.get("isRootObservation") == "true",
+            fields={k: q[k] for k in ("name", "type", "level", "version") if q.get(k) is not None},
+            trace_fields={k: q[k] for k in ("userId", "sessionId") if q.get(k) is not None},
+        )
+
+    def keeps(self, o: dict[str, Any], traces: Mapping[str, dict[str, Any]]) -> bool:
+        if self.after is not None and (o["startTime"], o["id"]) >= self.after:
+            return False
+        if (self.lo is not None and o["startTime"] < self.lo) or (
+            self.hi is not None and o["startTime"] >= self.hi
+        ):
+            return False
+        if self.environments and o.get("environment") not in self.environments:
+            return False
+        if self.root_only and o.get("parentObservationId") is not None:
+            return False
+        if any(o.get(k) != v for k, v in self.fields.items()):
+            return False
+        t = traces[o["traceId"]]
+        return all(t.get(k) == v for k, v in self.trace_fields.items())
 
 
 class LangfuseServer(ApiServer):
@@ -403,38 +458,11 @@ class LangfuseServer(ApiServer):
             with self._lock:
                 pool = [o for obs in self._obs_by_trace.values() for o in obs]
             pool.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
-        environments = set(q.getlist("environment"))
-        lo = _iso(q["fromStartTime"]) if q.get("fromStartTime") else None
-        hi = _iso(q["toStartTime"]) if q.get("toStartTime") else None
-        after: tuple[str, str] | None = None
-        if q.get("cursor"):
-            try:
-                c = json.loads(base64.b64decode(q["cursor"]))
-                after = (str(c["t"]), str(c["id"]))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise _BadRequest("invalid cursor") from exc
-
-        def keep(o: dict[str, Any]) -> bool:
-            if after is not None and (o["startTime"], o["id"]) >= after:
-                return False
-            if lo is not None and o["startTime"] < lo:
-                return False
-            if hi is not None and o["startTime"] >= hi:
-                return False
-            if environments and o.get("environment") not in environments:
-                return False
-            if q.get("isRootObservation") == "true" and o.get("parentObservationId") is not None:
-                return False
-            for key in ("name", "type", "level", "version"):
-                if q.get(key) is not None and o.get(key) != q[key]:
-                    return False
-            t = self._traces[o["traceId"]]
-            return all(q.get(key) is None or t.get(key) == q[key] for key in ("userId", "sessionId"))
-
+        keep = _ObservationFilter.of(q)
         page: list[dict[str, Any]] = []
         more = False
         for o in pool:
-            if not keep(o):
+            if not keep.keeps(o, self._traces):
                 continue
             if len(page) == limit:
                 more = True
