@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracejudge._bundled import example_module
 from tracejudge._demo import load_example
+
+if TYPE_CHECKING:
+    from tracejudge.testing.openai_server import Rule
 
 __all__ = [
     "RegressDemoReport",
@@ -103,12 +106,26 @@ class ScriptedSetup:
     """Where the demo writes."""
 
 
+def restaurant_judge_rules(folder: Path) -> list[Rule]:
+    """The restaurant example's scripted judge: one reply per scenario, matched on its question and
+    answering only the rubric's judge model (so it can serve beside other scripted models)."""
+    from tracejudge.judge import load_rubric
+    from tracejudge.testing.openai_server import Rule
+
+    traces = load_script(folder / "traces.py")
+    judge = load_rubric(folder / "rubric.yaml").judge
+    model = judge.model if judge is not None else None
+    return [
+        Rule(reply=r["reply"], any_message=re.escape(r["match"]), model=model) for r in traces.judge_rules()
+    ]
+
+
 @contextmanager
 def score_setup(folder: Path, workdir: Path) -> Iterator[ScriptedSetup]:
     """The restaurant battery stored in ``workdir``'s store and the scripted judge serving, with
     ``OPENAI_BASE_URL`` pointing at it while the context is open."""
     from tracejudge.store import SqliteStore
-    from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+    from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
     traces = load_script(folder / "traces.py")
     db = workdir / "tracejudge.db"
@@ -117,8 +134,7 @@ def score_setup(folder: Path, workdir: Path) -> Iterator[ScriptedSetup]:
         store.put_spans(traces.all_spans())
     finally:
         store.close()
-    rules = [Rule(reply=r["reply"], any_message=re.escape(r["match"])) for r in traces.judge_rules()]
-    with ScriptedOpenAIServer(rules) as server, _scripted_env(server.base_url):
+    with ScriptedOpenAIServer(restaurant_judge_rules(folder)) as server, _scripted_env(server.base_url):
         yield ScriptedSetup(f"sqlite:///{db}", server.base_url, folder, workdir)
 
 

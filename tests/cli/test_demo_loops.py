@@ -4,8 +4,11 @@ everything written under the work folder and nothing into the bundled examples."
 from __future__ import annotations
 
 import json
+import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +172,34 @@ def test_demo_model_serves_the_scripted_model_until_interrupted(tmp_path: Path) 
         )
         assert "50,000" in (reply.choices[0].message.content or "")
         client.close()
+        # The restaurant judge serves beside it: the printed score command, on a store holding the
+        # restaurant battery (as `demo score` leaves one), gives the demo's 7 / 6 / 1.
+        lines_left: queue.Queue[str] = queue.Queue()  # read aside: a missing line fails, never hangs
+        out = proc.stdout
+        threading.Thread(target=lambda: [lines_left.put(line) for line in out], daemon=True).start()
+        rest = [lines_left.get(timeout=30) for _ in range(2)]
+        assert "restaurant" in rest[0]
+        command = rest[1].split()
+        assert command[:4] == ["tracejudge", "--store", "STORE", "score"]
+        store = tmp_path / "restaurant.db"
+        from tracejudge._demo_loops import load_script
+        from tracejudge.store import SqliteStore
+
+        db = SqliteStore(store)
+        db.put_spans(load_script(EXAMPLES / "restaurant" / "traces.py").all_spans())
+        db.close()
+        env = {**os.environ, "OPENAI_BASE_URL": match.group(1), "OPENAI_API_KEY": "unused"}
+        scored = subprocess.run(
+            [sys.executable, "-m", "tracejudge", "--store", f"sqlite:///{store}", *command[3:], "--json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert scored.returncode == 0, scored.stderr
+        summary = json.loads(scored.stdout)["summary"]
+        assert (summary["pass"], summary["fail"], summary["indeterminate"]) == (7, 6, 1)
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)

@@ -21,6 +21,7 @@ from tracejudge._demo_loops import (
     RegressDemoReport,
     calibrate_setup,
     demo_workdir,
+    restaurant_judge_rules,
     run_regress_demo,
     score_setup,
 )
@@ -305,14 +306,23 @@ def demo_model(app: App, examples: Path | None, port: int) -> None:
     regress_mod = importlib.import_module(load_example(folder).__name__ + ".regress")
     module = example_module(folder)
     suite = folder / "suite"
-    with ScriptedOpenAIServer(regress_mod.replay_model_rules(), port=port) as model:
+    restaurant = find_example("restaurant")
+    # The restaurant judge answers only its rubric's model, so both examples' scripts serve side by side.
+    rules = [*restaurant_judge_rules(restaurant), *regress_mod.replay_model_rules()]
+    with ScriptedOpenAIServer(rules, port=port) as model:
         target = escape(f"{module}.regress" if module else "MODULE")
         run = f"tracejudge regress run {escape(str(suite))} --target {target}"
+        score = (
+            f"tracejudge --store STORE score --rubric {escape(str(restaurant / 'rubric.yaml'))}"
+            f" --manifest {escape(str(restaurant / 'manifest.jsonl'))}"
+        )
         app.console.print(
             f"scripted model and judge (gpt-4.1-nano, judge-mini) at {model.base_url}; Ctrl-C stops it\n"
             f"  export OPENAI_BASE_URL={model.base_url}\n"
             f"  {run}:agent --judge-model judge-mini\n"
-            f"  {run}:agent_fixed --judge-model judge-mini",
+            f"  {run}:agent_fixed --judge-model judge-mini\n"
+            f"and the restaurant example's judge, for the store `tracejudge demo score` leaves (STORE):\n"
+            f"  {score}",
             soft_wrap=True,
         )
         sys.stdout.flush()  # the address must reach a pipe or file now, not when the server stops
