@@ -390,6 +390,14 @@ class PhoenixServer(ApiServer):
         attribute_filters = [self._attribute_filter(a) for a in q.getlist("attribute")]
         parent = q.get("parent_id")
         cursor = self._cursor_key(q["cursor"], sort) if q.get("cursor") else None
+        # Column -> the values asked for; an empty set asks nothing of the column.
+        allowed = {
+            "trace_id": trace_ids,
+            "span_id": span_ids,
+            "name": names,
+            "span_kind": kinds,
+            "status_code": statuses,
+        }
 
         def keep(row: dict[str, Any]) -> bool:
             if row["project"] != project_rowid:
@@ -398,15 +406,7 @@ class PhoenixServer(ApiServer):
                 return False
             if upper is not None and row["start"] >= upper:
                 return False
-            if trace_ids and row["trace_id"] not in trace_ids:
-                return False
-            if span_ids and row["span_id"] not in span_ids:
-                return False
-            if names and row["name"] not in names:
-                return False
-            if kinds and row["span_kind"] not in kinds:
-                return False
-            if statuses and row["status_code"] not in statuses:
+            if any(values and row[column] not in values for column, values in allowed.items()):
                 return False
             if parent is not None and row["parent_id"] != (None if parent == "null" else parent):
                 return False
