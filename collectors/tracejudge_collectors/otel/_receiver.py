@@ -20,6 +20,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -225,9 +226,7 @@ async def _read_body(request: Request, *, compressed: bool, limit: int, timeout:
     if declared.isdigit() and int(declared) > limit:
         # Refused before reading a byte of it; the connection closes rather than drain it.
         raise _Reject(too_large.status, too_large.message, close=True)
-    buf = bytearray()
-    dec = zlib.decompressobj(_AUTO_WBITS) if compressed else None
-    fed = False
+    body = _Body(limit, too_large, zlib.decompressobj(_AUTO_WBITS) if compressed else None)
     deadline = time.monotonic() + timeout
     chunks = request.stream().__aiter__()
     try:
@@ -245,25 +244,7 @@ async def _read_body(request: Request, *, compressed: bool, limit: int, timeout:
                     "(env TRACEJUDGE_OTLP_READ_TIMEOUT)",
                     close=True,
                 ) from None
-            if dec is None:
-                buf += chunk
-                if len(buf) > limit:
-                    raise too_large
-                continue
-            data = chunk
-            while data:
-                fed = True
-                out = dec.decompress(data, limit + 1 - len(buf))
-                buf += out
-                if len(buf) > limit:
-                    raise too_large
-                if dec.eof:
-                    # Concatenated gzip members; trailing zero padding is tolerated.
-                    data = dec.unused_data.lstrip(b"\x00")
-                    dec = zlib.decompressobj(_AUTO_WBITS)
-                    fed = False
-                else:
-                    data = dec.unconsumed_tail
+            body.add(chunk)
     except zlib.error as exc:
         await _drain(request, limit)
         raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
@@ -273,16 +254,54 @@ async def _read_body(request: Request, *, compressed: bool, limit: int, timeout:
         raise
     except ClientDisconnect as exc:
         raise _Reject(400, "the client disconnected before the body was complete") from exc
-    if dec is not None and fed:
-        try:
-            buf += dec.flush()
-        except zlib.error as exc:
-            raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
-        if not dec.eof:
-            raise _Reject(400, "the compressed body is truncated")
-        if len(buf) > limit:
-            raise too_large
-    return bytes(buf)
+    return body.finish()
+
+
+@dataclass
+class _Body:
+    """A request body as it arrives, at most ``limit`` bytes; inflated chunk by chunk when ``dec`` is
+    set, so a gzip bomb stops at the limit rather than in memory."""
+
+    limit: int
+    too_large: _Reject
+    dec: zlib._Decompress | None
+    buf: bytearray = field(default_factory=bytearray)
+    fed: bool = False
+    """Has the current compressed member been fed data it has not finished?"""
+
+    def add(self, chunk: bytes) -> None:
+        if self.dec is None:
+            self.buf += chunk
+            self._check()
+            return
+        data = chunk
+        while data:
+            self.fed = True
+            self.buf += self.dec.decompress(data, self.limit + 1 - len(self.buf))
+            self._check()
+            if self.dec.eof:
+                # Concatenated gzip members; trailing zero padding is tolerated.
+                data = self.dec.unused_data.lstrip(b"\x00")
+                self.dec = zlib.decompressobj(_AUTO_WBITS)
+                self.fed = False
+            else:
+                data = self.dec.unconsumed_tail
+
+    def finish(self) -> bytes:
+        """The whole body; a compressed one must end its last member."""
+        if self.dec is not None and self.fed:
+            try:
+                self.buf += self.dec.flush()
+            except zlib.error as exc:
+                raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
+            if not self.dec.eof:
+                raise _Reject(400, "the compressed body is truncated")
+            self._check()
+        return bytes(self.buf)
+
+    def _check(self) -> None:
+        if len(self.buf) > self.limit:
+            raise self.too_large
 
 
 # ---------------------------------------------------------------- serving
