@@ -66,7 +66,7 @@ FRAGMENTS = [
 ]
 
 
-def _status_kib(field: str) -> int:
+def status_kib(field: str) -> int:
     with open("/proc/self/status") as fh:
         found = re.search(rf"^{field}:\s+(\d+) kB", fh.read(), re.M)
     assert found, field
@@ -78,17 +78,17 @@ class PeakPerRequest:
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, str]] = []
-        self.start_kib = _status_kib("VmRSS")
+        self.start_kib = status_kib("VmRSS")
         self.top_kib = self.start_kib
         self._before = 0
 
     def start(self) -> None:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
-        self._before = _status_kib("VmRSS")
+        self._before = status_kib("VmRSS")
 
     def stop(self, what: str) -> float:
-        high = _status_kib("VmHWM")
+        high = status_kib("VmHWM")
         self.top_kib = max(self.top_kib, high)
         grown = max(0, high - self._before) / 1024
         self.samples.append((grown, what))

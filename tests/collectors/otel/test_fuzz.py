@@ -10,30 +10,29 @@ The longer run with counts is ``benchmarks/fuzz_intake.py``.
 
 from __future__ import annotations
 
-import base64
 import gzip
-import json
-import re
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
 )
 from starlette.testclient import TestClient
 
+from tests.conftest import load_module
 from tracejudge.store import SqliteStore
 from tracejudge_collectors.otel import DecodeLimits, build_app
 
 from .conftest import build_request
+
+# The independent reader of what a request validly holds, and the request encodings, are the long
+# fuzz script's (benchmarks/fuzz_intake.py): one reader for both runs.
+fuzz = load_module(Path(__file__).resolve().parents[3] / "benchmarks" / "fuzz_intake.py", "fuzz_intake")
 
 BODY_LIMIT = 256 * 1024
 LIMITS = DecodeLimits(max_spans=200, max_decoded_bytes=8 * BODY_LIMIT, max_name_chars=1024)
@@ -59,13 +58,6 @@ FRAGMENTS = [
 ]
 
 
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as fh:
-        found = re.search(rf"^{field}:\s+(\d+) kB", fh.read(), re.M)
-    assert found, field
-    return int(found.group(1))
-
-
 def _can_reset_peak_rss() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as fh:
@@ -81,10 +73,10 @@ def _peak_growth() -> Iterator[Callable[[], int]]:
     (native allocations — protobuf, zlib, SQLite — included); tracemalloc's peak where /proc does not
     allow the reset."""
     if _can_reset_peak_rss():
-        before = _status_kib("VmRSS")
+        before = fuzz.status_kib("VmRSS")
         peak: list[int] = []
         yield lambda: peak[0]
-        peak.append(max(0, _status_kib("VmHWM") - before) * 1024)
+        peak.append(max(0, fuzz.status_kib("VmHWM") - before) * 1024)
         return
     tracemalloc.start()
     try:
@@ -124,26 +116,13 @@ def _seed_request(n: int, salt: int) -> ExportTraceServiceRequest:
     return build_request(spans)
 
 
-def _to_json(req: ExportTraceServiceRequest) -> bytes:
-    from google.protobuf import json_format
-
-    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
-    for rs in doc.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for sp in ss.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in sp:
-                        sp[key] = base64.b64decode(sp[key]).hex()
-    return json.dumps(doc).encode()
-
-
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[bytes, bool, bool]:
     """(body, as JSON, gzip) — a valid request, then a few mutations."""
     salt = draw(st.integers(1, 2**40))
     req = _seed_request(draw(st.integers(1, 6)), salt)
     as_json = draw(st.booleans())
-    body = bytearray(_to_json(req) if as_json else req.SerializeToString())
+    body = bytearray(fuzz.to_json(req) if as_json else req.SerializeToString())
     for _ in range(draw(st.integers(0, 4))):
         kind = draw(st.sampled_from(["flip", "cut", "splice", "delete", "duplicate"]))
         at = draw(st.integers(0, max(0, len(body) - 1)))
@@ -158,50 +137,6 @@ def mutated(draw: st.DrawFn) -> tuple[bytes, bool, bool]:
         elif kind == "duplicate":
             body[at:at] = body[at : at + draw(st.integers(1, 64))]
     return bytes(body), as_json, draw(st.booleans())
-
-
-def _valid_ids(body: bytes, as_json: bool) -> set[tuple[str, str]]:
-    """The (trace id, span id) pairs a request validly holds, read independently of the decoder."""
-    out: set[tuple[str, str]] = set()
-    if not as_json:
-        try:
-            req = ExportTraceServiceRequest.FromString(body)
-        except DecodeError:
-            return out
-        for rs in req.resource_spans:
-            for ss in rs.scope_spans:
-                for sp in ss.spans:
-                    if (
-                        len(sp.trace_id) == 16
-                        and any(sp.trace_id)
-                        and len(sp.span_id) == 8
-                        and any(sp.span_id)
-                    ):
-                        out.add((sp.trace_id.hex(), sp.span_id.hex()))
-        return out
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
-        return out
-    for rs in doc.get("resourceSpans") or [] if isinstance(doc, dict) else []:
-        for ss in (rs.get("scopeSpans") or []) if isinstance(rs, dict) else []:
-            for sp in (ss.get("spans") or []) if isinstance(ss, dict) else []:
-                if not isinstance(sp, dict):
-                    continue
-                tid, sid = sp.get("traceId"), sp.get("spanId")
-                if isinstance(tid, str) and isinstance(sid, str) and len(tid) == 32 and len(sid) == 16:
-                    try:
-                        if int(tid, 16) and int(sid, 16):
-                            out.add((tid.lower(), sid.lower()))
-                    except ValueError:
-                        continue
-    return out
-
-
-def _rejected(resp: Any, as_json: bool) -> int:
-    if as_json:
-        return int(resp.json().get("partialSuccess", {}).get("rejectedSpans", 0))
-    return int(ExportTraceServiceResponse.FromString(resp.content).partial_success.rejected_spans)
 
 
 @settings(
@@ -229,10 +164,10 @@ def test_mutated_requests_never_5xx_and_acknowledged_spans_are_stored(
     assert resp.status_code in (200, 400, 413), resp.status_code
     if resp.status_code != 200 or path != "/v1/traces":
         return
-    expected = _valid_ids(body, as_json)
+    expected = fuzz.valid_span_ids(body, as_json)
     missing = [ids for ids in expected if not any(s.span_id == ids[1] for s in store.get_spans(ids[0]))]
     # A rejected span may be one of these (a bad attribute, a bad parent id); none else may be missing.
-    assert len(missing) <= _rejected(resp, as_json), missing
+    assert len(missing) <= fuzz.rejected_spans(resp, as_json), missing
 
 
 @pytest.mark.parametrize(
