@@ -117,9 +117,7 @@ def unsettled_key(prefix: str, scope_key_value: str) -> str:
     return f"{prefix}.unsettled:" + scope_key_value.rpartition(":")[2]
 
 
-def read_unsettled(store: Store, key: str) -> list[str]:
-    """The trace ids an earlier run left unsettled in this scope."""
-    raw = store.get_meta(key)
+def _unsettled(raw: str | None) -> list[str]:
     try:
         data = json.loads(raw) if raw else []
     except ValueError:
@@ -127,15 +125,21 @@ def read_unsettled(store: Store, key: str) -> list[str]:
     return [str(t) for t in data] if isinstance(data, list) else []
 
 
+def read_unsettled(store: Store, key: str) -> list[str]:
+    """The trace ids an earlier run left unsettled in this scope."""
+    return _unsettled(store.get_meta(key))
+
+
 def write_unsettled(store: Store, key: str, add: Sequence[str], remove: Sequence[str]) -> None:
     """Add and remove trace ids in the unsettled list (compare-and-set: concurrent pulls lose nothing)."""
     if not add and not remove:
         return
+    gone = set(remove)
     while True:
         raw = store.get_meta(key)
-        current = read_unsettled(store, key) if raw else []
-        kept = [t for t in current if t not in set(remove)]
-        kept += [t for t in add if t not in set(kept)]
+        current = _unsettled(raw)
+        kept = [t for t in current if t not in gone]
+        kept += [t for t in dict.fromkeys(add) if t not in set(kept)]
         if kept == current:
             return
         if store.compare_and_set_meta(key, raw, json.dumps(kept)):

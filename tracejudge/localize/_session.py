@@ -37,10 +37,14 @@ class SessionContext:
     """The session (conversation) id."""
     earlier: tuple[TaskRecord, ...]
     """The stored turns before the ticket's trace, oldest first."""
-    collect_hint: str = (
-        "collect the session's other traces (tracejudge collect langfuse --session ID, or send them)"
-    )
-    """How to bring in turns that are not stored (named in ``missing``)."""
+
+    @property
+    def collect_hint(self) -> str:
+        """How to bring in turns that are not stored (named in ``missing``)."""
+        return (
+            f"collect the session's other traces (tracejudge collect langfuse --session {self.session_id},"
+            " collect phoenix --session, or send them to the receiver)"
+        )
 
 
 def prior_user_turns(task: TaskRecord) -> int | None:

@@ -135,12 +135,7 @@ def _triage_one(
         turn_spans = store.get_spans(turn.trace_id)
         if turn_spans:
             earlier.append(normalize(turn_spans))
-    session = SessionContext(
-        session_id=str(sid),
-        earlier=tuple(earlier),
-        collect_hint=f"collect the session's other traces (tracejudge collect langfuse --session {sid},"
-        " collect phoenix --session, or send them to the receiver)",
-    )
+    session = SessionContext(session_id=str(sid), earlier=tuple(earlier))
     return _with_notes(localize_session(task, session, ticket, manifest, judge=judge), task)
 
 
