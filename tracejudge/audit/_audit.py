@@ -8,7 +8,7 @@ import math
 import re
 import statistics
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,10 @@ from tracejudge._errors import InputError
 from tracejudge._inputfile import json_lines, read_input
 from tracejudge.schema import (
     AuditReport,
+    CriterionResult,
     Drift,
     ItemResult,
+    JudgeReply,
     Mismatch,
     PositionConsistency,
     RunRecord,
@@ -89,9 +91,27 @@ POSITIVE_CUES = (
     "cites",
 )
 _NEGATORS = {"not", "no", "never", "isn't", "doesn't", "hardly", "lacks", "without", "cannot"}
+_SINGLE_NEGATIVE = frozenset(c for c in NEGATIVE_CUES if " " not in c)
+# A negator on its own is a cue only when it is also a negative cue word ("no", "not"; not "without").
+_JUDGING_NEGATIVE = _SINGLE_NEGATIVE - _NEGATORS
+_NEGATIVE_NEGATORS = _SINGLE_NEGATIVE & _NEGATORS
+_NEGATION_REACH = 3
 _MIN_TONE = 0.3
 _PAIRS_HINT = 'each line: {"id", "input", "a", "b"}'
 _PAIR_ID = re.compile(r"^(?P<pair>.+)::(?P<order>ab|ba)$")
+
+
+def _rate(part: float, whole: int) -> float | None:
+    """``part / whole``, or None when there is nothing to divide by."""
+    return part / whole if whole else None
+
+
+def _open_negator(words: Sequence[str], i: int, used: set[int]) -> int | None:
+    """The nearest negator within reach before word ``i`` that has not already flipped a cue."""
+    for j in range(i - 1, max(0, i - _NEGATION_REACH) - 1, -1):
+        if words[j] in _NEGATORS and j not in used:
+            return j
+    return None
 
 
 def cues(text: str) -> tuple[list[str], list[str]]:
@@ -103,21 +123,17 @@ def cues(text: str) -> tuple[list[str], list[str]]:
     neg: list[str] = []
     pos: list[str] = []
     used: set[int] = set()
-    singles_neg = {c for c in NEGATIVE_CUES if " " not in c}
     for i, w in enumerate(words):
         is_pos = w in POSITIVE_CUES
-        is_neg = w in singles_neg and w not in _NEGATORS
-        if not (is_pos or is_neg):
+        if not is_pos and w not in _JUDGING_NEGATIVE:
             continue
-        negators = [j for j in range(max(0, i - 3), i) if words[j] in _NEGATORS and j not in used]
-        if negators:
-            used.add(negators[-1])
-            (neg if is_pos else pos).append(f"{words[negators[-1]]} {w}")
-        else:
+        j = _open_negator(words, i, used)
+        if j is None:
             (pos if is_pos else neg).append(w)
-    for i, w in enumerate(words):
-        if i not in used and w in _NEGATORS and w in singles_neg:
-            neg.append(w)
+        else:
+            used.add(j)
+            (neg if is_pos else pos).append(f"{words[j]} {w}")
+    neg.extend(w for i, w in enumerate(words) if i not in used and w in _NEGATIVE_NEGATORS)
     return neg, pos
 
 
@@ -128,109 +144,125 @@ def tone(text: str) -> tuple[float, list[str], list[str]]:
     return ((len(pos) - len(neg)) / total if total else 0.0), neg, pos
 
 
+def _reasonings(reply: JudgeReply) -> Iterator[tuple[str, float, str]]:
+    """(criterion, score, text) of each scored, non-empty reasoning in a reply; the overall reasoning
+    is read against the mean score."""
+    texts = [(name, reply.scores.get(name), text) for name, text in reply.criterion_reasoning.items()]
+    if reply.reasoning and reply.scores:
+        texts.append(("overall", sum(reply.scores.values()) / len(reply.scores), reply.reasoning))
+    for name, score, text in texts:
+        if score is not None and text.strip():
+            yield name, score, text
+
+
+def _mismatch(item: ItemResult, reply: JudgeReply, name: str, score: float, text: str) -> Mismatch | None:
+    """The reasoning as a mismatch when its tone is clear and points against its score."""
+    sentiment, neg, pos = tone(text)
+    direction = (score - 5.0) / 5.0
+    if abs(sentiment) < _MIN_TONE or direction == 0 or (sentiment > 0) == (direction > 0):
+        return None
+    return Mismatch(
+        trace_id=item.trace_id,
+        criterion=name,
+        repeat=reply.repeat,
+        score=score,
+        score_direction=round(direction, 4),
+        sentiment=round(sentiment, 4),
+        disagreement=round(abs(sentiment - direction), 4),
+        negative_cues=tuple(neg),
+        positive_cues=tuple(pos),
+        reasoning=text,
+    )
+
+
 def find_mismatches(items: Iterable[ItemResult], *, limit: int | None = None) -> tuple[list[Mismatch], int]:
     """Reasonings whose tone points against their score, worst first, and how many were read."""
-    out: list[Mismatch] = []
-    read = 0
-    for item in items:
-        for reply in item.replies:
-            if reply.error is not None:
-                continue
-            texts = [(name, reply.scores.get(name), text) for name, text in reply.criterion_reasoning.items()]
-            if reply.reasoning and reply.scores:
-                texts.append(("overall", sum(reply.scores.values()) / len(reply.scores), reply.reasoning))
-            for name, score, text in texts:
-                if score is None or not text.strip():
-                    continue
-                read += 1
-                sentiment, neg, pos = tone(text)
-                direction = (score - 5.0) / 5.0
-                if abs(sentiment) < _MIN_TONE or direction == 0 or (sentiment > 0) == (direction > 0):
-                    continue
-                out.append(
-                    Mismatch(
-                        trace_id=item.trace_id,
-                        criterion=name,
-                        repeat=reply.repeat,
-                        score=score,
-                        score_direction=round(direction, 4),
-                        sentiment=round(sentiment, 4),
-                        disagreement=round(abs(sentiment - direction), 4),
-                        negative_cues=tuple(neg),
-                        positive_cues=tuple(pos),
-                        reasoning=text,
-                    )
-                )
+    read = [
+        (item, reply, *reasoning)
+        for item in items
+        for reply in item.replies
+        if reply.error is None
+        for reasoning in _reasonings(reply)
+    ]
+    out = [m for m in (_mismatch(*r) for r in read) if m is not None]
     out.sort(key=lambda m: (-m.disagreement, m.trace_id, m.criterion, m.repeat))
-    return (out[:limit] if limit is not None else out), read
+    return (out[:limit] if limit is not None else out), len(read)
+
+
+def _stability_item(trace_id: str, name: str, c: CriterionResult) -> StabilityItem:
+    """One criterion's repeated scores; a flip is two different decided verdicts."""
+    decided = {v for v in c.verdicts if v != "indeterminate"}
+    return StabilityItem(
+        trace_id=trace_id,
+        criterion=name,
+        scores=c.scores,
+        spread=max(c.scores) - min(c.scores),
+        stdev=statistics.pstdev(c.scores),
+        flipped=len(decided) > 1,
+    )
+
+
+def _judge_repeated(items: Iterable[ItemResult]) -> Iterator[tuple[str, str, CriterionResult]]:
+    """(trace id, criterion, result) of each criterion the judge scored more than once."""
+    for item in items:
+        for name, c in item.criteria.items():
+            if c.decided_by == "judge" and len(c.scores) >= 2:
+                yield item.trace_id, name, c
 
 
 def stability(items: Iterable[ItemResult]) -> Stability | None:
     """Per item and criterion: score spread and pass/fail flips across repeats (None without repeats)."""
-    rows: list[StabilityItem] = []
-    flipped_items: set[str] = set()
-    repeated_items: set[str] = set()
-    repeats = 1
-    for item in items:
-        if item.replies:
-            repeats = max(repeats, max(r.repeat for r in item.replies) + 1)
-        for name, c in item.criteria.items():
-            if c.decided_by != "judge" or len(c.scores) < 2:
-                continue
-            repeated_items.add(item.trace_id)
-            decided = {v for v in c.verdicts if v != "indeterminate"}
-            flip = len(decided) > 1
-            if flip:
-                flipped_items.add(item.trace_id)
-            rows.append(
-                StabilityItem(
-                    trace_id=item.trace_id,
-                    criterion=name,
-                    scores=c.scores,
-                    spread=max(c.scores) - min(c.scores),
-                    stdev=statistics.pstdev(c.scores),
-                    flipped=flip,
-                )
-            )
+    items = list(items)
+    repeats = max([1, *(r.repeat + 1 for item in items for r in item.replies)])
     if repeats < 2:
         return None
+    rows = [_stability_item(*repeated) for repeated in _judge_repeated(items)]
     rows.sort(key=lambda r: (-r.spread, r.trace_id, r.criterion))
     spreads = [r.spread for r in rows]
+    flipped_items = {r.trace_id for r in rows if r.flipped}
     return Stability(
         repeats=repeats,
         measured=len(rows),
-        mean_spread=sum(spreads) / len(spreads) if spreads else None,
+        mean_spread=_rate(sum(spreads), len(spreads)),
         max_spread=max(spreads) if spreads else None,
-        flip_rate=len(flipped_items) / len(repeated_items) if repeated_items else None,
+        flip_rate=_rate(len(flipped_items), len({r.trace_id for r in rows})),
         straddling=tuple(sorted(flipped_items)),
         items=tuple(rows),
     )
+
+
+def _same_winner(orders: dict[str, str]) -> bool:
+    """Whether both orders of a pair picked the same answer (``pass`` means the first shown won)."""
+    winner_ab = "a" if orders["ab"] == "pass" else "b"
+    winner_ba = "b" if orders["ba"] == "pass" else "a"
+    return winner_ab == winner_ba
+
+
+def _decided_by_pair(decisions: Iterable[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
+    """pair id -> order -> verdict, decided (pass/fail) verdicts only."""
+    by_pair: dict[str, dict[str, str]] = {}
+    for pair, order, verdict in decisions:
+        if verdict in ("pass", "fail"):
+            by_pair.setdefault(pair, {})[order] = verdict
+    return by_pair
 
 
 def position_consistency(decisions: Iterable[tuple[str, str, str]]) -> PositionConsistency | None:
     """From ``(pair_id, order, verdict)`` with order ``ab`` / ``ba`` and verdict ``pass`` meaning the
     answer shown first won: the share of pairs with the same winner both ways and the share of
     decisions that picked the first-shown answer. Indeterminate decisions are left out."""
-    by_pair: dict[str, dict[str, str]] = {}
-    for pair, order, verdict in decisions:
-        if verdict in ("pass", "fail"):
-            by_pair.setdefault(pair, {})[order] = verdict
+    by_pair = _decided_by_pair(decisions)
     if not by_pair:
         return None
     firsts = [v == "pass" for orders in by_pair.values() for v in orders.values()]
     both = {p: o for p, o in by_pair.items() if "ab" in o and "ba" in o}
-    inconsistent = []
-    for p, o in both.items():
-        winner_ab = "a" if o["ab"] == "pass" else "b"
-        winner_ba = "b" if o["ba"] == "pass" else "a"
-        if winner_ab != winner_ba:
-            inconsistent.append(p)
+    inconsistent = [p for p, o in both.items() if not _same_winner(o)]
     n = len(both)
     return PositionConsistency(
         pairs=n,
         consistent=n - len(inconsistent),
-        consistency_rate=(n - len(inconsistent)) / n if n else None,
-        first_position_rate=sum(firsts) / len(firsts) if firsts else None,
+        consistency_rate=_rate(n - len(inconsistent), n),
+        first_position_rate=_rate(sum(firsts), len(firsts)),
         inconsistent=tuple(sorted(inconsistent)),
     )
 
@@ -265,21 +297,49 @@ _PROVENANCE_FIELDS = (
 )
 
 
+def _previous_finished(store: Store, run: RunRecord) -> RunRecord | None:
+    """The newest finished run of the same rubric name created before ``run``."""
+    return next(
+        (
+            r
+            for r in store.list_runs()
+            if r.provenance.rubric_name == run.provenance.rubric_name
+            and r.run_id != run.run_id
+            and r.status in _FINISHED
+            and (r.created_at, r.run_id) < (run.created_at, run.run_id)
+        ),
+        None,
+    )
+
+
+def _drift_reading(
+    changes: dict[str, tuple[Any, Any]],
+    change: float | None,
+    ci: tuple[float, float] | None,
+    same_traces: bool,
+) -> str:
+    """What a pass-rate change can be read as, given what changed between the two runs."""
+    if changes:
+        return (
+            "the judge or rubric changed (" + ", ".join(changes) + "): this drift cannot be read as an agent"
+            " change; score both with one judge and rubric to compare the agent"
+        )
+    if change is None:
+        return "no pass rate to compare"
+    if ci is not None and ci[0] <= 0 <= ci[1]:
+        return "same judge and rubric; the change is within sampling noise"
+    if same_traces:
+        return "same judge, rubric and traces: the change is the judge's own instability"
+    return "same judge and rubric: the change is in the agent or its traffic"
+
+
 def drift(store: Store, run: RunRecord) -> Drift | None:
     """Pass rate against the previous finished run of the same rubric name; provenance says whether a
     change may be the agent's. A run that never finished (killed, interrupted, still running) has no
     pass rate of its selection and is passed over."""
-    prev = [
-        r
-        for r in store.list_runs()
-        if r.provenance.rubric_name == run.provenance.rubric_name
-        and r.run_id != run.run_id
-        and r.status in _FINISHED
-        and (r.created_at, r.run_id) < (run.created_at, run.run_id)
-    ]
-    if not prev:
+    before = _previous_finished(store, run)
+    if before is None:
         return None
-    before = prev[0]
     now_o, then_o = run.summary.overall, before.summary.overall
     changes = {
         f: (getattr(before.provenance, f), getattr(run.provenance, f))
@@ -288,24 +348,10 @@ def drift(store: Store, run: RunRecord) -> Drift | None:
     }
     now_ids = {i.trace_id for i in store.iter_score_items(run.run_id)}
     then_ids = {i.trace_id for i in store.iter_score_items(before.run_id)}
-    shared = len(now_ids & then_ids)
     change = ci = None
     if now_o.pass_rate is not None and then_o.pass_rate is not None:
         change = now_o.pass_rate - then_o.pass_rate
         ci = _diff_ci(now_o.pass_rate, now_o.n, then_o.pass_rate, then_o.n)
-    if changes:
-        reading = (
-            "the judge or rubric changed (" + ", ".join(changes) + "): this drift cannot be read as an agent"
-            " change; score both with one judge and rubric to compare the agent"
-        )
-    elif change is None:
-        reading = "no pass rate to compare"
-    elif ci is not None and ci[0] <= 0 <= ci[1]:
-        reading = "same judge and rubric; the change is within sampling noise"
-    elif now_ids == then_ids:
-        reading = "same judge, rubric and traces: the change is the judge's own instability"
-    else:
-        reading = "same judge and rubric: the change is in the agent or its traffic"
     return Drift(
         previous_run_id=before.run_id,
         pass_rate=now_o.pass_rate,
@@ -313,8 +359,8 @@ def drift(store: Store, run: RunRecord) -> Drift | None:
         change=change,
         change_ci=ci,
         provenance_changes=changes,
-        shared_traces=shared,
-        reading=reading,
+        shared_traces=len(now_ids & then_ids),
+        reading=_drift_reading(changes, change, ci, now_ids == then_ids),
     )
 
 
