@@ -17,6 +17,42 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240611
 
 
+def _disagreement(i: int, j: int, k: int, weights: Weights) -> float:
+    """Disagreement weight of categories ``i`` and ``j`` of ``k``: 0 on the diagonal, growing with
+    distance between ordered categories."""
+    if weights is None:
+        return 0.0 if i == j else 1.0
+    d = abs(i - j) / (k - 1) if k > 1 else 0.0
+    return d if weights == "linear" else d * d
+
+
+class _Contingency(NamedTuple):
+    """Counts of (rater a's category, rater b's category) over the items, categories by index."""
+
+    counts: list[list[int]]
+
+    @classmethod
+    def of(cls, a: Sequence[T], b: Sequence[T], cats: Sequence[T]) -> _Contingency:
+        index = {c: i for i, c in enumerate(cats)}
+        counts = [[0] * len(cats) for _ in cats]
+        for x, y in zip(a, b, strict=True):
+            if x not in index or y not in index:
+                raise ValueError(f"label {x if x not in index else y!r} is not among {list(cats)!r}")
+            counts[index[x]][index[y]] += 1
+        return cls(counts)
+
+    def disagreement(self, weights: Weights) -> tuple[float, float]:
+        """Weighted disagreement (observed, expected by chance from the margins), as shares."""
+        k = len(self.counts)
+        rows = [sum(r) for r in self.counts]
+        cols = [sum(self.counts[i][j] for i in range(k)) for j in range(k)]
+        n = sum(rows)
+        cells = [(i, j) for i in range(k) for j in range(k)]
+        observed = sum(_disagreement(i, j, k, weights) * self.counts[i][j] for i, j in cells) / n
+        expected = sum(_disagreement(i, j, k, weights) * rows[i] * cols[j] for i, j in cells) / (n * n)
+        return observed, expected
+
+
 def cohen_kappa(
     a: Sequence[T], b: Sequence[T], *, labels: Sequence[T] | None = None, weights: Weights = None
 ) -> float | None:
@@ -27,29 +63,10 @@ def cohen_kappa(
     is total, e.g. both raters gave one and the same label throughout)."""
     if len(a) != len(b):
         raise ValueError("both raters must label the same items")
-    n = len(a)
-    if n == 0:
+    if len(a) == 0:
         return None
     cats: list[T] = list(labels) if labels is not None else sorted(set(a) | set(b), key=repr)
-    index = {c: i for i, c in enumerate(cats)}
-    k = len(cats)
-    table = [[0] * k for _ in range(k)]
-    for x, y in zip(a, b, strict=True):
-        if x not in index or y not in index:
-            raise ValueError(f"label {x if x not in index else y!r} is not among {cats!r}")
-        table[index[x]][index[y]] += 1
-    rows = [sum(r) for r in table]
-    cols = [sum(table[i][j] for i in range(k)) for j in range(k)]
-
-    def weight(i: int, j: int) -> float:
-        # Disagreement weight: 0 on the diagonal, growing with distance between ordered categories.
-        if weights is None:
-            return 0.0 if i == j else 1.0
-        d = abs(i - j) / (k - 1) if k > 1 else 0.0
-        return d if weights == "linear" else d * d
-
-    observed = sum(weight(i, j) * table[i][j] for i in range(k) for j in range(k)) / n
-    expected = sum(weight(i, j) * rows[i] * cols[j] for i in range(k) for j in range(k)) / (n * n)
+    observed, expected = _Contingency.of(a, b, cats).disagreement(weights)
     if expected == 0:
         return None
     return 1.0 - observed / expected
@@ -161,6 +178,8 @@ class _Binary(NamedTuple):
     @classmethod
     def of(cls, js: Sequence[str], ls: Sequence[str], resamples: int) -> _Binary:
         n = len(js)
+        if n == 0:
+            return cls()
         return cls(
             accuracy=sum(1 for j, lab in zip(js, ls, strict=True) if j == lab) / n,
             kappa=cohen_kappa(js, ls, labels=["fail", "pass"]),
@@ -169,22 +188,41 @@ class _Binary(NamedTuple):
             label_pass_rate=ls.count("pass") / n,
         )
 
+    @property
+    def pass_rate_difference(self) -> float | None:
+        """Judge pass rate minus label pass rate."""
+        if self.judge_pass_rate is None or self.label_pass_rate is None:
+            return None
+        return self.judge_pass_rate - self.label_pass_rate
 
-def _bias(diff: float, n: int) -> Literal["lenient", "strict", "even"]:
+
+def _bias(diff: float | None, n: int) -> Literal["lenient", "strict", "even"] | None:
     """Which way the judge's pass rate leans from the labels' (``diff`` = judge - labels, n items)."""
+    if diff is None:
+        return None
     # Within one item's worth of difference the rates are called even.
     if abs(diff) <= max(0.05, 1 / n) + 1e-9:
         return "even"
     return "lenient" if diff > 0 else "strict"
 
 
-def _weighted_kappa(judge_buckets: Sequence[str], labels: Sequence[str]) -> float | None:
+def _weighted_kappa(judge_buckets: Sequence[str] | None, labels: Sequence[str]) -> float | None:
     """Linear-weighted kappa of the judge's fail / borderline / pass buckets against the labels."""
+    if judge_buckets is None:
+        return None
     order = ["fail", "borderline", "pass"]
     wpairs = [(b, lab) for b, lab in zip(judge_buckets, labels, strict=True) if b in order]
     if not wpairs:
         return None
     return cohen_kappa([p[0] for p in wpairs], [p[1] for p in wpairs], labels=order, weights="linear")
+
+
+def _both_decided(judge: Sequence[str], labels: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The judge verdicts and labels of the items with a pass/fail on both sides."""
+    pairs = [
+        (j, lab) for j, lab in zip(judge, labels, strict=True) if j != "indeterminate" and lab != "borderline"
+    ]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def agreement(
@@ -201,30 +239,23 @@ def agreement(
     the labels."""
     if len(judge) != len(labels):
         raise ValueError("one judge verdict per label")
-    indeterminate = sum(1 for j in judge if j == "indeterminate")
-    borderline = sum(1 for lab in labels if lab == "borderline")
-    pairs = [
-        (j, lab) for j, lab in zip(judge, labels, strict=True) if j != "indeterminate" and lab != "borderline"
-    ]
-    js = [p[0] for p in pairs]
-    ls = [p[1] for p in pairs]
-    n = len(pairs)
-    b = _Binary.of(js, ls, resamples) if n else _Binary()
-    acc, kappa, ci, jrate, lrate = b.accuracy, b.kappa, b.kappa_ci, b.judge_pass_rate, b.label_pass_rate
-    diff = None if jrate is None or lrate is None else jrate - lrate
+    js, ls = _both_decided(judge, labels)
+    n = len(js)
+    b = _Binary.of(js, ls, resamples)
+    diff = b.pass_rate_difference
     return Agreement(
         n=n,
-        accuracy=acc,
-        kappa=kappa,
-        kappa_ci=ci,
-        weighted_kappa=None if judge_buckets is None else _weighted_kappa(judge_buckets, labels),
-        judge_pass_rate=jrate,
-        label_pass_rate=lrate,
-        bias=None if diff is None else _bias(diff, n),
+        accuracy=b.accuracy,
+        kappa=b.kappa,
+        kappa_ci=b.kappa_ci,
+        weighted_kappa=_weighted_kappa(judge_buckets, labels),
+        judge_pass_rate=b.judge_pass_rate,
+        label_pass_rate=b.label_pass_rate,
+        bias=_bias(diff, n),
         bias_difference=diff,
         confusion=confusion(js, ls),
-        indeterminate=indeterminate,
-        borderline_labels=borderline,
-        interpretation=landis_koch(kappa),
-        flags=tuple(_flags(n, js, ls, acc)),
+        indeterminate=sum(1 for j in judge if j == "indeterminate"),
+        borderline_labels=sum(1 for lab in labels if lab == "borderline"),
+        interpretation=landis_koch(b.kappa),
+        flags=tuple(_flags(n, js, ls, b.accuracy)),
     )
