@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tracejudge._errors import InputError
 from tracejudge._inputfile import json_lines, read_input
-from tracejudge.schema import Document, LabelItem, RetrievalCall, TaskRecord, ToolCall
+from tracejudge.schema import Document, LabelItem, RawSpan, RetrievalCall, TaskRecord, ToolCall
 from tracejudge.store import Store
 
 _HOLDOUT_PREFIX = b"tracejudge:holdout:v1\0"
@@ -73,6 +73,25 @@ def normalize_label(value: Any) -> str | None:
     return None
 
 
+def _line_item(data: dict[str, Any], *, source: str, n: int) -> LabelItem:
+    """The labelled item of one labels line, or an error naming the line."""
+    label = normalize_label(data.get("label"))
+    if label is None:
+        raise InputError(
+            f"{source}:{n}: label {data.get('label')!r} is not pass, fail or borderline", hint=_HINT
+        )
+    data = {**data, "label": label, "id": str(data.get("id", ""))}
+    if not data["id"]:
+        raise InputError(f"{source}:{n}: the item has no id", hint=_HINT)
+    known = set(LabelItem.model_fields)
+    try:
+        return LabelItem.model_validate({k: v for k, v in data.items() if k in known})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"{source}:{n}: {where}: {first['msg']}", hint=_HINT) from exc
+
+
 def parse_labels(text: str, *, source: str = "<labels>") -> LabelSet:
     """Read labels JSONL. A line ``{"definition": "..."}`` (no id) states what pass means."""
     items: list[LabelItem] = []
@@ -82,22 +101,8 @@ def parse_labels(text: str, *, source: str = "<labels>") -> LabelSet:
             raise InputError(f"{source}:{n}: a line must be a JSON object", hint=_HINT)
         if "id" not in data and "definition" in data:
             definition.append(str(data["definition"]))
-            continue
-        label = normalize_label(data.get("label"))
-        if label is None:
-            raise InputError(
-                f"{source}:{n}: label {data.get('label')!r} is not pass, fail or borderline", hint=_HINT
-            )
-        data = {**data, "label": label, "id": str(data.get("id", ""))}
-        if not data["id"]:
-            raise InputError(f"{source}:{n}: the item has no id", hint=_HINT)
-        known = set(LabelItem.model_fields)
-        try:
-            items.append(LabelItem.model_validate({k: v for k, v in data.items() if k in known}))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise InputError(f"{source}:{n}: {where}: {first['msg']}", hint=_HINT) from exc
+        else:
+            items.append(_line_item(data, source=source, n=n))
     if not items:
         raise InputError(f"{source}: no labelled items", hint=_HINT)
     return LabelSet(
@@ -191,6 +196,49 @@ def group_by_id(items: Iterable[LabelItem]) -> tuple[list[str], dict[str, list[L
     return order, groups, raters
 
 
+_LABEL_SOURCES = ("ANNOTATION", "API", "EXTERNAL")
+_RATER_KEYS = ("author_user_id", "authorUserId", "source")
+
+
+def _score_label(score: dict[str, Any], score_name: str, threshold: float | None) -> str | None:
+    """The label a Langfuse score gives, when it is named ``score_name``, comes from a labelling
+    source and reads as pass/fail/borderline (numbers against ``threshold``)."""
+    if score.get("name") != score_name:
+        return None
+    if str(score.get("source") or "ANNOTATION").upper() not in _LABEL_SOURCES:
+        return None
+    value = score.get("value")
+    if value is None:
+        value = score.get("string_value") or score.get("stringValue")
+    label = normalize_label(value)
+    if label is None and isinstance(value, int | float) and threshold is not None:
+        return "pass" if value >= threshold else "fail"
+    return label
+
+
+def _scored_item(task: TaskRecord, score: dict[str, Any], label: str) -> LabelItem:
+    """The labelled item of a trace, its rater the score's author (or source)."""
+    prompts = sorted({m.prompt for m in task.model_calls if m.prompt})
+    docs = [
+        {"doc_id": d.doc_id, "version": d.version, "content": d.content}
+        for r in task.retrievals
+        for d in r.documents
+    ]
+    return LabelItem(
+        id=task.trace_id,
+        trace_id=task.trace_id,
+        input=task.input,
+        output=task.final_answer,
+        context=docs or None,
+        label=label,
+        rater=str(next((score[k] for k in _RATER_KEYS if score.get(k)), "annotator")),
+        prompt=prompts[-1] if prompts else None,
+        tool_calls=tuple(
+            {"name": t.name, "arguments": t.arguments, "result": t.result} for t in task.tool_calls
+        ),
+    )
+
+
 def labels_from_scores(
     traces: Sequence[tuple[TaskRecord, Sequence[dict[str, Any]]]],
     score_name: str,
@@ -202,74 +250,47 @@ def labels_from_scores(
     Each trace comes with its scores (``{"name", "value", "source", "comment", ...}``); a score named
     ``score_name`` from an ``ANNOTATION`` source (or any source when none is marked) becomes a label.
     Numeric values pass at or above ``threshold`` (default: 1 for 0/1 scores)."""
-    out: list[LabelItem] = []
-    for task, scores in traces:
-        for s in scores:
-            if s.get("name") != score_name:
-                continue
-            source = str(s.get("source") or "ANNOTATION").upper()
-            if source not in ("ANNOTATION", "API", "EXTERNAL"):
-                continue
-            value = s.get("value")
-            if value is None:
-                value = s.get("string_value") or s.get("stringValue")
-            label = normalize_label(value)
-            if label is None and isinstance(value, int | float) and threshold is not None:
-                label = "pass" if value >= threshold else "fail"
-            if label is None:
-                continue
-            prompts = sorted({m.prompt for m in task.model_calls if m.prompt})
-            docs = [
-                {"doc_id": d.doc_id, "version": d.version, "content": d.content}
-                for r in task.retrievals
-                for d in r.documents
-            ]
-            out.append(
-                LabelItem(
-                    id=task.trace_id,
-                    trace_id=task.trace_id,
-                    input=task.input,
-                    output=task.final_answer,
-                    context=docs or None,
-                    label=label,
-                    rater=str(
-                        s.get("author_user_id") or s.get("authorUserId") or s.get("source") or "annotator"
-                    ),
-                    prompt=prompts[-1] if prompts else None,
-                    tool_calls=tuple(
-                        {"name": t.name, "arguments": t.arguments, "result": t.result}
-                        for t in task.tool_calls
-                    ),
-                )
-            )
-    return out
+    labelled = ((task, s, _score_label(s, score_name, threshold)) for task, scores in traces for s in scores)
+    return [_scored_item(task, s, label) for task, s, label in labelled if label is not None]
+
+
+def _stored_scores(spans: Sequence[RawSpan]) -> list[dict[str, Any]]:
+    """The Langfuse scores kept on a trace's spans (``langfuse.scores``, a list or its JSON text)."""
+    scores: list[dict[str, Any]] = []
+    for s in spans:
+        value = s.attributes.get("langfuse.scores")
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = None
+        if isinstance(value, list):
+            scores.extend(v for v in value if isinstance(v, dict))
+    return scores
+
+
+def _task_or_none(spans: Sequence[RawSpan]) -> TaskRecord | None:
+    """The trace's task record; None for a trace that does not normalize (it carries no label)."""
+    from tracejudge.normalize import normalize
+
+    try:
+        return normalize(spans)
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def langfuse_labels(store: Store, score_name: str, *, threshold: float | None = None) -> LabelSet:
     """Labels from Langfuse human annotation scores on traces pulled with ``collect langfuse`` (kept as the
     ``langfuse.scores`` attribute of the trace's root span)."""
-    from tracejudge.normalize import normalize
-
     pairs: list[tuple[TaskRecord, Sequence[dict[str, Any]]]] = []
     for trace_id in store.iter_trace_ids():
         spans = store.get_spans(trace_id)
-        scores: list[dict[str, Any]] = []
-        for s in spans:
-            value = s.attributes.get("langfuse.scores")
-            if isinstance(value, str):
-                try:
-                    value = json.loads(value)
-                except ValueError:
-                    value = None
-            if isinstance(value, list):
-                scores.extend(v for v in value if isinstance(v, dict))
+        scores = _stored_scores(spans)
         if not any(s.get("name") == score_name for s in scores):
             continue
-        try:
-            task = normalize(spans)
-        except (ValueError, TypeError, KeyError):
-            continue
-        pairs.append((task, scores))
+        task = _task_or_none(spans)
+        if task is not None:
+            pairs.append((task, scores))
     items = labels_from_scores(pairs, score_name, threshold=threshold)
     source = f"langfuse:{score_name}"
     if not items:
