@@ -6,9 +6,10 @@ when only the wording changes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,15 @@ from tracejudge._yamlfile import node_line, parse_yaml
 from tracejudge.audit._labels import task_from
 from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient
 from tracejudge.runs import score_task
-from tracejudge.schema import ItemResult, ProbeReport, ProbeResult, Rubric, StoredReport, TaskRecord
+from tracejudge.schema import (
+    ItemResult,
+    ProbeReport,
+    ProbeResult,
+    Rubric,
+    StoredReport,
+    TaskRecord,
+    ToolCheck,
+)
 from tracejudge.store import Store
 
 _AMOUNT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d{4,}(?:\.\d+)?(?![\w,])")
@@ -71,29 +80,43 @@ class ProbeCase:
         )
 
 
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_optional_mapping(value: Any) -> bool:
+    return not value or isinstance(value, dict)
+
+
+def _is_optional_mapping_list(value: Any) -> bool:
+    return not value or (isinstance(value, list) and all(isinstance(t, dict) for t in value))
+
+
+# What each field of a case must be, in the order they are checked, and the message when it is not.
+_CASE_SHAPE: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("output", _is_text, "a case needs at least `output` (text)"),
+    ("probes", _is_optional_mapping, "`probes` must be a mapping"),
+    ("tool_calls", _is_optional_mapping_list, "`tool_calls` must be a list of mappings"),
+)
+
+
 def load_case(path: str | Path) -> ProbeCase:
     """Read a probe case YAML file."""
     p = Path(path)
     text = read_input(p, "case", "--case")
     data, root = parse_yaml(text, source=str(p), hint=_HINT)
-    if not isinstance(data, dict) or not isinstance(data.get("output"), str):
-        line = node_line(root, ("output",), at_key=True) if isinstance(data, dict) else 1
-        raise InputError(f"{p}:{line}: a case needs at least `output` (text)", hint=_HINT)
-    probes = data.get("probes") or {}
-    if not isinstance(probes, dict):
-        line = node_line(root, ("probes",), at_key=True)
-        raise InputError(f"{p}:{line}: `probes` must be a mapping", hint=_HINT)
-    tools = data.get("tool_calls") or []
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        line = node_line(root, ("tool_calls",), at_key=True)
-        raise InputError(f"{p}:{line}: `tool_calls` must be a list of mappings", hint=_HINT)
+    if not isinstance(data, dict):
+        raise InputError(f"{p}:1: {_CASE_SHAPE[0][2]}", hint=_HINT)
+    for key, fits, what in _CASE_SHAPE:
+        if not fits(data.get(key)):
+            raise InputError(f"{p}:{node_line(root, (key,), at_key=True)}: {what}", hint=_HINT)
     return ProbeCase(
         id=str(data.get("id") or p.stem),
         input=data.get("input"),
         output=data["output"],
         context=data.get("context"),
-        tool_calls=tuple(tools),
-        probes=probes,
+        tool_calls=tuple(data.get("tool_calls") or []),
+        probes=data.get("probes") or {},
     )
 
 
@@ -106,14 +129,23 @@ def _times_ten(text: str) -> str:
     return bigger + (f".{frac}" if frac else "")
 
 
+def _given_change(case: ProbeCase, probe: str, verb: str) -> tuple[str, str] | str | None:
+    """The case's own ``probes.<probe>: {from, to}`` applied to the output (or why it cannot be);
+    None when the case gives none."""
+    spec = case.probes.get(probe)
+    if not (isinstance(spec, dict) and "from" in spec and "to" in spec):
+        return None
+    old, new = str(spec["from"]), str(spec["to"])
+    if old not in case.output:
+        return f"the output does not {verb} {old!r}"
+    return case.output.replace(old, new), f"{old} -> {new}"
+
+
 def amount_change(case: ProbeCase) -> tuple[str, str] | str:
     """(new output, what changed), or why the probe cannot run."""
-    spec = case.probes.get("amount")
-    if isinstance(spec, dict) and "from" in spec and "to" in spec:
-        old, new = str(spec["from"]), str(spec["to"])
-        if old not in case.output:
-            return f"the output does not contain {old!r}"
-        return case.output.replace(old, new), f"{old} -> {new}"
+    given = _given_change(case, "amount", "contain")
+    if given is not None:
+        return given
     found = [m.group(0) for m in _AMOUNT.finditer(case.output)]
     if not found:
         return "no amount of four or more digits in the output; give probes.amount {from, to}"
@@ -134,28 +166,48 @@ def _doc_refs(context: Any) -> list[tuple[str, str | None]]:
     return refs
 
 
+def _cited_form(output: str, doc: str, ver: str | None) -> str | None:
+    """How the output cites a document, most specific form first (``doc@ver``, ``doc ver``, ``doc``)."""
+    forms = ([f"{doc}@{ver}", f"{doc} {ver}"] if ver else []) + [doc]
+    return next((f for f in forms if f in output), None)
+
+
+def _citation_of(other: tuple[str, str | None], cited: str, doc: str) -> str:
+    """The other document cited in the same form as ``doc`` was."""
+    other_doc, other_ver = other
+    if other_ver and " " in cited.removeprefix(doc):
+        return f"{other_doc} {other_ver}"
+    return f"{other_doc}@{other_ver}" if other_ver and "@" in cited else other_doc
+
+
 def citation_swap(case: ProbeCase) -> tuple[str, str] | str:
     """The output citing another object from the context instead of the one it cites."""
-    spec = case.probes.get("citation")
-    if isinstance(spec, dict) and "from" in spec and "to" in spec:
-        old, new = str(spec["from"]), str(spec["to"])
-        if old not in case.output:
-            return f"the output does not cite {old!r}"
-        return case.output.replace(old, new), f"{old} -> {new}"
+    given = _given_change(case, "citation", "cite")
+    if given is not None:
+        return given
     refs = _doc_refs(case.context)
-    for doc, ver in refs:
-        forms = ([f"{doc}@{ver}", f"{doc} {ver}"] if ver else []) + [doc]
-        cited = next((f for f in forms if f in case.output), None)
-        if cited is None:
-            continue
-        other = next(((d, v) for d, v in refs if d != doc), None)
-        if other is None:
-            return "the case's context has no second document to swap in; give probes.citation {from, to}"
-        repl = f"{other[0]}@{other[1]}" if other[1] and "@" in cited else other[0]
-        if other[1] and " " in cited.removeprefix(doc):
-            repl = f"{other[0]} {other[1]}"
-        return case.output.replace(cited, repl), f"{cited} -> {repl}"
-    return "the output cites no document of the context; give probes.citation {from, to}"
+    cited_refs = (
+        (doc, cited) for doc, ver in refs if (cited := _cited_form(case.output, doc, ver)) is not None
+    )
+    first = next(cited_refs, None)
+    if first is None:
+        return "the output cites no document of the context; give probes.citation {from, to}"
+    doc, cited = first
+    other = next(((d, v) for d, v in refs if d != doc), None)
+    if other is None:
+        return "the case's context has no second document to swap in; give probes.citation {from, to}"
+    repl = _citation_of(other, cited, doc)
+    return case.output.replace(cited, repl), f"{cited} -> {repl}"
+
+
+def _submit_checks(rubric: Rubric) -> list[ToolCheck]:
+    """The rubric's ``tool_not_called`` checks that name a tool: the submissions it forbids."""
+    return [c for c in rubric.checks if c.type == "tool_not_called" and c.tool]
+
+
+def _submit_arguments(forbidden: list[ToolCheck], tool: str) -> dict[str, Any] | None:
+    """The arguments the first forbidding check of ``tool`` that names any asks about."""
+    return next((c.arguments for c in forbidden if c.tool == tool and c.arguments), None)
 
 
 def paused_but_submitted(
@@ -164,19 +216,11 @@ def paused_but_submitted(
     """The text says paused while the recorded tool call shows the submission."""
     spec = case.probes.get("paused")
     spec = spec if isinstance(spec, dict) else {}
-    tool = spec.get("tool") or next(
-        (c.tool for c in rubric.checks if c.type == "tool_not_called" and c.tool), None
-    )
+    forbidden = _submit_checks(rubric)
+    tool = spec.get("tool") or next((c.tool for c in forbidden), None)
     if not tool:
         return "no submit tool known: give probes.paused {tool} or add a tool_not_called check to the rubric"
-    args = spec.get("arguments") or next(
-        (
-            c.arguments
-            for c in rubric.checks
-            if c.type == "tool_not_called" and c.tool == tool and c.arguments
-        ),
-        None,
-    )
+    args = spec.get("arguments") or _submit_arguments(forbidden, tool)
     text = str(spec.get("text") or "The request is paused for approval; nothing has been submitted.")
     call = {"name": tool, "arguments": args or {}, "result": {"status": "submitted"}}
     return f"{case.output} {text}", (*case.tool_calls, call), f"text says paused; tool call {tool} submitted"
@@ -252,6 +296,58 @@ def _probe_report(
     )
 
 
+def _probe_result(
+    plan: tuple[str, _Expectation, TaskRecord | str, str], base: ItemResult, scored: Iterator[ItemResult]
+) -> ProbeResult:
+    """A planned probe's result: skipped with its reason, or its verdict (the next scored result)
+    against its expectation of the base verdict."""
+    name, expectation, target, change = plan
+    if isinstance(target, str):
+        return ProbeResult(name=name, expectation=expectation, status="skipped", detail=target)
+    res = next(scored)
+    status, detail = _outcome(expectation, base.verdict, res.verdict)
+    return ProbeResult(
+        name=name,
+        expectation=expectation,
+        status=status,
+        change=change,
+        verdict=res.verdict,
+        reason=res.reason,
+        detail=detail,
+    )
+
+
+def _stored(report: ProbeReport) -> StoredReport:
+    return StoredReport(
+        report_id=report.report_id,
+        kind="probe",
+        created_at=report.created_at,
+        rubric_name=report.rubric_name,
+        rubric_version=report.rubric_version,
+        judge_model=report.judge_model,
+        payload=report.model_dump(mode="json"),
+    )
+
+
+@contextlib.asynccontextmanager
+async def _probe_judge(
+    rubric: Rubric, client: JudgeClient | None, client_for: Callable[[Rubric], JudgeClient] | None
+) -> AsyncIterator[Judge | None]:
+    """The judge every probe is scored by (None for a checks-only rubric): over the given client, or
+    over one made here and closed when the probes are scored."""
+    if rubric.judge is None:
+        yield None
+        return
+    if client is not None:
+        yield Judge(rubric, client)
+        return
+    own = client_for(rubric) if client_for else OpenAIJudgeClient(rubric.judge)
+    try:
+        yield Judge(rubric, own)
+    finally:
+        await own.aclose()
+
+
 async def probe_case_async(
     rubric: Rubric,
     case: ProbeCase,
@@ -261,58 +357,19 @@ async def probe_case_async(
     client_for: Callable[[Rubric], JudgeClient] | None = None,
 ) -> ProbeReport:
     """Score the case and each counterfactual; report each probe as expected or not; keep the report."""
-    own = client is None and rubric.judge is not None
-    if own and rubric.judge is not None:
-        client = client_for(rubric) if client_for else OpenAIJudgeClient(rubric.judge)
-    judge = Judge(rubric, client) if client is not None and rubric.judge is not None else None
-
-    async def score(task: TaskRecord) -> ItemResult:
-        return await score_task(task, rubric, run_id="probe", judge=judge)
-
     plans = [
         _plan(case, "amount_change", "flip", amount_change(case), "amount"),
         _plan(case, "citation_swap", "fail", citation_swap(case), "citation"),
         _plan(case, "paused_vs_submitted", "fail", paused_but_submitted(case, rubric), "paused"),
         _plan(case, "reword", "unchanged", reword(case), "reword"),
     ]
-    try:
+    async with _probe_judge(rubric, client, client_for) as judge:
         tasks = [case.task("base")] + [t for _, _, t, _ in plans if isinstance(t, TaskRecord)]
-        results = await asyncio.gather(*(score(t) for t in tasks))
-    finally:
-        if own and client is not None:
-            await client.aclose()
+        results = await asyncio.gather(*(score_task(t, rubric, run_id="probe", judge=judge) for t in tasks))
     base = results[0]
     scored = iter(results[1:])
-    probes: list[ProbeResult] = []
-    for name, expectation, target, change in plans:
-        if isinstance(target, str):
-            probes.append(ProbeResult(name=name, expectation=expectation, status="skipped", detail=target))
-            continue
-        res = next(scored)
-        status, detail = _outcome(expectation, base.verdict, res.verdict)
-        probes.append(
-            ProbeResult(
-                name=name,
-                expectation=expectation,
-                status=status,
-                change=change,
-                verdict=res.verdict,
-                reason=res.reason,
-                detail=detail,
-            )
-        )
-    report = _probe_report(case, rubric, base, probes)
-    store.put_report(
-        StoredReport(
-            report_id=report.report_id,
-            kind="probe",
-            created_at=report.created_at,
-            rubric_name=report.rubric_name,
-            rubric_version=report.rubric_version,
-            judge_model=report.judge_model,
-            payload=report.model_dump(mode="json"),
-        )
-    )
+    report = _probe_report(case, rubric, base, [_probe_result(plan, base, scored) for plan in plans])
+    store.put_report(_stored(report))
     return report
 
 
