@@ -163,18 +163,24 @@ class _Judged:
         return "borderline" if margins and min(margins) >= -band else "fail"
 
 
-def _read(item: ItemResult, rubric: Rubric) -> _Judged:
-    judged = {c.name: c.threshold for c in rubric.criteria if item.criteria.get(c.name) is not None}
-    judged = {k: v for k, v in judged.items() if item.criteria[k].decided_by == "judge"}
+def _check_outcome(item: ItemResult) -> tuple[bool, bool]:
+    """(hard fail, undecided) from the checks: the criteria checks decided and the checks that decide
+    no criterion."""
     by_check = [c for c in item.criteria.values() if c.decided_by != "judge"]
-    hard_fail = any(c.verdict == "fail" for c in by_check)
-    undecided = any(c.verdict == "indeterminate" for c in by_check)
     deciding = {c.decided_by.removeprefix("check:") for c in by_check}
-    for name, r in item.checks.items():
-        if name in deciding:
-            continue
-        hard_fail = hard_fail or r.verdict == "fail"
-        undecided = undecided or r.verdict == "indeterminate"
+    verdicts = [c.verdict for c in by_check] + [
+        r.verdict for name, r in item.checks.items() if name not in deciding
+    ]
+    return "fail" in verdicts, "indeterminate" in verdicts
+
+
+def _read(item: ItemResult, rubric: Rubric) -> _Judged:
+    judged = {
+        c.name: c.threshold
+        for c in rubric.criteria
+        if (result := item.criteria.get(c.name)) is not None and result.decided_by == "judge"
+    }
+    hard_fail, undecided = _check_outcome(item)
     return _Judged(
         verdict=item.verdict,
         reason=item.reason,
@@ -231,20 +237,25 @@ def _words(text: str) -> dict[str, str]:
     return out
 
 
-def criteria_beside_definition(rubric: Rubric, definition: str) -> tuple[CriterionCoverage, ...]:
-    """Each criterion and check with the content words it shares with the labels' definition."""
-    defined = _words(definition)
+def _coverage_rows(rubric: Rubric) -> list[tuple[str, str, float | None]]:
+    """(name, description, threshold) of each criterion, and of each check that decides no criterion
+    of its own (a check deciding a criterion is that criterion's row)."""
     rows: list[tuple[str, str, float | None]] = [
         (c.name, c.description, c.threshold) for c in rubric.criteria
     ]
-    decided = {c.criterion for c in rubric.checks if c.criterion}
-    for chk in rubric.checks:
-        if chk.criterion in decided and chk.criterion is not None:
-            continue
-        what = chk.subject
-        rows.append((f"check:{chk.name}", f"{chk.type} {chk.target} {what}".strip(), None))
+    rows.extend(
+        (f"check:{chk.name}", f"{chk.type} {chk.target} {chk.subject}".strip(), None)
+        for chk in rubric.checks
+        if not chk.criterion
+    )
+    return rows
+
+
+def criteria_beside_definition(rubric: Rubric, definition: str) -> tuple[CriterionCoverage, ...]:
+    """Each criterion and check with the content words it shares with the labels' definition."""
+    defined = _words(definition)
     out = []
-    for name, desc, threshold in rows:
+    for name, desc, threshold in _coverage_rows(rubric):
         mine = _words(f"{name.replace('_', ' ')} {desc}")
         shared = tuple(sorted({mine[k] for k in mine if k in defined}))
         out.append(
@@ -259,6 +270,24 @@ def criteria_beside_definition(rubric: Rubric, definition: str) -> tuple[Criteri
     return tuple(out)
 
 
+def _sweep_point(
+    threshold: float, judged: Sequence[_Judged], labels: Sequence[str], idx: Sequence[int]
+) -> SweepPoint:
+    """Agreement on the items ``idx`` had every judged criterion's threshold been ``threshold``."""
+    a = agreement([judged[i].at(threshold) for i in idx], [labels[i] for i in idx], resamples=0)
+    return SweepPoint(
+        threshold=threshold, n=a.n, accuracy=a.accuracy, kappa=a.kappa, judge_pass_rate=a.judge_pass_rate
+    )
+
+
+def _best_point(points: Sequence[SweepPoint], rubric: Rubric) -> SweepPoint | None:
+    """The point of highest kappa; ties go to the threshold nearest the rubric's mean (7 without one)."""
+    current = [c.threshold for c in rubric.criteria]
+    ref = sum(current) / len(current) if current else 7.0
+    scored = [p for p in points if p.kappa is not None]
+    return max(scored, key=lambda p: (round(p.kappa or 0.0, 9), -abs(p.threshold - ref)), default=None)
+
+
 def _sweep(
     rubric: Rubric,
     judged: Sequence[_Judged],
@@ -268,23 +297,9 @@ def _sweep(
 ) -> ThresholdSweep | None:
     if not any(j.scores for j in judged):
         return None
-    points = []
-    for t in SWEEP:
-        a = agreement([judged[i].at(t) for i in tuning], [labels[i] for i in tuning], resamples=0)
-        points.append(
-            SweepPoint(
-                threshold=t, n=a.n, accuracy=a.accuracy, kappa=a.kappa, judge_pass_rate=a.judge_pass_rate
-            )
-        )
-    current = [c.threshold for c in rubric.criteria]
-    ref = sum(current) / len(current) if current else 7.0
-    scored = [p for p in points if p.kappa is not None]
-    best = max(scored, key=lambda p: (round(p.kappa or 0.0, 9), -abs(p.threshold - ref)), default=None)
-    hk = None
-    if best is not None and holdout:
-        hk = agreement(
-            [judged[i].at(best.threshold) for i in holdout], [labels[i] for i in holdout], resamples=0
-        ).kappa
+    points = [_sweep_point(t, judged, labels, tuning) for t in SWEEP]
+    best = _best_point(points, rubric)
+    hk = _sweep_point(best.threshold, judged, labels, holdout).kappa if best is not None and holdout else None
     return ThresholdSweep(
         points=tuple(points),
         best_threshold=best.threshold if best else None,
@@ -313,50 +328,79 @@ def _binary_kappa(x: Sequence[str], y: Sequence[str]) -> tuple[float | None, flo
     return k, sum(a == b for a, b in pairs) / len(pairs), len(pairs)
 
 
+def _wrong(verdict: str, label: str) -> bool:
+    """A decided verdict that is not the label."""
+    return verdict in ("pass", "fail") and verdict != label
+
+
+@dataclass(frozen=True)
+class _Errors:
+    """Items two judges got wrong (against pass/fail labels): by both, by one only."""
+
+    shared: list[str]
+    only_main: list[str]
+    only_other: list[str]
+
+    @classmethod
+    def of(
+        cls,
+        main: Sequence[_Judged],
+        other: Sequence[_Judged],
+        labels: Sequence[str],
+        ids: Sequence[str],
+        idx: Sequence[int],
+    ) -> _Errors:
+        # (main wrong, other wrong) -> the ids of that kind
+        by_kind: dict[tuple[bool, bool], list[str]] = {
+            (m, o): [] for m in (True, False) for o in (True, False)
+        }
+        for i in idx:
+            if labels[i] in ("pass", "fail"):
+                by_kind[_wrong(main[i].verdict, labels[i]), _wrong(other[i].verdict, labels[i])].append(
+                    ids[i]
+                )
+        return cls(
+            shared=by_kind[True, True], only_main=by_kind[True, False], only_other=by_kind[False, True]
+        )
+
+    def reading(self, model: str) -> str:
+        """Whether the errors point at the rubric and labels (shared) or at the model (apart)."""
+        errors = len(self.shared) + len(self.only_main) + len(self.only_other)
+        if errors == 0:
+            return "neither model errs on these items"
+        if len(self.shared) * 2 >= errors:
+            return (
+                f"{len(self.shared)} of {errors} errors are shared by both models: look at the rubric and the"
+                " labels' definition before blaming the model"
+            )
+        return (
+            f"the models err on different items ({len(self.only_main)} only the primary,"
+            f" {len(self.only_other)} only {model}): the model's own limits weigh more than the prompt's"
+        )
+
+
 def _compare(
-    model: str,
+    opts: CalibrateOptions,
     main: Sequence[_Judged],
-    other: Sequence[_Judged],
-    labels: Sequence[str],
-    ids: Sequence[str],
+    other: Sequence[_Judged] | None,
+    chosen: _Chosen,
     idx: Sequence[int],
-    band: float,
-    resamples: int,
-) -> ModelComparison:
-    shared, only_main, only_other = [], [], []
-    for i in idx:
-        if labels[i] not in ("pass", "fail"):
-            continue
-        wrong_main = main[i].verdict in ("pass", "fail") and main[i].verdict != labels[i]
-        wrong_other = other[i].verdict in ("pass", "fail") and other[i].verdict != labels[i]
-        if wrong_main and wrong_other:
-            shared.append(ids[i])
-        elif wrong_main:
-            only_main.append(ids[i])
-        elif wrong_other:
-            only_other.append(ids[i])
+) -> ModelComparison | None:
+    """The ``--compare-model`` judge beside the primary one on the evaluated items (None without it)."""
+    if other is None:
+        return None
+    model = opts.compare_model or ""
+    labels = chosen.labels
+    errors = _Errors.of(main, other, labels, chosen.ids, idx)
     between, _, _ = _binary_kappa([main[i].verdict for i in idx], [other[i].verdict for i in idx])
-    errors = len(shared) + len(only_main) + len(only_other)
-    if errors == 0:
-        reading = "neither model errs on these items"
-    elif len(shared) * 2 >= errors:
-        reading = (
-            f"{len(shared)} of {errors} errors are shared by both models: look at the rubric and the"
-            " labels' definition before blaming the model"
-        )
-    else:
-        reading = (
-            f"the models err on different items ({len(only_main)} only the primary, {len(only_other)} only"
-            f" {model}): the model's own limits weigh more than the prompt's"
-        )
     return ModelComparison(
         model=model,
-        agreement=_subset(other, labels, idx, band, resamples),
+        agreement=_subset(other, labels, idx, opts.band, opts.resamples),
         between_models_kappa=between,
-        shared_errors=tuple(shared),
-        only_primary_errors=tuple(only_main),
-        only_other_errors=tuple(only_other),
-        reading=reading,
+        shared_errors=tuple(errors.shared),
+        only_primary_errors=tuple(errors.only_main),
+        only_other_errors=tuple(errors.only_other),
+        reading=errors.reading(model),
     )
 
 
@@ -409,29 +453,37 @@ class _Split:
     """Other rubric versions this holdout was already evaluated against."""
 
 
+def _seen_by(rubric: Rubric, marks: Sequence[TuningMark], held_keys: set[str]) -> list[str]:
+    """Other rubric versions that already evaluated any of these held-out items."""
+    seen = {m.rubric_version for m in marks if m.kind == "holdout_seen" and m.item_key in held_keys}
+    return sorted(seen - {str(rubric.version)})
+
+
+def _tuned_keys(marks: Sequence[TuningMark]) -> set[str]:
+    """Keys of the items some calibration already used for tuning."""
+    return {m.item_key for m in marks if m.kind == "tuning"}
+
+
+def _holdout_bucket(items: Sequence[LabelItem], holdout: float | None) -> list[int]:
+    """Items whose id hashes into the holdout fraction (none without one)."""
+    return [i for i, it in enumerate(items) if holdout and in_holdout(it.id, holdout)]
+
+
 def _split(
     rubric: Rubric, items: Sequence[LabelItem], marks: Sequence[TuningMark], holdout: float | None
 ) -> _Split:
-    used = {m.item_key for m in marks if m.kind == "tuning"}
+    used = _tuned_keys(marks)
     keys = [item_key(it) for it in items]
-    held: list[int] = []
-    tuning: list[int] = []
-    contaminated: list[str] = []
-    for i, it in enumerate(items):
-        if holdout and in_holdout(it.id, holdout):
-            if keys[i] in used:
-                contaminated.append(it.id)
-                tuning.append(i)
-            else:
-                held.append(i)
-        else:
-            tuning.append(i)
-    held_keys = {keys[i] for i in held}
-    seen_by = sorted(
-        {m.rubric_version for m in marks if m.kind == "holdout_seen" and m.item_key in held_keys}
-        - {str(rubric.version)}
+    # An item in the holdout bucket that was already used for tuning is contaminated: counted as tuning.
+    bucket = _holdout_bucket(items, holdout)
+    held = [i for i in bucket if keys[i] not in used]
+    return _Split(
+        keys=keys,
+        holdout=held,
+        tuning=sorted(set(range(len(items))) - set(held)),
+        contaminated=[items[i].id for i in bucket if keys[i] in used],
+        seen_by=_seen_by(rubric, marks, {keys[i] for i in held}),
     )
-    return _Split(keys=keys, holdout=held, tuning=tuning, contaminated=contaminated, seen_by=seen_by)
 
 
 async def _judge_all(
@@ -552,6 +604,11 @@ def _keep(store: Store, rubric: Rubric, report: CalibrationReport, split: _Split
     )
 
 
+def _agent_prompts(labels: LabelSet, opts: CalibrateOptions) -> tuple[str, ...]:
+    """The agent prompt versions the labels cover: as given, else the items' ``prompt`` fields."""
+    return opts.agent_prompts or tuple(sorted({it.prompt for it in labels.items if it.prompt}))
+
+
 async def calibrate_async(
     rubric: Rubric,
     labels: LabelSet,
@@ -580,7 +637,7 @@ async def calibrate_async(
         rubric_hash=rubric_hash(rubric),
         prompt_hash=prompt_template_hash(rubric),
         judge_model=rubric.judge.model if rubric.judge else None,
-        agent_prompts=opts.agent_prompts or tuple(sorted({it.prompt for it in labels.items if it.prompt})),
+        agent_prompts=_agent_prompts(labels, opts),
         labels_source=labels.source,
         labels_sha256=labels.sha256,
         definition=labels.definition,
@@ -593,20 +650,7 @@ async def calibrate_async(
         raters=_rater_agreement(chosen, judged, evaluated),
         criteria=criteria_beside_definition(rubric, labels.definition),
         sweep=_sweep(rubric, judged, label_of, split.holdout, split.tuning),
-        comparison=(
-            _compare(
-                opts.compare_model or "",
-                judged,
-                other,
-                label_of,
-                chosen.ids,
-                evaluated,
-                opts.band,
-                opts.resamples,
-            )
-            if other is not None
-            else None
-        ),
+        comparison=_compare(opts, judged, other, chosen, evaluated),
         items=_items(chosen, split, judged, other),
     )
     _keep(store, rubric, report, split)
