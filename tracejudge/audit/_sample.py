@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from tracejudge._errors import InputError
-from tracejudge.runs import sample_bucket, store_loader
+from tracejudge.runs import Loader, sample_bucket, store_loader
 from tracejudge.schema import ItemResult, Rubric, StoredReport, TaskRecord
 from tracejudge.store import Store
 
@@ -97,22 +97,16 @@ def labelling_sample(
 ) -> LabellingSample:
     """Pick ``n`` traces of a scoring run (default: the newest, of ``rubric`` when given)."""
     run_id = _sampled_run(store, run_id, rubric)
-    thresholds = {c.name: c.threshold for c in rubric.criteria} if rubric else {}
-    by_band: dict[str, list[str]] = {b: [] for b in BANDS}
-    for item in store.iter_score_items(run_id):
-        by_band[band(item, thresholds)].append(item.trace_id)
+    by_band = _traces_by_band(store, run_id, rubric)
     available = {b: len(v) for b, v in by_band.items()}
     quota = allocate(n, available)
     load = store_loader(store)
-    rows: list[dict[str, Any]] = []
-    for b in BANDS:
-        # Hash order: reproducible, and unrelated to when or how the traces arrived.
-        for trace_id in sorted(by_band[b], key=sample_bucket)[: quota[b]]:
-            task = load(trace_id)
-            row: dict[str, Any] = {"id": trace_id, "trace_id": trace_id, "label": None, "rater": None}
-            if not isinstance(task, str):
-                row.update(_row_fields(task))
-            rows.append(row)
+    # Hash order: reproducible, and unrelated to when or how the traces arrived.
+    rows = [
+        _sample_row(load, trace_id)
+        for b in BANDS
+        for trace_id in sorted(by_band[b], key=sample_bucket)[: quota[b]]
+    ]
     report_id = f"sample-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     picked = {b: quota[b] for b in BANDS}
     store.put_report(
@@ -133,6 +127,24 @@ def labelling_sample(
     return LabellingSample(
         rows=tuple(rows), bands=picked, available=available, run_id=run_id, report_id=report_id
     )
+
+
+def _traces_by_band(store: Store, run_id: str, rubric: Rubric | None) -> dict[str, list[str]]:
+    """The run's trace ids in each score band (against the rubric's thresholds when given)."""
+    thresholds = {c.name: c.threshold for c in rubric.criteria} if rubric else {}
+    by_band: dict[str, list[str]] = {b: [] for b in BANDS}
+    for item in store.iter_score_items(run_id):
+        by_band[band(item, thresholds)].append(item.trace_id)
+    return by_band
+
+
+def _sample_row(load: Loader, trace_id: str) -> dict[str, Any]:
+    """A labels line to fill in: the trace as a labeller sees it (ids only when it no longer loads)."""
+    row: dict[str, Any] = {"id": trace_id, "trace_id": trace_id, "label": None, "rater": None}
+    task = load(trace_id)
+    if not isinstance(task, str):
+        row.update(_row_fields(task))
+    return row
 
 
 def _sampled_run(store: Store, run_id: str | None, rubric: Rubric | None) -> str:
