@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -34,33 +36,53 @@ _KINDS = get_args(SampleKind)
 _TICKET_HINT = 'fix the ticket; see "File formats" in the README'
 
 
+def _is_kind(value: Any) -> bool:
+    return value in _KINDS
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(t, str) for t in value)
+
+
+def _is_date(value: Any) -> bool:
+    return isinstance(value, date | datetime)
+
+
+def _is_mapping(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+# The ticket keys only ``regress build`` reads: (key, default when absent or empty, test, what is wrong,
+# hint), checked in this order. ``{value!r}`` in what is wrong is the key's value.
+_EXTRA_KEYS: tuple[tuple[str, Any, Callable[[Any], bool], str, str], ...] = (
+    (
+        "kind",
+        None,
+        _is_kind,
+        "{value!r} is not one of " + ", ".join(_KINDS),
+        "fix or remove `kind` in the ticket",
+    ),
+    ("forbidden_tools", [], _is_names, "must be a list of tool names", "e.g. [submit_payment]"),
+    ("verified_at", None, _is_date, "{value!r} is not a date", "e.g. 2026-11-20"),
+    ("tags", {}, _is_mapping, "must be a mapping", "e.g. {risk: high}"),
+)
+
+
 def _extras(path: Path) -> TicketExtras:
     """The keys of a ticket that only ``regress build`` reads (``kind``, ``forbidden_tools``, ...)."""
     data, _ = safe_load_yaml(read_input(path, "ticket", "--tickets"), source=str(path), hint=_TICKET_HINT)
     if not isinstance(data, dict):
         return TicketExtras()
-    kind = data.get("kind")
-    if kind is not None and kind not in _KINDS:
-        raise InputError(
-            f"{path}: kind: {kind!r} is not one of {', '.join(_KINDS)}",
-            hint="fix or remove `kind` in the ticket",
-        )
-    tools = data.get("forbidden_tools") or []
-    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
-        raise InputError(
-            f"{path}: forbidden_tools: must be a list of tool names", hint="e.g. [submit_payment]"
-        )
-    verified = data.get("verified_at")
-    if verified is not None and not isinstance(verified, date | datetime):
-        raise InputError(f"{path}: verified_at: {verified!r} is not a date", hint="e.g. 2026-11-20")
-    tags = data.get("tags") or {}
-    if not isinstance(tags, dict):
-        raise InputError(f"{path}: tags: must be a mapping", hint="e.g. {risk: high}")
+    values: dict[str, Any] = {}
+    for key, default, valid, problem, hint in _EXTRA_KEYS:
+        value = values[key] = data.get(key) if default is None else data.get(key) or default
+        if value is not None and not valid(value):
+            raise InputError(f"{path}: {key}: {problem.format(value=value)}", hint=hint)
     return TicketExtras(
-        kind=kind,
-        forbidden_tools=tuple(tools),
-        verified_at=verified,
-        tags={str(k): str(v) for k, v in tags.items()},
+        kind=values["kind"],
+        forbidden_tools=tuple(values["forbidden_tools"]),
+        verified_at=values["verified_at"],
+        tags={str(k): str(v) for k, v in values["tags"].items()},
     )
 
 
@@ -109,11 +131,16 @@ def _verdict_scores(scores: Sequence[dict[str, Any]], *, queue: str | None) -> l
     comment of the trace's other scores."""
     if queue is None:
         return list(scores)
-    notes = [str(s["value"]) for s in scores if s.get("data_type") == "TEXT" and s.get("value")]
+    notes = _reviewer_notes(scores)
     verdicts = [s for s in scores if s.get("data_type") != "TEXT"]
-    if not verdicts or not notes:
+    if not notes:
         return verdicts
-    return [s if s.get("comment") else {**s, "comment": "\n".join(notes)} for s in verdicts]
+    return [s if s.get("comment") else {**s, "comment": notes} for s in verdicts]
+
+
+def _reviewer_notes(scores: Sequence[dict[str, Any]]) -> str:
+    """The non-empty TEXT scores' values, one a line."""
+    return "\n".join(str(s["value"]) for s in scores if s.get("data_type") == "TEXT" and s.get("value"))
 
 
 def _write(out: Path, samples: Sequence[Sample]) -> tuple[list[str], list[str]]:
@@ -125,6 +152,83 @@ def _write(out: Path, samples: Sequence[Sample]) -> tuple[list[str], list[str]]:
         else:
             written.append(str(write_sample(out, s)))
     return written, kept
+
+
+@dataclass(frozen=True)
+class _Builder:
+    """What every sample of one ``regress build`` is built from and with."""
+
+    store: Store
+    manifest: Sequence[ManifestEntry]
+    rubric: str | None
+    acceptance_share: float
+
+    def from_ticket(self, path: Path, allow_draft: bool) -> Sample | BuildSkip:
+        """The sample of one ticket file, or why there is none."""
+        from tracejudge.localize import load_ticket, localize
+        from tracejudge.normalize import normalize
+
+        ticket = load_ticket(path)
+        extras = _extras(path)
+        if not ticket.trace_id:
+            return BuildSkip(source=str(path), reason="the ticket names no trace_id")
+        spans = self.store.get_spans(ticket.trace_id.lower())
+        if not spans:
+            return BuildSkip(
+                source=str(path), reason=f"no spans stored for trace {ticket.trace_id}; collect it first"
+            )
+        task = normalize(spans)
+        loc = localize(task, ticket, self.manifest)
+        sample = build_sample(
+            task, ticket, loc, self.manifest, extras=extras, rubric=self.rubric,
+            acceptance_share=self.acceptance_share,
+        )  # fmt: skip
+        if ticket.status != "draft":
+            return sample
+        _refuse_draft(path, sample, allow_draft)
+        return _drafted(sample, split=sample.split)
+
+    def from_tickets(self, paths: Sequence[Path], allow_draft: bool) -> tuple[list[Sample], list[BuildSkip]]:
+        """The samples of ticket files, and the tickets that make none."""
+        built = [self.from_ticket(path, allow_draft) for path in paths]
+        return [b for b in built if isinstance(b, Sample)], [b for b in built if isinstance(b, BuildSkip)]
+
+    def from_feedback(self, name: str | None, queue: str | None, threshold: float) -> list[Sample]:
+        """One sample per stored Langfuse score named ``name`` and/or made in annotation queue ``queue``."""
+        from tracejudge.normalize import normalize
+
+        samples: list[Sample] = []
+        for trace_id in self.store.iter_trace_ids():
+            scores = _scores(self.store, trace_id, name, queue)
+            if name is None:
+                scores = _verdict_scores(scores, queue=queue)
+            if not scores:
+                continue
+            task = normalize(self.store.get_spans(trace_id))
+            samples += [
+                build_from_feedback(
+                    task, score, self.manifest, threshold=threshold, acceptance_share=self.acceptance_share
+                )
+                for score in scores
+            ]
+        return samples
+
+
+def _no_feedback(name: str | None, queue: str | None) -> BuildSkip:
+    """The skip reported when no stored trace carries a score that was asked for."""
+    wanted = " in ".join(
+        w
+        for w in (
+            f"langfuse score {name!r}" if name else "langfuse scores",
+            f"annotation queue {queue!r}" if queue else "",
+        )
+        if w
+    )
+    return BuildSkip(
+        source=wanted,
+        reason="no stored trace carries a score that matches; run `tracejudge collect langfuse`"
+        " (it keeps each trace's scores as of its pull)",
+    )
 
 
 def build_suite(
@@ -151,85 +255,33 @@ def build_suite(
     A draft ticket (``status: draft``) whose sample falls in the acceptance split is refused unless
     ``allow_draft``. ``from_sweep`` turns every trace ``triage --sweep`` flags in [since, until) into a
     candidate failure sample from its draft ticket: split debug, tagged ``basis: draft`` until verified."""
-    from tracejudge.localize import load_ticket, localize
-    from tracejudge.normalize import normalize
-
-    if not tickets and not langfuse_feedback and not langfuse_queue and not from_sweep:
+    if not (tickets or langfuse_feedback or langfuse_queue or from_sweep):
         raise InputError(
             "nothing to build from",
             hint="pass --ticket FILE..., --langfuse-feedback SCORE_NAME or --langfuse-queue QUEUE_ID",
         )
-    samples: list[Sample] = []
-    skipped: list[BuildSkip] = []
-    for path in tickets:
-        ticket = load_ticket(path)
-        extras = _extras(path)
-        if not ticket.trace_id:
-            skipped.append(BuildSkip(source=str(path), reason="the ticket names no trace_id"))
-            continue
-        spans = store.get_spans(ticket.trace_id.lower())
-        if not spans:
-            skipped.append(
-                BuildSkip(
-                    source=str(path), reason=f"no spans stored for trace {ticket.trace_id}; collect it first"
-                )
-            )
-            continue
-        task = normalize(spans)
-        loc = localize(task, ticket, manifest)
-        sample = build_sample(
-            task, ticket, loc, manifest, extras=extras, rubric=rubric, acceptance_share=acceptance_share
-        )
-        if ticket.status == "draft":
-            _refuse_draft(path, sample, allow_draft)
-            sample = _drafted(sample, split=sample.split)
-        samples.append(sample)
+    builder = _Builder(store, manifest, rubric, acceptance_share)
+    samples, skipped = builder.from_tickets(tickets, allow_draft)
     if from_sweep:
         samples += _sweep_samples(store, manifest, since, until, rubric, acceptance_share)
     if langfuse_feedback or langfuse_queue:
-        found = 0
-        for trace_id in store.iter_trace_ids():
-            scores = _scores(store, trace_id, langfuse_feedback, langfuse_queue)
-            if langfuse_feedback is None:
-                scores = _verdict_scores(scores, queue=langfuse_queue)
-            if not scores:
-                continue
-            task = normalize(store.get_spans(trace_id))
-            for score in scores:
-                found += 1
-                samples.append(
-                    build_from_feedback(
-                        task, score, manifest, threshold=positive_threshold, acceptance_share=acceptance_share
-                    )
-                )
-        if not found:
-            wanted = " in ".join(
-                w
-                for w in (
-                    f"langfuse score {langfuse_feedback!r}" if langfuse_feedback else "langfuse scores",
-                    f"annotation queue {langfuse_queue!r}" if langfuse_queue else "",
-                )
-                if w
-            )
-            skipped.append(
-                BuildSkip(
-                    source=wanted,
-                    reason="no stored trace carries a score that matches; run `tracejudge collect langfuse`"
-                    " (it keeps each trace's scores as of its pull)",
-                )
-            )
-    unique = merge_duplicates(samples)
+        scored = builder.from_feedback(langfuse_feedback, langfuse_queue, positive_threshold)
+        samples += scored
+        if not scored:
+            skipped.append(_no_feedback(langfuse_feedback, langfuse_queue))
+    return _report(out, merge_duplicates(samples), skipped)
+
+
+def _report(out: Path, unique: Sequence[Sample], skipped: Sequence[BuildSkip]) -> BuildReport:
+    """Write the new samples and say what was written, kept, merged and skipped."""
     written, kept = _write(out, unique)
-    kinds: dict[str, int] = {}
-    for s in unique:
-        kinds[s.kind] = kinds.get(s.kind, 0) + 1
     return BuildReport(
         out=str(out),
         written=tuple(written),
         kept=tuple(kept),
         merged={s.id: list(s.source.also) for s in unique if s.source.also},
         skipped=tuple(skipped),
-        kinds=kinds,
+        kinds=dict(Counter(s.kind for s in unique)),
     )
 
 
@@ -313,13 +365,8 @@ def _inside(child: Path, parent: Path) -> bool:
     return True
 
 
-def anonymize_suite(
-    path: Path, out: Path, *, mapping_file: Path | None = None, identifiers: Iterable[str] = ()
-) -> AnonymizeReport:
-    """``regress anonymize``: write the pseudonymized samples to ``out`` (runs are not copied: they
-    hold real answers), verify each sample's triage verdict and hard checks are unchanged, and write
-    the mapping only to ``mapping_file``, which must be outside both suites."""
-    suite = load_suite(path)
+def _check_anonymize_paths(path: Path, out: Path, mapping_file: Path | None) -> None:
+    """The anonymized suite goes to a new folder apart from the suite, the mapping outside both."""
     if _inside(out, path) or _inside(path, out):
         raise InputError(
             f"--out {out} overlaps the suite {path}", hint="write the anonymized suite to a new folder"
@@ -331,6 +378,16 @@ def anonymize_suite(
         )
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out} exists and is not empty", hint="pass a new folder as --out")
+
+
+def anonymize_suite(
+    path: Path, out: Path, *, mapping_file: Path | None = None, identifiers: Iterable[str] = ()
+) -> AnonymizeReport:
+    """``regress anonymize``: write the pseudonymized samples to ``out`` (runs are not copied: they
+    hold real answers), verify each sample's triage verdict and hard checks are unchanged, and write
+    the mapping only to ``mapping_file``, which must be outside both suites."""
+    suite = load_suite(path)
+    _check_anonymize_paths(path, out, mapping_file)
     originals = [s.sample for s in suite.samples]
     anonymized, mapping = anonymize_samples(originals, identifiers=identifiers)
     checks = [verify_anonymized(b, a) for b, a in zip(originals, anonymized, strict=True)]

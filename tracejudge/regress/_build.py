@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -129,44 +129,62 @@ def _user_messages(task: TaskRecord) -> tuple[SampleMessage, ...]:
     return (SampleMessage(role="user", content=""),)
 
 
+def _recorded(task: TaskRecord) -> dict[tuple[str, str | None], str]:
+    """(doc_id, version) of each retrieved document with text -> its text as first retrieved."""
+    recorded: dict[tuple[str, str | None], str] = {}
+    for d in (d for r in task.retrievals for d in r.documents):
+        if d.doc_id and d.content:
+            recorded.setdefault((d.doc_id, d.version), d.content)
+    return recorded
+
+
 def _materials(
     task: TaskRecord, basis: SampleBasis, manifest: Sequence[ManifestEntry], t: datetime | None
 ) -> list[SampleMaterial]:
     """Every material the environment holds: the manifest's entries in effect at the task time or named
     by the basis, with their text (the manifest's, else as retrieved); without a manifest, what was
     retrieved. A basis material with no text anywhere is left out (``regress check`` reports it)."""
-    recorded: dict[tuple[str, str | None], str] = {}
-    for r in task.retrievals:
-        for d in r.documents:
-            if d.doc_id and d.content and (d.doc_id, d.version) not in recorded:
-                recorded[(d.doc_id, d.version)] = d.content
+    recorded = _recorded(task)
     named = [*basis.required, *basis.superseded]
-    out: list[SampleMaterial] = []
-    seen: set[tuple[str, str | None]] = set()
+    out: dict[tuple[str, str | None], SampleMaterial] = {}
     for e in manifest:
         key = (e.doc_id, e.version)
-        wanted = _in_effect(e, t) or any(_matches(m, e.doc_id, e.version) for m in named) or key in recorded
         text = e.content or recorded.get(key)
-        if not wanted or text is None or key in seen:
-            continue
-        seen.add(key)
-        out.append(
-            SampleMaterial(
-                doc_id=e.doc_id,
-                version=e.version,
-                content=text,
-                effective_from=e.effective_from,
-                effective_to=e.effective_to,
-                metadata=dict(e.metadata),
-                acl=e.acl,
-                searchable=_indexed(e, t),
-            )
-        )
+        if text is not None and key not in out and _wanted(e, t, named, recorded):
+            out[key] = _manifest_material(e, text, t)
     for (doc_id, version), text in recorded.items():
-        if (doc_id, version) not in seen:
-            seen.add((doc_id, version))
-            out.append(SampleMaterial(doc_id=doc_id, version=version, content=text, searchable=True))
-    return out
+        if (doc_id, version) not in out:
+            out[(doc_id, version)] = SampleMaterial(
+                doc_id=doc_id, version=version, content=text, searchable=True
+            )
+    return list(out.values())
+
+
+def _wanted(
+    e: ManifestEntry,
+    t: datetime | None,
+    named: Sequence[Material],
+    recorded: Mapping[tuple[str, str | None], str],
+) -> bool:
+    """Does the environment hold this manifest entry: in effect at ``t``, named by the basis, or retrieved?"""
+    return (
+        _in_effect(e, t)
+        or any(_matches(m, e.doc_id, e.version) for m in named)
+        or (e.doc_id, e.version) in recorded
+    )
+
+
+def _manifest_material(e: ManifestEntry, text: str, t: datetime | None) -> SampleMaterial:
+    return SampleMaterial(
+        doc_id=e.doc_id,
+        version=e.version,
+        content=text,
+        effective_from=e.effective_from,
+        effective_to=e.effective_to,
+        metadata=dict(e.metadata),
+        acl=e.acl,
+        searchable=_indexed(e, t),
+    )
 
 
 def available(material: SampleMaterial, principal: str | None, t: datetime | None) -> bool:
@@ -203,23 +221,26 @@ def _fixed_retrieval(
 ) -> FixedRetrieval | None:
     """The recorded results, plus any required material the agent could have found but did not get:
     fixed retrieval tests the model on the right material with the distractors it really saw."""
-    docs: list[FixedDocument] = []
-    seen: set[tuple[str, str | None]] = set()
-    query = None
-    for r in task.retrievals:
-        query = query or r.query
-        for d in r.documents:
-            if d.doc_id and (d.doc_id, d.version) not in seen:
-                seen.add((d.doc_id, d.version))
-                docs.append(FixedDocument(doc_id=d.doc_id, version=d.version, score=d.score))
-    for m in basis.required:
-        found = _find(materials, m)
-        if found is not None and (found.doc_id, found.version) not in seen and available(found, principal, t):
-            seen.add((found.doc_id, found.version))
-            docs.append(FixedDocument(doc_id=found.doc_id, version=found.version))
+    docs: dict[tuple[str, str | None], FixedDocument] = {}
+    for d in (d for r in task.retrievals for d in r.documents):
+        if d.doc_id and (d.doc_id, d.version) not in docs:
+            docs[(d.doc_id, d.version)] = FixedDocument(doc_id=d.doc_id, version=d.version, score=d.score)
+    for m in _reachable(basis, materials, principal, t):
+        docs.setdefault((m.doc_id, m.version), FixedDocument(doc_id=m.doc_id, version=m.version))
     if not docs:
         return None
-    return FixedRetrieval(query=query, documents=tuple(docs))
+    query = next((r.query for r in task.retrievals if r.query), None)
+    return FixedRetrieval(query=query, documents=tuple(docs.values()))
+
+
+def _reachable(
+    basis: SampleBasis, materials: Sequence[SampleMaterial], principal: str | None, t: datetime | None
+) -> Iterator[SampleMaterial]:
+    """The environment's material for each required one, where the principal could have found it at ``t``."""
+    for m in basis.required:
+        found = _find(materials, m)
+        if found is not None and available(found, principal, t):
+            yield found
 
 
 def _number_spellings(value: float) -> list[str]:
@@ -240,6 +261,83 @@ def _numeric(value: Any) -> float | None:
     return None
 
 
+def _numbers(facts: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
+    """The numeric facts of a material: (key, value)."""
+    for key, value in facts.items():
+        num = _numeric(value)
+        if num is not None:
+            yield key, num
+
+
+def _basis_checks(basis: SampleBasis) -> list[CheckSpec]:
+    """With the basis available: state each required material's numeric facts, and cite its version."""
+    checks: list[CheckSpec] = []
+    for m in basis.required:
+        checks += [
+            NumberCheck(name=f"states_{_slug(key)}", type="number", expected=num)
+            for key, num in _numbers(m.facts)
+        ]
+        checks.append(
+            CitesCheck(
+                name=f"cites_{_slug(_label(m.doc_id, m.version))}",
+                type="cites",
+                doc_id=m.doc_id,
+                version=m.version,
+            )
+        )
+    return checks
+
+
+def _superseded_checks(basis: SampleBasis) -> list[CheckSpec]:
+    """Never state a superseded material's number that no required material states too."""
+    required = {num for m in basis.required for _, num in _numbers(m.facts)}
+    return [
+        ContainsCheck(
+            name=f"not_superseded_{_slug(key)}_{_slug(f'{num:g}')}",
+            type="not_contains",
+            value=_number_spellings(num),
+        )
+        for m in basis.superseded
+        for key, num in _numbers(m.facts)
+        if num not in required
+    ]
+
+
+def _basis_text(basis: SampleBasis) -> str:
+    """The required materials as the expected behaviour names them, each with its clause."""
+    return "; ".join(
+        _label(m.doc_id, m.version) + (f' ("{m.clause}")' if m.clause else "") for m in basis.required
+    )
+
+
+def _rests_on(basis_text: str, stale: str) -> tuple[str, Criterion]:
+    """Behaviour and criterion when the basis is available: answer from it."""
+    behavior = f"answer from {basis_text}" + (f", not from the superseded {stale}" if stale else "")
+    return behavior, Criterion(
+        name="rests_on_basis",
+        description=(
+            f"The answer rests on {basis_text} and states what follows from it for the request, "
+            "in any wording; it does not rely on superseded material."
+        ),
+    )
+
+
+def _handles_missing(basis_text: str, stale: str) -> tuple[str, Criterion]:
+    """Behaviour and criterion when the basis is missing: say so, give no value, re-query or escalate."""
+    behavior = (
+        f"the applicable material ({basis_text}) is not available: say so, do not give a value from "
+        f"other material{f' (such as {stale})' if stale else ''}, and re-query or escalate to a person"
+    )
+    return behavior, Criterion(
+        name="handles_missing_material",
+        description=(
+            "The answer does not present a value the available material cannot support, and it "
+            "re-queries or hands the question to a person. Saying only that the answer is pending "
+            "verification does not pass."
+        ),
+    )
+
+
 def expected_for(
     basis: SampleBasis, *, complete: bool, forbidden_tools: Sequence[str] = ()
 ) -> SampleExpected:
@@ -249,74 +347,20 @@ def expected_for(
     never a superseded value. With it missing: escalate (or re-query) and do not present a superseded
     value; saying only "pending verification" does not pass.
     """
-    checks: list[CheckSpec] = []
-    criteria: list[Criterion] = []
-    required_values: set[float] = set()
-    for m in basis.required:
-        for key, value in m.facts.items():
-            num = _numeric(value)
-            if num is not None:
-                required_values.add(num)
-                if complete:
-                    checks.append(NumberCheck(name=f"states_{_slug(key)}", type="number", expected=num))
-        if complete:
-            checks.append(
-                CitesCheck(
-                    name=f"cites_{_slug(_label(m.doc_id, m.version))}",
-                    type="cites",
-                    doc_id=m.doc_id,
-                    version=m.version,
-                )
-            )
-    for m in basis.superseded:
-        for key, value in m.facts.items():
-            num = _numeric(value)
-            if num is not None and num not in required_values:
-                checks.append(
-                    ContainsCheck(
-                        name=f"not_superseded_{_slug(key)}_{_slug(f'{num:g}')}",
-                        type="not_contains",
-                        value=_number_spellings(num),
-                    )
-                )
-    for tool in forbidden_tools:
-        checks.append(ToolCheck(name=f"no_{_slug(tool)}", type="tool_not_called", tool=tool))
-    basis_text = "; ".join(
-        f"{_label(m.doc_id, m.version)}" + (f' ("{m.clause}")' if m.clause else "") for m in basis.required
-    )
+    checks = _basis_checks(basis) if complete else []
+    checks += _superseded_checks(basis)
+    checks += [
+        ToolCheck(name=f"no_{_slug(tool)}", type="tool_not_called", tool=tool) for tool in forbidden_tools
+    ]
     stale = ", ".join(_label(m.doc_id, m.version) for m in basis.superseded)
     if complete:
-        behavior = f"answer from {basis_text}"
-        if stale:
-            behavior += f", not from the superseded {stale}"
-        criteria.append(
-            Criterion(
-                name="rests_on_basis",
-                description=(
-                    f"The answer rests on {basis_text} and states what follows from it for the request, "
-                    "in any wording; it does not rely on superseded material."
-                ),
-            )
-        )
+        behavior, criterion = _rests_on(_basis_text(basis), stale)
     else:
         checks.append(ToolCheck(name="escalates", type="tool_called", tool=ESCALATE_TOOL))
-        behavior = (
-            f"the applicable material ({basis_text}) is not available: say so, do not give a value from "
-            f"other material{f' (such as {stale})' if stale else ''}, and re-query or escalate to a person"
-        )
-        criteria.append(
-            Criterion(
-                name="handles_missing_material",
-                description=(
-                    "The answer does not present a value the available material cannot support, and it "
-                    "re-queries or hands the question to a person. Saying only that the answer is pending "
-                    "verification does not pass."
-                ),
-            )
-        )
+        behavior, criterion = _handles_missing(_basis_text(basis), stale)
     if forbidden_tools:
         behavior += f"; do not call {', '.join(forbidden_tools)}"
-    return SampleExpected(behavior=behavior, checks=tuple(checks), criteria=tuple(criteria))
+    return SampleExpected(behavior=behavior, checks=tuple(checks), criteria=(criterion,))
 
 
 def _record(task: TaskRecord, basis: SampleBasis, rubric: str | None) -> RegressionRecord:
@@ -367,6 +411,54 @@ def _basis_for(ticket: Ticket, loc: Localization, manifest: Sequence[ManifestEnt
     return SampleBasis(required=in_force or ticket.superseded, superseded=ticket.required)
 
 
+def _principal(task: TaskRecord) -> str | None:
+    """Who the retrieval ran as: the first retrieval that records one."""
+    return next((r.principal for r in task.retrievals if r.principal), None)
+
+
+def _tool_names(task: TaskRecord) -> list[str]:
+    """The tools the trace called, once each in call order, and the escalation tool."""
+    return list(dict.fromkeys([*(c.name for c in task.tool_calls), ESCALATE_TOOL]))
+
+
+def _environment(
+    task: TaskRecord,
+    basis: SampleBasis,
+    manifest: Sequence[ManifestEntry],
+    t: datetime | None,
+    tools: Sequence[SampleTool],
+) -> SampleEnvironment:
+    """The environment a sample replays in: the materials at ``t``, the fixed retrieval, the tools."""
+    materials = _materials(task, basis, manifest, t)
+    return SampleEnvironment(
+        task_time=t,
+        materials=tuple(materials),
+        retrieval=_fixed_retrieval(task, basis, materials, _principal(task), t),
+        tools=tuple(tools),
+    )
+
+
+# A verified ticket's sample's risk tag, by (kind is failure, the basis supersedes something).
+_RISK: dict[tuple[bool, bool], str] = {
+    (True, True): "high",
+    (True, False): "medium",
+    (False, True): "low",
+    (False, False): "low",
+}
+
+
+def _ticket_tags(
+    kind: SampleKind, basis: SampleBasis, complete: bool, verdict: str, extras: TicketExtras
+) -> dict[str, str]:
+    return {
+        "risk": _RISK[(kind == "failure", bool(basis.superseded))],
+        "complexity": "multi-document" if len(basis.required) > 1 else "single-document",
+        "anomaly": verdict,
+        "materials": "complete" if complete else "incomplete",
+        **{str(k): str(v) for k, v in extras.tags.items()},
+    }
+
+
 def build_sample(
     task: TaskRecord,
     ticket: Ticket,
@@ -380,40 +472,20 @@ def build_sample(
     """One sample from a verified ticket, its trace and the triage verdict."""
     ex = extras or TicketExtras()
     t = _utc(localization.task_time) or _utc(task.start_time)
-    principal = next((r.principal for r in task.retrievals if r.principal), None)
+    principal = _principal(task)
     basis = _basis_for(ticket, localization, manifest)
-    materials = _materials(task, basis, manifest, t)
     tools = [SampleTool(name=n, mode="block") for n in ex.forbidden_tools]
-    tools += [
-        SampleTool(name=n, mode="record")
-        for n in dict.fromkeys([*(c.name for c in task.tool_calls), ESCALATE_TOOL])
-        if n not in ex.forbidden_tools
-    ]
-    env = SampleEnvironment(
-        task_time=t,
-        materials=tuple(materials),
-        retrieval=_fixed_retrieval(task, basis, materials, principal, t),
-        tools=tuple(tools),
-    )
+    tools += [SampleTool(name=n, mode="record") for n in _tool_names(task) if n not in ex.forbidden_tools]
+    env = _environment(task, basis, manifest, t, tools)
     complete = basis_complete(basis, env, principal)
     kind = _kind_for(localization, ex)
-    expected = expected_for(basis, complete=complete, forbidden_tools=ex.forbidden_tools)
     group = group_of(basis, fallback=task.trace_id[:8])
-    tags = {
-        "risk": "high"
-        if kind == "failure" and basis.superseded
-        else ("medium" if kind == "failure" else "low"),
-        "complexity": "multi-document" if len(basis.required) > 1 else "single-document",
-        "anomaly": localization.verdict,
-        "materials": "complete" if complete else "incomplete",
-        **{str(k): str(v) for k, v in ex.tags.items()},
-    }
     return Sample(
         id=sample_id(task.trace_id, basis),
         kind=kind,
         group=group,
         split=split_of(group, acceptance_share),
-        tags=tags,
+        tags=_ticket_tags(kind, basis, complete, localization.verdict, ex),
         source=SampleSource(
             trace_id=task.trace_id,
             observation_id=task.final_answer_span_id,
@@ -428,7 +500,7 @@ def build_sample(
         observed=SampleObserved(
             verdict=localization.verdict, answer=task.final_answer, deviation=localization.summary
         ),
-        expected=expected,
+        expected=expected_for(basis, complete=complete, forbidden_tools=ex.forbidden_tools),
         record=_record(task, basis, rubric),
     )
 
@@ -461,45 +533,50 @@ def build_from_feedback(
     Negative feedback without a ticket names no basis: the sample carries the comment as its expected
     behaviour and a judge criterion, and no fact checks (write a ticket to add them).
     """
-    positive = is_positive(score, threshold=threshold)
-    cited = _cited_materials(task)
-    basis = SampleBasis(required=tuple(cited)) if positive else SampleBasis()
+    if is_positive(score, threshold=threshold):
+        return _feedback_sample(
+            task, score, manifest, SampleBasis(required=tuple(_cited_materials(task))), acceptance_share
+        )
+    return _feedback_sample(task, score, manifest, None, acceptance_share)
+
+
+def _feedback_sample(
+    task: TaskRecord,
+    score: Mapping[str, Any],
+    manifest: Sequence[ManifestEntry],
+    cited: SampleBasis | None,
+    acceptance_share: float,
+) -> Sample:
+    """The sample of positive feedback (``cited`` is the basis the answer cites) or negative (None)."""
+    positive = cited is not None
+    basis = cited if cited is not None else SampleBasis()
     comment = _feedback_comment(score)
-    t = _utc(task.start_time)
-    principal = next((r.principal for r in task.retrievals if r.principal), None)
-    materials = _materials(task, basis, manifest, t)
-    env = SampleEnvironment(
-        task_time=t,
-        materials=tuple(materials),
-        retrieval=_fixed_retrieval(task, basis, materials, principal, t),
-        tools=tuple(
-            SampleTool(name=n) for n in dict.fromkeys([*(c.name for c in task.tool_calls), ESCALATE_TOOL])
-        ),
+    env = _environment(
+        task, basis, manifest, _utc(task.start_time), [SampleTool(name=n) for n in _tool_names(task)]
     )
-    kind: SampleKind = "success" if positive else "failure"
     group = group_of(basis, fallback=task.trace_id[:8])
     score_name = str(score.get("name") or "feedback")
     return Sample(
         id=sample_id(
             task.trace_id, basis if positive else SampleBasis(required=(Material(doc_id=score_name),))
         ),
-        kind=kind,
+        kind="success" if positive else "failure",
         group=group,
         split=split_of(group, acceptance_share),
-        tags={
-            "risk": "low" if positive else "medium",
-            "anomaly": "feedback",
-            "feedback": score_name,
-            **({"annotation_queue": str(score["queue_id"])} if score.get("queue_id") else {}),
-        },
+        tags=_feedback_tags(score, score_name, positive),
         source=_feedback_source(task.trace_id, score, comment),
-        input=SampleInput(messages=_user_messages(task), principal=principal),
+        input=SampleInput(messages=_user_messages(task), principal=_principal(task)),
         basis=basis,
         environment=env,
         observed=SampleObserved(answer=task.final_answer, deviation="" if positive else comment),
         expected=_feedback_expected(basis) if positive else _complaint_expected(comment),
         record=_record(task, basis, None),
     )
+
+
+def _feedback_tags(score: Mapping[str, Any], score_name: str, positive: bool) -> dict[str, str]:
+    queue = {"annotation_queue": str(score["queue_id"])} if score.get("queue_id") else {}
+    return {"risk": "low" if positive else "medium", "anomaly": "feedback", "feedback": score_name, **queue}
 
 
 def _cited_materials(task: TaskRecord) -> list[Material]:
