@@ -5,9 +5,10 @@ on each sample before and after. Pure: samples in, samples and the mapping out."
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import dropwhile
 from typing import Any
 
 from tracejudge.checks import run_checks
@@ -19,6 +20,7 @@ from tracejudge.schema import (
     ModelCall,
     RetrievalCall,
     Sample,
+    SampleMaterial,
     ScoreVerdict,
     TaskRecord,
     Ticket,
@@ -186,32 +188,46 @@ def _split_on_ids(words: list[str]) -> list[list[str]]:
 
 
 def _company_in(words: list[str]) -> str | None:
-    start = 0
-    while start < len(words) and words[start].rstrip(".,") in _STOP:
-        start += 1
-    words = words[start:]
-    end = None
-    for i, w in enumerate(words):
-        bare = w.rstrip(",;:")
-        if i > 0 and (bare in _LEGAL or bare.rstrip(".") in _LEGAL or bare.rstrip(".") in _TRADE):
-            end = i
-            while end + 1 < len(words) and _is_suffix(words[end + 1]):
-                end += 1
-            break
+    words = list(dropwhile(_is_stop, words))
+    end = _name_end(words)
     if end is None:
         return None
-    name = [w.rstrip(",;:") for w in words[: end + 1]]
-    while name and (name[-1] in _LEGAL or name[-1].rstrip(".") in _LEGAL):
-        name.pop()
-    name[-1:] = [name[-1].rstrip(".")] if name else []
+    name = _without_legal_form([w.rstrip(",;:") for w in words[: end + 1]])
     if not any(w not in _TRADE and w not in _STOP for w in name):
         return None
     return " ".join(name) if len(name) >= 2 or name[0] not in _TRADE else None
 
 
+def _is_stop(word: str) -> bool:
+    return word.rstrip(".,") in _STOP
+
+
+def _is_legal(word: str) -> bool:
+    return word in _LEGAL or word.rstrip(".") in _LEGAL
+
+
 def _is_suffix(word: str) -> bool:
     bare = word.rstrip(",;:")
-    return bare in _LEGAL or bare.rstrip(".") in _LEGAL or bare.rstrip(".") in _TRADE
+    return _is_legal(bare) or bare.rstrip(".") in _TRADE
+
+
+def _name_end(words: list[str]) -> int | None:
+    """Index of the last word of the name: the first legal form or trade word after the first word,
+    with the legal forms and trade words that follow it."""
+    end = next((i for i, w in enumerate(words) if i > 0 and _is_suffix(w)), None)
+    if end is None:
+        return None
+    while end + 1 < len(words) and _is_suffix(words[end + 1]):
+        end += 1
+    return end
+
+
+def _without_legal_form(name: list[str]) -> list[str]:
+    """The name without its trailing legal forms, and without the full stop ending its last word."""
+    while name and _is_legal(name[-1]):
+        name.pop()
+    name[-1:] = [name[-1].rstrip(".")] if name else []
+    return name
 
 
 def person_names(text: str) -> list[str]:
@@ -245,19 +261,28 @@ def _collect(samples: Sequence[Sample], extra: Iterable[str], names: Pseudonyms)
 
 def _collect_structured(s: Sample, names: Pseudonyms) -> None:
     """What a sample's fields name outright: document roots, material owners, the verifier."""
-    doc_ids = [m.doc_id for m in (*s.basis.required, *s.basis.superseded)]
-    doc_ids += [m.doc_id for m in s.environment.materials]
-    doc_ids += [c.doc_id for c in s.expected.checks if isinstance(c, CitesCheck) and c.doc_id]
-    for doc_id in doc_ids:
-        root = doc_id.split("/")[0]
+    for root in (doc_id.split("/")[0] for doc_id in _doc_ids(s)):
         if root:
             names.add("contract", root)
+    for value in _named_in_metadata(s):
+        names.add("name", value)
+    if s.source.verified_by:
+        names.add("person", s.source.verified_by)
+
+
+def _doc_ids(s: Sample) -> list[str]:
+    """The document ids a sample's basis, materials and citation checks name, in that order."""
+    doc_ids = [m.doc_id for m in (*s.basis.required, *s.basis.superseded)]
+    doc_ids += [m.doc_id for m in s.environment.materials]
+    return doc_ids + [c.doc_id for c in s.expected.checks if isinstance(c, CitesCheck) and c.doc_id]
+
+
+def _named_in_metadata(s: Sample) -> Iterator[str]:
+    """The materials' metadata values under a key that names an organisation or a person, stripped."""
     for m in s.environment.materials:
         for key, value in m.metadata.items():
             if key.lower() in _NAME_KEYS and isinstance(value, str) and value.strip():
-                names.add("name", value.strip())
-    if s.source.verified_by:
-        names.add("person", s.source.verified_by)
+                yield value.strip()
 
 
 # What the text scan looks for, in this order: a kind of identifying value and how to find it.
@@ -397,39 +422,45 @@ def anonymize_samples(
 # --- verification -----------------------------------------------------------------------------
 
 
+def _observed_documents(sample: Sample) -> list[Document]:
+    """The fixed retrieval's documents, in order, with the text of the materials they are."""
+    retrieval = sample.environment.retrieval
+    if retrieval is None:
+        return []
+    by_key = {(m.doc_id, m.version): m for m in sample.environment.materials}
+    return [
+        Document(
+            doc_id=d.doc_id,
+            version=d.version,
+            content=_content(by_key.get((d.doc_id, d.version))),
+            score=d.score,
+            position=i,
+        )
+        for i, d in enumerate(retrieval.documents)
+    ]
+
+
+def _content(material: SampleMaterial | None) -> str | None:
+    return material.content if material else None
+
+
 def observed_task(sample: Sample) -> TaskRecord:
     """The observed situation as a task record: the input, the fixed retrieval with the materials'
     text as the model input, and the observed answer."""
-    by_key = {(m.doc_id, m.version): m for m in sample.environment.materials}
-    docs = []
-    if sample.environment.retrieval is not None:
-        for i, d in enumerate(sample.environment.retrieval.documents):
-            m = by_key.get((d.doc_id, d.version))
-            docs.append(
-                Document(
-                    doc_id=d.doc_id,
-                    version=d.version,
-                    content=m.content if m else None,
-                    score=d.score,
-                    position=i,
-                )
-            )
+    docs = _observed_documents(sample)
     question = "\n".join(m.content for m in sample.input.messages if m.role == "user")
     context = "\n\n".join(f"[{d.doc_id}@{d.version}]\n{d.content or ''}" for d in docs)
     answer = sample.observed.answer
+    retrieval = RetrievalCall(
+        span_id="observed-retrieval", documents=tuple(docs), principal=sample.input.principal
+    )
     return TaskRecord(
         trace_id=sample.source.trace_id,
         start_time=sample.environment.task_time,
         input=question,
         final_answer=answer,
         final_answer_span_id="observed-answer" if answer is not None else None,
-        retrievals=(
-            RetrievalCall(
-                span_id="observed-retrieval", documents=tuple(docs), principal=sample.input.principal
-            ),
-        )
-        if docs
-        else (),
+        retrievals=(retrieval,) if docs else (),
         model_calls=(
             ModelCall(
                 span_id="observed-answer",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tracejudge.checks import find_numbers
 from tracejudge.regress._build import fingerprint
 from tracejudge.regress._suite import LoadedSample
-from tracejudge.schema import HygieneReport, Sample, SuiteRun, Violation
+from tracejudge.schema import CheckSpec, HygieneReport, Material, Sample, SuiteRun, Violation
 
 _WORD = re.compile(r"[0-9a-z]+")
 
@@ -79,63 +79,100 @@ def _balance(active: Sequence[LoadedSample], opts: HygieneOptions) -> list[Viola
     return out
 
 
-def _groups(active: Sequence[LoadedSample], opts: HygieneOptions) -> list[Violation]:
-    out: list[Violation] = []
+def _straddles(active: Sequence[LoadedSample]) -> list[Violation]:
+    """A group's samples sit in both splits."""
     by_group: dict[str, list[LoadedSample]] = defaultdict(list)
     for s in active:
         by_group[s.sample.group].append(s)
-    for group, items in sorted(by_group.items()):
-        splits = {i.sample.split for i in items}
-        if len(splits) > 1:
-            out.append(
-                _violation(
-                    "split_straddle",
-                    f"group {group!r} has samples in both debug and acceptance: move them to one split",
-                    items,
-                )
-            )
-    seen_pairs: set[tuple[str, str]] = set()
+    return [
+        _violation(
+            "split_straddle",
+            f"group {group!r} has samples in both debug and acceptance: move them to one split",
+            items,
+        )
+        for group, items in sorted(by_group.items())
+        if len({i.sample.split for i in items}) > 1
+    ]
+
+
+def _same_basis_apart(active: Sequence[LoadedSample]) -> Iterator[tuple[LoadedSample, LoadedSample]]:
+    """Each pair of samples (in suite order) with the same basis in different groups."""
     for i, a in enumerate(active):
         for b in active[i + 1 :]:
-            if a.sample.group == b.sample.group or _basis_key(a.sample) != _basis_key(b.sample):
-                continue
-            wa, wb = _words(_text(a.sample)), _words(_text(b.sample))
-            sim = len(wa & wb) / len(wa | wb) if wa | wb else 1.0
-            pair = (a.sample.id, b.sample.id)
-            if sim >= opts.near_duplicate_similarity and pair not in seen_pairs:
-                seen_pairs.add(pair)
-                out.append(
-                    _violation(
-                        "near_duplicate",
-                        f"{a.sample.id} and {b.sample.id} pose variants of the same problem (same basis, "
-                        f"{sim:.0%} of input words shared) but sit in groups {a.sample.group!r} and "
-                        f"{b.sample.group!r}: put them in one group",
-                        [a, b],
-                    )
+            if a.sample.group != b.sample.group and _basis_key(a.sample) == _basis_key(b.sample):
+                yield a, b
+
+
+def _similarity(a: Sample, b: Sample) -> float:
+    """Jaccard overlap of two samples' input words (1.0 when neither has any)."""
+    wa, wb = _words(_text(a)), _words(_text(b))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 1.0
+
+
+def _near_duplicates(active: Sequence[LoadedSample], opts: HygieneOptions) -> list[Violation]:
+    """Variants of one problem (same basis, most input words shared) in different groups."""
+    out: list[Violation] = []
+    seen_pairs: set[tuple[str, str]] = set()
+    for a, b in _same_basis_apart(active):
+        sim = _similarity(a.sample, b.sample)
+        pair = (a.sample.id, b.sample.id)
+        if sim >= opts.near_duplicate_similarity and pair not in seen_pairs:
+            seen_pairs.add(pair)
+            out.append(
+                _violation(
+                    "near_duplicate",
+                    f"{a.sample.id} and {b.sample.id} pose variants of the same problem (same basis, "
+                    f"{sim:.0%} of input words shared) but sit in groups {a.sample.group!r} and "
+                    f"{b.sample.group!r}: put them in one group",
+                    [a, b],
                 )
+            )
     return out
 
 
+@dataclass(frozen=True)
+class _Input:
+    """A sample's input as the leakage rule reads it."""
+
+    flat: str
+    """The input text, case-folded, without thousands separators, single-spaced."""
+    numbers: frozenset[float]
+    """The numbers the input states."""
+
+    @classmethod
+    def of(cls, sample: Sample) -> _Input:
+        text = _text(sample)
+        return cls(_flat(text), frozenset(n.value for n in find_numbers(text)))
+
+    def holds(self, text: str) -> bool:
+        return _flat(text) in self.flat
+
+
+def _material_leaks(m: Material, given: _Input) -> Iterator[str]:
+    """What of a required material (its clause, its facts) the input gives away."""
+    if m.clause and given.holds(m.clause):
+        yield f"the clause of {m.doc_id} ({m.clause!r})"
+    for key, value in m.facts.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and float(value) in given.numbers:
+            yield f"the expected value {key}={value}"
+        elif isinstance(value, str) and value.strip() and given.holds(value):
+            yield f"the expected value {key}={value!r}"
+
+
+def _check_leaks(check: CheckSpec, given: _Input) -> Iterator[str]:
+    """What a hard check expects that the input gives away."""
+    if check.type == "contains" and check.value is not None:
+        values = [check.value] if isinstance(check.value, str) else check.value
+        yield from (f"the text {v!r} check {check.name!r} expects" for v in values if given.holds(v))
+    if check.type == "number" and check.expected is not None and check.expected in given.numbers:
+        yield f"the number {check.expected:g} check {check.name!r} expects"
+
+
 def _leaks(sample: Sample) -> list[str]:
-    text = _text(sample)
-    flat = _flat(text)
-    found: list[str] = []
-    numbers = {n.value for n in find_numbers(text)}
-    for m in sample.basis.required:
-        if m.clause and _flat(m.clause) in flat:
-            found.append(f"the clause of {m.doc_id} ({m.clause!r})")
-        for key, value in m.facts.items():
-            if isinstance(value, int | float) and not isinstance(value, bool) and float(value) in numbers:
-                found.append(f"the expected value {key}={value}")
-            elif isinstance(value, str) and value.strip() and _flat(value) in flat:
-                found.append(f"the expected value {key}={value!r}")
-    for check in sample.expected.checks:
-        if check.type == "contains" and check.value is not None:
-            values = [check.value] if isinstance(check.value, str) else check.value
-            found += [f"the text {v!r} check {check.name!r} expects" for v in values if _flat(v) in flat]
-        if check.type == "number" and check.expected is not None and check.expected in numbers:
-            found.append(f"the number {check.expected:g} check {check.name!r} expects")
-    if sample.expected.behavior and _flat(sample.expected.behavior) in flat:
+    given = _Input.of(sample)
+    found = [leak for m in sample.basis.required for leak in _material_leaks(m, given)]
+    found += [leak for check in sample.expected.checks for leak in _check_leaks(check, given)]
+    if sample.expected.behavior and given.holds(sample.expected.behavior):
         found.append("the expected behaviour")
     return list(dict.fromkeys(found))
 
@@ -155,67 +192,76 @@ def _leakage(active: Sequence[LoadedSample]) -> list[Violation]:
     return out
 
 
-def _debug_used(samples: Sequence[LoadedSample], runs: Sequence[SuiteRun]) -> list[Violation]:
-    out: list[Violation] = []
+def _debug_runs(runs: Sequence[SuiteRun]) -> dict[str, list[str]]:
+    """Sample id -> the debug runs that used it."""
     used: dict[str, list[str]] = defaultdict(list)
-    for run in runs:
-        if run.purpose != "debug":
-            continue
+    for run in (r for r in runs if r.purpose == "debug"):
         for r in run.samples:
             used[r.sample_id].append(run.run_id)
+    return used
+
+
+def _reuse_problem(sample: Sample, used: dict[str, list[str]], replaced: set[str]) -> str | None:
+    """What is wrong with an acceptance sample: used while debugging, or retired with no replacement."""
+    if sample.status == "active" and sample.id in used:
+        return (
+            f"acceptance sample {sample.id} was used while debugging (runs "
+            f"{', '.join(used[sample.id])}): set its status to retired and add a fresh sample "
+            f"with `replaces: {sample.id}`"
+        )
+    if sample.status == "retired" and sample.id not in replaced:
+        return (
+            f"acceptance sample {sample.id} is retired but nothing replaces it: add a fresh sample "
+            f"with `replaces: {sample.id}`"
+        )
+    return None
+
+
+def _debug_used(samples: Sequence[LoadedSample], runs: Sequence[SuiteRun]) -> list[Violation]:
+    used = _debug_runs(runs)
     replaced = {s.sample.replaces for s in samples if s.sample.status == "active" and s.sample.replaces}
-    for s in samples:
-        if s.sample.split != "acceptance":
-            continue
-        if s.sample.status == "active" and s.sample.id in used:
-            out.append(
-                _violation(
-                    "debug_used",
-                    f"acceptance sample {s.sample.id} was used while debugging (runs "
-                    f"{', '.join(used[s.sample.id])}): set its status to retired and add a fresh sample "
-                    f"with `replaces: {s.sample.id}`",
-                    [s],
-                )
-            )
-        elif s.sample.status == "retired" and s.sample.id not in replaced:
-            out.append(
-                _violation(
-                    "debug_used",
-                    f"acceptance sample {s.sample.id} is retired but nothing replaces it: add a fresh sample "
-                    f"with `replaces: {s.sample.id}`",
-                    [s],
-                )
-            )
-    return out
+    problems = (
+        (s, _reuse_problem(s.sample, used, replaced)) for s in samples if s.sample.split == "acceptance"
+    )
+    return [_violation("debug_used", problem, [s]) for s, problem in problems if problem]
+
+
+def _lacking(sample: Sample) -> list[str]:
+    """The basis's and the fixed retrieval's materials the environment holds no text of."""
+    have = {(m.doc_id, m.version) for m in sample.environment.materials if m.content.strip()}
+    ids = {doc for doc, _ in have}
+    missing = [
+        f"{m.doc_id}@{m.version}" if m.version else m.doc_id
+        for m in sample.basis.required
+        if not _held(m, have, ids)
+    ]
+    retrieval = sample.environment.retrieval
+    if retrieval is not None:
+        missing += [
+            f"{d.doc_id}@{d.version} (fixed retrieval)"
+            for d in retrieval.documents
+            if (d.doc_id, d.version) not in have
+        ]
+    return missing
+
+
+def _held(m: Material, have: set[tuple[str, str | None]], ids: set[str]) -> bool:
+    """Is a basis material among those held: that version, or with no version named, any of the document?"""
+    return (m.doc_id, m.version) in have if m.version is not None else m.doc_id in ids
 
 
 def _missing(active: Sequence[LoadedSample]) -> list[Violation]:
-    out = []
-    for s in active:
-        have = {(m.doc_id, m.version) for m in s.sample.environment.materials if m.content.strip()}
-        ids = {doc for doc, _ in have}
-        missing = [
-            f"{m.doc_id}@{m.version}" if m.version else m.doc_id
-            for m in s.sample.basis.required
-            if ((m.doc_id, m.version) not in have if m.version is not None else m.doc_id not in ids)
-        ]
-        retrieval = s.sample.environment.retrieval
-        if retrieval is not None:
-            missing += [
-                f"{d.doc_id}@{d.version} (fixed retrieval)"
-                for d in retrieval.documents
-                if (d.doc_id, d.version) not in have
-            ]
-        if missing:
-            out.append(
-                _violation(
-                    "missing_material",
-                    f"{s.sample.id}: the environment lacks {', '.join(missing)}: rebuild it with --manifest "
-                    "(the index manifest with document content) or add the material",
-                    [s],
-                )
-            )
-    return out
+    lacking = ((s, _lacking(s.sample)) for s in active)
+    return [
+        _violation(
+            "missing_material",
+            f"{s.sample.id}: the environment lacks {', '.join(missing)}: rebuild it with --manifest "
+            "(the index manifest with document content) or add the material",
+            [s],
+        )
+        for s, missing in lacking
+        if missing
+    ]
 
 
 def _duplicates(active: Sequence[LoadedSample]) -> list[Violation]:
@@ -245,7 +291,8 @@ def check_suite(
     active = [s for s in samples if s.sample.status == "active"]
     violations = [
         *_balance(active, opts),
-        *_groups(active, opts),
+        *_straddles(active),
+        *_near_duplicates(active, opts),
         *_leakage(active),
         *_debug_used(samples, runs),
         *_missing(active),

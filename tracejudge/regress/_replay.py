@@ -10,7 +10,8 @@ import importlib
 import json
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,7 @@ from tracejudge.schema import (
     Attempt,
     Change,
     Document,
+    FixedDocument,
     JudgeConfig,
     ModelCall,
     RetrievalCall,
@@ -32,6 +34,7 @@ from tracejudge.schema import (
     Rubric,
     RunPurpose,
     Sample,
+    SampleMaterial,
     SampleOutcome,
     SampleRunResult,
     SampleTool,
@@ -323,22 +326,32 @@ def _fixed_docs(sample: Sample) -> list[dict[str, Any]] | None:
     if sample.environment.retrieval is None:
         return None
     by_key = {(m.doc_id, m.version): m for m in sample.environment.materials}
-    out = []
-    for d in sample.environment.retrieval.documents:
-        m = by_key.get((d.doc_id, d.version))
-        out.append(
-            {
-                "doc_id": d.doc_id,
-                "version": d.version,
-                "score": d.score,
-                "content": m.content if m else "",
-                "metadata": dict(m.metadata) if m else {},
-                "effective_from": m.effective_from.isoformat() if m and m.effective_from else None,
-                "effective_to": m.effective_to.isoformat() if m and m.effective_to else None,
-                "acl": list(m.acl) if m and m.acl is not None else None,
-            }
-        )
-    return out
+    return [_fixed_doc(d, by_key.get((d.doc_id, d.version))) for d in sample.environment.retrieval.documents]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _fixed_doc(d: FixedDocument, m: SampleMaterial | None) -> dict[str, Any]:
+    """A fixed retrieval document as the agent gets it: with its material's text, metadata, window and
+    acl (empty when the environment lacks the material)."""
+    doc = {"doc_id": d.doc_id, "version": d.version, "score": d.score}
+    if m is None:
+        return doc | {
+            "content": "",
+            "metadata": {},
+            "effective_from": None,
+            "effective_to": None,
+            "acl": None,
+        }
+    return doc | {
+        "content": m.content,
+        "metadata": dict(m.metadata),
+        "effective_from": _iso(m.effective_from),
+        "effective_to": _iso(m.effective_to),
+        "acl": list(m.acl) if m.acl is not None else None,
+    }
 
 
 def _materials(sample: Sample) -> list[dict[str, Any]]:
@@ -455,6 +468,49 @@ class _Transcript:
             self.usage["cost_usd"] = self.usage.get("cost_usd", 0.0) + float(extra["cost_usd"])
 
 
+@dataclass(frozen=True)
+class _Conversation:
+    """One replay of a sample's conversation with the agent under test."""
+
+    sample: Sample
+    target: Target
+    opts: ReplayOptions
+    fixed: list[dict[str, Any]] | None
+    """The fixed retrieval's documents (retrieval mode fixed), else None."""
+
+    def context(self, t: _Transcript, turn: int, history: Sequence[Mapping[str, str]]) -> ReplayContext:
+        """What the agent gets for one user turn."""
+        return ReplayContext(
+            sample_id=self.sample.id,
+            conversation_id=t.conversation_id,
+            turn=turn,
+            messages=[dict(m) for m in history],
+            principal=self.sample.input.principal,
+            task_time=self.sample.environment.task_time,
+            retrieval_mode=self.opts.retrieval,
+            materials=_materials(self.sample),
+            fixed_documents=[dict(d) for d in self.fixed] if self.fixed is not None else None,
+            tools=t.tools,
+        )
+
+    def turns(self, t: _Transcript, reset: Any) -> None:
+        """Reset the agent, then send it the messages, one user turn at a time, recording into ``t``."""
+        if callable(reset):
+            reset()
+        history: list[dict[str, str]] = []
+        turn = 0
+        for msg in self.sample.input.messages:
+            history.append({"role": msg.role, "content": msg.content})
+            if msg.role != "user":
+                continue
+            t.tools.turn = turn
+            ctx = self.context(t, turn, history)
+            answer, extra = _reply(self.target(ctx))
+            t.add_turn(ctx, answer, extra)
+            history.append({"role": "assistant", "content": answer})
+            turn += 1
+
+
 def _converse(
     sample: Sample, target: Target, opts: ReplayOptions, fixed: list[dict[str, Any]] | None
 ) -> _Transcript:
@@ -464,32 +520,8 @@ def _converse(
         t.error = "the sample has no fixed retrieval (environment.retrieval)"
         return t
     reset = getattr(target, "reset", None)
-    history: list[dict[str, str]] = []
     try:
-        if callable(reset):
-            reset()
-        turn = 0
-        for msg in sample.input.messages:
-            history.append({"role": msg.role, "content": msg.content})
-            if msg.role != "user":
-                continue
-            t.tools.turn = turn
-            ctx = ReplayContext(
-                sample_id=sample.id,
-                conversation_id=t.conversation_id,
-                turn=turn,
-                messages=[dict(m) for m in history],
-                principal=sample.input.principal,
-                task_time=sample.environment.task_time,
-                retrieval_mode=opts.retrieval,
-                materials=_materials(sample),
-                fixed_documents=[dict(d) for d in fixed] if fixed is not None else None,
-                tools=t.tools,
-            )
-            answer, extra = _reply(target(ctx))
-            t.add_turn(ctx, answer, extra)
-            history.append({"role": "assistant", "content": answer})
-            turn += 1
+        _Conversation(sample, target, opts, fixed).turns(t, reset)
     except Exception as exc:  # the agent under test may fail in any way; that is a result, not a crash
         # Kept in the run's results: redacted before it is cut short (an HTTP agent's error may echo
         # the request's credentials).
@@ -646,6 +678,21 @@ def _counts(results: Sequence[SampleRunResult]) -> dict[str, int]:
     return summary
 
 
+@asynccontextmanager
+async def _judge_client(
+    client: JudgeClient | None, judge: JudgeConfig | None
+) -> AsyncIterator[JudgeClient | None]:
+    """The caller's client; else, with a judge, the run's own (closed after the run); else None."""
+    if client is not None or judge is None:
+        yield client
+        return
+    own = OpenAIJudgeClient(judge)
+    try:
+        yield own
+    finally:
+        await own.aclose()
+
+
 async def run_suite_async(
     suite: Suite,
     target: Target,
@@ -663,22 +710,27 @@ async def run_suite_async(
     previous = _previous_run(suite, opts)
     before = {r.sample_id: r.outcome for r in previous.samples} if previous else {}
     chosen = _chosen(suite, opts)
-    own_client = client is None and opts.judge is not None
-    if own_client and opts.judge is not None:
-        client = OpenAIJudgeClient(opts.judge)
-    created = datetime.now(UTC)
-    results: list[SampleRunResult] = []
-    try:
+    async with _judge_client(client, opts.judge) as judge_client:
+        created = datetime.now(UTC)
+        results: list[SampleRunResult] = []
         for loaded in chosen:
             result = await _replay_sample(
-                loaded, target, opts, suite.name, client, before.get(loaded.sample.id)
+                loaded, target, opts, suite.name, judge_client, before.get(loaded.sample.id)
             )
             results.append(result)
             if on_sample is not None:
                 on_sample(result)
-    finally:
-        if own_client and client is not None:
-            await client.aclose()
+    return _run_record(suite, previous, opts, target_name, created, results)
+
+
+def _run_record(
+    suite: Suite,
+    previous: SuiteRun | None,
+    opts: ReplayOptions,
+    target_name: str,
+    created: datetime,
+    results: Sequence[SampleRunResult],
+) -> SuiteRun:
     return SuiteRun(
         run_id=new_run_id(),
         suite=suite.name,
