@@ -82,28 +82,40 @@ class OpenAIJudgeClient:
         )
         self._structured = config.response_format in ("auto", "json_schema")
 
-    async def complete(
-        self, messages: Sequence[dict[str, str]], *, schema: dict[str, Any] | None
-    ) -> Completion:
-        fmt: dict[str, Any] | None = None
+    def _response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The rubric's JSON schema while the server takes structured output, else JSON mode when the
+        rubric asks for it, else nothing (plain text, parsed as JSON)."""
         if schema is not None and self._structured:
-            fmt = {
+            return {
                 "type": "json_schema",
                 "json_schema": {"name": "judgement", "schema": schema, "strict": True},
             }
-        elif self.config.response_format == "json_object":
-            fmt = {"type": "json_object"}
+        if self.config.response_format == "json_object":
+            return {"type": "json_object"}
+        return None
+
+    def _schema_refused(self, fmt: dict[str, Any] | None, exc: Exception) -> bool:
+        """Whether a 400 says the server does not do structured output, and ``auto`` may do without."""
+        auto = self.config.response_format == "auto"
+        return fmt is not None and fmt["type"] == "json_schema" and auto and _schema_rejected(exc)
+
+    async def _call_unstructured(self, messages: Sequence[dict[str, str]]) -> Completion:
+        """The server does not do structured output: parse plain JSON from now on."""
+        self._structured = False
+        try:
+            return await self._call(messages, None)
+        except self._openai.APIError as exc:
+            raise self._classify(exc) from exc
+
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, schema: dict[str, Any] | None
+    ) -> Completion:
+        fmt = self._response_format(schema)
         try:
             return await self._call(messages, fmt)
         except self._openai.BadRequestError as exc:
-            auto = self.config.response_format == "auto"
-            if fmt is not None and fmt["type"] == "json_schema" and auto and _schema_rejected(exc):
-                # The server does not do structured output: parse plain JSON from now on.
-                self._structured = False
-                try:
-                    return await self._call(messages, None)
-                except self._openai.APIError as exc2:
-                    raise self._classify(exc2) from exc2
+            if self._schema_refused(fmt, exc):
+                return await self._call_unstructured(messages)
             raise self._classify(exc) from exc
         except self._openai.APIError as exc:
             raise self._classify(exc) from exc

@@ -63,9 +63,21 @@ def _score(value: Any) -> float | None:
     return None
 
 
-def parse_reply(text: str | None, criteria: Sequence[str]) -> ParsedReply:
-    """Read scores for ``criteria`` from reply text. Malformed JSON, a refusal, a missing criterion,
-    a score that is not a number or is outside 0-10 are each reported, and no score is invented."""
+def _criterion_score(entry: Any) -> float | str:
+    """A criterion's score from its entry (an object with ``score``, or the bare score), or the name
+    of the problem that makes it unusable."""
+    if entry is None:
+        return "missing_criterion"
+    score = _score(entry.get("score") if isinstance(entry, dict) else entry)
+    if score is None or math.isnan(score):
+        return "not_a_number"
+    if not 0.0 <= score <= 10.0:
+        return "out_of_range"
+    return score
+
+
+def _reply_object(text: str | None) -> dict[str, Any] | ParsedReply:
+    """The reply's JSON object, which has a ``criteria`` object; else the error that says why not."""
     if text is None or not text.strip():
         return ParsedReply(error="empty_reply", error_detail="the judge replied with no text")
     try:
@@ -76,27 +88,31 @@ def parse_reply(text: str | None, criteria: Sequence[str]) -> ParsedReply:
         return ParsedReply(error="malformed_json", error_detail=f"{exc}: {text.strip()[:120]!r}")
     if not isinstance(data, dict):
         return ParsedReply(error="malformed_json", error_detail="the reply is JSON but not an object")
-    block = data.get("criteria")
-    if not isinstance(block, dict):
+    if not isinstance(data.get("criteria"), dict):
         return ParsedReply(error="malformed_json", error_detail="the reply has no `criteria` object")
+    return data
+
+
+def parse_reply(text: str | None, criteria: Sequence[str]) -> ParsedReply:
+    """Read scores for ``criteria`` from reply text. Malformed JSON, a refusal, a missing criterion,
+    a score that is not a number or is outside 0-10 are each reported, and no score is invented."""
+    data = _reply_object(text)
+    if isinstance(data, ParsedReply):
+        return data
+    block: dict[str, Any] = data["criteria"]
     scores: dict[str, float] = {}
-    reasons: dict[str, str] = {}
     problems: dict[str, str] = {}
     for name in criteria:
-        entry = block.get(name)
-        if entry is None:
-            problems[name] = "missing_criterion"
-            continue
-        raw = entry.get("score") if isinstance(entry, dict) else entry
-        score = _score(raw)
-        if isinstance(entry, dict) and isinstance(entry.get("reasoning"), str):
-            reasons[name] = entry["reasoning"]
-        if score is None or math.isnan(score):
-            problems[name] = "not_a_number"
-        elif not 0.0 <= score <= 10.0:
-            problems[name] = "out_of_range"
+        score = _criterion_score(block.get(name))
+        if isinstance(score, str):
+            problems[name] = score
         else:
             scores[name] = score
+    reasons = {
+        name: entry["reasoning"]
+        for name in criteria
+        if isinstance(entry := block.get(name), dict) and isinstance(entry.get("reasoning"), str)
+    }
     overall = data.get("reasoning")
     return ParsedReply(
         scores=scores,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import ValidationError
 
@@ -13,6 +14,9 @@ from tracejudge._errors import InputError
 from tracejudge._inputfile import read_input
 from tracejudge._yamlfile import node_line, parse_yaml, validation_lines
 from tracejudge.schema import LEGACY_CHECK_DEFAULTS, CheckType, JsonSchemaCheck, Rubric
+
+if TYPE_CHECKING:
+    import yaml
 
 _HINT = (
     'see "File formats" in the README for the rubric layout: name, version, judge, judged, criteria, checks'
@@ -28,29 +32,37 @@ def parse_rubric(text: str, *, source: str = "<rubric>") -> Rubric:
         # 1.0 and 1 must not silently become the same series.
         data["version"] = str(data["version"])
     try:
-        from tracejudge.checks import check_schema
-
         rubric = Rubric.model_validate(data)
-        for check in rubric.checks:
-            if isinstance(check, JsonSchemaCheck) and check.json_schema is not None:
-                try:
-                    check_schema(check.json_schema)
-                except InputError as exc:
-                    idx = rubric.checks.index(check)
-                    line = node_line(root, ("checks", idx, "schema"), at_key=True)
-                    raise InputError(
-                        f"{source}:{line}: check {check.name!r}: {exc.message}", hint=_HINT
-                    ) from exc
-        return rubric
     except ValidationError as exc:
-        whole = next((str(e["msg"]) for e in exc.errors() if not e["loc"]), "")
-        top = _whole_rubric_loc(data, whole)
-        msg = validation_lines(
-            exc,
-            lambda loc: f"{source}:{node_line(root, _file_loc(loc) or top, at_key=True)}",
-            loc_format=lambda loc: ".".join(str(p) for p in (_file_loc(loc) or top)) or "<top>",
-        )
-        raise InputError("invalid rubric\n  " + msg, hint=_HINT) from exc
+        raise _invalid(exc, data, root, source) from exc
+    _check_json_schemas(rubric, root, source)
+    return rubric
+
+
+def _invalid(exc: ValidationError, data: dict[str, Any], root: yaml.Node | None, source: str) -> InputError:
+    """The error for a rubric the model rejects: each problem with the file line it is on."""
+    whole = next((str(e["msg"]) for e in exc.errors() if not e["loc"]), "")
+    top = _whole_rubric_loc(data, whole)
+    msg = validation_lines(
+        exc,
+        lambda loc: f"{source}:{node_line(root, _file_loc(loc) or top, at_key=True)}",
+        loc_format=lambda loc: ".".join(str(p) for p in (_file_loc(loc) or top)) or "<top>",
+    )
+    return InputError("invalid rubric\n  " + msg, hint=_HINT)
+
+
+def _check_json_schemas(rubric: Rubric, root: yaml.Node | None, source: str) -> None:
+    """Each json_schema check's schema must itself be valid; the error names the check's line."""
+    from tracejudge.checks import check_schema
+
+    for idx, check in enumerate(rubric.checks):
+        if not isinstance(check, JsonSchemaCheck) or check.json_schema is None:
+            continue
+        try:
+            check_schema(check.json_schema)
+        except InputError as exc:
+            line = node_line(root, ("checks", idx, "schema"), at_key=True)
+            raise InputError(f"{source}:{line}: check {check.name!r}: {exc.message}", hint=_HINT) from exc
 
 
 def _file_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
@@ -61,36 +73,44 @@ def _file_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     return loc
 
 
-def _first_repeat(entries: Any, key: str) -> int | None:
+def _first_repeat(section: str, data: dict[str, Any]) -> tuple[int | str, ...]:
+    """Where a section's names first repeat (the section itself when no entry repeats one)."""
     seen: set[Any] = set()
+    entries = data.get(section)
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
-        name = entry.get(key) if isinstance(entry, dict) else None
+        name = entry.get("name") if isinstance(entry, dict) else None
         if name in seen:
-            return i
+            return (section, i, "name")
         seen.add(name)
-    return None
+    return (section,)
+
+
+def _unknown_criterion(data: dict[str, Any], message: str) -> tuple[int | str, ...]:
+    """The ``criterion`` of the check the message names."""
+    checks = data.get("checks")
+    for i, c in enumerate(checks if isinstance(checks, list) else []):
+        if isinstance(c, dict) and f"{c.get('name')!r}" in message:
+            return ("checks", i, "criterion")
+    return ("checks",)
+
+
+# Rules about the whole rubric, by a phrase of their message: where in the file each is broken.
+_WHOLE_RUBRIC_RULES: tuple[tuple[str, Callable[[dict[str, Any], str], tuple[int | str, ...]]], ...] = (
+    ("criterion names must be unique", lambda data, _: _first_repeat("criteria", data)),
+    ("check names must be unique", lambda data, _: _first_repeat("checks", data)),
+    ("decides unknown criterion", _unknown_criterion),
+    ("need a `judge` section", lambda _data, _: ("criteria",)),
+)
 
 
 def _whole_rubric_loc(data: dict[str, Any], message: str) -> tuple[int | str, ...]:
     """Where a rule about the whole rubric is broken, so the error names that line rather than line 1."""
-    if "criterion names must be unique" in message:
-        i = _first_repeat(data.get("criteria"), "name")
-        return ("criteria", i, "name") if i is not None else ("criteria",)
-    if "check names must be unique" in message:
-        i = _first_repeat(data.get("checks"), "name")
-        return ("checks", i, "name") if i is not None else ("checks",)
-    if "decides unknown criterion" in message:
-        checks = data.get("checks")
-        for i, c in enumerate(checks if isinstance(checks, list) else []):
-            if isinstance(c, dict) and f"{c.get('name')!r}" in message:
-                return ("checks", i, "criterion")
-        return ("checks",)
-    for key in ("repeat", "overall_threshold"):
-        if message.removeprefix("Value error, ").startswith(key):
-            return (key,)
-    if "need a `judge` section" in message:
-        return ("criteria",)
-    return ()
+    for phrase, locate in _WHOLE_RUBRIC_RULES:
+        if phrase in message:
+            return locate(data, message)
+    # A bound on one top-level field names that field.
+    rule = message.removeprefix("Value error, ")
+    return next(((key,) for key in ("repeat", "overall_threshold") if rule.startswith(key)), ())
 
 
 def load_rubric(path: str | Path) -> Rubric:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from tracejudge.schema import CheckResult, Criterion, CriterionResult, JudgeReply, ScoreVerdict
 
@@ -77,6 +77,26 @@ def criterion_from_check(check_name: str, result: CheckResult) -> CriterionResul
     )
 
 
+def _failures(
+    criteria: Mapping[str, CriterionResult],
+    checks: Mapping[str, CheckResult],
+    thresholds: Mapping[str, float],
+    mean_score: float | None,
+    overall_threshold: float | None,
+) -> Iterator[tuple[ScoreVerdict, str]]:
+    """Each part that did not pass, as its verdict and how the reason names it: the criteria, the
+    checks, then a mean score below the overall threshold."""
+    for name, c in criteria.items():
+        if c.verdict == "indeterminate":
+            yield c.verdict, f"{name}: {c.reason}"
+        elif c.verdict == "fail":
+            why = f"{c.score:g} < {thresholds.get(name, 0):g}" if c.score is not None else f"({c.decided_by})"
+            yield c.verdict, f"{name} {why}"
+    yield from ((r.verdict, f"check {name}: {r.detail}") for name, r in checks.items() if r.verdict != "pass")
+    if overall_threshold is not None and mean_score is not None and mean_score < overall_threshold:
+        yield "fail", f"mean score {mean_score:.2f} < {overall_threshold:g}"
+
+
 def item_verdict(
     criteria: Mapping[str, CriterionResult],
     checks: Mapping[str, CheckResult],
@@ -87,23 +107,10 @@ def item_verdict(
 ) -> tuple[ScoreVerdict, str]:
     """pass only when every criterion and check passes. A definite failure is reported as fail (with
     any undecided parts named in the reason); otherwise anything undecided makes it indeterminate."""
-    failed: list[str] = []
-    undecided: list[str] = []
-    for name, c in criteria.items():
-        if c.verdict == "fail":
-            if c.score is not None:
-                failed.append(f"{name} {c.score:g} < {thresholds.get(name, 0):g}")
-            else:
-                failed.append(f"{name} ({c.decided_by})")
-        elif c.verdict == "indeterminate":
-            undecided.append(f"{name}: {c.reason}")
-    for name, r in checks.items():
-        if r.verdict == "fail":
-            failed.append(f"check {name}: {r.detail}")
-        elif r.verdict == "indeterminate":
-            undecided.append(f"check {name}: {r.detail}")
-    if overall_threshold is not None and mean_score is not None and mean_score < overall_threshold:
-        failed.append(f"mean score {mean_score:.2f} < {overall_threshold:g}")
+    parts: dict[ScoreVerdict, list[str]] = {"fail": [], "indeterminate": []}
+    for verdict, text in _failures(criteria, checks, thresholds, mean_score, overall_threshold):
+        parts[verdict].append(text)
+    failed, undecided = parts["fail"], parts["indeterminate"]
     if failed:
         reason = "failed: " + "; ".join(failed)
         if undecided:
