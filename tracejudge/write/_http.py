@@ -73,6 +73,11 @@ def retry_after(response: httpx.Response, *, rate_limit_headers: bool) -> float 
     return None
 
 
+def _query(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The query parameters to send: a None or an empty list means the filter is not asked for."""
+    return {k: v for k, v in (params or {}).items() if v is not None and v != []}
+
+
 class RetryingJsonClient:
     """Sends JSON requests with retries: 429 honours ``Retry-After``; the other retry statuses and
     connection errors back off exponentially with jitter. Thread-safe (one ``httpx.Client``).
@@ -136,8 +141,8 @@ class RetryingJsonClient:
         allow_404: bool = False,
     ) -> Any:
         where = f"{method} {self.shown_prefix}{path}"
+        query = _query(params)
         attempt = 0
-        query = {k: v for k, v in (params or {}).items() if v is not None and v != []}
         while True:
             try:
                 response = self._client.request(method, path, params=query, json=json_body)
@@ -148,24 +153,27 @@ class RetryingJsonClient:
                         f"{type(exc).__name__}",
                         hint=self.unreachable_hint,
                     ) from None
-                self._wait(attempt, None)
-                attempt += 1
-                continue
-            status = response.status_code
-            if status < 300:
-                try:
-                    return response.json()
-                except ValueError:
-                    raise self.error_type(
-                        f"{self.name} answered {where} with a body that is not JSON", status=status
-                    ) from None
-            if status == 404 and allow_404:
-                return None
-            if status in self.retry_status and attempt < self.max_retries:
-                self._wait(attempt, retry_after(response, rate_limit_headers=self.rate_limit_headers))
-                attempt += 1
-                continue
+                delay = None
+            else:
+                if response.status_code not in self.retry_status or attempt >= self.max_retries:
+                    return self._answer(where, response, allow_404=allow_404)
+                delay = retry_after(response, rate_limit_headers=self.rate_limit_headers)
+            self._wait(attempt, delay)
+            attempt += 1
+
+    def _answer(self, where: str, response: httpx.Response, *, allow_404: bool) -> Any:
+        """The JSON of a final answer (None for an allowed 404); an error for any other status."""
+        status = response.status_code
+        if status == 404 and allow_404:
+            return None
+        if status >= 300:
             raise self._error(where, response)
+        try:
+            return response.json()
+        except ValueError:
+            raise self.error_type(
+                f"{self.name} answered {where} with a body that is not JSON", status=status
+            ) from None
 
     def _wait(self, attempt: int, retry_after: float | None) -> None:
         if retry_after is None:

@@ -8,7 +8,13 @@ from typing import Any
 
 from tracejudge import __version__
 from tracejudge.write._langfuse_api import LangfuseApi, LangfuseApiError, LangfuseCredentials
-from tracejudge.write._records import DatasetItemRecord, ScoreRecord, WriteFailure, WriteReport
+from tracejudge.write._records import (
+    DatasetItemRecord,
+    ScoreRecord,
+    WriteFailure,
+    WriteReport,
+    checked_value,
+)
 
 
 def _iso(dt: datetime) -> str:
@@ -18,19 +24,7 @@ def _iso(dt: datetime) -> str:
 
 def score_body(score: ScoreRecord, *, timestamp: datetime, environment: str | None = None) -> dict[str, Any]:
     """The ``POST /api/public/scores`` body for a score (one object, as the server's spec takes)."""
-    value: float | str
-    if score.data_type == "BOOLEAN":
-        if not isinstance(score.value, bool | int | float) or score.value not in (0, 1):
-            raise ValueError(f"BOOLEAN score {score.name!r} needs True/False, got {score.value!r}")
-        value = 1 if score.value else 0
-    elif score.data_type == "NUMERIC":
-        if isinstance(score.value, bool) or not isinstance(score.value, int | float):
-            raise ValueError(f"NUMERIC score {score.name!r} needs a number, got {score.value!r}")
-        value = float(score.value)
-    else:
-        if not isinstance(score.value, str) or not score.value:
-            raise ValueError(f"CATEGORICAL score {score.name!r} needs a non-empty label, got {score.value!r}")
-        value = score.value
+    value = checked_value(score)
     provenance: dict[str, Any] = {
         "tracejudge_version": __version__,
         "rubric": score.rubric_name,
@@ -43,18 +37,15 @@ def score_body(score: ScoreRecord, *, timestamp: datetime, environment: str | No
         "id": score.score_id,
         "traceId": score.trace_id,
         "name": score.name,
-        "value": value,
+        # Langfuse takes a BOOLEAN as 1 or 0.
+        "value": int(value) if isinstance(value, bool) else value,
         "dataType": score.data_type,
         "metadata": {**score.metadata, **{k: v for k, v in provenance.items() if v is not None}},
         # Langfuse replaces a score only when id, name and the UTC day of timestamp all match.
         "timestamp": _iso(timestamp),
     }
-    if score.observation_id is not None:
-        body["observationId"] = score.observation_id
-    if score.comment is not None:
-        body["comment"] = score.comment
-    if environment is not None:
-        body["environment"] = environment
+    optional = {"observationId": score.observation_id, "comment": score.comment, "environment": environment}
+    body.update({k: v for k, v in optional.items() if v is not None})
     return body
 
 

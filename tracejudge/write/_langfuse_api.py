@@ -27,6 +27,19 @@ class LangfuseApiError(ApiError):
     """Langfuse answered with an error, or could not be reached, after the retries."""
 
 
+# Each setting as messages name it, and the variables that may hold it (the first one set wins).
+_SETTINGS = (
+    ("LANGFUSE_BASE_URL (or LANGFUSE_HOST)", ("LANGFUSE_BASE_URL", "LANGFUSE_HOST")),
+    ("LANGFUSE_PUBLIC_KEY", ("LANGFUSE_PUBLIC_KEY",)),
+    ("LANGFUSE_SECRET_KEY", ("LANGFUSE_SECRET_KEY",)),
+)
+
+
+def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str:
+    """The value of the first of ``names`` that is set and not empty; "" when none is."""
+    return next((env[name] for name in names if env.get(name)), "")
+
+
 class LangfuseCredentials(BaseModel):
     """Where Langfuse is and the key pair; the secret key never shows in ``repr`` or dumps."""
 
@@ -44,24 +57,15 @@ class LangfuseCredentials(BaseModel):
         """Read ``LANGFUSE_BASE_URL`` (or the older ``LANGFUSE_HOST``) and the key pair
         ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``."""
         env = os.environ if env is None else env
-        base_url = env.get("LANGFUSE_BASE_URL") or env.get("LANGFUSE_HOST")
-        public_key = env.get("LANGFUSE_PUBLIC_KEY")
-        secret_key = env.get("LANGFUSE_SECRET_KEY")
-        missing = [
-            name
-            for name, value in (
-                ("LANGFUSE_BASE_URL (or LANGFUSE_HOST)", base_url),
-                ("LANGFUSE_PUBLIC_KEY", public_key),
-                ("LANGFUSE_SECRET_KEY", secret_key),
-            )
-            if not value
-        ]
-        if missing or base_url is None or public_key is None or secret_key is None:
+        values = {label: _first_set(env, names) for label, names in _SETTINGS}
+        missing = [label for label, value in values.items() if not value]
+        if missing:
             raise InputError(
                 f"Langfuse is not configured: {', '.join(missing)} not set",
                 hint="export LANGFUSE_BASE_URL=https://cloud.langfuse.com, LANGFUSE_PUBLIC_KEY=pk-lf-… "
                 "and LANGFUSE_SECRET_KEY=sk-lf-… (from the project's API keys page)",
             )
+        base_url, public_key, secret_key = values.values()
         if not base_url.startswith(("http://", "https://")):
             raise InputError(
                 f"LANGFUSE_BASE_URL must be an http(s) URL, got {base_url!r}",

@@ -24,7 +24,7 @@ from pydantic_core import to_jsonable_python
 from tracejudge import __version__
 from tracejudge._errors import InputError
 from tracejudge.write._http import ApiError, RetryingJsonClient
-from tracejudge.write._records import ScoreRecord, WriteFailure, WriteReport
+from tracejudge.write._records import ScoreRecord, WriteFailure, WriteReport, checked_value
 
 __all__ = [
     "PhoenixApi",
@@ -140,24 +140,16 @@ def annotator_kind(score: ScoreRecord) -> AnnotatorKind:
 
 
 def _result(score: ScoreRecord) -> dict[str, Any]:
-    value = score.value
-    result: dict[str, Any] = {}
-    if score.data_type == "NUMERIC":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"NUMERIC score {score.name!r} needs a number, got {value!r}")
-        result["score"] = float(value)
+    value = checked_value(score)
+    result: dict[str, Any]
+    if isinstance(value, bool):
+        result = {"score": float(value), "label": "true" if value else "false"}
+    elif isinstance(value, float):
+        # A number carries the verdict it was judged to as its label.
         label = score.metadata.get("verdict")
-        if isinstance(label, str) and label:
-            result["label"] = label
-    elif score.data_type == "BOOLEAN":
-        if not isinstance(value, bool | int | float) or value not in (0, 1):
-            raise ValueError(f"BOOLEAN score {score.name!r} needs True/False, got {value!r}")
-        result["score"] = 1.0 if value else 0.0
-        result["label"] = "true" if value else "false"
+        result = {"score": value, "label": label} if isinstance(label, str) and label else {"score": value}
     else:
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"CATEGORICAL score {score.name!r} needs a non-empty label, got {value!r}")
-        result["label"] = value
+        result = {"label": value}
     if score.comment:
         result["explanation"] = score.comment
     return result
@@ -240,6 +232,25 @@ class PhoenixWriter:
             )
         return [str(d.get("id")) if isinstance(d, dict) else "" for d in data]
 
+    def _write_batch(
+        self, kind: Literal["span", "trace"], batch: Sequence[tuple[str, dict[str, Any]]]
+    ) -> tuple[list[str], list[WriteFailure]]:
+        """One batch: the ids written and the items that failed. A batch refused as a whole for an
+        item it cannot place (400, 404, 422) is sent again item by item."""
+        try:
+            return self._post(kind, [body for _, body in batch]), []
+        except PhoenixApiError as exc:
+            if len(batch) == 1 or exc.status not in (400, 404, 422):
+                return [], [WriteFailure(key=key, reason=exc.message, status=exc.status) for key, _ in batch]
+        written: list[str] = []
+        failed: list[WriteFailure] = []
+        for key, body in batch:
+            try:
+                written.extend(self._post(kind, [body]))
+            except PhoenixApiError as exc:
+                failed.append(WriteFailure(key=key, reason=exc.message, status=exc.status))
+        return written, failed
+
     def write_scores(self, scores: Sequence[ScoreRecord]) -> WriteReport:
         failed: list[WriteFailure] = []
         grouped: dict[Literal["span", "trace"], list[tuple[str, dict[str, Any]]]] = {"span": [], "trace": []}
@@ -253,18 +264,7 @@ class PhoenixWriter:
         written: list[str] = []
         for kind, rows in grouped.items():
             for batch in _batches(rows, self.batch_size):
-                try:
-                    written.extend(self._post(kind, [b for _, b in batch]))
-                    continue
-                except PhoenixApiError as exc:
-                    if len(batch) == 1 or exc.status not in (400, 404, 422):
-                        failed.extend(
-                            WriteFailure(key=key, reason=exc.message, status=exc.status) for key, _ in batch
-                        )
-                        continue
-                for key, body in batch:
-                    try:
-                        written.extend(self._post(kind, [body]))
-                    except PhoenixApiError as exc:
-                        failed.append(WriteFailure(key=key, reason=exc.message, status=exc.status))
+                ids, lost = self._write_batch(kind, batch)
+                written.extend(ids)
+                failed.extend(lost)
         return WriteReport(target="phoenix", written=len(written), ids=tuple(written), failed=tuple(failed))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -60,6 +61,35 @@ class ScoreRecord(_Frozen):
     def score_id(self) -> str:
         """Deterministic id: hash of the target, the score name and the rubric version."""
         return stable_id("score", self.trace_id, self.observation_id, self.name, self.rubric_version)
+
+
+def _is_flag(value: Any) -> bool:
+    return isinstance(value, bool | int | float) and value in (0, 1)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_label(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+# What each data type takes, how the error says so, and the value as the type carries it.
+_VALUE_RULES: dict[ScoreDataType, tuple[Callable[[Any], bool], str, Callable[[Any], float | bool | str]]] = {
+    "NUMERIC": (_is_number, "needs a number", float),
+    "BOOLEAN": (_is_flag, "needs True/False", bool),
+    "CATEGORICAL": (_is_label, "needs a non-empty label", str),
+}
+
+
+def checked_value(score: ScoreRecord) -> float | bool | str:
+    """The score's value as its data type carries it: a float, a bool, or a label. Raises
+    ``ValueError`` naming the score when the value does not fit the type (the writer reports it)."""
+    fits, needs, typed = _VALUE_RULES[score.data_type]
+    if not fits(score.value):
+        raise ValueError(f"{score.data_type} score {score.name!r} {needs}, got {score.value!r}")
+    return typed(score.value)
 
 
 class DatasetItemRecord(_Frozen):
