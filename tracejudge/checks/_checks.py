@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -16,12 +17,15 @@ from tracejudge.schema import (
     CheckType,
     CitesCheck,
     ContainsCheck,
+    Document,
     JsonSchemaCheck,
     LengthCheck,
     ManifestEntry,
     NumberCheck,
     PermissionsCheck,
     RegexCheck,
+    RetrievalCall,
+    ScoreVerdict,
     TaskRecord,
     ToolCall,
     ToolCheck,
@@ -94,23 +98,29 @@ def _dig(data: Any, path: str) -> Any:
     return cur
 
 
-def _reference(spec: NumberCheck, task: TaskRecord) -> tuple[float | None, str]:
-    if spec.expected is not None:
-        return spec.expected, "the rubric"
-    src = spec.expected_from or {}
-    if "metadata" in src:
-        value: Any = task.metadata.get(src["metadata"], _MISSING)
-        where = f"trace metadata {src['metadata']!r}"
-    elif "tool" in src:
-        calls = [t for t in task.tool_calls if t.name == src["tool"]]
-        if not calls:
-            return None, f"no call of tool {src['tool']!r} was recorded"
-        # The last call is the one whose result the agent acted on.
-        call = calls[-1]
-        value = _dig({"arguments": call.arguments, "result": call.result}, src.get("path", "result"))
-        where = f"tool {src['tool']!r} {src.get('path', 'result')}"
-    else:
-        return None, "expected_from names neither `tool` nor `metadata`"
+def _metadata_reference(src: Mapping[str, Any], task: TaskRecord) -> tuple[Any, str] | str:
+    return task.metadata.get(src["metadata"], _MISSING), f"trace metadata {src['metadata']!r}"
+
+
+def _tool_reference(src: Mapping[str, Any], task: TaskRecord) -> tuple[Any, str] | str:
+    calls = [t for t in task.tool_calls if t.name == src["tool"]]
+    if not calls:
+        return f"no call of tool {src['tool']!r} was recorded"
+    # The last call is the one whose result the agent acted on.
+    call = calls[-1]
+    value = _dig({"arguments": call.arguments, "result": call.result}, src.get("path", "result"))
+    return value, f"tool {src['tool']!r} {src.get('path', 'result')}"
+
+
+_REFERENCE_SOURCES: Mapping[str, Callable[[Mapping[str, Any], TaskRecord], tuple[Any, str] | str]] = (
+    MappingProxyType({"metadata": _metadata_reference, "tool": _tool_reference})
+)
+"""Where a number check's ``expected_from`` finds its reference, in order of precedence: (the recorded
+value, where it was read) or why there is none."""
+
+
+def _reference_number(value: Any, where: str) -> tuple[float | None, str]:
+    """The recorded reference as one number, or why it is not one."""
     if value is _MISSING or value is None:
         return None, f"{where} was not recorded"
     if isinstance(value, bool):
@@ -121,6 +131,19 @@ def _reference(spec: NumberCheck, task: TaskRecord) -> tuple[float | None, str]:
     if len(nums) != 1:
         return None, f"{where} is not a single number: {str(value)[:60]!r}"
     return nums[0].value, where
+
+
+def _reference(spec: NumberCheck, task: TaskRecord) -> tuple[float | None, str]:
+    if spec.expected is not None:
+        return spec.expected, "the rubric"
+    src = spec.expected_from or {}
+    source = next((read for key, read in _REFERENCE_SOURCES.items() if key in src), None)
+    if source is None:
+        return None, "expected_from names neither `tool` nor `metadata`"
+    found = source(src, task)
+    if isinstance(found, str):
+        return None, found
+    return _reference_number(*found)
 
 
 _COMPARE: Mapping[str, Callable[[float, float, float], bool]] = MappingProxyType(
@@ -136,23 +159,67 @@ _COMPARE: Mapping[str, Callable[[float, float, float], bool]] = MappingProxyType
 """A number check's ``op``: found number ``a`` against reference ``b`` with tolerance ``tol``."""
 
 
+def _pattern_numbers(spec: NumberCheck, text: str) -> list[FoundNumber]:
+    """The numbers in the pattern's first group (or its whole match) at its first match."""
+    m = re.search(spec.pattern or "", text, 0 if spec.case_sensitive else re.IGNORECASE)
+    if m is None:
+        return []
+    return find_numbers(m.group(1) if m.groups() else m.group(0))
+
+
+def _located_numbers(spec: NumberCheck, text: str) -> list[FoundNumber]:
+    """The pattern's numbers, the numbers after ``near``, or every number in the text."""
+    if spec.pattern:
+        return _pattern_numbers(spec, text)
+    if spec.near:
+        return number_after(text, spec.near)
+    return find_numbers(text)
+
+
 def _number_candidates(spec: NumberCheck, text: str) -> list[FoundNumber]:
     """The numbers the check compares: the pattern's group, the number after ``near``, or every
     number in the text; with a ``unit``, those carrying it (else bare ones)."""
-    if spec.pattern:
-        m = re.search(spec.pattern, text, 0 if spec.case_sensitive else re.IGNORECASE)
-        candidates = find_numbers(m.group(1) if m and m.groups() else m.group(0)) if m else []
-    elif spec.near:
-        candidates = number_after(text, spec.near)
-    else:
-        candidates = find_numbers(text)
+    candidates = _located_numbers(spec, text)
     unit = normalize_unit(spec.unit)
-    if unit is not None:
-        candidates = [n for n in candidates if n.unit in (unit, None)]
-        # A number with the asked unit beats a bare one.
-        with_unit = [n for n in candidates if n.unit == unit]
-        candidates = with_unit or candidates
-    return candidates
+    if unit is None:
+        return candidates
+    candidates = [n for n in candidates if n.unit in (unit, None)]
+    # A number with the asked unit beats a bare one.
+    with_unit = [n for n in candidates if n.unit == unit]
+    return with_unit or candidates
+
+
+def _first_number(spec: NumberCheck, candidates: list[FoundNumber], ref: float, where: str) -> CheckResult:
+    """A located number (``near`` or ``pattern``): the first one found is the answer's figure."""
+    chosen = candidates[0]
+    ok = _COMPARE[spec.op](chosen.value, ref, spec.tolerance)
+    detail = f"found {chosen.text!r} = {chosen.value:g}; {spec.op} {ref:g} from {where}"
+    return CheckResult(verdict="pass" if ok else "fail", type=spec.type, detail=detail)
+
+
+def _no_number_equals(
+    spec: NumberCheck, candidates: list[FoundNumber], ref: float, where: str
+) -> CheckResult:
+    """``ne`` over every number: any number equal to the reference fails."""
+    op = _COMPARE[spec.op]
+    bad = [n for n in candidates if not op(n.value, ref, spec.tolerance)]
+    if bad:
+        return CheckResult(verdict="fail", type=spec.type, detail=f"{bad[0].text!r} equals {ref:g}")
+    return CheckResult(verdict="pass", type=spec.type, detail=f"no number equals {ref:g} ({where})")
+
+
+def _some_number(spec: NumberCheck, candidates: list[FoundNumber], ref: float, where: str) -> CheckResult:
+    """Any other op over every number: one number meeting it passes."""
+    op = _COMPARE[spec.op]
+    hits = [n for n in candidates if op(n.value, ref, spec.tolerance)]
+    if hits:
+        return CheckResult(
+            verdict="pass", type=spec.type, detail=f"found {hits[0].text!r}; {spec.op} {ref:g} from {where}"
+        )
+    seen = ", ".join(n.text for n in candidates[:5])
+    return CheckResult(
+        verdict="fail", type=spec.type, detail=f"no number {spec.op} {ref:g} ({where}); saw {seen}"
+    )
 
 
 def _number(spec: NumberCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
@@ -166,27 +233,11 @@ def _number(spec: NumberCheck, task: TaskRecord, _manifest: Manifest) -> CheckRe
     if not candidates:
         scope = f" after {spec.near!r}" if spec.near else ""
         return CheckResult(verdict="fail", type=spec.type, detail=f"no number{scope} in the {spec.target}")
-
-    op = _COMPARE[spec.op]
     if spec.near or spec.pattern:
-        chosen = candidates[0]
-        ok = op(chosen.value, ref, spec.tolerance)
-        detail = f"found {chosen.text!r} = {chosen.value:g}; {spec.op} {ref:g} from {where}"
-        return CheckResult(verdict="pass" if ok else "fail", type=spec.type, detail=detail)
+        return _first_number(spec, candidates, ref, where)
     if spec.op == "ne":
-        bad = [n for n in candidates if not op(n.value, ref, spec.tolerance)]
-        if bad:
-            return CheckResult(verdict="fail", type=spec.type, detail=f"{bad[0].text!r} equals {ref:g}")
-        return CheckResult(verdict="pass", type=spec.type, detail=f"no number equals {ref:g} ({where})")
-    hits = [n for n in candidates if op(n.value, ref, spec.tolerance)]
-    if hits:
-        return CheckResult(
-            verdict="pass", type=spec.type, detail=f"found {hits[0].text!r}; {spec.op} {ref:g} from {where}"
-        )
-    seen = ", ".join(n.text for n in candidates[:5])
-    return CheckResult(
-        verdict="fail", type=spec.type, detail=f"no number {spec.op} {ref:g} ({where}); saw {seen}"
-    )
+        return _no_number_equals(spec, candidates, ref, where)
+    return _some_number(spec, candidates, ref, where)
 
 
 def _cites(spec: CitesCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
@@ -277,23 +328,31 @@ def _matches(call: ToolCall, conditions: Mapping[str, Any] | None) -> bool:
     return all(_cond(_dig(args, key), cond) for key, cond in conditions.items())
 
 
+_TOOL_OUTCOMES: Mapping[tuple[str, bool], tuple[ScoreVerdict, str]] = MappingProxyType(
+    {
+        ("tool_called", True): ("pass", "{tool} called{with_args}"),
+        ("tool_called", False): ("fail", "{tool} not called{with_args}{other_calls}"),
+        ("tool_not_called", True): ("fail", "{tool} was called{with_args}"),
+        ("tool_not_called", False): ("pass", "{tool} not called{with_args}"),
+    }
+)
+"""(check type, a matching call was recorded) -> (verdict, detail)."""
+
+
 def _tool(spec: ToolCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
     calls = [t for t in task.tool_calls if t.name == spec.tool]
     hits = [t for t in calls if _matches(t, spec.arguments)]
-    with_args = f" with {spec.arguments}" if spec.arguments else ""
-    spans = tuple(t.span_id for t in hits)
-    if spec.type == "tool_called":
-        if hits:
-            return CheckResult(
-                verdict="pass", type=spec.type, detail=f"{spec.tool} called{with_args}", evidence=spans
-            )
-        extra = f" ({len(calls)} call(s) with other arguments)" if calls else ""
-        return CheckResult(verdict="fail", type=spec.type, detail=f"{spec.tool} not called{with_args}{extra}")
-    if hits:
-        return CheckResult(
-            verdict="fail", type=spec.type, detail=f"{spec.tool} was called{with_args}", evidence=spans
-        )
-    return CheckResult(verdict="pass", type=spec.type, detail=f"{spec.tool} not called{with_args}")
+    verdict, detail = _TOOL_OUTCOMES[spec.type, bool(hits)]
+    return CheckResult(
+        verdict=verdict,
+        type=spec.type,
+        detail=detail.format(
+            tool=spec.tool,
+            with_args=f" with {spec.arguments}" if spec.arguments else "",
+            other_calls=f" ({len(calls)} call(s) with other arguments)" if calls else "",
+        ),
+        evidence=tuple(t.span_id for t in hits),
+    )
 
 
 def _json_schema(spec: JsonSchemaCheck, task: TaskRecord, _manifest: Manifest) -> CheckResult:
@@ -329,6 +388,94 @@ def _length(spec: LengthCheck, task: TaskRecord, _manifest: Manifest) -> CheckRe
     return CheckResult(verdict="pass", type=spec.type, detail=f"{n} {spec.count}")
 
 
+@dataclass(frozen=True)
+class _AclIndex:
+    """The manifest's entries by (document, version) and by document (every version)."""
+
+    by_key: dict[tuple[str, str | None], ManifestEntry]
+    by_doc: dict[str, list[ManifestEntry]]
+
+    @classmethod
+    def of(cls, manifest: Sequence[ManifestEntry]) -> _AclIndex:
+        by_key: dict[tuple[str, str | None], ManifestEntry] = {}
+        by_doc: dict[str, list[ManifestEntry]] = {}
+        for e in manifest:
+            by_key[(e.doc_id, e.version)] = e
+            by_doc.setdefault(e.doc_id, []).append(e)
+        return cls(by_key, by_doc)
+
+    def entries(self, doc_id: str, version: str | None) -> list[ManifestEntry]:
+        """The entry of that version, else every version of the document (none when unlisted)."""
+        entry = self.by_key.get((doc_id, version))
+        return [entry] if entry else self.by_doc.get(doc_id, [])
+
+
+@dataclass
+class _PermissionTally:
+    """Reads retrievals one by one against the manifest's ACLs. A retrieval or document that makes the
+    check undecidable stops it at once (:meth:`retrieval` returns that result); the rest is tallied."""
+
+    spec: PermissionsCheck
+    index: _AclIndex
+    violations: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    checked: int = 0
+
+    def _indeterminate(self, detail: str) -> CheckResult:
+        return CheckResult(verdict="indeterminate", type=self.spec.type, detail=detail)
+
+    def retrieval(self, r: RetrievalCall) -> CheckResult | None:
+        principal = r.principal or self.spec.principal
+        if not r.documents_recorded:
+            return self._indeterminate(f"retrieval {r.span_id} did not record its documents")
+        for d in r.documents:
+            stop = self.document(r, d, principal)
+            if stop is not None:
+                return stop
+        return None
+
+    def document(self, r: RetrievalCall, d: Document, principal: str | None) -> CheckResult | None:
+        if d.doc_id is None:
+            self.unknown.append("<document without id>")
+            return None
+        label = f"{d.doc_id}@{d.version}" if d.version else str(d.doc_id)
+        entries = self.index.entries(d.doc_id, d.version)
+        if not entries:
+            self.unknown.append(label)
+            return None
+        self.checked += 1
+        acls = [e.acl for e in entries if e.acl is not None]
+        if not acls:
+            return None
+        if principal is None:
+            return self._indeterminate(
+                f"retrieval {r.span_id} recorded no principal (tracejudge.retrieval.principal)"
+            )
+        # With the version unknown every manifest version must allow the principal.
+        if any(principal not in a for a in acls):
+            self.violations.append(f"{label} read by {principal!r}")
+            self.evidence.append(r.span_id)
+        return None
+
+    def result(self) -> CheckResult:
+        """Any unauthorized read fails; else a document missing from the manifest leaves it undecided."""
+        if self.violations:
+            return CheckResult(
+                verdict="fail",
+                type=self.spec.type,
+                detail="unauthorized read: " + ", ".join(self.violations),
+                evidence=tuple(dict.fromkeys(self.evidence)),
+            )
+        if self.unknown:
+            return self._indeterminate(
+                "not in the manifest, so its ACL is unknown: " + ", ".join(self.unknown[:5])
+            )
+        return CheckResult(
+            verdict="pass", type=self.spec.type, detail=f"{self.checked} retrieved document(s) allowed"
+        )
+
+
 def _permissions(spec: PermissionsCheck, task: TaskRecord, manifest: Manifest) -> CheckResult:
     if manifest is None:
         return CheckResult(
@@ -336,61 +483,12 @@ def _permissions(spec: PermissionsCheck, task: TaskRecord, manifest: Manifest) -
         )
     if not task.retrievals:
         return CheckResult(verdict="pass", type=spec.type, detail="no retrieval was recorded")
-    by_key: dict[tuple[str, str | None], ManifestEntry] = {}
-    by_doc: dict[str, list[ManifestEntry]] = {}
-    for e in manifest:
-        by_key[(e.doc_id, e.version)] = e
-        by_doc.setdefault(e.doc_id, []).append(e)
-    violations: list[str] = []
-    unknown: list[str] = []
-    evidence: list[str] = []
-    checked = 0
+    tally = _PermissionTally(spec, _AclIndex.of(manifest))
     for r in task.retrievals:
-        principal = r.principal or spec.principal
-        if not r.documents_recorded:
-            return CheckResult(
-                verdict="indeterminate",
-                type=spec.type,
-                detail=f"retrieval {r.span_id} did not record its documents",
-            )
-        for d in r.documents:
-            label = f"{d.doc_id}@{d.version}" if d.version else str(d.doc_id)
-            if d.doc_id is None:
-                unknown.append("<document without id>")
-                continue
-            entry = by_key.get((d.doc_id, d.version))
-            entries = [entry] if entry else by_doc.get(d.doc_id, [])
-            if not entries:
-                unknown.append(label)
-                continue
-            checked += 1
-            acls = [e.acl for e in entries]
-            if all(a is None for a in acls):
-                continue
-            if principal is None:
-                return CheckResult(
-                    verdict="indeterminate",
-                    type=spec.type,
-                    detail=f"retrieval {r.span_id} recorded no principal (tracejudge.retrieval.principal)",
-                )
-            # With the version unknown every manifest version must allow the principal.
-            if any(a is not None and principal not in a for a in acls):
-                violations.append(f"{label} read by {principal!r}")
-                evidence.append(r.span_id)
-    if violations:
-        return CheckResult(
-            verdict="fail",
-            type=spec.type,
-            detail="unauthorized read: " + ", ".join(violations),
-            evidence=tuple(dict.fromkeys(evidence)),
-        )
-    if unknown:
-        return CheckResult(
-            verdict="indeterminate",
-            type=spec.type,
-            detail="not in the manifest, so its ACL is unknown: " + ", ".join(unknown[:5]),
-        )
-    return CheckResult(verdict="pass", type=spec.type, detail=f"{checked} retrieved document(s) allowed")
+        stop = tally.retrieval(r)
+        if stop is not None:
+            return stop
+    return tally.result()
 
 
 CheckFn = Callable[[Any, TaskRecord, Manifest], CheckResult]

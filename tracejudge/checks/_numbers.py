@@ -61,23 +61,33 @@ def normalize_unit(unit: str | None) -> str | None:
     return _UNIT_ALIASES.get(key, unit.strip().upper())
 
 
-def parse_number(raw: str) -> float | None:
-    """Parse one written number, deciding which of ``,`` and ``.`` is the decimal mark."""
-    s = raw.replace("−", "-").replace("\u00a0", "").replace("\u202f", "").replace("'", "").replace(" ", "")
-    if not s:
-        return None
+# Marks that are never part of a number's value: the minus sign becomes "-", grouping spaces and
+# apostrophes go.
+_WRITTEN_MARKS = str.maketrans({"\u2212": "-", "\u00a0": None, "\u202f": None, "'": None, " ": None})
+
+
+def _with_decimal_point(s: str) -> str:
+    """The number with ``.`` as its only decimal mark and no grouping marks."""
     if "," in s and "." in s:
         # The mark that comes last is the decimal mark: 1,234.56 and 1.234,56.
         comma_last = s.rfind(",") > s.rfind(".")
-        s = s.replace(".", "").replace(",", ".") if comma_last else s.replace(",", "")
-    elif "," in s:
+        return s.replace(".", "").replace(",", ".") if comma_last else s.replace(",", "")
+    if "," in s:
         head, _, tail = s.rpartition(",")
         grouped = len(tail) == 3 and head.lstrip("-") not in ("", "0")
-        s = s.replace(",", "") if grouped or s.count(",") > 1 else head + "." + tail
-    elif s.count(".") > 1:
-        s = s.replace(".", "")
+        return s.replace(",", "") if grouped or s.count(",") > 1 else head + "." + tail
+    if s.count(".") > 1:
+        return s.replace(".", "")
+    return s
+
+
+def parse_number(raw: str) -> float | None:
+    """Parse one written number, deciding which of ``,`` and ``.`` is the decimal mark."""
+    s = raw.translate(_WRITTEN_MARKS)
+    if not s:
+        return None
     try:
-        return float(s)
+        return float(_with_decimal_point(s))
     except ValueError:
         return None
 

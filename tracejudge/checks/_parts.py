@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from types import MappingProxyType
 from typing import Any
 
 from tracejudge.schema import JudgedPart, TaskRecord
@@ -13,23 +16,38 @@ def _doc_label(doc_id: str | None, version: str | None) -> str:
     return f"{ident}@{version}" if version else ident
 
 
+def _model_input_text(task: TaskRecord) -> str | None:
+    recorded = [m.input_text for m in task.model_calls if m.input_recorded or m.input_text]
+    return "\n\n".join(recorded) if recorded else None
+
+
+def _context_text(task: TaskRecord) -> str | None:
+    docs = [d for r in task.retrievals for d in r.documents]
+    if not docs:
+        return None
+    return "\n\n".join(f"[{_doc_label(d.doc_id, d.version)}]\n{d.content or ''}" for d in docs)
+
+
+def _tool_calls_text(task: TaskRecord) -> str:
+    # No tool call is a recorded fact (the agent called none), not a missing part.
+    return "\n".join(f"{t.name}({_json(t.arguments)}) -> {_json(t.result)}" for t in task.tool_calls)
+
+
+_PART_TEXT: Mapping[str, Callable[[TaskRecord], str | None]] = MappingProxyType(
+    {
+        "input": attrgetter("input"),
+        "output": attrgetter("final_answer"),
+        "model_input": _model_input_text,
+        "context": _context_text,
+        "tool_calls": _tool_calls_text,
+    }
+)
+"""How each judged part reads as text (None when the trace did not record it)."""
+
+
 def part_text(task: TaskRecord, part: JudgedPart) -> str | None:
     """The text of one part, or None when the trace did not record it."""
-    if part == "input":
-        return task.input
-    if part == "output":
-        return task.final_answer
-    if part == "model_input":
-        recorded = [m.input_text for m in task.model_calls if m.input_recorded or m.input_text]
-        return "\n\n".join(recorded) if recorded else None
-    if part == "context":
-        docs = [d for r in task.retrievals for d in r.documents]
-        if not docs:
-            return None
-        return "\n\n".join(f"[{_doc_label(d.doc_id, d.version)}]\n{d.content or ''}" for d in docs)
-    if not task.tool_calls:
-        return ""
-    return "\n".join(f"{t.name}({_json(t.arguments)}) -> {_json(t.result)}" for t in task.tool_calls)
+    return _PART_TEXT.get(part, _tool_calls_text)(task)
 
 
 def part_data(task: TaskRecord, part: JudgedPart) -> Any:
