@@ -4,11 +4,12 @@ provenance; bounded concurrency, a reply cache, repeats and a budget that stops 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +30,8 @@ from tracejudge.judge import (
 )
 from tracejudge.runs._summary import SummaryBuilder
 from tracejudge.schema import (
+    CheckResult,
+    Criterion,
     CriterionResult,
     ItemResult,
     JudgeReply,
@@ -37,6 +40,7 @@ from tracejudge.schema import (
     Rubric,
     RunRecord,
     RunStatus,
+    ScoreVerdict,
     TaskRecord,
 )
 from tracejudge.store import Store
@@ -121,6 +125,51 @@ def _cost(rubric: Rubric, input_tokens: int, output_tokens: int) -> float:
     return (input_tokens * j.input_cost_per_mtok + output_tokens * j.output_cost_per_mtok) / 1e6
 
 
+def _deciding_checks(rubric: Rubric, checks: Mapping[str, CheckResult]) -> dict[str, str]:
+    """criterion -> the check that decides it, among the checks that ran."""
+    return {s.criterion: s.name for s in rubric.checks if s.criterion and s.name in checks}
+
+
+def _criterion_result(
+    criterion: Criterion,
+    check: str | None,
+    checks: Mapping[str, CheckResult],
+    judged: bool,
+    replies: Sequence[JudgeReply],
+) -> CriterionResult:
+    """A criterion decided by its check, else by the judge's replies, else indeterminate (no judge)."""
+    if check is not None:
+        return criterion_from_check(check, checks[check])
+    if not judged:
+        return CriterionResult(score=None, verdict="indeterminate", reason="no_judge")
+    return aggregate_criterion(criterion, replies)
+
+
+def _mean_judged(scores: Sequence[float | None]) -> float | None:
+    """The mean of the judged criteria's scores; None when one has none (or none was judged)."""
+    if not scores or None in scores:
+        return None
+    return sum(s for s in scores if s is not None) / len(scores)
+
+
+def _verdict(
+    rubric: Rubric,
+    criteria: Mapping[str, CriterionResult],
+    checks: Mapping[str, CheckResult],
+    deciding: Mapping[str, str],
+    mean: float | None,
+) -> tuple[ScoreVerdict, str]:
+    """The item's verdict from its criteria and the checks that decide no criterion."""
+    plain_checks = {k: v for k, v in checks.items() if k not in deciding.values()}
+    return item_verdict(
+        criteria,
+        plain_checks,
+        thresholds={c.name: c.threshold for c in rubric.criteria},
+        mean_score=mean,
+        overall_threshold=rubric.overall_threshold,
+    )
+
+
 async def score_task(
     task: TaskRecord,
     rubric: Rubric,
@@ -134,29 +183,17 @@ async def score_task(
     t0 = time.perf_counter()
     category = task_category(task, rubric.category_key)
     checks = run_checks(rubric.checks, task, category=category, manifest=manifest)
-    deciding = {s.criterion: s.name for s in rubric.checks if s.criterion and s.name in checks}
+    deciding = _deciding_checks(rubric, checks)
     ask = [c for c in rubric.criteria if c.name not in deciding]
     replies: list[JudgeReply] = []
     if ask and judge is not None:
         replies = await judge.judge(task, ask, category=category, repeat=repeat)
-    criteria: dict[str, CriterionResult] = {}
-    for c in rubric.criteria:
-        if c.name in deciding:
-            criteria[c.name] = criterion_from_check(deciding[c.name], checks[deciding[c.name]])
-        elif judge is None:
-            criteria[c.name] = CriterionResult(score=None, verdict="indeterminate", reason="no_judge")
-        else:
-            criteria[c.name] = aggregate_criterion(c, replies)
-    judged = [criteria[c.name].score for c in ask]
-    mean = sum(s for s in judged if s is not None) / len(judged) if judged and None not in judged else None
-    plain_checks = {k: v for k, v in checks.items() if k not in deciding.values()}
-    verdict, reason = item_verdict(
-        criteria,
-        plain_checks,
-        thresholds={c.name: c.threshold for c in rubric.criteria},
-        mean_score=mean,
-        overall_threshold=rubric.overall_threshold,
-    )
+    criteria = {
+        c.name: _criterion_result(c, deciding.get(c.name), checks, judge is not None, replies)
+        for c in rubric.criteria
+    }
+    mean = _mean_judged([criteria[c.name].score for c in ask])
+    verdict, reason = _verdict(rubric, criteria, checks, deciding, mean)
     tin = sum(r.input_tokens for r in replies)
     tout = sum(r.output_tokens for r in replies)
     return ItemResult(
@@ -252,6 +289,116 @@ def make_judge(rubric: Rubric, client: JudgeClient | None, store: Store, opts: S
     return Judge(rubric, client, cache=store if opts.use_cache else None, concurrency=opts.concurrency)
 
 
+def projected_over_budget(opts: ScoreOptions, *, usd: float, tokens: int, done: int, ahead: int) -> bool:
+    """Would the spend pass a budget if each of the ``ahead`` items not yet finished costs what the
+    ``done`` ones did on average?"""
+    per_usd = usd / done if done else 0.0
+    per_tok = tokens / done if done else 0.0
+    if opts.budget_usd is not None and usd + per_usd * ahead > opts.budget_usd:
+        return True
+    return opts.budget_tokens is not None and tokens + per_tok * ahead > opts.budget_tokens
+
+
+@contextlib.asynccontextmanager
+async def run_client(
+    rubric: Rubric, client: JudgeClient | None, opts: ScoreOptions
+) -> AsyncIterator[JudgeClient | None]:
+    """The judge client of a run: the one given, else one made for the rubric's judge (None for a
+    checks-only rubric) and closed when the run ends. Made on entry, so a judge that cannot be
+    reached at all is an input error before anything is recorded."""
+    if client is not None or rubric.judge is None:
+        yield client
+        return
+    own = OpenAIJudgeClient(rubric.judge, concurrency=opts.concurrency)
+    try:
+        yield own
+    finally:
+        await own.aclose()
+
+
+@dataclass
+class _Progress:
+    """A local run's tally as its workers go: what is in flight, done and spent, and whether the
+    budget stopped launching."""
+
+    in_flight: int = 0
+    done: int = 0
+    usd: float = 0.0
+    tokens: int = 0
+    stopped: bool = False
+
+    def add(self, item: ItemResult) -> None:
+        self.done += 1
+        self.usd += item.cost_usd
+        self.tokens += item.input_tokens + item.output_tokens
+
+    def over_budget(self, opts: ScoreOptions) -> bool:
+        """Whether launching one more item would pass a budget (everything in flight and the new one)."""
+        return projected_over_budget(
+            opts, usd=self.usd, tokens=self.tokens, done=self.done, ahead=self.in_flight + 1
+        )
+
+
+@dataclass
+class _LocalRun:
+    """A run scored by this process alone: ``concurrency`` workers launch items one at a time until
+    the sources run out or the budget stops launching."""
+
+    rubric: Rubric
+    store: Store
+    opts: ScoreOptions
+    run: RunRecord
+    load: Loader
+    judge: Judge | None
+    repeat: int
+    sources: Iterator[str | TaskRecord]
+    on_item: Callable[[ItemResult], None] | None
+    summary: SummaryBuilder = field(default_factory=SummaryBuilder)
+    progress: _Progress = field(default_factory=_Progress)
+
+    async def worker(self) -> None:
+        progress = self.progress
+        while not progress.stopped:
+            if progress.over_budget(self.opts):
+                progress.stopped = True
+                return
+            src = next(self.sources, None)
+            if src is None:
+                return
+            progress.in_flight += 1
+            try:
+                item = await score_source(
+                    src,
+                    self.rubric,
+                    run_id=self.run.run_id,
+                    load=self.load,
+                    judge=self.judge,
+                    repeat=self.repeat,
+                    manifest=self.opts.manifest,
+                )
+            finally:
+                progress.in_flight -= 1
+            progress.add(item)
+            await asyncio.to_thread(self.store.put_score_item, item)
+            self.summary.add(item)
+            if self.on_item is not None:
+                self.on_item(item)
+
+    def finished(self, status: RunStatus) -> RunRecord:
+        """The run as it ended; a budget stop counts the sources never launched as not scored."""
+        not_scored = 0
+        if self.progress.stopped and status == "complete":
+            status = "stopped_budget"
+            not_scored = sum(1 for _ in self.sources)
+        return self.run.model_copy(
+            update={
+                "status": status,
+                "finished_at": datetime.now(UTC),
+                "summary": self.summary.build(not_scored=not_scored),
+            }
+        )
+
+
 async def score_run_async(
     rubric: Rubric,
     store: Store,
@@ -279,76 +426,28 @@ async def score_run_async(
     repeat = opts.repeat or rubric.repeat
     load = loader or store_loader(store)
     run = new_run_record(rubric, store, opts, run_id=run_id or new_run_id(), repeat=repeat)
-    own_client = client is None and rubric.judge is not None
-    if own_client and rubric.judge is not None:
-        # Before the run is recorded: a judge that cannot be reached at all is an input error, not a run.
-        client = OpenAIJudgeClient(rubric.judge, concurrency=opts.concurrency)
-    store.put_run(run)
-    judge = make_judge(rubric, client, store, opts)
-    summary = SummaryBuilder()
-    source_iter: Iterator[str | TaskRecord] = iter(sources)
-    state: dict[str, Any] = {"in_flight": 0, "done": 0, "usd": 0.0, "tokens": 0, "stopped": False}
-    status: RunStatus = "complete"
-
-    def over_budget() -> bool:
-        done = state["done"]
-        per_usd = state["usd"] / done if done else 0.0
-        per_tok = state["tokens"] / done if done else 0.0
-        ahead = state["in_flight"] + 1
-        if opts.budget_usd is not None and state["usd"] + per_usd * ahead > opts.budget_usd:
-            return True
-        return opts.budget_tokens is not None and state["tokens"] + per_tok * ahead > opts.budget_tokens
-
-    async def worker() -> None:
-        while not state["stopped"]:
-            if over_budget():
-                state["stopped"] = True
-                return
-            try:
-                src = next(source_iter)
-            except StopIteration:
-                return
-            state["in_flight"] += 1
-            try:
-                item = await score_source(
-                    src,
-                    rubric,
-                    run_id=run.run_id,
-                    load=load,
-                    judge=judge,
-                    repeat=repeat,
-                    manifest=opts.manifest,
-                )
-            finally:
-                state["in_flight"] -= 1
-            state["done"] += 1
-            state["usd"] += item.cost_usd
-            state["tokens"] += item.input_tokens + item.output_tokens
-            await asyncio.to_thread(store.put_score_item, item)
-            summary.add(item)
-            if on_item is not None:
-                on_item(item)
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(max(1, opts.concurrency))))
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        status = "interrupted"
-        raise
-    finally:
-        not_scored = 0
-        if state["stopped"] and status == "complete":
-            status = "stopped_budget"
-            not_scored = sum(1 for _ in source_iter)
-        run = run.model_copy(
-            update={
-                "status": status,
-                "finished_at": datetime.now(UTC),
-                "summary": summary.build(not_scored=not_scored),
-            }
-        )
+    async with run_client(rubric, client, opts) as client:
         store.put_run(run)
-        if own_client and client is not None:
-            await client.aclose()
+        local = _LocalRun(
+            rubric=rubric,
+            store=store,
+            opts=opts,
+            run=run,
+            load=load,
+            judge=make_judge(rubric, client, store, opts),
+            repeat=repeat,
+            sources=iter(sources),
+            on_item=on_item,
+        )
+        status: RunStatus = "complete"
+        try:
+            await asyncio.gather(*(local.worker() for _ in range(max(1, opts.concurrency))))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "interrupted"
+            raise
+        finally:
+            run = local.finished(status)
+            store.put_run(run)
     return run
 
 
