@@ -16,8 +16,10 @@ Nothing here raises on bad attribute data: what cannot be read becomes a ``Gap``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from tracejudge._errors import InputError
 from tracejudge.normalize import _freeform as freeform
@@ -34,7 +36,6 @@ from tracejudge.normalize._shapes import answer_text, documents_from_value, mess
 from tracejudge.normalize._values import REDACTED, as_int, as_str, as_str_list, maybe_json, nanos_to_datetime
 from tracejudge.normalize._view import Gaps, SpanView
 from tracejudge.schema import (
-    Candidate,
     ContextAssembly,
     Document,
     Message,
@@ -68,16 +69,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     if not spans:
         raise InputError("no spans to normalize", hint="collect the trace first (tracejudge collect ...)")
     gaps = Gaps()
-    unique: dict[str, RawSpan] = {}
-    for span in spans:
-        unique[span.span_id] = span  # a span delivered twice (retries) counts once
-    views = [SpanView(span, gaps) for span in unique.values()]
-    views.sort(key=lambda v: (v.raw.start_time_unix_nano, v.span_id))
-    for view in views:
-        try:
-            view.step, view.convention = _classify(view)
-        except Exception as exc:  # bad data must never abort a trace; the gap says which span
-            _internal(view, exc)
+    views = _classified_views(spans, gaps)
     tree = _Tree(views)
     steps = _Steps(views, tree)
 
@@ -88,12 +80,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     if answer is None:
         gaps.add("no_final_answer", None, "neither the root span nor a model call recorded an output")
 
-    starts = [v.raw.start_time_unix_nano for v in views if v.raw.start_time_unix_nano > 0]
-    ends = [v.raw.end_time_unix_nano for v in views if v.raw.end_time_unix_nano > 0]
-    start = nanos_to_datetime(min(starts)) if starts else None
-    end = nanos_to_datetime(max(ends)) if ends else None
-    duration = (max(ends) - min(starts)) / 1e6 if starts and ends and max(ends) >= min(starts) else None
-
+    start, end, duration = _bounds(views)
     name = _first(views, "langfuse.trace.name") or root.raw.name or None
     return TaskRecord(
         trace_id=root.raw.trace_id,
@@ -113,6 +100,30 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         gaps=with_switches(gaps.items(), [v.raw for v in views]),
         metadata=_metadata(views, root),
     )
+
+
+def _classified_views(spans: Sequence[RawSpan], gaps: Gaps) -> list[SpanView]:
+    """One view per span id (a span delivered twice, by retries, counts once), in start order, each
+    classified (a span that cannot be is a gap, never an abort)."""
+    unique = {span.span_id: span for span in spans}
+    views = [SpanView(span, gaps) for span in unique.values()]
+    views.sort(key=lambda v: (v.raw.start_time_unix_nano, v.span_id))
+    for view in views:
+        try:
+            view.step, view.convention = _classify(view)
+        except Exception as exc:  # bad data must never abort a trace; the gap says which span
+            _internal(view, exc)
+    return views
+
+
+def _bounds(views: list[SpanView]) -> tuple[datetime | None, datetime | None, float | None]:
+    """The trace's start, end and duration in milliseconds (spans without a time do not count)."""
+    starts = [v.raw.start_time_unix_nano for v in views if v.raw.start_time_unix_nano > 0]
+    ends = [v.raw.end_time_unix_nano for v in views if v.raw.end_time_unix_nano > 0]
+    first = min(starts) if starts else 0  # 0 reads as no time
+    last = max(ends) if ends else 0
+    duration = (last - first) / 1e6 if first and last and last >= first else None
+    return nanos_to_datetime(first), nanos_to_datetime(last), duration
 
 
 def incompleteness(task: TaskRecord) -> list[str]:
@@ -155,14 +166,18 @@ class _Tree:
             self.parent[view.span_id] = pid
             if pid is not None:
                 self.children.setdefault(pid, []).append(view)
+        self.root = self._root(views)
+
+    def _root(self, views: list[SpanView]) -> SpanView:
         roots = [v for v in views if not v.raw.parent_span_id]
-        if not roots:
-            # Every span names a parent: the root (a late flush, another service) has not arrived.
-            views[0].gaps.add(
-                "missing_parent", None, "the trace may be incomplete: its root span has not been received"
-            )
-            roots = [v for v in views if self.parent[v.span_id] is None]
-        self.root = roots[0]
+        if roots:
+            return roots[0]
+        # Every span names a parent: the root (a late flush, another service) has not arrived.
+        views[0].gaps.add(
+            "missing_parent", None, "the trace may be incomplete: its root span has not been received"
+        )
+        roots = [v for v in views if self.parent[v.span_id] is None]
+        return roots[0]
 
     def parent_view(self, view: SpanView) -> SpanView | None:
         pid = self.parent[view.span_id]
@@ -178,34 +193,43 @@ class _Steps:
         self.contexts: list[ContextAssembly] = []
         self.models: list[ModelCall] = []
         self.tools: list[ToolCall] = []
-        wrappers = _wrappers(views, tree)
+        self._tree = tree
+        self._wrappers = _wrappers(views, tree)
         rerank_views: list[SpanView] = []
+        readers: dict[StepKind, Callable[[SpanView], None]] = {
+            "retrieval": self._retrieval,
+            "rerank": rerank_views.append,  # read once every retrieval is known (node ids below)
+            "context": self._context,
+            "model": self._model,
+            "tool": self._tool,
+        }
         for view in views:
-            try:
-                if view.step == "retrieval":
-                    self._retrieval(view, tree)
-                elif view.step == "rerank":
-                    rerank_views.append(view)  # read once every retrieval is known (node ids below)
-                elif view.step == "context":
-                    self.contexts.append(_context(view))
-                elif view.step == "model" and view.span_id not in wrappers:
-                    self.models.append(_model_call(view))
-                elif view.step == "tool":
-                    call = _tool_call(view)
-                    self.tools.append(call)
-                    if call.documents and tj.has_retrieval_attributes(view):
-                        # tracejudge.retrieval.* on a tool returning documents marks it a retrieval.
-                        self.retrievals.append(_retrieval(view, [view]))
-            except Exception as exc:  # bad data must never abort a trace; the gap says which span
-                _internal(view, exc)
+            read = readers.get(view.step)
+            if read is not None:
+                _guarded(read, view)
         returned = {d.raw_id: d for call in self.retrievals for d in call.documents if d.raw_id is not None}
         for view in rerank_views:
-            try:
-                self.rerankings.append(_reranking(view, returned))
-            except Exception as exc:  # see above
-                _internal(view, exc)
+            _guarded(self._rerank, view, returned)
 
-    def _retrieval(self, view: SpanView, tree: _Tree) -> None:
+    def _context(self, view: SpanView) -> None:
+        self.contexts.append(_context(view))
+
+    def _model(self, view: SpanView) -> None:
+        if view.span_id not in self._wrappers:
+            self.models.append(_model_call(view))
+
+    def _tool(self, view: SpanView) -> None:
+        call = _tool_call(view)
+        self.tools.append(call)
+        if call.documents and tj.has_retrieval_attributes(view):
+            # tracejudge.retrieval.* on a tool returning documents marks it a retrieval.
+            self.retrievals.append(_retrieval(view, [view]))
+
+    def _rerank(self, view: SpanView, returned: dict[str, Document]) -> None:
+        self.rerankings.append(_reranking(view, returned))
+
+    def _retrieval(self, view: SpanView) -> None:
+        tree = self._tree
         anchor_parent = tree.parent_view(view)
         if anchor_parent is not None and anchor_parent.step == "retrieval":
             return  # read as part of the enclosing retrieval call
@@ -221,6 +245,14 @@ class _Steps:
             # A function tool marked as a retriever (openai-agents' ``tool_span_kinds``) was
             # still called by the model: its arguments and result are a tool call too.
             self.tools.append(_tool_call(view))
+
+
+def _guarded(read: Callable[..., None], view: SpanView, *args: Any) -> None:
+    """Read one span; bad data must never abort a trace: an error is a gap saying which span."""
+    try:
+        read(view, *args)
+    except Exception as exc:
+        _internal(view, exc)
 
 
 def _wrappers(views: list[SpanView], tree: _Tree) -> set[str]:
@@ -242,27 +274,41 @@ def _wrappers(views: list[SpanView], tree: _Tree) -> set[str]:
 
 def _classify(view: SpanView) -> tuple[StepKind, str]:
     """The step of a span and the convention that decided it (see ``PRECEDENCE.classify``)."""
-    step: StepKind | None = None
-    convention = ""
-    for tier in PRECEDENCE.classify:
-        for candidate in tier:
-            found = candidate.classify(view)
-            if found is None or (found == "other" and step is not None):
-                continue
-            step, convention = found, candidate.name
-            if found != "other":
-                break
-        if step is not None:
-            break
+    step, convention = _convention_step(view) or _unclassified(view)
     if convention == "tracejudge":
-        return step or "other", convention
-    if step is None and any(view.attrs.get(key) is not None for key in _MODEL_KEYS):
-        step, convention = "model", "langfuse" if langfuse.is_langfuse(view) else "gen_ai"
-    if step is None:
-        step, convention = "other", "langfuse" if langfuse.is_langfuse(view) else ""
+        return step, convention
     if step == "other" and tj.has_retrieval_attributes(view):
         return "retrieval", convention or "tracejudge"
     return step, convention
+
+
+def _convention_step(view: SpanView) -> tuple[StepKind, str] | None:
+    """The step the first tier that classifies the span gives it, and the convention that did."""
+    for tier in PRECEDENCE.classify:
+        found = _tier_step(tier, view)
+        if found is not None:
+            return found
+    return None
+
+
+def _tier_step(tier: Line, view: SpanView) -> tuple[StepKind, str] | None:
+    """One tier's classification: the first specific step; "other" only when none is specific."""
+    other: tuple[StepKind, str] | None = None
+    for candidate in tier:
+        found = candidate.classify(view)
+        if found == "other":
+            other = other or (found, candidate.name)
+        elif found is not None:
+            return found, candidate.name
+    return other
+
+
+def _unclassified(view: SpanView) -> tuple[StepKind, str]:
+    """A span no tier classifies: a model call when it names a model, else "other"."""
+    in_langfuse = langfuse.is_langfuse(view)
+    if any(view.attrs.get(key) is not None for key in _MODEL_KEYS):
+        return "model", "langfuse" if in_langfuse else "gen_ai"
+    return "other", "langfuse" if in_langfuse else ""
 
 
 # --- retrieval ----------------------------------------------------------------------------------
@@ -308,13 +354,59 @@ def _retrieval_filter(view: SpanView) -> Filter | None:
     return _first_read(PRECEDENCE.retrieval_filter, lambda c: c.retrieval_filter(view))
 
 
+def _principal(view: SpanView) -> str | None:
+    return as_str(view.attrs.get(tj.PRINCIPAL))
+
+
+def _top_k(view: SpanView) -> int | None:
+    return as_int(
+        view.get(
+            "gen_ai.retrieval.top_k",
+            "gen_ai.request.top_k",
+            "db.vector.query.top_k",
+            "db.chroma.query.n_results",
+        )
+    )
+
+
+def _data_source(view: SpanView) -> str | None:
+    return as_str(view.get("gen_ai.data_source.id", "db.collection.name"))
+
+
+# ``RetrievalCall`` fields read from the call's members, in order, until one records it ("" is none);
+# the filter fills two fields (parsed and raw).
+_RETRIEVAL_FIELDS: dict[str, Callable[[SpanView], Any]] = {
+    "query": _query,
+    "filter": _retrieval_filter,
+    "principal": _principal,
+    "candidates": tj.candidates,
+    "top_k": _top_k,
+    "data_source": _data_source,
+}
+
+
 def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
-    query: str | None = None
-    filt: Filter | None = None
-    principal: str | None = None
-    candidates: tuple[Candidate, ...] | None = None
-    top_k: int | None = None
-    source: str | None = None
+    levels, fields = _member_records(members)
+    docs = join_levels(levels) if levels else None
+    _document_gaps(anchor, docs, members)
+    filt: Filter | None = fields.pop("filter")
+    return RetrievalCall(
+        span_id=anchor.span_id,
+        span_ids=tuple(v.span_id for v in members),
+        name=anchor.raw.name,
+        documents=tuple(docs or ()),
+        documents_recorded=docs is not None,
+        filter=filt[0] if filt else None,
+        filter_raw=filt[1] if filt else None,
+        start_time=anchor.start,
+        **fields,
+    )
+
+
+def _member_records(members: list[SpanView]) -> tuple[list[list[Document]], dict[str, Any]]:
+    """The documents each member of a retrieval call returned (one level per member that recorded
+    them) and the call's fields, read member by member (embedding spans hold none)."""
+    fields: dict[str, Any] = dict.fromkeys(_RETRIEVAL_FIELDS)
     levels: list[list[Document]] = []
     for view in members:
         if view.step == "embedding":
@@ -322,43 +414,19 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
         found = _documents(view)
         if found is not None:
             levels.append(found)
-        query = query or _query(view)
-        filt = filt or _retrieval_filter(view)
-        principal = principal or as_str(view.attrs.get(tj.PRINCIPAL))
-        if candidates is None:
-            candidates = tj.candidates(view)
-        if top_k is None:
-            top_k = as_int(
-                view.get(
-                    "gen_ai.retrieval.top_k",
-                    "gen_ai.request.top_k",
-                    "db.vector.query.top_k",
-                    "db.chroma.query.n_results",
-                )
-            )
-        source = source or as_str(view.get("gen_ai.data_source.id", "db.collection.name"))
-    docs = join_levels(levels) if levels else None
+        for field, read in _RETRIEVAL_FIELDS.items():
+            if fields[field] is None or fields[field] == "":
+                fields[field] = read(view)
+    return levels, fields
+
+
+def _document_gaps(anchor: SpanView, docs: list[Document] | None, members: list[SpanView]) -> None:
     if docs is None:
         anchor.gap("retrieval_documents_not_recorded", "the retrieval call did not record what it returned")
-    else:
-        missing = sum(1 for d in docs if d.content is None)
-        if missing:
-            anchor.gap("retrieval_content_not_recorded", _content_gap(missing, docs, members))
-    return RetrievalCall(
-        span_id=anchor.span_id,
-        span_ids=tuple(v.span_id for v in members),
-        name=anchor.raw.name,
-        query=query,
-        documents=tuple(docs or ()),
-        documents_recorded=docs is not None,
-        filter=filt[0] if filt else None,
-        filter_raw=filt[1] if filt else None,
-        principal=principal,
-        candidates=candidates,
-        top_k=top_k,
-        data_source=source,
-        start_time=anchor.start,
-    )
+        return
+    missing = sum(1 for d in docs if d.content is None)
+    if missing:
+        anchor.gap("retrieval_content_not_recorded", _content_gap(missing, docs, members))
 
 
 def _content_gap(missing: int, docs: list[Document], members: list[SpanView]) -> str:
@@ -477,14 +545,7 @@ def _model_call(view: SpanView) -> ModelCall:
     got = _model_io(PRECEDENCE.output_messages, lambda c: c.output_messages(view))
     inputs, outputs = given.messages or (), got.messages or ()
     input_text, redacted, partial = _input_record(view, system, system_redacted, given)
-
-    output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
-    output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
-    if got.redacted or any(m.redacted for m in outputs):
-        view.gap("model_output_redacted", "the model output was recorded redacted")
-    elif not output_recorded:
-        view.gap("model_output_not_recorded", "the LLM span carries no output content")
-
+    output_text, output_recorded = _output_record(view, got)
     return ModelCall(
         span_id=view.span_id,
         name=view.raw.name,
@@ -504,33 +565,84 @@ def _model_call(view: SpanView) -> ModelCall:
     )
 
 
+def _output_record(view: SpanView, got: ModelIO) -> tuple[str | None, bool]:
+    """The model output's text and whether any output was recorded (a gap says when not)."""
+    outputs = got.messages or ()
+    output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
+    output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
+    if _redacted(got):
+        view.gap("model_output_redacted", "the model output was recorded redacted")
+    elif not output_recorded:
+        view.gap("model_output_not_recorded", "the LLM span carries no output content")
+    return output_text, output_recorded
+
+
+def _redacted(record: ModelIO) -> bool:
+    """Whether a model input or output was recorded redacted, as a whole or in any message."""
+    return record.redacted or any(m.redacted for m in record.messages or ())
+
+
 def _input_record(
     view: SpanView, system: str | None, system_redacted: bool, given: ModelIO
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
     says which)."""
-    inputs = given.messages or ()
-    pieces = [system] if system else []
-    pieces.extend(m.content for m in inputs if m.content)
-    pieces.extend(given.texts)
-    input_text = "\n".join(pieces)
-    redacted = system_redacted or given.redacted or any(m.redacted for m in inputs)
-    # A message with a role but neither text nor tool calls lost its content on the way; a tool call
-    # the model asked for with no tool message after it lost its result (a chat API rejects that).
+    recorded = _Input.read(system, system_redacted, given)
+    gap = recorded.gap()
+    if gap is not None:
+        view.gap(*gap)
+    return recorded.text, recorded.redacted, recorded.partial
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A model call's input as the trace recorded it."""
+
+    text: str
+    redacted: bool
+    lost: list[int]
+    """Positions of input messages that lost their content or their tool result on the way."""
+    only_system: bool
+    """Only the system instructions were recorded (a chat call always sends messages)."""
+
+    @classmethod
+    def read(cls, system: str | None, system_redacted: bool, given: ModelIO) -> _Input:
+        inputs = given.messages or ()
+        pieces = [system] if system else []
+        pieces.extend(m.content for m in inputs if m.content)
+        pieces.extend(given.texts)
+        return cls(
+            text="\n".join(pieces),
+            redacted=system_redacted or _redacted(given),
+            lost=_lost_inputs(inputs),
+            only_system=bool(system) and not inputs and not given.texts,
+        )
+
+    def gap(self) -> tuple[str, str] | None:
+        """The gap this input is (kind, detail), the first that holds; None when it is whole."""
+        if self.redacted:
+            return "model_input_redacted", "the model input was recorded redacted"
+        if not self.text:
+            return "model_input_not_recorded", "the LLM span carries no input content"
+        if self.lost:
+            detail = f"input messages {self.lost} were recorded without their content or tool result"
+            return "model_input_not_recorded", detail
+        if self.only_system:
+            return "model_input_not_recorded", "only the system instructions were recorded, no input message"
+        return None
+
+    @property
+    def partial(self) -> bool:
+        """Some of the input reached the trace, and some was lost."""
+        return bool(self.text) and (bool(self.lost) or (self.only_system and not self.redacted))
+
+
+def _lost_inputs(inputs: Sequence[Message]) -> list[int]:
+    """Positions of input messages that lost part of themselves: a message with a role but neither
+    text nor tool calls lost its content; a tool call the model asked for with no tool message after
+    it lost its result (a chat API rejects that)."""
     empty = [i for i, m in enumerate(inputs) if m.content is None and not m.tool_calls and not m.redacted]
-    empty += [i for i, m in enumerate(inputs) if m.tool_calls and not _answered(inputs[i + 1 :])]
-    if redacted:
-        view.gap("model_input_redacted", "the model input was recorded redacted")
-    elif not input_text:
-        view.gap("model_input_not_recorded", "the LLM span carries no input content")
-    elif empty:
-        detail = f"input messages {empty} were recorded without their content or tool result"
-        view.gap("model_input_not_recorded", detail)
-    elif system and not inputs and not given.texts:
-        # A chat call always sends messages: only the system instructions reached the trace.
-        empty = [0]
-        view.gap("model_input_not_recorded", "only the system instructions were recorded, no input message")
-    return input_text, redacted, bool(empty) and bool(input_text)
+    return empty + [i for i, m in enumerate(inputs) if m.tool_calls and not _answered(inputs[i + 1 :])]
 
 
 def _answered(later: Sequence[Message]) -> bool:
@@ -598,34 +710,57 @@ def _with_call_ids(tools: list[ToolCall], models: list[ModelCall]) -> list[ToolC
     """
     if all(call.call_id is not None for call in tools):
         return tools
-    requests: list[tuple[Any, str, str, Any]] = []
+    requests = _Requests(models, used={call.call_id for call in tools if call.call_id is not None})
+    return [call if call.call_id is not None else requests.answer(call) for call in tools]
+
+
+class _Requests:
+    """The tool calls the models asked for, each answered by one tool call at most."""
+
+    def __init__(self, models: list[ModelCall], used: set[str]) -> None:
+        self._requests = list(_tool_requests(models))
+        self._used = used
+
+    def answer(self, call: ToolCall) -> ToolCall:
+        """The call with the id of the latest unused request it answers (unchanged when none)."""
+        match = next(
+            (
+                r.call_id
+                for r in reversed(self._requests)
+                if r.call_id not in self._used and r.answered_by(call)
+            ),
+            None,
+        )
+        if match is None:
+            return call
+        self._used.add(match)
+        return call.model_copy(update={"call_id": match})
+
+
+class _Request(NamedTuple):
+    """A tool call a model asked for, with the id it gave it."""
+
+    start: datetime | None
+    call_id: str
+    name: str
+    arguments: Any
+
+    def answered_by(self, call: ToolCall) -> bool:
+        """Same name and arguments, and the call did not start before the request (unknown times pass)."""
+        return (
+            self.name == call.name
+            and self.arguments == call.arguments
+            and (self.start is None or call.start_time is None or self.start <= call.start_time)
+        )
+
+
+def _tool_requests(models: list[ModelCall]) -> Iterator[_Request]:
+    """Every tool call the models asked for with an id and a name, in order."""
     for model in models:
-        for message in model.output_messages:
-            for request in message.tool_calls:
-                call_id = as_str(request.get("id"))
-                name = as_str(request.get("name"))
-                if call_id and name:
-                    requests.append((model.start_time, call_id, name, maybe_json(request.get("arguments"))))
-    used = {call.call_id for call in tools if call.call_id is not None}
-    out: list[ToolCall] = []
-    for call in tools:
-        if call.call_id is None:
-            match = next(
-                (
-                    call_id
-                    for start, call_id, name, arguments in reversed(requests)
-                    if call_id not in used
-                    and name == call.name
-                    and arguments == call.arguments
-                    and (start is None or call.start_time is None or start <= call.start_time)
-                ),
-                None,
-            )
-            if match is not None:
-                used.add(match)
-                call = call.model_copy(update={"call_id": match})
-        out.append(call)
-    return out
+        for request in (r for message in model.output_messages for r in message.tool_calls):
+            call_id, name = as_str(request.get("id")), as_str(request.get("name"))
+            if call_id and name:
+                yield _Request(model.start_time, call_id, name, maybe_json(request.get("arguments")))
 
 
 # --- trace level --------------------------------------------------------------------------------
@@ -668,37 +803,54 @@ def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) 
     return None
 
 
+# Trace metadata fields: the attribute keys that record each, first first, and whether a key is also
+# read from the spans' resources (the deployment environment is a resource attribute in OTel).
+_METADATA_FIELDS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("session_id", ("session.id", "langfuse.session.id", "gen_ai.conversation.id"), False),
+    ("user_id", ("user.id", "langfuse.user.id"), False),
+    ("environment", ("langfuse.environment", "deployment.environment.name", "deployment.environment"), True),
+    ("release", ("langfuse.release",), False),
+)
+_TAG_KEYS = ("langfuse.trace.tags", "tag.tags")
+
+
 def _metadata(views: list[SpanView], root: SpanView) -> dict[str, Any]:
-    out: dict[str, Any] = {}
     ordered_views = [root, *views]
+    found: dict[str, Any] = {"service_name": _service_name(views, root)}
+    for field, keys, in_resource in _METADATA_FIELDS:
+        found[field] = _metadata_value(ordered_views, keys, in_resource)
+    found["tags"] = _trace_tags(views)
+    return {field: value for field, value in found.items() if value}
+
+
+def _service_name(views: list[SpanView], root: SpanView) -> str | None:
+    """The root's service, else the first span's that names one."""
     service = as_str(root.resource.get("service.name"))
     if service is None:
         service = next((s for s in (as_str(v.resource.get("service.name")) for v in views) if s), None)
-    if service:
-        out["service_name"] = service
-    for field, keys in (
-        ("session_id", ("session.id", "langfuse.session.id", "gen_ai.conversation.id")),
-        ("user_id", ("user.id", "langfuse.user.id")),
-        ("environment", ("langfuse.environment", "deployment.environment.name", "deployment.environment")),
-        ("release", ("langfuse.release",)),
-    ):
-        for key in keys:
-            value = as_str(_first(ordered_views, key))
-            if value is None and field == "environment":
-                value = next(
-                    (as_str(v.resource.get(key)) for v in ordered_views if v.resource.get(key)), None
-                )
-            if value is not None:
-                out[field] = value
-                break
+    return service
+
+
+def _metadata_value(views: list[SpanView], keys: tuple[str, ...], in_resource: bool) -> str | None:
+    """The first key any span records, each key read from the spans' attributes, then (when a
+    resource attribute too) from their resources."""
+    for key in keys:
+        value = as_str(_first(views, key))
+        if value is None and in_resource:
+            value = next((as_str(v.resource.get(key)) for v in views if v.resource.get(key)), None)
+        if value is not None:
+            return value
+    return None
+
+
+def _trace_tags(views: list[SpanView]) -> list[str]:
+    """Every tag any span gave the trace, once each, in first-seen order."""
     tags: dict[str, None] = {}
     for view in views:
-        for key in ("langfuse.trace.tags", "tag.tags"):
+        for key in _TAG_KEYS:
             if view.attrs.get(key) is not None:
                 tags.update(dict.fromkeys(as_str_list(view.attrs[key]) or ()))
-    if tags:
-        out["tags"] = list(tags)
-    return out
+    return list(tags)
 
 
 def _node(view: SpanView, parent: str | None) -> SpanNode:
