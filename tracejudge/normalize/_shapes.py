@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from tracejudge.normalize._values import REDACTED, as_float, as_str, maybe_json, text_of
@@ -32,50 +33,58 @@ def _tool_call(value: Any) -> dict[str, Any] | None:
     return {"id": as_str(value.get("id")), "name": as_str(name), "arguments": maybe_json(arguments)}
 
 
+# Content part types (tuples, not sets: a part's "type" may be any JSON value, lists included).
+_TOOL_CALL_PARTS = ("tool_call", "tool_use", "function_call")
+_TOOL_RESULT_PARTS = ("tool_call_response", "tool_result")
+_NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, "image", "image_url", "blob", "file", "uri", "audio", "input_audio")
+
+
 def content_and_tools(content: Any) -> tuple[str | None, list[dict[str, Any]], bool]:
     """Text of a message content (string or parts list), tool calls found among parts, and redaction."""
     content = maybe_json(content) if isinstance(content, str) and content[:1] == "[" else content
-    if content is None:
-        return None, [], False
-    if isinstance(content, str):
-        if content == REDACTED:
-            return None, [], True
-        return content, [], False
     if isinstance(content, dict):
         content = [content]
-    if not isinstance(content, list):
-        return as_str(content), [], False
+    if isinstance(content, list):
+        return _parts_content(content)
+    if isinstance(content, str):
+        return (None, [], True) if content == REDACTED else (content, [], False)
+    return as_str(content), [], False
+
+
+def _parts_content(parts: list[Any]) -> tuple[str | None, list[dict[str, Any]], bool]:
+    """``content_and_tools`` of a parts list: the parts' texts joined, their tool calls, redaction."""
+    tools = _tool_calls(p for p in parts if isinstance(p, dict) and p.get("type") in _TOOL_CALL_PARTS)
     texts: list[str] = []
-    tools: list[dict[str, Any]] = []
     redacted = False
-    for part in content:
-        if isinstance(part, str):
-            if part == REDACTED:
-                redacted = True
-            else:
-                texts.append(part)
-            continue
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind in ("tool_call", "tool_use", "function_call"):
-            call = _tool_call(part)
-            if call is not None:
-                tools.append(call)
-            continue
-        if kind in ("tool_call_response", "tool_result"):
-            payload = part.get("response", part.get("result", part.get("content")))
-            text = text_of(payload)
-        elif kind in ("image", "image_url", "blob", "file", "uri", "audio", "input_audio"):
-            continue
-        else:
-            text = part.get("content", part.get("text"))
-            text = text if isinstance(text, str) else text_of(text)
+    for text in map(_part_text, parts):
         if text == REDACTED:
             redacted = True
-        elif text:
+        elif text is not None:
             texts.append(text)
     return ("\n".join(texts) if texts else None), tools, redacted
+
+
+def _part_text(part: Any) -> str | None:
+    """The text of one content part: a string part as is (even empty), a tool result's payload, a
+    text part's text; None for tool calls, media and parts without text."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in _TOOL_RESULT_PARTS:
+        text = text_of(part.get("response", part.get("result", part.get("content"))))
+    elif kind in _NO_TEXT_PARTS:
+        return None
+    else:
+        text = part.get("content", part.get("text"))
+        text = text if isinstance(text, str) else text_of(text)
+    return text or None
+
+
+def _tool_calls(raws: Any) -> list[dict[str, Any]]:
+    """The tool calls among raw tool-call records (ones with neither name nor arguments are none)."""
+    return [call for call in map(_tool_call, raws) if call is not None]
 
 
 def _tool_results_only(parts: Any) -> bool:
@@ -91,29 +100,34 @@ def message_from_dict(value: Any) -> Message | None:
     if not isinstance(value, dict):
         return None
     role = as_str(value.get("role")) or as_str(value.get("type"))
-    if "parts" in value:
-        content, tools, redacted = content_and_tools(value.get("parts"))
-    elif "content" in value or "text" in value:
-        content, tools, redacted = content_and_tools(value.get("content", value.get("text")))
-    elif "kwargs" in value and isinstance(value["kwargs"], dict):
-        return message_from_dict({"role": role, **value["kwargs"]})
-    elif role is None:
-        return None
-    else:
-        content, tools, redacted = None, [], False
-    if role is None:
-        role = "unknown"
-    if _tool_results_only(value.get("parts")):
-        # GenAI parts: tool results may travel in a "user" message (pydantic-ai); it is a tool message.
-        role = "tool"
-    role = {"human": "user", "ai": "assistant", "AIMessage": "assistant", "HumanMessage": "user"}.get(
-        role, role
-    )
-    for raw in value.get("tool_calls") or ():
-        call = _tool_call(raw)
-        if call is not None:
-            tools.append(call)
+    found = _message_content(value)
+    if found is None:
+        if isinstance(value.get("kwargs"), dict):
+            return message_from_dict({"role": role, **value["kwargs"]})  # LangChain's serialized message
+        if role is None:
+            return None
+        found = None, [], False
+    content, tools, redacted = found
+    tools.extend(_tool_calls(value.get("tool_calls") or ()))
+    role = _message_role(role, value.get("parts"))
     return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted)
+
+
+def _message_content(value: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], bool] | None:
+    """``content_and_tools`` of a message's GenAI parts or content (text); None when it has neither."""
+    if "parts" in value:
+        return content_and_tools(value.get("parts"))
+    if "content" in value or "text" in value:
+        return content_and_tools(value.get("content", value.get("text")))
+    return None
+
+
+def _message_role(role: str | None, parts: Any) -> str:
+    if _tool_results_only(parts):
+        # GenAI parts: tool results may travel in a "user" message (pydantic-ai); it is a tool message.
+        return "tool"
+    role = role or "unknown"
+    return _ROLE_ALIASES.get(role, role)
 
 
 # LangChain's serialized messages (a rendered ChatPromptValue) name the role ``type``; other dicts
@@ -130,23 +144,26 @@ def _typed(item: dict[str, Any]) -> bool:
 
 def messages_from_value(value: Any) -> list[Message] | None:
     """Messages from a decoded value: a message list, ``{"messages": [...]}``, or chat-completion choices."""
-    if isinstance(value, dict):
-        if isinstance(value.get("messages"), list):
-            value = value["messages"]
-        elif isinstance(value.get("choices"), list):
-            value = [c.get("message", c) if isinstance(c, dict) else c for c in value["choices"]]
-        elif "role" in value:
-            value = [value]
-        else:
-            return None
-    if not isinstance(value, list) or not value:
+    items = _message_items(value) if isinstance(value, dict) else value
+    if not isinstance(items, list) or not items or not all(_message_like(item) for item in items):
         return None
-    if not all(
-        isinstance(item, dict) and ("role" in item or "kwargs" in item or _typed(item)) for item in value
-    ):
-        return None
-    found = [m for m in (message_from_dict(item) for item in value) if m is not None]
+    found = [m for m in (message_from_dict(item) for item in items) if m is not None]
     return found or None
+
+
+def _message_items(value: dict[str, Any]) -> Any:
+    """The message list a dict holds: ``messages``, the choices' messages, or the dict as one message."""
+    if isinstance(value.get("messages"), list):
+        return value["messages"]
+    if isinstance(value.get("choices"), list):
+        return [c.get("message", c) if isinstance(c, dict) else c for c in value["choices"]]
+    if "role" in value:
+        return [value]
+    return None
+
+
+def _message_like(item: Any) -> bool:
+    return isinstance(item, dict) and ("role" in item or "kwargs" in item or _typed(item))
 
 
 # --- free-form input and output -----------------------------------------------------------------
@@ -166,53 +183,88 @@ _INPUT_KEYS = (
 )
 
 
-def _first_text(value: Any, keys: tuple[str, ...], role: str, depth: int, strict: bool = False) -> str | None:
-    if depth > 5:
-        return None
-    value = maybe_json(value)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    messages = messages_from_value(value)
-    if messages:
-        chosen = [m for m in messages if m.role == role and m.content] or [m for m in messages if m.content]
+# A wrapper's inner value: ``_unwrapped`` found none.
+_NOT_WRAPPED = object()
+
+
+@dataclass(frozen=True)
+class _TextReader:
+    """Finds the text of one kind (an answer, a request) inside a recorded value, however nested."""
+
+    keys: tuple[str, ...]
+    """Keys of a dict that hold the text, first first."""
+    role: str
+    """The role whose last message is the text, when the value is a message list."""
+    strict: bool = False
+    """Whether a structured value holding no such text reads as none (else as its JSON text)."""
+
+    def text(self, value: Any, depth: int = 0) -> str | None:
+        if depth > 5:
+            return None
+        value = maybe_json(value)
+        if value is None or isinstance(value, str):
+            return value
+        messages = messages_from_value(value)
+        if messages:
+            return self._last_text(messages)
+        return self._structured(value, depth)
+
+    def _last_text(self, messages: list[Message]) -> str | None:
+        """The last text of the reader's role in a message list, else the last text of any role."""
+        chosen = [m for m in messages if m.role == self.role and m.content] or [
+            m for m in messages if m.content
+        ]
         return chosen[-1].content if chosen else None
-    if isinstance(value, dict):
-        for key in keys:
-            if key in value:
-                found = _first_text(value[key], keys, role, depth + 1, strict)
-                if found:
-                    return found
-        if set(value) <= {"args", "kwargs"}:
-            args = value.get("args")
-            if isinstance(args, list) and args:
-                return _first_text(args[0], keys, role, depth + 1, strict)
-            kwargs = value.get("kwargs")
-            if isinstance(kwargs, dict):
-                return _first_text(kwargs, keys, role, depth + 1, strict)
-    if isinstance(value, list) and len(value) == 1:
-        return _first_text(value[0], keys, role, depth + 1, strict)
-    if strict and isinstance(value, dict | list):
-        return None
-    return text_of(value)
+
+    def _structured(self, value: Any, depth: int) -> str | None:
+        """The text under the first key that holds some, else inside a wrapper, else the value itself."""
+        if isinstance(value, dict):
+            found = next(
+                filter(None, (self.text(value[key], depth + 1) for key in self.keys if key in value)), None
+            )
+            if found:
+                return found
+        inner = _unwrapped(value)
+        if inner is not _NOT_WRAPPED:
+            return self.text(inner, depth + 1)
+        if self.strict and isinstance(value, dict | list):
+            return None
+        return text_of(value)
+
+
+def _unwrapped(value: Any) -> Any:
+    """What a wrapper holds: the first argument (or keyword arguments) of a recorded call
+    ``{"args": [...], "kwargs": {...}}``, the one item of a one-item list; ``_NOT_WRAPPED`` if not one."""
+    if isinstance(value, list):
+        return value[0] if len(value) == 1 else _NOT_WRAPPED
+    if not isinstance(value, dict) or not set(value) <= {"args", "kwargs"}:
+        return _NOT_WRAPPED
+    args, kwargs = value.get("args"), value.get("kwargs")
+    if isinstance(args, list) and args:
+        return args[0]
+    return kwargs if isinstance(kwargs, dict) else _NOT_WRAPPED
+
+
+_ANSWER = _TextReader(_ANSWER_KEYS, "assistant")
+_USER_ANSWER = _TextReader(_ANSWER_KEYS, "assistant", strict=True)
+_REQUEST = _TextReader(_INPUT_KEYS, "user")
 
 
 def answer_text(value: Any) -> str | None:
     """The answer inside a recorded output (plain text, JSON string, messages or an output dict)."""
-    return _first_text(value, _ANSWER_KEYS, "assistant", 0)
+    return _ANSWER.text(value)
 
 
 def user_answer(value: Any) -> str | None:
     """The answer a user got inside a trace-level output; None when the output is a structured object
     with no answer in it (a framework's state: LangGraph's root output is the whole graph state,
     retrieved documents and history included, and reading it as the answer judges the wrong text)."""
-    return _first_text(value, _ANSWER_KEYS, "assistant", 0, strict=True)
+    return _USER_ANSWER.text(value)
 
 
 def request_text(value: Any) -> str | None:
     """The user's request inside a recorded input."""
-    return _first_text(value, _INPUT_KEYS, "user", 0)
+    return _REQUEST.text(value)
 
 
 # --- documents ----------------------------------------------------------------------------------
@@ -229,36 +281,35 @@ def make_document(
     top: dict[str, Any] | None = None,
 ) -> Document:
     """A Document with identity from metadata ``doc_id``/``document_id``/``source`` and ``version``."""
-    md: Any = metadata
-    if isinstance(md, str):
-        md = view.json("document.metadata", md, python_literal=True)
+    md = (
+        view.json("document.metadata", metadata, python_literal=True)
+        if isinstance(metadata, str)
+        else metadata
+    )
     if not isinstance(md, dict):
         md = {}
     top = top or {}
-    doc_id = None
-    for key in _DOC_ID_KEYS:
-        doc_id = as_str(md.get(key))
-        if doc_id is not None:
-            break
-    if doc_id is None:
-        for key in _DOC_ID_KEYS:
-            doc_id = as_str(top.get(key))
-            if doc_id is not None:
-                break
     raw = as_str(raw_id)
     version = as_str(md.get("version")) or as_str(top.get("version"))
     text = content if isinstance(content, str) else text_of(content)
-    if text == REDACTED:
-        text = None
     return Document(
-        doc_id=doc_id or raw,
+        doc_id=_first_str(md, _DOC_ID_KEYS) or _first_str(top, _DOC_ID_KEYS) or raw,
         version=version,
         raw_id=raw,
-        content=text,
+        content=None if text == REDACTED else text,
         score=as_float(score),
         metadata=md,
         position=position,
     )
+
+
+def _first_str(mapping: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` whose value reads as text."""
+    for key in keys:
+        found = as_str(mapping.get(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _encoded_node(value: str) -> dict[str, Any] | None:
@@ -281,38 +332,45 @@ def document_from_dict(view: SpanView, value: Any, position: int) -> Document | 
         value = node
     if not isinstance(value, dict):
         return None
-    if isinstance(value.get("kwargs"), dict):
-        value = value["kwargs"]
-    if isinstance(value.get("node"), dict):
-        # LlamaIndex NodeWithScore: {"node": {...}, "score": ...}
-        node = value["node"]
-        value = {**node, "score": value.get("score", node.get("score"))}
-    if isinstance(value.get("document"), dict):
-        value = {**value["document"], **{k: v for k, v in value.items() if k != "document"}}
-    content = next((value[k] for k in _CONTENT_KEYS if value.get(k) is not None), None)
-    raw_id = next((value[k] for k in _RAW_ID_KEYS if value.get(k) is not None), None)
-    score = next((value[k] for k in _SCORE_KEYS if value.get(k) is not None), None)
+    value = _document_fields(value)
     return make_document(
         view,
-        raw_id=raw_id,
-        content=content,
-        score=score,
+        raw_id=_first_present(value, _RAW_ID_KEYS),
+        content=_first_present(value, _CONTENT_KEYS),
+        score=_first_present(value, _SCORE_KEYS),
         metadata=value.get("metadata", value.get("meta")),
         position=position,
         top=value,
     )
 
 
+def _document_fields(value: dict[str, Any]) -> dict[str, Any]:
+    """A document's own fields, out of the wrappers around them: LangChain's serialized ``kwargs``,
+    LlamaIndex's ``NodeWithScore`` (``{"node": {...}, "score": ...}``), a ``document`` beside its score."""
+    if isinstance(value.get("kwargs"), dict):
+        value = value["kwargs"]
+    if isinstance(value.get("node"), dict):
+        node = value["node"]
+        value = {**node, "score": value.get("score", node.get("score"))}
+    if isinstance(value.get("document"), dict):
+        value = {**value["document"], **{k: v for k, v in value.items() if k != "document"}}
+    return value
+
+
+def _first_present(value: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value of the first of ``keys`` that is present and not null."""
+    return next((value[k] for k in keys if value.get(k) is not None), None)
+
+
+# Keys under which a retriever output object holds its document list, first first.
+_DOCUMENT_LIST_KEYS = ("documents", "docs", "results", "nodes", "source_nodes", "output", "records")
+
+
 def documents_from_value(view: SpanView, value: Any) -> list[Document] | None:
     """Documents from a decoded retriever output: a list, or ``{"documents": [...]}`` and similar."""
     value = maybe_json(value)
     if isinstance(value, dict):
-        for key in ("documents", "docs", "results", "nodes", "source_nodes", "output", "records"):
-            if isinstance(value.get(key), list):
-                value = value[key]
-                break
-        else:
-            return None
+        value = next((value[key] for key in _DOCUMENT_LIST_KEYS if isinstance(value.get(key), list)), None)
     if not isinstance(value, list):
         return None
     docs = [d for d in (document_from_dict(view, item, i) for i, item in enumerate(value)) if d is not None]
