@@ -12,21 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import socket
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tracejudge._errors import InputError
-from tracejudge.judge import JudgeClient, OpenAIJudgeClient
+from tracejudge.judge import JudgeClient
 from tracejudge.runs._run import (
     Loader,
     ScoreOptions,
     make_judge,
     new_run_record,
+    projected_over_budget,
+    run_client,
     score_source,
     store_loader,
 )
@@ -78,12 +82,94 @@ def _trace_ids(sources: Iterable[str | TaskRecord]) -> list[str]:
 
 def _over_budget(p: RunProgress, options: ScoreOptions) -> bool:
     """Would the run pass its budget if every item in flight costs what the finished ones did on average?"""
-    per_usd = p.usd / p.done if p.done else 0.0
-    per_tok = p.tokens / p.done if p.done else 0.0
-    ahead = p.claimed + 1  # every live worker's items in flight, and this one
-    if options.budget_usd is not None and p.usd + per_usd * ahead > options.budget_usd:
+    # every live worker's items in flight, and this one
+    return projected_over_budget(options, usd=p.usd, tokens=p.tokens, done=p.done, ahead=p.claimed + 1)
+
+
+@dataclass
+class _SharedWorker:
+    """This worker's part in a shared run: it claims a few items at a time (one at a time under a
+    budget, checked before each launch), scores them through ``score`` and renews its lease while alive."""
+
+    store: Store
+    name: str
+    worker: str
+    options: ScoreOptions
+    score: Callable[[str], Awaitable[ItemResult]]
+    on_item: Callable[[ItemResult], None] | None
+    claimed: deque[str] = field(default_factory=deque)
+    refill: asyncio.Lock = field(default_factory=asyncio.Lock)
+    in_flight: int = 0
+    stopped: bool = False
+
+    @property
+    def budgeted(self) -> bool:
+        return self.options.budget_usd is not None or self.options.budget_tokens is not None
+
+    @property
+    def lease(self) -> float:
+        return self.options.lease_s
+
+    async def take(self) -> str | None:
+        """The next item to score; None when nothing is left to claim or the budget is spent."""
+        async with self.refill:
+            if not await self._refill():
+                return None
+            if self.budgeted and await self._budget_spent():
+                return None
+            return self.claimed.popleft()
+
+    async def _refill(self) -> bool:
+        """Claim items when none are left in hand, waiting while other live workers hold some;
+        False when there is nothing left to claim or wait for (or the run was stopped)."""
+        poll = max(0.05, min(1.0, self.lease / 4))
+        while not self.claimed:
+            if self.stopped:
+                return False
+            n = 1 if self.budgeted else _CLAIM
+            got = await asyncio.to_thread(
+                self.store.claim_run_items, self.name, worker=self.worker, n=n, lease_s=self.lease
+            )
+            if got:
+                self.claimed.extend(got)
+                return True
+            if await self._nothing_to_wait_for():
+                return False
+            await asyncio.sleep(poll)
         return True
-    return options.budget_tokens is not None and p.tokens + per_tok * ahead > options.budget_tokens
+
+    async def _nothing_to_wait_for(self) -> bool:
+        """Nothing to claim: done when no other live worker holds items (a dead one's run out and are
+        claimable, so this waits for them rather than leaving them behind)."""
+        progress = await asyncio.to_thread(self.store.run_progress, self.name)
+        return progress.stopped or (progress.pending == 0 and progress.claimed <= self.in_flight)
+
+    async def _budget_spent(self) -> bool:
+        """Whether the run's totals leave no budget for one more item; the first to see it stops the run."""
+        progress = await asyncio.to_thread(self.store.run_progress, self.name)
+        if not _over_budget(progress, self.options):
+            return False
+        self.stopped = True
+        await asyncio.to_thread(self.store.stop_run, self.name)
+        return True
+
+    async def work(self) -> None:
+        while (trace_id := await self.take()) is not None:
+            self.in_flight += 1
+            try:
+                item = await self.score(trace_id)
+                stored = await asyncio.to_thread(self.store.finish_run_item, item, worker=self.worker)
+            finally:
+                self.in_flight -= 1
+            if stored and self.on_item is not None:
+                self.on_item(item)
+
+    async def heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            await asyncio.to_thread(
+                self.store.renew_run_lease, self.name, worker=self.worker, lease_s=self.lease
+            )
 
 
 async def score_shared_run_async(
@@ -104,86 +190,35 @@ async def score_shared_run_async(
     assert name is not None
     _check_name(name)
     repeat = options.repeat or rubric.repeat
-    load = loader or store_loader(store)
     worker = worker_id()
-    lease = options.lease_s
     mine = new_run_record(rubric, store, options, run_id=name, repeat=repeat)
     # The selection matters only to the worker that creates the run.
     ids = _trace_ids(sources) if store.get_run(name) is None else None
-    run = await asyncio.to_thread(store.join_run, mine, ids, worker=worker, lease_s=lease)
+    run = await asyncio.to_thread(store.join_run, mine, ids, worker=worker, lease_s=options.lease_s)
     try:
         _check_same_rubric(run, mine)
     except InputError:
         await asyncio.to_thread(store.leave_run, name, worker=worker)
         raise
-    own_client = client is None and rubric.judge is not None
-    if own_client and rubric.judge is not None:
-        client = OpenAIJudgeClient(rubric.judge, concurrency=options.concurrency)
-    judge = make_judge(rubric, client, store, options)
-    budgeted = options.budget_usd is not None or options.budget_tokens is not None
-    claimed: deque[str] = deque()
-    refill = asyncio.Lock()
-    state = {"in_flight": 0, "stopped": False}
-    poll = max(0.05, min(1.0, lease / 4))
-
-    async def take() -> str | None:
-        async with refill:
-            while not claimed:
-                if state["stopped"]:
-                    return None
-                n = 1 if budgeted else _CLAIM
-                got = await asyncio.to_thread(store.claim_run_items, name, worker=worker, n=n, lease_s=lease)
-                if got:
-                    claimed.extend(got)
-                    break
-                progress = await asyncio.to_thread(store.run_progress, name)
-                # Nothing to claim: done when no other live worker holds items (a dead one's run out
-                # and are claimable, so this waits for them rather than leaving them behind).
-                if progress.stopped or (progress.pending == 0 and progress.claimed <= state["in_flight"]):
-                    return None
-                await asyncio.sleep(poll)
-            if budgeted:
-                progress = await asyncio.to_thread(store.run_progress, name)
-                if _over_budget(progress, options):
-                    state["stopped"] = True
-                    await asyncio.to_thread(store.stop_run, name)
-                    return None
-            return claimed.popleft()
-
-    async def work() -> None:
-        while (trace_id := await take()) is not None:
-            state["in_flight"] += 1
-            try:
-                item = await score_source(
-                    trace_id,
-                    rubric,
-                    run_id=name,
-                    load=load,
-                    judge=judge,
-                    repeat=repeat,
-                    manifest=options.manifest,
-                )
-                stored = await asyncio.to_thread(store.finish_run_item, item, worker=worker)
-            finally:
-                state["in_flight"] -= 1
-            if stored and on_item is not None:
-                on_item(item)
-
-    async def heartbeat() -> None:
-        while True:
-            await asyncio.sleep(lease / 3)
-            await asyncio.to_thread(store.renew_run_lease, name, worker=worker, lease_s=lease)
-
-    beat = asyncio.create_task(heartbeat())
-    try:
-        await asyncio.gather(*(work() for _ in range(max(1, options.concurrency))))
-    finally:
-        beat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beat
-        await asyncio.to_thread(store.leave_run, name, worker=worker)
-        if own_client and client is not None:
-            await client.aclose()
+    async with run_client(rubric, client, options) as client:
+        score = functools.partial(
+            score_source,
+            rubric=rubric,
+            run_id=name,
+            load=loader or store_loader(store),
+            judge=make_judge(rubric, client, store, options),
+            repeat=repeat,
+            manifest=options.manifest,
+        )
+        me = _SharedWorker(store, name, worker, options, score, on_item)
+        beat = asyncio.create_task(me.heartbeat())
+        try:
+            await asyncio.gather(*(me.work() for _ in range(max(1, options.concurrency))))
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            await asyncio.to_thread(store.leave_run, name, worker=worker)
     return await asyncio.to_thread(run_state, store, run)
 
 
