@@ -22,8 +22,8 @@ from typing import Any, ClassVar, Literal, Self
 
 import uvicorn
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracejudge._errors import InputError, MissingDependencyError
 
@@ -131,6 +131,81 @@ class RecordedRequest:
         return next((v for k, v in self.query if k == name), None)
 
 
+class HandlerError(Exception):
+    """A route handler's refusal: the status and message the server answers with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+Handler = Callable[..., tuple[int, Any]]
+"""A route handler: ``(request, parsed body, **path params) -> (status, JSON payload)``."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """A request as the server reads it once: what routes, faults, handlers and the record see."""
+
+    request: Request
+    body: bytes
+    """The raw body (the spec check reads it)."""
+    method: str
+    """Upper-case HTTP method."""
+    sub: str
+    """The path routes and faults match (after the server's prefix)."""
+    query: tuple[tuple[str, str], ...]
+    """Query parameters in order."""
+    parsed: Any
+    """The body parsed as JSON, or None (empty or not JSON)."""
+
+    @classmethod
+    async def read(cls, request: Request, route_path: Callable[[str], str]) -> Call:
+        body = await request.body()
+        try:
+            parsed: Any = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        return cls(
+            request=request,
+            body=body,
+            method=request.method.upper(),
+            sub=route_path(request.url.path),
+            query=tuple(request.query_params.multi_items()),
+            parsed=parsed,
+        )
+
+
+async def _incomplete_body(scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG001 - ASGI's signature
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
+
+
+def _dropped(call: Call, fault: Fault) -> tuple[int, ASGIApp]:  # noqa: ARG001 - the table's signature
+    """A ``drop`` fault: the headers promise 4096 bytes, a few arrive, and uvicorn closes the
+    connection on the incomplete response (recorded with status 0)."""
+    return 0, _incomplete_body
+
+
+def _echoed(call: Call, fault: Fault) -> tuple[int, ASGIApp]:
+    """An ``echo`` fault: an error whose message repeats the request's headers."""
+    headers = "; ".join(f"{k}: {v}" for k, v in call.request.headers.items())
+    echo = {
+        "message": f"upstream failed for {call.method} {call.request.url.path}; request headers: {headers}"
+    }
+    return fault.status, Response(json.dumps(echo), status_code=fault.status, media_type="application/json")
+
+
+_CUT_SHORT: dict[str, Callable[[Call, Fault], tuple[int, ASGIApp]]] = {"drop": _dropped, "echo": _echoed}
+"""Fault kinds answered before any wait, route or check: kind -> (status recorded, the answer)."""
+
+
 class ApiServer:
     """An API on loopback, in a background thread; subclasses answer in :meth:`_respond`."""
 
@@ -155,6 +230,9 @@ class ApiServer:
 
     # -- what differs ----------------------------------------------------------------------
 
+    recorded_statuses: ClassVar[frozenset[int]] = frozenset({400})
+    """Statuses of a :class:`HandlerError` kept in :attr:`request_errors` (a bad request, not a miss)."""
+
     def _route_path(self, path: str) -> str:
         """The path routes, faults and the record see."""
         return path
@@ -163,9 +241,15 @@ class ApiServer:
         """A path no fault and no page latency touches."""
         return False
 
-    async def _respond(
-        self, request: Request, body: bytes, method: str, sub: str, parsed: Any, fault: Fault | None
-    ) -> Response:
+    def _fault_response(self, fault: Fault) -> Response | None:
+        """The answer of an injected ``429`` or ``500`` (None for the other kinds)."""
+        raise NotImplementedError
+
+    def _error(self, status: int, message: str) -> Response:
+        """An error answer in the server's own shape."""
+        raise NotImplementedError
+
+    async def _respond(self, call: Call) -> Response:
         raise NotImplementedError
 
     # -- recording and faults --------------------------------------------------------------
@@ -245,48 +329,47 @@ class ApiServer:
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        request = Request(scope, receive)
-        body = await request.body()
-        sub = self._route_path(request.url.path)
-        method = request.method.upper()
-        query = tuple(request.query_params.multi_items())
-        try:
-            parsed: Any = json.loads(body) if body else None
-        except ValueError:
-            parsed = None
+        call = await Call.read(Request(scope, receive), self._route_path)
+        exempt = self._exempt(call.sub)
+        fault = None if exempt else self._take_fault(call)
+        cut_short = _CUT_SHORT.get(fault.kind) if fault is not None else None
+        if fault is not None and cut_short is not None:
+            status, app = cut_short(call, fault)
+        else:
+            await self._wait(call, fault, exempt)
+            response = self._fault_response(fault) if fault is not None else None
+            if response is None:
+                response = await self._respond(call)
+            status, app = response.status_code, response
+        self._log(call.method, call.sub, call.query, call.parsed, status)
+        await app(scope, receive, send)
 
-        fault = None
-        exempt = self._exempt(sub)
-        if not exempt:
-            with self._lock:
-                fault = next((f for f in self.faults if f.hits(method, sub)), None)
-        if fault is not None and fault.kind == "drop":
-            self._log(method, sub, query, parsed, 0)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
-                }
-            )
-            await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
-            return  # the response is incomplete: uvicorn closes the connection
-        if fault is not None and fault.kind == "echo":
-            self._log(method, sub, query, parsed, fault.status)
-            headers = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
-            echo = {"message": f"upstream failed for {method} {request.url.path}; request headers: {headers}"}
-            await Response(json.dumps(echo), status_code=fault.status, media_type="application/json")(
-                scope, receive, send
-            )
-            return
+    def _take_fault(self, call: Call) -> Fault | None:
+        """The first injected fault that still hits this request (counting it)."""
+        with self._lock:
+            return next((f for f in self.faults if f.hits(call.method, call.sub)), None)
+
+    async def _wait(self, call: Call, fault: Fault | None, exempt: bool) -> None:
+        """A ``slow`` fault's delay, then the page latency every read pays."""
         if fault is not None and fault.kind == "slow":
             await asyncio.sleep(fault.delay)
-        if method == "GET" and not exempt and self.page_latency > 0:
+        if call.method == "GET" and not exempt and self.page_latency > 0:
             await asyncio.sleep(self.page_latency)
 
-        response = await self._respond(request, body, method, sub, parsed, fault)
-        self._log(method, sub, query, parsed, response.status_code)
-        await response(scope, receive, send)
+    def _answer(self, call: Call, handler: Handler, params: dict[str, str], openapi_request: Any) -> Response:
+        """Run a route's handler: its payload checked against the spec, or its refusal as an error."""
+        try:
+            status, payload = handler(call.request, call.parsed, **params)
+        except HandlerError as exc:
+            if exc.status in self.recorded_statuses:
+                with self._lock:
+                    self.request_errors.append(f"{call.method} {call.sub}: {exc}")
+            return self._error(exc.status, str(exc))
+        response = JSONResponse(payload, status_code=status)
+        breach = (
+            self._check_response(openapi_request, response, call.method, call.sub) if status < 300 else None
+        )
+        return response if breach is None else self._error(500, breach)
 
     def _log(self, method: str, sub: str, query: tuple[tuple[str, str], ...], body: Any, status: int) -> None:
         if self.record:

@@ -27,14 +27,16 @@ Example::
         ...  # point LANGFUSE_BASE_URL at server.base_url, keys server.public_key / server.secret_key
 """
 
-# Route handlers share one signature (request, body, **path params) so one table dispatches them.
-# ruff: noqa: ARG002
+# Route handlers share one signature (request, body, **path params), and the v2 field groups one
+# (observation, trace, expand), so one table dispatches each.
+# ruff: noqa: ARG001, ARG002
 
 from __future__ import annotations
 
 import base64
 import copy
 import hashlib
+import itertools
 import json
 import re
 import time
@@ -50,7 +52,10 @@ from starlette.responses import JSONResponse, Response
 
 from tracejudge.testing._apiserver import (
     ApiServer,
+    Call,
     Fault,
+    Handler,
+    HandlerError,
     RecordedRequest,
     find_spec_file,
     load_openapi,
@@ -106,59 +111,166 @@ def _raw(value: Any) -> str | None:
     return json.dumps(value)
 
 
-class _BadRequest(Exception):
+# The v2 observations API's field groups beyond ``core``, in the order they are rendered: each
+# maps (observation, its trace, metadata keys to expand) to the fields the group adds.
+
+
+def _v2_basic(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {
+        "name": o.get("name"),
+        "level": o.get("level", "DEFAULT"),
+        "statusMessage": o.get("statusMessage"),
+        "version": o.get("version"),
+        "environment": o.get("environment"),
+        "bookmarked": False,
+        "public": False,
+        "userId": t.get("userId"),
+        "sessionId": t.get("sessionId"),
+        "isRootObservation": o.get("parentObservationId") is None,
+    }
+
+
+def _v2_time(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {
+        "completionStartTime": _iso(o.get("completionStartTime")),
+        "createdAt": o["startTime"],
+        "updatedAt": o["endTime"] or o["startTime"],
+    }
+
+
+def _v2_io(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    inp, outp = o.get("input"), o.get("output")
+    if o.get("parentObservationId") is None:  # v4 keeps the trace's I/O on its root observation
+        inp = t.get("input") if inp is None else inp
+        outp = t.get("output") if outp is None else outp
+    return {"input": _raw(inp), "output": _raw(outp)}
+
+
+def _v2_metadata(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    meta = o.get("metadata")
+    if isinstance(meta, dict):
+        meta = {
+            k: v if k in expand or len(json.dumps(v)) <= _META_TRUNCATE else json.dumps(v)[:_META_TRUNCATE]
+            for k, v in meta.items()
+        }
+    return {"metadata": meta}
+
+
+def _v2_model(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {
+        "providedModelName": o.get("model"),
+        "internalModelId": None,
+        "modelParameters": o.get("modelParameters"),
+    }
+
+
+def _v2_usage(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {
+        "usageDetails": o.get("usageDetails") or {},
+        "costDetails": o.get("costDetails") or {},
+        "totalCost": None,
+        "usagePricingTierName": None,
+    }
+
+
+def _v2_prompt(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {"promptId": None, "promptName": o.get("promptName"), "promptVersion": o.get("promptVersion")}
+
+
+def _v2_metrics(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {"latency": None, "timeToFirstToken": None}
+
+
+def _v2_trace_context(o: dict[str, Any], t: dict[str, Any], expand: set[str]) -> dict[str, Any]:
+    return {"tags": list(t.get("tags") or []), "release": t.get("release"), "traceName": t.get("name")}
+
+
+_V2_FIELD_GROUPS: dict[str, Callable[[dict[str, Any], dict[str, Any], set[str]], dict[str, Any]]] = {
+    "basic": _v2_basic,
+    "time": _v2_time,
+    "io": _v2_io,
+    "metadata": _v2_metadata,
+    "model": _v2_model,
+    "usage": _v2_usage,
+    "prompt": _v2_prompt,
+    "metrics": _v2_metrics,
+    "trace_context": _v2_trace_context,
+}
+
+
+class _BadRequest(HandlerError):
     def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(status, message)
+
+
+# Bounds that let a missing time range or cursor compare like a present one: every ISO-8601 UTC
+# time sorts after "" and before "~" (all its characters are digits and "-:.TZ").
+_EARLIEST = ""
+_LATEST = "~"
+
+
+def _query_time(q: Any, name: str, default: str) -> str:
+    """A time query parameter as this server stores times (ISO-8601 UTC), or ``default`` without it."""
+    raw = q.get(name)
+    return (raw and _iso(raw)) or default
+
+
+def _where(rows: list[dict[str, Any]], q: Any, fields: Iterable[str]) -> list[dict[str, Any]]:
+    """The rows whose ``fields`` equal the query's (those it names) and whose ``timestamp`` lies in
+    ``[fromTimestamp, toTimestamp)``: the filters the score and legacy trace lists share."""
+    wanted = {k: q[k] for k in fields if q.get(k) is not None}
+    lo, hi = _query_time(q, "fromTimestamp", _EARLIEST), _query_time(q, "toTimestamp", _LATEST)
+    return [r for r in rows if lo <= r["timestamp"] < hi and all(r.get(k) == v for k, v in wanted.items())]
 
 
 @dataclass(frozen=True)
 class _ObservationFilter:
     """The filters of a v2 observations query, read once from its parameters."""
 
-    after: tuple[str, str] | None
-    """(startTime, id) of the cursor: only observations before it."""
-    lo: str | None
-    hi: str | None
+    before: tuple[str, str]
+    """(startTime, id) of the cursor: only observations before it (``(_LATEST, "")`` without one)."""
+    lo: str
+    """Only observations starting at or after this (``_EARLIEST`` without ``fromStartTime``)."""
+    hi: str
+    """Only observations starting before this (``_LATEST`` without ``toStartTime``)."""
     environments: frozenset[str]
-    root_only: bool
-    fields: dict[str, str]
-    """Observation fields that must equal the query's."""
+    """Environments kept; empty keeps all."""
+    fields: dict[str, str | None]
+    """Observation fields that must equal the query's (a root-only query asks for no parent)."""
     trace_fields: dict[str, str]
     """Fields of the observation's trace that must equal the query's."""
 
     @classmethod
     def of(cls, q: Any) -> _ObservationFilter:
-        environments = frozenset(q.getlist("environment"))
-        lo = _iso(q["fromStartTime"]) if q.get("fromStartTime") else None
-        hi = _iso(q["toStartTime"]) if q.get("toStartTime") else None
-        after: tuple[str, str] | None = None
-        if q.get("cursor"):
-            try:
-                c = json.loads(base64.b64decode(q["cursor"]))
-                after = (str(c["t"]), str(c["id"]))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise _BadRequest("invalid cursor") from exc
+        fields: dict[str, str | None] = {
+            k: q[k] for k in ("name", "type", "level", "version") if q.get(k) is not None
+        }
+        if q.get("isRootObservation") == "true":
+            fields["parentObservationId"] = None
         return cls(
-            after=after,
-            lo=lo,
-            hi=hi,
-            environments=environments,
-            root_only=q.get("isRootObservation") == "true",
-            fields={k: q[k] for k in ("name", "type", "level", "version") if q.get(k) is not None},
+            before=cls._cursor(q.get("cursor")),
+            lo=_query_time(q, "fromStartTime", _EARLIEST),
+            hi=_query_time(q, "toStartTime", _LATEST),
+            environments=frozenset(q.getlist("environment")),
+            fields=fields,
             trace_fields={k: q[k] for k in ("userId", "sessionId") if q.get(k) is not None},
         )
 
+    @staticmethod
+    def _cursor(raw: str | None) -> tuple[str, str]:
+        if not raw:
+            return (_LATEST, "")
+        try:
+            c = json.loads(base64.b64decode(raw))
+            return (str(c["t"]), str(c["id"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _BadRequest("invalid cursor") from exc
+
     def keeps(self, o: dict[str, Any], traces: Mapping[str, dict[str, Any]]) -> bool:
-        if self.after is not None and (o["startTime"], o["id"]) >= self.after:
-            return False
-        if (self.lo is not None and o["startTime"] < self.lo) or (
-            self.hi is not None and o["startTime"] >= self.hi
-        ):
+        start = o["startTime"]
+        if not (self.lo <= start < self.hi and (start, o["id"]) < self.before):
             return False
         if self.environments and o.get("environment") not in self.environments:
-            return False
-        if self.root_only and o.get("parentObservationId") is not None:
             return False
         if any(o.get(k) != v for k, v in self.fields.items()):
             return False
@@ -307,57 +419,48 @@ class LangfuseServer(ApiServer):
     def _exempt(self, sub: str) -> bool:
         return sub == "/health"
 
-    async def _respond(
-        self, request: Request, body: bytes, method: str, sub: str, parsed: Any, fault: Fault | None
-    ) -> Response:
-        if fault is not None and fault.kind == "429":
-            reset = int(time.time()) + fault.retry_after
-            return JSONResponse(
-                {
-                    "message": "Rate limit exceeded",
-                    "code": "rate_limited",
-                    "details": {
-                        "retryAfterSeconds": fault.retry_after,
-                        "limit": 30,
-                        "remaining": 0,
-                        "resetAt": _iso(datetime.fromtimestamp(reset, UTC)),
-                    },
-                },
-                status_code=429,
-                headers={
-                    "Retry-After": str(fault.retry_after),
-                    "X-RateLimit-Limit": "30",
-                    "X-RateLimit-Remaining": "0",
-                    "X-RateLimit-Reset": str(reset),
-                },
-            )
-        if fault is not None and fault.kind == "500":
-            return JSONResponse({"message": "Internal Server Error"}, status_code=500)
+    recorded_statuses = frozenset({400})
 
-        handler, params = self._route(method, sub)
+    def _fault_response(self, fault: Fault) -> Response | None:
+        if fault.kind == "500":
+            return self._error(500, "Internal Server Error")
+        if fault.kind != "429":
+            return None
+        reset = int(time.time()) + fault.retry_after
+        return JSONResponse(
+            {
+                "message": "Rate limit exceeded",
+                "code": "rate_limited",
+                "details": {
+                    "retryAfterSeconds": fault.retry_after,
+                    "limit": 30,
+                    "remaining": 0,
+                    "resetAt": _iso(datetime.fromtimestamp(reset, UTC)),
+                },
+            },
+            status_code=429,
+            headers={
+                "Retry-After": str(fault.retry_after),
+                "X-RateLimit-Limit": "30",
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": str(reset),
+            },
+        )
+
+    def _error(self, status: int, message: str) -> Response:
+        return JSONResponse({"message": message}, status_code=status)
+
+    async def _respond(self, call: Call) -> Response:
+        handler, params = self._route(call.method, call.sub)
         if handler is None:
-            return JSONResponse({"message": f"route {method} {_PREFIX}{sub} not found"}, status_code=404)
-
-        openapi_request, problem = self._check_request(request, body, method, sub)
+            return self._error(404, f"route {call.method} {_PREFIX}{call.sub} not found")
+        openapi_request, problem = self._check_request(call.request, call.body, call.method, call.sub)
         if problem is not None:
             status = 401 if "Security" in type(problem).__name__ else 400
-            return JSONResponse({"message": f"invalid request: {problem}"}, status_code=status)
-
-        if sub != "/health" and not self._authorized(request.headers.get("authorization", "")):
-            return JSONResponse({"message": "Invalid credentials"}, status_code=401)
-
-        try:
-            status, payload = handler(request, parsed, **params)
-        except _BadRequest as exc:
-            if exc.status == 400:
-                with self._lock:
-                    self.request_errors.append(f"{method} {sub}: {exc}")
-            return JSONResponse({"message": str(exc)}, status_code=exc.status)
-        response = JSONResponse(payload, status_code=status)
-        breach = self._check_response(openapi_request, response, method, sub) if status < 300 else None
-        if breach is not None:
-            return JSONResponse({"message": breach}, 500)
-        return response
+            return self._error(status, f"invalid request: {problem}")
+        if call.sub != "/health" and not self._authorized(call.request.headers.get("authorization", "")):
+            return self._error(401, "Invalid credentials")
+        return self._answer(call, handler, params, openapi_request)
 
     def _authorized(self, header: str) -> bool:
         if not header.lower().startswith("basic "):
@@ -368,10 +471,10 @@ class LangfuseServer(ApiServer):
             return False
         return user == self.public_key and password == self.secret_key
 
-    def _route(self, method: str, sub: str) -> tuple[Callable[..., tuple[int, Any]] | None, dict[str, str]]:
+    def _route(self, method: str, sub: str) -> tuple[Handler | None, dict[str, str]]:
         v4 = self.generation == "v4"
         legacy = not v4
-        table: list[tuple[str, str, Callable[..., tuple[int, Any]], bool]] = [
+        table: list[tuple[str, str, Handler, bool]] = [
             ("GET", r"/health", self._health, True),
             ("GET", r"/projects", self._projects, True),
             ("GET", r"/v2/observations", self._observations_v2, True),
@@ -444,42 +547,33 @@ class LangfuseServer(ApiServer):
         limit = self._int(request, "limit", 50, 0, 1000)
         groups = {"core", *(q.get("fields") or "core,basic").split(",")}
         expand = set(filter(None, (q.get("expandMetadata") or "").split(",")))
-        trace_id = q.get("traceId")
-        if trace_id is not None:
-            with self._lock:
-                pool = sorted(
-                    self._obs_by_trace.get(trace_id, []),
-                    key=lambda o: (o["startTime"], o["id"]),
-                    reverse=True,
-                )
-        elif q.get("isRootObservation") == "true":
-            pool = self._sorted_roots()
-        else:
-            with self._lock:
-                pool = [o for obs in self._obs_by_trace.values() for o in obs]
-            pool.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
         keep = _ObservationFilter.of(q)
-        page: list[dict[str, Any]] = []
-        more = False
-        for o in pool:
-            if not keep.keeps(o, self._traces):
-                continue
-            if len(page) == limit:
-                more = True
-                break
-            page.append(o)
-        data = [self._render_v2(o, groups, expand) for o in page]
+        # One past the page tells whether another page follows.
+        page = list(itertools.islice((o for o in self._pool(q) if keep.keeps(o, self._traces)), limit + 1))
+        more, page = len(page) > limit, page[:limit]
         meta: dict[str, Any] = {}
         if more and page:
             last = page[-1]
             meta["cursor"] = base64.b64encode(
                 json.dumps({"t": last["startTime"], "id": last["id"]}).encode()
             ).decode()
-        return 200, {"data": data, "meta": meta}
+        return 200, {"data": [self._render_v2(o, groups, expand) for o in page], "meta": meta}
+
+    def _pool(self, q: Any) -> list[dict[str, Any]]:
+        """The observations a v2 query walks, newest first: one trace's, the cached roots, or all."""
+        trace_id = q.get("traceId")
+        if trace_id is None and q.get("isRootObservation") == "true":
+            return self._sorted_roots()
+        with self._lock:
+            if trace_id is not None:
+                pool = list(self._obs_by_trace.get(trace_id, []))
+            else:
+                pool = [o for obs in self._obs_by_trace.values() for o in obs]
+        pool.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
+        return pool
 
     def _render_v2(self, o: dict[str, Any], groups: set[str], expand: set[str]) -> dict[str, Any]:
         t = self._traces[o["traceId"]]
-        is_root = o.get("parentObservationId") is None
         out: dict[str, Any] = {
             "id": o["id"],
             "traceId": o["traceId"],
@@ -493,60 +587,9 @@ class LangfuseServer(ApiServer):
             "outputPrice": None,
             "totalPrice": None,
         }
-        if "basic" in groups:
-            out.update(
-                name=o.get("name"),
-                level=o.get("level", "DEFAULT"),
-                statusMessage=o.get("statusMessage"),
-                version=o.get("version"),
-                environment=o.get("environment"),
-                bookmarked=False,
-                public=False,
-                userId=t.get("userId"),
-                sessionId=t.get("sessionId"),
-                isRootObservation=is_root,
-            )
-        if "time" in groups:
-            out.update(
-                completionStartTime=_iso(o.get("completionStartTime")),
-                createdAt=o["startTime"],
-                updatedAt=o["endTime"] or o["startTime"],
-            )
-        if "io" in groups:
-            inp, outp = o.get("input"), o.get("output")
-            if is_root:  # v4 keeps the trace's I/O on its root observation
-                inp = t.get("input") if inp is None else inp
-                outp = t.get("output") if outp is None else outp
-            out.update(input=_raw(inp), output=_raw(outp))
-        if "metadata" in groups:
-            meta = o.get("metadata")
-            if isinstance(meta, dict):
-                meta = {
-                    k: v
-                    if k in expand or len(json.dumps(v)) <= _META_TRUNCATE
-                    else json.dumps(v)[:_META_TRUNCATE]
-                    for k, v in meta.items()
-                }
-            out["metadata"] = meta
-        if "model" in groups:
-            out.update(
-                providedModelName=o.get("model"),
-                internalModelId=None,
-                modelParameters=o.get("modelParameters"),
-            )
-        if "usage" in groups:
-            out.update(
-                usageDetails=o.get("usageDetails") or {},
-                costDetails=o.get("costDetails") or {},
-                totalCost=None,
-                usagePricingTierName=None,
-            )
-        if "prompt" in groups:
-            out.update(promptId=None, promptName=o.get("promptName"), promptVersion=o.get("promptVersion"))
-        if "metrics" in groups:
-            out.update(latency=None, timeToFirstToken=None)
-        if "trace_context" in groups:
-            out.update(tags=list(t.get("tags") or []), release=t.get("release"), traceName=t.get("name"))
+        for group, fields in _V2_FIELD_GROUPS.items():
+            if group in groups:
+                out.update(fields(o, t, expand))
         return out
 
     # scores
@@ -554,56 +597,22 @@ class LangfuseServer(ApiServer):
     def _upsert_score(
         self, body: dict[str, Any], *, source_default: str = "API", author: str | None = None
     ) -> str:
-        name = body.get("name")
-        if not isinstance(name, str) or not name:
-            raise _BadRequest("name is required")
-        value = body.get("value")
-        data_type = body.get("dataType")
-        if data_type is None:
-            data_type = "CATEGORICAL" if isinstance(value, str) else "NUMERIC"
-        if data_type in ("NUMERIC", "BOOLEAN") and (
-            isinstance(value, bool) or not isinstance(value, int | float)
-        ):
-            raise _BadRequest(f"{data_type} score value must be a number")
-        if data_type == "BOOLEAN" and value not in (0, 1):
-            raise _BadRequest("BOOLEAN score value must be 0 or 1")
-        if data_type in ("CATEGORICAL", "TEXT", "CORRECTION") and not isinstance(value, str):
-            raise _BadRequest(f"{data_type} score value must be a string")
-        if data_type == "TEXT" and not 1 <= len(str(value)) <= 500:
-            raise _BadRequest("TEXT score value must be 1..500 characters")
-        env = body.get("environment") or "default"
-        if not re.fullmatch(r"[a-z0-9_-]+", env) or env.startswith("langfuse"):
-            raise _BadRequest(f"invalid environment {env!r}")
-        source = body.get("source") or source_default
-        if source not in ("API", "ANNOTATION"):
-            raise _BadRequest(f"invalid source {source!r}")
-        trace_id = body.get("traceId")
-        if trace_id is not None and trace_id not in self._traces:
-            # Langfuse accepts scores for traces it has not seen yet; this server keeps that.
-            pass
+        checked = _checked_score(body, source_default)
+        # Langfuse accepts scores for traces it has not seen yet; this server keeps that.
         now = _iso(datetime.now(UTC))
         timestamp = _iso(body.get("timestamp")) if body.get("timestamp") else now
         assert timestamp is not None
         score_id = body.get("id") or str(uuid.uuid4())
-        key = (score_id, name, timestamp[:10])
+        key = (score_id, checked["name"], timestamp[:10])
         with self._lock:
             previous = self._scores.get(key)
             self._scores[key] = {
                 "id": score_id,
-                "traceId": trace_id,
-                "observationId": body.get("observationId"),
-                "sessionId": body.get("sessionId"),
-                "datasetRunId": body.get("datasetRunId"),
-                "name": name,
-                "value": value,
-                "dataType": data_type,
-                "source": source,
-                "comment": body.get("comment"),
-                "metadata": body.get("metadata"),
-                "configId": body.get("configId"),
-                "queueId": body.get("queueId"),
+                **{k: body.get(k) for k in ("traceId", "observationId", "sessionId", "datasetRunId")},
+                **{k: checked[k] for k in ("name", "value", "dataType", "source")},
+                **{k: body.get(k) for k in ("comment", "metadata", "configId", "queueId")},
                 "authorUserId": author,
-                "environment": env,
+                "environment": checked["environment"],
                 "timestamp": timestamp,
                 "createdAt": previous["createdAt"] if previous else now,
                 "updatedAt": now,
@@ -617,84 +626,39 @@ class LangfuseServer(ApiServer):
 
     def _filter_scores(self, request: Request) -> list[dict[str, Any]]:
         q = request.query_params
-        rows = self.scores
-        for key in (
-            "traceId",
-            "observationId",
-            "name",
-            "source",
-            "dataType",
-            "sessionId",
-            "id",
-            "queueId",
-            "authorUserId",
-            "configId",
-        ):
-            if q.get(key) is not None:
-                rows = [s for s in rows if s.get(key) == q[key]]
+        rows = _where(self.scores, q, _SCORE_FILTER_FIELDS)
         if q.get("scoreIds"):
             wanted = set(q["scoreIds"].split(","))
             rows = [s for s in rows if s["id"] in wanted]
-        if q.get("fromTimestamp"):
-            lo = _iso(q["fromTimestamp"]) or ""
-            rows = [s for s in rows if s["timestamp"] >= lo]
-        if q.get("toTimestamp"):
-            hi = _iso(q["toTimestamp"]) or ""
-            rows = [s for s in rows if s["timestamp"] < hi]
         rows.sort(key=lambda s: (s["timestamp"], s["id"]), reverse=True)
         return rows
 
     def _scores_v3(self, request: Request, body: Any) -> tuple[int, Any]:
-        if request.query_params.get("observationId") and not request.query_params.get("traceId"):
+        q = request.query_params
+        if q.get("observationId") and not q.get("traceId"):
             raise _BadRequest("observationId needs traceId")
         limit = self._int(request, "limit", 50, 1, 100)
-        offset = 0
-        if request.query_params.get("cursor"):
-            try:
-                offset = int(base64.b64decode(request.query_params["cursor"]).decode())
-            except ValueError as exc:
-                raise _BadRequest("invalid cursor") from exc
+        offset = _offset_cursor(q.get("cursor"))
         rows = self._filter_scores(request)
-        page = rows[offset : offset + limit]
-        data = []
-        for s in page:
-            value: Any = s["value"]
-            if s["dataType"] == "BOOLEAN":
-                value = bool(value)
-            elif s["dataType"] == "NUMERIC":
-                value = float(value)
-            subject: dict[str, Any] | None = None
-            if s.get("observationId"):
-                subject = {"kind": "observation", "id": s["observationId"], "traceId": s.get("traceId")}
-            elif s.get("traceId"):
-                subject = {"kind": "trace", "id": s["traceId"]}
-            elif s.get("sessionId"):
-                subject = {"kind": "session", "id": s["sessionId"]}
-            data.append(
-                {
-                    **{
-                        k: s[k]
-                        for k in (
-                            "id",
-                            "name",
-                            "source",
-                            "timestamp",
-                            "environment",
-                            "createdAt",
-                            "updatedAt",
-                        )
-                    },
-                    **{k: s[k] for k in ("comment", "metadata", "configId", "queueId", "authorUserId")},
-                    "projectId": self.project_id,
-                    "dataType": s["dataType"],
-                    "value": value,
-                    "subject": subject,
-                }
-            )
+        data = [self._score_v3(s) for s in rows[offset : offset + limit]]
         meta: dict[str, Any] = {"limit": limit}
         if offset + limit < len(rows):
             meta["cursor"] = base64.b64encode(str(offset + limit).encode()).decode()
         return 200, {"data": data, "meta": meta}
+
+    def _score_v3(self, s: dict[str, Any]) -> dict[str, Any]:
+        as_json = _V3_VALUE_TYPES.get(s["dataType"])
+        return {
+            **{
+                k: s[k]
+                for k in ("id", "name", "source", "timestamp", "environment", "createdAt", "updatedAt")
+            },
+            **{k: s[k] for k in ("comment", "metadata", "configId", "queueId", "authorUserId")},
+            "projectId": self.project_id,
+            "dataType": s["dataType"],
+            "value": s["value"] if as_json is None else as_json(s["value"]),
+            "subject": _score_subject(s),
+        }
 
     @staticmethod
     def _score_v1(s: dict[str, Any], *, trace_required: bool) -> dict[str, Any] | None:
@@ -747,25 +711,14 @@ class LangfuseServer(ApiServer):
     def _trace_rows(self, request: Request) -> list[dict[str, Any]]:
         q = request.query_params
         with self._lock:
-            rows = list(self._traces.values())
-        for key in ("name", "userId", "sessionId", "version", "release"):
-            if q.get(key) is not None:
-                rows = [t for t in rows if t.get(key) == q[key]]
-        tags = q.getlist("tags")
-        if tags:
-            rows = [t for t in rows if set(tags) <= set(t.get("tags") or [])]
-        envs = set(q.getlist("environment"))
-        if envs:
-            rows = [t for t in rows if t.get("environment") in envs]
-        if q.get("fromTimestamp"):
-            lo = _iso(q["fromTimestamp"]) or ""
-            rows = [t for t in rows if t["timestamp"] >= lo]
-        if q.get("toTimestamp"):
-            hi = _iso(q["toTimestamp"]) or ""
-            rows = [t for t in rows if t["timestamp"] < hi]
+            rows = _where(list(self._traces.values()), q, _TRACE_FILTER_FIELDS)
+        tags, envs = set(q.getlist("tags")), set(q.getlist("environment"))
+        rows = [
+            t for t in rows if tags <= set(t.get("tags") or []) and (not envs or t.get("environment") in envs)
+        ]
         order = q.get("orderBy") or "timestamp.desc"
         fieldname, _, direction = order.partition(".")
-        if fieldname not in ("id", "timestamp", "name", "userId", "release", "version", "sessionId"):
+        if fieldname not in _TRACE_ORDER_FIELDS:
             raise _BadRequest(f"invalid orderBy {order!r}")
         rows.sort(key=lambda t: (str(t.get(fieldname) or ""), t["id"]), reverse=direction != "asc")
         return rows
@@ -951,15 +904,7 @@ class LangfuseServer(ApiServer):
         name, data_type = body["name"], body["dataType"]
         if not self._CONFIG_NAME.fullmatch(name):
             raise _BadRequest(f"invalid score config name {name!r}")
-        categories = body.get("categories")
-        if data_type == "BOOLEAN":
-            if categories:
-                raise _BadRequest("categories are generated for BOOLEAN configs and cannot be passed")
-            categories = [{"label": "True", "value": 1}, {"label": "False", "value": 0}]
-        elif data_type == "CATEGORICAL" and not categories:
-            raise _BadRequest("a CATEGORICAL config needs categories")
-        elif data_type not in ("CATEGORICAL", "BOOLEAN") and categories:
-            raise _BadRequest(f"categories are only for CATEGORICAL configs, not {data_type}")
+        categories = self._config_categories(data_type, body.get("categories"))
         lo, hi = body.get("minValue"), body.get("maxValue")
         if lo is not None and hi is not None and lo > hi:
             raise _BadRequest("minValue must not exceed maxValue")
@@ -974,12 +919,25 @@ class LangfuseServer(ApiServer):
             "isArchived": False,
             "minValue": lo if data_type == "NUMERIC" else None,
             "maxValue": hi if data_type == "NUMERIC" else None,
-            "categories": categories if data_type in ("CATEGORICAL", "BOOLEAN") else None,
+            "categories": categories,
             "description": body.get("description"),
         }
         with self._lock:
             self._score_configs[config["id"]] = config
         return 200, config
+
+    @staticmethod
+    def _config_categories(data_type: str, categories: list[Any] | None) -> list[Any] | None:
+        """A config's categories: generated for BOOLEAN, required for CATEGORICAL, refused otherwise."""
+        if data_type == "BOOLEAN":
+            if categories:
+                raise _BadRequest("categories are generated for BOOLEAN configs and cannot be passed")
+            return [{"label": "True", "value": 1}, {"label": "False", "value": 0}]
+        if data_type == "CATEGORICAL" and not categories:
+            raise _BadRequest("a CATEGORICAL config needs categories")
+        if data_type != "CATEGORICAL" and categories:
+            raise _BadRequest(f"categories are only for CATEGORICAL configs, not {data_type}")
+        return categories if data_type == "CATEGORICAL" else None
 
     def _configs_list(self, request: Request, body: Any) -> tuple[int, Any]:
         limit = self._int(request, "limit", 50, 1, 100)
@@ -1065,6 +1023,105 @@ class LangfuseServer(ApiServer):
         with self._lock:
             self._queue_items[item["id"]] = item
         return 200, item
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_zero_or_one(value: Any) -> bool:
+    return value in (0, 1)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_short_text(value: Any) -> bool:
+    return 1 <= len(str(value)) <= 500
+
+
+# Langfuse's checks of a score value by its data type, in order: (data types, test, message).
+_SCORE_VALUE_RULES: tuple[tuple[frozenset[str], Callable[[Any], bool], str], ...] = (
+    (frozenset({"NUMERIC", "BOOLEAN"}), _is_number, "{} score value must be a number"),
+    (frozenset({"BOOLEAN"}), _is_zero_or_one, "BOOLEAN score value must be 0 or 1"),
+    (frozenset({"CATEGORICAL", "TEXT", "CORRECTION"}), _is_str, "{} score value must be a string"),
+    (frozenset({"TEXT"}), _is_short_text, "TEXT score value must be 1..500 characters"),
+)
+
+
+def _checked_score_value(value: Any, data_type: str | None) -> str:
+    """The score's data type (from its value when not given), once the value suits it."""
+    if data_type is None:
+        data_type = "CATEGORICAL" if isinstance(value, str) else "NUMERIC"
+    for types, passes, message in _SCORE_VALUE_RULES:
+        if data_type in types and not passes(value):
+            raise _BadRequest(message.format(data_type))
+    return data_type
+
+
+def _checked_score(body: dict[str, Any], source_default: str) -> dict[str, Any]:
+    """A posted score's name, value, data type, source and environment, once Langfuse's rules pass."""
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise _BadRequest("name is required")
+    data_type = _checked_score_value(body.get("value"), body.get("dataType"))
+    env = body.get("environment") or "default"
+    if not re.fullmatch(r"[a-z0-9_-]+", env) or env.startswith("langfuse"):
+        raise _BadRequest(f"invalid environment {env!r}")
+    source = body.get("source") or source_default
+    if source not in ("API", "ANNOTATION"):
+        raise _BadRequest(f"invalid source {source!r}")
+    return {
+        "name": name,
+        "value": body.get("value"),
+        "dataType": data_type,
+        "source": source,
+        "environment": env,
+    }
+
+
+_V3_VALUE_TYPES: dict[str, Callable[[Any], Any]] = {"BOOLEAN": bool, "NUMERIC": float}
+"""How /v3/scores returns a stored value, by data type (others as stored)."""
+
+
+def _score_subject(s: dict[str, Any]) -> dict[str, Any] | None:
+    """What a /v3/scores row scores: its observation, else its trace, else its session."""
+    if s.get("observationId"):
+        return {"kind": "observation", "id": s["observationId"], "traceId": s.get("traceId")}
+    if s.get("traceId"):
+        return {"kind": "trace", "id": s["traceId"]}
+    if s.get("sessionId"):
+        return {"kind": "session", "id": s["sessionId"]}
+    return None
+
+
+def _offset_cursor(raw: str | None) -> int:
+    """The row offset a /v3/scores cursor carries (0 without one)."""
+    if not raw:
+        return 0
+    try:
+        return int(base64.b64decode(raw).decode())
+    except ValueError as exc:
+        raise _BadRequest("invalid cursor") from exc
+
+
+_SCORE_FILTER_FIELDS = (
+    "traceId",
+    "observationId",
+    "name",
+    "source",
+    "dataType",
+    "sessionId",
+    "id",
+    "queueId",
+    "authorUserId",
+    "configId",
+)
+"""Score fields a score list filters on by equality."""
+_TRACE_FILTER_FIELDS = ("name", "userId", "sessionId", "version", "release")
+"""Trace fields the legacy trace list filters on by equality."""
+_TRACE_ORDER_FIELDS = frozenset({"id", "timestamp", "name", "userId", "release", "version", "sessionId"})
 
 
 def _page_meta(page: int, limit: int, total: int) -> dict[str, int]:

@@ -53,7 +53,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tracejudge.testing._apiserver import ApiServer, Fault, RecordedRequest, find_spec_file, load_openapi
+from tracejudge.testing._apiserver import (
+    ApiServer,
+    Call,
+    Fault,
+    Handler,
+    HandlerError,
+    RecordedRequest,
+    find_spec_file,
+    load_openapi,
+)
 
 __all__ = [
     "Fault",
@@ -134,11 +143,8 @@ def _parse_dt(value: Any) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-class _Fail(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
+class _Fail(HandlerError):
+    """A refusal answered as FastAPI does: ``{"detail": ...}``."""
 
 
 def _ingest_attributes(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -264,39 +270,33 @@ class PhoenixServer(ApiServer):
         with self._lock:
             return [copy.deepcopy(a) for a in self._trace_annotations.values()]
 
-    async def _respond(
-        self, request: Request, body: bytes, method: str, path: str, parsed: Any, fault: Fault | None
-    ) -> Response:
-        if fault is not None and fault.kind == "429":
+    recorded_statuses = frozenset({400, 422})
+
+    def _fault_response(self, fault: Fault) -> Response | None:
+        if fault.kind == "429":
             return Response(
                 "Too Many Requests", status_code=429, headers={"Retry-After": str(fault.retry_after)}
             )
-        if fault is not None and fault.kind == "500":
+        if fault.kind == "500":
             return Response("Internal Server Error", status_code=500)
-        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+        return None
+
+    def _error(self, status: int, message: str) -> Response:
+        return JSONResponse({"detail": message}, status_code=status)
+
+    async def _respond(self, call: Call) -> Response:
+        if self.api_key is not None and call.request.headers.get("authorization") != f"Bearer {self.api_key}":
             return Response("Invalid token", status_code=401)
-        handler, params = self._route(method, path)
+        handler, params = self._route(call.method, call.sub)
         if handler is None:
-            return JSONResponse({"detail": "Not Found"}, status_code=404)
-
-        openapi_request, problem = self._check_request(request, body, method, path)
+            return self._error(404, "Not Found")
+        openapi_request, problem = self._check_request(call.request, call.body, call.method, call.sub)
         if problem is not None:
-            return JSONResponse({"detail": f"invalid request: {problem}"}, status_code=422)
-        try:
-            status, payload = handler(request, parsed, **params)
-        except _Fail as exc:
-            if exc.status in (400, 422):
-                with self._lock:
-                    self.request_errors.append(f"{method} {path}: {exc.detail}")
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status)
-        response = JSONResponse(payload, status_code=status)
-        breach = self._check_response(openapi_request, response, method, path)
-        if breach is not None:
-            return JSONResponse({"detail": breach}, 500)
-        return response
+            return self._error(422, f"invalid request: {problem}")
+        return self._answer(call, handler, params, openapi_request)
 
-    def _route(self, method: str, path: str) -> tuple[Callable[..., tuple[int, Any]] | None, dict[str, str]]:
-        table: list[tuple[str, str, Callable[..., tuple[int, Any]]]] = [
+    def _route(self, method: str, path: str) -> tuple[Handler | None, dict[str, str]]:
+        table: list[tuple[str, str, Handler]] = [
             ("GET", r"/v1/projects", self._projects_list),
             ("GET", r"/v1/projects/(?P<project>[^/]+)/spans", self._spans_list),
             ("POST", r"/v1/span_annotations", self._annotate_spans),
