@@ -45,7 +45,9 @@ import copy
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -103,20 +105,30 @@ def _array_query_params(spec: dict[str, Any]) -> dict[str, Any]:
     """Rewrite query parameters typed ``anyOf: [array, null]`` (FastAPI's ``Optional[list[str]]``)
     as plain arrays: openapi-core only reads repeated query keys into a list for an ``array``
     schema, and a query string cannot carry a null anyway."""
-    for item in spec.get("paths", {}).values():
-        for operation in item.values():
-            if not isinstance(operation, dict):
-                continue
-            for param in operation.get("parameters", []):
-                schema = param.get("schema") or {}
-                variants = schema.get("anyOf")
-                if param.get("in") != "query" or not isinstance(variants, list):
-                    continue
-                arrays = [v for v in variants if v.get("type") == "array"]
-                if len(arrays) == 1 and all(v is arrays[0] or v.get("type") == "null" for v in variants):
-                    rest = {k: v for k, v in schema.items() if k != "anyOf"}
-                    param["schema"] = {**rest, **arrays[0]}
+    for param in _query_params(spec):
+        schema = param.get("schema") or {}
+        array = _optional_array(schema.get("anyOf"))
+        if array is not None:
+            rest = {k: v for k, v in schema.items() if k != "anyOf"}
+            param["schema"] = {**rest, **array}
     return spec
+
+
+def _query_params(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every query parameter of every operation in the spec."""
+    for item in spec.get("paths", {}).values():
+        operations = (op for op in item.values() if isinstance(op, dict))
+        yield from (p for op in operations for p in op.get("parameters", []) if p.get("in") == "query")
+
+
+def _optional_array(variants: Any) -> dict[str, Any] | None:
+    """The array schema of an ``anyOf`` that is one array or null, else None."""
+    if not isinstance(variants, list):
+        return None
+    arrays: list[dict[str, Any]] = [v for v in variants if v.get("type") == "array"]
+    if len(arrays) == 1 and all(v is arrays[0] or v.get("type") == "null" for v in variants):
+        return arrays[0]
+    return None
 
 
 def global_id(node: str, rowid: int) -> str:
@@ -177,6 +189,218 @@ def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
+def _span_row(s: dict[str, Any], *, rowid: int, project: int) -> dict[str, Any]:
+    """A span as exported, stored as Phoenix keeps it (ids lower-case, times parsed, kind read out)."""
+    attrs = _ingest_attributes(s.get("attributes") or {})
+    return {
+        "rowid": rowid,
+        "project": project,
+        "name": str(s.get("name") or ""),
+        "trace_id": str(s["trace_id"]).lower(),
+        "span_id": str(s["span_id"]).lower(),
+        "parent_id": str(s["parent_id"]).lower() if s.get("parent_id") else None,
+        "start": _parse_dt(s["start_time"]),
+        "end": _parse_dt(s.get("end_time") or s["start_time"]),
+        "status_code": str(s.get("status_code") or "UNSET"),
+        "status_message": str(s.get("status_message") or ""),
+        "span_kind": str(attrs.get(_KIND) or "UNKNOWN").upper(),
+        "attributes": attrs,
+        "events": [_event_row(e, s["start_time"]) for e in s.get("events") or []],
+    }
+
+
+def _event_row(e: Mapping[str, Any], span_start: Any) -> dict[str, Any]:
+    return {
+        "name": str(e.get("name") or ""),
+        "timestamp": _parse_dt(e.get("timestamp") or span_start),
+        "attributes": dict(e.get("attributes") or {}),
+    }
+
+
+_FIRST = datetime.min.replace(tzinfo=UTC)
+_LAST = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class _SpanQuery:
+    """The filters, order and cursor of a span list, read once from its query."""
+
+    project: int
+    """Row id of the project listed."""
+    lower: datetime
+    """Spans starting at or after this (``start_time``)."""
+    upper: datetime
+    """Spans starting before this (``end_time``)."""
+    allowed: dict[str, set[str]]
+    """Column -> the values asked for; an empty set asks nothing of the column."""
+    equal: dict[str, str | None]
+    """Columns that must equal a value (``parent_id``; ``null`` asks for roots)."""
+    attributes: list[tuple[str, Any]]
+    """``attribute=key:value`` filters on the flattened attributes."""
+    sort: str
+    """``id`` or ``start_time``."""
+    desc: bool
+    cursor: tuple[Any, ...] | None
+    """Sort key of the first span of the page asked for."""
+
+    @classmethod
+    def of(cls, q: Any, project: int) -> _SpanQuery:
+        sort = q.get("sort") or "id"
+        parent = q.get("parent_id")
+        return cls(
+            project=project,
+            lower=_parse_dt(q["start_time"]) if q.get("start_time") else _FIRST,
+            upper=_parse_dt(q["end_time"]) if q.get("end_time") else _LAST,
+            allowed=_set_filters(q),
+            equal={} if parent is None else {"parent_id": None if parent == "null" else parent},
+            attributes=[_attribute_filter(a) for a in q.getlist("attribute")],
+            sort=sort,
+            desc=(q.get("order") or "desc") == "desc",
+            cursor=_cursor_key(q["cursor"], sort) if q.get("cursor") else None,
+        )
+
+    def keeps(self, row: dict[str, Any]) -> bool:
+        return (
+            row["project"] == self.project
+            and self.lower <= row["start"] < self.upper
+            and self._columns_match(row)
+            and self._attributes_match(row)
+            and self._within_cursor(row)
+        )
+
+    def _columns_match(self, row: dict[str, Any]) -> bool:
+        if any(values and row[column] not in values for column, values in self.allowed.items()):
+            return False
+        return all(row[column] == value for column, value in self.equal.items())
+
+    def _attributes_match(self, row: dict[str, Any]) -> bool:
+        if not self.attributes:
+            return True  # spares flattening every span's attributes
+        flat = dict(_flatten("", row["attributes"]))
+        return all(flat.get(k) == v for k, v in self.attributes)
+
+    def _within_cursor(self, row: dict[str, Any]) -> bool:
+        """The page asked for starts at the cursor's span, in the query's order."""
+        if self.cursor is None:
+            return True
+        key = self.sort_key(row)
+        return key <= self.cursor if self.desc else key >= self.cursor
+
+    def sort_key(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["start"], row["rowid"]) if self.sort == "start_time" else (row["rowid"],)
+
+    def cursor_for(self, row: dict[str, Any]) -> str:
+        if self.sort == "start_time":
+            raw = f"{row['start'].isoformat()}|{row['rowid']}"
+            return base64.urlsafe_b64encode(raw.encode()).decode()
+        return global_id("Span", row["rowid"])
+
+
+_SPAN_SET_FILTERS = ("trace_id", "span_id", "name", "span_kind", "status_code")
+"""Span columns a repeatable query parameter of the same name filters on."""
+_SPAN_ENUMS = {"span_kind": _SPAN_KINDS, "status_code": _STATUS_CODES}
+
+
+def _set_filters(q: Any) -> dict[str, set[str]]:
+    """Column -> the values the query asks for (the enumerated ones checked)."""
+    allowed = {column: set(q.getlist(column)) for column in _SPAN_SET_FILTERS}
+    for column, known in _SPAN_ENUMS.items():
+        if allowed[column] - known:
+            raise _Fail(422, f"invalid {column}: {sorted(allowed[column] - known)}")
+    return allowed
+
+
+def _cursor_key(cursor: str, sort: str) -> tuple[Any, ...]:
+    if sort == "start_time":
+        try:
+            when, _, rowid = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+            return (_parse_dt(when), int(rowid))
+        except ValueError as exc:
+            raise _Fail(422, "Invalid cursor") from exc
+    return (_rowid(cursor, "Span"),)
+
+
+def _attribute_filter(raw: str) -> tuple[str, Any]:
+    key, sep, value = raw.partition(":")
+    if not sep or not key:
+        raise _Fail(422, f"attribute filter {raw!r} must be key:value")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+@dataclass(frozen=True)
+class _AnnotationTarget:
+    """What span and trace annotations differ in: the id they annotate and where they are kept."""
+
+    key: str
+    """The annotated id's field (``span_id`` / ``trace_id``); its query parameter adds an ``s``."""
+    node: str
+    """GlobalID type of an annotation."""
+    noun: str
+    """What a missing target is called in a 404 (``Spans`` / ``Traces``)."""
+    store: dict[tuple[str, str, str], dict[str, Any]]
+    """Annotations by (name, target id, identifier)."""
+    known: Callable[[str], bool]
+    """Whether a target id exists."""
+    in_project: Callable[[str, int], bool]
+    """Whether a target id belongs to a project (by row id)."""
+
+    def split(self, data: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        """The annotations whose target exists, and the ids (sorted, once each) of those whose does not."""
+        known = [d for d in data if self.known(d[self.key].lower())]
+        missing = {d[self.key].lower() for d in data} - {d[self.key].lower() for d in known}
+        return known, sorted(missing)
+
+    def filter(self, q: Any) -> _AnnotationFilter:
+        """The filters of an annotation list for this target, read once from its query."""
+        allowed = {
+            self.key: set(q.getlist(self.key + "s")),
+            "identifier": set(q.getlist("identifier")),
+            "name": set(q.getlist("include_annotation_names")),
+        }
+        if not allowed[self.key] and not allowed["identifier"]:
+            raise _Fail(422, f"At least one of {self.key}s or identifier must be supplied")
+        return _AnnotationFilter(
+            allowed=allowed,
+            exclude=frozenset(q.getlist("exclude_annotation_names")),
+            cursor=_rowid(q["cursor"], self.node) if q.get("cursor") else sys.maxsize,
+        )
+
+
+@dataclass(frozen=True)
+class _AnnotationFilter:
+    """What an annotation list asks of each annotation."""
+
+    allowed: dict[str, set[str]]
+    """Column -> the values asked for; an empty set asks nothing of the column."""
+    exclude: frozenset[str]
+    """Annotation names left out."""
+    cursor: int
+    """Row id of the first annotation of the page (newest first)."""
+
+    def keeps(self, a: dict[str, Any]) -> bool:
+        if a["name"] in self.exclude or a["rowid"] > self.cursor:
+            return False
+        return all(not values or a[column] in values for column, values in self.allowed.items())
+
+
+def _annotation_fields(d: Mapping[str, Any], target_key: str) -> dict[str, Any]:
+    """An annotation as posted, stored as Phoenix returns it."""
+    result = d.get("result") or {}
+    return {
+        "source": "API",
+        "user_id": None,
+        "name": d["name"],
+        "annotator_kind": d["annotator_kind"],
+        "result": {k: result.get(k) for k in ("label", "score", "explanation")},
+        "metadata": d.get("metadata") or {},
+        "identifier": d.get("identifier") or "",
+        target_key: d[target_key].lower(),
+    }
+
+
 class PhoenixServer(ApiServer):
     """Phoenix's REST API on loopback, in a background thread, backed by memory."""
 
@@ -206,6 +430,24 @@ class PhoenixServer(ApiServer):
         self._span_annotations: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._trace_annotations: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._next_annotation = 1
+        self._targets = {
+            "span": _AnnotationTarget(
+                "span_id",
+                "SpanAnnotation",
+                "Spans",
+                self._span_annotations,
+                self._span_index.__contains__,
+                self._span_in_project,
+            ),
+            "trace": _AnnotationTarget(
+                "trace_id",
+                "TraceAnnotation",
+                "Traces",
+                self._trace_annotations,
+                self._trace_ids.__contains__,
+                self._trace_in_project,
+            ),
+        }
         self.add_project("default")
 
     # -- data -------------------------------------------------------------------------------
@@ -229,34 +471,11 @@ class PhoenixServer(ApiServer):
         s = copy.deepcopy(dict(span))
         with self._lock:
             project_rowid = next(r for r, p in self._projects.items() if p["name"] == project)
-            rowid = len(self._spans) + 1
-            attrs = _ingest_attributes(s.get("attributes") or {})
-            row: dict[str, Any] = {
-                "rowid": rowid,
-                "project": project_rowid,
-                "name": str(s.get("name") or ""),
-                "trace_id": str(s["trace_id"]).lower(),
-                "span_id": str(s["span_id"]).lower(),
-                "parent_id": str(s["parent_id"]).lower() if s.get("parent_id") else None,
-                "start": _parse_dt(s["start_time"]),
-                "end": _parse_dt(s.get("end_time") or s["start_time"]),
-                "status_code": str(s.get("status_code") or "UNSET"),
-                "status_message": str(s.get("status_message") or ""),
-                "span_kind": str(attrs.get(_KIND) or "UNKNOWN").upper(),
-                "attributes": attrs,
-                "events": [
-                    {
-                        "name": str(e.get("name") or ""),
-                        "timestamp": _parse_dt(e.get("timestamp") or s["start_time"]),
-                        "attributes": dict(e.get("attributes") or {}),
-                    }
-                    for e in s.get("events") or []
-                ],
-            }
+            row = _span_row(s, rowid=len(self._spans) + 1, project=project_rowid)
             self._spans.append(row)
             self._span_index[row["span_id"]] = row
             self._trace_ids.add(row["trace_id"])
-        return global_id("Span", rowid)
+        return global_id("Span", row["rowid"])
 
     @property
     def span_annotations(self) -> list[dict[str, Any]]:
@@ -339,94 +558,16 @@ class PhoenixServer(ApiServer):
             "next_cursor": global_id("Project", extra[0][0]) if extra else None,
         }
 
-    @staticmethod
-    def _sort_key(row: dict[str, Any], sort: str) -> tuple[Any, ...]:
-        return (row["start"], row["rowid"]) if sort == "start_time" else (row["rowid"],)
-
-    @staticmethod
-    def _cursor_for(row: dict[str, Any], sort: str) -> str:
-        if sort == "start_time":
-            raw = f"{row['start'].isoformat()}|{row['rowid']}"
-            return base64.urlsafe_b64encode(raw.encode()).decode()
-        return global_id("Span", row["rowid"])
-
-    @staticmethod
-    def _cursor_key(cursor: str, sort: str) -> tuple[Any, ...]:
-        if sort == "start_time":
-            try:
-                when, _, rowid = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-                return (_parse_dt(when), int(rowid))
-            except ValueError as exc:
-                raise _Fail(422, "Invalid cursor") from exc
-        return (_rowid(cursor, "Span"),)
-
-    @staticmethod
-    def _attribute_filter(raw: str) -> tuple[str, Any]:
-        key, sep, value = raw.partition(":")
-        if not sep or not key:
-            raise _Fail(422, f"attribute filter {raw!r} must be key:value")
-        try:
-            return key, json.loads(value)
-        except ValueError:
-            return key, value
-
     def _spans_list(self, request: Request, body: Any, project: str) -> tuple[int, Any]:
-        project_rowid = self._project(project)
-        q = request.query_params
+        query = _SpanQuery.of(request.query_params, self._project(project))
         limit = self._int(request, "limit", 100)
-        sort = q.get("sort") or "id"
-        desc = (q.get("order") or "desc") == "desc"
-        lower = _parse_dt(q["start_time"]) if q.get("start_time") else None
-        upper = _parse_dt(q["end_time"]) if q.get("end_time") else None
-        trace_ids = set(q.getlist("trace_id"))
-        span_ids = set(q.getlist("span_id"))
-        names = set(q.getlist("name"))
-        kinds = set(q.getlist("span_kind"))
-        statuses = set(q.getlist("status_code"))
-        if kinds - _SPAN_KINDS:
-            raise _Fail(422, f"invalid span_kind: {sorted(kinds - _SPAN_KINDS)}")
-        if statuses - _STATUS_CODES:
-            raise _Fail(422, f"invalid status_code: {sorted(statuses - _STATUS_CODES)}")
-        attribute_filters = [self._attribute_filter(a) for a in q.getlist("attribute")]
-        parent = q.get("parent_id")
-        cursor = self._cursor_key(q["cursor"], sort) if q.get("cursor") else None
-        # Column -> the values asked for; an empty set asks nothing of the column.
-        allowed = {
-            "trace_id": trace_ids,
-            "span_id": span_ids,
-            "name": names,
-            "span_kind": kinds,
-            "status_code": statuses,
-        }
-
-        def keep(row: dict[str, Any]) -> bool:
-            if row["project"] != project_rowid:
-                return False
-            if lower is not None and row["start"] < lower:
-                return False
-            if upper is not None and row["start"] >= upper:
-                return False
-            if any(values and row[column] not in values for column, values in allowed.items()):
-                return False
-            if parent is not None and row["parent_id"] != (None if parent == "null" else parent):
-                return False
-            if attribute_filters:
-                flat = dict(_flatten("", row["attributes"]))
-                if any(flat.get(k) != v for k, v in attribute_filters):
-                    return False
-            if cursor is not None:
-                key = self._sort_key(row, sort)
-                if (key > cursor) if desc else (key < cursor):
-                    return False
-            return True
-
         with self._lock:
-            rows = [r for r in self._spans if keep(r)]
-        rows.sort(key=lambda r: self._sort_key(r, sort), reverse=desc)
+            rows = [r for r in self._spans if query.keeps(r)]
+        rows.sort(key=query.sort_key, reverse=query.desc)
         page, extra = rows[:limit], rows[limit : limit + 1]
         return 200, {
             "data": [self._render_span(r) for r in page],
-            "next_cursor": self._cursor_for(extra[0], sort) if extra else None,
+            "next_cursor": query.cursor_for(extra[0]) if extra else None,
         }
 
     @staticmethod
@@ -450,106 +591,54 @@ class PhoenixServer(ApiServer):
             ],
         }
 
-    def _upsert(
-        self, store: dict[tuple[str, str, str], dict[str, Any]], target_key: str, data: list[dict[str, Any]]
-    ) -> list[str]:
+    def _upsert(self, target: _AnnotationTarget, data: list[dict[str, Any]]) -> list[str]:
         now = _iso(datetime.now(UTC))
         ids: list[str] = []
-        node = "SpanAnnotation" if target_key == "span_id" else "TraceAnnotation"
         with self._lock:
             for d in data:
-                key = (d["name"], d[target_key].lower(), d.get("identifier") or "")
-                existing = store.get(key)
+                key = (d["name"], d[target.key].lower(), d.get("identifier") or "")
+                existing = target.store.get(key)
                 if existing is None:
                     rowid = self._next_annotation
                     self._next_annotation += 1
-                    existing = {"rowid": rowid, "id": global_id(node, rowid), "created_at": now}
-                result = d.get("result") or {}
-                store[key] = {
-                    **existing,
-                    "updated_at": now,
-                    "source": "API",
-                    "user_id": None,
-                    "name": d["name"],
-                    "annotator_kind": d["annotator_kind"],
-                    "result": {
-                        "label": result.get("label"),
-                        "score": result.get("score"),
-                        "explanation": result.get("explanation"),
-                    },
-                    "metadata": d.get("metadata") or {},
-                    "identifier": d.get("identifier") or "",
-                    target_key: d[target_key].lower(),
-                }
+                    existing = {"rowid": rowid, "id": global_id(target.node, rowid), "created_at": now}
+                target.store[key] = {**existing, "updated_at": now, **_annotation_fields(d, target.key)}
                 ids.append(existing["id"])
         return ids
 
-    def _annotate(
-        self,
-        request: Request,
-        body: Any,
-        target_key: str,
-        known: Callable[[str], bool],
-        store: dict[tuple[str, str, str], dict[str, Any]],
-    ) -> tuple[int, Any]:
+    def _annotate(self, request: Request, body: Any, target: _AnnotationTarget) -> tuple[int, Any]:
         data = list(body.get("data") or [])
-        if not data:
-            return 200, {"data": []}
         if any(d["name"] == "note" for d in data):
             raise _Fail(400, "The name 'note' is reserved for trace and span notes.")
         sync = (request.query_params.get("sync") or "false").lower() == "true"
-        missing = sorted({d[target_key].lower() for d in data if not known(d[target_key].lower())})
-        if not sync:
-            self._upsert(store, target_key, [d for d in data if known(d[target_key].lower())])
-            return 200, {"data": []}
-        if missing:
-            noun = "Spans" if target_key == "span_id" else "Traces"
-            raise _Fail(404, f"{noun} with IDs {', '.join(missing)} do not exist.")
-        return 200, {"data": [{"id": i} for i in self._upsert(store, target_key, data)]}
+        known, missing = target.split(data)
+        # With sync an unknown target fails the whole request; without, unknown ones are dropped.
+        if sync and missing:
+            raise _Fail(404, f"{target.noun} with IDs {', '.join(missing)} do not exist.")
+        ids = self._upsert(target, known)
+        return 200, {"data": [{"id": i} for i in ids] if sync else []}
 
     def _annotate_spans(self, request: Request, body: Any) -> tuple[int, Any]:
-        return self._annotate(request, body, "span_id", self._span_index.__contains__, self._span_annotations)
+        return self._annotate(request, body, self._targets["span"])
 
     def _annotate_traces(self, request: Request, body: Any) -> tuple[int, Any]:
-        return self._annotate(
-            request, body, "trace_id", self._trace_ids.__contains__, self._trace_annotations
-        )
+        return self._annotate(request, body, self._targets["trace"])
 
-    def _list_annotations(
-        self,
-        request: Request,
-        project: str,
-        target_key: str,
-        store: dict[tuple[str, str, str], dict[str, Any]],
-        in_project: Callable[[str, int], bool],
-    ) -> tuple[int, Any]:
+    def _list_annotations(self, request: Request, project: str, target: _AnnotationTarget) -> tuple[int, Any]:
         project_rowid = self._project(project)
-        q = request.query_params
-        targets = set(q.getlist(target_key + "s"))
-        identifiers = set(q.getlist("identifier"))
-        if not targets and not identifiers:
-            raise _Fail(422, f"At least one of {target_key}s or identifier must be supplied")
-        include = set(q.getlist("include_annotation_names"))
-        exclude = set(q.getlist("exclude_annotation_names"))
+        keep = target.filter(request.query_params)
         limit = self._int(request, "limit", 10)
-        node = "SpanAnnotation" if target_key == "span_id" else "TraceAnnotation"
-        cursor = _rowid(q["cursor"], node) if q.get("cursor") else None
         with self._lock:
             rows = [
                 a
-                for a in store.values()
-                if in_project(a[target_key], project_rowid)
-                and (not targets or a[target_key] in targets)
-                and (not identifiers or a["identifier"] in identifiers)
-                and (not include or a["name"] in include)
-                and a["name"] not in exclude
-                and (cursor is None or a["rowid"] <= cursor)
+                for a in target.store.values()
+                if keep.keeps(a) and target.in_project(a[target.key], project_rowid)
             ]
         rows.sort(key=lambda a: a["rowid"], reverse=True)
         page, extra = rows[:limit], rows[limit : limit + 1]
         return 200, {
             "data": [{k: v for k, v in a.items() if k != "rowid"} for a in page],
-            "next_cursor": global_id(node, extra[0]["rowid"]) if extra else None,
+            "next_cursor": global_id(target.node, extra[0]["rowid"]) if extra else None,
         }
 
     def _span_in_project(self, span_id: str, project: int) -> bool:
@@ -560,14 +649,10 @@ class PhoenixServer(ApiServer):
         return any(r["trace_id"] == trace_id and r["project"] == project for r in self._spans)
 
     def _span_annotations_list(self, request: Request, body: Any, project: str) -> tuple[int, Any]:
-        return self._list_annotations(
-            request, project, "span_id", self._span_annotations, self._span_in_project
-        )
+        return self._list_annotations(request, project, self._targets["span"])
 
     def _trace_annotations_list(self, request: Request, body: Any, project: str) -> tuple[int, Any]:
-        return self._list_annotations(
-            request, project, "trace_id", self._trace_annotations, self._trace_in_project
-        )
+        return self._list_annotations(request, project, self._targets["trace"])
 
 
 def synthetic_spans(
