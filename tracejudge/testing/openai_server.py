@@ -82,17 +82,13 @@ class Rule:
             return False
         if self.model is not None and body.get("model") != self.model:
             return False
-        messages = body.get("messages") or []
-        if self.last_user is not None:
-            users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-            text = _message_text(users[-1]) if users else ""
-            if not re.search(self.last_user, text, re.IGNORECASE | re.DOTALL):
-                return False
-        if self.any_message is not None:
-            text = "\n".join(_message_text(m) for m in messages if isinstance(m, dict))
-            if not re.search(self.any_message, text, re.IGNORECASE | re.DOTALL):
-                return False
-        return True
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        # Each regex matcher with the text it is searched in (read only when the matcher is set).
+        matchers = ((self.last_user, _last_user_text), (self.any_message, _all_messages_text))
+        return all(
+            pattern is None or re.search(pattern, text_of(messages), re.IGNORECASE | re.DOTALL)
+            for pattern, text_of in matchers
+        )
 
     def reply_text(self) -> str | None:
         if self.reply is None or isinstance(self.reply, str):
@@ -127,6 +123,15 @@ def _message_text(message: dict[str, Any]) -> str:
             str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
         )
     return ""
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    users = [m for m in messages if m.get("role") == "user"]
+    return _message_text(users[-1]) if users else ""
+
+
+def _all_messages_text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(_message_text(m) for m in messages)
 
 
 def _tokens(text: str) -> int:
@@ -298,34 +303,26 @@ class ScriptedOpenAIServer:
     async def _embeddings(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            body = json.loads(raw) if raw else None
+            body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
         self._record(request, body if body is not None else raw.decode("utf-8", "replace"), None)
         if (refused := self._refused(request)) is not None:
             return refused
-        if not isinstance(body, dict):
-            return _error(400, "the request body is not a JSON object", "invalid_request_error")
-        texts = body.get("input")
-        if isinstance(texts, str):
-            texts = [texts]
-        if not isinstance(texts, list) or not texts:
-            return _error(400, "'input' must be a string or a non-empty list", "invalid_request_error")
-        dims = body.get("dimensions")
-        size: int = dims if isinstance(dims, int) else 64
-        if not 1 <= size <= 4096:
-            return _error(400, "'dimensions' must be between 1 and 4096", "invalid_request_error")
-        data = []
-        for i, item in enumerate(texts):
-            # Token-id inputs (lists of ints) are embedded through their decimal text.
-            vector = embed_text(item if isinstance(item, str) else json.dumps(item), size)
-            encoded: Any = vector
-            if body.get("encoding_format") == "base64":
-                # The openai client asks for base64 by default: little-endian float32, like the real API.
-                packed = b"".join(_FLOAT32.pack(x) for x in vector)
-                encoded = base64.b64encode(packed).decode()
-            data.append({"object": "embedding", "index": i, "embedding": encoded})
-        tokens = sum(_tokens(t if isinstance(t, str) else json.dumps(t)) for t in texts)
+        try:
+            texts, size = _embedding_input(body)
+        except _InvalidRequest as exc:
+            return _error(400, str(exc), "invalid_request_error")
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": _encoded(embed_text(_as_text(item), size), as_base64),
+            }
+            for i, item in enumerate(texts)
+        ]
+        tokens = sum(_tokens(_as_text(t)) for t in texts)
         return JSONResponse(
             {
                 "object": "list",
@@ -346,27 +343,35 @@ class ScriptedOpenAIServer:
     async def _chat(self, request: Request) -> Response:
         raw = await request.body()
         try:
-            body = json.loads(raw) if raw else None
+            body: Any = json.loads(raw) if raw else None
         except ValueError:
             self._record(request, raw.decode("utf-8", "replace"), None)
             return _error(400, "the request body is not JSON", "invalid_request_error")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            self._record(request, body, None)
-            return _error(400, "'messages' is required", "invalid_request_error")
-        if (refused := self._refused(request)) is not None:
+        if (refused := self._chat_refused(request, body)) is not None:
             self._record(request, body, None)
             return refused
         index, rule = self._pick(body)
         self._record(request, body, index)
-        if rule is None:
-            if self.default_reply is None:
-                return _error(400, "no scripted rule matches this request", "invalid_request_error")
-            rule = Rule(reply=self.default_reply)
-        if rule.delay:
-            # In small steps, so stop() does not wait out a long scripted delay.
-            until = time.monotonic() + rule.delay
-            while not self._stopping.is_set() and (left := until - time.monotonic()) > 0:
-                await asyncio.sleep(min(left, 0.05))
+        if rule is None and self.default_reply is None:
+            return _error(400, "no scripted rule matches this request", "invalid_request_error")
+        rule = rule or Rule(reply=self.default_reply)
+        await self._delay(rule.delay)
+        return self._reply(body, rule)
+
+    def _chat_refused(self, request: Request, body: Any) -> Response | None:
+        """The answer to a chat request that is not a chat request, or not allowed; None if fine."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(400, "'messages' is required", "invalid_request_error")
+        return self._refused(request)
+
+    async def _delay(self, seconds: float) -> None:
+        """Wait a rule's delay, in small steps, so stop() does not wait out a long scripted delay."""
+        until = time.monotonic() + seconds
+        while not self._stopping.is_set() and (left := until - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.05))
+
+    def _reply(self, body: dict[str, Any], rule: Rule) -> Response:
+        """What the rule answers: its raw body, its fault, a malformed body, a stream or a completion."""
         headers = {"retry-after": f"{rule.retry_after:g}"} if rule.retry_after is not None else {}
         if rule.raw_body is not None:
             return Response(
@@ -450,6 +455,39 @@ def embed_text(text: str, dimensions: int = 64) -> list[float]:
         # An empty text still gets a unit vector, so cosine similarity stays defined.
         return [1.0 / math.sqrt(dimensions)] * dimensions
     return [c / norm for c in counts]
+
+
+class _InvalidRequest(Exception):
+    """A request the API refuses with 400 ``invalid_request_error``; the message says why."""
+
+
+def _embedding_input(body: Any) -> tuple[list[Any], int]:
+    """The texts to embed and the vector size an embeddings request asks for."""
+    if not isinstance(body, dict):
+        raise _InvalidRequest("the request body is not a JSON object")
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts:
+        raise _InvalidRequest("'input' must be a string or a non-empty list")
+    dims = body.get("dimensions")
+    size: int = dims if isinstance(dims, int) else 64
+    if not 1 <= size <= 4096:
+        raise _InvalidRequest("'dimensions' must be between 1 and 4096")
+    return texts, size
+
+
+def _as_text(item: Any) -> str:
+    """An embeddings input as text: token-id inputs (lists of ints) through their decimal text."""
+    return item if isinstance(item, str) else json.dumps(item)
+
+
+def _encoded(vector: list[float], as_base64: bool) -> Any:
+    """A vector as the request asked: floats, or (the openai client's default) base64 of
+    little-endian float32, like the real API."""
+    if not as_base64:
+        return vector
+    return base64.b64encode(b"".join(_FLOAT32.pack(x) for x in vector)).decode()
 
 
 def _tool_calls(rule: Rule) -> list[dict[str, Any]]:
