@@ -37,6 +37,13 @@ class App:
             self._store = open_store(self.store_url)
         return self._store
 
+    def show(self, as_json: bool, data: Any, render: Callable[[], None]) -> None:
+        """The one output switch of every command: ``data`` as JSON with ``--json``, else ``render()``."""
+        if as_json:
+            print_json(data)
+        else:
+            render()
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
@@ -55,6 +62,12 @@ def print_json(data: Any) -> None:
     else:
         text = json.dumps(_redact.redact_data(data), indent=2, default=str)
     sys.stdout.write(text + "\n")
+
+
+def exit_unless(ok: bool) -> None:
+    """Exit 1 when a command's result says it failed (after its output was printed)."""
+    if not ok:
+        raise SystemExit(1)
 
 
 def handle_errors(fn: F) -> F:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from tracejudge._errors import InputError
-from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._app import App, exit_unless, handle_errors, pass_app
 from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.localize import load_manifest, ticket_files
 from tracejudge.regress import (
     HttpTarget,
     HygieneOptions,
+    PlannedReplacement,
     ReplayOptions,
+    Suite,
     anonymize_suite,
     build_suite,
     check_suite_path,
@@ -29,8 +32,15 @@ from tracejudge.regress import (
     runs_folder,
     write_run,
 )
-from tracejudge.schema import JudgeConfig, SampleRunResult
-from tracejudge.write import targets_help
+from tracejudge.schema import (
+    AnonymizeReport,
+    BuildReport,
+    HygieneReport,
+    JudgeConfig,
+    SampleRunResult,
+    SuiteRun,
+)
+from tracejudge.write import WriteReport, targets_help
 
 
 @click.group()
@@ -113,9 +123,10 @@ def build_cmd(
         since=parse_when(from_, option="--from"),
         until=parse_when(to, option="--to"),
     )
-    if as_json:
-        print_json(report)
-        return
+    app.show(as_json, report, lambda: _render_build(app, report))
+
+
+def _render_build(app: App, report: BuildReport) -> None:
     app.console.print(f"suite {escape(report.out)}: {len(report.written)} written, {len(report.kept)} kept")
     app.console.print("kinds: " + ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items())))
     for sid, others in report.merged.items():
@@ -142,20 +153,18 @@ def check_cmd(app: App, suite: Path, max_failure_share: float, runs_dir: Path | 
     duplicates. Exit 1 on violations."""
     runs, _note = runs_folder(suite, runs_dir)
     report = check_suite_path(suite, HygieneOptions(max_failure_share=max_failure_share), runs_dir=runs)
-    if as_json:
-        print_json({**report.model_dump(mode="json"), "ok": report.ok})
-    else:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items()))
-        splits = ", ".join(f"{k} {v}" for k, v in sorted(report.splits.items()))
-        app.console.print(
-            f"{report.samples} samples ({kinds}); splits: {splits}; {len(report.groups)} groups"
-        )
-        for v in report.violations:
-            app.console.print(f"[red]{v.rule}[/red]: {escape(v.message)}")
-        if report.ok:
-            app.console.print("[green]no violations[/green]")
-    if not report.ok:
-        raise SystemExit(1)
+    app.show(as_json, {**report.model_dump(mode="json"), "ok": report.ok}, lambda: _render_check(app, report))
+    exit_unless(report.ok)
+
+
+def _render_check(app: App, report: HygieneReport) -> None:
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items()))
+    splits = ", ".join(f"{k} {v}" for k, v in sorted(report.splits.items()))
+    app.console.print(f"{report.samples} samples ({kinds}); splits: {splits}; {len(report.groups)} groups")
+    for v in report.violations:
+        app.console.print(f"[red]{v.rule}[/red]: {escape(v.message)}")
+    if report.ok:
+        app.console.print("[green]no violations[/green]")
 
 
 @regress.command("anonymize")
@@ -187,32 +196,33 @@ def anonymize_cmd(
     unchanged (exit 1 if not). --dry-run shows the originals on this terminal only."""
     if dry_run:
         plan = plan_anonymization(list(iter_samples(suite)), identifiers=identifiers)
-        if as_json:
-            print_json([dataclasses.asdict(p) for p in plan])
-            return
-        table = Table("kind", "original", "pseudonym", "occurrences", "samples")
-        for p in plan:
-            table.add_row(
-                p.kind, escape(p.original), escape(p.pseudonym), str(p.occurrences), str(len(p.samples))
-            )
-        app.console.print(table)
-        app.console.print(f"{len(plan)} identifiers would be replaced; nothing written (dry run)")
+        app.show(as_json, [dataclasses.asdict(p) for p in plan], lambda: _render_plan(app, plan))
         return
     if out is None:
         raise InputError("--out is required", hint="give a new folder for the anonymized suite, or --dry-run")
     report = anonymize_suite(suite, out, mapping_file=mapping, identifiers=identifiers)
-    if as_json:
-        print_json({**report.model_dump(mode="json"), "ok": report.ok})
-    else:
-        replaced = ", ".join(f"{k} {v}" for k, v in sorted(report.replaced.items()))
-        app.console.print(f"{report.samples} samples written to {escape(report.out)}; replaced: {replaced}")
-        for v in report.verified:
-            mark = "[green]same[/green]" if v.identical else "[red]CHANGED[/red]"
-            app.console.print(
-                f"  {v.sample_id}: verdict {v.verdict_before} -> {v.verdict_after}, checks {mark}"
-            )
-    if not report.ok:
-        raise SystemExit(1)
+    app.show(
+        as_json, {**report.model_dump(mode="json"), "ok": report.ok}, lambda: _render_anonymized(app, report)
+    )
+    exit_unless(report.ok)
+
+
+def _render_plan(app: App, plan: list[PlannedReplacement]) -> None:
+    table = Table("kind", "original", "pseudonym", "occurrences", "samples")
+    for p in plan:
+        table.add_row(
+            p.kind, escape(p.original), escape(p.pseudonym), str(p.occurrences), str(len(p.samples))
+        )
+    app.console.print(table)
+    app.console.print(f"{len(plan)} identifiers would be replaced; nothing written (dry run)")
+
+
+def _render_anonymized(app: App, report: AnonymizeReport) -> None:
+    replaced = ", ".join(f"{k} {v}" for k, v in sorted(report.replaced.items()))
+    app.console.print(f"{report.samples} samples written to {escape(report.out)}; replaced: {replaced}")
+    for v in report.verified:
+        mark = "[green]same[/green]" if v.identical else "[red]CHANGED[/red]"
+        app.console.print(f"  {v.sample_id}: verdict {v.verdict_before} -> {v.verdict_after}, checks {mark}")
 
 
 @regress.command("push")
@@ -224,14 +234,18 @@ def anonymize_cmd(
 def push_cmd(app: App, suite: Path, dataset: str, as_json: bool) -> None:
     """Upsert the samples as Langfuse dataset items (deterministic ids; pushing twice changes nothing)."""
     report = push_suite_path(suite, dataset)
-    if as_json:
-        print_json({**report.model_dump(mode="json"), "ok": report.ok})
-    else:
-        app.console.print(f"{report.written} items written to dataset {escape(dataset)}")
-        for f in report.failed:
-            app.err.print(f"failed {escape(f.key)}: {escape(f.reason)}")
-    if not report.ok:
-        raise SystemExit(1)
+    app.show(
+        as_json,
+        {**report.model_dump(mode="json"), "ok": report.ok},
+        lambda: _render_push(app, report, dataset),
+    )
+    exit_unless(report.ok)
+
+
+def _render_push(app: App, report: WriteReport, dataset: str) -> None:
+    app.console.print(f"{report.written} items written to dataset {escape(dataset)}")
+    for f in report.failed:
+        app.err.print(f"failed {escape(f.key)}: {escape(f.reason)}")
 
 
 def _line(r: SampleRunResult) -> str:
@@ -312,49 +326,66 @@ def run_cmd(
     if note:
         app.err.print(escape(note), soft_wrap=True)
     loaded = load_suite(suite, runs_dir=runs)
-    judge = (
-        JudgeConfig(
-            model=judge_model,
-            base_url=judge_base_url,
-            input_cost_per_mtok=judge_cost_per_mtok[0],
-            output_cost_per_mtok=judge_cost_per_mtok[1],
-        )
-        if judge_model
-        else None
-    )
     options = ReplayOptions(
         retrieval="fixed" if retrieval == "fixed" else "include",
         repeat=repeat,
         purpose="debug" if purpose == "debug" else "evaluate",
-        judge=judge,
+        judge=_judge_config(judge_model, judge_base_url, judge_cost_per_mtok),
         agent_input_cost_per_mtok=agent_cost_per_mtok[0],
         agent_output_cost_per_mtok=agent_cost_per_mtok[1],
         compare_with=compare_with,
         split=split,
         sample_ids=sample_ids,
     )
-    if endpoint:
-        http = HttpTarget(endpoint, reset_url=reset_url)
-        try:
-            record = run_suite(loaded, http, target_name=http.name, options=options)
-        finally:
-            http.close()
-    else:
-        assert target is not None
-        record = run_suite(loaded, load_target(target), target_name=target, options=options)
+    record = _replay(loaded, target, endpoint, reset_url, options)
     path = write_run(suite, record, runs_dir=runs)
-    if as_json:
-        print_json({**record.model_dump(mode="json"), "path": str(path)})
-    else:
-        app.console.print(
-            f"run {record.run_id} ({record.retrieval} retrieval, repeat {record.repeat}, judge "
-            f"{record.judge_model or 'none: criteria indeterminate'}) vs {record.previous_run_id or '-'}"
-        )
-        for r in record.samples:
-            app.console.print(escape(_line(r)))
-        summary = ", ".join(f"{k} {v}" for k, v in record.summary.items())
-        app.console.print(f"{summary}; cost ${record.cost_usd:.4f}; stored {escape(str(path))}")
-    if gate == "regressed" and any(r.change == "regressed" for r in record.samples):
-        raise SystemExit(1)
-    if gate == "failing" and any(r.outcome != "pass" for r in record.samples):
-        raise SystemExit(1)
+    app.show(
+        as_json, {**record.model_dump(mode="json"), "path": str(path)}, lambda: _render_run(app, record, path)
+    )
+    exit_unless(not any(_GATES[gate](r) for r in record.samples))
+
+
+# What fails a run under each --gate (exit 1 after the run is stored and shown).
+_GATES: dict[str, Callable[[SampleRunResult], bool]] = {
+    "none": lambda _r: False,
+    "regressed": lambda r: r.change == "regressed",
+    "failing": lambda r: r.outcome != "pass",
+}
+
+
+def _judge_config(
+    model: str | None, base_url: str | None, cost_per_mtok: tuple[float, float]
+) -> JudgeConfig | None:
+    if not model:
+        return None
+    return JudgeConfig(
+        model=model,
+        base_url=base_url,
+        input_cost_per_mtok=cost_per_mtok[0],
+        output_cost_per_mtok=cost_per_mtok[1],
+    )
+
+
+def _replay(
+    loaded: Suite, target: str | None, endpoint: str | None, reset_url: str | None, options: ReplayOptions
+) -> SuiteRun:
+    """Run the suite against the Python target or, closing it after, the HTTP endpoint."""
+    if target:
+        return run_suite(loaded, load_target(target), target_name=target, options=options)
+    assert endpoint is not None
+    http = HttpTarget(endpoint, reset_url=reset_url)
+    try:
+        return run_suite(loaded, http, target_name=http.name, options=options)
+    finally:
+        http.close()
+
+
+def _render_run(app: App, record: SuiteRun, path: Path) -> None:
+    app.console.print(
+        f"run {record.run_id} ({record.retrieval} retrieval, repeat {record.repeat}, judge "
+        f"{record.judge_model or 'none: criteria indeterminate'}) vs {record.previous_run_id or '-'}"
+    )
+    for r in record.samples:
+        app.console.print(escape(_line(r)))
+    summary = ", ".join(f"{k} {v}" for k, v in record.summary.items())
+    app.console.print(f"{summary}; cost ${record.cost_usd:.4f}; stored {escape(str(path))}")
