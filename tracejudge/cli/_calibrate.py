@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tracejudge.audit import (
     CalibrateOptions,
+    LabellingSample,
     Queued,
     calibrate,
     labelling_sample,
@@ -26,6 +27,9 @@ from tracejudge.cli._app import App, handle_errors, print_json
 from tracejudge.cli._safe import escape
 from tracejudge.judge import load_rubric
 from tracejudge.schema import Agreement, CalibrationReport
+
+if TYPE_CHECKING:
+    from tracejudge.write import LangfuseCredentials
 
 
 def _fraction(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -298,13 +302,24 @@ def sample_cmd(
     lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in sample.rows)
     if out is not None:
         out.write_text(lines, encoding="utf-8")
-    queued: Queued | None = None
-    if queue_id and credentials is not None:
-        from tracejudge.write import LangfuseApi
+    queued = _queue(credentials, queue_id, sample) if queue_id else None
+    summary = _sample_summary(sample, out, queued)
+    if as_json and out is None:
+        summary["rows"] = list(sample.rows)
+    app.show(as_json, summary, lambda: _render_sample(app, sample, lines, out, queued))
 
-        with LangfuseApi(credentials) as api:
-            queued = queue_for_annotation(api, queue_id, [r["trace_id"] for r in sample.rows])
-    summary: dict[str, Any] = {
+
+def _queue(credentials: LangfuseCredentials | None, queue_id: str, sample: LabellingSample) -> Queued | None:
+    from tracejudge.write import LangfuseApi
+
+    if credentials is None:
+        return None
+    with LangfuseApi(credentials) as api:
+        return queue_for_annotation(api, queue_id, [r["trace_id"] for r in sample.rows])
+
+
+def _sample_summary(sample: LabellingSample, out: Path | None, queued: Queued | None) -> dict[str, Any]:
+    return {
         "report_id": sample.report_id,
         "run_id": sample.run_id,
         "n": len(sample.rows),
@@ -316,11 +331,12 @@ def sample_cmd(
         if queued is None
         else {"id": queued.queue_id, "queued": queued.queued, "already": queued.already},
     }
-    if as_json:
-        if out is None:
-            summary["rows"] = list(sample.rows)
-        print_json(summary)
-        return
+
+
+def _render_sample(
+    app: App, sample: LabellingSample, lines: str, out: Path | None, queued: Queued | None
+) -> None:
+    """The rows on stdout unless written to a file; what was picked and what to do next on stderr."""
     if out is None:
         sys.stdout.write(lines)
     bands = ", ".join(f"{k} {v}/{sample.available[k]}" for k, v in sample.bands.items())
