@@ -43,6 +43,19 @@ def _rel(path: str) -> str:
 
 
 def render(app: App, report: DemoReport) -> None:
+    app.console.print(_triage_table(report))
+    for r in report.rows:
+        app.console.print(f"[bold]{escape(r.ticket or r.scenario)}[/bold] {escape(r.summary)}")
+    s = report.summary
+    colour = "green" if report.ok else "red"
+    app.console.print(
+        f"\n[{colour}]{s.get('ok', 0)} of {s.get('n', 0)} scenarios got their expected verdict[/{colour}]"
+    )
+    if report.rows:
+        _explore_hint(app, report)
+
+
+def _triage_table(report: DemoReport) -> Table:
     # Compact enough for an 80-column terminal without cutting a scenario name or verdict.
     table = Table(title="tracejudge demo: triage", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
     for name in ("scenario", "ticket", "expected", "actual", "result"):
@@ -55,26 +68,21 @@ def render(app: App, report: DemoReport) -> None:
             escape(_verdict(r.verdict, r.cause)),
             "[green]ok[/green]" if r.ok else "[red]WRONG[/red]",
         )
-    app.console.print(table)
-    for r in report.rows:
-        app.console.print(f"[bold]{escape(r.ticket or r.scenario)}[/bold] {escape(r.summary)}")
-    s = report.summary
-    colour = "green" if report.ok else "red"
+    return table
+
+
+def _explore_hint(app: App, report: DemoReport) -> None:
+    # Point at a fault rather than the healthy run: that is the trace worth opening.
+    first = next((r for r in report.rows if r.verdict not in (None, "no_fault")), report.rows[0])
+    ticket = escape(_rel(first.ticket_path))
+    store = escape(report.store)
+    manifest = escape(_rel(str(Path(report.examples) / "manifest.jsonl")))
     app.console.print(
-        f"\n[{colour}]{s.get('ok', 0)} of {s.get('n', 0)} scenarios got their expected verdict[/{colour}]"
+        "explore:\n"
+        f"  tracejudge --store {store} traces show {first.trace_id}\n"
+        f"  tracejudge --store {store} triage --ticket {ticket} --manifest {manifest}",
+        soft_wrap=True,
     )
-    if report.rows:
-        # Point at a fault rather than the healthy run: that is the trace worth opening.
-        first = next((r for r in report.rows if r.verdict not in (None, "no_fault")), report.rows[0])
-        ticket = escape(_rel(first.ticket_path))
-        store = escape(report.store)
-        manifest = escape(_rel(str(Path(report.examples) / "manifest.jsonl")))
-        app.console.print(
-            "explore:\n"
-            f"  tracejudge --store {store} traces show {first.trace_id}\n"
-            f"  tracejudge --store {store} triage --ticket {ticket} --manifest {manifest}",
-            soft_wrap=True,
-        )
 
 
 _EXAMPLES_HELP = "The example folder, or a checkout's examples/ (default: the bundled copy)."
@@ -221,27 +229,7 @@ def demo_calibrate(app: App, examples: Path | None, out: Path | None, as_json: b
 
 def render_regress(app: App, report: RegressDemoReport) -> None:
     first, second = report.runs
-    after = {s.sample_id: s for s in second.samples}
-    table = Table(
-        title="tracejudge demo regress: agent, then agent_fixed",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=(0, 1, 0, 0),
-    )
-    for name in ("sample", "kind", "agent", "agent_fixed", "change"):
-        table.add_column(name, overflow="fold")
-    for s in first.samples:
-        a = after.get(s.sample_id)
-        change = a.change if a else "-"
-        colour = "green" if change in ("fixed", "still_passing") else "red"
-        table.add_row(
-            escape(s.sample_id),
-            escape(s.kind),
-            escape(s.outcome),
-            escape(a.outcome if a else "-"),
-            f"[{colour}]{escape(change)}[/{colour}]",
-        )
-    app.console.print(table)
+    app.console.print(_regress_table(report))
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.kinds.items()))
     app.console.print(f"built {escape(report.suite)} ({escape(kinds)})")
     if report.check_ok:
@@ -265,6 +253,32 @@ def render_regress(app: App, report: RegressDemoReport) -> None:
     )
 
 
+def _regress_table(report: RegressDemoReport) -> Table:
+    """One row per sample: its outcome under the agent, then under the fix, and the change."""
+    first, second = report.runs
+    after = {s.sample_id: s for s in second.samples}
+    table = Table(
+        title="tracejudge demo regress: agent, then agent_fixed",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    for name in ("sample", "kind", "agent", "agent_fixed", "change"):
+        table.add_column(name, overflow="fold")
+    for s in first.samples:
+        a = after.get(s.sample_id)
+        change = a.change if a else "-"
+        colour = "green" if change in ("fixed", "still_passing") else "red"
+        table.add_row(
+            escape(s.sample_id),
+            escape(s.kind),
+            escape(s.outcome),
+            escape(a.outcome if a else "-"),
+            f"[{colour}]{escape(change)}[/{colour}]",
+        )
+    return table
+
+
 @demo.command("regress")
 @_examples_option
 @_out_option
@@ -282,10 +296,7 @@ def demo_regress(app: App, examples: Path | None, out: Path | None, as_json: boo
     folder = find_examples(examples)
     work = demo_workdir(out, "regress")
     report = run_regress_demo(folder, work, progress=lambda m: app.err.print(escape(m)))
-    if as_json:
-        print_json(report.model_dump(mode="json"))
-    else:
-        render_regress(app, report)
+    app.show(as_json, report.model_dump(mode="json"), lambda: render_regress(app, report))
     raise SystemExit(0 if report.ok else 1)
 
 
