@@ -11,11 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from tracejudge._errors import InputError
-from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._app import App, exit_unless, handle_errors, pass_app
 from tracejudge.cli._safe import clean, safe_text
 from tracejudge.cli._sweep import run_sweep
 from tracejudge.cli._when import FROM_HELP, TO_HELP
-from tracejudge.localize import NOT_STORED_HINT, TicketResult, triage_tickets
+from tracejudge.localize import NOT_STORED_HINT, TicketResult, TriageOutcome, triage_tickets
 from tracejudge.schema import JudgeConfig, Localization, StageResult
 from tracejudge.store import resolve_trace_id
 from tracejudge.write import targets_help
@@ -70,34 +70,41 @@ def _deciding(loc: Localization) -> str:
 
 
 def _render_many(app: App, rows: Sequence[TicketResult], counts: dict[str, int]) -> None:
-    cells = [
-        (
-            loc.ticket or r.ticket_file.name,
-            loc.trace_id,
-            loc.verdict + (" (unverified basis)" if loc.basis == "draft" else ""),
-            loc.cause or "-",
-            _deciding(loc),
-        )
-        for r in rows
-        for loc in (r.localization,)
-    ]
-    heads = ("ticket", "trace", "verdict", "cause", "deciding stage")
-    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(heads)]
-    # A long ticket name is what gives way on a narrow terminal (or a pipe, 80 columns); the trace id
-    # (what the user copies), verdicts and stages are never cut.
-    frame = 3 * len(heads) + 1
-    widths[0] = max(8, min(widths[0], app.console.width - frame - sum(widths) + widths[0]))
-    table = Table()
-    for head, width in zip(heads, widths, strict=True):
-        table.add_column(head, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
-    for row in cells:
-        table.add_row(*(safe_text(c) for c in row))
-    app.console.print(table)
+    app.console.print(_verdict_table(rows, app.console.width))
     summary = Table("verdict", "count")
     for verdict, n in counts.items():
         if n:
             summary.add_row(verdict, str(n))
     app.console.print(summary)
+
+
+_HEADS = ("ticket", "trace", "verdict", "cause", "deciding stage")
+
+
+def _verdict_table(rows: Sequence[TicketResult], console_width: int) -> Table:
+    cells = [_cells(r) for r in rows]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(_HEADS)]
+    # A long ticket name is what gives way on a narrow terminal (or a pipe, 80 columns); the trace id
+    # (what the user copies), verdicts and stages are never cut.
+    frame = 3 * len(_HEADS) + 1
+    widths[0] = max(8, min(widths[0], console_width - frame - sum(widths) + widths[0]))
+    table = Table()
+    for head, width in zip(_HEADS, widths, strict=True):
+        table.add_column(head, no_wrap=True, overflow="ellipsis", min_width=width, max_width=width)
+    for row in cells:
+        table.add_row(*(safe_text(c) for c in row))
+    return table
+
+
+def _cells(r: TicketResult) -> tuple[str, str, str, str, str]:
+    loc = r.localization
+    return (
+        loc.ticket or r.ticket_file.name,
+        loc.trace_id,
+        loc.verdict + (" (unverified basis)" if loc.basis == "draft" else ""),
+        loc.cause or "-",
+        _deciding(loc),
+    )
 
 
 def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
@@ -203,24 +210,13 @@ def triage(
     effect at its task time, with evidence and a draft ticket each.
     """
     if sweep:
-        if ticket_path is not None or trace_id:
-            raise InputError(
-                "--sweep takes no ticket or trace id", hint="run triage --sweep --manifest M alone"
-            )
-        wb = run_sweep(app, manifest_path, from_, to, write_back, as_json)
-        if wb is not None and wb["failed"]:
-            raise SystemExit(1)
+        _triage_sweep(app, trace_id, ticket_path, manifest_path, from_, to, write_back, as_json)
         return
     if ticket_path is None:
         raise InputError(
             "--ticket is required", hint="give --ticket FILE (or a folder), or --sweep --manifest M"
         )
-    given = click.get_current_context().get_parameter_source("judge_base_url")
-    if judge_base_url and not judge_model and given == click.core.ParameterSource.COMMANDLINE:
-        raise InputError(
-            "--judge-base-url needs --judge-model",
-            hint="e.g. --judge-model gpt-4.1-mini --judge-base-url URL",
-        )
+    _check_judge_options(judge_model, judge_base_url)
     out = triage_tickets(
         app.store,
         ticket_path,
@@ -231,22 +227,51 @@ def triage(
         on_warning=lambda text: app.err.print(safe_text(text)),
         session_id=session_id,
     )
-    if as_json:
-        print_json(out.json())
-    elif out.folder:
+    app.show(as_json, out.json(), lambda: _render_triage(app, out))
+    if out.unstored:
+        _render_unstored(app, out.unstored)
+    if out.write_back is not None:
+        _render_write_back(app, out.write_back, as_json)
+        # The verdict never gates; a write that did not land is a failure the user must act on.
+        exit_unless(not out.write_failed)
+
+
+def _triage_sweep(
+    app: App,
+    trace_id: str | None,
+    ticket_path: Path | None,
+    manifest_path: Path | None,
+    from_: str | None,
+    to: str | None,
+    write_back: str | None,
+    as_json: bool,
+) -> None:
+    if ticket_path is not None or trace_id:
+        raise InputError("--sweep takes no ticket or trace id", hint="run triage --sweep --manifest M alone")
+    wb = run_sweep(app, manifest_path, from_, to, write_back, as_json)
+    exit_unless(wb is None or not wb["failed"])
+
+
+def _check_judge_options(judge_model: str | None, judge_base_url: str | None) -> None:
+    """--judge-base-url typed without --judge-model is a mistake (from the environment it is not)."""
+    given = click.get_current_context().get_parameter_source("judge_base_url")
+    if judge_base_url and not judge_model and given == click.core.ParameterSource.COMMANDLINE:
+        raise InputError(
+            "--judge-base-url needs --judge-model",
+            hint="e.g. --judge-model gpt-4.1-mini --judge-base-url URL",
+        )
+
+
+def _render_triage(app: App, out: TriageOutcome) -> None:
+    if out.folder:
         _render_many(app, out.results, out.summary)
     else:
         _render_one(app, out.results[0].localization)
-    if out.unstored:
-        names = ", ".join(r.localization.ticket or r.ticket_file.name for r in out.unstored)
-        app.err.print(
-            safe_text(
-                f"{len(out.unstored)} ticket(s) name a trace with no stored spans ({names}): unconfirmed"
-            )
-        )
-        app.err.print(safe_text(f"  → {NOT_STORED_HINT}"))
-    if out.write_back is not None:
-        _render_write_back(app, out.write_back, as_json)
-        if out.write_failed:
-            # The verdict never gates; a write that did not land is a failure the user must act on.
-            raise SystemExit(1)
+
+
+def _render_unstored(app: App, unstored: Sequence[TicketResult]) -> None:
+    names = ", ".join(r.localization.ticket or r.ticket_file.name for r in unstored)
+    app.err.print(
+        safe_text(f"{len(unstored)} ticket(s) name a trace with no stored spans ({names}): unconfirmed")
+    )
+    app.err.print(safe_text(f"  → {NOT_STORED_HINT}"))
