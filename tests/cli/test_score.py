@@ -204,6 +204,23 @@ def test_trace_selection_and_limit(server: ScriptedOpenAIServer, store_url: str)
     assert code == 2
 
 
+def test_a_trace_that_is_not_stored_is_an_input_error_before_any_run(
+    server: ScriptedOpenAIServer, store_url: str
+) -> None:
+    one = traces.SCENARIOS[0].trace_id
+    code, out = _score(store_url, "--trace", one, "--trace", "f" * 32, "--json")
+    assert code == 2
+    assert "no spans stored for trace " + "f" * 32 in out
+    assert one not in out
+    assert "collect it first" in out
+    assert server.completion_requests() == []
+    store = SqliteStore(Path(store_url.removeprefix("sqlite:///")))
+    try:
+        assert store.list_runs() == []
+    finally:
+        store.close()
+
+
 def test_table_output_names_failures(server: ScriptedOpenAIServer, store_url: str) -> None:
     code, out = _score(store_url)
     assert code == 0

@@ -10,13 +10,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tracejudge._errors import InputError
-from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._app import App, exit_unless, handle_errors, pass_app
 from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
 from tracejudge.report import RunMetrics
-from tracejudge.runs import ScoreOptions, score_traces
-from tracejudge.schema import GroupSummary, ItemResult, RunRecord
+from tracejudge.runs import ScoreOptions, ScoreOutcome, score_traces
+from tracejudge.schema import GroupSummary, ItemResult, RunRecord, RunSummary
 from tracejudge.store import resolve_trace_id
 from tracejudge.write import target_names, targets_help
 
@@ -76,9 +76,11 @@ def _table(title: str, groups: dict[str, GroupSummary], *, cost: bool = False) -
     return table
 
 
+_COLOUR = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
+_SHOWN = 50
+
+
 def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
-    s = run.summary
-    o = s.overall
     p = run.provenance
     app.console.print(
         f"[bold]run {run.run_id}[/bold]  rubric {escape(p.rubric_name)} v{escape(p.rubric_version)}"
@@ -86,23 +88,32 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
     )
     if run.previous_run_id:
         app.console.print(f"previous run in this series: {run.previous_run_id}")
-    verdicts = Table("trace", "category", "verdict", "reason")
-    colour = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
-    for item in items[:50]:
-        verdicts.add_row(
-            item.trace_id[:16],
-            escape(item.category),
-            f"[{colour[item.verdict]}]{item.verdict}[/]",
-            escape(item.reason[:120]),
-        )
     if items:
-        app.console.print(verdicts)
-    if len(items) > 50:
-        app.console.print(f"… {len(items) - 50} more items (use --json for all)")
+        app.console.print(_item_table(items[:_SHOWN]))
+    if len(items) > _SHOWN:
+        app.console.print(f"… {len(items) - _SHOWN} more items (use --json for all)")
+    s = run.summary
     app.console.print(_table("per criterion", s.criteria))
     if s.checks:
         app.console.print(_table("per check", s.checks))
     app.console.print(_table("per category", s.categories, cost=True))
+    _render_totals(app, s)
+
+
+def _item_table(items: list[ItemResult]) -> Table:
+    verdicts = Table("trace", "category", "verdict", "reason")
+    for item in items:
+        verdicts.add_row(
+            item.trace_id[:16],
+            escape(item.category),
+            f"[{_COLOUR[item.verdict]}]{item.verdict}[/]",
+            escape(item.reason[:120]),
+        )
+    return verdicts
+
+
+def _render_totals(app: App, s: RunSummary) -> None:
+    o = s.overall
     lat = "-" if o.p95_latency_ms is None else f"{o.p95_latency_ms:.0f} ms"
     app.console.print(
         f"items {o.n}: [green]{o.pass_} pass[/green], [red]{o.fail} fail[/red], "
@@ -116,6 +127,80 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
         app.console.print("indeterminate reasons: " + ", ".join(f"{k} ×{v}" for k, v in s.reasons.items()))
     if s.not_scored:
         app.console.print(f"[yellow]budget reached: {s.not_scored} selected items not scored[/yellow]")
+
+
+class _ScoreProgress:
+    """The progress bar on a terminal (pass/fail/indeterminate so far) and the optional
+    Prometheus push of each item, fed by ``on_item`` while a run scores."""
+
+    def __init__(self, app: App, rubric_name: str, total: int | None) -> None:
+        self._rubric = rubric_name
+        self._progress = Progress(
+            TextColumn("scoring"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[verdicts]}"),
+            TimeElapsedColumn(),
+            console=app.err,
+            transient=True,
+            disable=not app.err.is_terminal,
+        )
+        self._bar = self._progress.add_task("score", total=total, verdicts="")
+        self._counts = {"pass": 0, "fail": 0, "indeterminate": 0}
+        self._metrics: RunMetrics | None = None
+
+    def __enter__(self) -> _ScoreProgress:
+        self._progress.__enter__()
+        self._metrics = RunMetrics.from_env()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._metrics is not None:
+                self._metrics.close()
+        finally:
+            self._progress.__exit__(None, None, None)
+
+    def on_item(self, item: ItemResult) -> None:
+        self._counts[item.verdict] += 1
+        verdicts = " ".join(f"{k} {v}" for k, v in self._counts.items())
+        self._progress.update(self._bar, advance=1, verdicts=verdicts)
+        if self._metrics is not None:
+            self._metrics.item_scored(item, rubric=self._rubric)
+
+
+def _stored_trace_ids(app: App, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The stored traces ``--trace`` names (unique prefixes resolved); one that is not stored is an
+    input error before any work, as in ``triage``."""
+    ids = tuple(resolve_trace_id(app.store, t) for t in given)
+    missing = [t for t in ids if not app.store.get_spans(t)]
+    if missing:
+        raise InputError(
+            f"no spans stored for trace {', '.join(missing)}",
+            hint="collect it first (tracejudge collect otlp|file|langfuse|phoenix), or check the id with"
+            " `tracejudge traces list`",
+        )
+    return ids
+
+
+def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
+    """What went wrong beside the results, on stderr (so --json keeps stdout pure)."""
+    for r in out.write_back:
+        for f in r.failed[:5]:
+            app.err.print(f"write-back {r.target} failed for {escape(f.key)}: {escape(f.reason)}")
+    if out.run.summary.overall.n == 0:
+        app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")
+    if out.gate is not None and not as_json:
+        colour = "green" if out.gate.passed else "red"
+        verdict = "passed" if out.gate.passed else "failed"
+        app.err.print(f"[{colour}]gate {verdict}[/{colour}]: {escape(out.gate.reason)}")
+
+
+def _render_run(app: App, out: ScoreOutcome) -> None:
+    _render(app, out.run, list(out.items))
+    for r in out.write_back:
+        failed = f", {len(r.failed)} failed" if r.failed else ""
+        app.console.print(f"write-back {r.target}: {r.written} written{failed}")
 
 
 @click.command("score")
@@ -223,63 +308,25 @@ def score(
         run_name=run_name,
         lease_s=lease_s,
     )
-    with Progress(
-        TextColumn("scoring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[verdicts]}"),
-        TimeElapsedColumn(),
-        console=app.err,
-        transient=True,
-        disable=not app.err.is_terminal,
-    ) as progress:
-        bar = progress.add_task("score", total=limit, verdicts="")
-        counts = {"pass": 0, "fail": 0, "indeterminate": 0}
-        metrics = RunMetrics.from_env()
-
-        def on_item(item: ItemResult) -> None:
-            counts[item.verdict] += 1
-            progress.update(bar, advance=1, verdicts=" ".join(f"{k} {v}" for k, v in counts.items()))
-            if metrics is not None:
-                metrics.item_scored(item, rubric=rubric.name)
-
-        try:
-            out = score_traces(
-                app.store,
-                rubric,
-                rubric_path=str(rubric_path),
-                trace_ids=tuple(resolve_trace_id(app.store, t) for t in trace_ids),
-                name=name,
-                from_time=from_time,
-                to_time=to_time,
-                sample=sample,
-                limit=limit,
-                rerun_of=rerun_of,
-                manifest_path=manifest,
-                options=options,
-                gate=gate,
-                targets=targets,
-                on_item=on_item,
-            )
-        finally:
-            if metrics is not None:
-                metrics.close()
-    run, items = out.run, list(out.items)
-    if as_json:
-        print_json(out.json())
-    else:
-        _render(app, run, items)
-        for r in out.write_back:
-            failed = f", {len(r.failed)} failed" if r.failed else ""
-            app.console.print(f"write-back {r.target}: {r.written} written{failed}")
-    for r in out.write_back:
-        for f in r.failed[:5]:
-            app.err.print(f"write-back {r.target} failed for {escape(f.key)}: {escape(f.reason)}")
-    if run.summary.overall.n == 0:
-        app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")
-    if out.gate is not None and not as_json:
-        colour = "green" if out.gate.passed else "red"
-        verdict = "passed" if out.gate.passed else "failed"
-        app.err.print(f"[{colour}]gate {verdict}[/{colour}]: {escape(out.gate.reason)}")
-    if out.gate_failed:
-        raise SystemExit(1)
+    trace_ids = _stored_trace_ids(app, trace_ids)
+    with _ScoreProgress(app, rubric.name, limit) as progress:
+        out = score_traces(
+            app.store,
+            rubric,
+            rubric_path=str(rubric_path),
+            trace_ids=trace_ids,
+            name=name,
+            from_time=from_time,
+            to_time=to_time,
+            sample=sample,
+            limit=limit,
+            rerun_of=rerun_of,
+            manifest_path=manifest,
+            options=options,
+            gate=gate,
+            targets=targets,
+            on_item=progress.on_item,
+        )
+    app.show(as_json, out.json(), lambda: _render_run(app, out))
+    _render_outcome(app, out, as_json)
+    exit_unless(not out.gate_failed)
