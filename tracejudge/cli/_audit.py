@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -14,7 +15,7 @@ from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._safe import escape
 from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions, score_run_async
-from tracejudge.schema import AuditReport
+from tracejudge.schema import AuditReport, Drift, Mismatch, Stability
 
 
 def _num(v: float | None, fmt: str = ".2f") -> str:
@@ -22,7 +23,7 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
 
 
 def render_audit(app: App, r: AuditReport) -> None:
-    """The audit for a person."""
+    """The audit for a person: one part per measurement, each saying what to do when it is missing."""
     c = app.console
     c.print(
         f"[bold]audit of run {r.run_id}[/bold]  rubric {escape(r.rubric_name)} v{escape(r.rubric_version)}"
@@ -33,44 +34,52 @@ def render_audit(app: App, r: AuditReport) -> None:
         " (cue words against the score's direction; read them)"
     )
     if r.mismatches:
-        t = Table("trace", "criterion", "score", "tone", "disagree", "cues", "reasoning")
-        for m in r.mismatches[:20]:
-            cues = ", ".join([*m.negative_cues, *(f"+{p}" for p in m.positive_cues)])
-            t.add_row(
-                escape(m.trace_id[:24]),
-                escape(m.criterion),
-                f"{m.score:g}",
-                f"{m.sentiment:+.2f}",
-                f"{m.disagreement:.2f}",
-                escape(cues[:40]),
-                escape(m.reasoning[:160]),
-            )
-        c.print(t)
-    s = r.stability
-    if s is None:
-        c.print("stability: the run has no repeats (score with --repeat 3 to measure it)")
-    else:
-        c.print(
-            f"stability over {s.repeats} repeats: mean spread {_num(s.mean_spread)},"
-            f" max {_num(s.max_spread)},"
-            f" flip rate {_num(s.flip_rate, '.0%')}; straddling the threshold: "
-            + (escape(", ".join(x[:24] for x in s.straddling[:10])) or "none")
-        )
-    p = r.position
-    if p is not None:
+        c.print(_mismatch_table(r.mismatches[:20]))
+    c.print(_stability_line(r.stability))
+    if r.position is not None:
+        p = r.position
         c.print(
             f"position: {p.consistent}/{p.pairs} pairs consistent ({_num(p.consistency_rate, '.0%')}),"
             f" first-shown answer picked {_num(p.first_position_rate, '.0%')} of the time"
         )
-    d = r.drift
-    if d is None:
-        c.print("drift: no earlier run of this rubric")
-    else:
-        ci = f" [{d.change_ci[0]:+.2f}, {d.change_ci[1]:+.2f}]" if d.change_ci else ""
-        c.print(
-            f"drift vs {d.previous_run_id}: pass rate {_num(d.previous_pass_rate, '.0%')} ->"
-            f" {_num(d.pass_rate, '.0%')} ({_num(d.change, '+.2f')}{ci}); {escape(d.reading)}"
+    c.print(_drift_line(r.drift))
+
+
+def _mismatch_table(mismatches: Sequence[Mismatch]) -> Table:
+    t = Table("trace", "criterion", "score", "tone", "disagree", "cues", "reasoning")
+    for m in mismatches:
+        cues = ", ".join([*m.negative_cues, *(f"+{p}" for p in m.positive_cues)])
+        t.add_row(
+            escape(m.trace_id[:24]),
+            escape(m.criterion),
+            f"{m.score:g}",
+            f"{m.sentiment:+.2f}",
+            f"{m.disagreement:.2f}",
+            escape(cues[:40]),
+            escape(m.reasoning[:160]),
         )
+    return t
+
+
+def _stability_line(s: Stability | None) -> str:
+    if s is None:
+        return "stability: the run has no repeats (score with --repeat 3 to measure it)"
+    return (
+        f"stability over {s.repeats} repeats: mean spread {_num(s.mean_spread)},"
+        f" max {_num(s.max_spread)},"
+        f" flip rate {_num(s.flip_rate, '.0%')}; straddling the threshold: "
+        + (escape(", ".join(x[:24] for x in s.straddling[:10])) or "none")
+    )
+
+
+def _drift_line(d: Drift | None) -> str:
+    if d is None:
+        return "drift: no earlier run of this rubric"
+    ci = f" [{d.change_ci[0]:+.2f}, {d.change_ci[1]:+.2f}]" if d.change_ci else ""
+    return (
+        f"drift vs {d.previous_run_id}: pass rate {_num(d.previous_pass_rate, '.0%')} ->"
+        f" {_num(d.pass_rate, '.0%')} ({_num(d.change, '+.2f')}{ci}); {escape(d.reading)}"
+    )
 
 
 @click.command("audit")
