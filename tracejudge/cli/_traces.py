@@ -10,7 +10,7 @@ from tracejudge._errors import InputError
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._safe import escape, safe_text
 from tracejudge.normalize import normalize
-from tracejudge.schema import TaskRecord
+from tracejudge.schema import ContextAssembly, ModelCall, RetrievalCall, SpanNode, TaskRecord, ToolCall
 from tracejudge.store import resolve_trace_id
 
 
@@ -78,47 +78,68 @@ def _short(text: str | None, n: int = 90) -> str:
     return escape(flat if len(flat) <= n else flat[: n - 1] + "…")
 
 
+def _retrieval_lines(r: RetrievalCall) -> list[str]:
+    lines = [f"query: {_short(r.query)}"]
+    if r.filter is not None:
+        lines.append(f"filter: {_short(str(r.filter))}")
+    if r.principal:
+        lines.append(f"principal: {escape(r.principal)}")
+    for d in r.documents:
+        label = escape(f"{d.doc_id}@{d.version}" if d.version else d.doc_id)
+        lines.append(f"doc {label} score={d.score}: {_short(d.content, 60)}")
+    return lines
+
+
+def _model_lines(m: ModelCall) -> list[str]:
+    return [
+        f"model: {escape(m.model or '-')}",
+        *(f"{escape(msg.role)}: {_short(msg.content)}" for msg in m.input_messages),
+        f"[green]output[/green]: {_short(m.output_text)}",
+    ]
+
+
+def _tool_lines(t: ToolCall) -> list[str]:
+    return [f"args: {_short(str(t.arguments))}", f"result: {_short(str(t.result))}"]
+
+
+def _context_lines(c: ContextAssembly) -> list[str]:
+    lines = [f"included: {escape(', '.join(c.included) or '-')}"]
+    if c.dropped:
+        lines.append(f"[yellow]dropped[/yellow]: {escape(', '.join(c.dropped))}")
+    return lines
+
+
+def _details(task: TaskRecord) -> dict[str, list[str]]:
+    """What each span did, as lines under it: its retrieval, model call, tool call and context
+    assembly, in that order (one record of each kind per span, the last if a trace repeats one)."""
+    kinds: list[dict[str, list[str]]] = [
+        {r.span_id: _retrieval_lines(r) for r in task.retrievals},
+        {m.span_id: _model_lines(m) for m in task.model_calls},
+        {t.span_id: _tool_lines(t) for t in task.tool_calls},
+        {c.span_id: _context_lines(c) for c in task.context_assemblies},
+    ]
+    details: dict[str, list[str]] = {}
+    for kind in kinds:
+        for span_id, lines in kind.items():
+            details.setdefault(span_id, []).extend(lines)
+    return details
+
+
 def render_task_tree(task: TaskRecord) -> Tree:
     """A readable tree of the task record: spans nested, each with what it did."""
     root = Tree(f"[bold]trace {task.trace_id}[/bold]  {escape(task.name or '')}")
-    by_span_retrieval = {r.span_id: r for r in task.retrievals}
-    by_span_model = {m.span_id: m for m in task.model_calls}
-    by_span_tool = {t.span_id: t for t in task.tool_calls}
-    by_span_ctx = {c.span_id: c for c in task.context_assemblies}
-    children: dict[str | None, list[str]] = {}
+    details = _details(task)
     known = {s.span_id for s in task.spans}
+    children: dict[str | None, list[SpanNode]] = {}
     for s in task.spans:
-        parent = s.parent_span_id if s.parent_span_id in known else None
-        children.setdefault(parent, []).append(s.span_id)
-    nodes = {s.span_id: s for s in task.spans}
+        children.setdefault(s.parent_span_id if s.parent_span_id in known else None, []).append(s)
 
-    def add(tree: Tree, span_id: str) -> None:
-        s = nodes[span_id]
+    def add(tree: Tree, s: SpanNode) -> None:
         status = " [red]ERROR[/red]" if s.status == "error" else ""
         branch = tree.add(f"[cyan]{s.step}[/cyan] {escape(s.name)} [dim]{s.span_id}[/dim]{status}")
-        if (r := by_span_retrieval.get(span_id)) is not None:
-            branch.add(f"query: {_short(r.query)}")
-            if r.filter is not None:
-                branch.add(f"filter: {_short(str(r.filter))}")
-            if r.principal:
-                branch.add(f"principal: {escape(r.principal)}")
-            for d in r.documents:
-                ver = f"@{d.version}" if d.version else ""
-                label = escape(f"{d.doc_id}{ver}")
-                branch.add(f"doc {label} score={d.score}: {_short(d.content, 60)}")
-        if (m := by_span_model.get(span_id)) is not None:
-            branch.add(f"model: {escape(m.model or '-')}")
-            for msg in m.input_messages:
-                branch.add(f"{escape(msg.role)}: {_short(msg.content)}")
-            branch.add(f"[green]output[/green]: {_short(m.output_text)}")
-        if (t := by_span_tool.get(span_id)) is not None:
-            branch.add(f"args: {_short(str(t.arguments))}")
-            branch.add(f"result: {_short(str(t.result))}")
-        if (c := by_span_ctx.get(span_id)) is not None:
-            branch.add(f"included: {escape(', '.join(c.included) or '-')}")
-            if c.dropped:
-                branch.add(f"[yellow]dropped[/yellow]: {escape(', '.join(c.dropped))}")
-        for child in children.get(span_id, []):
+        for line in details.get(s.span_id, ()):
+            branch.add(line)
+        for child in children.get(s.span_id, []):
             add(branch, child)
 
     for top in children.get(None, []):
