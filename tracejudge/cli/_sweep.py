@@ -4,6 +4,7 @@ effect at its task time, with evidence and a draft ticket (DESIGN 5.5, Sweep).""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,11 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tracejudge._errors import InputError
-from tracejudge.cli._app import App, print_json
+from tracejudge.cli._app import App
 from tracejudge.cli._safe import safe_text
 from tracejudge.cli._when import parse_when
 from tracejudge.localize import load_manifest
-from tracejudge.schema import SweepReport
+from tracejudge.schema import ManifestEntry, SweepReport
 
 __all__ = ["run_sweep"]
 
@@ -53,7 +54,7 @@ def run_sweep(
     as_json: bool,
 ) -> dict[str, Any] | None:
     """Sweep, print, and write back; returns what write-back reported (or None)."""
-    from tracejudge.sweep import record_sweep, sweep, write_sweep
+    from tracejudge.sweep import record_sweep
 
     if manifest_path is None:
         raise InputError(
@@ -62,6 +63,22 @@ def run_sweep(
         )
     manifest = load_manifest(manifest_path)
     since, until = parse_when(from_, option="--from"), parse_when(to, option="--to")
+    report = _sweep_with_progress(app, manifest, since, until)
+    # Kept for `tracejudge report` / `serve` (the latest sweep's counts per document version).
+    record_sweep(app.store, report, since=since, until=until)
+    wb = _write_back(write_back, report) if write_back is not None and report.flagged else None
+    data = report.model_dump(mode="json")
+    app.show(as_json, {**data, "write_back": wb} if wb is not None else data, lambda: _render(app, report))
+    if wb is not None:
+        _render_write_back(app, wb, as_json)
+    return wb
+
+
+def _sweep_with_progress(
+    app: App, manifest: list[ManifestEntry], since: datetime | None, until: datetime | None
+) -> SweepReport:
+    from tracejudge.sweep import sweep
+
     with Progress(
         SpinnerColumn(),
         TextColumn("sweeping: {task.fields[scanned]} scanned, {task.fields[flagged]} flagged"),
@@ -71,33 +88,31 @@ def run_sweep(
         disable=not app.err.is_terminal,
     ) as progress:
         bar = progress.add_task("sweep", total=None, scanned=0, flagged=0)
-        report = sweep(
+        return sweep(
             app.store,
             manifest,
             since=since,
             until=until,
             progress=lambda n, k: progress.update(bar, scanned=n, flagged=k),
         )
-    # Kept for `tracejudge report` / `serve` (the latest sweep's counts per document version).
-    record_sweep(app.store, report, since=since, until=until)
-    wb: dict[str, Any] | None = None
-    if write_back is not None and report.flagged:
-        done = write_sweep(write_back, report.flagged)
-        wb = {
-            "target": write_back,
-            "written": done.written,
-            "failed": [{"key": f.key, "reason": f.reason} for f in done.failed],
-        }
-    if as_json:
-        data = report.model_dump(mode="json")
-        print_json({**data, "write_back": wb} if wb is not None else data)
-    else:
-        _render(app, report)
-    if wb is not None:
-        line = f"marked {wb['written']} flagged trace(s) in {write_back}"
-        (app.err if as_json else app.console).print(
-            safe_text(line + (f"; {len(wb['failed'])} failed" if wb["failed"] else ""))
-        )
-        for f in wb["failed"]:
-            app.err.print(safe_text(f"  failed: {f['key']}: {f['reason']}"))
-    return wb
+
+
+def _write_back(target: str, report: SweepReport) -> dict[str, Any]:
+    from tracejudge.sweep import write_sweep
+
+    done = write_sweep(target, report.flagged)
+    return {
+        "target": target,
+        "written": done.written,
+        "failed": [{"key": f.key, "reason": f.reason} for f in done.failed],
+    }
+
+
+def _render_write_back(app: App, wb: dict[str, Any], as_json: bool) -> None:
+    line = f"marked {wb['written']} flagged trace(s) in {wb['target']}"
+    # Keep stdout pure JSON under --json.
+    (app.err if as_json else app.console).print(
+        safe_text(line + (f"; {len(wb['failed'])} failed" if wb["failed"] else ""))
+    )
+    for f in wb["failed"]:
+        app.err.print(safe_text(f"  failed: {f['key']}: {f['reason']}"))
