@@ -56,6 +56,34 @@ class ScoreOutcome:
         return data
 
 
+def _rerun_trace_ids(store: Store, rerun_of: str) -> tuple[str, ...]:
+    """The traces an earlier run scored, to score again."""
+    if store.get_run(rerun_of) is None:
+        raise InputError(f"no run {rerun_of} in the store", hint="see the run ids printed by earlier runs")
+    return tuple(i.trace_id for i in store.iter_score_items(rerun_of))
+
+
+def _selection(
+    trace_ids: Sequence[str],
+    name: str | None,
+    from_time: datetime | None,
+    to_time: datetime | None,
+    sample: float | None,
+    limit: int | None,
+) -> dict[str, Any]:
+    """How the traces were chosen, as recorded with the run: the criteria given, under the names runs
+    have always had (since/until)."""
+    given = {
+        "trace_ids": list(trace_ids) or None,
+        "name": name,
+        "since": from_time.isoformat() if from_time else None,
+        "until": to_time.isoformat() if to_time else None,
+        "sample": sample,
+        "limit": limit,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def score_traces(
     store: Store,
     rubric: Rubric,
@@ -85,25 +113,8 @@ def score_traces(
     ``on_item`` sees each item as it is scored (progress).
     """
     if rerun_of is not None:
-        old = store.get_run(rerun_of)
-        if old is None:
-            raise InputError(
-                f"no run {rerun_of} in the store", hint="see the run ids printed by earlier runs"
-            )
-        trace_ids = tuple(i.trace_id for i in store.iter_score_items(rerun_of))
-    # Recorded with the run under the names runs have always had (since/until).
-    selection = {
-        k: v
-        for k, v in {
-            "trace_ids": list(trace_ids) or None,
-            "name": name,
-            "since": from_time.isoformat() if from_time else None,
-            "until": to_time.isoformat() if to_time else None,
-            "sample": sample,
-            "limit": limit,
-        }.items()
-        if v is not None
-    }
+        trace_ids = _rerun_trace_ids(store, rerun_of)
+    selection = _selection(trace_ids, name, from_time, to_time, sample, limit)
 
     def select() -> Iterator[str]:
         return select_trace_ids(

@@ -86,6 +86,15 @@ class SummaryBuilder:
         self.categories.setdefault(item.category, _Group()).add(
             item.verdict, score=item.mean_score, latency=item.latency_ms, tokens=tokens
         )
+        self._add_criteria(item)
+        for name, r in item.checks.items():
+            self.checks.setdefault(name, _Group()).add(r.verdict)
+        self.cost_usd += item.cost_usd
+        self._add_replies(item)
+
+    def _add_criteria(self, item: ItemResult) -> None:
+        """Each criterion's verdict and score (flips only when the judge decided it over repeats), and
+        why it was indeterminate."""
         repeated = len(item.replies) > 0 and max(r.repeat for r in item.replies) > 0
         for name, c in item.criteria.items():
             self.criteria.setdefault(name, _Group()).add(
@@ -95,9 +104,9 @@ class SummaryBuilder:
             )
             if c.verdict == "indeterminate":
                 self.reasons[c.reason.split(" (")[0] or "unknown"] += 1
-        for name, r in item.checks.items():
-            self.checks.setdefault(name, _Group()).add(r.verdict)
-        self.cost_usd += item.cost_usd
+
+    def _add_replies(self, item: ItemResult) -> None:
+        """Judge calls made and answered from the cache (a reply the budget refused is neither)."""
         for reply in item.replies:
             if reply.cached:
                 self.cache_hits += 1

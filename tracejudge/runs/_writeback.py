@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from tracejudge.schema import ItemResult, RunRecord
+from tracejudge.schema import CheckResult, CriterionResult, ItemResult, RunRecord
 from tracejudge.write import (
     EvaluationEvent,
     EvaluationWriter,
@@ -38,77 +39,97 @@ def _comment(reasoning: str, reason: str) -> str | None:
     return text or None
 
 
-def score_records(run: RunRecord, items: Iterable[ItemResult]) -> list[ScoreRecord]:
-    """Per item: one NUMERIC score per judged criterion, one CATEGORICAL verdict per criterion decided
-    by a check, one BOOLEAN per hard check that passed or failed, and the overall CATEGORICAL verdict;
-    an indeterminate criterion is a CATEGORICAL ``indeterminate``, never a number."""
-    p = run.provenance
-    common: dict[str, Any] = {
-        "rubric_name": p.rubric_name,
-        "rubric_version": p.rubric_version,
-        "judge_model": p.judge_model,
-        "temperature": p.temperature,
-    }
-    base_meta = _provenance_metadata(run)
-    out: list[ScoreRecord] = []
-    for item in items:
+@dataclass(frozen=True)
+class _Scores:
+    """Builds a run's score records: every one carries the run's provenance."""
+
+    rubric_name: str
+    common: dict[str, Any]
+    """Fields of every record (rubric name and version, judge model, temperature)."""
+    base_meta: dict[str, Any]
+    """Metadata of every record (:func:`_provenance_metadata`)."""
+
+    @classmethod
+    def of(cls, run: RunRecord) -> _Scores:
+        p = run.provenance
+        common = {
+            "rubric_name": p.rubric_name,
+            "rubric_version": p.rubric_version,
+            "judge_model": p.judge_model,
+            "temperature": p.temperature,
+        }
+        return cls(p.rubric_name, common, _provenance_metadata(run))
+
+    def item(self, item: ItemResult) -> Iterator[ScoreRecord]:
+        """An item's criteria, its plain checks, then its verdict."""
         prompt_hash = item.replies[0].prompt_hash if item.replies else None
         for name, c in item.criteria.items():
-            meta = {**base_meta, "verdict": c.verdict, "decided_by": c.decided_by, "category": item.category}
-            if c.reason:
-                meta["reason"] = c.reason
-            numeric = c.score is not None
-            out.append(
-                ScoreRecord(
-                    trace_id=item.trace_id,
-                    observation_id=item.span_id,
-                    name=f"{p.rubric_name}.{name}",
-                    value=c.score if c.score is not None else c.verdict,
-                    data_type="NUMERIC" if numeric else "CATEGORICAL",
-                    comment=_comment(c.reasoning, c.reason),
-                    prompt_hash=prompt_hash if numeric or c.decided_by == "judge" else None,
-                    metadata=meta,
-                    **common,
-                )
-            )
+            yield self.criterion(item, name, c, prompt_hash)
         for name, check in item.checks.items():
             # BOOLEAN can only say pass or fail: an indeterminate check stays out (it is named in the
             # verdict's comment) rather than becoming a false; a name a criterion already uses is skipped
             # so the two never share one deterministic score id.
-            if check.verdict == "indeterminate" or name in item.criteria:
-                continue
-            out.append(
-                ScoreRecord(
-                    trace_id=item.trace_id,
-                    observation_id=item.span_id,
-                    name=f"{p.rubric_name}.{name}",
-                    value=check.verdict == "pass",
-                    data_type="BOOLEAN",
-                    comment=check.detail or None,
-                    metadata={
-                        **base_meta,
-                        "verdict": check.verdict,
-                        "decided_by": "check",
-                        "type": check.type,
-                    },
-                    **common,
-                )
-            )
-        checks = "; ".join(f"{k}={v.verdict}" for k, v in item.checks.items())
-        out.append(
-            ScoreRecord(
-                trace_id=item.trace_id,
-                observation_id=item.span_id,
-                name=f"{p.rubric_name}.verdict",
-                value=item.verdict,
-                data_type="CATEGORICAL",
-                comment=_comment(item.reason, f"checks: {checks}" if checks else ""),
-                prompt_hash=prompt_hash,
-                metadata={**base_meta, "category": item.category, "mean_score": item.mean_score},
-                **common,
-            )
+            if check.verdict != "indeterminate" and name not in item.criteria:
+                yield self.check(item, name, check)
+        yield self.verdict(item, prompt_hash)
+
+    def criterion(
+        self, item: ItemResult, name: str, c: CriterionResult, prompt_hash: str | None
+    ) -> ScoreRecord:
+        meta = {**self.base_meta, "verdict": c.verdict, "decided_by": c.decided_by, "category": item.category}
+        if c.reason:
+            meta["reason"] = c.reason
+        numeric = c.score is not None
+        return ScoreRecord(
+            trace_id=item.trace_id,
+            observation_id=item.span_id,
+            name=f"{self.rubric_name}.{name}",
+            value=c.score if c.score is not None else c.verdict,
+            data_type="NUMERIC" if numeric else "CATEGORICAL",
+            comment=_comment(c.reasoning, c.reason),
+            prompt_hash=prompt_hash if numeric or c.decided_by == "judge" else None,
+            metadata=meta,
+            **self.common,
         )
-    return out
+
+    def check(self, item: ItemResult, name: str, check: CheckResult) -> ScoreRecord:
+        return ScoreRecord(
+            trace_id=item.trace_id,
+            observation_id=item.span_id,
+            name=f"{self.rubric_name}.{name}",
+            value=check.verdict == "pass",
+            data_type="BOOLEAN",
+            comment=check.detail or None,
+            metadata={
+                **self.base_meta,
+                "verdict": check.verdict,
+                "decided_by": "check",
+                "type": check.type,
+            },
+            **self.common,
+        )
+
+    def verdict(self, item: ItemResult, prompt_hash: str | None) -> ScoreRecord:
+        checks = "; ".join(f"{k}={v.verdict}" for k, v in item.checks.items())
+        return ScoreRecord(
+            trace_id=item.trace_id,
+            observation_id=item.span_id,
+            name=f"{self.rubric_name}.verdict",
+            value=item.verdict,
+            data_type="CATEGORICAL",
+            comment=_comment(item.reason, f"checks: {checks}" if checks else ""),
+            prompt_hash=prompt_hash,
+            metadata={**self.base_meta, "category": item.category, "mean_score": item.mean_score},
+            **self.common,
+        )
+
+
+def score_records(run: RunRecord, items: Iterable[ItemResult]) -> list[ScoreRecord]:
+    """Per item: one NUMERIC score per judged criterion, one CATEGORICAL verdict per criterion decided
+    by a check, one BOOLEAN per hard check that passed or failed, and the overall CATEGORICAL verdict;
+    an indeterminate criterion is a CATEGORICAL ``indeterminate``, never a number."""
+    scores = _Scores.of(run)
+    return [record for item in items for record in scores.item(item)]
 
 
 def evaluation_events(run: RunRecord, items: Iterable[ItemResult]) -> list[EvaluationEvent]:
