@@ -65,33 +65,34 @@ def _message(content: Any) -> list[Message]:
     function response as a ``tool`` message (what the model was sent as the tool's result)."""
     if not isinstance(content, dict):
         return []
-    role = _ROLES.get(as_str(content.get("role")) or "", as_str(content.get("role")) or "user")
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    responses: list[Message] = []
-    for part in content.get("parts") or ():
-        if not isinstance(part, dict):
-            continue
-        if isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        call = part.get("function_call")
-        if isinstance(call, dict):
-            calls.append(
-                {
-                    "id": as_str(call.get("id")),
-                    "name": as_str(call.get("name")),
-                    "arguments": call.get("args"),
-                }
-            )
-        response = part.get("function_response")
-        if isinstance(response, dict):
-            responses.append(Message(role="tool", content=_text(response.get("response"))))
-    out = (
-        [Message(role=role, content="\n".join(texts) or None, tool_calls=tuple(calls))]
-        if texts or calls
-        else []
-    )
-    return out + responses
+    parts = [part for part in content.get("parts") or () if isinstance(part, dict)]
+    responses = [
+        Message(role="tool", content=_text(r.get("response")))
+        for r in _part_objects(parts, "function_response")
+    ]
+    return _said(_role(content), parts) + responses
+
+
+def _role(content: dict[str, Any]) -> str:
+    role = as_str(content.get("role"))
+    return _ROLES.get(role or "", role or "user")
+
+
+def _said(role: str, parts: list[dict[str, Any]]) -> list[Message]:
+    """The role's own message: its text parts and function calls (none when it has neither)."""
+    texts = [part["text"] for part in parts if isinstance(part.get("text"), str)]
+    calls = [
+        {"id": as_str(call.get("id")), "name": as_str(call.get("name")), "arguments": call.get("args")}
+        for call in _part_objects(parts, "function_call")
+    ]
+    if not texts and not calls:
+        return []
+    return [Message(role=role, content="\n".join(texts) or None, tool_calls=tuple(calls))]
+
+
+def _part_objects(parts: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The ``key`` objects of the parts that hold one (``function_call``, ``function_response``)."""
+    return [part[key] for part in parts if isinstance(part.get(key), dict)]
 
 
 class ADK(NoRecords):

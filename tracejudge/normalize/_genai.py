@@ -13,14 +13,14 @@ events ``gen_ai.{system,user,assistant,tool}.message``, ``gen_ai.choice``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
 from tracejudge.normalize._shapes import content_and_tools, documents_from_value, messages_from_value
 from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
-from tracejudge.schema import Document, Message, StepKind
+from tracejudge.schema import Document, Message, SpanEvent, StepKind
 
 OPERATION = "gen_ai.operation.name"
 TOOL_TYPE = "gen_ai.tool.type"
@@ -71,15 +71,24 @@ def _messages_attr(view: SpanView, key: str) -> tuple[list[Message] | None, str 
         return None, None
     parsed = view.json(key, value)
     if parsed is None:
-        return None, value if isinstance(value, str) else None
-    if isinstance(parsed, list) and any(isinstance(item, str) for item in parsed):
-        # OTel arrays must be homogeneous primitives, so some SDKs send one JSON string per message.
-        parsed = [maybe_json(item) for item in parsed]
-    found = messages_from_value(parsed)
+        return None, _raw_text(value)
+    found = messages_from_value(_per_message_json(parsed))
     if found is None and parsed != []:
         view.gap("attribute_unparseable", f"{key}: not a message list")
-        return None, value if isinstance(value, str) else None
+        return None, _raw_text(value)
     return found or [], None
+
+
+def _raw_text(value: Any) -> str | None:
+    """A messages attribute kept as raw text when it is not a message list (strings only)."""
+    return value if isinstance(value, str) else None
+
+
+def _per_message_json(parsed: Any) -> Any:
+    """OTel arrays must be homogeneous primitives, so some SDKs send one JSON string per message."""
+    if isinstance(parsed, list) and any(isinstance(item, str) for item in parsed):
+        return [maybe_json(item) for item in parsed]
+    return parsed
 
 
 def input_messages(view: SpanView) -> tuple[list[Message] | None, str | None]:
@@ -98,28 +107,58 @@ def output_messages(view: SpanView) -> tuple[list[Message] | None, str | None]:
 
 def _event_messages(view: SpanView, *, output: bool) -> list[Message] | None:
     """Messages from span events (deprecated per-message events, or the operation-details event)."""
+    readers = _OUTPUT_EVENTS if output else _INPUT_EVENTS
     found: list[Message] = []
     for event in view.raw.events:
-        attrs = event.attributes
-        if event.name == "gen_ai.client.inference.operation.details":
-            key = "gen_ai.output.messages" if output else "gen_ai.input.messages"
-            parsed = view.json(key, attrs.get(key)) if key in attrs else None
-            found.extend(messages_from_value(parsed) or ())
-        elif not output and event.name in _EVENT_ROLES:
-            content, tools, redacted = content_and_tools(attrs.get("content"))
-            role = as_str(attrs.get("role")) or _EVENT_ROLES[event.name]
-            found.append(Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted))
-        elif output and event.name == "gen_ai.choice":
-            message = view.json("gen_ai.choice.message", attrs.get("message"))
-            msgs = messages_from_value(message) if message is not None else None
-            if msgs:
-                found.extend(msgs)
-            elif attrs.get("content") is not None:
-                content, tools, redacted = content_and_tools(attrs.get("content"))
-                found.append(
-                    Message(role="assistant", content=content, tool_calls=tuple(tools), redacted=redacted)
-                )
+        read = readers.get(event.name)
+        if read is not None:
+            found.extend(read(view, event))
     return found or None
+
+
+def _details_event(key: str) -> _EventReader:
+    """The reader of the operation-details event's ``key`` message list."""
+
+    def read(view: SpanView, event: SpanEvent) -> list[Message]:
+        attrs = event.attributes
+        parsed = view.json(key, attrs.get(key)) if key in attrs else None
+        return messages_from_value(parsed) or []
+
+    return read
+
+
+def _role_event(view: SpanView, event: SpanEvent) -> list[Message]:  # noqa: ARG001  (an _EventReader)
+    """A deprecated per-message event: its role is the event's unless it records one."""
+    attrs = event.attributes
+    return [_message(as_str(attrs.get("role")) or _EVENT_ROLES[event.name], attrs.get("content"))]
+
+
+def _choice_event(view: SpanView, event: SpanEvent) -> list[Message]:
+    """A deprecated ``gen_ai.choice`` event: its message, else its content as the assistant's."""
+    attrs = event.attributes
+    message = view.json("gen_ai.choice.message", attrs.get("message"))
+    found = messages_from_value(message) if message is not None else None
+    if found:
+        return found
+    return [] if attrs.get("content") is None else [_message("assistant", attrs.get("content"))]
+
+
+def _message(role: str, content: Any) -> Message:
+    text, tools, redacted = content_and_tools(content)
+    return Message(role=role, content=text, tool_calls=tuple(tools), redacted=redacted)
+
+
+_EventReader = Callable[[SpanView, SpanEvent], list[Message]]
+_DETAILS = "gen_ai.client.inference.operation.details"
+# Span events holding messages, by name, for the model input and for its output.
+_INPUT_EVENTS: dict[str, _EventReader] = {
+    _DETAILS: _details_event("gen_ai.input.messages"),
+    **dict.fromkeys(_EVENT_ROLES, _role_event),
+}
+_OUTPUT_EVENTS: dict[str, _EventReader] = {
+    _DETAILS: _details_event("gen_ai.output.messages"),
+    "gen_ai.choice": _choice_event,
+}
 
 
 def system_instructions(view: SpanView) -> tuple[str | None, bool]:

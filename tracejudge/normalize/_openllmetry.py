@@ -42,25 +42,40 @@ _RETRIEVE_OPERATIONS = frozenset({"vector_db_retrieve"})
 
 
 def classify(view: SpanView) -> StepKind | None:
-    a = view.attrs
-    system = a.get("db.system")
-    operation = a.get("db.operation")
-    if isinstance(system, str) and isinstance(operation, str) and operation.lower() in _QUERY_OPERATIONS:
+    if _is_retrieval(view):
         return "retrieval"
-    if any(event.name in _RESULT_EVENTS for event in view.raw.events):
-        return "retrieval"
-    operation_name = a.get("gen_ai.operation.name")
-    if isinstance(operation_name, str) and operation_name in _RETRIEVE_OPERATIONS:
-        return "retrieval"
-    kind = a.get(KIND)
+    kind = view.attrs.get(KIND)
     if isinstance(kind, str):
-        kind = kind.lower()
-        if kind in ("task", "workflow"):
-            nodes = _node_step(view)
-            if nodes is not None:
-                return nodes
-        return _STEPS.get(kind, "other")
-    request_type = a.get("llm.request.type")
+        return _kind_step(view, kind.lower())
+    return _llm_step(view)
+
+
+def _is_retrieval(view: SpanView) -> bool:
+    """A vector-store query (a ``db.system`` with a query operation), a span with query result
+    events, or a LangChain retriever run."""
+    a = view.attrs
+    operation = a.get("db.operation")
+    if (
+        isinstance(a.get("db.system"), str)
+        and isinstance(operation, str)
+        and operation.lower() in _QUERY_OPERATIONS
+    ):
+        return True
+    if any(event.name in _RESULT_EVENTS for event in view.raw.events):
+        return True
+    operation_name = a.get("gen_ai.operation.name")
+    return isinstance(operation_name, str) and operation_name in _RETRIEVE_OPERATIONS
+
+
+def _kind_step(view: SpanView, kind: str) -> StepKind:
+    """The step of a ``traceloop.span.kind``; a task or workflow that returned nodes is a node step."""
+    nodes = _node_step(view) if kind in ("task", "workflow") else None
+    return nodes or _STEPS.get(kind, "other")
+
+
+def _llm_step(view: SpanView) -> StepKind | None:
+    """A model or embedding call of an LLM client's instrumentation."""
+    request_type = view.attrs.get("llm.request.type")
     if isinstance(request_type, str):
         return "embedding" if request_type == "embedding" else "model"
     if view.indexed("gen_ai.prompt") or view.indexed("gen_ai.completion"):
@@ -146,13 +161,15 @@ def _node_step(view: SpanView) -> StepKind | None:
         return None
     given = view.attrs.get("traceloop.entity.input")
     takes_nodes = isinstance(given, str) and '"nodes": [' in given and _NODE_CLASS in given
-    if _NODE_CLASS not in output:
-        if output != "[]":
-            return None
-        entity = as_str(view.attrs.get("traceloop.entity.name")) or view.raw.name
-        if not takes_nodes and not (entity.rpartition(".")[0] or entity).endswith("Retriever"):
-            return None  # an empty list from any other task says nothing
+    # An empty list says something only from a postprocessor or a retriever, not any other task.
+    if _NODE_CLASS not in output and not (output == "[]" and (takes_nodes or _named_retriever(view))):
+        return None
     return "rerank" if takes_nodes else "retrieval"
+
+
+def _named_retriever(view: SpanView) -> bool:
+    entity = as_str(view.attrs.get("traceloop.entity.name")) or view.raw.name
+    return (entity.rpartition(".")[0] or entity).endswith("Retriever")
 
 
 def node_documents(view: SpanView, key: str) -> list[Document] | None:

@@ -17,6 +17,7 @@ form instead, which the GenAI convention reads.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
@@ -53,33 +54,39 @@ def _blocks(value: Any) -> tuple[str | None, list[dict[str, Any]], bool]:
     parsed = maybe_json(value) if isinstance(value, str) else value
     if isinstance(parsed, str):
         return parsed, [], False
-    if isinstance(parsed, dict):
-        parsed = [parsed]
-    if not isinstance(parsed, list):
-        return None, [], False
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for block in parsed:
-        if not isinstance(block, dict):
-            continue
-        text = _block_text(block)
-        if text is not None:
-            texts.append(text)
-        use = block.get("toolUse")
-        if isinstance(use, dict):
-            calls.append(
-                {
-                    "id": as_str(use.get("toolUseId")),
-                    "name": as_str(use.get("name")),
-                    "arguments": use.get("input"),
-                }
-            )
-        result = block.get("toolResult")
-        if isinstance(result, dict):
-            for inner in result.get("content") or ():
-                if isinstance(inner, dict) and (text := _block_text(inner)) is not None:
-                    texts.append(text)
+    blocks = _dict_blocks(parsed)
+    texts = [text for block in blocks for text in _block_texts(block)]
+    calls = [call for call in map(_tool_use, blocks) if call is not None]
     return "\n".join(texts) or None, calls, False
+
+
+def _dict_blocks(parsed: Any) -> list[dict[str, Any]]:
+    """The blocks of a block list (one block alone is a list of one); none for any other value."""
+    items = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) else []
+    return [block for block in items if isinstance(block, dict)]
+
+
+def _block_texts(block: dict[str, Any]) -> Iterator[str]:
+    """A block's own text, then the texts of the content blocks of the tool result it holds."""
+    text = _block_text(block)
+    if text is not None:
+        yield text
+    result = block.get("toolResult")
+    if isinstance(result, dict):
+        inner = (b for b in result.get("content") or () if isinstance(b, dict))
+        yield from (t for t in map(_block_text, inner) if t is not None)
+
+
+def _tool_use(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The tool call a ``toolUse`` block asks for."""
+    use = block.get("toolUse")
+    if not isinstance(use, dict):
+        return None
+    return {
+        "id": as_str(use.get("toolUseId")),
+        "name": as_str(use.get("name")),
+        "arguments": use.get("input"),
+    }
 
 
 def _events(view: SpanView, names: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:

@@ -32,6 +32,29 @@ class Gaps:
         return tuple(self._items)
 
 
+def _copied_keys(attrs: dict[str, Any], extra: dict[str, Any]) -> None:
+    """``tracejudge.*`` keys a tracer copied under its own prefix, without the prefix."""
+    for key, value in attrs.items():
+        if key.startswith(_LF_METADATA_PREFIX + "tracejudge."):
+            # The Langfuse SDK JSON-encodes each metadata value, strings included.
+            extra[key[len(_LF_METADATA_PREFIX) :]] = maybe_json(value)
+        elif key.startswith(_TL_ASSOCIATION_PREFIX + "tracejudge."):
+            # OpenLLMetry copies LangChain run metadata into association properties.
+            extra[key[len(_TL_ASSOCIATION_PREFIX) :]] = value
+
+
+def _run_metadata(value: str, extra: dict[str, Any]) -> None:
+    """``tracejudge.*`` keys of run metadata: OpenInference writes it (e.g. LangChain's
+    ``with_config(metadata=...)``) as one JSON object, the only channel such instrumentations offer
+    for our keys."""
+    metadata = maybe_json(value)
+    if not isinstance(metadata, dict):
+        return
+    for key, item in metadata.items():
+        if isinstance(key, str) and key.startswith("tracejudge."):
+            extra.setdefault(key, item)
+
+
 class SpanView:
     """A raw span with the attributes every convention reads (Langfuse metadata merged in)."""
 
@@ -59,36 +82,28 @@ class SpanView:
         """
         extra: dict[str, Any] = {}
         if _LF_METADATA in attrs:
-            metadata = self.json(_LF_METADATA, attrs[_LF_METADATA])
-            if isinstance(metadata, dict):
-                inner = self.json("langfuse.observation.metadata.attributes", metadata.get("attributes"))
-                if isinstance(inner, dict):
-                    extra.update(inner)
-                for key, value in metadata.items():
-                    if key.startswith("tracejudge."):
-                        extra[key] = value
-                resource = metadata.get("resourceAttributes")
-                if isinstance(resource, dict) and not self.resource:
-                    self.resource = resource
-        for key, value in attrs.items():
-            if key.startswith(_LF_METADATA_PREFIX + "tracejudge."):
-                # The Langfuse SDK JSON-encodes each metadata value, strings included.
-                extra[key[len(_LF_METADATA_PREFIX) :]] = maybe_json(value)
-            elif key.startswith(_TL_ASSOCIATION_PREFIX + "tracejudge."):
-                # OpenLLMetry copies LangChain run metadata into association properties.
-                extra[key[len(_TL_ASSOCIATION_PREFIX) :]] = value
+            self._langfuse_metadata(attrs[_LF_METADATA], extra)
+        _copied_keys(attrs, extra)
         if isinstance(attrs.get(_OI_METADATA), str) and "tracejudge." in attrs[_OI_METADATA]:
-            # OpenInference writes run metadata (e.g. LangChain's ``with_config(metadata=...)``)
-            # as one JSON object: the only channel such instrumentations offer for our keys.
-            metadata = maybe_json(attrs[_OI_METADATA])
-            if isinstance(metadata, dict):
-                for key, value in metadata.items():
-                    if isinstance(key, str) and key.startswith("tracejudge."):
-                        extra.setdefault(key, value)
+            _run_metadata(attrs[_OI_METADATA], extra)
         if not extra:
             return attrs
         extra.update(attrs)
         return extra
+
+    def _langfuse_metadata(self, value: Any, extra: dict[str, Any]) -> None:
+        """Langfuse observation metadata: other SDKs' ``attributes``, ``tracejudge.*`` keys and the
+        ``resourceAttributes`` (the resource, when the span carries none of its own)."""
+        metadata = self.json(_LF_METADATA, value)
+        if not isinstance(metadata, dict):
+            return
+        inner = self.json("langfuse.observation.metadata.attributes", metadata.get("attributes"))
+        if isinstance(inner, dict):
+            extra.update(inner)
+        extra.update((key, item) for key, item in metadata.items() if key.startswith("tracejudge."))
+        resource = metadata.get("resourceAttributes")
+        if isinstance(resource, dict) and not self.resource:
+            self.resource = resource
 
     def json(self, key: str, value: Any, *, python_literal: bool = False) -> Any:
         """Decode a value that must be structured; record ``attribute_unparseable`` and return None if not."""
