@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -46,6 +46,8 @@ VERDICTS = (
 
 _MAX_RUNS_PER_RUBRIC = 60
 _PROMPT_TRACES_PER_RUN = 50
+
+_R = TypeVar("_R", bound=BaseModel)
 
 
 class _View(BaseModel):
@@ -286,42 +288,14 @@ def triage_view(
 ) -> TriageView:
     """Latest triage per (ticket, trace) with verdict counts; ``entries`` newest first."""
     origins = origins or {}
-    latest: dict[tuple[str | None, str], TriageEntry] = {}
-    earlier: Counter[tuple[str | None, str]] = Counter()
-    for e in entries:
-        key = (e.ticket, e.trace_id)
-        if key in latest:
-            earlier[key] += 1
-        else:
-            latest[key] = e
+    latest, earlier = _latest_per_ticket(entries)
     order = {v: i for i, v in enumerate(VERDICTS)}
-    tickets = []
-    for key, e in latest.items():
-        loc = e.result
-        source, lf_id = origins.get(e.trace_id, (None, None))
-        tickets.append(
-            TicketView(
-                ticket=e.ticket,
-                trace_id=e.trace_id,
-                triaged_at=e.triaged_at,
-                verdict=loc.verdict,
-                cause=loc.cause,
-                deciding_stage=deciding_stage(loc),
-                summary=loc.summary,
-                task_time=loc.task_time,
-                stages=loc.stages,
-                materials=loc.materials if len(loc.materials) > 1 else (),
-                source=source,
-                langfuse_url=langfuse_trace_url(langfuse_url, lf_id) if lf_id else None,
-                earlier=earlier[key],
-            )
-        )
-    tickets.sort(key=lambda t: (order.get(t.verdict, 99), t.ticket or "", t.trace_id))
-    counts = dict.fromkeys(VERDICTS, 0)
-    combos: Counter[tuple[str, str, str]] = Counter()
-    for t in tickets:
-        counts[t.verdict] = counts.get(t.verdict, 0) + 1
-        combos[(t.verdict, t.deciding_stage, t.cause or "none")] += 1
+    tickets = sorted(
+        (_ticket_view(e, origins, langfuse_url, earlier[key]) for key, e in latest.items()),
+        key=lambda t: (order.get(t.verdict, 99), t.ticket or "", t.trace_id),
+    )
+    counts = dict.fromkeys(VERDICTS, 0) | Counter(t.verdict for t in tickets)
+    combos = Counter((t.verdict, t.deciding_stage, t.cause or "none") for t in tickets)
     entry_counts = Counter(e.result.verdict for e in entries)
     return TriageView(
         tickets=tuple(tickets),
@@ -332,6 +306,46 @@ def triage_view(
         ),
         entries=len(entries),
         entry_counts=dict(sorted(entry_counts.items())),
+    )
+
+
+def _latest_per_ticket(
+    entries: Sequence[TriageEntry],
+) -> tuple[dict[tuple[str | None, str], TriageEntry], Counter[tuple[str | None, str]]]:
+    """The newest entry per (ticket, trace), and how many earlier ones each has (``entries`` newest first)."""
+    latest: dict[tuple[str | None, str], TriageEntry] = {}
+    earlier: Counter[tuple[str | None, str]] = Counter()
+    for e in entries:
+        key = (e.ticket, e.trace_id)
+        if key in latest:
+            earlier[key] += 1
+        else:
+            latest[key] = e
+    return latest, earlier
+
+
+def _ticket_view(
+    e: TriageEntry,
+    origins: Mapping[str, tuple[str | None, str | None]],
+    langfuse_url: str | None,
+    earlier: int,
+) -> TicketView:
+    loc = e.result
+    source, lf_id = origins.get(e.trace_id, (None, None))
+    return TicketView(
+        ticket=e.ticket,
+        trace_id=e.trace_id,
+        triaged_at=e.triaged_at,
+        verdict=loc.verdict,
+        cause=loc.cause,
+        deciding_stage=deciding_stage(loc),
+        summary=loc.summary,
+        task_time=loc.task_time,
+        stages=loc.stages,
+        materials=loc.materials if len(loc.materials) > 1 else (),
+        source=source,
+        langfuse_url=langfuse_trace_url(langfuse_url, lf_id) if lf_id else None,
+        earlier=earlier,
     )
 
 
@@ -434,28 +448,62 @@ def run_point(run: RunRecord, agent_prompts: Iterable[str] = ()) -> RunPoint:
     )
 
 
-def _changes(before: RunPoint, now: RunPoint) -> tuple[str, ...]:
-    out = []
-    if before.judge_model != now.judge_model:
-        out.append(f"judge {before.judge_model or 'none'} \u2192 {now.judge_model or 'none'}")
-    if before.temperature != now.temperature:
-        out.append(f"judge temperature {before.temperature} \u2192 {now.temperature}")
-    if before.repeat != now.repeat:
-        # Scores of repeated calls are aggregated, so the same judge can read differently.
-        out.append(f"judge calls per item {before.repeat} \u2192 {now.repeat}")
-    judge_changed = before.judge_model != now.judge_model or before.temperature != now.temperature
+def _judge_model_change(before: RunPoint, now: RunPoint) -> str | None:
+    if before.judge_model == now.judge_model:
+        return None
+    return f"judge {before.judge_model or 'none'} \u2192 {now.judge_model or 'none'}"
+
+
+def _temperature_change(before: RunPoint, now: RunPoint) -> str | None:
+    if before.temperature == now.temperature:
+        return None
+    return f"judge temperature {before.temperature} \u2192 {now.temperature}"
+
+
+def _repeat_change(before: RunPoint, now: RunPoint) -> str | None:
+    # Scores of repeated calls are aggregated, so the same judge can read differently.
+    if before.repeat == now.repeat:
+        return None
+    return f"judge calls per item {before.repeat} \u2192 {now.repeat}"
+
+
+def _rubric_change(before: RunPoint, now: RunPoint) -> str | None:
     if before.rubric_version != now.rubric_version:
-        out.append(f"rubric v{before.rubric_version} \u2192 v{now.rubric_version}")
-    elif before.rubric_hash != now.rubric_hash and not judge_changed:
-        # The rubric's hash covers its judge section: a judge change alone is reported as that.
-        out.append("rubric edited (same version)")
+        return f"rubric v{before.rubric_version} \u2192 v{now.rubric_version}"
+    judge_changed = before.judge_model != now.judge_model or before.temperature != now.temperature
+    # The rubric's hash covers its judge section: a judge change alone is reported as that.
+    if before.rubric_hash != now.rubric_hash and not judge_changed:
+        return "rubric edited (same version)"
+    return None
+
+
+def _judge_prompt_change(before: RunPoint, now: RunPoint) -> str | None:
     if before.prompt_hash != now.prompt_hash and before.rubric_hash == now.rubric_hash:
-        out.append("judge prompt changed")
-    if before.agent_prompts and now.agent_prompts and before.agent_prompts != now.agent_prompts:
-        gone = sorted(set(before.agent_prompts) - set(now.agent_prompts))
-        new = sorted(set(now.agent_prompts) - set(before.agent_prompts))
-        out.append(f"agent prompt {', '.join(gone) or '-'} \u2192 {', '.join(new) or '-'}")
-    return tuple(out)
+        return "judge prompt changed"
+    return None
+
+
+def _agent_prompt_change(before: RunPoint, now: RunPoint) -> str | None:
+    if not (before.agent_prompts and now.agent_prompts) or before.agent_prompts == now.agent_prompts:
+        return None
+    gone = sorted(set(before.agent_prompts) - set(now.agent_prompts))
+    new = sorted(set(now.agent_prompts) - set(before.agent_prompts))
+    return f"agent prompt {', '.join(gone) or '-'} \u2192 {', '.join(new) or '-'}"
+
+
+# What may change between two runs of a rubric, in the order the timeline names the changes.
+_CHANGES: tuple[Callable[[RunPoint, RunPoint], str | None], ...] = (
+    _judge_model_change,
+    _temperature_change,
+    _repeat_change,
+    _rubric_change,
+    _judge_prompt_change,
+    _agent_prompt_change,
+)
+
+
+def _changes(before: RunPoint, now: RunPoint) -> tuple[str, ...]:
+    return tuple(text for change in _CHANGES if (text := change(before, now)) is not None)
 
 
 def _rows(groups: Mapping[str, Any]) -> tuple[CategoryRow, ...]:
@@ -592,8 +640,31 @@ def build_report(
     base = langfuse_url if langfuse_url is not None else langfuse_base_url()
     entries = store.list_triage_results()
     origins = {tid: trace_origin(store.get_spans(tid)) for tid in {e.trace_id for e in entries}}
-    triage = triage_view(entries, origins, langfuse_url=base)
+    calibration_available = hasattr(store, "list_reports")
+    calibrations: list[CalibrationReport] = []
+    audits: list[AuditReport] = []
+    if calibration_available:
+        calibrations = _latest_by(
+            _stored_reports(store, "calibration", CalibrationReport), lambda c: (c.rubric_name, c.judge_model)
+        )
+        audits = _latest_by(_stored_reports(store, "audit", AuditReport), lambda a: a.rubric_name)
+    suite_views = _suite_views(suites)
+    from tracejudge.sweep import latest_sweep
 
+    return ReportData(
+        sweep=latest_sweep(store) if calibration_available else None,
+        generated_at=now or datetime.now(UTC),
+        triage=triage_view(entries, origins, langfuse_url=base),
+        rubrics=_rubric_views(store, agent_prompt_traces),
+        calibrations=tuple(calibrations),
+        calibration_available=calibration_available,
+        audits=tuple(audits),
+        suites=tuple(suite_views or ()),
+        regression_available=suite_views is not None,
+    )
+
+
+def _rubric_views(store: Store, agent_prompt_traces: int) -> tuple[RubricView, ...]:
     by_rubric: dict[str, list[RunRecord]] = {}
     for run in store.list_runs():
         by_rubric.setdefault(run.provenance.rubric_name, []).append(run)
@@ -607,48 +678,29 @@ def build_report(
         rubrics.append(
             rubric_view(name, runs, prompts=prompts, latest_items=store.iter_score_items(runs[-1].run_id))
         )
+    return tuple(rubrics)
 
-    calibration_available = hasattr(store, "list_reports")
-    calibrations: list[CalibrationReport] = []
-    audits: list[AuditReport] = []
-    if calibration_available:
-        cals = []
-        for r in store.list_reports("calibration"):
-            try:
-                cals.append(CalibrationReport.model_validate(r.payload))
-            except ValidationError:
-                continue
-        calibrations = _latest_by(cals, lambda c: (c.rubric_name, c.judge_model))
-        auds = []
-        for r in store.list_reports("audit"):
-            try:
-                auds.append(AuditReport.model_validate(r.payload))
-            except ValidationError:
-                continue
-        audits = _latest_by(auds, lambda a: a.rubric_name)
 
-    regression_available = True
-    suite_views: list[SuiteView] = []
-    if suites:
+def _stored_reports(store: Store, kind: str, model: type[_R]) -> list[_R]:
+    """The stored reports of ``kind`` this version can read (one written by another version is skipped)."""
+    found: list[_R] = []
+    for r in store.list_reports(kind):
         try:
-            import tracejudge.regress  # noqa: F401
-        except ImportError:
-            regression_available = False
-        else:
-            suite_views = [_load_suite(Path(p)) for p in suites]
-    from tracejudge.sweep import latest_sweep
+            found.append(model.model_validate(r.payload))
+        except ValidationError:
+            continue
+    return found
 
-    return ReportData(
-        sweep=latest_sweep(store) if calibration_available else None,
-        generated_at=now or datetime.now(UTC),
-        triage=triage,
-        rubrics=tuple(rubrics),
-        calibrations=tuple(calibrations),
-        calibration_available=calibration_available,
-        audits=tuple(audits),
-        suites=tuple(suite_views),
-        regression_available=regression_available,
-    )
+
+def _suite_views(suites: Sequence[str | Path]) -> list[SuiteView] | None:
+    """The given regression suites, or None when the regress package is not installed."""
+    if not suites:
+        return []
+    try:
+        import tracejudge.regress  # noqa: F401
+    except ImportError:
+        return None
+    return [_load_suite(Path(p)) for p in suites]
 
 
 def p95(values: Sequence[float]) -> float | None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
-from tracejudge.report._data import VERDICTS, ReportData, RubricView, gate_reading, mismatch_rows
+from tracejudge.report._data import VERDICTS, ReportData, RubricView, RunPoint, gate_reading, mismatch_rows
 from tracejudge.report._svg import VERDICT_COLOURS, Bar, Marker, bar_chart, histogram, line_chart
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -44,24 +45,27 @@ def _short(run_id: str, created: datetime) -> str:
     return created.strftime("%m-%d %H:%M") if created else run_id[:8]
 
 
+def _per_key(runs: Sequence[RunPoint], field: str) -> dict[str, list[float | None]]:
+    """One series per key of the runs' ``field`` mapping (criteria or categories), in name order."""
+    values: list[Mapping[str, float | None]] = [getattr(p, field) for p in runs]
+    return {k: [v.get(k) for v in values] for k in sorted({k for v in values for k in v})}
+
+
 def _rubric_charts(r: RubricView) -> dict[str, Any]:
     labels = [f"#{i + 1} {_short(p.run_id, p.created_at)}" for i, p in enumerate(r.runs)]
     markers = [Marker(i, "; ".join(p.changes)) for i, p in enumerate(r.runs) if p.changes]
-    names = sorted({k for p in r.runs for k in p.criteria})
-    series: dict[str, list[float | None]] = {"overall": [p.pass_rate for p in r.runs]}
-    for name in names:
-        series[name] = [p.criteria.get(name) for p in r.runs]
-    cats = sorted({k for p in r.runs for k in p.categories})
-    cat_series = {c: [p.categories.get(c) for p in r.runs] for c in cats}
+    series = {"overall": [p.pass_rate for p in r.runs], **_per_key(r.runs, "criteria")}
+    cat_series = _per_key(r.runs, "categories")
+    categories = (
+        line_chart(cat_series, labels, title=f"{r.name}: pass rate per category", markers=markers)
+        if cat_series
+        else None
+    )
     return {
         "criteria": line_chart(
             series, labels, title=f"{r.name}: pass rate per criterion", markers=markers, strong="overall"
         ),
-        "categories": line_chart(
-            cat_series, labels, title=f"{r.name}: pass rate per category", markers=markers
-        )
-        if cats
-        else None,
+        "categories": categories,
         "indeterminate": line_chart(
             {"indeterminate share": [p.indeterminate_share for p in r.runs]},
             labels,

@@ -168,20 +168,23 @@ def configs_from_store(store: Store) -> list[ScoreConfigSpec]:
     return configs_from_runs(runs, decided)
 
 
-def create_score_configs(api: Any, specs: Sequence[ScoreConfigSpec]) -> ConfigsReport:
-    """Create the configs Langfuse does not have yet (by name, archived ones ignored) through a
-    :class:`tracejudge.write.LangfuseApi`; a rerun creates nothing new."""
+def _configured_names(api: Any) -> set[str]:
+    """The names of the project's score configs that are not archived, read page by page."""
     have: set[str] = set()
     page = 1
     while True:
         body = api.get("/score-configs", {"page": page, "limit": 100}) or {}
-        for c in body.get("data", []):
-            if not c.get("isArchived"):
-                have.add(str(c.get("name")))
+        have.update(str(c.get("name")) for c in body.get("data", []) if not c.get("isArchived"))
         pages = int((body.get("meta") or {}).get("totalPages") or 1)
         if page >= pages or not body.get("data"):
-            break
+            return have
         page += 1
+
+
+def create_score_configs(api: Any, specs: Sequence[ScoreConfigSpec]) -> ConfigsReport:
+    """Create the configs Langfuse does not have yet (by name, archived ones ignored) through a
+    :class:`tracejudge.write.LangfuseApi`; a rerun creates nothing new."""
+    have = _configured_names(api)
     created, existing, skipped = [], [], {}
     seen: set[str] = set()
     for spec in specs:

@@ -121,6 +121,16 @@ def _add_groups(
 
 def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLatency]) -> list[Family]:
     """Scoring metrics from run records (any order) and their judge-call latencies."""
+    return [
+        *_verdict_families(runs),
+        *_judge_families(runs),
+        _latency_family(runs, latencies),
+        *_latest_run_families(_latest_per_rubric(runs)),
+    ]
+
+
+def _verdict_families(runs: Sequence[RunRecord]) -> list[Family]:
+    """Runs per rubric, and verdicts over all runs: per item, criterion, category and check."""
     runs_total = Family("tracejudge_score_runs_total", "counter", "Scoring runs kept in the store.")
     items_total = Family("tracejudge_score_items_total", "counter", "Scored items by overall verdict.")
     crit_total = Family("tracejudge_criterion_verdicts_total", "counter", "Criterion verdicts over all runs.")
@@ -128,44 +138,16 @@ def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLaten
         "tracejudge_category_verdicts_total", "counter", "Item verdicts per category, all runs."
     )
     check_total = Family("tracejudge_check_verdicts_total", "counter", "Hard-check verdicts over all runs.")
-    calls = Family("tracejudge_judge_calls_total", "counter", "Judge calls made (cache hits excluded).")
-    tokens = Family("tracejudge_judge_tokens_total", "counter", "Judge tokens billed, by type.")
-    cost = Family("tracejudge_judge_cost_usd_total", "counter", "Judge cost in USD.")
-    latency = Family(
-        "tracejudge_judge_latency_seconds", "histogram", "Judge call latency (retries included)."
-    )
     counts: dict[str, int] = defaultdict(int)
     verdicts: dict[tuple[str, ...], float] = defaultdict(float)
-    per_judge: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-    hist: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * (len(LATENCY_BUCKETS) + 2))
-    latest: dict[str, RunRecord] = {}
     for run in runs:
         rubric = run.provenance.rubric_name
-        judge = run.provenance.judge_model or "none"
         counts[rubric] += 1
         s = run.summary
         _add_groups(rubric, "overall", {"": s.overall}, verdicts)
         _add_groups(rubric, "criterion", s.criteria, verdicts)
         _add_groups(rubric, "category", s.categories, verdicts)
         _add_groups(rubric, "check", s.checks, verdicts)
-        j = per_judge[(rubric, judge)]
-        j[0] += s.judge_calls
-        j[1] += s.overall.input_tokens
-        j[2] += s.overall.output_tokens
-        j[3] += s.cost_usd
-        lat = latencies.get(run.run_id)
-        if lat is not None:
-            h = hist[(rubric, judge)]
-            for i, c in enumerate(lat.buckets):
-                h[i] += c
-            h[-2] += lat.count
-            h[-1] += lat.total_s
-        if rubric not in latest or (run.created_at, run.run_id) > (
-            latest[rubric].created_at,
-            latest[rubric].run_id,
-        ):
-            latest[rubric] = run
-
     for rubric, runs_n in sorted(counts.items()):
         runs_total.add(runs_n, rubric=rubric)
     # The group kind -> its family and the label naming the group (the overall group has none).
@@ -178,29 +160,64 @@ def scoring_families(runs: Sequence[RunRecord], latencies: Mapping[str, RunLaten
     for (rubric, key, name, verdict), count in sorted(verdicts.items()):
         family, label = by_kind[key]
         family.add(count, rubric=rubric, **({label: name} if label else {}), verdict=verdict)
+    return [runs_total, items_total, crit_total, cat_total, check_total]
+
+
+def _judge_families(runs: Sequence[RunRecord]) -> list[Family]:
+    """Judge calls, tokens and cost per rubric and judge model."""
+    calls = Family("tracejudge_judge_calls_total", "counter", "Judge calls made (cache hits excluded).")
+    tokens = Family("tracejudge_judge_tokens_total", "counter", "Judge tokens billed, by type.")
+    cost = Family("tracejudge_judge_cost_usd_total", "counter", "Judge cost in USD.")
+    per_judge: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for run in runs:
+        s = run.summary
+        j = per_judge[(run.provenance.rubric_name, run.provenance.judge_model or "none")]
+        j[0] += s.judge_calls
+        j[1] += s.overall.input_tokens
+        j[2] += s.overall.output_tokens
+        j[3] += s.cost_usd
     for (rubric, judge), (ncalls, tin, tout, usd) in sorted(per_judge.items()):
         calls.add(ncalls, rubric=rubric, judge_model=judge)
         tokens.add(tin, rubric=rubric, judge_model=judge, type="input")
         tokens.add(tout, rubric=rubric, judge_model=judge, type="output")
         cost.add(usd, rubric=rubric, judge_model=judge)
+    return [calls, tokens, cost]
+
+
+def _latency_family(runs: Sequence[RunRecord], latencies: Mapping[str, RunLatency]) -> Family:
+    """The judge-call latency histogram per rubric and judge model (buckets, then count and sum)."""
+    latency = Family(
+        "tracejudge_judge_latency_seconds", "histogram", "Judge call latency (retries included)."
+    )
+    hist: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * (len(LATENCY_BUCKETS) + 2))
+    for run in runs:
+        lat = latencies.get(run.run_id)
+        if lat is None:
+            continue
+        h = hist[(run.provenance.rubric_name, run.provenance.judge_model or "none")]
+        for i, c in enumerate(lat.buckets):
+            h[i] += c
+        h[-2] += lat.count
+        h[-1] += lat.total_s
     for (rubric, judge), h in sorted(hist.items()):
         for i, le in enumerate(LATENCY_BUCKETS):
             latency.add(h[i], "_bucket", rubric=rubric, judge_model=judge, le=_value(le))
         latency.add(h[-2], "_bucket", rubric=rubric, judge_model=judge, le="+Inf")
         latency.add(h[-1], "_sum", rubric=rubric, judge_model=judge)
         latency.add(h[-2], "_count", rubric=rubric, judge_model=judge)
-    return [
-        runs_total,
-        items_total,
-        crit_total,
-        cat_total,
-        check_total,
-        calls,
-        tokens,
-        cost,
-        latency,
-        *_latest_run_families(latest),
-    ]
+    return latency
+
+
+def _latest_per_rubric(runs: Sequence[RunRecord]) -> dict[str, RunRecord]:
+    latest: dict[str, RunRecord] = {}
+    for run in runs:
+        rubric = run.provenance.rubric_name
+        if rubric not in latest or (run.created_at, run.run_id) > (
+            latest[rubric].created_at,
+            latest[rubric].run_id,
+        ):
+            latest[rubric] = run
+    return latest
 
 
 def _latest_run_families(latest: Mapping[str, RunRecord]) -> list[Family]:
