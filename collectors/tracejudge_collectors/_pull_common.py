@@ -80,15 +80,26 @@ def seen(
     updated: str | None = None,
 ) -> Seen:
     """What this fetch saw of a trace, and whether it is settled (see the module docstring)."""
-    starts = [s.start_time_unix_nano for s in spans if s.start_time_unix_nano > 0]
-    ends = [s.end_time_unix_nano for s in spans if s.end_time_unix_nano > 0]
-    started = datetime.fromtimestamp(min(starts) / 1e9, tz=UTC) if starts else None
-    latest = updated or (datetime.fromtimestamp(max(ends) / 1e9, tz=UTC).isoformat() if ends else None)
+    started = _first_start(spans)
+    latest = updated or _last_end(spans)
     missing = missing_parents(spans)
     recent = started is None or started > now - lag
     attempts = (before.attempts + 1) if before is not None else 1
-    settled = (not missing and not recent) or (bool(missing) and not recent and attempts >= MAX_ATTEMPTS)
+    # Nothing more is expected once it is old enough and whole, or was fetched incomplete too often.
+    settled = not recent and (not missing or attempts >= MAX_ATTEMPTS)
     return Seen(spans=len(spans), latest=latest, settled=settled, attempts=attempts, missing_parents=missing)
+
+
+def _first_start(spans: Sequence[RawSpan]) -> datetime | None:
+    """When the earliest span started (spans without a start time aside)."""
+    start = min((s.start_time_unix_nano for s in spans if s.start_time_unix_nano > 0), default=None)
+    return None if start is None else datetime.fromtimestamp(start / 1e9, tz=UTC)
+
+
+def _last_end(spans: Sequence[RawSpan]) -> str | None:
+    """When the latest span ended, ISO (spans without an end time aside)."""
+    end = max((s.end_time_unix_nano for s in spans if s.end_time_unix_nano > 0), default=None)
+    return None if end is None else datetime.fromtimestamp(end / 1e9, tz=UTC).isoformat()
 
 
 def read_seen(raw: str | None) -> Seen | None:

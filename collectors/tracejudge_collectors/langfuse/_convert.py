@@ -45,29 +45,42 @@ def synthetic_root_id(trace_id: str) -> str:
     return hashlib.sha256(f"langfuse-trace:{trace_id}".encode()).hexdigest()[:16]
 
 
+def _boolean_value(value: Any, _label: Any) -> Any:
+    return value.lower() == "true" if isinstance(value, str) else bool(value)
+
+
+def _numeric_value(value: Any, _label: Any) -> Any:
+    return float(value) if isinstance(value, int | float) else value
+
+
+def _label_value(value: Any, label: Any) -> Any:
+    return value if label is None else label
+
+
+# A score's typed value by its data type, from ``value`` and ``stringValue`` (the label, when there is one).
+_SCORE_VALUE = {"BOOLEAN": _boolean_value, "NUMERIC": _numeric_value}
+
+
+def _score_observation(score: Mapping[str, Any]) -> Any:
+    """The observation a score is on: ``observationId`` (v1), or a v3 subject of kind observation."""
+    subject = score.get("subject") or {}
+    if score.get("observationId") is None and subject.get("kind") == "observation":
+        return subject.get("id")
+    return score.get("observationId")
+
+
 def normalize_score(score: Mapping[str, Any]) -> dict[str, Any]:
     """A v1 (legacy) or v3 score as a plain dict with a typed value."""
     data_type = str(score.get("dataType") or "NUMERIC")
-    value = score.get("value")
-    string_value = score.get("stringValue")
-    if data_type == "BOOLEAN":
-        value = bool(value) if not isinstance(value, str) else value.lower() == "true"
-    elif data_type == "NUMERIC":
-        value = float(value) if isinstance(value, int | float) else value
-    elif string_value is not None:
-        value = string_value
-    subject = score.get("subject") or {}
-    observation_id = score.get("observationId")
-    if observation_id is None and subject.get("kind") == "observation":
-        observation_id = subject.get("id")
+    typed = _SCORE_VALUE.get(data_type, _label_value)
     out = {
         "id": score.get("id"),
         "name": score.get("name"),
-        "value": value,
+        "value": typed(score.get("value"), score.get("stringValue")),
         "data_type": data_type,
         "source": score.get("source"),
         "comment": score.get("comment"),
-        "observation_id": observation_id,
+        "observation_id": _score_observation(score),
         "timestamp": score.get("timestamp"),
         "config_id": score.get("configId"),
         "queue_id": score.get("queueId"),
@@ -137,6 +150,36 @@ def _span(o: Mapping[str, Any], trace_id: str, parent: str | None, extra: Mappin
     )
 
 
+def _oid(o: Mapping[str, Any]) -> str:
+    return str(o["id"]).lower()
+
+
+def _parent(o: Mapping[str, Any]) -> str | None:
+    parent = o.get("parentObservationId")
+    return str(parent).lower() if parent else None
+
+
+def _synthetic_root(
+    trace: Mapping[str, Any], trace_id: str, obs: Sequence[Mapping[str, Any]], attrs: Mapping[str, Any]
+) -> RawSpan:
+    """The span that carries the trace-level facts when no single observation is the root: it spans
+    the trace's timestamp and every observation."""
+    starts = [n for o in obs if (n := to_ns(o.get("startTime")))]
+    ends = [n for o in obs if (n := to_ns(o.get("endTime")))]
+    start = to_ns(trace.get("timestamp")) or (min(starts) if starts else 0)
+    return RawSpan(
+        trace_id=trace_id,
+        span_id=synthetic_root_id(trace_id),
+        parent_span_id=None,
+        name=str(trace.get("name") or "trace"),
+        start_time_unix_nano=min([start, *starts]) if start else 0,
+        end_time_unix_nano=max(ends) if ends else start,
+        attributes={**attrs, "langfuse.synthetic_root": True},
+        scope_name="langfuse",
+        source="langfuse",
+    )
+
+
 def trace_to_spans(
     trace: Mapping[str, Any],
     observations: Iterable[Mapping[str, Any]],
@@ -148,48 +191,15 @@ def trace_to_spans(
     ``trace_context`` fields on v4. Ids are lowercased as the store keys them."""
     trace_id = str(trace["id"]).lower()
     obs = sorted(observations, key=lambda o: (str(o.get("startTime") or ""), str(o.get("id"))))
-    ids = {str(o["id"]).lower() for o in obs}
-    top = [
-        o for o in obs if not o.get("parentObservationId") or str(o["parentObservationId"]).lower() not in ids
-    ]
+    ids = {_oid(o) for o in obs}
+    # Top-level: no parent, or a parent that is not in the trace.
+    top_ids = [_oid(o) for o in obs if _parent(o) not in ids]
     t_attrs = trace_attributes(trace, scores)
-    spans: list[RawSpan] = []
-    if len(top) == 1:
-        root_id = str(top[0]["id"]).lower()
-        for o in obs:
-            parent = o.get("parentObservationId")
-            spans.append(
-                _span(
-                    o,
-                    trace_id,
-                    str(parent).lower() if parent else None,
-                    t_attrs if str(o["id"]).lower() == root_id else {},
-                )
-            )
-        return spans
-    root_id = synthetic_root_id(trace_id)
-    starts = [n for o in obs if (n := to_ns(o.get("startTime")))]
-    ends = [n for o in obs if (n := to_ns(o.get("endTime")))]
-    start = to_ns(trace.get("timestamp")) or (min(starts) if starts else 0)
-    spans.append(
-        RawSpan(
-            trace_id=trace_id,
-            span_id=root_id,
-            parent_span_id=None,
-            name=str(trace.get("name") or "trace"),
-            start_time_unix_nano=min([start, *starts]) if start else 0,
-            end_time_unix_nano=max(ends) if ends else start,
-            attributes={**t_attrs, "langfuse.synthetic_root": True},
-            scope_name="langfuse",
-            source="langfuse",
-        )
-    )
-    top_ids = {str(o["id"]).lower() for o in top}
-    for o in obs:
-        oid = str(o["id"]).lower()
-        parent = root_id if oid in top_ids else str(o["parentObservationId"]).lower()
-        spans.append(_span(o, trace_id, parent, {}))
-    return spans
+    if len(top_ids) == 1:
+        return [_span(o, trace_id, _parent(o), t_attrs if _oid(o) == top_ids[0] else {}) for o in obs]
+    root = _synthetic_root(trace, trace_id, obs, t_attrs)
+    adopted = set(top_ids)
+    return [root, *(_span(o, trace_id, root.span_id if _oid(o) in adopted else _parent(o), {}) for o in obs)]
 
 
 def trace_fields_from_root(root: Mapping[str, Any]) -> dict[str, Any]:

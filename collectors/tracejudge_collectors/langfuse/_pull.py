@@ -66,6 +66,34 @@ def _iso(dt: datetime) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
+def _iso_or_none(dt: datetime | None) -> str | None:
+    return _iso(dt) if dt else None
+
+
+def _cursor_pages(api: LangfuseApi, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each page of a cursor-paged listing (v4 observations, v3 scores), until a page is empty or
+    names no next cursor. A page is asked for only when the one before it has been read."""
+    cursor: str | None = None
+    while True:
+        page = api.get(path, {**params, "cursor": cursor})
+        yield page
+        cursor = (page.get("meta") or {}).get("cursor")
+        if not cursor or not page.get("data"):
+            return
+
+
+def _numbered_pages(api: LangfuseApi, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each page of a page-numbered listing (legacy traces, v2 scores), until a page is empty or
+    the last of ``meta.totalPages``."""
+    page_no = 1
+    while True:
+        page = api.get(path, {**params, "page": page_no})
+        yield page
+        if not page.get("data") or page_no >= int((page.get("meta") or {}).get("totalPages") or 0):
+            return
+        page_no += 1
+
+
 class PullOptions(BaseModel):
     """What to pull."""
 
@@ -205,24 +233,21 @@ class _Puller:
             "fields": "core,basic,time,trace_context",
             "sessionId": o.session_id,
             "limit": min(max(o.list_page_size, 1), 1000),
-            "fromStartTime": _iso(lower) if lower else None,
-            "toStartTime": _iso(o.to_time) if o.to_time else None,
+            "fromStartTime": _iso_or_none(lower),
+            "toStartTime": _iso_or_none(o.to_time),
+            "environment": list(o.environments),  # an empty list is left out of the query
         }
-        if o.environments:
-            params["environment"] = list(o.environments)
-        cursor: str | None = None
-        while True:
-            page = self.api.get("/v2/observations", {**params, "cursor": cursor})
+        for page in _cursor_pages(self.api, "/v2/observations", params):
             for row in page.get("data") or []:
-                name = row.get("traceName") or row.get("name")
-                if o.name is not None and name != o.name:
-                    continue
-                if o.tags and not set(o.tags) <= set(row.get("tags") or []):
-                    continue
-                yield str(row["traceId"]), str(row["startTime"]), row
-            cursor = (page.get("meta") or {}).get("cursor")
-            if not cursor or not page.get("data"):
-                return
+                if self._selected(row):
+                    yield str(row["traceId"]), str(row["startTime"]), row
+
+    def _selected(self, root: dict[str, Any]) -> bool:
+        """Whether a v4 root observation passes the filters the v4 listing cannot ask for (name, tags)."""
+        o = self.options
+        name = root.get("traceName") or root.get("name")
+        name_ok = o.name is None or name == o.name
+        return name_ok and set(o.tags) <= set(root.get("tags") or [])
 
     def _list_legacy(self, lower: datetime | None) -> Iterator[Listed]:
         o = self.options
@@ -232,23 +257,16 @@ class _Puller:
             "fields": "core",
             "name": o.name,
             "sessionId": o.session_id,
-            "fromTimestamp": _iso(lower) if lower else None,
-            "toTimestamp": _iso(o.to_time) if o.to_time else None,
+            "fromTimestamp": _iso_or_none(lower),
+            "toTimestamp": _iso_or_none(o.to_time),
+            # Empty lists are left out of the query.
+            "tags": list(o.tags),
+            "environment": list(o.environments),
         }
-        if o.tags:
-            params["tags"] = list(o.tags)
-        if o.environments:
-            params["environment"] = list(o.environments)
-        page_no = 1
-        while True:
-            page = self.api.get("/traces", {**params, "page": page_no})
+        for page in _numbered_pages(self.api, "/traces", params):
             self._note_deprecation(page)
             for row in page.get("data") or []:
                 yield str(row["id"]), str(row["timestamp"]), row
-            meta = page.get("meta") or {}
-            if not page.get("data") or page_no >= int(meta.get("totalPages") or 0):
-                return
-            page_no += 1
 
     # fetching one trace
 
@@ -258,36 +276,21 @@ class _Puller:
         return self._fetch_legacy(trace_id)
 
     def _fetch_v4(self, trace_id: str) -> tuple[list[RawSpan], list[dict[str, Any]]]:
-        observations: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = self.api.get(
-                "/v2/observations",
-                {
-                    "traceId": trace_id,
-                    "fields": _V2_DETAIL_FIELDS,
-                    "expandMetadata": _EXPAND_METADATA,
-                    "limit": min(max(self.options.detail_page_size, 1), 1000),
-                    "cursor": cursor,
-                },
-            )
-            observations.extend(page.get("data") or [])
-            cursor = (page.get("meta") or {}).get("cursor")
-            if not cursor or not page.get("data"):
-                break
-        scores = self._scores(trace_id)
-        roots = sorted(
-            (o for o in observations if o.get("isRootObservation") or not o.get("parentObservationId")),
-            key=lambda o: str(o.get("startTime")),
-        )
-        trace = trace_fields_from_root(roots[0]) if roots else {"id": trace_id}
-        trace["id"] = trace_id
-        if len(roots) != 1:
-            # Without a single root the trace's I/O has no observation of its own to sit on.
-            trace.pop("input", None)
-            trace.pop("output", None)
-        trace_scores = [s for s in scores if (s.get("subject") or {}).get("kind") != "session"]
-        return trace_to_spans(trace, observations, trace_scores), trace_scores
+        params = {
+            "traceId": trace_id,
+            "fields": _V2_DETAIL_FIELDS,
+            "expandMetadata": _EXPAND_METADATA,
+            "limit": min(max(self.options.detail_page_size, 1), 1000),
+        }
+        observations = [
+            o for page in _cursor_pages(self.api, "/v2/observations", params) for o in page.get("data") or []
+        ]
+        trace_scores = [
+            s for s in self._scores(trace_id) if (s.get("subject") or {}).get("kind") != "session"
+        ]
+        return trace_to_spans(
+            _v4_trace_fields(trace_id, observations), observations, trace_scores
+        ), trace_scores
 
     def _scores(self, trace_id: str) -> list[dict[str, Any]]:
         return list(_list_scores(self.api, self.detection, {"traceId": trace_id}))
@@ -296,6 +299,21 @@ class _Puller:
         trace = self.api.get(f"/traces/{trace_id}")
         scores = list(trace.get("scores") or [])
         return trace_to_spans(trace, trace.get("observations") or [], scores), scores
+
+
+def _v4_trace_fields(trace_id: str, observations: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A v4 trace's trace-level fields, from its earliest root observation."""
+    roots = sorted(
+        (o for o in observations if o.get("isRootObservation") or not o.get("parentObservationId")),
+        key=lambda o: str(o.get("startTime")),
+    )
+    trace = trace_fields_from_root(roots[0]) if roots else {"id": trace_id}
+    trace["id"] = trace_id
+    if len(roots) != 1:
+        # Without a single root the trace's I/O has no observation of its own to sit on.
+        trace.pop("input", None)
+        trace.pop("output", None)
+    return trace
 
 
 def stored_scores(store: Store, trace_id: str) -> list[dict[str, Any]] | None:
@@ -402,20 +420,25 @@ class _Run:
             self.drain_one()
         return True
 
+    def note_listed(self, trace_id: str, start: str) -> None:
+        self.listed += 1
+        self.listed_ids.add(trace_id)
+        started = parse_time(start)
+        if started is not None and (self.latest is None or started > self.latest):
+            self.latest = started
+
+    def skip(self, trace_id: str) -> None:
+        self.skipped += 1
+        if self.on_trace is not None:
+            self.on_trace(trace_id, False)
+
     def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
         for trace_id, start, row in self.puller.list_traces(lower):
-            self.listed += 1
-            self.listed_ids.add(trace_id)
-            started = parse_time(start)
-            if started is not None and (self.latest is None or started > self.latest):
-                self.latest = started
+            self.note_listed(trace_id, start)
             updated = row.get("updatedAt") if isinstance(row.get("updatedAt"), str) else None
             if not self.want(trace_id, updated):
-                self.skipped += 1
-                if self.on_trace is not None:
-                    self.on_trace(trace_id, False)
-                continue
-            if not self.take(trace_id, pool):
+                self.skip(trace_id)
+            elif not self.take(trace_id, pool):
                 return
         # Traces an earlier run left unsettled, now outside the listing window: fetched again.
         for trace_id in read_unsettled(self.store, self.ukey):
@@ -484,20 +507,11 @@ def _score_trace_id(score: dict[str, Any]) -> str | None:
 
 def _list_scores(api: LangfuseApi, detection: Detection, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if detection.scores_path == "/v3/scores":
-        cursor: str | None = None
-        while True:
-            page = api.get("/v3/scores", {**filters, "limit": 100, "cursor": cursor})
-            yield from page.get("data") or []
-            cursor = (page.get("meta") or {}).get("cursor")
-            if not cursor or not page.get("data"):
-                return
-    page_no = 1
-    while True:
-        page = api.get("/v2/scores", {**filters, "limit": 100, "page": page_no})
+        pages = _cursor_pages(api, "/v3/scores", {**filters, "limit": 100})
+    else:
+        pages = _numbered_pages(api, "/v2/scores", {**filters, "limit": 100})
+    for page in pages:
         yield from page.get("data") or []
-        if not page.get("data") or page_no >= int((page.get("meta") or {}).get("totalPages") or 0):
-            return
-        page_no += 1
 
 
 def refresh_scores(
