@@ -12,7 +12,7 @@ from rich.table import Table
 from tracejudge import redact
 from tracejudge.cli import App, escape, handle_errors, pass_app, print_json
 from tracejudge.report import RunMetrics
-from tracejudge_collectors.otel._files import FileImport, expand_paths, import_files
+from tracejudge_collectors.otel._files import FileImport, ImportSummary, expand_paths, import_files
 from tracejudge_collectors.otel._metered import serve_metered
 from tracejudge_collectors.otel._otlp import (
     DEFAULT_MAX_DECODED_BYTES,
@@ -153,6 +153,20 @@ def file_command(app: App, paths: tuple[Path, ...], as_json: bool) -> None:
 
     Exits 2 when a file cannot be read; spans read before that stay stored.
     """
+    summary = _import_with_progress(app, paths)
+    if as_json:
+        print_json(summary)
+    else:
+        _print_summary(app, summary)
+    failures = [f for f in summary.files if f.failed]
+    for f in failures:
+        click.echo(f"error: {redact(f.errors[-1])}", err=True)
+    if failures:
+        raise SystemExit(2)
+
+
+def _import_with_progress(app: App, paths: tuple[Path, ...]) -> ImportSummary:
+    """Import the files, with a progress bar on a terminal and span counts pushed when metrics are on."""
     files, _ = expand_paths(paths)
     show_progress = len(files) > 1 and app.err.is_terminal
     metrics = RunMetrics.from_env()
@@ -165,27 +179,23 @@ def file_command(app: App, paths: tuple[Path, ...], as_json: bool) -> None:
                 metrics.spans_collected(result.new, source="file")
 
         try:
-            summary = import_files(app.store, paths, on_file=advance)
+            return import_files(app.store, paths, on_file=advance)
         finally:
             if metrics is not None:
                 metrics.close()
-    if as_json:
-        print_json(summary)
-    else:
-        table = Table("file", "spans", "new", "rejected")
-        for f in summary.files:
-            mark = " [red](unreadable)[/red]" if f.failed else ""
-            table.add_row(escape(f.path) + mark, str(f.spans), str(f.new), str(f.rejected))
-        app.console.print(table)
-        app.console.print(
-            f"{summary.spans} spans read, {summary.new} new, {summary.rejected} rejected, "
-            f"from {len(summary.files)} file(s)"
-        )
-        for f in summary.files:
-            for line in f.errors[:5] if not f.failed else []:
-                app.err.print(f"[yellow]{escape(f.path)}[/yellow]: {escape(line)}")
-    failures = [f for f in summary.files if f.failed]
-    for f in failures:
-        click.echo(f"error: {redact(f.errors[-1])}", err=True)
-    if failures:
-        raise SystemExit(2)
+
+
+def _print_summary(app: App, summary: ImportSummary) -> None:
+    """The table of files, the totals, and the first problems of each file that was read."""
+    table = Table("file", "spans", "new", "rejected")
+    for f in summary.files:
+        mark = " [red](unreadable)[/red]" if f.failed else ""
+        table.add_row(escape(f.path) + mark, str(f.spans), str(f.new), str(f.rejected))
+    app.console.print(table)
+    app.console.print(
+        f"{summary.spans} spans read, {summary.new} new, {summary.rejected} rejected, "
+        f"from {len(summary.files)} file(s)"
+    )
+    for f in summary.files:
+        for line in f.errors[:5] if not f.failed else []:
+            app.err.print(f"[yellow]{escape(f.path)}[/yellow]: {escape(line)}")

@@ -86,17 +86,23 @@ class _KeyValue:
         self.value = value
 
 
-def _event(
-    tid: bytes, sid: bytes, event_name: str, attrs: dict[str, Any], time_ns: int, severity: int, body: Any
-) -> LogEvent:
+def _check_span_context(tid: bytes, sid: bytes) -> None:
+    """A record is kept only inside a span: both ids present, well formed and not all zero."""
     if not tid.strip(b"\x00") and not sid.strip(b"\x00"):
         raise SpanError(NO_SPAN_CONTEXT)
     if len(tid) != 16 or tid == ZERO_TRACE:
         raise SpanError(f"trace id must be 16 bytes and not all zero (got {len(tid)} bytes)")
     if len(sid) != 8 or sid == ZERO_SPAN:
         raise SpanError(f"span id must be 8 bytes and not all zero (got {len(sid)} bytes)")
+
+
+def _event(
+    tid: bytes, sid: bytes, event_name: str, attrs: dict[str, Any], time_ns: int, severity: int, body: Any
+) -> LogEvent:
+    _check_span_context(tid, sid)
     if time_ns > INT64_MAX:
         raise SpanError("time beyond the year 2262")
+    # Older instrumentations name the event in the ``event.name`` attribute instead.
     legacy = attrs.get("event.name")
     name = event_name or (legacy if isinstance(legacy, str) and legacy else "log")
     return LogEvent(
@@ -126,35 +132,33 @@ def decode_logs_protobuf(body: bytes, *, limits: DecodeLimits | None = None) -> 
         "body or a JSON body sent as application/x-protobuf also cause this",
     )
     notes = Notes(limits)
-    count = sum(len(sl.log_records) for rl in req.resource_logs for sl in rl.scope_logs)
-    if count > notes.limits.max_spans:
-        raise too_many(count, notes.limits, "log records")
-    events: list[LogEvent] = []
-    for rl in req.resource_logs:
-        for sl in rl.scope_logs:
-            for lr in sl.log_records:
-                check_name(lr.event_name, notes.limits, "a log record's event name")
-                label = f"log record {short(lr.event_name) if lr.event_name else '(no event name)'}"
-                try:
-                    attrs = attrs_pb(lr.attributes, notes, label)
-                    value = (
-                        attrs_pb([_KeyValue(lr.body)], notes, label)["body"] if lr.HasField("body") else None
-                    )
-                    events.append(
-                        _event(
-                            lr.trace_id,
-                            lr.span_id,
-                            lr.event_name,
-                            attrs,
-                            lr.time_unix_nano or lr.observed_time_unix_nano,
-                            lr.severity_number,
-                            value,
-                        )
-                    )
-                except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-                    ids = f"span {lr.span_id.hex() or '<none>'} of trace {lr.trace_id.hex() or '<none>'}"
-                    notes.reject(f"{label} of {ids}", str(exc) or type(exc).__name__)
+    records = [lr for rl in req.resource_logs for sl in rl.scope_logs for lr in sl.log_records]
+    if len(records) > notes.limits.max_spans:
+        raise too_many(len(records), notes.limits, "log records")
+    events = [event for lr in records if (event := _record_pb(lr, notes)) is not None]
     return _result(notes, events)
+
+
+def _record_pb(lr: Any, notes: Notes) -> LogEvent | None:
+    """One protobuf LogRecord as an event, or None when it is rejected (counted in ``notes``)."""
+    check_name(lr.event_name, notes.limits, "a log record's event name")
+    label = f"log record {short(lr.event_name) if lr.event_name else '(no event name)'}"
+    try:
+        attrs = attrs_pb(lr.attributes, notes, label)
+        value = attrs_pb([_KeyValue(lr.body)], notes, label)["body"] if lr.HasField("body") else None
+        return _event(
+            lr.trace_id,
+            lr.span_id,
+            lr.event_name,
+            attrs,
+            lr.time_unix_nano or lr.observed_time_unix_nano,
+            lr.severity_number,
+            value,
+        )
+    except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        ids = f"span {lr.span_id.hex() or '<none>'} of trace {lr.trace_id.hex() or '<none>'}"
+        notes.reject(f"{label} of {ids}", str(exc) or type(exc).__name__)
+        return None
 
 
 # ---------------------------------------------------------------- OTLP/JSON
