@@ -66,15 +66,18 @@ def _lists(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     converted = {k: _lists(v) for k, v in value.items()}
-    keys = list(converted)
-    if (
-        keys
-        and all(k.isdigit() and k.isascii() for k in keys)
-        and sorted(int(k) for k in keys) == list(range(len(keys)))
-        and all(isinstance(v, dict) for v in converted.values())
-    ):
-        return [converted[str(i)] for i in range(len(keys))]
+    if _is_indexed_objects(converted):
+        return [converted[str(i)] for i in range(len(converted))]
     return converted
+
+
+def _is_indexed_objects(level: dict[str, Any]) -> bool:
+    """Whether a level is how Phoenix flattens a list: keys 0..n-1 (ASCII digits), each an object."""
+    keys = list(level)
+    indexes = all(k.isdigit() and k.isascii() for k in keys) and sorted(map(int, keys)) == list(
+        range(len(keys))
+    )
+    return bool(keys) and indexes and all(isinstance(v, dict) for v in level.values())
 
 
 def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,20 +105,7 @@ def span_to_raw(span: Mapping[str, Any], *, project: str | None = None) -> RawSp
     Phoenix does not keep links or the OTLP span kind, and returns no resource attributes; the
     project rides along as the resource attribute ``openinference.project.name``."""
     context = span.get("context") or {}
-    attributes = fold_attributes(span.get("attributes") or {})
-    kind = span.get("span_kind")
-    if isinstance(kind, str) and kind and kind.upper() != "UNKNOWN" and _KIND not in attributes:
-        attributes[_KIND] = kind.upper()
     parent = span.get("parent_id")
-    events = tuple(
-        SpanEvent(
-            name=str(e.get("name") or ""),
-            time_unix_nano=to_ns(e.get("timestamp")),
-            attributes=dict(e.get("attributes") or {}),
-        )
-        for e in span.get("events") or []
-        if isinstance(e, Mapping)
-    )
     status = str(span.get("status_code") or "UNSET").upper()
     return RawSpan(
         trace_id=str(context["trace_id"]).lower(),
@@ -124,10 +114,31 @@ def span_to_raw(span: Mapping[str, Any], *, project: str | None = None) -> RawSp
         name=str(span.get("name") or ""),
         start_time_unix_nano=to_ns(span.get("start_time")),
         end_time_unix_nano=to_ns(span.get("end_time")),
-        attributes=attributes,
-        events=events,
+        attributes=_attributes(span),
+        events=_events(span),
         status_code=_STATUS.get(status, 0),
         status_message=str(span.get("status_message") or ""),
         resource={"openinference.project.name": project} if project else {},
         source="phoenix",
+    )
+
+
+def _attributes(span: Mapping[str, Any]) -> dict[str, Any]:
+    """The span's attributes folded back, with the span kind Phoenix moved out of them put back."""
+    attributes = fold_attributes(span.get("attributes") or {})
+    kind = span.get("span_kind")
+    if isinstance(kind, str) and kind and kind.upper() != "UNKNOWN" and _KIND not in attributes:
+        attributes[_KIND] = kind.upper()
+    return attributes
+
+
+def _events(span: Mapping[str, Any]) -> tuple[SpanEvent, ...]:
+    return tuple(
+        SpanEvent(
+            name=str(e.get("name") or ""),
+            time_unix_nano=to_ns(e.get("timestamp")),
+            attributes=dict(e.get("attributes") or {}),
+        )
+        for e in span.get("events") or []
+        if isinstance(e, Mapping)
     )
