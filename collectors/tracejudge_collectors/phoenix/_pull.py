@@ -117,6 +117,14 @@ def _project_names(api: PhoenixApi) -> list[str]:
     return names
 
 
+def _root_traces(rows: list[dict[str, Any]]) -> Iterator[tuple[str, datetime | None]]:
+    """(trace id, start) of each root span that names its trace."""
+    for row in rows:
+        trace_id = (row.get("context") or {}).get("trace_id")
+        if isinstance(trace_id, str) and trace_id:
+            yield trace_id.lower(), parse_time(row.get("start_time"))
+
+
 class _Puller:
     def __init__(self, api: PhoenixApi, options: PullOptions) -> None:
         self.api = api
@@ -125,25 +133,9 @@ class _Puller:
         self.page_size = min(max(options.page_size, 1), MAX_PAGE)
 
     def roots(self, lower: datetime | None) -> Iterator[tuple[str, datetime | None]]:
-        params: dict[str, Any] = {
-            # A session's turns: any span may carry session.id (an instrumentor's, not the root).
-            "parent_id": "null" if self.options.session_id is None else None,
-            "attribute": None
-            if self.options.session_id is None
-            else f"session.id:{json.dumps(self.options.session_id)}",
-            "sort": "start_time",
-            "order": "asc",
-            "limit": self.page_size,
-            "start_time": _iso(lower) if lower else None,
-            "end_time": _iso(self.options.to_time) if self.options.to_time else None,
-        }
         try:
-            for rows in _pages(self.api, self.path, params):
-                for row in rows:
-                    context = row.get("context") or {}
-                    trace_id = context.get("trace_id")
-                    if isinstance(trace_id, str) and trace_id:
-                        yield trace_id.lower(), parse_time(row.get("start_time"))
+            for rows in _pages(self.api, self.path, self._root_params(lower)):
+                yield from _root_traces(rows)
         except PhoenixApiError as exc:
             if exc.status != 404:
                 raise
@@ -152,6 +144,20 @@ class _Puller:
                 f"Phoenix has no project {self.options.project!r}",
                 hint="pass --project with one of: " + (", ".join(known[:20]) or "(no projects yet)"),
             ) from None
+
+    def _root_params(self, lower: datetime | None) -> dict[str, Any]:
+        session = self.options.session_id
+        to_time = self.options.to_time
+        return {
+            # A session's turns: any span may carry session.id (an instrumentor's, not the root).
+            "parent_id": "null" if session is None else None,
+            "attribute": None if session is None else f"session.id:{json.dumps(session)}",
+            "sort": "start_time",
+            "order": "asc",
+            "limit": self.page_size,
+            "start_time": _iso(lower) if lower else None,
+            "end_time": _iso(to_time) if to_time else None,
+        }
 
     def fetch(self, trace_ids: Sequence[str]) -> dict[str, list[RawSpan]]:
         spans: dict[str, list[RawSpan]] = {t: [] for t in trace_ids}
@@ -251,32 +257,39 @@ class _Run:
         while len(self.pending) > self.max_pending or (self.pending and self.pending[0][1].done()):
             self.store_one()
 
+    def note_start(self, started: datetime | None) -> None:
+        if started is not None and (self.latest is None or started > self.latest):
+            self.latest = started
+
+    def skip(self, trace_id: str) -> None:
+        self.skipped += 1
+        if self.on_trace is not None:
+            self.on_trace(trace_id, False)
+
+    def admit(self, trace_id: str, pool: ThreadPoolExecutor) -> bool:
+        """Queue a trace to fetch; False, the run left incomplete, when ``--limit`` allows no more."""
+        if self.full():
+            self.complete = False
+            return False
+        self.take(trace_id, pool)
+        return True
+
     def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
         for trace_id, started in self.puller.roots(lower):
-            if started is not None and (self.latest is None or started > self.latest):
-                self.latest = started
+            self.note_start(started)
             if trace_id in self.listed_ids:
                 continue  # a trace with several root spans is listed once
             self.listed_ids.add(trace_id)
             self.listed += 1
             if not self.want(trace_id):
-                self.skipped += 1
-                if self.on_trace is not None:
-                    self.on_trace(trace_id, False)
-                continue
-            if self.full():
-                self.complete = False
-                self.listed -= 1
+                self.skip(trace_id)
+            elif not self.admit(trace_id, pool):
+                self.listed -= 1  # the trace that did not fit is listed again by the next run
                 return
-            self.take(trace_id, pool)
         # Traces an earlier run left unsettled, now outside the listing window: fetched again.
         for trace_id in read_unsettled(self.store, self.ukey):
-            if trace_id in self.listed_ids or not self.want(trace_id):
-                continue
-            if self.full():
-                self.complete = False
+            if trace_id not in self.listed_ids and self.want(trace_id) and not self.admit(trace_id, pool):
                 return
-            self.take(trace_id, pool)
 
     def abandon(self) -> None:
         """Keep what was fetched before a failure (a rerun then skips it)."""
