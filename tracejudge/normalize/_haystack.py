@@ -26,7 +26,17 @@ from tracejudge.normalize._view import SpanView
 
 _PIPELINE_SPAN = re.compile(r"^(?:Async)?Pipeline\.run(?:_async)?$")
 _TEXT_CONTENT = re.compile(r"TextContent\(text=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\)")
-_COMPARE = {"==": "$eq", "!=": "$ne", ">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte", "in": "$in"}
+_COMPARE = {
+    "==": "$eq",
+    "!=": "$ne",
+    ">": "$gt",
+    ">=": "$gte",
+    "<": "$lt",
+    "<=": "$lte",
+    "in": "$in",
+    "not in": "$nin",
+}
+_LOGICAL = {"AND": "$and", "OR": "$or"}
 _QUESTION_KEYS = ("question", "query", "text", "prompt")
 
 
@@ -57,13 +67,17 @@ def pipeline_answer(view: SpanView) -> str | None:
     parsed = maybe_json(value)
     if not isinstance(parsed, dict):
         return None
-    answer = None
-    for outputs in parsed.values():
-        replies = outputs.get("replies") if isinstance(outputs, dict) else None
-        if isinstance(replies, list) and replies:
-            last = replies[-1]
-            answer = message_text(last) or (last if isinstance(last, str) else None) or answer
-    return answer
+    texts = [text for text in map(_last_reply, parsed.values()) if text]
+    return texts[-1] if texts else None
+
+
+def _last_reply(outputs: Any) -> str | None:
+    """The text of a component's last reply (a ChatMessage repr or a string); None when it has none."""
+    replies = outputs.get("replies") if isinstance(outputs, dict) else None
+    if not isinstance(replies, list) or not replies:
+        return None
+    last = replies[-1]
+    return message_text(last) or (last if isinstance(last, str) else None)
 
 
 def pipeline_input(view: SpanView) -> str | None:
@@ -103,28 +117,27 @@ def _translate(node: Any) -> Any:
         return {"$unknown": node}
     operator = str(node.get("operator", ""))
     if "conditions" in node:
-        conditions = node.get("conditions")
-        if not isinstance(conditions, list):
-            return {"$unknown": node}
-        parts = [_translate(c) for c in conditions]
-        upper = operator.upper()
-        if upper == "AND":
-            return {"$and": parts}
-        if upper == "OR":
-            return {"$or": parts}
-        if upper == "NOT":  # Haystack's NOT negates the conjunction of its conditions
-            return {"$not": {"$and": parts}}
+        return _logical(node, operator.upper())
+    return _comparison(node, operator)
+
+
+def _logical(node: dict[str, Any], operator: str) -> Any:
+    conditions = node.get("conditions")
+    if not isinstance(conditions, list):
         return {"$unknown": node}
+    parts = [_translate(c) for c in conditions]
+    if operator == "NOT":  # Haystack's NOT negates the conjunction of its conditions
+        return {"$not": {"$and": parts}}
+    op = _LOGICAL.get(operator)
+    return {"$unknown": node} if op is None else {op: parts}
+
+
+def _comparison(node: dict[str, Any], operator: str) -> Any:
     field = as_str(node.get("field"))
-    if field is None:
-        return {"$unknown": node}
-    key = field[len("meta.") :] if field.startswith("meta.") else field
-    if operator == "not in":
-        return {key: {"$nin": node.get("value")}}
     op = _COMPARE.get(operator)
-    if op is None:
+    if field is None or op is None:
         return {"$unknown": node}
-    return {key: {op: node.get("value")}}
+    return {field.removeprefix("meta."): {op: node.get("value")}}
 
 
 class Haystack(NoRecords):

@@ -10,7 +10,8 @@ record its fixtures.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -162,30 +163,53 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
 }
 
 
+@dataclass(frozen=True)
+class _Mark:
+    """How one instrumentation's spans are told: its scope names, scope-name prefixes, or the span."""
+
+    producer: Producer
+    scopes: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    span: Callable[[RawSpan], bool] | None = None
+
+    def matches(self, scope: str, span: RawSpan) -> bool:
+        return (
+            scope in self.scopes
+            or scope.startswith(self.prefixes)
+            or (self.span is not None and self.span(span))
+        )
+
+
+def _litellm_span(span: RawSpan) -> bool:
+    return span.name in ("litellm_request", "raw_gen_ai_request")
+
+
+def _langfuse_span(span: RawSpan) -> bool:
+    return "langfuse.observation.type" in span.attributes
+
+
+def _traceloop_span(span: RawSpan) -> bool:
+    return any(key.startswith("traceloop.") for key in span.attributes)
+
+
+# First match wins: "opentelemetry.instrumentation." is OpenLLMetry's only after openai-v2's scope.
+_MARKS = (
+    _Mark("adk", scopes=("gcp.vertex.agent",)),
+    _Mark("autogen", scopes=("autogen-core",)),
+    _Mark("openinference", prefixes=("openinference.instrumentation",)),
+    _Mark("openai-v2", prefixes=("opentelemetry.util.genai", "opentelemetry.instrumentation.openai_v2")),
+    _Mark("litellm", scopes=("litellm",), span=_litellm_span),
+    _Mark("pydantic-ai", scopes=("pydantic-ai", "pydantic_ai")),
+    _Mark("semantic-kernel", prefixes=("semantic_kernel",)),
+    _Mark("langfuse", prefixes=("langfuse",), span=_langfuse_span),
+    _Mark("openllmetry", prefixes=("traceloop", "opentelemetry.instrumentation."), span=_traceloop_span),
+)
+
+
 def producer(span: RawSpan) -> Producer | None:
     """The instrumentation that wrote a span, as far as its switches go."""
     scope = span.scope_name.lower()
-    if scope == "gcp.vertex.agent":
-        return "adk"
-    if scope == "autogen-core":
-        return "autogen"
-    if scope.startswith("openinference.instrumentation"):
-        return "openinference"
-    if scope.startswith(("opentelemetry.util.genai", "opentelemetry.instrumentation.openai_v2")):
-        return "openai-v2"
-    if scope == "litellm" or span.name in ("litellm_request", "raw_gen_ai_request"):
-        return "litellm"
-    if scope in ("pydantic-ai", "pydantic_ai"):
-        return "pydantic-ai"
-    if scope.startswith("semantic_kernel"):
-        return "semantic-kernel"
-    if scope.startswith("langfuse") or "langfuse.observation.type" in span.attributes:
-        return "langfuse"
-    if scope.startswith(("traceloop", "opentelemetry.instrumentation.")) or any(
-        key.startswith("traceloop.") for key in span.attributes
-    ):
-        return "openllmetry"
-    return None
+    return next((mark.producer for mark in _MARKS if mark.matches(scope, span)), None)
 
 
 def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:
@@ -201,20 +225,25 @@ def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:
 def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, ...]:
     """The gaps, each ending with the switch that would record what it says is missing."""
     by_id = {span.span_id: producer(span) for span in spans}
-    # Trace-level gaps: the trace's producers, most spans first.
-    counts: dict[Producer, int] = {}
-    for found in by_id.values():
-        if found is not None:
-            counts[found] = counts.get(found, 0) + 1
-    ranked: list[Producer] = sorted(counts, key=lambda p: -counts[p])
-    everyone: list[Producer | None] = []
-    everyone.extend(ranked)
+    everyone = _ranked(by_id.values())
     out = []
     for gap in gaps:
         own = by_id.get(gap.span_id) if gap.span_id is not None else None
         switch = _switch(gap.kind, [own] if own is not None else everyone)
-        if switch is not None and not all(name in gap.detail for name in switch.names):
-            detail = f"{gap.detail}; to record it: {switch.text}" if gap.detail else switch.text
-            gap = gap.model_copy(update={"detail": detail})
-        out.append(gap)
+        out.append(gap if switch is None else _with_switch(gap, switch))
     return tuple(out)
+
+
+def _ranked(producers: Iterable[Producer | None]) -> list[Producer | None]:
+    """The trace's producers, most spans first: whom a trace-level gap asks."""
+    counts = Counter(found for found in producers if found is not None)
+    ranked: list[Producer] = sorted(counts, key=lambda p: -counts[p])
+    return [*ranked]
+
+
+def _with_switch(gap: Gap, switch: Switch) -> Gap:
+    """The gap ending with the switch, unless its detail already names it."""
+    if all(name in gap.detail for name in switch.names):
+        return gap
+    detail = f"{gap.detail}; to record it: {switch.text}" if gap.detail else switch.text
+    return gap.model_copy(update={"detail": detail})

@@ -34,7 +34,11 @@ def _same(a: Document, b: Document) -> bool:
         return True
     if explicit_identity(a) and explicit_identity(b):
         return a.doc_id == b.doc_id and (a.version is None or b.version is None or a.version == b.version)
-    ta, tb = _text(a), _text(b)
+    return _same_text(_text(a), _text(b))
+
+
+def _same_text(ta: str | None, tb: str | None) -> bool:
+    """Equal texts, or one (long enough to tell) contained in the other."""
     if ta is None or tb is None:
         return False
     if ta == tb:

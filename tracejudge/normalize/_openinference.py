@@ -105,32 +105,38 @@ def messages(view: SpanView, prefix: str) -> list[Message] | None:
     items = ordered(view.indexed(prefix))
     if not items:
         return None
-    out: list[Message] = []
-    for item in items:
-        nested = group_indexed(item)
-        content, tools, redacted = content_and_tools(item.get("message.content"))
-        parts = ordered(nested.get("message.contents"))
-        if parts:
-            texts = []
-            for part in parts:
-                text = part.get("message_content.text")
-                part_text, _, part_redacted = content_and_tools(text)
-                redacted = redacted or part_redacted
-                if part_text:
-                    texts.append(part_text)
-            if texts:
-                content = "\n".join(([content] if content else []) + texts)
-        for call in ordered(nested.get("message.tool_calls")):
-            tools.append(
-                {
-                    "id": as_str(call.get("tool_call.id")),
-                    "name": as_str(call.get("tool_call.function.name")),
-                    "arguments": maybe_json(call.get("tool_call.function.arguments")),
-                }
-            )
-        role = as_str(item.get("message.role")) or "unknown"
-        out.append(Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted))
-    return out
+    return [_message(item) for item in items]
+
+
+def _message(item: dict[str, Any]) -> Message:
+    """One ``message.*`` item: its content, then the texts of its ``message.contents`` parts."""
+    nested = group_indexed(item)
+    content, tools, redacted = content_and_tools(item.get("message.content"))
+    texts, parts_redacted = _part_texts(ordered(nested.get("message.contents")))
+    if texts:
+        content = "\n".join(([content] if content else []) + texts)
+    tools.extend(
+        {
+            "id": as_str(call.get("tool_call.id")),
+            "name": as_str(call.get("tool_call.function.name")),
+            "arguments": maybe_json(call.get("tool_call.function.arguments")),
+        }
+        for call in ordered(nested.get("message.tool_calls"))
+    )
+    role = as_str(item.get("message.role")) or "unknown"
+    return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted or parts_redacted)
+
+
+def _part_texts(parts: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    """The texts of ``message.contents`` parts, and whether any was redacted."""
+    texts: list[str] = []
+    redacted = False
+    for part in parts:
+        text, _, part_redacted = content_and_tools(part.get("message_content.text"))
+        redacted = redacted or part_redacted
+        if text:
+            texts.append(text)
+    return texts, redacted
 
 
 def prompts(view: SpanView) -> list[str] | None:

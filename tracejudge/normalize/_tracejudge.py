@@ -18,7 +18,7 @@ OpenLLMetry's ``traceloop.association.properties.tracejudge.*``, Langfuse observ
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Any, get_args
 
 from tracejudge.normalize._convention import Filter, NoRecords
 from tracejudge.normalize._values import as_float, as_str
@@ -68,58 +68,63 @@ def has_retrieval_attributes(view: SpanView) -> bool:
 
 def candidates(view: SpanView) -> tuple[Candidate, ...] | None:
     """``tracejudge.retrieval.candidates``; None when absent or not a list."""
-    value = view.attrs.get(CANDIDATES)
+    entries = _entries(view, CANDIDATES)
+    if entries is None:
+        return None
+    return tuple(found for found in (_candidate(view, item) for item in entries) if found is not None)
+
+
+def _candidate(view: SpanView, item: Any) -> Candidate | None:
+    """One candidate: ``"doc_id@version"`` text or an object (None, with a gap, when it names no doc_id)."""
+    if isinstance(item, str):
+        ident, at, version = item.rpartition("@")
+        return Candidate(doc_id=ident if at else version, version=version if at else None)
+    doc_id = _entry_id(view, CANDIDATES, item)
+    if doc_id is None:
+        return None
+    excluded = item.get("excluded_by")
+    if excluded is not None and excluded not in _EXCLUDED_BY:
+        view.gap("attribute_unparseable", f"{CANDIDATES}: unknown excluded_by {str(excluded)[:40]!r}")
+        excluded = None
+    return Candidate(
+        doc_id=doc_id,
+        version=as_str(item.get("version")),
+        score=as_float(item.get("score")),
+        excluded_by=excluded,
+    )
+
+
+def _entries(view: SpanView, key: str) -> list[Any] | None:
+    """The JSON list attribute ``key``; None when absent or not a list (a gap says which)."""
+    value = view.attrs.get(key)
     if value is None:
         return None
-    parsed = view.json(CANDIDATES, value)
+    parsed = view.json(key, value)
     if not isinstance(parsed, list):
         if parsed is not None:
-            view.gap("attribute_unparseable", f"{CANDIDATES}: not a list")
+            view.gap("attribute_unparseable", f"{key}: not a list")
         return None
-    out: list[Candidate] = []
-    for item in parsed:
-        if isinstance(item, str):
-            ident, at, version = item.rpartition("@")
-            out.append(Candidate(doc_id=ident if at else version, version=version if at else None))
-            continue
-        doc_id = as_str(item.get("doc_id") or item.get("id")) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or doc_id is None:
-            view.gap("attribute_unparseable", f"{CANDIDATES}: an entry has no doc_id")
-            continue
-        excluded = item.get("excluded_by")
-        if excluded is not None and excluded not in _EXCLUDED_BY:
-            view.gap("attribute_unparseable", f"{CANDIDATES}: unknown excluded_by {str(excluded)[:40]!r}")
-            excluded = None
-        out.append(
-            Candidate(
-                doc_id=doc_id,
-                version=as_str(item.get("version")),
-                score=as_float(item.get("score")),
-                excluded_by=excluded,
-            )
-        )
-    return tuple(out)
+    return parsed
+
+
+def _entry_id(view: SpanView, key: str, item: Any) -> str | None:
+    """An entry object's ``doc_id`` (or ``id``); None, with a gap, when it names none."""
+    doc_id = as_str(item.get("doc_id") or item.get("id")) if isinstance(item, dict) else None
+    if doc_id is None:
+        view.gap("attribute_unparseable", f"{key}: an entry has no doc_id")
+    return doc_id
 
 
 def identities(view: SpanView, key: str) -> tuple[list[str], dict[str, str]]:
     """``tracejudge.context.included`` / ``.dropped``: ``doc_id@version`` identities and drop reasons."""
-    value = view.attrs.get(key)
-    if value is None:
-        return [], {}
-    parsed = view.json(key, value) if isinstance(value, str) else value
-    if not isinstance(parsed, list):
-        if parsed is not None:
-            view.gap("attribute_unparseable", f"{key}: not a list")
-        return [], {}
     ids: list[str] = []
     reasons: dict[str, str] = {}
-    for item in parsed:
+    for item in _entries(view, key) or ():
         if isinstance(item, str):
             ids.append(item)
             continue
-        doc_id = as_str(item.get("doc_id") or item.get("id")) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or doc_id is None:
-            view.gap("attribute_unparseable", f"{key}: an entry has no doc_id")
+        doc_id = _entry_id(view, key, item)
+        if doc_id is None:
             continue
         version = as_str(item.get("version"))
         identity = f"{doc_id}@{version}" if version else doc_id

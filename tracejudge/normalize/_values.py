@@ -49,22 +49,33 @@ def _jsonable(value: Any, depth: int = 0) -> tuple[Any, bool]:
     if isinstance(value, float):
         return value, math.isfinite(value)
     if isinstance(value, list | tuple | set | frozenset):
-        items = []
-        for item in value:
-            converted, ok = _jsonable(item, depth + 1)
-            if not ok:
-                return None, False
-            items.append(converted)
-        return items, True
+        return _jsonable_items(value, depth)
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            converted, ok = _jsonable(item, depth + 1)
-            if not ok or not isinstance(key, str | int | float | bool):
-                return None, False
-            out[str(key)] = converted
-        return out, True
+        return _jsonable_dict(value, depth)
     return None, False
+
+
+def _jsonable_items(
+    value: list[Any] | tuple[Any, ...] | set[Any] | frozenset[Any], depth: int
+) -> tuple[Any, bool]:
+    items = []
+    for item in value:
+        converted, ok = _jsonable(item, depth + 1)
+        if not ok:
+            return None, False
+        items.append(converted)
+    return items, True
+
+
+def _jsonable_dict(value: dict[Any, Any], depth: int) -> tuple[Any, bool]:
+    """A dict with JSON values under scalar keys (as text, as JSON has them)."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        converted, ok = _jsonable(item, depth + 1)
+        if not ok or not isinstance(key, str | int | float | bool):
+            return None, False
+        out[str(key)] = converted
+    return out, True
 
 
 def maybe_json(value: Any) -> Any:
@@ -147,16 +158,25 @@ def text_of(value: Any, _depth: int = 0) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        texts = [t for t in (text_of(item, _depth + 1) for item in value) if t]
-        return "\n".join(texts) if texts else None
-    if isinstance(value, dict):
-        for key in ("text", "content"):
-            inner = value.get(key)
-            if isinstance(inner, str | list):
-                return text_of(inner, _depth + 1)
-    scalar = as_str(value)
-    if scalar is not None:
-        return scalar
+        return _joined_text(value, _depth + 1)
+    inner = _text_field(value) if isinstance(value, dict) else None
+    if inner is not None:
+        return text_of(inner, _depth + 1)
+    return as_str(value) or _json_text(value)
+
+
+def _joined_text(parts: list[Any], depth: int) -> str | None:
+    """The texts of content parts, one per line; None when none has any."""
+    texts = [t for t in (text_of(part, depth) for part in parts) if t]
+    return "\n".join(texts) if texts else None
+
+
+def _text_field(value: dict[str, Any]) -> Any:
+    """A content part's ``text`` (else ``content``) when it holds text or parts; None if neither does."""
+    return next((value[key] for key in ("text", "content") if isinstance(value.get(key), str | list)), None)
+
+
+def _json_text(value: Any) -> str | None:
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):
