@@ -891,16 +891,30 @@ class SqlStore:
             row = cur.fetchone()
             if row is None or int(row[0]):
                 return []
+            # Pick, then update what was picked: as a subquery of the UPDATE (`trace_id IN (SELECT …
+            # LIMIT n FOR UPDATE SKIP LOCKED)`) PostgreSQL may run the pick once per row of the run
+            # (a nested-loop semi-join, its plan whenever the run is new to the table's statistics),
+            # each run locking the next n: one worker then claimed a whole run.
+            cur.execute(
+                q(
+                    "SELECT trace_id FROM run_queue WHERE run_id = ?"
+                    f" AND (state = 'pending' OR (state = 'claimed' AND lease_until < {self._now_ms}))"  # noqa: S608
+                    f" ORDER BY position LIMIT ?{self._skip_locked}"
+                ),
+                (run_id, n),
+            )
+            picked = [str(r[0]) for r in cur.fetchall()]
+            if not picked:
+                return []
+            marks = ", ".join("?" * len(picked))
             cur.execute(
                 q(
                     f"UPDATE run_queue SET state = 'claimed', worker = ?, lease_until = {self._now_ms} + ?"  # noqa: S608
-                    " WHERE run_id = ? AND trace_id IN (SELECT trace_id FROM run_queue WHERE run_id = ?"
-                    f" AND (state = 'pending' OR (state = 'claimed' AND lease_until < {self._now_ms}))"
-                    f" ORDER BY position LIMIT ?{self._skip_locked}) RETURNING trace_id, position"
+                    f" WHERE run_id = ? AND trace_id IN ({marks})"
                 ),
-                (worker, lease_ms, run_id, run_id, n),
+                (worker, lease_ms, run_id, *picked),
             )
-            return [str(r[0]) for r in sorted(cur.fetchall(), key=lambda r: int(r[1]))]
+            return picked
 
         return self._transaction(work)  # type: ignore[no-any-return]
 

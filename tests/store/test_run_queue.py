@@ -1,0 +1,68 @@
+"""Claims of a shared run's items (`score --run NAME`), on SQLite and on a real PostgreSQL: a claim
+takes at most the items asked for, in order, and two workers' claims never overlap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from tracejudge.judge import load_rubric
+from tracejudge.runs import ScoreOptions
+from tracejudge.runs._run import new_run_record
+from tracejudge.store import SqlStore, open_store
+
+RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "restaurant" / "rubric.yaml"
+IDS = [f"{i:032x}" for i in range(840)]
+
+
+def _joined(store: SqlStore, run_id: str, workers: tuple[str, ...]) -> None:
+    rubric = load_rubric(RUBRIC)
+    run = new_run_record(rubric, store, ScoreOptions(run_name=run_id), run_id=run_id, repeat=1)
+    for w in workers:
+        store.join_run(run, IDS, worker=w, lease_s=30)
+
+
+def test_a_claim_takes_at_most_n_items_in_order(make_store: Callable[[], SqlStore]) -> None:
+    store = make_store()
+    _joined(store, "claims-1", ("w1",))
+    assert store.claim_run_items("claims-1", worker="w1", n=4, lease_s=30) == IDS[:4]
+    assert store.claim_run_items("claims-1", worker="w1", n=4, lease_s=30) == IDS[4:8]
+    progress = store.run_progress("claims-1")
+    assert progress.claimed == 8
+    assert progress.pending == len(IDS) - 8
+
+
+def test_a_run_new_to_the_statistics_is_claimed_n_at_a_time(postgres_url: str) -> None:
+    # Once PostgreSQL has statistics on earlier runs, a new run looks like one row to the planner,
+    # which then joins the pick as the inner side of a nested loop, once per row of the run.
+    store = open_store(postgres_url)
+    assert isinstance(store, SqlStore)
+    try:
+        _joined(store, "last-night", ("w0",))
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("ANALYZE run_queue")
+        _joined(store, "tonight", ("w1",))
+        assert store.claim_run_items("tonight", worker="w1", n=4, lease_s=30) == IDS[:4]
+        assert store.run_progress("tonight").claimed == 4
+    finally:
+        store.close()
+
+
+def test_two_workers_claims_split_the_items(postgres_url: str) -> None:
+    # PostgreSQL only: SQLite refuses a second worker on a run (tests/cli/test_score_shared_run.py).
+    first, second = open_store(postgres_url), open_store(postgres_url)
+    assert isinstance(first, SqlStore)
+    assert isinstance(second, SqlStore)
+    _joined(first, "claims-2", ("a",))
+    _joined(second, "claims-2", ("b",))
+    got: dict[str, list[str]] = {"a": [], "b": []}
+    for _ in range(5):
+        got["a"] += first.claim_run_items("claims-2", worker="a", n=4, lease_s=30)
+        got["b"] += second.claim_run_items("claims-2", worker="b", n=4, lease_s=30)
+    assert len(got["a"]) == len(got["b"]) == 20
+    assert not set(got["a"]) & set(got["b"])
+    assert sorted(got["a"] + got["b"]) == IDS[:40]
+    first.close()
+    second.close()
