@@ -152,6 +152,48 @@ def test_500_exhausts_retries(server: ScriptedOpenAIServer) -> None:
     assert len(server.completion_requests()) == 3
 
 
+def _completion_body(message: dict[str, Any], **top: Any) -> str:
+    body: dict[str, Any] = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "judge-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    return json.dumps({**body, **top})
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (_completion_body({"role": "assistant"}, choices=[]), "empty_reply"),
+        (
+            _completion_body({"role": "assistant", "content": [{"type": "text", "text": "{}"}]}),
+            "malformed_response",
+        ),
+        (
+            _completion_body({"role": "assistant", "content": "{}"}, choices=[{"index": 0}]),
+            "malformed_response",
+        ),
+        ("[1, 2]", "malformed_response"),
+    ],
+)
+def test_bodies_that_are_not_completions_are_indeterminate(
+    server: ScriptedOpenAIServer, raw: str, reason: str
+) -> None:
+    server.set_rules([Rule(raw_body=raw)])
+    item = score(rubric_for(server))
+    assert item.verdict == "indeterminate"
+    assert item.replies[0].error == reason
+
+
+def test_reply_without_usage_counts_no_tokens(server: ScriptedOpenAIServer) -> None:
+    server.set_rules([Rule(raw_body=_completion_body({"role": "assistant", "content": json.dumps(good())}))])
+    item = score(rubric_for(server))
+    assert item.verdict == "pass"
+    assert (item.input_tokens, item.output_tokens) == (0, 0)
+    assert item.replies[0].model == "judge-model"
+
+
 def test_refusal_is_indeterminate(server: ScriptedOpenAIServer) -> None:
     body = {
         "id": "x",

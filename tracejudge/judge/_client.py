@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 from tracejudge._errors import InputError, MissingDependencyError, TracejudgeError
 from tracejudge._redact import redact
 from tracejudge.schema import JudgeConfig
@@ -44,6 +46,41 @@ class JudgeClient(Protocol):
     ) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+def _completion(body: bytes, *, structured: bool) -> Completion:
+    """A chat completion's JSON body as a :class:`Completion`; a body that is not one is a
+    ``malformed_response`` (no choices at all: ``empty_reply``)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(choices, list | None):
+        raise JudgeCallError("malformed_response", "the server's reply is not a chat completion")
+    if not choices:
+        raise JudgeCallError("empty_reply", "the server returned no choices")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), str | None):
+        raise JudgeCallError("malformed_response", "the server's reply is not a chat completion")
+    text, refusal = message.get("content"), message.get("refusal")
+    finish, model = choice.get("finish_reason"), data.get("model")
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return Completion(
+        text=text,
+        refusal=refusal if isinstance(refusal, str) else None,
+        finish_reason=finish if isinstance(finish, str) else None,
+        model=model if isinstance(model, str) else None,
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        structured=structured,
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _schema_rejected(exc: Exception) -> bool:
@@ -136,20 +173,11 @@ class OpenAIJudgeClient:
             kwargs["max_tokens"] = self.config.max_tokens
         if fmt is not None:
             kwargs["response_format"] = fmt
-        resp = await self._client.chat.completions.create(**kwargs)
-        if not resp.choices:
-            raise JudgeCallError("empty_reply", "the server returned no choices")
-        choice = resp.choices[0]
-        usage = resp.usage
-        return Completion(
-            text=choice.message.content,
-            refusal=getattr(choice.message, "refusal", None),
-            finish_reason=choice.finish_reason,
-            model=resp.model,
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
-            structured=fmt is not None and fmt["type"] == "json_schema",
-        )
+        # The SDK's own post (its retries, errors and headers) with the body kept as bytes: building a
+        # typed ChatCompletion and transforming the request params cost more CPU per call than the
+        # HTTP exchange, and at 64 calls in flight that CPU, not the judge, bounded a run.
+        body = await self._client.post("/chat/completions", cast_to=bytes, body=kwargs)
+        return _completion(body, structured=fmt is not None and fmt["type"] == "json_schema")
 
     def _classify(self, exc: Exception) -> JudgeCallError:
         o = self._openai
