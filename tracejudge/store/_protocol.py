@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -231,6 +231,11 @@ class Store(Protocol):
 
     def put_score_item(self, item: ItemResult) -> None:
         """Record one item's result within its run."""
+        ...
+
+    def put_score_items(self, items: Sequence[ItemResult], *, cached_replies: Mapping[str, str]) -> None:
+        """Record several items' results and cache judge replies (key -> JSON text, an existing entry
+        kept) in one transaction: all of them or, on failure, none."""
         ...
 
     def iter_score_items(self, run_id: str) -> Iterator[ItemResult]:

@@ -654,6 +654,37 @@ class SqlStore:
                 (item.run_id, item.trace_id, item.verdict, item.model_dump_json()),
             )
 
+    def put_score_items(self, items: Sequence[ItemResult], *, cached_replies: Mapping[str, str]) -> None:
+        if not items and not cached_replies:
+            return
+        now = datetime.now(UTC).isoformat()
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(self._begin)
+                if items:
+                    cur.executemany(
+                        self._sql(
+                            "INSERT INTO score_items (run_id, trace_id, verdict, payload) VALUES (?, ?, ?, ?)"
+                            " ON CONFLICT (run_id, trace_id) DO UPDATE SET verdict = excluded.verdict,"
+                            " payload = excluded.payload"
+                        ),
+                        [(i.run_id, i.trace_id, i.verdict, i.model_dump_json()) for i in items],
+                    )
+                if cached_replies:
+                    cur.executemany(
+                        self._sql(
+                            "INSERT INTO judge_cache (key, payload, created_at) VALUES (?, ?, ?)"
+                            " ON CONFLICT (key) DO NOTHING"
+                        ),
+                        # Key order: two writers never wait on each other in a cycle.
+                        [(k, v, now) for k, v in sorted(cached_replies.items())],
+                    )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
     def iter_score_items(self, run_id: str) -> Iterator[ItemResult]:
         for _, payload in self._pages(
             "SELECT trace_id, payload FROM score_items WHERE run_id = ? AND trace_id > ?"
