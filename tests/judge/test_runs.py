@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -275,3 +276,51 @@ def test_write_back_langfuse_scores_and_otel_events(server: ScriptedOpenAIServer
     assert attrs["gen_ai.evaluation.score.label"] == "pass"
     assert attrs["tracejudge.rubric.version"] == "1"
     json.dumps(attrs)
+
+
+def test_results_are_written_in_batches_beside_the_calls_and_all_before_the_run_ends(
+    server: ScriptedOpenAIServer,
+) -> None:
+    batches: list[int] = []
+
+    class Counting(SqliteStore):
+        def put_score_items(self, items: Any, *, cached_replies: Any) -> None:
+            batches.append(len(items))
+            time.sleep(0.05)  # a slow disk: what finishes meanwhile waits for the next batch
+            super().put_score_items(items, cached_replies=cached_replies)
+
+    store = Counting(":memory:")
+    tasks = [task(i) for i in range(40)]
+    run = score_run(rubric(server), store, tasks, options=ScoreOptions(concurrency=8))
+    assert sorted(i.trace_id for i in store.iter_score_items(run.run_id)) == sorted(t.trace_id for t in tasks)
+    assert sum(batches) == 40
+    assert len(batches) < 40  # items that finish while a batch is written go in the next one
+    # Every reply is cached: the same run again asks the judge nothing.
+    again = score_run(rubric(server), store, tasks, options=ScoreOptions(concurrency=8))
+    assert (again.summary.cache_hits, again.summary.judge_calls) == (40, 0)
+
+
+def test_a_result_write_that_fails_fails_the_run(server: ScriptedOpenAIServer) -> None:
+    from tracejudge import StoreError
+
+    class Full(SqliteStore):
+        def put_score_items(self, items: Any, *, cached_replies: Any) -> None:
+            raise StoreError("the disk is full", hint="free some space")
+
+    with pytest.raises(StoreError, match="disk is full"):
+        score_run(rubric(server), Full(":memory:"), [task(i) for i in range(5)])
+
+
+def test_a_reply_waiting_to_be_written_is_found_in_the_cache() -> None:
+    import asyncio
+
+    from tracejudge.runs._results import ResultWriter
+
+    store = SqliteStore(":memory:")
+    writer = ResultWriter(store)
+    writer.put_cached_reply("k", '{"text": "a"}')
+    writer.put_cached_reply("k", '{"text": "b"}')  # the first of a key is kept, as the store keeps it
+    assert writer.get_cached_reply("k") == '{"text": "a"}'
+    assert store.get_cached_reply("k") is None
+    asyncio.run(writer.close())
+    assert store.get_cached_reply("k") == '{"text": "a"}'

@@ -17,7 +17,9 @@ from tracejudge.schema import Criterion, JudgeConfig, JudgeReply, Rubric, TaskRe
 
 
 class ReplyCache(Protocol):
-    """Where judge replies are cached (the store implements it)."""
+    """Where judge replies are cached (the store implements it). A cache whose ``put_cached_reply``
+    only queues the reply for a later write says so with a true ``queues_writes`` attribute: it is
+    called on the event loop, where a store's own synced commit is sent to a thread."""
 
     def get_cached_reply(self, key: str) -> str | None: ...
 
@@ -112,8 +114,12 @@ class Judge:
                 )
             latency = (time.perf_counter() - t0) * 1000
         if self.cache is not None:
-            # The store commits durably (fsync); off the event loop so calls in flight keep flowing.
-            await asyncio.to_thread(self.cache.put_cached_reply, key, json.dumps(comp.__dict__))
+            payload = json.dumps(comp.__dict__)
+            if getattr(self.cache, "queues_writes", False):
+                self.cache.put_cached_reply(key, payload)
+            else:
+                # The store commits durably (fsync); off the event loop so calls in flight keep flowing.
+                await asyncio.to_thread(self.cache.put_cached_reply, key, payload)
         return self._read(comp, names, prompt_hash, repeat, cached=False, latency_ms=latency)
 
     def _read(

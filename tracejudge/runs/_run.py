@@ -21,6 +21,7 @@ from tracejudge.judge import (
     Judge,
     JudgeClient,
     OpenAIJudgeClient,
+    ReplyCache,
     aggregate_criterion,
     criterion_from_check,
     item_verdict,
@@ -28,6 +29,7 @@ from tracejudge.judge import (
     resolved_base_url,
     rubric_hash,
 )
+from tracejudge.runs._results import ResultWriter
 from tracejudge.runs._summary import SummaryBuilder
 from tracejudge.schema import (
     CheckResult,
@@ -282,11 +284,21 @@ def new_run_record(
     )
 
 
-def make_judge(rubric: Rubric, client: JudgeClient | None, store: Store, opts: ScoreOptions) -> Judge | None:
-    """The judge of a run: None when the rubric has no judge (checks only) or there is no client."""
+def make_judge(
+    rubric: Rubric,
+    client: JudgeClient | None,
+    store: Store,
+    opts: ScoreOptions,
+    *,
+    cache: ReplyCache | None = None,
+) -> Judge | None:
+    """The judge of a run: None when the rubric has no judge (checks only) or there is no client.
+    Its replies are cached in ``cache`` (default: the store) unless the options say not to."""
     if client is None or rubric.judge is None:
         return None
-    return Judge(rubric, client, cache=store if opts.use_cache else None, concurrency=opts.concurrency)
+    return Judge(
+        rubric, client, cache=(cache or store) if opts.use_cache else None, concurrency=opts.concurrency
+    )
 
 
 def projected_over_budget(opts: ScoreOptions, *, usd: float, tokens: int, done: int, ahead: int) -> bool:
@@ -353,6 +365,7 @@ class _LocalRun:
     repeat: int
     sources: Iterator[str | TaskRecord]
     on_item: Callable[[ItemResult], None] | None
+    writer: ResultWriter
     summary: SummaryBuilder = field(default_factory=SummaryBuilder)
     progress: _Progress = field(default_factory=_Progress)
 
@@ -379,7 +392,7 @@ class _LocalRun:
             finally:
                 progress.in_flight -= 1
             progress.add(item)
-            await asyncio.to_thread(self.store.put_score_item, item)
+            self.writer.add(item)  # written beside the next judge calls, all of them before the run ends
             self.summary.add(item)
             if self.on_item is not None:
                 self.on_item(item)
@@ -428,24 +441,28 @@ async def score_run_async(
     run = new_run_record(rubric, store, opts, run_id=run_id or new_run_id(), repeat=repeat)
     async with run_client(rubric, client, opts) as client:
         store.put_run(run)
+        writer = ResultWriter(store)
         local = _LocalRun(
             rubric=rubric,
             store=store,
             opts=opts,
             run=run,
             load=load,
-            judge=make_judge(rubric, client, store, opts),
+            judge=make_judge(rubric, client, store, opts, cache=writer),
             repeat=repeat,
             sources=iter(sources),
             on_item=on_item,
+            writer=writer,
         )
         status: RunStatus = "complete"
         try:
             await asyncio.gather(*(local.worker() for _ in range(max(1, opts.concurrency))))
+            await writer.close()
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
             raise
         finally:
+            writer.close_now()
             run = local.finished(status)
             store.put_run(run)
     return run
