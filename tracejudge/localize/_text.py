@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from difflib import SequenceMatcher
+from operator import attrgetter
 from typing import NamedTuple
 
 from tracejudge.localize._dates import date_key, date_spans
@@ -95,6 +97,57 @@ def _canon(value: Decimal) -> str:
     return text if text != "-0" else "0"
 
 
+_GROUP_SEP = re.compile(r"([,.'’\u00a0\u202f ])")
+
+
+class _DigitGroups:
+    """A digit run cut at its separators, read one number at a time (see :func:`number_values`)."""
+
+    __slots__ = ("cents", "groups", "seps")
+
+    def __init__(self, run: str) -> None:
+        parts = _GROUP_SEP.split(run)
+        self.groups, self.seps = parts[0::2], parts[1::2]
+        # A run that is just "30,00" or "1,50": a decimal comma with cents, as prices are written
+        # across Europe, not the list "30, 0". "1,2" (one digit) stays two numbers: lists write it.
+        self.cents = len(self.groups) == 2 and self.seps == [","] and len(self.groups[1]) == 2
+
+    def integer_part(self, i: int) -> tuple[str, int, str | None]:
+        """The digits of the number starting at group ``i`` (thousands groups joined), the index of
+        its last group and the thousands separator (None when the number is not grouped)."""
+        groups, seps = self.groups, self.seps
+        digits = groups[i]
+        if len(digits) > 3 or i >= len(seps) or len(groups[i + 1]) != 3:
+            return digits, i, None
+        thousands = seps[i]
+        j = i
+        while j < len(seps) and seps[j] == thousands and len(groups[j + 1]) == 3:
+            digits += groups[j + 1]
+            j += 1
+        return digits, j, thousands
+
+    def decimal_part(self, j: int, thousands: str | None) -> tuple[str, int]:
+        """The decimals after group ``j`` ("" for none) and the index of the number's last group."""
+        if j >= len(self.seps):
+            return "", j
+        sep = self.seps[j]
+        # The decimal mark is the other one of "," and "." once thousands are grouped: "30,000.50",
+        # "30.000,50", and with space or apostrophe groups both occur ("30 000,50" in France,
+        # "30'000.50" in Switzerland).
+        if sep == "." and thousands != ".":
+            return self.groups[j + 1], j + 1
+        if sep == "," and (self.cents or thousands not in (None, ",")):
+            return self.groups[j + 1], j + 1
+        return "", j
+
+    def readings(self, i: int, j: int, value: Decimal, grouped_by_dot: bool) -> frozenset[Decimal]:
+        """Every plausible value of groups ``i..j`` read as ``value``."""
+        if grouped_by_dot and j == i + 1:
+            # "30.000" is thirty thousand in most of Europe, thirty elsewhere.
+            return frozenset((value, Decimal(f"{self.groups[i]}.{self.groups[i + 1]}")))
+        return frozenset((value,))
+
+
 def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
     """The numbers a digit run spells: ``[(primary value, every plausible reading)]``.
 
@@ -102,41 +155,18 @@ def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
     alternative reading 30.0 is kept for fact comparisons); "30,00" and "1,50" are decimal commas;
     "1,2" is two numbers.
     """
-    parts = re.split(r"([,.'’\u00a0\u202f ])", run)
-    groups, seps = parts[0::2], parts[1::2]
+    run_groups = _DigitGroups(run)
     out: list[tuple[Decimal, frozenset[Decimal]]] = []
     i = 0
-    while i < len(groups):
-        digits = groups[i]
-        j = i
-        thousands: str | None = None
-        if len(digits) <= 3 and j < len(seps) and len(groups[j + 1]) == 3:
-            thousands = seps[j]
-            while j < len(seps) and seps[j] == thousands and len(groups[j + 1]) == 3:
-                digits += groups[j + 1]
-                j += 1
-        decimal = ""
-        # The decimal mark is the other one of "," and "." once thousands are grouped: "30,000.50",
-        # "30.000,50", and with space or apostrophe groups both occur ("30 000,50" in France,
-        # "30'000.50" in Switzerland).
-        comma_decimal = thousands is not None and thousands != ","
-        # A run that is just "30,00" or "1,50": a decimal comma with cents, as prices are written
-        # across Europe, not the list "30, 0". "1,2" (one digit) stays two numbers: lists write it.
-        if len(groups) == 2 and seps == [","] and len(groups[1]) == 2:
-            comma_decimal = True
-        if j < len(seps) and ((seps[j] == "." and thousands != ".") or (seps[j] == "," and comma_decimal)):
-            decimal = groups[j + 1]
-            j += 1
+    while i < len(run_groups.groups):
+        digits, j, thousands = run_groups.integer_part(i)
+        decimal, j = run_groups.decimal_part(j, thousands)
         try:
             value = Decimal(f"{digits}.{decimal}" if decimal else digits)
         except InvalidOperation:
             i = j + 1
             continue
-        readings = {value}
-        if thousands == "." and j == i + 1 and not decimal:
-            # "30.000" is thirty thousand in most of Europe, thirty elsewhere.
-            readings.add(Decimal(f"{groups[i]}.{groups[i + 1]}"))
-        out.append((value, frozenset(readings)))
+        out.append((value, run_groups.readings(i, j, value, thousands == "." and not decimal)))
         i = j + 1
     return out
 
@@ -170,27 +200,39 @@ def _plain_tokens(
     append = toks.append
     n = base
     for n, m in enumerate(_TOKEN.finditer(text, pos, endpos), base + 1):
-        num = m.group("num")
-        if num is None:
+        if m.group("num") is None:
             a, b = m.span()
             append(_Tok(m.group(0), offset + a, offset + b, n, True))
-            continue
-        values = number_values(num)
-        mul_name = m.group("mul") or m.group("cjkmul")
-        mul = _MULTIPLIERS.get(mul_name) if mul_name else None
-        for k, (value, _) in enumerate(values):
-            if mul is not None and k == len(values) - 1:
-                value *= mul
-            append(_Tok(_canon(value), offset + m.start(), offset + m.end(), n, False))
-        unit = m.group("post") or m.group("sign") or m.group("cjkpost") or m.group("pre")
-        if unit is not None:
-            # Not a word token: the canonical code need not occur literally, so it is never an anchor.
-            code = _UNITS[re.sub(r"\s+", " ", unit)]
-            if code == _YEN_OR_YUAN and yen is not None:
-                code = yen
-            append(_Tok(code, offset + m.start(), offset + m.end(), n, False))
+        else:
+            _number_tokens(toks, m, offset, yen, n)
     # n is the last match number used (base when there was none): the next one is n + 1.
     return n + 1
+
+
+def _number_tokens(toks: list[_Tok], m: re.Match[str], offset: int, yen: str | None, n: int) -> None:
+    """Append the tokens of a number match: its canonical values (the multiplier applies to the
+    last), then its unit's code when it has one."""
+    start, end = offset + m.start(), offset + m.end()
+    values = number_values(m.group("num"))
+    mul_name = m.group("mul") or m.group("cjkmul")
+    if mul_name and values:
+        value, readings = values[-1]
+        values[-1] = (value * _MULTIPLIERS[mul_name], readings)
+    toks.extend(_Tok(_canon(value), start, end, n, False) for value, _ in values)
+    code = _unit_code(m, yen)
+    if code is not None:
+        # Not a word token: the canonical code need not occur literally, so it is never an anchor.
+        toks.append(_Tok(code, start, end, n, False))
+
+
+def _unit_code(m: re.Match[str], yen: str | None) -> str | None:
+    """The canonical code of a number match's currency or percent unit; None when it has none.
+    "¥" reads as ``yen`` when that is decided (see ``_UNITS``)."""
+    unit = m.group("post") or m.group("sign") or m.group("cjkpost") or m.group("pre")
+    if unit is None:
+        return None
+    code = _UNITS[re.sub(r"\s+", " ", unit)]
+    return yen if code == _YEN_OR_YUAN and yen is not None else code
 
 
 def tokenize(text: str) -> list[str]:
@@ -329,51 +371,87 @@ def _run_at(toks: list[_Tok], lo: int, hi: int, at: int, ia: int, want: list[str
     return all(toks[begin + k].text == w for k, w in enumerate(want))
 
 
+class _Anchor(NamedTuple):
+    """A clause word whose occurrences in the text are searched for the clause."""
+
+    word: str
+    position: int
+    """Its token index in the clause."""
+    before: int
+    """Characters of the clause before it."""
+    after: int
+    """Characters of the clause from it to the end."""
+
+
 def _find_exact(
     hay: _Haystack, clause_low: str, ctoks: list[_Tok], yen: str | None
 ) -> tuple[int, int] | bool | None:
     """Offsets of the clause, None when absent, False when the fast path cannot decide."""
+    anchor = _choose_anchor(hay, clause_low, ctoks)
+    if not isinstance(anchor, _Anchor):
+        return anchor
     want = [t.text for t in ctoks]
-    anchors = _clause_anchors(ctoks)[:_ANCHORS]
-    if not anchors:
-        return False
+    for pos in _occurrences(hay.low, anchor.word):
+        where = _run_around(hay, pos, anchor, want, yen)
+        if where is not None:
+            return where
+    return None
+
+
+def _occurrences(low: str, word: str) -> Iterator[int]:
+    """Offsets of ``word`` in ``low``, first to last (overlapping ones too)."""
+    pos = low.find(word)
+    while pos != -1:
+        yield pos
+        pos = low.find(word, pos + 1)
+
+
+def _choose_anchor(hay: _Haystack, clause_low: str, ctoks: list[_Tok]) -> _Anchor | bool | None:
+    """The clause word to search the text for; None when one of the clause's words is absent (so
+    is the clause); False when none is rare enough for the fast path."""
     # Longest words first: they are usually the rarest, so one pass over the text tends to suffice.
-    chosen: tuple[str, int] | None = None
-    for w, i in anchors:
+    for w, i in _clause_anchors(ctoks)[:_ANCHORS]:
         n = hay.count(w)
         if n == 0:
             return None
         if n <= _MAX_WINDOWS:
-            chosen = (w, i)
-            break
-    if chosen is None:
-        return False
-    word, ia = chosen
-    before = ctoks[ia].start
-    after = len(clause_low) - ctoks[ia].start
-    pos = hay.low.find(word)
-    while pos != -1:
-        scale = 4
-        last: tuple[int, int] | None = None
-        while True:
-            a = max(0, pos - scale * before - 128)
-            b = min(len(hay.low), pos + scale * after + 128)
-            if (a, b) == last:
-                break  # the window cannot grow: the clause runs past the text's edge
-            last = (a, b)
-            toks, lo, hi = hay.window(a, b, yen)
-            at = next((k for k, tok in enumerate(toks) if tok.start == pos), None)
-            if at is None or toks[at].text != word:
-                break  # the occurrence is inside a longer word or number
-            res = _run_at(toks, lo, hi, at, ia, want) if lo <= at < hi else None
-            if res is True:
-                s = at - ia
-                return toks[s].start, toks[s + len(want) - 1].end
-            if res is False:
-                break
-            scale *= 4
-        pos = hay.low.find(word, pos + 1)
-    return None
+            return _Anchor(w, i, ctoks[i].start, len(clause_low) - ctoks[i].start)
+    return False
+
+
+def _run_around(
+    hay: _Haystack, pos: int, anchor: _Anchor, want: list[str], yen: str | None
+) -> tuple[int, int] | None:
+    """Offsets of the clause with its anchor word at ``pos``, widening the window around it until
+    that is settled; None when the clause does not occur there."""
+    scale = 4
+    last: tuple[int, int] | None = None
+    while True:
+        a = max(0, pos - scale * anchor.before - 128)
+        b = min(len(hay.low), pos + scale * anchor.after + 128)
+        if (a, b) == last:
+            return None  # the window cannot grow: the clause runs past the text's edge
+        last = (a, b)
+        toks, lo, hi = hay.window(a, b, yen)
+        at = next((k for k, tok in enumerate(toks) if tok.start == pos), None)
+        if at is None or toks[at].text != anchor.word:
+            return None  # the occurrence is inside a longer word or number
+        res = _run_at(toks, lo, hi, at, anchor.position, want) if lo <= at < hi else None
+        if res is True:
+            s = at - anchor.position
+            return toks[s].start, toks[s + len(want) - 1].end
+        if res is False:
+            return None
+        scale *= 4
+
+
+def _locate(hay: _Haystack, clause_low: str, ctoks: list[_Tok], yen: str | None) -> tuple[int, int] | None:
+    """Offsets of the clause's tokens in the text, None when absent: the fast path around its rare
+    words, the whole text's tokens when that cannot decide."""
+    where = _find_exact(hay, clause_low, ctoks, yen)
+    if where is False:
+        return _find_in_all(hay, [t.text for t in ctoks], yen)
+    return where if isinstance(where, tuple) else None
 
 
 def _find_in_all(hay: _Haystack, want: list[str], yen: str | None) -> tuple[int, int] | None:
@@ -414,55 +492,51 @@ def _divergence(
 def _best_partial(hay: _Haystack, ctoks: list[_Tok], yen: str | None) -> _Partial | None:
     """Longest run of clause tokens near its rarest words' occurrences."""
     want = [t.text for t in ctoks]
+    anchors = [w for w, _ in _clause_anchors(ctoks)[: 2 * _ANCHORS]]
+    windows = _anchor_windows(hay, want, anchors, yen) if anchors else _token_windows(hay, want, yen)
+    runs = [run for run in (_longest_run(inner, ctoks, want) for inner in windows) if run is not None]
+    return max(runs, key=attrgetter("size"), default=None)
+
+
+def _anchor_windows(hay: _Haystack, want: list[str], anchors: list[str], yen: str | None) -> list[list[_Tok]]:
+    """The tokens around the anchor words' occurrences, rarest words first, within one budget of
+    windows: a run around a rare word is the informative one, and common words ("shall", "the")
+    would only repeat the same windows."""
+    reach = 2 * (len(" ".join(want)) + 64)
+    present = sorted((hay.count(w), w) for w in anchors if hay.count(w) > 0)
+    every = itertools.chain.from_iterable(_occurrences(hay.low, word) for _, word in present)
+    spots = sorted(itertools.islice(every, _PARTIAL_WINDOWS))
+    # Overlapping windows (a common word every few lines) are merged and tokenized once.
+    merged: list[list[int]] = []
+    for pos in spots:
+        if merged and pos - reach <= merged[-1][1]:
+            merged[-1][1] = pos + reach
+        else:
+            merged.append([pos - reach, pos + reach])
+    return [toks[lo:hi] for toks, lo, hi in (hay.window(a, b, yen) for a, b in merged)]
+
+
+def _token_windows(hay: _Haystack, want: list[str], yen: str | None) -> list[list[_Tok]]:
+    """The whole text's tokens around the first occurrences of the clause's tokens (a clause with
+    no word to search for: numbers, dates, units only)."""
     span = len(want) + 8
-    windows: list[tuple[list[_Tok], int, int]] = []
-    anchors = _clause_anchors(ctoks)[: 2 * _ANCHORS]
-    if anchors:
-        reach = 2 * (len(" ".join(want)) + 64)
-        # Rarest words first, within one budget of windows: a run around a rare word is the
-        # informative one, and common words ("shall", "the") would only repeat the same windows.
-        present = sorted((hay.count(w), w) for w, _ in anchors if hay.count(w) > 0)
-        budget = _PARTIAL_WINDOWS
-        spots: list[int] = []
-        for _, word in present:
-            pos = hay.low.find(word)
-            while pos != -1 and budget > 0:
-                spots.append(pos)
-                pos, budget = hay.low.find(word, pos + 1), budget - 1
-            if budget == 0:
-                break
-        # Overlapping windows (a common word every few lines) are merged and tokenized once.
-        merged: list[list[int]] = []
-        for pos in sorted(spots):
-            if merged and pos - reach <= merged[-1][1]:
-                merged[-1][1] = pos + reach
-            else:
-                merged.append([pos - reach, pos + reach])
-        windows = [hay.window(a, b, yen) for a, b in merged]
-    else:
-        toks = hay.all_tokens(yen)
-        wanted = set(want)
-        hits = [i for i, t in enumerate(toks) if t.text in wanted][:_PARTIAL_WINDOWS]
-        for i in hits:
-            part = toks[max(0, i - span) : i + span]
-            windows.append((part, 0, len(part)))
-    best: _Partial | None = None
-    for toks, lo, hi in windows:
-        inner = toks[lo:hi]
-        if not inner:
-            continue
-        m = SequenceMatcher(None, [t.text for t in inner], want, autojunk=False).find_longest_match(
-            0, len(inner), 0, len(want)
-        )
-        if m.size and (best is None or m.size > best.size):
-            best = _Partial(
-                m.size,
-                m.b,
-                inner[m.a].start,
-                inner[m.a + m.size - 1].end,
-                _divergence(inner, ctoks, m.a, m.b, m.size),
-            )
-    return best
+    toks = hay.all_tokens(yen)
+    wanted = set(want)
+    hits = [i for i, t in enumerate(toks) if t.text in wanted][:_PARTIAL_WINDOWS]
+    return [toks[max(0, i - span) : i + span] for i in hits]
+
+
+def _longest_run(inner: list[_Tok], ctoks: list[_Tok], want: list[str]) -> _Partial | None:
+    """The longest run of clause tokens in a window's tokens; None when they share none."""
+    if not inner:
+        return None
+    m = SequenceMatcher(None, [t.text for t in inner], want, autojunk=False).find_longest_match(
+        0, len(inner), 0, len(want)
+    )
+    if not m.size:
+        return None
+    start, end = inner[m.a].start, inner[m.a + m.size - 1].end
+    return _Partial(m.size, m.b, start, end, _divergence(inner, ctoks, m.a, m.b, m.size))
 
 
 def _yen_readings(hay: _Haystack, clause_low: str) -> tuple[str | None, str | None]:
@@ -495,6 +569,20 @@ def _ambiguous_keys(tok: _Tok) -> list[tuple[str, bool]]:
     ]
 
 
+# (clause token index, the token an ambiguous spelling reads as, the reading is day first)
+_DateReading = tuple[int, str, bool]
+
+
+def _date_readings(slots: list[tuple[int, list[tuple[str, bool]]]]) -> Iterator[list[_DateReading]]:
+    """Every way to read some of the clause's dates as ambiguous spellings (each date as written or
+    as one of its spellings), except all as written: that is the clause already searched."""
+    options = [[None, *((i, key, day_first) for key, day_first in keys)] for i, keys in slots]
+    for choice in itertools.product(*options):
+        picked = [c for c in choice if c is not None]
+        if picked:
+            yield picked
+
+
 def _find_ambiguous(
     hay: _Haystack, clause: str, clause_low: str, ctoks: list[_Tok], yen: str | None
 ) -> ClauseMatch | None:
@@ -502,40 +590,55 @@ def _find_ambiguous(
     slots = [(i, keys) for i, t in enumerate(ctoks) if (keys := _ambiguous_keys(t))][:_AMBIGUOUS_SLOTS]
     if not slots or _AMBIGUOUS_SPELLING.search(hay.low) is None:
         return None
-    options: list[list[tuple[str, bool] | None]] = [[None, *keys] for _, keys in slots]
-    for choice in itertools.product(*options):
-        if all(c is None for c in choice):
-            continue  # the clause as written: already searched
-        variant = list(ctoks)
-        for (i, _), c in zip(slots, choice, strict=True):
-            if c is not None:
-                variant[i] = ctoks[i]._replace(text=c[0])
-        want = [t.text for t in variant]
-        where = _find_exact(hay, clause_low, variant, yen)
-        if where is False:
-            where = _find_in_all(hay, want, yen)
-        if not isinstance(where, tuple):
+    for reading in _date_readings(slots):
+        variant = _read_dates(ctoks, reading)
+        where = _locate(hay, clause_low, variant, yen)
+        if where is None:
             continue
-        start, end = where
-        found = _tokens(hay.low[start:end], start, yen)
-        if [t.text for t in found] != want:
-            continue  # cannot tell which text tokens stood for the dates
-        shown_clause = clause if len(clause) == len(clause_low) else clause_low
-        dates = tuple(
-            AmbiguousDate(
-                hay.shown[found[i].start : found[i].end],
-                shown_clause[ctoks[i].start : ctoks[i].end],
-                date.fromisoformat(ctoks[i].text[5:]),
-                c[1],
-            )
-            for (i, _), c in zip(slots, choice, strict=True)
-            if c is not None
-        )
-        total = len(ctoks)
-        excerpt = _excerpt(hay.shown, start, end)
-        differs = (dates[0].text, dates[0].clause_text)
-        return ClauseMatch(False, total, total, 0, start, end, excerpt, differs, dates)
+        found = _tokens(hay.low[where[0] : where[1]], where[0], yen)
+        if [t.text for t in found] == [t.text for t in variant]:
+            return _ambiguous_match(hay, _shown(clause, clause_low), ctoks, found, reading, where)
+        # else: cannot tell which text tokens stood for the dates
     return None
+
+
+def _read_dates(ctoks: list[_Tok], reading: list[_DateReading]) -> list[_Tok]:
+    """The clause's tokens with the dates of ``reading`` replaced by the ambiguous spelling's token."""
+    variant = list(ctoks)
+    for i, key, _ in reading:
+        variant[i] = ctoks[i]._replace(text=key)
+    return variant
+
+
+def _ambiguous_match(
+    hay: _Haystack,
+    shown_clause: str,
+    ctoks: list[_Tok],
+    found: list[_Tok],
+    reading: list[_DateReading],
+    where: tuple[int, int],
+) -> ClauseMatch:
+    """The match at ``where`` of a clause whose dates the text spells ambiguously (``found``: the
+    text's tokens there)."""
+    dates = tuple(
+        AmbiguousDate(
+            hay.shown[found[i].start : found[i].end],
+            shown_clause[ctoks[i].start : ctoks[i].end],
+            date.fromisoformat(ctoks[i].text[5:]),
+            day_first,
+        )
+        for i, _, day_first in reading
+    )
+    total = len(ctoks)
+    start, end = where
+    excerpt = _excerpt(hay.shown, start, end)
+    differs = (dates[0].text, dates[0].clause_text)
+    return ClauseMatch(False, total, total, 0, start, end, excerpt, differs, dates)
+
+
+def _shown(clause: str, clause_low: str) -> str:
+    """The clause as its tokens' offsets (into its lower-cased copy) can show it."""
+    return clause if len(clause) == len(clause_low) else clause_low
 
 
 def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> ClauseMatch:
@@ -549,10 +652,8 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
     total = len(ctoks)
     if not ctoks:
         return ClauseMatch(False, 0, 0, 0, None, None, "")
-    where = _find_exact(hay, clause_low, ctoks, text_yen)
-    if where is False:
-        where = _find_in_all(hay, [t.text for t in ctoks], text_yen)
-    if isinstance(where, tuple):
+    where = _locate(hay, clause_low, ctoks, text_yen)
+    if where is not None:
         return ClauseMatch(True, total, total, 0, where[0], where[1], _excerpt(hay.shown, *where))
     loose = _find_ambiguous(hay, clause, clause_low, ctoks, text_yen)
     if loose is not None:
@@ -563,7 +664,7 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
     differs = None
     if best.differs is not None:
         (ta, tb), (ca, cb) = best.differs
-        shown_clause = clause if len(clause) == len(clause_low) else clause_low
+        shown_clause = _shown(clause, clause_low)
         differs = (" ".join(hay.shown[ta:tb].split()), " ".join(shown_clause[ca:cb].split()))
     excerpt = _excerpt(hay.shown, best.start, best.end)
     return ClauseMatch(False, best.size, total, best.first, best.start, best.end, excerpt, differs)
@@ -633,10 +734,18 @@ def _split_in_a_word(
     """The boundary cuts a word or a number in two: the clause shows only in the joined text."""
     cut = len(first)
     m = find_clause(first + second, clause, partial=False)
-    if m.found and m.start is not None and m.end is not None and m.start < cut < m.end:
-        before = [t for t in ta if t.end <= m.start][-_SPLIT_CONTEXT:]
-        after = [t for t in tb if t.start >= m.end - cut][:_SPLIT_CONTEXT]
-        lead = min([m.start, *(t.start for t in before)])
-        trail = max([m.end - cut, *(t.end for t in after)])
-        return first[lead:], second[:trail]
-    return None
+    if not m.found or m.start is None or m.end is None or not m.start < cut < m.end:
+        return None
+    return first[_widened_start(ta, m.start) :], second[: _widened_end(tb, m.end - cut)]
+
+
+def _widened_start(toks: list[_Tok], start: int) -> int:
+    """Where the text from ``start`` begins once widened by the ``_SPLIT_CONTEXT`` tokens before it."""
+    before = [t for t in toks if t.end <= start][-_SPLIT_CONTEXT:]
+    return min([start, *(t.start for t in before)])
+
+
+def _widened_end(toks: list[_Tok], end: int) -> int:
+    """Where the text up to ``end`` ends once widened by the ``_SPLIT_CONTEXT`` tokens after it."""
+    after = [t for t in toks if t.start >= end][:_SPLIT_CONTEXT]
+    return max([end, *(t.end for t in after)])
