@@ -214,9 +214,8 @@ def find_quote(quote: str, text: str) -> tuple[int, int] | None:
     """Where ``quote`` occurs in ``text``, tolerant of whitespace, case, typographic quotes and an
     ellipsis marking left-out text (each piece must then occur, in order). ``(start, end)`` in
     ``text``, or None. A quote with no letter or digit is never found."""
-    pieces = [p.strip(_EDGE) for p in _ELLIPSIS.split(quote.strip(_EDGE))]
-    pieces = [p for p in pieces if p]
-    if not pieces or not any(ch.isalnum() for p in pieces for ch in p):
+    pieces = _quote_pieces(quote)
+    if not pieces:
         return None
     hay, where = _fold(text)
     pos = 0
@@ -233,6 +232,12 @@ def find_quote(quote: str, text: str) -> tuple[int, int] | None:
         end = where[pos - 1] + 1
     assert start is not None
     return where[start], end
+
+
+def _quote_pieces(quote: str) -> list[str]:
+    """The pieces of a quote an ellipsis separates, edges trimmed; none when it has no letter or digit."""
+    pieces = [p for p in (p.strip(_EDGE) for p in _ELLIPSIS.split(quote.strip(_EDGE))) if p]
+    return pieces if any(ch.isalnum() for p in pieces for ch in p) else []
 
 
 def addressed_to_judge(text: str) -> list[tuple[int, int]]:
@@ -267,8 +272,37 @@ class UsageReply:
     error_detail: str = ""
 
 
+_STATUSES: dict[str, Literal["pass", "fail", "unconfirmed"]] = {
+    "pass": "pass",
+    "fail": "fail",
+    "unconfirmed": "unconfirmed",
+}
+
+
 def read_usage_reply(text: str | None) -> UsageReply:
     """Read a reply's status, quotes and reasoning. Nothing is invented: an unusable part is an error."""
+    data = _reply_object(text)
+    if isinstance(data, UsageReply):
+        return data
+    status = data.get("status")
+    if not isinstance(status, str) or status.strip().lower() not in _STATUSES:
+        return UsageReply(
+            error="invalid_status",
+            error_detail=f"status {_short(json.dumps(status), 40)} is not pass, fail or unconfirmed",
+        )
+    quotes = _evidence_quotes(data.get("evidence"))
+    if isinstance(quotes, UsageReply):
+        return quotes
+    reasoning = data.get("reasoning")
+    return UsageReply(
+        status=_STATUSES[status.strip().lower()],
+        quotes=quotes,
+        reasoning=reasoning if isinstance(reasoning, str) else "",
+    )
+
+
+def _reply_object(text: str | None) -> dict[str, Any] | UsageReply:
+    """The JSON object a reply holds, or the error reply saying why there is none."""
     if text is None or not text.strip():
         return UsageReply(error="empty_reply", error_detail="the judge replied with no text")
     try:
@@ -279,33 +313,32 @@ def read_usage_reply(text: str | None) -> UsageReply:
         return UsageReply(error="malformed_json", error_detail="the reply is not a JSON object")
     if not isinstance(data, dict):
         return UsageReply(error="malformed_json", error_detail="the reply is JSON but not an object")
-    status = data.get("status")
-    if not isinstance(status, str) or status.strip().lower() not in ("pass", "fail", "unconfirmed"):
-        return UsageReply(
-            error="invalid_status",
-            error_detail=f"status {_short(json.dumps(status), 40)} is not pass, fail or unconfirmed",
-        )
-    reasoning = data.get("reasoning")
-    raw_evidence = data.get("evidence", [])
-    if raw_evidence is None:
-        raw_evidence = []
-    if not isinstance(raw_evidence, list):
+    return data
+
+
+def _evidence_quotes(raw: object) -> tuple[tuple[str, str], ...] | UsageReply:
+    """The reply's evidence as (quote, note) pairs (none when it has no ``evidence`` or null), or the
+    error reply when it is not a list of quotes."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
         return UsageReply(error="malformed_evidence", error_detail="`evidence` is not a list")
-    quotes: list[tuple[str, str]] = []
-    for item in raw_evidence:
-        if isinstance(item, str):
-            quotes.append((item, ""))
-        elif isinstance(item, dict) and isinstance(item.get("quote"), str):
-            note = item.get("note")
-            quotes.append((item["quote"], note if isinstance(note, str) else ""))
-        else:
-            return UsageReply(error="malformed_evidence", error_detail="an evidence item has no text `quote`")
-    s = status.strip().lower()
-    return UsageReply(
-        status="pass" if s == "pass" else "fail" if s == "fail" else "unconfirmed",
-        quotes=tuple(quotes),
-        reasoning=reasoning if isinstance(reasoning, str) else "",
-    )
+    quotes = [_quote_item(item) for item in raw]
+    read = tuple(q for q in quotes if q is not None)
+    if len(read) != len(quotes):
+        return UsageReply(error="malformed_evidence", error_detail="an evidence item has no text `quote`")
+    return read
+
+
+def _quote_item(item: object) -> tuple[str, str] | None:
+    """One evidence item as (quote, note): a bare string is a quote without a note; None when the
+    item has no text quote."""
+    if isinstance(item, str):
+        return item, ""
+    if isinstance(item, dict) and isinstance(item.get("quote"), str):
+        note = item.get("note")
+        return item["quote"], note if isinstance(note, str) else ""
+    return None
 
 
 def _short(text: str, n: int) -> str:
@@ -317,9 +350,11 @@ def _short(text: str, n: int) -> str:
 
 
 _SETTLE_CALL = "a judge reply (the call failed: {why}); rerun triage when the judge endpoint answers"
+_CACHE_SLOTS = 8
 _SETTLE_FORMAT = 'a judge reply that is one JSON object {"status", "evidence", "reasoning"}'
 _SETTLE_QUOTES = "a judge verdict whose every quote is verbatim in the answer"
 _SETTLE_INJECTED = "a judge verdict that quotes the answer's content, not its text addressed to the judge"
+_SETTLE_REFUSED = "a judge reply instead of a refusal"
 _SETTLE_UNDECIDED = (
     "a reading of the answer that settles which material it rests on (the judge could not tell)"
 )
@@ -402,36 +437,47 @@ class LLMUsageJudge:
         prompt_hash = messages_hash(messages)
         key: str | None = None
         if self.cache is not None:
-            # Slots past the first hold replies that were unusable: a rerun asks again, and every
-            # reply received stays in the cache whole.
-            for slot in range(8):
-                key = cache_key(self.config, messages, slot)
-                hit = self.cache.get_cached_reply(key)
-                if hit is None:
-                    break
-                try:
-                    comp = Completion(**json.loads(hit))
-                except (TypeError, ValueError):
-                    continue
-                if read_usage_reply(comp.text).error is None and not _stopped(comp):
-                    self.cache_hits += 1
-                    return _Call(comp, prompt_hash, key, cached=True)
-            else:
-                key = None
+            hit, key = self._cached(self.cache, messages)
+            if hit is not None:
+                self.cache_hits += 1
+                return _Call(hit, prompt_hash, key, cached=True)
+        comp = await self._complete(messages)
+        if isinstance(comp, JudgeCallError):
+            return _Call(None, prompt_hash, None, cached=False, error=comp)
+        if self.cache is not None and key is not None:
+            self.cache.put_cached_reply(key, json.dumps(comp.__dict__))
+        return _Call(comp, prompt_hash, key, cached=False)
+
+    def _cached(
+        self, cache: ReplyCache, messages: list[dict[str, str]]
+    ) -> tuple[Completion | None, str | None]:
+        """A usable cached reply with its key; else (None, the key a new reply is kept under).
+
+        Slots past the first hold replies that were unusable: a rerun asks again, and every reply
+        received stays in the cache whole. When all are taken the new reply is not kept (key None).
+        """
+        for slot in range(_CACHE_SLOTS):
+            key = cache_key(self.config, messages, slot)
+            hit = cache.get_cached_reply(key)
+            if hit is None:
+                return None, key
+            comp = _stored_completion(hit)
+            if comp is not None and read_usage_reply(comp.text).error is None and not _stopped(comp):
+                return comp, key
+        return None, None
+
+    async def _complete(self, messages: list[dict[str, str]]) -> Completion | JudgeCallError:
+        """The model's reply, or the failed call as an error value."""
         try:
             self.calls += 1
-            comp = await self.client.complete(messages, schema=usage_reply_schema())
+            return await self.client.complete(messages, schema=usage_reply_schema())
         except JudgeCallError as exc:
-            return _Call(None, prompt_hash, None, cached=False, error=exc)
+            return exc
         except Exception as exc:  # a broken body or a client bug must not crash a triage
             # The openai client lets a 200 whose body is not JSON escape as a ValueError.
             kind = "malformed_response" if isinstance(exc, ValueError) else "client_error"
             # Redacted before it is cut short: the client's message quotes the server's body.
-            err = JudgeCallError(kind, f"{type(exc).__name__}: {_short(redact(str(exc)), 200)}")
-            return _Call(None, prompt_hash, None, cached=False, error=err)
-        if self.cache is not None and key is not None:
-            self.cache.put_cached_reply(key, json.dumps(comp.__dict__))
-        return _Call(comp, prompt_hash, key, cached=False)
+            return JudgeCallError(kind, f"{type(exc).__name__}: {_short(redact(str(exc)), 200)}")
 
     # --- reading the reply --------------------------------------------------------------------
 
@@ -471,6 +517,13 @@ class LLMUsageJudge:
         )
 
     def _decide(self, question: UsageQuestion, call: _Call) -> StageResult:
+        reply = self._read(call)
+        if isinstance(reply, StageResult):
+            return reply
+        return self._judged(question, call, reply)
+
+    def _read(self, call: _Call) -> UsageReply | StageResult:
+        """The call's reply, read; or the ``unconfirmed`` result saying why there is no usable one."""
         if call.error is not None:
             why = f"{call.error.kind}: {call.error.detail}"
             return self._unconfirmed(call, f"the judge call failed ({why})", _SETTLE_CALL.format(why=why))
@@ -478,26 +531,28 @@ class LLMUsageJudge:
         assert comp is not None
         if comp.refusal or comp.finish_reason == "content_filter":
             what = _short(comp.refusal or "stopped by the content filter", 160)
-            return self._unconfirmed(
-                call, f"the judge refused ({what})", "a judge reply instead of a refusal"
-            )
+            return self._unconfirmed(call, f"the judge refused ({what})", _SETTLE_REFUSED)
         reply = read_usage_reply(comp.text)
-        if reply.error is not None and comp.finish_reason == "length":
+        if reply.error is None:
+            return reply
+        if comp.finish_reason == "length":
             return self._unconfirmed(call, "the judge reply was cut off at max_tokens", _SETTLE_FORMAT)
         if reply.error == "refusal":
-            return self._unconfirmed(
-                call, f"the judge refused ({reply.error_detail})", "a judge reply instead of a refusal"
-            )
-        if reply.error is not None:
-            detail = f"the judge reply is unusable ({reply.error}: {reply.error_detail})"
-            return self._unconfirmed(call, detail, _SETTLE_FORMAT)
+            return self._unconfirmed(call, f"the judge refused ({reply.error_detail})", _SETTLE_REFUSED)
+        detail = f"the judge reply is unusable ({reply.error}: {reply.error_detail})"
+        return self._unconfirmed(call, detail, _SETTLE_FORMAT)
+
+    def _judged(self, question: UsageQuestion, call: _Call, reply: UsageReply) -> StageResult:
+        """The judge's verdict when every quote it cites holds up; else ``unconfirmed`` with why."""
         assert reply.status is not None
         reasoning = _short(reply.reasoning, _REASONING) if reply.reasoning else ""
         answer = question.answer
-        span = question.answer_span_id
         injected = addressed_to_judge(answer)
         warn = [
-            Evidence(span_id=span, note=f"the answer addresses the judge: {_short(answer[a:b], 160)!r}")
+            Evidence(
+                span_id=question.answer_span_id,
+                note=f"the answer addresses the judge: {_short(answer[a:b], 160)!r}",
+            )
             for a, b in injected
         ]
         if reply.status == "unconfirmed":
@@ -506,27 +561,10 @@ class LLMUsageJudge:
         if not reply.quotes:
             detail = f"the judge said {reply.status} without quoting the answer, which is not accepted"
             return self._unconfirmed(call, detail, _SETTLE_QUOTES, warn)
-        cited: list[Evidence] = []
-        for quote, note in reply.quotes:
-            at = find_quote(quote, answer)
-            if at is None:
-                detail = (
-                    f"judge cited text that is not in the answer: {_short(quote, 120)!r};"
-                    f" its {reply.status} is not accepted"
-                )
-                return self._unconfirmed(call, detail, _SETTLE_QUOTES, warn)
-            if any(a < at[1] and at[0] < b for a, b in injected):
-                detail = (
-                    f"judge cited text in the answer that addresses the judge: {_short(quote, 120)!r};"
-                    f" its {reply.status} is not accepted"
-                )
-                return self._unconfirmed(call, detail, _SETTLE_INJECTED, warn)
-            shown = _short(answer[at[0] : at[1]], 200)
-            cited.append(
-                Evidence(
-                    span_id=span, note=f"judge quotes the answer: {shown!r}{' — ' + note if note else ''}"
-                )
-            )
+        cited = _citations(question, injected, reply.quotes)
+        if isinstance(cited, tuple):
+            detail, missing = cited
+            return self._unconfirmed(call, f"{detail}; its {reply.status} is not accepted", missing, warn)
         rests = "the required material" if reply.status == "pass" else "superseded material"
         detail = f"{self.config.model} finds the answer rests on {rests}"
         if reasoning:
@@ -537,6 +575,48 @@ class LLMUsageJudge:
             detail=detail,
             evidence=(*cited, *warn, self._provenance(call), *self._raw(call)),
         )
+
+
+def _citations(
+    question: UsageQuestion, injected: list[tuple[int, int]], quotes: Sequence[tuple[str, str]]
+) -> list[Evidence] | tuple[str, str]:
+    """The evidence every quote gives; or why the first unacceptable one is not accepted and what
+    would settle it."""
+    cited: list[Evidence] = []
+    for quote, note in quotes:
+        evidence = _citation(question, injected, quote, note)
+        if not isinstance(evidence, Evidence):
+            return evidence
+        cited.append(evidence)
+    return cited
+
+
+def _citation(
+    question: UsageQuestion, injected: list[tuple[int, int]], quote: str, note: str
+) -> Evidence | tuple[str, str]:
+    """The evidence a quote of the answer gives; or why it is not accepted and what would settle it."""
+    answer = question.answer
+    at = find_quote(quote, answer)
+    if at is None:
+        return f"judge cited text that is not in the answer: {_short(quote, 120)!r}", _SETTLE_QUOTES
+    if any(a < at[1] and at[0] < b for a, b in injected):
+        return (
+            f"judge cited text in the answer that addresses the judge: {_short(quote, 120)!r}",
+            _SETTLE_INJECTED,
+        )
+    shown = _short(answer[at[0] : at[1]], 200)
+    return Evidence(
+        span_id=question.answer_span_id,
+        note=f"judge quotes the answer: {shown!r}{' — ' + note if note else ''}",
+    )
+
+
+def _stored_completion(hit: str) -> Completion | None:
+    """A cached reply read back; None when it no longer reads as a completion."""
+    try:
+        return Completion(**json.loads(hit))
+    except (TypeError, ValueError):
+        return None
 
 
 def _stopped(comp: Completion) -> bool:
