@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tracejudge.localize._context import (
@@ -76,6 +77,14 @@ def _sought(m: Material, hits: Hits) -> tuple[str, str] | None:
 class _Scan:
     """What each model input shows of the sought text."""
 
+    clause: str
+    """The text sought (the ticket's clause, else the retrieved content)."""
+    source: str
+    """How notes call it ("the clause", "the retrieved content")."""
+    settled: bool
+    """Some input holds it whole: best partial matches are not searched then."""
+    recorded: int
+    """How many inputs were recorded at all."""
     seen: list[Evidence] = field(default_factory=list)
     """Inputs holding it whole."""
     absent: list[Evidence] = field(default_factory=list)
@@ -86,53 +95,61 @@ class _Scan:
     """Inputs holding it only if an ambiguous date ("01/03/2026") is read one way."""
     best: tuple[ClauseMatch, ModelCall] | None = None
     """The longest partial match, when no input holds it."""
-    recorded: int = 0
-    """How many inputs were recorded at all."""
+
+    def add(self, ctx: CheckContext, index: int, call: ModelCall, match: ClauseMatch | None) -> None:
+        """Note what one model input shows (``match``: the whole-clause search, None: not recorded)."""
+        if match is None:
+            self.missing.append(_unrecorded(ctx, call))
+        elif match.found:
+            note = f"{self.source} is in the model input: {match.excerpt!r}"
+            self.seen.append(Evidence(span_id=call.span_id, note=note))
+        elif self.settled:
+            self.absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
+        elif match.ambiguous:
+            self.unsure.append((match, call))
+        else:
+            self.add_partial(ctx, index, call)
+
+    def add_partial(self, ctx: CheckContext, index: int, call: ModelCall) -> None:
+        """Note how much of the clause an input holds, keeping the best match."""
+        match = find_clause(ctx.hay(index, call), self.clause)
+        if self.best is None or match.matched > self.best[0].matched:
+            self.best = (match, call)
+        note = _partial_note(match, len(call.input_text))
+        if call.input_redacted:
+            self.missing.append(f"model input of span {call.span_id} (redacted)")
+            self.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
+        elif call.input_partial:
+            missing = f"model input of span {call.span_id} (a message was recorded without its content)"
+            self.missing.append(missing)
+            self.absent.append(Evidence(span_id=call.span_id, note=f"input partly recorded; {note}"))
+        else:
+            self.absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
+
+
+def _unrecorded(ctx: CheckContext, call: ModelCall) -> str:
+    """What is missing when a model call's input was not recorded (or redacted), with the switch."""
+    why = "redacted" if call.input_redacted else "content capture was off"
+    kind = "model_input_redacted" if call.input_redacted else "model_input_not_recorded"
+    switch = recording_switch(ctx.task, kind, call.span_id)
+    return f"model input of span {call.span_id} ({why}{switch})"
 
 
 def _scan(ctx: CheckContext, clause: str, source: str) -> _Scan:
     calls = ctx.task.model_calls
-    scan = _Scan()
     exact = [
         find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
         for i, call in enumerate(calls)
     ]
-    scan.recorded = sum(x is not None for x in exact)
-    # Best partial matches only matter when no input holds the clause: skip that search otherwise.
-    settled = any(x is not None and x.found for x in exact)
+    scan = _Scan(
+        clause,
+        source,
+        settled=any(x is not None and x.found for x in exact),
+        recorded=sum(x is not None for x in exact),
+    )
     for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
-        if match is None:
-            why = "redacted" if call.input_redacted else "content capture was off"
-            kind = "model_input_redacted" if call.input_redacted else "model_input_not_recorded"
-            switch = recording_switch(ctx.task, kind, call.span_id)
-            scan.missing.append(f"model input of span {call.span_id} ({why}{switch})")
-        elif match.found:
-            note = f"{source} is in the model input: {match.excerpt!r}"
-            scan.seen.append(Evidence(span_id=call.span_id, note=note))
-        elif settled:
-            scan.absent.append(Evidence(span_id=call.span_id, note="not in this model input"))
-        elif match.ambiguous:
-            scan.unsure.append((match, call))
-        else:
-            _partial(ctx, scan, i, call, clause)
+        scan.add(ctx, i, call, match)
     return scan
-
-
-def _partial(ctx: CheckContext, scan: _Scan, index: int, call: ModelCall, clause: str) -> None:
-    """Note how much of the clause an input holds, keeping the best match."""
-    match = find_clause(ctx.hay(index, call), clause)
-    if scan.best is None or match.matched > scan.best[0].matched:
-        scan.best = (match, call)
-    note = _partial_note(match, len(call.input_text))
-    if call.input_redacted:
-        scan.missing.append(f"model input of span {call.span_id} (redacted)")
-        scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
-    elif call.input_partial:
-        missing = f"model input of span {call.span_id} (a message was recorded without its content)"
-        scan.missing.append(missing)
-        scan.absent.append(Evidence(span_id=call.span_id, note=f"input partly recorded; {note}"))
-    else:
-        scan.absent.append(Evidence(span_id=call.span_id, note=f"not in this model input; {note}"))
 
 
 def check(ctx: CheckContext, m: Material) -> StageResult:
@@ -168,18 +185,22 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     if scan.unsure:
         return _unsure(scan, source, label)
     if scan.missing:
-        if not scan.recorded:
-            n = len(calls)
-            detail = f"the model input was not recorded ({n} model call{'s' if n > 1 else ''})"
-        else:
-            detail = (
-                f"{source} of {label} is not in any recorded model input, and not every input was recorded"
-            )
-        return stage_result("in_context", "unconfirmed", detail, evidence=scan.absent, missing=scan.missing)
+        return _not_all_recorded(scan, len(calls), label)
     answering = _answering_call_recorded(ctx)
     if answering is not None:
         return stage_result("in_context", "unconfirmed", answering, evidence=scan.absent, missing=[answering])
     return _absent(ctx, m, scan, source, label)
+
+
+def _not_all_recorded(scan: _Scan, calls: int, label: str) -> StageResult:
+    """Unconfirmed: no recorded input holds the clause, and some inputs were not recorded."""
+    if not scan.recorded:
+        detail = f"the model input was not recorded ({calls} model call{'s' if calls > 1 else ''})"
+    else:
+        detail = (
+            f"{scan.source} of {label} is not in any recorded model input, and not every input was recorded"
+        )
+    return stage_result("in_context", "unconfirmed", detail, evidence=scan.absent, missing=scan.missing)
 
 
 def _unsure(scan: _Scan, source: str, label: str) -> StageResult:
@@ -232,26 +253,33 @@ def _answering_call_recorded(ctx: CheckContext) -> str | None:
     calls = task.model_calls
     if task.final_answer_span_id is not None and any(c.span_id == task.final_answer_span_id for c in calls):
         return None
-    last = calls[-1]
     wanted = "the model call that wrote the answer (the LLM span after the last tool call)"
-    if last.output_text is None and any(m.tool_calls for m in last.output_messages):
+    if _asked_for_tool(calls[-1]):
         return f"{wanted}: the last recorded model call asked for a tool and no recorded call answered"
-    answer = _flat(task.final_answer or "")
-    outputs = [_flat(c.output_text) for c in calls if c.output_text]
-    if answer and outputs and not any(o and (o in answer or answer in o) for o in outputs):
+    if _output_of_none(task.final_answer, calls):
         return f"{wanted}: the answer is not the output of any recorded model call"
     return None
+
+
+def _asked_for_tool(call: ModelCall) -> bool:
+    """The call's output is a tool request, not text."""
+    return call.output_text is None and any(m.tool_calls for m in call.output_messages)
+
+
+def _output_of_none(final_answer: str | None, calls: Sequence[ModelCall]) -> bool:
+    """The final answer is known, outputs were recorded, and none of them is it (or holds it, or is
+    held in it)."""
+    answer = _flat(final_answer or "")
+    outputs = [_flat(c.output_text) for c in calls if c.output_text]
+    if not answer or not outputs:
+        return False
+    return not any(o and (o in answer or answer in o) for o in outputs)
 
 
 def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence] | None:
     """Evidence that the clause reached a model input in two parts: the end of one retrieved chunk
     of the material and the start of another (a splitter cut the clause), both in one input."""
-    chunks: list[tuple[RetrievalCall, Document, str]] = []
-    for rc, doc in (*hits.exact, *hits.unknown):
-        if doc.content and all(doc.content != text for _, _, text in chunks):
-            chunks.append((rc, doc, doc.content))
-    chunks = chunks[:_SPLIT_CHUNKS]
-    found: list[Evidence] = []
+    chunks = _distinct_chunks(hits)
     for (ca, a, a_text), (cb, b, b_text) in ((x, y) for x in chunks for y in chunks if x is not y):
         parts = split_clause(a_text, b_text, clause)
         if parts is None:
@@ -259,20 +287,37 @@ def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence
         where = f"chunks at rank {a.position} and {b.position}"
         if ca.span_id != cb.span_id:
             where += f" (spans {ca.span_id} and {cb.span_id})"
-        for i, call in enumerate(ctx.task.model_calls):
-            if not call.input_recorded:
-                continue
-            hay = ctx.hay(i, call)
-            first, second = (find_clause(hay, part, partial=False) for part in parts)
-            if first.found and second.found:
-                note = (
-                    f"the clause is split between retrieved {where}; both parts are in the model input:"
-                    f" {first.excerpt!r} … {second.excerpt!r}"
-                )
-                found.append(Evidence(span_id=call.span_id, note=note))
+        found = _inputs_holding_both(ctx, parts, where)
         if found:
             return found
     return None
+
+
+def _distinct_chunks(hits: Hits) -> list[tuple[RetrievalCall, Document, str]]:
+    """The material's retrieved chunks with content, each content once, at most ``_SPLIT_CHUNKS``."""
+    chunks: list[tuple[RetrievalCall, Document, str]] = []
+    for rc, doc in (*hits.exact, *hits.unknown):
+        if doc.content and all(doc.content != text for _, _, text in chunks):
+            chunks.append((rc, doc, doc.content))
+    return chunks[:_SPLIT_CHUNKS]
+
+
+def _inputs_holding_both(ctx: CheckContext, parts: tuple[str, str], where: str) -> list[Evidence]:
+    """A note for each recorded model input holding both parts of a clause split between the chunks
+    ``where`` names."""
+    found: list[Evidence] = []
+    for i, call in enumerate(ctx.task.model_calls):
+        if not call.input_recorded:
+            continue
+        hay = ctx.hay(i, call)
+        first, second = (find_clause(hay, part, partial=False) for part in parts)
+        if first.found and second.found:
+            note = (
+                f"the clause is split between retrieved {where}; both parts are in the model input:"
+                f" {first.excerpt!r} … {second.excerpt!r}"
+            )
+            found.append(Evidence(span_id=call.span_id, note=note))
+    return found
 
 
 def _ident_matches(ident: str, m: Material) -> bool:
@@ -283,21 +328,27 @@ def _ident_matches(ident: str, m: Material) -> bool:
 
 
 def _drop_notes(ctx: CheckContext, m: Material) -> list[Evidence]:
-    notes: list[Evidence] = []
+    return [*_assembly_drops(ctx, m), *_reranker_drops(ctx, m)]
+
+
+def _assembly_drops(ctx: CheckContext, m: Material) -> Iterator[Evidence]:
+    """The context assemblies that dropped the material, with their reasons."""
     for ca in ctx.task.context_assemblies:
         for ident in ca.dropped:
-            if _ident_matches(ident, m):
-                reason = ca.dropped_reasons.get(ident)
-                why = f" ({reason})" if reason else ""
-                notes.append(Evidence(span_id=ca.span_id, note=f"context assembly dropped {ident}{why}"))
+            if not _ident_matches(ident, m):
+                continue
+            reason = ca.dropped_reasons.get(ident)
+            why = f" ({reason})" if reason else ""
+            yield Evidence(span_id=ca.span_id, note=f"context assembly dropped {ident}{why}")
+
+
+def _reranker_drops(ctx: CheckContext, m: Material) -> Iterator[Evidence]:
+    """The rerankings that received the material and kept other documents but not it."""
     for rr in ctx.task.rerankings:
         given = any(doc_match(d, m) == "exact" for d in rr.input_documents)
         kept = any(doc_match(d, m) == "exact" for d in rr.output_documents)
         if given and not kept and rr.output_documents:
-            notes.append(
-                Evidence(span_id=rr.span_id, note=f"the reranker received {m.doc_id} and did not keep it")
-            )
-    return notes
+            yield Evidence(span_id=rr.span_id, note=f"the reranker received {m.doc_id} and did not keep it")
 
 
 def fault(_ctx: CheckContext, _m: Material, _result: StageResult) -> Verdict:
