@@ -69,6 +69,13 @@ class _Reading:
         a, b = spans[0]
         return self.answer[a:b]
 
+    def cites(self, m: Material, label: str) -> list[Evidence]:
+        """A note that the answer cites ``m``'s version (``label``); none when it does not or ``m``
+        has no version."""
+        if m.version and cites_version(self.answer, m.doc_id, m.version):
+            return [self.note(f"cites {label}")]
+        return []
+
     def note(self, text: str) -> Evidence:
         """Evidence on the answer's span."""
         return Evidence(span_id=self.span, note=text)
@@ -129,23 +136,15 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     agree, agreed = _agreeing(reading, required, label)
     stale = _stale(ctx, m, reading, required)
     echoed = reading.echoed
-    agree_note = (
-        reading.note(f"cites {label}") if m.version and cites_version(answer, m.doc_id, m.version) else None
-    )
+    cited = reading.cites(m, label)
     if stale and not agree:
         detail = f"the answer rests on superseded material instead of {label}"
         return stage_result("used_by_model", "fail", detail, evidence=[*stale, *echoed])
     if agree and not stale:
         detail = f"the answer agrees with {label} ({', '.join(agreed)})"
-        extra = [agree_note] if agree_note else []
-        return stage_result("used_by_model", "pass", detail, evidence=[*agree, *extra, *echoed])
-    evidence = [*agree, *stale, *echoed, *([agree_note] if agree_note else [])]
-    if stale and agree:
-        detail = f"the answer states values of both {label} and superseded material"
-    elif not required and not any(_facts(s.facts) for s in _relevant_superseded(ctx, m)):
-        detail = f"the ticket gives no facts for {label} to compare the answer with"
-    else:
-        detail = f"the answer states neither {label}'s facts nor superseded ones"
+        return stage_result("used_by_model", "pass", detail, evidence=[*agree, *cited, *echoed])
+    detail = _unsettled(ctx, m, label, required, both=bool(stale and agree))
+    evidence = [*agree, *stale, *echoed, *cited]
     if ctx.judge is not None:
         return _ask_judge(ctx, m, answer, detail, evidence)
     wanted = (
@@ -154,6 +153,18 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         else "a usage judge to read the answer (its facts do not settle it)"
     )
     return stage_result("used_by_model", "unconfirmed", detail, evidence=evidence, missing=[wanted])
+
+
+def _unsettled(
+    ctx: CheckContext, m: Material, label: str, required: list[tuple[str, FactValue]], *, both: bool
+) -> str:
+    """Why the answer's facts do not settle it: it states ``both`` required and superseded values,
+    the ticket gives none to compare, or the answer states neither."""
+    if both:
+        return f"the answer states values of both {label} and superseded material"
+    if not required and not any(_facts(s.facts) for s in _relevant_superseded(ctx, m)):
+        return f"the ticket gives no facts for {label} to compare the answer with"
+    return f"the answer states neither {label}'s facts nor superseded ones"
 
 
 def _same_value(a: FactValue, b: FactValue) -> bool:
@@ -170,21 +181,13 @@ def _ask_judge(
     ctx: CheckContext, m: Material, answer: str, why: str, evidence: list[Evidence]
 ) -> StageResult:
     assert ctx.judge is not None
-    excerpt = None
-    if m.clause:
-        for i, call in enumerate(ctx.task.model_calls):
-            if call.input_recorded:
-                found = find_clause(ctx.hay(i, call), m.clause)
-                if found.found:
-                    excerpt = found.excerpt
-                    break
     question = UsageQuestion(
         answer=answer,
         answer_span_id=ctx.task.final_answer_span_id,
         question=ctx.task.input,
         material=m,
         superseded=tuple(_relevant_superseded(ctx, m)),
-        context_excerpt=excerpt,
+        context_excerpt=_context_excerpt(ctx, m.clause) if m.clause else None,
     )
     try:
         got = ctx.judge.judge_usage(question)
@@ -193,6 +196,21 @@ def _ask_judge(
         return stage_result(
             "used_by_model", "unconfirmed", detail, evidence=evidence, missing=["a usable judge reply"]
         )
+    return _judge_said(got, why, evidence)
+
+
+def _context_excerpt(ctx: CheckContext, clause: str) -> str | None:
+    """The clause as the first recorded model input holding it shows it (for the judge to read)."""
+    for i, call in enumerate(ctx.task.model_calls):
+        if call.input_recorded:
+            found = find_clause(ctx.hay(i, call), clause)
+            if found.found:
+                return found.excerpt
+    return None
+
+
+def _judge_said(got: StageResult, why: str, evidence: list[Evidence]) -> StageResult:
+    """The stage's result from the judge's: its pass or fail only with evidence, else unconfirmed."""
     if got.status in ("pass", "fail") and got.evidence:
         return stage_result(
             "used_by_model",
