@@ -95,16 +95,23 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None,
         return _Outcome("filter", ev, [])
     if allowed is False:
         return _Outcome("permission", ev, [])
-    documents = f"the documents returned by retrieval span {span}{switch}"
-    if passes_filter and allowed:
-        if not call.documents_recorded:
-            return _Outcome(None, ev, [documents])
-        ev.append(
-            Evidence(span_id=span, note=f"returned {len(call.documents)} documents, {label} not among them")
-        )
-        return _Outcome("rank", ev, [])
-    # The documents, once recorded, would settle whether it was returned: ask for them first.
-    return _Outcome(None, ev, missing if call.documents_recorded else [documents, *missing])
+    return _not_excluded(call, label, ev, missing, switch, admitted=bool(passes_filter and allowed))
+
+
+def _not_excluded(
+    call: RetrievalCall, label: str, ev: list[Evidence], missing: list[str], switch: str, *, admitted: bool
+) -> _Outcome:
+    """Neither the filter nor the ACL excluded the material from ``call``. When both are known to
+    admit it, recorded documents without it say ranking cut it; otherwise the documents (``switch``:
+    how to record them) and what the replays lacked (``missing``) would settle it."""
+    documents = f"the documents returned by retrieval span {call.span_id}{switch}"
+    if not admitted:
+        # The documents, once recorded, would settle whether it was returned: ask for them first.
+        return _Outcome(None, ev, missing if call.documents_recorded else [documents, *missing])
+    if not call.documents_recorded:
+        return _Outcome(None, ev, [documents])
+    note = f"returned {len(call.documents)} documents, {label} not among them"
+    return _Outcome("rank", [*ev, Evidence(span_id=call.span_id, note=note)], [])
 
 
 def _replay_filter(
@@ -127,17 +134,23 @@ def _replay_filter(
         verb = "excludes" if passes is False else "admits"
         note = f"filter {_short(shown, 100)} {verb} {label} (manifest metadata {_json_excerpt(got, 80)})"
         ev.append(Evidence(span_id=span, note=note))
-    elif not isinstance(call.filter, dict):
-        missing.append(f"a filter tracejudge can replay on span {span} (recorded: {_short(shown, 80)})")
-    elif entry is None:
-        missing.append(
-            f"index manifest entry for {label} (its metadata, to replay the filter of span {span})"
-        )
     else:
-        keys = [k for k in filter_keys(call.filter) if k not in metadata]
-        what = ", ".join(keys) if keys else "metadata the filter compares"
-        missing.append(f"manifest metadata {what} of {label} (to replay the filter of span {span})")
+        missing.append(_replay_wanted(call, label, entry, metadata, shown))
     return passes
+
+
+def _replay_wanted(
+    call: RetrievalCall, label: str, entry: ManifestEntry | None, metadata: dict[str, Any], shown: str
+) -> str:
+    """What would let the call's filter (``shown`` as recorded) be replayed against the material."""
+    span = call.span_id
+    if not isinstance(call.filter, dict):
+        return f"a filter tracejudge can replay on span {span} (recorded: {_short(shown, 80)})"
+    if entry is None:
+        return f"index manifest entry for {label} (its metadata, to replay the filter of span {span})"
+    keys = [k for k in filter_keys(call.filter) if k not in metadata]
+    what = ", ".join(keys) if keys else "metadata the filter compares"
+    return f"manifest metadata {what} of {label} (to replay the filter of span {span})"
 
 
 def _replay_acl(
@@ -227,50 +240,80 @@ def _documents_switch(ctx: CheckContext, call: RetrievalCall) -> str:
     return recording_switch(ctx.task, "retrieval_documents_not_recorded", call.span_id)
 
 
+@dataclass(frozen=True)
+class _Outcomes:
+    """Why each retrieval call did not return the material."""
+
+    calls: list[tuple[RetrievalCall, _Outcome]]
+
+    @property
+    def evidence(self) -> list[Evidence]:
+        """Every call's evidence, call by call."""
+        return [e for _, o in self.calls for e in o.evidence]
+
+    @property
+    def missing(self) -> list[str]:
+        """What would settle each call, call by call."""
+        return [s for _, o in self.calls for s in o.missing]
+
+    def excluded(self) -> tuple[RetrievalCall, _Outcome] | None:
+        """The first call whose filter or ACL excluded the material."""
+        return next(((call, o) for call, o in self.calls if o.cause in ("filter", "permission")), None)
+
+    def ranked_out(self) -> bool:
+        """Whether ranking cut the material from every call."""
+        return all(o.cause == "rank" for _, o in self.calls)
+
+
 def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Evidence]) -> StageResult:
     """No retrieval returned ``m``: a filter or ACL that excluded it (fail), ranking that cut it
     from every call (fail), or what would settle it (unconfirmed)."""
     entry = _entry_for_replay(ctx, m)
-    outcomes = [
-        (call, _call_outcome(call, m, entry, _documents_switch(ctx, call))) for call in ctx.task.retrievals
-    ]
-    ev = [e for _, o in outcomes for e in o.evidence]
-    n = len(outcomes)
-    excluded = next(((call, o) for call, o in outcomes if o.cause in ("filter", "permission")), None)
+    outcomes = _Outcomes(
+        [(call, _call_outcome(call, m, entry, _documents_switch(ctx, call))) for call in ctx.task.retrievals]
+    )
+    evidence = [*outcomes.evidence, *other]
+    n = len(outcomes.calls)
+    excluded = outcomes.excluded()
     if excluded is not None:
-        call, o = excluded
-        by = "the query filter" if o.cause == "filter" else "a permission rule (ACL)"
-        detail = f"{label} was in the index but {by} excluded it from retrieval span {call.span_id}"
-        if n > 1:
-            detail += f" (one of {n} retrieval calls; none returned it)"
-        return stage_result("retrieved", "fail", detail, cause=o.cause, evidence=[*ev, *other])
+        return _excluded(label, *excluded, n, evidence)
     unknown = unidentified(ctx.task, ctx.manifest)
     if unknown:
         # An unidentified returned document may be the material: "not returned" (rank) is never
         # concluded while one exists. An exclusion (above) stands: the material could not be returned.
-        return _unidentified(label, unknown, outcomes, [*ev, *other])
-    if all(o.cause == "rank" for _, o in outcomes):
+        return _unidentified(label, unknown, outcomes.missing, evidence)
+    if outcomes.ranked_out():
         detail = (
             f"{label} passed the filter and the ACL but was not among the documents returned"
             + (f" by any of the {n} retrieval calls" if n > 1 else "")
             + " (ranking cut it)"
         )
-        return stage_result("retrieved", "fail", detail, cause="rank", evidence=[*ev, *other])
-    missing = [s for _, o in outcomes for s in o.missing]
+        return stage_result("retrieved", "fail", detail, cause="rank", evidence=evidence)
     detail = f"{label} was not returned by any of the {n} retrieval calls, and the records do not show why"
-    return stage_result("retrieved", "unconfirmed", detail, evidence=[*ev, *other], missing=missing)
+    return stage_result("retrieved", "unconfirmed", detail, evidence=evidence, missing=outcomes.missing)
+
+
+def _excluded(
+    label: str, call: RetrievalCall, outcome: _Outcome, n: int, evidence: list[Evidence]
+) -> StageResult:
+    """Fail: the query filter or an ACL excluded the material from ``call`` (one of ``n``)."""
+    by = "the query filter" if outcome.cause == "filter" else "a permission rule (ACL)"
+    detail = f"{label} was in the index but {by} excluded it from retrieval span {call.span_id}"
+    if n > 1:
+        detail += f" (one of {n} retrieval calls; none returned it)"
+    return stage_result("retrieved", "fail", detail, cause=outcome.cause, evidence=evidence)
 
 
 def _unidentified(
     label: str,
     unknown: list[tuple[RetrievalCall, Document]],
-    outcomes: list[tuple[RetrievalCall, _Outcome]],
+    outcomes_missing: list[str],
     evidence: list[Evidence],
 ) -> StageResult:
     notes = [doc_note(call, doc, "returned an unidentified document:") for call, doc in unknown]
     # What would identify them comes first: until then the filter and principal cannot settle it.
     missing = [_identity_wanted(call, doc) for call, doc in unknown]
-    missing += [s for _, o in outcomes for s in o.missing]
+    missing += outcomes_missing
     detail = (
         f"{label} was not among the identified documents, but {len(unknown)} returned document"
         f"{'s' if len(unknown) != 1 else ''} could not be identified and may be it"
