@@ -15,7 +15,7 @@ the ``retrieved`` stage (:func:`unidentified`), which then never concludes "not 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tracejudge.schema import Document, ManifestEntry, RetrievalCall, TaskRecord
@@ -61,6 +61,20 @@ class _Index:
                 return True
         return False
 
+    def by_retriever_id(self, doc: Document) -> tuple[str, str | None] | None:
+        """The document (and version) the manifest ``ids`` give for the document's id, the
+        retriever's own id first; None when neither is listed or its entries name several."""
+        ident = next((i for i in (doc.raw_id, doc.doc_id) if i is not None and i in self.by_id), None)
+        return _one(self.by_id[ident]) if ident is not None else None
+
+    def by_content(self, content: str | None) -> tuple[str, str | None] | None:
+        """The document (and version) whose manifest content contains a returned text, when exactly
+        one does; None for a text too short to tell."""
+        text = _norm(content or "")
+        if len(text) < _MIN_TEXT:
+            return None
+        return _one([entry for entry, whole in self.texts if text in whole])
+
     def names(self, doc: Document) -> bool:
         """Whether the document's own identity is a manifest document (``doc_id``, ``doc@version``)."""
         for ident in (doc.doc_id, doc.raw_id):
@@ -81,15 +95,9 @@ def _one(entries: Sequence[ManifestEntry]) -> tuple[str, str | None] | None:
 def _identify(doc: Document, index: _Index) -> Document:
     if index.names(doc) or any(doc.metadata.get(k) is not None for k in _DOC_KEYS):
         return doc
-    found: tuple[str, str | None] | None = None
-    for ident in (doc.raw_id, doc.doc_id):
-        if ident is not None and ident in index.by_id:
-            found = _one(index.by_id[ident])
-            break
-    text_only = doc.doc_id is None or _retriever_id_only(doc)  # a passage id names no document
-    if found is None and text_only and doc.content and len(_norm(doc.content)) >= _MIN_TEXT:
-        text = _norm(doc.content)
-        found = _one([entry for entry, content in index.texts if text in content])
+    found = index.by_retriever_id(doc)
+    if found is None and (doc.doc_id is None or _retriever_id_only(doc)):  # a passage id names no document
+        found = index.by_content(doc.content)
     if found is None:
         return doc
     doc_id, version = found
@@ -106,23 +114,27 @@ def identify(task: TaskRecord, manifest: Sequence[ManifestEntry]) -> TaskRecord:
         call.model_copy(update={"documents": tuple(_identify(d, index) for d in call.documents)})
         for call in task.retrievals
     ]
+    retrievals.extend(_tool_retrievals(task, index))
+    return task.model_copy(update={"retrievals": tuple(retrievals)})
+
+
+def _tool_retrievals(task: TaskRecord, index: _Index) -> Iterator[RetrievalCall]:
+    """Tool calls (not already read as retrievals) whose results name manifest document versions,
+    as retrieval calls with their documents identified."""
     seen = {span for call in task.retrievals for span in call.span_ids}
     for tool in task.tool_calls:
         if tool.span_id in seen or not tool.documents:
             continue
         docs = tuple(_identify(d, index) for d in tool.documents)
         if any(index.names_version(d) for d in docs):
-            retrievals.append(
-                RetrievalCall(
-                    span_id=tool.span_id,
-                    span_ids=(tool.span_id,),
-                    name=tool.name,
-                    documents=docs,
-                    documents_recorded=True,
-                    start_time=tool.start_time,
-                )
+            yield RetrievalCall(
+                span_id=tool.span_id,
+                span_ids=(tool.span_id,),
+                name=tool.name,
+                documents=docs,
+                documents_recorded=True,
+                start_time=tool.start_time,
             )
-    return task.model_copy(update={"retrievals": tuple(retrievals)})
 
 
 def _retriever_id_only(doc: Document) -> bool:
