@@ -5,7 +5,7 @@ is exactly what ``tracejudge triage --json`` prints, for any other caller (an MC
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,19 @@ class TriageOutcome:
         return {**loc.model_dump(mode="json"), "write_back": self.write_back}
 
 
+@dataclass
+class _Warnings:
+    """Warnings kept for the outcome and passed to ``on_warning`` as they arise."""
+
+    on_warning: Callable[[str], None] | None
+    texts: list[str] = field(default_factory=list)
+
+    def __call__(self, text: str) -> None:
+        self.texts.append(text)
+        if self.on_warning is not None:
+            self.on_warning(text)
+
+
 def _trace_id(arg: str | None, ticket: Ticket, path: Path, warn: Callable[[str], None]) -> str:
     own = (ticket.trace_id or "").strip().lower()
     if arg and own and arg.strip().lower() != own:
@@ -126,17 +139,22 @@ def _triage_one(
     sid = session_id or ticket.session_id or task.metadata.get("session_id") or store.trace_session(trace_id)
     if not sid:
         return _with_notes(localize(task, ticket, manifest, judge=judge), task)
-    earlier = []
-    for turn in store.session_traces(str(sid)):
+    session = SessionContext(
+        session_id=str(sid), earlier=tuple(_earlier_turns(store, str(sid), trace_id, task))
+    )
+    return _with_notes(localize_session(task, session, ticket, manifest, judge=judge), task)
+
+
+def _earlier_turns(store: Store, session_id: str, trace_id: str, task: TaskRecord) -> Iterator[TaskRecord]:
+    """The stored turns of the session before this trace (``task``), normalized, in order."""
+    for turn in store.session_traces(session_id):
         if turn.trace_id == trace_id:
-            break
+            return
         if task.start_time is not None and turn.start_time is not None and turn.start_time > task.start_time:
-            break
+            return
         turn_spans = store.get_spans(turn.trace_id)
         if turn_spans:
-            earlier.append(normalize(turn_spans))
-    session = SessionContext(session_id=str(sid), earlier=tuple(earlier))
-    return _with_notes(localize_session(task, session, ticket, manifest, judge=judge), task)
+            yield normalize(turn_spans)
 
 
 def _with_notes(loc: Localization, task: TaskRecord) -> Localization:
@@ -176,6 +194,41 @@ def _write_back(target: str, results: Sequence[Localization]) -> dict[str, Any]:
     return {"target": target, "written": getattr(report, "written", None), "failed": failed}
 
 
+def _localize_jobs(
+    store: Store,
+    jobs: Sequence[tuple[Path, Ticket, str]],
+    manifest: Sequence[ManifestEntry] | None,
+    judge: JudgeConfig | None,
+    *,
+    batch: bool,
+    session_id: str | None,
+) -> tuple[list[TicketResult], list[TicketResult]]:
+    """Each (ticket file, ticket, trace id) localized, with one usage judge for all (closed after):
+    the localized ones, and (in a batch) those whose trace is not stored."""
+    usage_judge = LLMUsageJudge(judge, cache=store) if judge is not None else None
+    rows: list[TicketResult] = []
+    unstored: list[TicketResult] = []
+    try:
+        for p, t, tid in jobs:
+            loc = _triage_one(store, tid, t, manifest, usage_judge, batch=batch, session_id=session_id)
+            if loc is None:
+                # One trace not collected yet does not stop a batch: its row says what is missing.
+                unstored.append(TicketResult(p, trace_not_stored(t, tid), stored=False))
+            else:
+                rows.append(TicketResult(p, loc))
+    finally:
+        if usage_judge is not None:
+            usage_judge.close()
+    return rows, unstored
+
+
+def _keep(store: Store, rows: Sequence[TicketResult]) -> None:
+    """Store each localization under its ticket (the ticket's name, else its file's stem)."""
+    for r in rows:
+        # Kept for `tracejudge report` / `serve`: a rerun adds an entry, history is never rewritten.
+        store.put_triage_result(r.localization, ticket=r.localization.ticket or r.ticket_file.stem)
+
+
 def triage_tickets(
     store: Store,
     ticket_path: Path,
@@ -205,33 +258,12 @@ def triage_tickets(
     paths = ticket_files(ticket_path)
     tickets = [(p, load_ticket(p)) for p in paths]
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
-    warnings: list[str] = []
-
-    def warn(text: str) -> None:
-        warnings.append(text)
-        if on_warning is not None:
-            on_warning(text)
-
-    jobs = [(p, t, _trace_id(trace_id, t, p, warn)) for p, t in tickets]
-    usage_judge = LLMUsageJudge(judge, cache=store) if judge is not None else None
-    rows: list[TicketResult] = []
-    unstored: list[TicketResult] = []
-    try:
-        for p, t, tid in jobs:
-            loc = _triage_one(store, tid, t, manifest, usage_judge, batch=folder, session_id=session_id)
-            if loc is None:
-                # One trace not collected yet does not stop a batch: its row says what is missing.
-                unstored.append(TicketResult(p, trace_not_stored(t, tid), stored=False))
-            else:
-                rows.append(TicketResult(p, loc))
-    finally:
-        if usage_judge is not None:
-            usage_judge.close()
-    for r in rows:
-        # Kept for `tracejudge report` / `serve`: a rerun adds an entry, history is never rewritten.
-        store.put_triage_result(r.localization, ticket=r.localization.ticket or r.ticket_file.stem)
+    warnings = _Warnings(on_warning)
+    jobs = [(p, t, _trace_id(trace_id, t, p, warnings)) for p, t in tickets]
+    rows, unstored = _localize_jobs(store, jobs, manifest, judge, batch=folder, session_id=session_id)
+    _keep(store, rows)
     results = [r.localization for r in rows]
     # Written before anything is shown so that --json can carry what landed and what did not.
     wb = _write_back(write_back, results) if write_back is not None and results else None
     shown = sorted([*rows, *unstored], key=lambda r: r.ticket_file) if folder else rows
-    return TriageOutcome(folder=folder, results=tuple(shown), write_back=wb, warnings=tuple(warnings))
+    return TriageOutcome(folder=folder, results=tuple(shown), write_back=wb, warnings=tuple(warnings.texts))
