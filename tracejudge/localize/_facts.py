@@ -90,51 +90,70 @@ def extract_values(text: str) -> list[FactValue]:
     chars = list(text)
     for a, b, _, _ in dates:
         chars[a:b] = " " * (b - a)
-    blanked = "".join(chars)
-    for m in _AMOUNT.finditer(blanked):
-        mul_name = (m.group("mul") or m.group("cjkmul") or "").lower()
-        mul = _MULTIPLIERS.get(mul_name, Decimal(1))
-        units: set[str] = set()
-        for part in (m.group("pre"), m.group("post")):
-            if part:
-                units |= _CURRENCY.get(re.sub(r"\s+", " ", part.lower()), set())
-        readings = number_values(m.group("num"))
-        for k, (_, alts) in enumerate(readings):
-            last = k == len(readings) - 1
-            nums = frozenset(a * mul for a in alts) if last else alts
-            values.append(
-                FactValue(
-                    "number",
-                    numbers=nums,
-                    units=frozenset(units) if last or k == 0 else frozenset(),
-                    start=m.start(),
-                    end=m.end(),
-                )
-            )
+    values += [v for m in _AMOUNT.finditer("".join(chars)) for v in _amount_values(m)]
     return sorted(values, key=lambda v: v.start)
+
+
+def _amount_values(m: re.Match[str]) -> list[FactValue]:
+    """The numbers an amount match spells: the multiplier applies to the last, the units to the
+    first and the last ("1,2 RMB" is two numbers)."""
+    mul = _MULTIPLIERS.get((m.group("mul") or m.group("cjkmul") or "").lower(), Decimal(1))
+    units = _amount_units(m)
+    readings = number_values(m.group("num"))
+    last = len(readings) - 1
+    return [
+        FactValue(
+            "number",
+            numbers=frozenset(a * mul for a in alts) if k == last else alts,
+            units=units if k in (0, last) else frozenset(),
+            start=m.start(),
+            end=m.end(),
+        )
+        for k, (_, alts) in enumerate(readings)
+    ]
+
+
+def _amount_units(m: re.Match[str]) -> frozenset[str]:
+    """The currency codes (or ``%``) written before or after an amount."""
+    units: set[str] = set()
+    for part in (m.group("pre"), m.group("post")):
+        if part:
+            units |= _CURRENCY.get(re.sub(r"\s+", " ", part.lower()), set())
+    return frozenset(units)
 
 
 def fact_value(key: str, value: Any) -> FactValue | None:
     """Read a ticket fact; None when it cannot be checked in text (booleans, lists, objects, empty)."""
-    key_units: set[str] = set()
-    for part in re.split(r"[^a-z]+", key.lower()):
-        key_units |= _KEY_UNITS.get(part, set())
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float | Decimal):
-        return FactValue("number", numbers=frozenset({Decimal(str(value))}), units=frozenset(key_units))
+        return FactValue("number", numbers=frozenset({Decimal(str(value))}), units=_key_units(key))
     if isinstance(value, datetime):
         return FactValue("date", day=value.date())
     if isinstance(value, date):
         return FactValue("date", day=value)
-    if not isinstance(value, str) or not value.strip():
-        return None
+    if isinstance(value, str) and value.strip():
+        return _text_fact(value, _key_units(key))
+    return None
+
+
+def _key_units(key: str) -> frozenset[str]:
+    """The currency (or ``%``) a fact's key names ("amount_rmb", "rate_pct")."""
+    units: set[str] = set()
+    for part in re.split(r"[^a-z]+", key.lower()):
+        units |= _KEY_UNITS.get(part, set())
+    return frozenset(units)
+
+
+def _text_fact(value: str, key_units: frozenset[str]) -> FactValue:
+    """A fact written as text: the one date or amount it is (units from the key when it writes
+    none), else plain text."""
     found = extract_values(value)
     if len(found) == 1:
         rest = (value[: found[0].start] + value[found[0].end :]).strip(" .,:;")
         if not rest:
             v = found[0]
-            units = v.units or frozenset(key_units)
+            units = v.units or key_units
             return FactValue(v.kind, numbers=v.numbers, units=units, day=v.day, days=v.days, text=value)
     return FactValue("text", text=value)
 
@@ -181,17 +200,29 @@ def cites_version(text: str, doc_id: str, version: str | None) -> bool:
     if not version:
         return False
     tokens = tokenize(text)
+    patterns = _version_patterns(version)
+    return any(_version_beside(tokens, name, patterns) for name in _doc_names(doc_id))
+
+
+def _doc_names(doc_id: str) -> list[list[str]]:
+    """How a text may name a document: its id's tokens, or its id's last word alone (4+ letters)."""
     doc = tokenize(doc_id)
     names = [doc]
     words = [t for t in doc if not t[0].isdigit()]
     if words and len(words[-1]) >= 4 and [words[-1]] != doc:
         names.append([words[-1]])
-    patterns = _version_patterns(version)
-    for name in names:
-        for s in _seq_at(tokens, name):
-            e = s + len(name)
-            for pat in patterns:
-                for p in _seq_at(tokens, pat):
-                    if e <= p <= e + 1 or s - 3 <= p + len(pat) <= s:
-                        return True
+    return names
+
+
+def _version_beside(tokens: list[str], name: list[str], patterns: list[list[str]]) -> bool:
+    """Whether a version pattern starts right after (or one token after) an occurrence of
+    ``name``, or ends at most 3 tokens before one ("version 1 of the attachment")."""
+    starts = _seq_at(tokens, name)
+    if not starts:
+        return False
+    found = [(p, len(pat)) for pat in patterns for p in _seq_at(tokens, pat)]
+    for s in starts:
+        e = s + len(name)
+        if any(e <= p <= e + 1 or s - 3 <= p + k <= s for p, k in found):
+            return True
     return False
