@@ -9,14 +9,14 @@ compare). None is never turned into a guess.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from typing import Any
 
 __all__ = ["evaluate_filter", "filter_keys"]
-
-_COMPARE = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"}
 
 
 def _and(values: list[bool | None]) -> bool | None:
@@ -67,14 +67,18 @@ def _comparable(a: Any, b: Any) -> tuple[Any, Any] | None:
     if isinstance(a, bool) or isinstance(b, bool):
         return (a, b) if isinstance(a, bool) and isinstance(b, bool) else None
     if isinstance(a, int | float) or isinstance(b, int | float):
-        na, nb = _as_number(a), _as_number(b)
-        return (na, nb) if na is not None and nb is not None else None
-    ia, ib = _as_instant(a), _as_instant(b)
-    if ia is not None and ib is not None:
-        return ia, ib
+        return _both(_as_number(a), _as_number(b))
+    instants = _both(_as_instant(a), _as_instant(b))
+    if instants is not None:
+        return instants
     if isinstance(a, str) and isinstance(b, str):
         return a, b
     return None
+
+
+def _both(a: Any, b: Any) -> tuple[Any, Any] | None:
+    """The pair when both values converted (neither is None)."""
+    return (a, b) if a is not None and b is not None else None
 
 
 def _equal(actual: Any, expected: Any) -> bool | None:
@@ -87,18 +91,38 @@ def _equal(actual: Any, expected: Any) -> bool | None:
     return bool(pair[0] == pair[1])
 
 
-def _order(actual: Any, op: str, expected: Any) -> bool | None:
+def _not_equal(actual: Any, expected: Any) -> bool | None:
+    return _not(_equal(actual, expected))
+
+
+def _in(actual: Any, expected: Any) -> bool | None:
+    if not isinstance(expected, list):
+        return None
+    return _or([_equal(actual, item) for item in expected]) if expected else False
+
+
+def _not_in(actual: Any, expected: Any) -> bool | None:
+    return _not(_in(actual, expected))
+
+
+def _order(actual: Any, expected: Any, test: Callable[[Any, Any], Any]) -> bool | None:
     pair = _comparable(actual, expected)
     if pair is None or isinstance(pair[0], bool):
         return None
-    a, b = pair
-    if op == "$gt":
-        return bool(a > b)
-    if op == "$gte":
-        return bool(a >= b)
-    if op == "$lt":
-        return bool(a < b)
-    return bool(a <= b)
+    return bool(test(*pair))
+
+
+# The comparison operators, each (actual value, the filter's value) -> True, False or None.
+_COMPARE: dict[str, Callable[[Any, Any], bool | None]] = {
+    "$eq": _equal,
+    "$ne": _not_equal,
+    "$in": _in,
+    "$nin": _not_in,
+    "$gt": partial(_order, test=operator.gt),
+    "$gte": partial(_order, test=operator.ge),
+    "$lt": partial(_order, test=operator.lt),
+    "$lte": partial(_order, test=operator.le),
+}
 
 
 def _field(actual: Any, present: bool, cond: Any) -> bool | None:
@@ -110,22 +134,13 @@ def _field(actual: Any, present: bool, cond: Any) -> bool | None:
 
 
 def _operator(actual: Any, present: bool, op: str, arg: Any) -> bool | None:
-    if op not in _COMPARE:
-        if op == "$not":
-            return _not(_field(actual, present, arg))
+    if op == "$not":
+        return _not(_field(actual, present, arg))
+    compare = _COMPARE.get(op)
+    if compare is None or not present:
+        # Not present: stores differ on missing keys; the manifest may simply not record this one.
         return None
-    if not present:
-        return None  # stores differ on missing keys; the manifest may simply not record this one
-    if op == "$eq":
-        return _equal(actual, arg)
-    if op == "$ne":
-        return _not(_equal(actual, arg))
-    if op in ("$in", "$nin"):
-        if not isinstance(arg, list):
-            return None
-        hit = _or([_equal(actual, item) for item in arg]) if arg else False
-        return hit if op == "$in" else _not(hit)
-    return _order(actual, op, arg)
+    return compare(actual, arg)
 
 
 def evaluate_filter(flt: Any, metadata: Mapping[str, Any]) -> bool | None:
