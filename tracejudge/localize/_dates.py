@@ -52,18 +52,25 @@ def date_spans(text: str) -> list[tuple[int, int, date, frozenset[date]]]:
         for m in rx.finditer(text):
             if any(a < m.end() and m.start() < b for a, b, _, _ in found):
                 continue
-            g = m.groupdict()
-            month = _MONTHS[g["mon"][:3].lower()] if g.get("mon") else int(g["m"])
-            day = _date(g["y"], month, g["d"])
-            readings = {day} if day is not None else set()
-            if g.get("sep"):
-                swapped = _date(g["y"], int(g["d"]), g["m"])
-                if swapped is not None:
-                    readings.add(swapped)
-            if readings:
-                first = day if day is not None else next(iter(readings))
-                found.append((m.start(), m.end(), first, frozenset(readings)))
+            read = _readings(m.groupdict())
+            if read is not None:
+                found.append((m.start(), m.end(), *read))
     return sorted(found, key=lambda f: (f[0], f[1]))
+
+
+def _readings(g: dict[str, str]) -> tuple[date, frozenset[date]] | None:
+    """The first reading of a matched date and every reading (day first, and month first for an
+    ambiguous "01/03/2026"); None when no reading is a valid date."""
+    month = _MONTHS[g["mon"][:3].lower()] if g.get("mon") else int(g["m"])
+    day = _date(g["y"], month, g["d"])
+    readings = {day} if day is not None else set()
+    if g.get("sep"):
+        swapped = _date(g["y"], int(g["d"]), g["m"])
+        if swapped is not None:
+            readings.add(swapped)
+    if not readings:
+        return None
+    return (day if day is not None else next(iter(readings))), frozenset(readings)
 
 
 def date_key(first: date, readings: frozenset[date]) -> str:
