@@ -154,16 +154,7 @@ class CheckContext:
 
 def doc_match(doc: Document, m: Material) -> DocMatch | None:
     """exact, other (another version), unknown (version not recorded), or None (another document)."""
-    version = doc.version
-    hit = False
-    for ident in (doc.doc_id, doc.raw_id):
-        if ident is None:
-            continue
-        if ident == m.doc_id:
-            hit = True
-        elif "@" in ident and ident.rsplit("@", 1)[0] == m.doc_id:
-            hit = True
-            version = version or ident.rsplit("@", 1)[1]
+    hit, version = _names_document(doc, m.doc_id)
     if not hit:
         return None
     if m.version is None:
@@ -171,6 +162,22 @@ def doc_match(doc: Document, m: Material) -> DocMatch | None:
     if version is None:
         return "unknown"
     return "exact" if norm_version(version) == norm_version(m.version) else "other"
+
+
+def _names_document(doc: Document, doc_id: str) -> tuple[bool, str | None]:
+    """Whether the document's ids name ``doc_id`` (itself, or ``doc_id@version``), and its version:
+    the recorded one, else the one such an id gives."""
+    hit, version = False, doc.version
+    for ident in (doc.doc_id, doc.raw_id):
+        if ident is None:
+            continue
+        base, at, tail = ident.rpartition("@")
+        if ident == doc_id:
+            hit = True
+        elif at and base == doc_id:
+            hit = True
+            version = version or tail
+    return hit, version
 
 
 def _find_hits(task: TaskRecord, m: Material) -> Hits:
