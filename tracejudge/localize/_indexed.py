@@ -77,15 +77,7 @@ def _by_manifest(ctx: CheckContext, m: Material, label: str) -> StageResult:
     t = ctx.task_time
     other = other_version_notes(ctx.hits(m), m)
     if not entries:
-        detail = f"no record shows whether {label} was in the index at task time"
-        missing = [f"index manifest entry for {label}"]
-        versions = [e.version or "(no version)" for e in ctx.manifest if e.doc_id == m.doc_id]
-        if versions:
-            # A version the manifest does not list is not proof it was never indexed: the
-            # manifest may be partial, or the ticket may spell the version differently.
-            note = f"manifest lists {m.doc_id} only as {', '.join(dict.fromkeys(versions))}"
-            other = [Evidence(note=note), *other]
-        return stage_result("indexed", "unconfirmed", detail, evidence=other, missing=missing)
+        return _no_entry(ctx, m, label, other)
     if t is None:
         missing = ["task time (task_time in the ticket, or a trace start time)"]
         return stage_result(
@@ -102,6 +94,19 @@ def _by_manifest(ctx: CheckContext, m: Material, label: str) -> StageResult:
     notes = [Evidence(note=_not_indexed_note(e, t)) for e in entries]
     detail = f"{label} was in effect at task time {iso(t)} but not in the index then (ingestion fault)"
     return stage_result("indexed", "fail", detail, evidence=[*notes, *other])
+
+
+def _no_entry(ctx: CheckContext, m: Material, label: str, other: list[Evidence]) -> StageResult:
+    """Unconfirmed: the manifest has no entry for ``m`` (noting the versions it lists instead)."""
+    detail = f"no record shows whether {label} was in the index at task time"
+    missing = [f"index manifest entry for {label}"]
+    versions = [e.version or "(no version)" for e in ctx.manifest if e.doc_id == m.doc_id]
+    if versions:
+        # A version the manifest does not list is not proof it was never indexed: the
+        # manifest may be partial, or the ticket may spell the version differently.
+        note = f"manifest lists {m.doc_id} only as {', '.join(dict.fromkeys(versions))}"
+        other = [Evidence(note=note), *other]
+    return stage_result("indexed", "unconfirmed", detail, evidence=other, missing=missing)
 
 
 def _not_indexed_note(e: ManifestEntry, t: datetime) -> str:
