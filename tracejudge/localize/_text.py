@@ -155,6 +155,13 @@ def number_values(run: str) -> list[tuple[Decimal, frozenset[Decimal]]]:
     alternative reading 30.0 is kept for fact comparisons); "30,00" and "1,50" are decimal commas;
     "1,2" is two numbers.
     """
+    if run.isdigit():
+        # The common case, one group of digits: nothing to read between groups.
+        try:
+            value = Decimal(run)
+        except InvalidOperation:
+            return []
+        return [(value, frozenset((value,)))]
     run_groups = _DigitGroups(run)
     out: list[tuple[Decimal, frozenset[Decimal]]] = []
     i = 0
