@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -324,3 +325,63 @@ def test_a_reply_waiting_to_be_written_is_found_in_the_cache() -> None:
     assert store.get_cached_reply("k") is None
     asyncio.run(writer.close())
     assert store.get_cached_reply("k") == '{"text": "a"}'
+
+
+def _prefetch_over(ids: list[str], loads: list[str], *, depth: int, quiet_s: float, fail_at: str = "") -> Any:
+    from tracejudge import StoreError
+    from tracejudge.runs._prefetch import Prefetch
+
+    def load(trace_id: str) -> TaskRecord | str:
+        loads.append(trace_id)
+        if trace_id == fail_at:
+            raise StoreError("the store went away", hint="reconnect")
+        return TaskRecord(trace_id=trace_id, input="q", final_answer="a")
+
+    return Prefetch(iter(ids), load, depth=depth, quiet_s=quiet_s)
+
+
+def _spin(prefetch: Any) -> Any:
+    async def go() -> Any:
+        ahead = asyncio.create_task(prefetch.run())
+        first = prefetch.take()
+        for _ in range(50):
+            await asyncio.sleep(0)
+        ahead.cancel()
+        return first
+
+    return asyncio.run(go())
+
+
+def test_traces_are_loaded_ahead_up_to_the_depth_once_the_loop_is_quiet() -> None:
+    ids = [f"{i:032x}" for i in range(10)]
+    loads: list[str] = []
+    prefetch = _prefetch_over(ids, loads, depth=3, quiet_s=0.0)
+    first = _spin(prefetch)
+    assert first[0] == ids[0]
+    assert first[1].trace_id == ids[0]  # none ready yet: loaded by the taker
+    assert loads == ids[:4]  # then three ahead, in order, and no more
+    assert prefetch.left() == 9  # taken never: the three loaded ahead and the six not loaded
+
+
+def test_nothing_is_loaded_ahead_while_workers_keep_taking() -> None:
+    loads: list[str] = []
+    prefetch = _prefetch_over([f"{i:032x}" for i in range(10)], loads, depth=3, quiet_s=60.0)
+    _spin(prefetch)
+    assert len(loads) == 1
+
+
+def test_a_load_ahead_that_fails_fails_the_worker_that_takes_it() -> None:
+    from tracejudge import StoreError
+
+    ids = [f"{i:032x}" for i in range(5)]
+    loads: list[str] = []
+    prefetch = _prefetch_over(ids, loads, depth=4, quiet_s=0.0, fail_at=ids[2])
+    _spin(prefetch)
+    assert loads == ids[:3]
+
+    async def rest() -> list[str]:
+        return [prefetch.take()[0] for _ in range(1)]
+
+    assert asyncio.run(rest()) == [ids[1]]  # what was loaded before the failure is still handed out
+    with pytest.raises(StoreError, match="went away"):
+        asyncio.run(rest())  # then the failure, not a run that silently skips a trace

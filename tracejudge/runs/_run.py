@@ -9,7 +9,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +29,7 @@ from tracejudge.judge import (
     resolved_base_url,
     rubric_hash,
 )
+from tracejudge.runs._prefetch import Prefetch
 from tracejudge.runs._results import ResultWriter
 from tracejudge.runs._summary import SummaryBuilder
 from tracejudge.schema import (
@@ -351,6 +352,11 @@ class _Progress:
         )
 
 
+def _given(loaded: TaskRecord | str) -> Loader:
+    """A loader for a source loaded already."""
+    return lambda _trace_id: loaded
+
+
 @dataclass
 class _LocalRun:
     """A run scored by this process alone: ``concurrency`` workers launch items one at a time until
@@ -360,10 +366,9 @@ class _LocalRun:
     store: Store
     opts: ScoreOptions
     run: RunRecord
-    load: Loader
     judge: Judge | None
     repeat: int
-    sources: Iterator[str | TaskRecord]
+    sources: Prefetch
     on_item: Callable[[ItemResult], None] | None
     writer: ResultWriter
     summary: SummaryBuilder = field(default_factory=SummaryBuilder)
@@ -375,16 +380,17 @@ class _LocalRun:
             if progress.over_budget(self.opts):
                 progress.stopped = True
                 return
-            src = next(self.sources, None)
-            if src is None:
+            taken = self.sources.take()
+            if taken is None:
                 return
+            src, loaded = taken
             progress.in_flight += 1
             try:
                 item = await score_source(
                     src,
                     self.rubric,
                     run_id=self.run.run_id,
-                    load=self.load,
+                    load=_given(loaded),
                     judge=self.judge,
                     repeat=self.repeat,
                     manifest=self.opts.manifest,
@@ -402,7 +408,7 @@ class _LocalRun:
         not_scored = 0
         if self.progress.stopped and status == "complete":
             status = "stopped_budget"
-            not_scored = sum(1 for _ in self.sources)
+            not_scored = self.sources.left()
         return self.run.model_copy(
             update={
                 "status": status,
@@ -447,14 +453,14 @@ async def score_run_async(
             store=store,
             opts=opts,
             run=run,
-            load=load,
             judge=make_judge(rubric, client, store, opts, cache=writer),
             repeat=repeat,
-            sources=iter(sources),
+            sources=Prefetch(iter(sources), load, depth=opts.concurrency),
             on_item=on_item,
             writer=writer,
         )
         status: RunStatus = "complete"
+        ahead = asyncio.create_task(local.sources.run())
         try:
             await asyncio.gather(*(local.worker() for _ in range(max(1, opts.concurrency))))
             await writer.close()
@@ -462,6 +468,7 @@ async def score_run_async(
             status = "interrupted"
             raise
         finally:
+            ahead.cancel()
             writer.close_now()
             run = local.finished(status)
             store.put_run(run)
