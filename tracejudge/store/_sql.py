@@ -928,8 +928,8 @@ class SqlStore:
             # each run locking the next n: one worker then claimed a whole run.
             cur.execute(
                 q(
-                    "SELECT trace_id FROM run_queue WHERE run_id = ?"
-                    f" AND (state = 'pending' OR (state = 'claimed' AND lease_until < {self._now_ms}))"  # noqa: S608
+                    "SELECT trace_id FROM run_queue WHERE run_id = ?"  # noqa: S608
+                    f" AND (state = 'pending' OR (state = 'claimed' AND lease_until < {self._now_ms}))"
                     f" ORDER BY position LIMIT ?{self._skip_locked}"
                 ),
                 (run_id, n),
