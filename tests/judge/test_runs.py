@@ -230,6 +230,23 @@ def test_budget_stops_the_run_cleanly(server: ScriptedOpenAIServer) -> None:
     assert len(list(store.iter_score_items(run.run_id))) == scored
 
 
+def test_budget_projection_counts_every_item_not_yet_finished() -> None:
+    # The one projection both a local and a shared run check before launching an item: what is spent,
+    # plus the mean per finished item for each item in flight and the one about to launch.
+    from tracejudge.runs._run import projected_over_budget
+
+    usd = ScoreOptions(budget_usd=1.75)
+    # 4 items done for 1 USD: 0.25 each; 2 in flight and 1 new -> 1.75, not past the budget.
+    assert not projected_over_budget(usd, usd=1.0, tokens=0, done=4, ahead=3)
+    assert projected_over_budget(usd, usd=1.0, tokens=0, done=4, ahead=4)
+    tokens = ScoreOptions(budget_tokens=1000)
+    assert projected_over_budget(tokens, usd=0.0, tokens=800, done=2, ahead=1)
+    assert not projected_over_budget(tokens, usd=0.0, tokens=600, done=2, ahead=1)
+    # Nothing finished yet: nothing to project from, so only what is spent counts.
+    assert not projected_over_budget(usd, usd=0.0, tokens=0, done=0, ahead=64)
+    assert not projected_over_budget(ScoreOptions(), usd=1e9, tokens=10**9, done=1, ahead=1)
+
+
 def test_unloadable_trace_is_indeterminate(server: ScriptedOpenAIServer) -> None:
     store = SqliteStore(":memory:")
     run = score_run(rubric(server), store, ["f" * 32])
