@@ -48,35 +48,48 @@ class JudgeClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _completion(body: bytes, *, structured: bool) -> Completion:
-    """A chat completion's JSON body as a :class:`Completion`; a body that is not one is a
-    ``malformed_response`` (no choices at all: ``empty_reply``)."""
+_NOT_A_COMPLETION = "the server's reply is not a chat completion"
+
+
+def _first_choice(body: bytes) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The completion object, its first choice and that choice's message (whose content is text or
+    null); ``malformed_response`` when the body is not a chat completion, ``empty_reply`` when it
+    has no choices."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         data = None
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(choices, list | None):
-        raise JudgeCallError("malformed_response", "the server's reply is not a chat completion")
+        raise JudgeCallError("malformed_response", _NOT_A_COMPLETION)
     if not choices:
         raise JudgeCallError("empty_reply", "the server returned no choices")
     choice = choices[0]
     message = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(message, dict) or not isinstance(message.get("content"), str | None):
-        raise JudgeCallError("malformed_response", "the server's reply is not a chat completion")
-    text, refusal = message.get("content"), message.get("refusal")
-    finish, model = choice.get("finish_reason"), data.get("model")
+        raise JudgeCallError("malformed_response", _NOT_A_COMPLETION)
+    return data, choice, message
+
+
+def _completion(body: bytes, *, structured: bool) -> Completion:
+    """A chat completion's JSON body as a :class:`Completion`; a body that is not one is a
+    ``malformed_response`` (no choices at all: ``empty_reply``)."""
+    data, choice, message = _first_choice(body)
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     return Completion(
-        text=text,
-        refusal=refusal if isinstance(refusal, str) else None,
-        finish_reason=finish if isinstance(finish, str) else None,
-        model=model if isinstance(model, str) else None,
+        text=message.get("content"),
+        refusal=_text(message.get("refusal")),
+        finish_reason=_text(choice.get("finish_reason")),
+        model=_text(data.get("model")),
         input_tokens=_count(usage.get("prompt_tokens")),
         output_tokens=_count(usage.get("completion_tokens")),
         structured=structured,
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _count(value: Any) -> int:
