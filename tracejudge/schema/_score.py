@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -383,25 +384,62 @@ class Rubric(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> Rubric:
-        names = [c.name for c in self.criteria]
-        if len(set(names)) != len(names):
-            raise ValueError("criterion names must be unique")
-        checks = [c.name for c in self.checks]
-        if len(set(checks)) != len(checks):
-            raise ValueError("check names must be unique")
-        for c in self.checks:
-            if c.criterion is not None and c.criterion not in names:
-                raise ValueError(f"check {c.name!r} decides unknown criterion {c.criterion!r}")
-        decided = {c.criterion for c in self.checks if c.criterion}
-        if any(n not in decided for n in names) and self.judge is None:
-            raise ValueError("criteria the checks do not decide need a `judge` section")
-        if not self.criteria and not self.checks:
-            raise ValueError("a rubric needs at least one criterion or check")
-        if self.repeat < 1:
-            raise ValueError("repeat must be at least 1")
-        if self.overall_threshold is not None and not 0 <= self.overall_threshold <= 10:
-            raise ValueError("overall_threshold must be on the 0-10 scale")
+        for rule in _RUBRIC_RULES:
+            if (problem := rule(self)) is not None:
+                raise ValueError(problem)
         return self
+
+
+# A rubric's rules across its fields, in the order they are checked: each returns what is wrong, or None.
+
+
+def _duplicate_names(rubric: Rubric) -> str | None:
+    named = (("criterion", [c.name for c in rubric.criteria]), ("check", [c.name for c in rubric.checks]))
+    return next(
+        (f"{what} names must be unique" for what, names in named if len(set(names)) != len(names)), None
+    )
+
+
+def _unknown_criterion(rubric: Rubric) -> str | None:
+    names = {c.name for c in rubric.criteria}
+    unknown = next((c for c in rubric.checks if c.criterion is not None and c.criterion not in names), None)
+    return (
+        None if unknown is None else f"check {unknown.name!r} decides unknown criterion {unknown.criterion!r}"
+    )
+
+
+def _judge_missing(rubric: Rubric) -> str | None:
+    decided = {c.criterion for c in rubric.checks if c.criterion}
+    if rubric.judge is None and any(c.name not in decided for c in rubric.criteria):
+        return "criteria the checks do not decide need a `judge` section"
+    return None
+
+
+def _empty(rubric: Rubric) -> str | None:
+    if not rubric.criteria and not rubric.checks:
+        return "a rubric needs at least one criterion or check"
+    return None
+
+
+def _repeat_below_one(rubric: Rubric) -> str | None:
+    return "repeat must be at least 1" if rubric.repeat < 1 else None
+
+
+def _threshold_off_scale(rubric: Rubric) -> str | None:
+    threshold = rubric.overall_threshold
+    if threshold is not None and not 0 <= threshold <= 10:
+        return "overall_threshold must be on the 0-10 scale"
+    return None
+
+
+_RUBRIC_RULES: tuple[Callable[[Rubric], str | None], ...] = (
+    _duplicate_names,
+    _unknown_criterion,
+    _judge_missing,
+    _empty,
+    _repeat_below_one,
+    _threshold_off_scale,
+)
 
 
 class JudgeReply(_Frozen):
