@@ -15,7 +15,7 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from tracejudge import __version__
 from tracejudge._errors import TracejudgeError
 from tracejudge._redact import redact, redact_data
+
+if TYPE_CHECKING:
+    from tracejudge.write import LangfuseApi
 
 __all__ = ["Check", "DoctorReport", "DoctorSettings", "run_doctor"]
 
@@ -104,23 +107,44 @@ class DoctorSettings(_Record):
         env: Mapping[str, str] | None = None,
     ) -> DoctorSettings:
         e = os.environ if env is None else env
-        metrics = e.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        if not metrics and e.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-            metrics = e["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/metrics"
-        return cls(
-            store_url=store_url,
-            listen=e.get("TRACEJUDGE_OTLP_LISTEN") or _DEFAULT_LISTEN,
-            receiver_token_set=bool(e.get("TRACEJUDGE_OTLP_TOKEN")),
-            langfuse_url=e.get("LANGFUSE_BASE_URL") or e.get("LANGFUSE_HOST") or None,
-            langfuse_public_key=e.get("LANGFUSE_PUBLIC_KEY") or None,
-            langfuse_secret_set=bool(e.get("LANGFUSE_SECRET_KEY")),
-            phoenix_url=e.get("PHOENIX_COLLECTOR_ENDPOINT") or e.get("PHOENIX_BASE_URL") or None,
-            judge_base_url=e.get("TRACEJUDGE_JUDGE_BASE_URL") or e.get("OPENAI_BASE_URL") or None,
-            judge_key_set=bool(e.get("OPENAI_API_KEY")),
-            judge_model=judge_model or e.get("TRACEJUDGE_JUDGE_MODEL") or None,
-            metrics_endpoint=metrics or None,
-            timeout=timeout,
+        return cls.model_validate(
+            {
+                "store_url": store_url,
+                "listen": e.get("TRACEJUDGE_OTLP_LISTEN") or _DEFAULT_LISTEN,
+                **{name: _first_set(e, variables) for name, variables in _ENV_VALUES.items()},
+                **{name: bool(e.get(variable)) for name, variable in _ENV_FLAGS.items()},
+                "judge_model": judge_model or e.get("TRACEJUDGE_JUDGE_MODEL") or None,
+                "metrics_endpoint": _metrics_endpoint(e),
+                "timeout": timeout,
+            }
         )
+
+
+_ENV_VALUES: dict[str, tuple[str, ...]] = {
+    "langfuse_url": ("LANGFUSE_BASE_URL", "LANGFUSE_HOST"),
+    "langfuse_public_key": ("LANGFUSE_PUBLIC_KEY",),
+    "phoenix_url": ("PHOENIX_COLLECTOR_ENDPOINT", "PHOENIX_BASE_URL"),
+    "judge_base_url": ("TRACEJUDGE_JUDGE_BASE_URL", "OPENAI_BASE_URL"),
+}
+"""Setting -> the environment variables that give it, the first one set (non-empty) wins."""
+_ENV_FLAGS: dict[str, str] = {
+    "receiver_token_set": "TRACEJUDGE_OTLP_TOKEN",
+    "langfuse_secret_set": "LANGFUSE_SECRET_KEY",
+    "judge_key_set": "OPENAI_API_KEY",
+}
+"""Setting -> the secret variable whose being set it records (doctor never keeps the value)."""
+
+
+def _first_set(env: Mapping[str, str], variables: tuple[str, ...]) -> str | None:
+    return next((env[v] for v in variables if env.get(v)), None)
+
+
+def _metrics_endpoint(env: Mapping[str, str]) -> str | None:
+    """``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` as is, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` + /v1/metrics."""
+    metrics = env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    if not metrics and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        metrics = env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/metrics"
+    return metrics or None
 
 
 def _mask(text: str) -> str:
@@ -137,6 +161,11 @@ def _unreachable(exc: Exception) -> str:
     if isinstance(exc, httpx.ConnectError | ConnectionError):
         return "connection refused or host not found"
     return type(exc).__name__
+
+
+def _settings_failed(name: str, target: str, exc: TracejudgeError) -> Check:
+    """A check that failed on its settings, with the error's own message and hint."""
+    return Check(name=name, status="fail", target=target, detail=_mask(exc.message), fix=exc.hint or "")
 
 
 # --- the checks -----------------------------------------------------------------------------------
@@ -167,9 +196,7 @@ def check_store(s: DoctorSettings) -> Check:
     try:
         store = open_store(s.store_url)
     except TracejudgeError as exc:
-        return Check(
-            name="store", status="fail", target=target, detail=_mask(exc.message), fix=exc.hint or ""
-        )
+        return _settings_failed("store", target, exc)
     try:
         version = getattr(store, "schema_version", lambda: STORE_SCHEMA_VERSION)()
         n = sum(1 for _ in store.list_traces(limit=1))
@@ -215,23 +242,31 @@ def check_receiver(s: DoctorSettings) -> Check:
         )
     if port == 0:
         return Check(name="receiver", status="ok", target=s.listen, detail="port 0: a free port at start")
+    return _receiver_answering(s, host, port) or _receiver_bindable(s, host, port)
+
+
+def _receiver_answering(s: DoctorSettings, host: str, port: int) -> Check | None:
+    """What answers ``GET /health`` at the address, or None when nothing does."""
     try:
         url_host = f"[{host}]" if ":" in host else host
         r = httpx.get(f"http://{url_host}:{port}/health", timeout=s.timeout)
     except httpx.HTTPError:
-        pass
-    else:
-        if r.status_code == 200 and r.headers.get("content-type", "").startswith("application/json"):
-            return Check(
-                name="receiver", status="ok", target=s.listen, detail="a receiver answers there (/health)"
-            )
+        return None
+    if r.status_code == 200 and r.headers.get("content-type", "").startswith("application/json"):
         return Check(
-            name="receiver",
-            status="fail",
-            target=s.listen,
-            detail=f"something else listens there (GET /health answered {r.status_code})",
-            fix="stop it, or give the receiver another address: TRACEJUDGE_OTLP_LISTEN=127.0.0.1:4319",
+            name="receiver", status="ok", target=s.listen, detail="a receiver answers there (/health)"
         )
+    return Check(
+        name="receiver",
+        status="fail",
+        target=s.listen,
+        detail=f"something else listens there (GET /health answered {r.status_code})",
+        fix="stop it, or give the receiver another address: TRACEJUDGE_OTLP_LISTEN=127.0.0.1:4319",
+    )
+
+
+def _receiver_bindable(s: DoctorSettings, host: str, port: int) -> Check:
+    """Whether ``collect otlp`` could listen at the address (nothing answers there)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         try:
@@ -266,27 +301,31 @@ def check_langfuse(s: DoctorSettings, env: Mapping[str, str]) -> Check:
     try:
         creds = LangfuseCredentials.from_env(env)
     except TracejudgeError as exc:
-        return Check(
-            name="langfuse", status="fail", target=target, detail=_mask(exc.message), fix=exc.hint or ""
-        )
+        return _settings_failed("langfuse", target, exc)
     facts: dict[str, str] = {}
     with LangfuseApi(creds, timeout=s.timeout, max_retries=0) as api:
         try:
-            health = api.get("/health", allow_404=True)
-            if isinstance(health, dict) and health.get("version"):
-                facts["server_version"] = str(health["version"])
-            projects = api.get("/projects")
-            data = projects.get("data") if isinstance(projects, dict) else None
-            if data:
-                facts["project"] = str(data[0].get("name") or data[0].get("id"))
-            probe = api.get("/v2/observations", {"limit": 1, "fields": "core"}, allow_404=True)
+            _learn_langfuse(api, facts)
         except LangfuseApiError as exc:
             return Check(name="langfuse", status="fail", target=target, facts=facts, **_langfuse_why(exc))
-    facts["api_generation"] = "v4" if probe is not None else "v3"
     detail = f"credentials valid; API {facts['api_generation']}"
     if "project" in facts:
         detail += f"; project {facts['project']}"
     return Check(name="langfuse", status="ok", target=target, detail=detail, facts=facts)
+
+
+def _learn_langfuse(api: LangfuseApi, facts: dict[str, str]) -> None:
+    """Fill ``facts`` with the server's version, the key pair's project and the API generation, call
+    by call (what was learnt before a failing call is kept)."""
+    health = api.get("/health", allow_404=True)
+    if isinstance(health, dict) and health.get("version"):
+        facts["server_version"] = str(health["version"])
+    projects = api.get("/projects")
+    data = projects.get("data") if isinstance(projects, dict) else None
+    if data:
+        facts["project"] = str(data[0].get("name") or data[0].get("id"))
+    probe = api.get("/v2/observations", {"limit": 1, "fields": "core"}, allow_404=True)
+    facts["api_generation"] = "v4" if probe is not None else "v3"
 
 
 def _langfuse_why(exc: Exception) -> dict[str, str]:
@@ -325,32 +364,12 @@ def check_phoenix(s: DoctorSettings, env: Mapping[str, str]) -> Check:
     try:
         creds = PhoenixCredentials.from_env(env)
     except TracejudgeError as exc:
-        return Check(
-            name="phoenix", status="fail", target=target, detail=_mask(exc.message), fix=exc.hint or ""
-        )
+        return _settings_failed("phoenix", target, exc)
     with PhoenixApi(creds, timeout=s.timeout, max_retries=0) as api:
         try:
             page = api.get("/v1/projects", {"limit": 100})
         except PhoenixApiError as exc:
-            status = exc.status
-            if status in (401, 403):
-                why = {
-                    "detail": f"the API key was refused (HTTP {status})",
-                    "fix": "set PHOENIX_API_KEY to an API key of this Phoenix (settings → API keys)",
-                }
-            elif status == 404:
-                why = {
-                    "detail": "no Phoenix REST API at this URL (HTTP 404 on /v1/projects)",
-                    "fix": "set PHOENIX_COLLECTOR_ENDPOINT to the server's root, e.g. http://127.0.0.1:6006",
-                }
-            elif status is None:
-                why = {
-                    "detail": "cannot reach the server",
-                    "fix": "start Phoenix or correct PHOENIX_COLLECTOR_ENDPOINT (scheme, host and port)",
-                }
-            else:
-                why = {"detail": f"the server answered HTTP {status}", "fix": "check the server's logs"}
-            return Check(name="phoenix", status="fail", target=target, **why)
+            return Check(name="phoenix", status="fail", target=target, **_phoenix_why(exc.status))
     names = [str(p.get("name")) for p in (page.get("data") or [])] if isinstance(page, dict) else []
     return Check(
         name="phoenix",
@@ -359,6 +378,25 @@ def check_phoenix(s: DoctorSettings, env: Mapping[str, str]) -> Check:
         detail=f"reachable; {len(names)} project(s)" + (f": {', '.join(names[:5])}" if names else ""),
         facts={"projects": ", ".join(names[:20])},
     )
+
+
+def _phoenix_why(status: int | None) -> dict[str, str]:
+    if status in (401, 403):
+        return {
+            "detail": f"the API key was refused (HTTP {status})",
+            "fix": "set PHOENIX_API_KEY to an API key of this Phoenix (settings → API keys)",
+        }
+    if status == 404:
+        return {
+            "detail": "no Phoenix REST API at this URL (HTTP 404 on /v1/projects)",
+            "fix": "set PHOENIX_COLLECTOR_ENDPOINT to the server's root, e.g. http://127.0.0.1:6006",
+        }
+    if status is None:
+        return {
+            "detail": "cannot reach the server",
+            "fix": "start Phoenix or correct PHOENIX_COLLECTOR_ENDPOINT (scheme, host and port)",
+        }
+    return {"detail": f"the server answered HTTP {status}", "fix": "check the server's logs"}
 
 
 def check_judge(s: DoctorSettings, *, call: bool) -> Check:
