@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import IO
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -255,20 +255,36 @@ def run_demo(
             "the demo needs a store on disk: the OTLP receiver runs in its own process",
             hint="pass --store sqlite:///.tracejudge/demo.db (or any file-backed store)",
         )
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
     from tracejudge.localize import load_manifest
-    from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
     say = progress or (lambda _msg: None)
     example = load_example(examples)
     scenarios = example.load_scenarios(examples)
     manifest = load_manifest(examples / "manifest.jsonl")
+    runs = _run_into_store(store_url, store, example, scenarios, examples, say)
+    rows = tuple(_demo_row(store, run, manifest) for run in runs)
+    n_ok = sum(r.ok for r in rows)
+    return DemoReport(
+        store=_mask(store_url),
+        examples=str(examples),
+        rows=rows,
+        summary={"n": len(rows), "ok": n_ok, "failed": len(rows) - n_ok},
+    )
+
+
+def _run_into_store(
+    store_url: str, store: Store, example: ModuleType, scenarios: Any, examples: Path, say: Progress
+) -> list[Any]:
+    """Run the agent on every scenario against the scripted model, exporting its spans over OTLP
+    to a receiver that writes them into the store; returns the runs once the store holds them all."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
     with _Receiver(store_url) as receiver, ScriptedOpenAIServer(example.model_rules()) as model:
         say(f"OTLP receiver at {receiver.url}; scripted model at {model.base_url}")
         exporter = OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces", timeout=30)
-        runs = example.run_scenarios(
+        runs: list[Any] = example.run_scenarios(
             scenarios, openai_base_url=model.base_url, exporter=exporter, base=examples
         )
         say(f"ran the agent for {len(runs)} scenarios; waiting for the receiver to store the spans")
@@ -279,36 +295,30 @@ def run_demo(
             f"(missing per trace: {missing})",
             hint="check the store is writable and `tracejudge collect otlp` works on its own",
         )
+    return runs
 
-    rows = []
-    for run in runs:
-        sc = run.scenario
-        ticket, loc = _triage(store, sc.ticket_path, manifest, sc.trace_id)
-        if loc is not None:
-            store.put_triage_result(loc, ticket=ticket.ticket or sc.name)
-        verdict = loc.verdict if loc is not None else None
-        cause = loc.cause if loc is not None else None
-        ok = verdict == sc.expect_verdict and (sc.expect_cause is None or cause == sc.expect_cause)
-        rows.append(
-            DemoRow(
-                scenario=sc.name,
-                about=sc.about,
-                ticket=ticket.ticket,
-                ticket_path=str(sc.ticket_path),
-                trace_id=sc.trace_id,
-                expected_verdict=sc.expect_verdict,
-                expected_cause=sc.expect_cause,
-                verdict=verdict,
-                cause=cause,
-                summary=loc.summary if loc is not None else "no spans stored for this trace",
-                answer=run.answer,
-                ok=ok,
-            )
-        )
-    n_ok = sum(r.ok for r in rows)
-    return DemoReport(
-        store=_mask(store_url),
-        examples=str(examples),
-        rows=tuple(rows),
-        summary={"n": len(rows), "ok": n_ok, "failed": len(rows) - n_ok},
+
+def _demo_row(store: Store, run: Any, manifest: Sequence[ManifestEntry]) -> DemoRow:
+    """Triage one scenario's ticket on what the store holds (the result stored), against what the
+    scenario is built to show."""
+    sc = run.scenario
+    ticket, loc = _triage(store, sc.ticket_path, manifest, sc.trace_id)
+    if loc is None:
+        verdict, cause, summary = None, None, "no spans stored for this trace"
+    else:
+        store.put_triage_result(loc, ticket=ticket.ticket or sc.name)
+        verdict, cause, summary = loc.verdict, loc.cause, loc.summary
+    return DemoRow(
+        scenario=sc.name,
+        about=sc.about,
+        ticket=ticket.ticket,
+        ticket_path=str(sc.ticket_path),
+        trace_id=sc.trace_id,
+        expected_verdict=sc.expect_verdict,
+        expected_cause=sc.expect_cause,
+        verdict=verdict,
+        cause=cause,
+        summary=summary,
+        answer=run.answer,
+        ok=verdict == sc.expect_verdict and (sc.expect_cause is None or cause == sc.expect_cause),
     )

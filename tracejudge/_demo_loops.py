@@ -27,6 +27,7 @@ from tracejudge._bundled import example_module
 from tracejudge._demo import load_example
 
 if TYPE_CHECKING:
+    from tracejudge.schema import BuildReport
     from tracejudge.testing.openai_server import Rule
 
 __all__ = [
@@ -229,17 +230,7 @@ def run_regress_demo(folder: Path, workdir: Path, *, progress: Progress | None =
     """The procurement example's regression loop, offline: record its traces into a store in
     ``workdir``, build a suite there from the tickets, check it, replay the deployed agent, then the
     fixed one, against the scripted model and judge. Run records go to ``workdir/suite/runs``."""
-    from tracejudge.localize import load_manifest
-    from tracejudge.regress import (
-        ReplayOptions,
-        build_suite,
-        check_suite_path,
-        load_suite,
-        run_suite,
-        write_run,
-    )
-    from tracejudge.schema import JudgeConfig
-    from tracejudge.store import SqliteStore
+    from tracejudge.regress import check_suite_path
     from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
     say = progress or (lambda _msg: None)
@@ -251,36 +242,11 @@ def run_regress_demo(folder: Path, workdir: Path, *, progress: Progress | None =
         _scripted_env(model.base_url),
     ):
         say(f"scripted model and judge at {model.base_url}; writing under {workdir}")
-        store = SqliteStore(workdir / "tracejudge.db")
-        try:
-            regress_mod.record_traces(store, model.base_url, base=folder)
-            built = build_suite(
-                store,
-                suite_dir,
-                tickets=regress_mod.example_tickets(folder),
-                manifest=load_manifest(folder / "manifest.jsonl"),
-            )
-        finally:
-            store.close()
+        built = _record_and_build(regress_mod, folder, workdir, suite_dir, model.base_url)
         say(f"built {len(built.written) + len(built.kept)} samples in {suite_dir}")
         check = check_suite_path(suite_dir)
-        options = ReplayOptions(judge=JudgeConfig(model=regress_mod.JUDGE_MODEL, base_url=model.base_url))
-        runs = []
-        for name in ("agent", "agent_fixed"):
-            say(f"replaying the suite against {name}")
-            record = run_suite(
-                load_suite(suite_dir), getattr(regress_mod, name), target_name=name, options=options
-            )
-            runs.append(_demo_run(name, record, write_run(suite_dir, record)))
-    failing = {s.sample_id for s in runs[0].samples if s.outcome != "pass"}
-    after = {s.sample_id: s for s in runs[1].samples}
-    fixed = tuple(sorted(sid for sid in failing if after.get(sid) and after[sid].change == "fixed"))
-    ok = (
-        check.ok
-        and bool(failing)
-        and set(fixed) == failing
-        and all(s.change in ("fixed", "still_passing") for s in runs[1].samples)
-    )
+        runs = _replay_before_and_after(regress_mod, suite_dir, model.base_url, say)
+    fixed, fix_is_clean = _compare_replays(runs)
     return RegressDemoReport(
         workdir=str(workdir),
         suite=str(suite_dir),
@@ -290,5 +256,56 @@ def run_regress_demo(folder: Path, workdir: Path, *, progress: Progress | None =
         runs=tuple(runs),
         fixed=fixed,
         target_module=(m + ".regress") if (m := example_module(folder)) else None,
-        ok=ok,
+        ok=check.ok and fix_is_clean,
     )
+
+
+def _record_and_build(
+    regress_mod: ModuleType, folder: Path, workdir: Path, suite_dir: Path, model_url: str
+) -> BuildReport:
+    """Record the example's traces into a store in ``workdir`` and build the suite from its tickets."""
+    from tracejudge.localize import load_manifest
+    from tracejudge.regress import build_suite
+    from tracejudge.store import SqliteStore
+
+    store = SqliteStore(workdir / "tracejudge.db")
+    try:
+        regress_mod.record_traces(store, model_url, base=folder)
+        return build_suite(
+            store,
+            suite_dir,
+            tickets=regress_mod.example_tickets(folder),
+            manifest=load_manifest(folder / "manifest.jsonl"),
+        )
+    finally:
+        store.close()
+
+
+def _replay_before_and_after(
+    regress_mod: ModuleType, suite_dir: Path, model_url: str, say: Progress
+) -> tuple[RegressDemoRun, RegressDemoRun]:
+    """Replay the suite against the deployed agent, then the fixed one; each run record written."""
+    from tracejudge.regress import ReplayOptions, load_suite, run_suite, write_run
+    from tracejudge.schema import JudgeConfig
+
+    options = ReplayOptions(judge=JudgeConfig(model=regress_mod.JUDGE_MODEL, base_url=model_url))
+
+    def replay(name: str) -> RegressDemoRun:
+        say(f"replaying the suite against {name}")
+        record = run_suite(
+            load_suite(suite_dir), getattr(regress_mod, name), target_name=name, options=options
+        )
+        return _demo_run(name, record, write_run(suite_dir, record))
+
+    return replay("agent"), replay("agent_fixed")
+
+
+def _compare_replays(runs: tuple[RegressDemoRun, RegressDemoRun]) -> tuple[tuple[str, ...], bool]:
+    """The samples the fix fixes, and whether it fixes every failing one (there being some) and
+    regresses none."""
+    before, after = runs
+    failing = {s.sample_id for s in before.samples if s.outcome != "pass"}
+    changes = {s.sample_id: s.change for s in after.samples}
+    fixed = tuple(sorted(sid for sid in failing if changes.get(sid) == "fixed"))
+    clean = bool(failing) and set(fixed) == failing
+    return fixed, clean and all(s.change in ("fixed", "still_passing") for s in after.samples)
