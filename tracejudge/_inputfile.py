@@ -163,24 +163,32 @@ def safe_load_yaml(
         finally:
             loader.dispose()
     except yaml.YAMLError as first:
-        exc = _python_error(text) or first
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        if mark is None:
-            where = source
-        elif column:
-            where = f"{source}:{mark.line + 1}:{mark.column + 1}"
-        else:
-            where = f"{source}:{mark.line + 1}"
-        raise InputError(f"{where}: broken YAML: {problem}", hint=hint) from None
+        raise _broken_yaml(_python_error(text) or first, source, hint, column=column) from None
     except RecursionError:
         raise _deep_error(source, 1, hint) from None
     except (ValueError, OverflowError, TypeError) as exc:
-        node = _unconstructible(root)
-        line = int(node.start_mark.line) + 1 if node is not None else 1
-        value = f" {node.value!r}" if node is not None and len(str(node.value)) <= 40 else ""
-        raise InputError(f"{source}:{line}: cannot read the value{value}: {exc}", hint=hint) from None
+        raise _unreadable_value(_unconstructible(root), source, hint, exc) from None
     return data, root
+
+
+def _broken_yaml(exc: yaml.YAMLError, source: str, hint: str, *, column: bool) -> InputError:
+    """``source:line[:column]: broken YAML: problem``, placed at the error's mark when it has one."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        where = source
+    elif column:
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}"
+    else:
+        where = f"{source}:{mark.line + 1}"
+    return InputError(f"{where}: broken YAML: {problem}", hint=hint)
+
+
+def _unreadable_value(node: yaml.ScalarNode | None, source: str, hint: str, exc: Exception) -> InputError:
+    """``source:line: cannot read the value 'V': why``, at the scalar that failed (quoted when short)."""
+    line = int(node.start_mark.line) + 1 if node is not None else 1
+    value = f" {node.value!r}" if node is not None and len(str(node.value)) <= 40 else ""
+    return InputError(f"{source}:{line}: cannot read the value{value}: {exc}", hint=hint)
 
 
 def _python_error(text: str) -> yaml.YAMLError | None:

@@ -111,17 +111,26 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """The configured secrets and the forms they travel in, longest first (so that a secret inside a
     longer one is never left half-replaced)."""
     env = os.environ if env is None else env
-    names = {n for n in env if n in _KNOWN_SECRETS or _SECRET_NAME.search(n)}
-    values = {v for n in names if len(v := env[n].strip()) >= _MIN_SECRET and v not in MASK}
-    forms = set(values)
-    for v in values:
-        forms |= _b64_forms(v)
-        forms.add(quote(v, safe=""))
-    public, secret = env.get("LANGFUSE_PUBLIC_KEY"), env.get("LANGFUSE_SECRET_KEY")
-    if public and secret:
-        # What Langfuse's Basic header carries: base64 of "public:secret".
-        forms |= _b64_forms(f"{public}:{secret}")
+    forms = {form for value in _configured_secrets(env) for form in _travel_forms(value)}
+    forms |= _langfuse_pair_forms(env)
     return sorted((f for f in forms if len(f) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def _configured_secrets(env: Mapping[str, str]) -> set[str]:
+    """The values of secret-named variables, long enough to be a secret and not the mask itself."""
+    names = {n for n in env if n in _KNOWN_SECRETS or _SECRET_NAME.search(n)}
+    return {v for n in names if len(v := env[n].strip()) >= _MIN_SECRET and v not in MASK}
+
+
+def _travel_forms(value: str) -> set[str]:
+    """A secret as is, URL-quoted and base64-encoded."""
+    return {value, quote(value, safe=""), *_b64_forms(value)}
+
+
+def _langfuse_pair_forms(env: Mapping[str, str]) -> set[str]:
+    """What Langfuse's Basic header carries: base64 of "public:secret"."""
+    public, secret = env.get("LANGFUSE_PUBLIC_KEY"), env.get("LANGFUSE_SECRET_KEY")
+    return _b64_forms(f"{public}:{secret}") if public and secret else set()
 
 
 # Each pattern with the words (lower-cased) one of which it needs: a pattern runs only on text

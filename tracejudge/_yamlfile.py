@@ -48,22 +48,29 @@ def node_line(root: yaml.Node | None, loc: Sequence[int | str], *, at_key: bool 
     node: yaml.Node = root
     line = int(node.start_mark.line) + 1
     for part in loc:
-        child: yaml.Node | None = None
-        child_line = 0
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    child = value
-                    child_line = int((key if at_key else value).start_mark.line) + 1
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            child = node.value[part]
-            child_line = int(child.start_mark.line) + 1
-        if child is None:
+        step = _child(node, part, at_key=at_key)
+        if step is None:
             break
-        node = child
-        line = child_line
+        node, named_at = step
+        line = int(named_at.start_mark.line) + 1
     return line
+
+
+def _child(node: yaml.Node, part: int | str, *, at_key: bool) -> tuple[yaml.Node, yaml.Node] | None:
+    """The node at ``part`` under ``node`` and the node whose line names it (with ``at_key``, a
+    mapping value's key), or None when there is none."""
+    if isinstance(node, yaml.MappingNode):
+        return next(
+            (
+                (value, key if at_key else value)
+                for key, value in node.value
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part)
+            ),
+            None,
+        )
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        return node.value[part], node.value[part]
+    return None
 
 
 def validation_lines(
