@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -86,6 +87,20 @@ def _start(spans: Sequence[RawSpan]) -> datetime | None:
     return datetime.fromtimestamp(min(starts) / 1e9, tz=UTC)
 
 
+@dataclass(frozen=True)
+class _Window:
+    """The traces a sweep reads: those starting in [since, until); with either bound, a trace that
+    records no start is outside."""
+
+    since: datetime | None
+    until: datetime | None
+
+    def holds(self, start: datetime | None) -> bool:
+        if start is None:
+            return self.since is None and self.until is None
+        return (self.since is None or start >= self.since) and (self.until is None or start < self.until)
+
+
 def iter_sweep(
     store: Store,
     manifest: Sequence[ManifestEntry],
@@ -98,16 +113,11 @@ def iter_sweep(
     a time). ``progress(scanned, flagged)`` is called after each trace."""
     index = VersionIndex.build(manifest)
     _need_content(index)
-    since, until = utc(since), utc(until)
+    window = _Window(utc(since), utc(until))
     scanned = flagged = 0
     for trace_id in store.iter_trace_ids():
         spans = store.get_spans(trace_id)
-        start = _start(spans)
-        if (since is not None or until is not None) and start is None:
-            continue
-        if (since is not None and start is not None and start < since) or (
-            until is not None and start is not None and start >= until
-        ):
+        if not window.holds(_start(spans)):
             continue
         scanned += 1
         for flag in flag_trace(normalize(spans), index):

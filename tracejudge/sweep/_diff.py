@@ -68,17 +68,15 @@ def _similarity(a: Sentence, b: Sentence) -> float:
     return SequenceMatcher(None, a.masked, b.masked, autojunk=False).ratio()
 
 
-def version_diff(old: str, new: str) -> VersionDiff:
-    """The sentences of ``new`` that differ from ``old`` (changed, added, removed) and the values that
-    changed, each side's values listed only when the other version states them nowhere."""
-    olds, news = split_sentences(old), split_sentences(new)
-    old_keys = {s.tokens for s in olds}
-    new_keys = {s.tokens for s in news}
-    gone = [s for s in olds if s.tokens not in new_keys]
-    fresh = [s for s in news if s.tokens not in old_keys]
-    old_all = [v for s in olds for v in s.values]
-    new_all = [v for s in news for v in s.values]
-    # Greedy pairing, closest pairs first; each sentence pairs at most once.
+def _unmatched(these: Sequence[Sentence], others: Sequence[Sentence]) -> list[Sentence]:
+    """The sentences of ``these`` that ``others`` do not hold (by canonical tokens)."""
+    keys = {s.tokens for s in others}
+    return [s for s in these if s.tokens not in keys]
+
+
+def _pairs(gone: Sequence[Sentence], fresh: Sequence[Sentence]) -> dict[int, int]:
+    """Index in ``fresh`` -> index in ``gone`` of each rewording: greedy pairing, closest pairs first;
+    each sentence pairs at most once, and not below :data:`_PAIR_AT`."""
     scored = sorted(
         ((_similarity(o, n), i, j) for i, o in enumerate(gone) for j, n in enumerate(fresh)),
         key=lambda t: (-t[0], t[1], t[2]),
@@ -92,25 +90,39 @@ def version_diff(old: str, new: str) -> VersionDiff:
             continue
         used_old.add(i)
         pair_of_new[j] = i
-    changes: list[SentenceChange] = []
-    for j, n in enumerate(fresh):
-        new_vals = _only(n.values, old_all)
-        if j in pair_of_new:
-            o = gone[pair_of_new[j]]
-            changes.append(
-                SentenceChange(
-                    kind="changed",
-                    old=o.text,
-                    new=n.text,
-                    old_values=_only(o.values, new_all),
-                    new_values=new_vals,
-                )
-            )
-        else:
-            changes.append(SentenceChange(kind="added", new=n.text, new_values=new_vals))
-    for i, o in enumerate(gone):
-        if i not in used_old:
-            changes.append(SentenceChange(kind="removed", old=o.text, old_values=_only(o.values, new_all)))
+    return pair_of_new
+
+
+def _change(
+    n: Sentence, o: Sentence | None, old_all: Sequence[Value], new_all: Sequence[Value]
+) -> SentenceChange:
+    """A sentence of the new version only: a rewording of ``o``, or added when it pairs with none."""
+    new_vals = _only(n.values, old_all)
+    if o is None:
+        return SentenceChange(kind="added", new=n.text, new_values=new_vals)
+    return SentenceChange(
+        kind="changed", old=o.text, new=n.text, old_values=_only(o.values, new_all), new_values=new_vals
+    )
+
+
+def version_diff(old: str, new: str) -> VersionDiff:
+    """The sentences of ``new`` that differ from ``old`` (changed, added, removed) and the values that
+    changed, each side's values listed only when the other version states them nowhere."""
+    olds, news = split_sentences(old), split_sentences(new)
+    gone, fresh = _unmatched(olds, news), _unmatched(news, olds)
+    old_all = [v for s in olds for v in s.values]
+    new_all = [v for s in news for v in s.values]
+    pair_of_new = _pairs(gone, fresh)
+    paired = set(pair_of_new.values())
+    changes = [
+        _change(n, gone[pair_of_new[j]] if j in pair_of_new else None, old_all, new_all)
+        for j, n in enumerate(fresh)
+    ]
+    changes += [
+        SentenceChange(kind="removed", old=o.text, old_values=_only(o.values, new_all))
+        for i, o in enumerate(gone)
+        if i not in paired
+    ]
     return VersionDiff(
         changes=tuple(changes),
         old_values=_only(old_all, new_all),

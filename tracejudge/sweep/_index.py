@@ -4,7 +4,7 @@ and the diff between any two versions of a document (computed once, on first use
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -78,31 +78,10 @@ class VersionIndex:
 
     @classmethod
     def build(cls, manifest: Sequence[ManifestEntry]) -> VersionIndex:
-        by_key: dict[object, list[tuple[DocVersion, Value]]] = {}
-        by_doc: dict[str, list[DocVersion]] = {}
-        for e in manifest:
-            sents = tuple(split_sentences(e.content)) if e.content else ()
-            dv = DocVersion(e, sents, tuple(v for s in sents for v in s.values if v.significant))
-            for v in dv.values:
-                for key in value_keys(v):
-                    by_key.setdefault(key, []).append((dv, v))
-            if e.content and e.version:
-                by_doc.setdefault(e.doc_id, []).append(dv)
-        far = datetime.min.replace(tzinfo=UTC)
-        docs = {
-            d: tuple(sorted(vs, key=lambda v: utc(v.entry.effective_from) or far))
-            for d, vs in by_doc.items()
-            if len({v.version for v in vs}) > 1
-        }
-        by_word: dict[str, set[str]] = {}
-        unnamed = []
-        for d in docs:
-            words = id_words(d)
-            for w in words:
-                by_word.setdefault(w, set()).add(d)
-            if not words:
-                unnamed.append(d)
-        return cls(docs=docs, _by_key=by_key, _by_word=by_word, _unnamed=tuple(unnamed))
+        versions = [_read(e) for e in manifest]
+        docs = _versioned(versions)
+        by_word, unnamed = _by_id_word(docs)
+        return cls(docs=docs, _by_key=_by_value_key(versions), _by_word=by_word, _unnamed=unnamed)
 
     def version(self, doc_id: str, version: str | None) -> DocVersion | None:
         return next((v for v in self.docs.get(doc_id, ()) if v.version == version), None)
@@ -142,3 +121,52 @@ class VersionIndex:
         if sep and base in self.docs and version is None:
             return base, tail
         return None
+
+
+def _read(e: ManifestEntry) -> DocVersion:
+    """A manifest line with its content split into sentences and its distinctive values."""
+    sents = tuple(split_sentences(e.content)) if e.content else ()
+    return DocVersion(e, sents, tuple(v for s in sents for v in s.values if v.significant))
+
+
+def _by_value_key(versions: Sequence[DocVersion]) -> dict[object, list[tuple[DocVersion, Value]]]:
+    """Every version's values by each key they can match (``value_keys``), in manifest order."""
+    by_key: dict[object, list[tuple[DocVersion, Value]]] = {}
+    for dv in versions:
+        for v in dv.values:
+            for key in value_keys(v):
+                by_key.setdefault(key, []).append((dv, v))
+    return by_key
+
+
+_FAR_PAST = datetime.min.replace(tzinfo=UTC)
+
+
+def _effective_from(v: DocVersion) -> datetime:
+    return utc(v.entry.effective_from) or _FAR_PAST
+
+
+def _versioned(versions: Sequence[DocVersion]) -> dict[str, tuple[DocVersion, ...]]:
+    """Documents with two or more versions carrying content, each's versions oldest effective date first."""
+    by_doc: dict[str, list[DocVersion]] = {}
+    for dv in versions:
+        if dv.entry.content and dv.entry.version:
+            by_doc.setdefault(dv.entry.doc_id, []).append(dv)
+    return {
+        d: tuple(sorted(vs, key=_effective_from))
+        for d, vs in by_doc.items()
+        if len({v.version for v in vs}) > 1
+    }
+
+
+def _by_id_word(docs: Iterable[str]) -> tuple[dict[str, set[str]], tuple[str, ...]]:
+    """Documents by each word of their id (``id_words``), and those whose id has none."""
+    by_word: dict[str, set[str]] = {}
+    unnamed = []
+    for d in docs:
+        words = id_words(d)
+        for w in words:
+            by_word.setdefault(w, set()).add(d)
+        if not words:
+            unnamed.append(d)
+    return by_word, tuple(unnamed)

@@ -21,9 +21,9 @@ def _text(score: dict[str, Any]) -> str:
     return ""
 
 
-def langfuse_feedback(trace_id: str, name: str, api: Any = None) -> str:
-    """The newest comment of the score ``name`` on trace ``trace_id`` (Langfuse credentials from the
-    environment unless ``api`` is given). Raises :class:`InputError` when there is none."""
+def _score_rows(trace_id: str, name: str, api: Any) -> list[dict[str, Any]]:
+    """The scores named ``name`` on the trace (``/v3/scores``, else ``/v2/scores``), through ``api`` or
+    a client of tracejudge's own (closed after)."""
     from tracejudge.write import LangfuseApi, LangfuseCredentials
 
     own = api is None
@@ -36,7 +36,13 @@ def langfuse_feedback(trace_id: str, name: str, api: Any = None) -> str:
     finally:
         if own:
             client.close()
-    rows = [r for r in (page.get("data") or []) if isinstance(r, dict)] if isinstance(page, dict) else []
+    return [r for r in (page.get("data") or []) if isinstance(r, dict)] if isinstance(page, dict) else []
+
+
+def langfuse_feedback(trace_id: str, name: str, api: Any = None) -> str:
+    """The newest comment of the score ``name`` on trace ``trace_id`` (Langfuse credentials from the
+    environment unless ``api`` is given). Raises :class:`InputError` when there is none."""
+    rows = _score_rows(trace_id, name, api)
     if not rows:
         raise InputError(
             f"trace {trace_id} has no Langfuse score named {name!r}",
@@ -44,11 +50,10 @@ def langfuse_feedback(trace_id: str, name: str, api: Any = None) -> str:
             " the feedback as --feedback TEXT",
         )
     rows.sort(key=lambda r: str(r.get("timestamp") or ""), reverse=True)
-    for row in rows:
-        text = _text(row)
-        if text:
-            return text
-    raise InputError(
-        f"the Langfuse score {name!r} on trace {trace_id} has no comment",
-        hint="give the feedback as --feedback TEXT",
-    )
+    text = next((t for t in map(_text, rows) if t), None)
+    if text is None:
+        raise InputError(
+            f"the Langfuse score {name!r} on trace {trace_id} has no comment",
+            hint="give the feedback as --feedback TEXT",
+        )
+    return text

@@ -286,15 +286,21 @@ def value_keys(v: Value) -> tuple[object, ...]:
 def agrees(a: Value, b: Value) -> bool:
     """Do two values state the same thing? An amount matches a bare number of the same size (an answer
     may drop the currency), a duration or count needs the same unit."""
-    if a.kind in ("duration", "count") or b.kind in ("duration", "count"):
+    if a.kind in _MEASURES or b.kind in _MEASURES:
         return a.kind == b.kind and a.amount == b.amount and a.unit == b.unit
-    fa, fb = a.fact, b.fact
-    assert fa is not None
-    assert fb is not None
-    if (fa.kind == "date") != (fb.kind == "date"):
-        return False
-    if fa.kind == "date":
-        return bool(fa.readings() & fb.readings())
+    assert a.fact is not None
+    assert b.fact is not None
+    return _facts_agree(a.fact, b.fact)
+
+
+# Values that are an amount of a unit (``value_keys``: matched by amount and unit, not as facts).
+_MEASURES = frozenset(("duration", "count"))
+
+
+def _facts_agree(fa: FactValue, fb: FactValue) -> bool:
+    """The same date (two dates sharing a reading), or the same number in a shared unit when both name one."""
+    if fa.kind == "date" or fb.kind == "date":
+        return fa.kind == fb.kind and bool(fa.readings() & fb.readings())
     if not fa.numbers & fb.numbers:
         return False
     if fa.units and fb.units:
