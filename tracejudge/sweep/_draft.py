@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -22,7 +22,7 @@ from tracejudge.localize import cites_version, tokenize
 from tracejudge.schema import Ambiguity, ChangedValue, DraftTicket, Evidence, SentenceChange, TaskRecord
 from tracejudge.sweep._index import DocVersion, VersionIndex
 from tracejudge.sweep._sweep import Finding, analyse, evidence, retrieved_versions, task_time_of
-from tracejudge.sweep._values import Value, agrees, find_values, sentence_values
+from tracejudge.sweep._values import Value, agrees, sentence_values, significant_values
 
 __all__ = ["draft_from_finding", "draft_ticket", "render_yaml"]
 
@@ -90,6 +90,22 @@ class _Draft:
     superseded_facts: dict[str, Any] = field(default_factory=dict)
     ambiguous: list[Ambiguity] = field(default_factory=list)
 
+    def leave(self, path: str, reason: str, options: tuple[str, ...] = ()) -> None:
+        """Leave the field at ``path`` to a person, saying why."""
+        self.ambiguous.append(Ambiguity(field=path, reason=reason, options=options))
+
+    def settle_version(self, doc_id: str, effect: Sequence[DocVersion]) -> DocVersion | None:
+        """The one version in effect at the task time, now the required one; None when several were."""
+        if len(effect) != 1:
+            self.leave(
+                "required[0].version",
+                f"several versions of {doc_id} were in effect at the task time: keep the one that applied",
+                tuple(e.version for e in effect),
+            )
+            return None
+        self.required_version = effect[0].version
+        return effect[0]
+
 
 def _fact_value(v: ChangedValue) -> Any:
     """A fact as the ticket writes it: amounts as numbers (the key carries the currency), dates ISO,
@@ -136,15 +152,37 @@ def facts_of(change: SentenceChange) -> tuple[dict[str, Any], dict[str, Any]]:
     return required, superseded
 
 
+def _content_words(text: str) -> set[str]:
+    """The tokens of a text that carry meaning: no stop words, no numbers."""
+    return {t for t in tokenize(text) if t not in _STOP and not t[:1].isdigit()}
+
+
 def _score(change: SentenceChange, wanted: Sequence[Value], words: set[str]) -> tuple[int, float]:
     """How well a changed sentence matches the feedback: values the feedback states (on either side:
     "it said 45 days" names the old value), then shared words."""
     texts = [t for t in (change.new, change.old) if t]
     values = [v for t in texts for v in sentence_values(t)]
     hits = sum(1 for w in wanted if any(agrees(w, v) for v in values))
-    toks = {t for t in tokenize(" ".join(texts)) if t not in _STOP and not t[:1].isdigit()}
+    toks = _content_words(" ".join(texts))
     overlap = len(words & toks) / len(toks) if toks else 0.0
     return hits, overlap
+
+
+def _ascending(scored: tuple[tuple[int, float], int]) -> tuple[tuple[int, float], int]:
+    """Sort key: by score, and among equal scores the earlier sentence last (the one picked)."""
+    return scored[0], -scored[1]
+
+
+def _undecided(
+    candidates: Sequence[SentenceChange], scored: Sequence[tuple[tuple[int, float], int]]
+) -> tuple[str, ...] | None:
+    """The sentences a person must choose among when the feedback does not single one out (none
+    matches, or several match best), else None."""
+    best = scored[-1][0]
+    tied = [candidates[j].new or "" for s, j in scored if s == best]
+    if len(candidates) < 2 or (best != (0, 0.0) and len(tied) < 2):
+        return None
+    return tuple(tied if len(tied) > 1 else (c.new or "" for c in candidates))
 
 
 def _pick_clause(
@@ -152,32 +190,24 @@ def _pick_clause(
 ) -> SentenceChange | None:
     candidates = [c for c in changes if c.new]
     if not candidates:
-        d.ambiguous.append(
-            Ambiguity(
-                field=f"{where}.clause",
-                reason="no sentence of the version in effect differs from the"
-                " superseded one: write the clause that applies",
-            )
+        d.leave(
+            f"{where}.clause",
+            "no sentence of the version in effect differs from the superseded one: write the clause that"
+            " applies",
         )
         return None
-    words = {t for t in tokenize(feedback) if t not in _STOP and not t[:1].isdigit()}
-    scored = sorted(
-        ((_score(c, wanted, words), i) for i, c in enumerate(candidates)), key=lambda s: (s[0], -s[1])
-    )
-    best, i = scored[-1]
-    tied = [candidates[j].new or "" for s, j in scored if s == best]
-    if len(candidates) > 1 and (best == (0, 0.0) or len(tied) > 1):
-        options = tuple(tied if len(tied) > 1 else (c.new or "" for c in candidates))
-        d.ambiguous.append(
-            Ambiguity(
-                field=f"{where}.clause",
-                reason=f"{len(options)} sentences of the version in effect differ from the superseded one and"
-                " match the feedback equally: keep the one the feedback is about",
-                options=options,
-            )
+    words = _content_words(feedback)
+    scored = sorted(((_score(c, wanted, words), i) for i, c in enumerate(candidates)), key=_ascending)
+    options = _undecided(candidates, scored)
+    if options is not None:
+        d.leave(
+            f"{where}.clause",
+            f"{len(options)} sentences of the version in effect differ from the superseded one and"
+            " match the feedback equally: keep the one the feedback is about",
+            options,
         )
         return None
-    return candidates[i]
+    return candidates[scored[-1][1]]
 
 
 def _apply(d: _Draft, change: SentenceChange | None) -> None:
@@ -202,23 +232,13 @@ def draft_from_finding(
     d = _Draft(doc_id=f.doc_id, superseded_version=used)
     stale_v = index.version(f.doc_id, used)
     assert stale_v is not None
-    if len(f.in_effect) != 1:
-        d.ambiguous.append(
-            Ambiguity(
-                field="required[0].version",
-                reason=f"several versions of {f.doc_id} were in effect at the task time:"
-                " keep the one that applied",
-                options=tuple(e.version for e in f.in_effect),
-            )
-        )
+    now = d.settle_version(f.doc_id, f.in_effect)
+    if now is None:
         return d, []
-    now = f.in_effect[0]
-    d.required_version = now.version
     said = [a for a, _ in f.stale.get(used, [])]
     hits = _change_for(index, stale_v, now, [h for _, h in f.stale.get(used, [])])
     changes = [c for c in hits if c.kind == "changed"] or list(index.diff(stale_v, now).changes)
-    wanted = said + [v for v in find_values(feedback) if v.significant]
-    _apply(d, _pick_clause(d, changes, wanted, feedback, "required[0]"))
+    _apply(d, _pick_clause(d, changes, said + significant_values(feedback), feedback, "required[0]"))
     t = task_time_of(task)
     return d, evidence(task, index, f, used, t) if t is not None else []
 
@@ -236,35 +256,59 @@ def _named(feedback: str, index: VersionIndex) -> list[tuple[str, str | None]]:
     return out
 
 
+def _among(pool: Sequence[str], applicable: set[str]) -> list[str]:
+    """The applicable documents of a pool, once each, in pool order."""
+    return list(dict.fromkeys(x for x in pool if x in applicable))
+
+
+def _applicable(index: VersionIndex, t: datetime) -> set[str]:
+    """The documents with a version in effect at ``t``."""
+    return {doc for doc, vs in index.docs.items() if any(v.in_effect(t) for v in vs)}
+
+
 def _choose_doc(
     d: _Draft, task: TaskRecord, index: VersionIndex, feedback: str, t: datetime
 ) -> tuple[str, str | None] | None:
+    """The document the draft is about, and the version the feedback names: the documents in effect
+    at ``t`` the feedback names, else those the trace retrieved; None (left to a person) unless one."""
     named = _named(feedback, index)
-    got = retrieved_versions(task, index)
-    applicable = {doc for doc, vs in index.docs.items() if any(v.in_effect(t) for v in vs)}
-    for pool in ([n[0] for n in named], [k[0] for k in got]):
-        docs = list(dict.fromkeys(x for x in pool if x in applicable))
-        if len(docs) == 1:
-            stale = [v for doc, v in named if doc == docs[0] and v is not None]
-            return docs[0], stale[0] if stale else None
-        if len(docs) > 1:
-            d.ambiguous.append(
-                Ambiguity(
-                    field="required[0].doc_id",
-                    reason="the feedback and the trace point at several documents: keep the one the feedback"
-                    " is about",
-                    options=tuple(docs),
-                )
-            )
-            return None
-    d.ambiguous.append(
-        Ambiguity(
-            field="required[0].doc_id",
-            reason="neither the feedback nor the trace names a document of the manifest with versions that"
+    applicable = _applicable(index, t)
+    pools = ([doc for doc, _ in named], [doc for doc, _ in retrieved_versions(task, index)])
+    docs = next(filter(None, (_among(pool, applicable) for pool in pools)), [])
+    if len(docs) == 1:
+        return docs[0], next((v for doc, v in named if doc == docs[0] and v is not None), None)
+    if docs:
+        d.leave(
+            "required[0].doc_id",
+            "the feedback and the trace point at several documents: keep the one the feedback is about",
+            tuple(docs),
+        )
+    else:
+        d.leave(
+            "required[0].doc_id",
+            "neither the feedback nor the trace names a document of the manifest with versions that"
             " differ: name the document that should have been used",
         )
-    )
     return None
+
+
+def _stale_used(
+    doc_id: str,
+    others: Sequence[DocVersion],
+    got: Mapping[tuple[str, str | None], str],
+    named_version: str | None,
+    t: datetime,
+) -> list[DocVersion]:
+    """The versions other than the one in effect the trace used: the one the feedback names, else those
+    it retrieved, else (nothing says which) the one the version in effect replaced."""
+    named = [v for v in others if v.version == named_version]
+    return named or [v for v in others if (doc_id, v.version) in got] or _replaced(others, t)
+
+
+def _replaced(others: Sequence[DocVersion], t: datetime) -> list[DocVersion]:
+    """The latest version that took effect before ``t`` and was no longer in effect at ``t``."""
+    before = [v for v in others if not v.in_effect(t) and (v.entry.effective_from or t) <= t]
+    return before[-1:]
 
 
 def _without_finding(
@@ -277,46 +321,30 @@ def _without_finding(
     doc_id, named_version = chosen
     d.doc_id = doc_id
     versions = index.docs[doc_id]
-    effect = [v for v in versions if v.in_effect(t)]
-    if len(effect) != 1:
-        d.ambiguous.append(
-            Ambiguity(
-                field="required[0].version",
-                reason=f"several versions of {doc_id} were in effect at the task time:"
-                " keep the one that applied",
-                options=tuple(e.version for e in effect),
-            )
-        )
+    now = d.settle_version(doc_id, [v for v in versions if v.in_effect(t)])
+    if now is None:
         return d, []
-    now = effect[0]
-    d.required_version = now.version
     got = retrieved_versions(task, index)
-    others = [v for v in versions if v.version != now.version]
-    used = [v for v in others if (doc_id, v.version) in got]
-    if named_version and named_version != now.version:
-        used = [v for v in others if v.version == named_version] or used
-    if not used:
-        # Nothing says which one the trace used: the one the version in effect replaced.
-        before = [v for v in others if not v.in_effect(t) and (v.entry.effective_from or t) <= t]
-        used = before[-1:]
+    used = _stale_used(doc_id, [v for v in versions if v.version != now.version], got, named_version, t)
     ev = [
         Evidence(span_id=got[(doc_id, v.version)], note=f"retrieved {v.label}")
         for v in used
         if (doc_id, v.version) in got
     ]
     if not used:
-        d.ambiguous.append(
-            Ambiguity(
-                field="superseded",
-                reason=f"no other version of {doc_id} was retrieved or named: name the"
-                " stale material the agent used, if any",
-            )
+        d.leave(
+            "superseded",
+            f"no other version of {doc_id} was retrieved or named: name the stale material the agent used,"
+            " if any",
         )
         return d, ev
-    old = used[-1]
-    d.superseded_version = old.version
-    wanted = [v for v in find_values(feedback) if v.significant]
-    _apply(d, _pick_clause(d, index.diff(old, now).changes, wanted, feedback, "required[0]"))
+    d.superseded_version = used[-1].version
+    _apply(
+        d,
+        _pick_clause(
+            d, index.diff(used[-1], now).changes, significant_values(feedback), feedback, "required[0]"
+        ),
+    )
     return d, ev
 
 
@@ -346,36 +374,69 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass
+class _Yaml:
+    """A draft ticket's YAML, line by line: each field left for a person preceded by a comment saying why."""
+
+    notes: dict[str, Ambiguity]
+    """What is left to a person, by field path."""
+    lines: list[str] = field(default_factory=list)
+
+    def note(self, path: str, indent: str = "") -> None:
+        a = self.notes.get(path)
+        if a is not None:
+            self.lines.append(f"{indent}# TO DECIDE: {a.reason}")
+            self.lines += [f"{indent}#   - {_dump(o)}" for o in a.options]
+
+    def item(self, m: dict[str, Any], keys: Sequence[str], path: str | None = None) -> None:
+        """One list item: its keys in order (the first after the dash), each with its note under ``path``."""
+        for j, key in enumerate(keys):
+            if key not in m:
+                continue
+            if path is not None:
+                self.note(f"{path}.{key}", "    ")
+            self.lines.append(f"{'  - ' if j == 0 else '    '}{key}: {_dump(m[key])}")
+
+
 def render_yaml(ticket: dict[str, Any], ambiguous: Sequence[Ambiguity]) -> str:
     """The ticket as YAML, each field left for a person preceded by a comment saying why."""
-    notes = {a.field: a for a in ambiguous}
-
-    def comment(path: str, indent: str) -> list[str]:
-        a = notes.get(path)
-        if a is None:
-            return []
-        lines = [f"{indent}# TO DECIDE: {a.reason}"]
-        lines += [f"{indent}#   - {_dump(o)}" for o in a.options]
-        return lines
-
-    out = ["# Drafted by `tracejudge ticket draft`: check every field, then set status: verified."]
-    for key in ("trace_id", "session_id", "task_time", "status", "feedback"):
-        if key in ticket:
-            out.append(f"{key}: {_dump(ticket[key])}")
-    out += comment("required[0].doc_id", "")
-    out.append("required:" if ticket["required"] else "required: []")
+    y = _Yaml({a.field: a for a in ambiguous})
+    y.lines.append("# Drafted by `tracejudge ticket draft`: check every field, then set status: verified.")
+    y.lines += [f"{key}: {_dump(ticket[key])}" for key in _SCALARS if key in ticket]
+    y.note("required[0].doc_id")
+    y.lines.append("required:" if ticket["required"] else "required: []")
     for i, m in enumerate(ticket["required"]):
-        for j, key in enumerate(("doc_id", "version", "clause", "facts")):
-            if key in m:
-                out += comment(f"required[{i}].{key}", "    ")
-                out.append(f"{'  - ' if j == 0 else '    '}{key}: {_dump(m[key])}")
-    out += comment("superseded", "")
+        y.item(m, ("doc_id", "version", "clause", "facts"), f"required[{i}]")
+    y.note("superseded")
     for m in ticket.get("superseded", []):
-        out.append("superseded:")
-        for j, key in enumerate(("doc_id", "version", "facts")):
-            if key in m:
-                out.append(f"{'  - ' if j == 0 else '    '}{key}: {_dump(m[key])}")
-    return "\n".join(out) + "\n"
+        y.lines.append("superseded:")
+        y.item(m, ("doc_id", "version", "facts"))
+    return "\n".join(y.lines) + "\n"
+
+
+# The ticket's top-level scalar fields, in the order the YAML writes them.
+_SCALARS = ("trace_id", "session_id", "task_time", "status", "feedback")
+
+
+def _finding_for(task: TaskRecord, index: VersionIndex, feedback: str, t: datetime) -> Finding | None:
+    """The sweep finding a draft rests on: the flagged one about a document the feedback names, or the
+    only flagged one, or when the feedback names no document, the first; None leaves it to the
+    document the feedback names or the trace retrieved."""
+    named = {doc for doc, _ in _named(feedback, index)}
+    flagged = [f for f in analyse(task, index, t) if f.flagged]
+    found = [f for f in flagged if f.doc_id in named] or flagged
+    if len(found) == 1 or (found and not named):
+        return found[0]
+    return None
+
+
+def _basis(
+    task: TaskRecord, index: VersionIndex, feedback: str, t: datetime
+) -> tuple[_Draft, list[Evidence]]:
+    f = _finding_for(task, index, feedback, t)
+    if f is None:
+        return _without_finding(task, index, feedback, t)
+    return draft_from_finding(task, index, f, f.used(set(retrieved_versions(task, index))), feedback)
 
 
 def draft_ticket(task: TaskRecord, index: VersionIndex, feedback: str = "") -> DraftTicket:
@@ -387,14 +448,7 @@ def draft_ticket(task: TaskRecord, index: VersionIndex, feedback: str = "") -> D
         d = _Draft(ambiguous=[Ambiguity(field="task_time", reason=why)])
         ev: list[Evidence] = []
     else:
-        named = {doc for doc, _ in _named(feedback, index)}
-        found = [f for f in analyse(task, index, t) if f.flagged]
-        found = [f for f in found if f.doc_id in named] or found
-        if len(found) == 1 or (found and not named):
-            f = found[0]
-            d, ev = draft_from_finding(task, index, f, f.used(set(retrieved_versions(task, index))), feedback)
-        else:
-            d, ev = _without_finding(task, index, feedback, t)
+        d, ev = _basis(task, index, feedback, t)
     ticket = _ticket(task, d, feedback, t)
     return DraftTicket(
         trace_id=task.trace_id,

@@ -266,6 +266,11 @@ def _fact_value(text: str, fact: FactValue) -> Value:
     return Value(kind, text[fact.start : fact.end].strip(), fact.start, fact.end, fact=fact)
 
 
+def significant_values(text: str) -> list[Value]:
+    """The values of a text that can tell versions apart (see :attr:`Value.significant`)."""
+    return [v for v in find_values(text) if v.significant]
+
+
 @functools.lru_cache(maxsize=4096)
 def sentence_values(text: str) -> tuple[Value, ...]:
     """:func:`find_values` of a manifest sentence, cached: a sweep reads the same few sentences for
