@@ -16,7 +16,7 @@ from datetime import datetime
 from tracejudge.localize import cites_version, find_clause
 from tracejudge.schema import Evidence, TaskRecord
 from tracejudge.sweep._index import DocVersion, VersionIndex, utc
-from tracejudge.sweep._values import Value, agrees, find_values
+from tracejudge.sweep._values import Value, agrees, significant_values
 
 __all__ = ["Finding", "analyse", "task_time_of"]
 
@@ -38,13 +38,18 @@ class Finding:
     """Versions in effect the answer names."""
 
     @property
+    def states_stale(self) -> bool:
+        """Does the answer state a value only a version not in effect holds?"""
+        return any(self.stale.values())
+
+    @property
     def shows_anything(self) -> bool:
         """Does the answer state or cite anything of this document's versions?"""
-        return any(self.stale.values()) or bool(self.cited_stale or self.current or self.cited_current)
+        return self.states_stale or bool(self.cited_stale or self.current or self.cited_current)
 
     @property
     def flagged(self) -> bool:
-        stale = any(self.stale.values()) or bool(self.cited_stale)
+        stale = self.states_stale or bool(self.cited_stale)
         return stale and not self.current and not self.cited_current
 
     def used(self, retrieved: set[tuple[str, str | None]]) -> str:
@@ -78,16 +83,22 @@ def analyse(task: TaskRecord, index: VersionIndex, t: datetime | None = None) ->
     answer = task.final_answer
     if t is None or not answer or not index.docs:
         return []
-    said = [v for v in find_values(answer) if v.significant]
+    said = significant_values(answer)
     found = _findings(index, t, answer, said)
     # A value the user's question brought is no evidence of the document the answer rests on. Only an
     # answer holding stale values can be flagged, so only then is the question read.
-    if task.input and any(any(f.stale.values()) for f in found):
-        asked = [v for v in find_values(task.input) if v.significant]
-        kept = [v for v in said if _holds(v, asked) is None or _quoted(index, v, task.input)]
+    if task.input and any(f.states_stale for f in found):
+        kept = _not_asked(index, said, task.input)
         if len(kept) < len(said):
             found = _findings(index, t, answer, kept)
     return found
+
+
+def _not_asked(index: VersionIndex, said: Sequence[Value], question: str) -> list[Value]:
+    """The answer's values the question did not bring: it does not state them, or states them by
+    quoting a document."""
+    asked = significant_values(question)
+    return [v for v in said if _holds(v, asked) is None or _quoted(index, v, question)]
 
 
 def _quoted(index: VersionIndex, value: Value, text: str) -> bool:
@@ -104,9 +115,16 @@ def _quoted(index: VersionIndex, value: Value, text: str) -> bool:
     return False
 
 
+def _documents_holding(
+    index: VersionIndex, holders: Sequence[tuple[Value, Sequence[tuple[DocVersion, Value]]]]
+) -> set[str]:
+    """The versioned documents a version of which holds one of the answer's values."""
+    return {dv.entry.doc_id for _, hs in holders for dv, _ in hs if dv.entry.doc_id in index.docs}
+
+
 def _findings(index: VersionIndex, t: datetime, answer: str, said: Sequence[Value]) -> list[Finding]:
     holders = [(a, index.holders(a)) for a in said]
-    docs = {dv.entry.doc_id for _, hs in holders for dv, _ in hs if dv.entry.doc_id in index.docs}
+    docs = _documents_holding(index, holders)
     cited = set(index.named_in(answer.lower()))
     found = (
         _finding(doc_id, index.docs[doc_id], t, holders, answer if doc_id in cited else None)
@@ -146,18 +164,32 @@ def _finding(
         return None  # the document did not apply then: nothing is right or stale about it
     others = [v for v in versions if not v.in_effect(t)]
     f = Finding(doc_id, effect)
-    split = _Split(frozenset(map(id, effect)), frozenset(map(id, others)))
+    _note_values(f, _Split(frozenset(map(id, effect)), frozenset(map(id, others))), t, holders)
+    if citing is not None:
+        f.cited_stale = _cited(citing, doc_id, others)
+        f.cited_current = _cited(citing, doc_id, effect)
+    return f if f.shows_anything else None
+
+
+def _cited(answer: str, doc_id: str, versions: Sequence[DocVersion]) -> list[str]:
+    """The versions of the document the answer cites."""
+    return [v.version for v in versions if cites_version(answer, doc_id, v.version)]
+
+
+def _note_values(
+    f: Finding,
+    split: _Split,
+    t: datetime,
+    holders: Sequence[tuple[Value, Sequence[tuple[DocVersion, Value]]]],
+) -> None:
+    """Record each answer value against ``f``'s document: stale when only versions not in effect state
+    it (no document in effect then does), current when only the versions in effect do."""
     for a, hs in holders:
-        # Stale: only versions not in effect state it; no document in effect then does.
         if not any(dv.in_effect(t) for dv, _ in hs):
             _note_stale(f, a, split.stale(hs))
         current = split.only_current(hs)
         if current is not None:
             f.current.append((a, current))
-    if citing is not None:
-        f.cited_stale = [o.version for o in others if cites_version(citing, doc_id, o.version)]
-        f.cited_current = [e.version for e in effect if cites_version(citing, doc_id, e.version)]
-    return f if f.shows_anything else None
 
 
 def _note_stale(f: Finding, a: Value, hs: Sequence[tuple[DocVersion, Value]]) -> None:
@@ -183,34 +215,55 @@ def evidence(task: TaskRecord, index: VersionIndex, f: Finding, used: str, t: da
     """What the flag rests on: the answer's values and citations, the retrieval, the model input."""
     stale = index.version(f.doc_id, used)
     assert stale is not None
+    ev = _answer_evidence(task, f, stale, t)
+    ev += _retrieval_evidence(task, index, f)
+    ev += _in_input(task, stale, {h.text for _, h in f.stale.get(used, [])})
+    return ev
+
+
+def _answer_evidence(task: TaskRecord, f: Finding, stale: DocVersion, t: datetime) -> list[Evidence]:
+    """The stale values the answer states (what only ``stale`` says, and what was in effect), and its
+    citation of ``stale``."""
     when = t.isoformat().replace("+00:00", "Z")
     now = ", ".join(f"{e.label} ({e.window()})" for e in f.in_effect)
-    ev: list[Evidence] = []
-    for a, hit in f.stale.get(used, []):
-        ev.append(
-            Evidence(
-                span_id=task.final_answer_span_id,
-                note=f'the answer states "{a.text}" ({a.canonical()}): only {stale.label} ({stale.window()})'
-                f' says "{hit.text}", and no document in effect at {when} does; in effect then: {now}',
-            )
+    ev = [
+        Evidence(
+            span_id=task.final_answer_span_id,
+            note=f'the answer states "{a.text}" ({a.canonical()}): only {stale.label} ({stale.window()})'
+            f' says "{hit.text}", and no document in effect at {when} does; in effect then: {now}',
         )
-    if used in f.cited_stale:
+        for a, hit in f.stale.get(stale.version, [])
+    ]
+    if stale.version in f.cited_stale:
         ev.append(
             Evidence(
                 span_id=task.final_answer_span_id,
                 note=f"the answer cites {stale.label}, not in effect at {when} ({stale.window()})",
             )
         )
-    got = retrieved_versions(task, index)
-    for key, span in got.items():
-        if key[0] == f.doc_id:
-            state = "in effect" if any(e.version == key[1] for e in f.in_effect) else "not in effect"
-            ev.append(Evidence(span_id=span, note=f"retrieved {f.doc_id}@{key[1]} ({state} then)"))
-    for e in f.in_effect:
-        if (f.doc_id, e.version) not in got and task.retrievals:
-            ev.append(Evidence(note=f"{e.label}, in effect then, is not among the retrieved documents"))
-    ev += _in_input(task, stale, {h.text for _, h in f.stale.get(used, [])})
     return ev
+
+
+def _retrieval_evidence(task: TaskRecord, index: VersionIndex, f: Finding) -> list[Evidence]:
+    """Which versions of the document the trace retrieved, and which in effect it did not."""
+    got = retrieved_versions(task, index)
+    in_effect = {e.version for e in f.in_effect}
+    ev = [
+        Evidence(span_id=span, note=f"retrieved {f.doc_id}@{version} ({_state(version in in_effect)} then)")
+        for (doc_id, version), span in got.items()
+        if doc_id == f.doc_id
+    ]
+    if task.retrievals:
+        ev += [
+            Evidence(note=f"{e.label}, in effect then, is not among the retrieved documents")
+            for e in f.in_effect
+            if (f.doc_id, e.version) not in got
+        ]
+    return ev
+
+
+def _state(in_effect: bool) -> str:
+    return "in effect" if in_effect else "not in effect"
 
 
 def _in_input(task: TaskRecord, stale: DocVersion, texts: set[str]) -> list[Evidence]:
