@@ -4,6 +4,7 @@ One run reports, for N items at concurrency C and latency L:
   ideal   N x L / C (the latency bound)
   floor   the bare ``openai.AsyncOpenAI`` client sending the same requests with a semaphore of C
   tracejudge  ``score`` end to end: store -> normalize -> checks -> prompt -> judge -> parse -> store
+  the CLI     ``tracejudge score`` in its own process, timed from outside (start-up included)
   phoenix-evals  the same workload through arize-phoenix-evals, when an interpreter with it is given
                  (``--phoenix-python /path/to/python``) or importable here; otherwise reported absent
 
@@ -195,6 +196,26 @@ def tracejudge_run(url: str, n: int, concurrency: int) -> tuple[float, dict[str,
     return elapsed, {"pass": o.pass_, "fail": o.fail, "indeterminate": o.indeterminate}
 
 
+def cli_run(url: str, n: int, concurrency: int) -> float:
+    """``tracejudge score`` as a user runs it, timed from outside: the process's start-up (imports,
+    opening the store, the rubric) included."""
+    from tracejudge.store import SqliteStore
+
+    with tempfile.TemporaryDirectory() as d:
+        store = SqliteStore(Path(d) / "cli.db")
+        store.put_spans(make_spans(n))
+        store.close()
+        rubric = Path(d) / "rubric.yaml"
+        rubric.write_text(RUBRIC.format(url=url))
+        cmd = [sys.executable, "-m", "tracejudge", "--store", str(Path(d) / "cli.db"), "score"]
+        cmd += ["--rubric", str(rubric), "--concurrency", str(concurrency), "--json"]
+        t0 = time.perf_counter()
+        subprocess.run(
+            cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "NO_PROXY": "127.0.0.1"}
+        )
+        return time.perf_counter() - t0
+
+
 PHOENIX_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys, time
@@ -264,6 +285,7 @@ def main() -> None:
             store.close()
         floor = asyncio.run(bare_floor(url, requests, c))
         tj, verdicts = tracejudge_run(url, n, c)
+        cli = cli_run(url, n, c)
         phx, phx_note = phoenix_run(args.phoenix_python, url, n, c)
     finally:
         proc.terminate()
@@ -278,6 +300,7 @@ def main() -> None:
         f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal,"
         f" {tj / floor:.2f}x floor  {verdicts}"
     )
+    print(f"  tracejudge score, the CLI    {cli:8.2f} s   {cli / ideal:.2f}x ideal, {cli / floor:.2f}x floor")
     if phx is not None:
         print(
             f"  arize-phoenix-evals         {phx:8.2f} s   {phx / ideal:.2f}x ideal, {phx / floor:.2f}x floor"
