@@ -24,9 +24,12 @@ _STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
 _LEADING = ("llm.prompt_template.variables", "tool.parameters", "metadata")
 # ... and anywhere inside one (each document of retrieval.documents / reranker.*_documents).
 _INNER = ".document.metadata"
+_STARTS = tuple(f"{base}." for base in _LEADING)
 
 
 def _fold_base(key: str) -> str | None:
+    if "metadata." not in key and not key.startswith(_STARTS):
+        return None  # most keys: two scans in C instead of four prefix tests and a search
     for base in _LEADING:
         if key.startswith(base + "."):
             return base

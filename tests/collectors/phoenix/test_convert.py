@@ -3,6 +3,9 @@ normalizer reading document identity from the result."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tracejudge.normalize import normalize
 from tracejudge_collectors.phoenix import fold_attributes, span_to_raw
 
@@ -97,3 +100,25 @@ def test_the_normalizer_finds_document_identity_in_pulled_spans():
     assert docs == [("C-17/attachment", "v2", "chunk-9"), ("C-17/attachment", "v1", "chunk-3")]
     assert call.documents[0].metadata["acl"] == ["procurement"]
     assert record.final_answer == "30,000 RMB"
+
+
+_PARTS = ["metadata", "document", "tool", "parameters", "llm", "prompt_template", "variables", "retrieval"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([*_PARTS, "documents", "0", "x", ""]), min_size=1, max_size=6))
+def test_a_key_is_folded_under_the_base_the_rule_names(parts: list[str]) -> None:
+    from tracejudge_collectors.phoenix._convert import _fold_base
+
+    key = ".".join(parts)
+    expected = None
+    for base in ("llm.prompt_template.variables", "tool.parameters", "metadata"):
+        if key.startswith(base + "."):
+            expected = base
+            break
+    else:
+        if (at := key.find(".document.metadata.")) >= 0:
+            expected = key[: at + len(".document.metadata")]
+        elif key.startswith("document.metadata."):
+            expected = "document.metadata"
+    assert _fold_base(key) == expected
