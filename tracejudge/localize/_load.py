@@ -45,6 +45,13 @@ def load_ticket(path: Path) -> Ticket:
 
 def parse_ticket(text: str, *, source: str = "<ticket>") -> Ticket:
     """Parse a ticket's YAML (or JSON) text; errors name ``source`` and the line."""
+    # The collector stays paused from parse to validated ticket: re-enabled between the two, its next
+    # pass could be a full one over the whole new tree (how long a test run has been going decides).
+    with no_gc():
+        return _parse_ticket(text, source)
+
+
+def _parse_ticket(text: str, source: str) -> Ticket:
     path = source
     data, root = parse_yaml(text, source=source, hint=_TICKET_HINT, column=True)
     data = require_mapping(data, source=source, noun="ticket", hint=_TICKET_HINT)
@@ -53,8 +60,7 @@ def parse_ticket(text: str, *, source: str = "<ticket>") -> Ticket:
         if isinstance(data.get(key), dict):
             data = {**data, key: [data[key]]}
     try:
-        with no_gc():
-            ticket = Ticket.model_validate(data)
+        ticket = Ticket.model_validate(data)
     except ValidationError as exc:
         msg = validation_lines(exc, lambda loc: f"{path}:{node_line(root, loc)}")
         msg = msg.replace("Input should be a valid tuple", "should be a list")
