@@ -24,8 +24,8 @@ Why this order:
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
-  or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, then the free-form
-  input/output.
+  or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, the ``result`` of Agno's
+  ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
   the whole ``CrewOutput``: the answer is its ``raw``); the root's free-form I/O; a
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from tracejudge.normalize._adk import CONVENTION as ADK
 from tracejudge.normalize._ag2 import CONVENTION as AG2
+from tracejudge.normalize._agno import CONVENTION as AGNO
 from tracejudge.normalize._convention import Convention
 from tracejudge.normalize._crewai import CONVENTION as CREWAI
 from tracejudge.normalize._freeform import CONVENTION as FREEFORM
@@ -87,12 +88,12 @@ PRECEDENCE = Precedence(
         LITELLM,
         FREEFORM,
     ),
-    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, FREEFORM),
+    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, AGNO, FREEFORM),
     query=(GENAI, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
     tool_arguments=(GENAI, ADK, STRANDS, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, AG2, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, AG2, AGNO, FREEFORM),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
     final_answer=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
 )
