@@ -18,6 +18,13 @@ FRAMEWORKS = {
     # instrumentation-ag2 and -openai: the tool span's output is AG2's ``[success, {"content": ...}]``, whose
     # ``content`` holds the documents.
     "ag2": "ag2_{run}.pb",
+    # an Agno agent traced by openinference-instrumentation-agno: the search tool's TOOL span holds the
+    # documents as JSON text in ``output.value``; the model calls are the instrumentation's own LLM spans.
+    "agno_openinference": "agno_openinference_{run}.pb",
+    # the same agent traced by OpenLLMetry's opentelemetry-instrumentation-agno (and -openai, which records
+    # the model calls): the tool span's ``traceloop.entity.output`` is the ``str()`` of Agno's
+    # ``FunctionExecutionResult``, whose ``result`` holds the documents.
+    "agno_openllmetry": "agno_openllmetry_{run}.pb",
     # a one-agent CrewAI crew traced by openinference-instrumentation-crewai and -openai: the search tool's
     # TOOL span holds the documents; the crew root's output is the whole ``CrewOutput``, whose ``raw`` is the
     # answer.

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tracejudge.normalize import normalize
+from tracejudge.normalize._agno import function_result
 from tracejudge.schema import RawSpan, TaskRecord
 from tracejudge.store import open_store
 from tracejudge_collectors.otel import iter_otlp_file, read_otlp_file
@@ -57,7 +58,16 @@ def load(framework: str, run: str, tmp_path: Path) -> TaskRecord:
 
 
 @pytest.mark.parametrize(
-    "framework", ["adk", "strands", "semantic_kernel", "crewai", "autogen_openinference"]
+    "framework",
+    [
+        "adk",
+        "strands",
+        "semantic_kernel",
+        "crewai",
+        "autogen_openinference",
+        "agno_openinference",
+        "agno_openllmetry",
+    ],
 )
 @pytest.mark.parametrize("run", list(ANSWERS))
 def test_model_calls_tool_result_and_answer(framework: str, run: str, tmp_path: Path) -> None:
@@ -152,3 +162,27 @@ def test_crewai_without_the_openai_instrumentation_names_it(tmp_path: Path) -> N
     ]
     [gap] = [g for g in normalize(spans).gaps if g.kind == "no_model_span"]
     assert "openinference-instrumentation-openai" in gap.detail
+
+
+@pytest.mark.parametrize(
+    ("text", "result"),
+    [
+        ("status='success' result='[1]' error=None", "[1]"),
+        (
+            "status='success' result=[{'doc_id': 'a=b', 'n': (1, 2)}] error=None images=None",
+            [{"doc_id": "a=b", "n": (1, 2)}],
+        ),
+        ("status='success' result=\"it's\\nfine\" error=None", "it's\nfine"),
+        ("status='success' result='last'", "last"),
+        ("status='failure' result=None error='index unavailable'", None),
+        ("status='success' result=Document(id='x') error=None", None),
+        ("status='success' result='unterminated", None),
+        ("[1, 2]", None),
+    ],
+)
+def test_agno_openllmetry_tool_output_is_the_result_of_a_function_execution_result(
+    text: str, result: object
+) -> None:
+    # OpenLLMetry's Agno tool span records str(FunctionExecutionResult): the tool's own return value is
+    # its ``result`` field, a Python literal; a failure, or a result that is no literal, gives nothing.
+    assert function_result(text) == result
