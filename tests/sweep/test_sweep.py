@@ -226,3 +226,22 @@ def test_the_sweep_streams(conventions: Any) -> None:
     assert len(seen) < len(answers)
     rest = list(items)
     assert rest[-1] == len(answers)
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "start", "inside"),
+    [
+        (None, None, None, True),  # an open window reads every trace, one with no start too
+        (None, datetime(2026, 3, 1, tzinfo=UTC), None, False),  # a bound needs a start to compare
+        (datetime(2026, 3, 1, tzinfo=UTC), None, datetime(2026, 3, 1, tzinfo=UTC), True),  # since is in
+        (datetime(2026, 3, 1, tzinfo=UTC), None, datetime(2026, 2, 28, 23, 59, tzinfo=UTC), False),
+        (None, datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC), False),  # until is out
+        (None, datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 2, 28, 23, 59, tzinfo=UTC), True),
+    ],
+)
+def test_the_sweep_window_is_half_open_and_needs_a_start_when_bounded(
+    since: datetime | None, until: datetime | None, start: datetime | None, inside: bool
+) -> None:
+    from tracejudge.sweep._api import _Window
+
+    assert _Window(since, until).holds(start) is inside
