@@ -1,5 +1,7 @@
 """smolagents under openinference-instrumentation-smolagents (its spans: scope
-``openinference.instrumentation.smolagents``).
+``openinference.instrumentation.smolagents``), and BeeAI's ``RequirementAgent`` under
+openinference-instrumentation-beeai (scope ``openinference.instrumentation.beeai``), which answers the same
+way with ``final_answer(response=...)``.
 
 A smolagents agent answers by calling its ``final_answer`` tool: the model call that wrote the answer
 outputs only that tool call, ``final_answer(answer=...)``, and the agent's root span records the answer
@@ -18,13 +20,15 @@ from tracejudge.schema import Message
 
 SCOPE = "openinference.instrumentation.smolagents"
 FINAL_ANSWER = "final_answer"
+# scope -> the final_answer tool's argument holding the answer
+ANSWER_ARGUMENT = {SCOPE: "answer", "openinference.instrumentation.beeai": "response"}
 
 
-def _answer(message: Message) -> str | None:
+def _answer(message: Message, argument: str) -> str | None:
     for call in message.tool_calls:
         if call.get("name") == FINAL_ANSWER:
             arguments = maybe_json(call.get("arguments"))
-            answer = arguments.get("answer") if isinstance(arguments, dict) else arguments
+            answer = arguments.get(argument) if isinstance(arguments, dict) else arguments
             return as_str(answer)
     return None
 
@@ -35,13 +39,16 @@ class Smolagents(NoRecords):
     name = "smolagents"
 
     def output_messages(self, view: SpanView) -> ModelIO | None:
-        if view.raw.scope_name != SCOPE:
+        argument = ANSWER_ARGUMENT.get(view.raw.scope_name)
+        if argument is None:
             return None
         found = messages(view, "llm.output_messages")
-        if not found or not any(m.content is None and _answer(m) for m in found):
+        if not found or not any(m.content is None and _answer(m, argument) for m in found):
             return None
         out = [
-            m.model_copy(update={"content": _answer(m)}) if m.content is None and _answer(m) else m
+            m.model_copy(update={"content": _answer(m, argument)})
+            if m.content is None and _answer(m, argument)
+            else m
             for m in found
         ]
         return ModelIO(messages=tuple(out))
