@@ -4,14 +4,12 @@ binding the socket and running uvicorn quietly with signals left to the caller."
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextlib
 import hmac
 import ipaddress
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tracejudge._errors import InputError
@@ -133,44 +131,8 @@ def quiet_server(
     opened (or after its previous response) is closed: uvicorn itself never times out a slow or
     partial request, so a client dribbling headers would hold a connection forever."""
     import uvicorn
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    class _TimedProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
-        _header_timer: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:
-            super().connection_made(transport)
-            self._arm()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            super().connection_lost(exc)
-
-        def _arm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            self._header_timer = self.loop.call_later(header_timeout, self._expire, self.cycle)
-
-        def _expire(self, cycle_then: Any) -> None:
-            # Still on the cycle armed for (no new request's headers complete since): give up.
-            waiting = self.cycle is cycle_then and (cycle_then is None or cycle_then.response_complete)
-            if waiting and not self.transport.is_closing():
-                self.transport.close()
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                on_ready()
+    from tracejudge._uvicorn import QuietServer, timed_protocol
 
     config = uvicorn.Config(
         app,
@@ -179,6 +141,6 @@ def quiet_server(
         server_header=False,
         lifespan="off",
         timeout_graceful_shutdown=timeout_graceful_shutdown,
-        http=_TimedProtocol,
+        http=timed_protocol(header_timeout),
     )
-    return _Server(config)
+    return QuietServer(config, on_ready)

@@ -131,25 +131,23 @@ def paged_result(data: Any, cursor: str | None, page_chars: int) -> CallToolResu
     )
 
 
-def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServer:
-    """The MCP server with tracejudge's tools, resources and the ``debug-wrong-answer`` prompt."""
-    from tracejudge import __version__, _redact
+class _Runner:
+    """Runs a tool's call under the store lock and pages its result; a failure is a tool error
+    saying what to fix (redacted), never a crash of the server."""
 
-    opts = options or McpOptions()
-    sdk = _sdk()
-    from mcp.server.mcpserver.exceptions import ToolError
+    def __init__(self, lock: threading.Lock, page_chars: int) -> None:
+        self._lock = lock
+        self._page_chars = page_chars
 
-    server: MCPServer = sdk.MCPServer(
-        name="tracejudge", version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING"
-    )
-    # Tool calls run in worker threads; one store connection serves them one at a time.
-    lock = threading.Lock()
+    def __call__(self, fn: Callable[[], Any], cursor: str | None) -> CallToolResult:
+        from mcp.server.mcpserver.exceptions import ToolError
 
-    def run(fn: Callable[[], Any], cursor: str | None) -> CallToolResult:
+        from tracejudge import _redact
+
         try:
-            with lock:
+            with self._lock:
                 data = fn()
-            return paged_result(data, cursor, opts.page_chars)
+            return paged_result(data, cursor, self._page_chars)
         except TracejudgeError as exc:
             raise ToolError(_redact.redact(str(exc))) from None
         except Exception as exc:  # a tool must answer, whatever broke underneath
@@ -159,6 +157,29 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
                     " — report this with the arguments you passed"
                 )
             ) from None
+
+
+def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServer:
+    """The MCP server with tracejudge's tools, resources and the ``debug-wrong-answer`` prompt."""
+    from tracejudge import __version__
+
+    opts = options or McpOptions()
+    sdk = _sdk()
+    server: MCPServer = sdk.MCPServer(
+        name="tracejudge", version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING"
+    )
+    # Tool calls run in worker threads; one store connection serves them one at a time.
+    lock = threading.Lock()
+    run = _Runner(lock, opts.page_chars)
+    for add_tools in (_trace_tools, _triage_tools, _scoring_tools):
+        add_tools(server, toolbox, run)
+    _resources(server, toolbox, opts, lock)
+    _prompt(server)
+    return server
+
+
+def _trace_tools(server: MCPServer, toolbox: Toolbox, run: _Runner) -> None:
+    """Reading the store: list the traces, show one as its task record."""
 
     @server.tool(
         structured_output=False,
@@ -193,6 +214,11 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
         cursor: Cursor = None,
     ) -> Any:  # a CallToolResult: text and structured content
         return run(lambda: toolbox.show_trace(trace_id), cursor)
+
+
+def _triage_tools(server: MCPServer, toolbox: Toolbox, run: _Runner) -> None:
+    """Localizing a wrong answer: triage with a ticket, draft a ticket from feedback, sweep for
+    stale answers."""
 
     @server.tool(
         structured_output=False,
@@ -272,6 +298,10 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
     ) -> Any:  # a CallToolResult: text and structured content
         return run(lambda: toolbox.sweep(manifest, from_=from_, to=to), cursor)
 
+
+def _scoring_tools(server: MCPServer, toolbox: Toolbox, run: _Runner) -> None:
+    """Scoring a trace with a rubric, and turning a ticket into a regression sample."""
+
     @server.tool(
         structured_output=False,
         description=(
@@ -318,10 +348,6 @@ def build_server(toolbox: Toolbox, options: McpOptions | None = None) -> MCPServ
         cursor: Cursor = None,
     ) -> Any:  # a CallToolResult: text and structured content
         return run(lambda: toolbox.build_sample(ticket, out, manifest=manifest), cursor)
-
-    _resources(server, toolbox, opts, lock)
-    _prompt(server)
-    return server
 
 
 def _resources(server: MCPServer, toolbox: Toolbox, opts: McpOptions, lock: threading.Lock) -> None:
