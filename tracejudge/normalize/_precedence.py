@@ -25,10 +25,12 @@ Why this order:
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
   or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, the ``result`` of Agno's
-  ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), then the free-form input/output.
+  ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope ``@ops.trace`` function's
+  ``mirascope.trace.*`` (below the root it is read as a tool call), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
-  the whole ``CrewOutput``: the answer is its ``raw``); the root's free-form I/O; a
+  the whole ``CrewOutput``: the answer is its ``raw``); a Mirascope ``@ops.trace`` root (its arguments and
+  return value); the root's free-form I/O; a
   GenAI agent root's messages. The model calls of the trace come after every convention
   (normalize reads them from the assembled record).
 """
@@ -47,6 +49,7 @@ from tracejudge.normalize._genai import CONVENTION as GENAI
 from tracejudge.normalize._haystack import CONVENTION as HAYSTACK
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._litellm import CONVENTION as LITELLM
+from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
 from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
 from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
@@ -75,7 +78,7 @@ class Precedence:
 
 
 PRECEDENCE = Precedence(
-    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM)),
+    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE)),
     input_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, LITELLM, FREEFORM),
     output_messages=(
         SMOLAGENTS,
@@ -88,12 +91,12 @@ PRECEDENCE = Precedence(
         LITELLM,
         FREEFORM,
     ),
-    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, AGNO, FREEFORM),
-    query=(GENAI, FREEFORM),
+    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, AGNO, MIRASCOPE, FREEFORM),
+    query=(GENAI, MIRASCOPE, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
-    tool_arguments=(GENAI, ADK, STRANDS, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, AG2, AGNO, FREEFORM),
-    task_input=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
-    final_answer=(LANGFUSE, HAYSTACK, CREWAI, FREEFORM, GENAI),
+    tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, AG2, AGNO, MIRASCOPE, FREEFORM),
+    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, FREEFORM, GENAI),
+    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, FREEFORM, GENAI),
 )
