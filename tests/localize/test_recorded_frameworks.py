@@ -29,6 +29,10 @@ FRAMEWORKS = {
     # TOOL span holds the documents; the crew root's output is the whole ``CrewOutput``, whose ``raw`` is the
     # answer.
     "crewai": "crewai_{run}.pb",
+    # a Mirascope 2 tool-calling loop traced by its own ``ops`` tracing: the model calls are OTel GenAI spans
+    # (``ops.instrument_llm()``), the search function is an ``@ops.trace`` span whose
+    # ``mirascope.trace.output`` holds the documents (Mirascope does not trace the tool call itself).
+    "mirascope": "mirascope_{run}.pb",
     # a pydantic-ai agent traced by its built-in OpenTelemetry instrumentation: the documents are only in the
     # search tool span's ``gen_ai.tool.call.result``.
     "pydantic_ai": "pydantic_ai_{run}.pb",
