@@ -27,6 +27,7 @@ Producer = Literal[
     "langfuse",
     "adk",
     "autogen",
+    "griptape",
 ]
 
 
@@ -105,6 +106,13 @@ _AUTOGEN_TOOLS = Switch(
     ("openinference-instrumentation-autogen-agentchat",),
     "recorded:record_autogen.py",
 )
+_GRIPTAPE = Switch(
+    "Griptape's OpenTelemetryObservabilityDriver records span names only: trace the model calls with"
+    " openinference-instrumentation-openai (OpenAIInstrumentor().instrument()) and record what the search"
+    " returned on its tool span (current while the activity runs): gen_ai.retrieval.documents",
+    ("OpenTelemetryObservabilityDriver", "OpenAIInstrumentor", "gen_ai.retrieval.documents"),
+    "recorded:record_griptape.py",
+)
 _OI_CLIENT = Switch(
     "instrument the LLM client too (openinference-instrumentation-openai: OpenAIInstrumentor().instrument());"
     " some frameworks' instrumentations (CrewAI, AutoGen) record no LLM call of their own",
@@ -155,11 +163,12 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
         "langfuse": _LANGFUSE_CONTENT,
         "adk": _ADK_CONTENT,
         "autogen": _AUTOGEN_TOOLS,
+        "griptape": _GRIPTAPE,
         None: _RECORD_DOCUMENTS,
     },
-    "no_final_answer": dict(_CONTENT),
-    "no_model_span": {"litellm": _LITELLM_SPAN, "openinference": _OI_CLIENT},
-    "no_retrieval_span": {"autogen": _AUTOGEN_TOOLS, None: _MARK_RETRIEVAL},
+    "no_final_answer": {**_CONTENT, "griptape": _GRIPTAPE},
+    "no_model_span": {"litellm": _LITELLM_SPAN, "openinference": _OI_CLIENT, "griptape": _GRIPTAPE},
+    "no_retrieval_span": {"autogen": _AUTOGEN_TOOLS, "griptape": _GRIPTAPE, None: _MARK_RETRIEVAL},
 }
 
 
@@ -188,6 +197,13 @@ def _langfuse_span(span: RawSpan) -> bool:
     return "langfuse.observation.type" in span.attributes
 
 
+def _griptape_span(span: RawSpan) -> bool:
+    # Griptape's driver names its tracer after the service (any name): its @observable spans are told by
+    # the tags it sets on the prompt driver's and the tools' runs.
+    tags = span.attributes.get("tags")
+    return isinstance(tags, (list, tuple)) and any(t in ("PromptDriver.run()", "Tool.run()") for t in tags)
+
+
 def _traceloop_span(span: RawSpan) -> bool:
     return any(key.startswith("traceloop.") for key in span.attributes)
 
@@ -203,6 +219,7 @@ _MARKS = (
     _Mark("semantic-kernel", prefixes=("semantic_kernel",)),
     _Mark("langfuse", prefixes=("langfuse",), span=_langfuse_span),
     _Mark("openllmetry", prefixes=("traceloop", "opentelemetry.instrumentation."), span=_traceloop_span),
+    _Mark("griptape", span=_griptape_span),
 )
 
 
