@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from tracejudge.schema import Gap, RawSpan
 
@@ -172,21 +172,13 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Mark:
+class _Mark(NamedTuple):
     """How one instrumentation's spans are told: its scope names, scope-name prefixes, or the span."""
 
     producer: Producer
     scopes: tuple[str, ...] = ()
     prefixes: tuple[str, ...] = ()
     span: Callable[[RawSpan], bool] | None = None
-
-    def matches(self, scope: str, span: RawSpan) -> bool:
-        return (
-            scope in self.scopes
-            or scope.startswith(self.prefixes)
-            or (self.span is not None and self.span(span))
-        )
 
 
 def _litellm_span(span: RawSpan) -> bool:
@@ -226,7 +218,10 @@ _MARKS = (
 def producer(span: RawSpan) -> Producer | None:
     """The instrumentation that wrote a span, as far as its switches go."""
     scope = span.scope_name.lower()
-    return next((mark.producer for mark in _MARKS if mark.matches(scope, span)), None)
+    for name, scopes, prefixes, test in _MARKS:  # read for every span of every trace: kept plain
+        if scope in scopes or scope.startswith(prefixes) or (test is not None and test(span)):
+            return name
+    return None
 
 
 def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:

@@ -17,7 +17,6 @@ Nothing here raises on bad attribute data: what cannot be read becomes a ``Gap``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -283,24 +282,21 @@ def _classify(view: SpanView) -> tuple[StepKind, str]:
 
 
 def _convention_step(view: SpanView) -> tuple[StepKind, str] | None:
-    """The step the first tier that classifies the span gives it, and the convention that did."""
-    for tier in PRECEDENCE.classify:
-        found = _tier_step(tier, view)
-        if found is not None:
-            return found
-    return None
+    """The step the first tier that classifies the span gives it, and the convention that did.
 
-
-def _tier_step(tier: Line, view: SpanView) -> tuple[StepKind, str] | None:
-    """One tier's classification: the first specific step; "other" only when none is specific."""
+    Within a tier the first specific step wins; "other" only when no convention of the tier is more
+    specific."""
     other: tuple[StepKind, str] | None = None
-    for candidate in tier:
-        found = candidate.classify(view)
-        if found == "other":
-            other = other or (found, candidate.name)
-        elif found is not None:
-            return found, candidate.name
-    return other
+    for tier in PRECEDENCE.classify:
+        for candidate in tier:
+            found = candidate.classify(view)
+            if found == "other":
+                other = other or (found, candidate.name)
+            elif found is not None:
+                return found, candidate.name
+        if other is not None:
+            return other
+    return None
 
 
 def _unclassified(view: SpanView) -> tuple[StepKind, str]:
@@ -594,8 +590,7 @@ def _input_record(
     return recorded.text, recorded.redacted, recorded.partial
 
 
-@dataclass(frozen=True)
-class _Input:
+class _Input(NamedTuple):
     """A model call's input as the trace recorded it."""
 
     text: str

@@ -108,7 +108,8 @@ def message_from_dict(value: Any) -> Message | None:
             return None
         found = None, [], False
     content, tools, redacted = found
-    tools.extend(_tool_calls(value.get("tool_calls") or ()))
+    if value.get("tool_calls"):
+        tools.extend(_tool_calls(value["tool_calls"]))
     role = _message_role(role, value.get("parts"))
     return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted)
 

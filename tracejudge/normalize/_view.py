@@ -12,6 +12,8 @@ _LF_METADATA = "langfuse.observation.metadata"
 _LF_METADATA_PREFIX = _LF_METADATA + "."
 _OI_METADATA = "metadata"
 _TL_ASSOCIATION_PREFIX = "traceloop.association.properties."
+_LF_COPIED = _LF_METADATA_PREFIX + "tracejudge."
+_TL_COPIED = _TL_ASSOCIATION_PREFIX + "tracejudge."
 
 
 class Gaps:
@@ -35,10 +37,10 @@ class Gaps:
 def _copied_keys(attrs: dict[str, Any], extra: dict[str, Any]) -> None:
     """``tracejudge.*`` keys a tracer copied under its own prefix, without the prefix."""
     for key, value in attrs.items():
-        if key.startswith(_LF_METADATA_PREFIX + "tracejudge."):
+        if key.startswith(_LF_COPIED):
             # The Langfuse SDK JSON-encodes each metadata value, strings included.
             extra[key[len(_LF_METADATA_PREFIX) :]] = maybe_json(value)
-        elif key.startswith(_TL_ASSOCIATION_PREFIX + "tracejudge."):
+        elif key.startswith(_TL_COPIED):
             # OpenLLMetry copies LangChain run metadata into association properties.
             extra[key[len(_TL_ASSOCIATION_PREFIX) :]] = value
 
