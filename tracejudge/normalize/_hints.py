@@ -10,6 +10,7 @@ record its fixtures.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -217,11 +218,25 @@ _MARKS = (
 
 def producer(span: RawSpan) -> Producer | None:
     """The instrumentation that wrote a span, as far as its switches go."""
-    scope = span.scope_name.lower()
-    for name, scopes, prefixes, test in _MARKS:  # read for every span of every trace: kept plain
-        if scope in scopes or scope.startswith(prefixes) or (test is not None and test(span)):
+    for name, test in _candidates(span.scope_name.lower()):
+        if test is None or test(span):
             return name
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _candidates(scope: str) -> tuple[tuple[Producer, Callable[[RawSpan], bool] | None], ...]:
+    """The marks a span of this scope may match, in table order: those with a span test (the test
+    still to run) up to the first the scope matches (no test: it matches). Read for every span of
+    every trace, so worked out once per scope name."""
+    rows: list[tuple[Producer, Callable[[RawSpan], bool] | None]] = []
+    for mark in _MARKS:
+        if scope in mark.scopes or scope.startswith(mark.prefixes):
+            rows.append((mark.producer, None))
+            break
+        if mark.span is not None:
+            rows.append((mark.producer, mark.span))
+    return tuple(rows)
 
 
 def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:
