@@ -29,6 +29,7 @@ Producer = Literal[
     "adk",
     "autogen",
     "griptape",
+    "agent-framework",
 ]
 
 
@@ -107,6 +108,13 @@ _AUTOGEN_TOOLS = Switch(
     ("openinference-instrumentation-autogen-agentchat",),
     "recorded:record_autogen.py",
 )
+_AGENT_FRAMEWORK_CONTENT = Switch(
+    "call agent_framework.observability.enable_instrumentation(enable_sensitive_data=True) or set"
+    " ENABLE_SENSITIVE_DATA=true (Microsoft Agent Framework records no message, tool argument or tool result"
+    " without it)",
+    ("enable_sensitive_data", "ENABLE_SENSITIVE_DATA"),
+    "recorded:record_agent_framework.py",
+)
 _GRIPTAPE = Switch(
     "Griptape's OpenTelemetryObservabilityDriver records span names only: trace the model calls with"
     " openinference-instrumentation-openai (OpenAIInstrumentor().instrument()) and record what the search"
@@ -142,6 +150,7 @@ _CONTENT: dict[Producer | None, Switch] = {
     "semantic-kernel": _SK_CONTENT,
     "langfuse": _LANGFUSE_CONTENT,
     "adk": _ADK_CONTENT,
+    "agent-framework": _AGENT_FRAMEWORK_CONTENT,
 }
 # gap kind -> producer (None: whatever produced the trace) -> switch
 SWITCHES: dict[str, dict[Producer | None, Switch]] = {
@@ -164,6 +173,7 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
         "langfuse": _LANGFUSE_CONTENT,
         "adk": _ADK_CONTENT,
         "autogen": _AUTOGEN_TOOLS,
+        "agent-framework": _AGENT_FRAMEWORK_CONTENT,
         "griptape": _GRIPTAPE,
         None: _RECORD_DOCUMENTS,
     },
@@ -204,6 +214,7 @@ def _traceloop_span(span: RawSpan) -> bool:
 # First match wins: "opentelemetry.instrumentation." is OpenLLMetry's only after openai-v2's scope.
 _MARKS = (
     _Mark("adk", scopes=("gcp.vertex.agent",)),
+    _Mark("agent-framework", scopes=("agent_framework",)),
     _Mark("autogen", scopes=("autogen-core",)),
     _Mark("openinference", prefixes=("openinference.instrumentation",)),
     _Mark("openai-v2", prefixes=("opentelemetry.util.genai", "opentelemetry.instrumentation.openai_v2")),
