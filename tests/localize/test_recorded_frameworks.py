@@ -18,6 +18,9 @@ FRAMEWORKS = {
     # instrumentation-ag2 and -openai: the tool span's output is AG2's ``[success, {"content": ...}]``, whose
     # ``content`` holds the documents.
     "ag2": "ag2_{run}.pb",
+    # a Microsoft Agent Framework agent traced by the framework's own telemetry with sensitive data on: OTel
+    # GenAI spans, the documents in the search tool's ``gen_ai.tool.call.result``.
+    "agent_framework": "agent_framework_{run}.pb",
     # an Agno agent traced by openinference-instrumentation-agno: the search tool's TOOL span holds the
     # documents as JSON text in ``output.value``; the model calls are the instrumentation's own LLM spans.
     "agno_openinference": "agno_openinference_{run}.pb",

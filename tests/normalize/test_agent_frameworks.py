@@ -67,6 +67,7 @@ def load(framework: str, run: str, tmp_path: Path) -> TaskRecord:
         "autogen_openinference",
         "agno_openinference",
         "agno_openllmetry",
+        "agent_framework",
     ],
 )
 @pytest.mark.parametrize("run", list(ANSWERS))
