@@ -13,7 +13,7 @@ import pytest
 
 from tests.normalize.test_conventions import root, span
 from tracejudge.normalize import normalize
-from tracejudge.normalize._hints import SWITCHES, Switch
+from tracejudge.normalize._hints import SWITCHES, Switch, producer
 from tracejudge.schema import TaskRecord
 from tracejudge_collectors.otel import read_otlp_file
 
@@ -128,3 +128,43 @@ def test_a_retrieval_without_its_documents_names_the_switch(scope: str, switch: 
     (detail,) = gaps(record, "retrieval_documents_not_recorded")
     assert "; to record it: " in detail
     assert switch in detail
+
+
+@pytest.mark.parametrize(
+    ("scope", "name", "attrs", "expected", "scope_alone"),
+    [
+        # The first mark in table order wins, whether the scope or the span itself matched it.
+        ("pydantic-ai", "litellm_request", {}, "litellm", "pydantic-ai"),
+        (
+            "opentelemetry.instrumentation.langchain",
+            "chain",
+            {"langfuse.observation.type": "SPAN"},
+            "langfuse",
+            "openllmetry",
+        ),
+        (
+            "openinference.instrumentation.openai",
+            "chat",
+            {"langfuse.observation.type": "SPAN"},
+            "openinference",
+            "openinference",
+        ),
+        (
+            "opentelemetry.instrumentation.openai_v2",
+            "chat",
+            {"traceloop.span.kind": "task"},
+            "openai-v2",
+            "openai-v2",
+        ),
+        ("my.own.app", "step", {"traceloop.span.kind": "task"}, "openllmetry", None),
+        ("LiteLLM", "completion", {}, "litellm", "litellm"),
+    ],
+)
+def test_a_spans_producer_is_the_first_mark_it_matches(
+    scope: str, name: str, attrs: dict[str, Any], expected: str | None, scope_alone: str | None
+) -> None:
+    # Spans of one scope in turn, with and without what their own marks read: a scope is worked out
+    # once, and each span still gets its own answer.
+    for _ in range(2):
+        assert producer(span("b1", attrs, scope_name=scope, name=name)) == expected
+        assert producer(span("b2", {}, scope_name=scope, name="other")) == scope_alone
