@@ -20,7 +20,7 @@ from rich.progress import (
 from tracejudge.cli import FROM_HELP, TO_HELP, App, print_json
 from tracejudge.report import RunMetrics
 from tracejudge.schema import RawSpan
-from tracejudge.store import Store
+from tracejudge.store import EncodedSpan, Store
 
 R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,7 +53,9 @@ class _MeteredStore:
         self._store = store
         self._on_put = on_put
 
-    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
+    def put_spans(
+        self, spans: Iterable[RawSpan | EncodedSpan], *, meta: Mapping[str, str] | None = None
+    ) -> int:
         batch = spans if isinstance(spans, list) else list(spans)
         new = self._store.put_spans(batch, meta=meta)
         # Counted after the commit: spans that failed to store were not collected.

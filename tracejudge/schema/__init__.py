@@ -98,6 +98,7 @@ from tracejudge.schema._spans import (
     SpanEvent,
     SpanLink,
     SpanSource,
+    attributes_session_id,
     span_session_id,
 )
 from tracejudge.schema._sweep import (
@@ -270,6 +271,7 @@ __all__ = [
     "Verdict",
     "VersionDiff",
     "Violation",
+    "attributes_session_id",
     "check_spec",
     "span_session_id",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -114,8 +115,13 @@ order they are read."""
 
 def span_session_id(span: RawSpan) -> str | None:
     """The session (conversation) a span says its trace belongs to, or None."""
+    return attributes_session_id(span.attributes)
+
+
+def attributes_session_id(attributes: Mapping[str, Any]) -> str | None:
+    """The session a span's attributes name (see :data:`SESSION_KEYS`), or None."""
     for key in SESSION_KEYS:
-        value = span.attributes.get(key)
+        value = attributes.get(key)
         if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
             return str(value).strip()
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, otlp_session_id
 from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url
 from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
 from tracejudge.store._resolve import resolve_trace_id
@@ -14,7 +15,9 @@ STORE_SCHEMA_VERSION = _SCHEMA_VERSION
 __all__ = [
     "DEFAULT_STORE",
     "STORE_SCHEMA_VERSION",
+    "EncodedSpan",
     "LogEvent",
+    "OtlpEnvelope",
     "RunProgress",
     "SqlStore",
     "SqliteStore",
@@ -22,6 +25,7 @@ __all__ = [
     "TraceSummary",
     "TriageEntry",
     "open_store",
+    "otlp_session_id",
     "resolve_store_url",
     "resolve_trace_id",
 ]

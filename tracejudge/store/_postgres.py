@@ -18,9 +18,16 @@ from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
 from tracejudge._redact import redact
-from tracejudge.schema import RawSpan
 from tracejudge.store._protocol import LogEvent
-from tracejudge.store._sql import INSERT_SESSION, SqlStore, session_pairs, span_payload
+from tracejudge.store._sql import (
+    INSERT_SESSION,
+    AnySpan,
+    SqlStore,
+    dedup_spans,
+    fold_traces,
+    session_pairs,
+    stored_forms,
+)
 
 # Serializes only the schema set-up (CREATE TABLE IF NOT EXISTS races on PostgreSQL's catalog).
 _SETUP_LOCK = 0x7472_6A64  # "trjd"
@@ -29,10 +36,11 @@ _RETRIES = 8
 # Spans inserted from arrays in one statement; what it returns is what this transaction inserted.
 # The arrays go in binary (%b): as text, psycopg escapes every quote of every JSON payload.
 _INSERT_SPANS = """
-INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source, payload, received_at)
-SELECT t, s, p, n, st, en, src, pl, %s
+INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns, source, payload, otlp,
+                   received_at)
+SELECT t, s, p, n, st, en, src, pl, ob, %s
 FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[],
-            %b::text[]) AS u(t, s, p, n, st, en, src, pl)
+            %b::text[], %b::bytea[]) AS u(t, s, p, n, st, en, src, pl, ob)
 ON CONFLICT (trace_id, span_id) DO NOTHING
 RETURNING trace_id, span_id
 """
@@ -78,6 +86,7 @@ class PostgresStore(SqlStore):
     _begin = "BEGIN"
     _now_ms = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
     _skip_locked = " FOR UPDATE SKIP LOCKED"
+    _blob = "BYTEA"
     shared_runs = True
 
     def __init__(self, url: str) -> None:
@@ -140,31 +149,24 @@ class PostgresStore(SqlStore):
                     raise
         raise AssertionError("unreachable")
 
-    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
-        batch: dict[tuple[str, str], RawSpan] = {}
-        for s in spans:
-            batch.setdefault((s.trace_id, s.span_id), s)
+    def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+        batch = dedup_spans(spans)
         if not batch:
             self.set_metas(dict(meta or {}))
             return 0
-        ordered = [batch[k] for k in sorted(batch)]
-        columns: list[list[Any]] = [[] for _ in range(8)]
-        for s in ordered:
-            for col, value in zip(
-                columns,
-                (
-                    s.trace_id,
-                    s.span_id,
-                    s.parent_span_id,
-                    s.name,
-                    s.start_time_unix_nano,
-                    s.end_time_unix_nano,
-                    s.source,
-                    span_payload(s),
-                ),
-                strict=True,
-            ):
-                col.append(value)
+        ordered = [batch[k] for k in sorted(batch)]  # key order: no two writers wait in a cycle
+        forms = [stored_forms(s) for s in ordered]
+        columns = (
+            [s.trace_id for s in ordered],
+            [s.span_id for s in ordered],
+            [s.parent_span_id for s in ordered],
+            [s.name for s in ordered],
+            [s.start_time_unix_nano for s in ordered],
+            [s.end_time_unix_nano for s in ordered],
+            [s.source for s in ordered],
+            [f[0] for f in forms],
+            [f[1] for f in forms],
+        )
         now = datetime.now(UTC).isoformat()
 
         def work(cur: Any) -> int:
@@ -205,25 +207,8 @@ class PostgresStore(SqlStore):
         return int(self._write(work))
 
 
-def _trace_columns(inserted: list[RawSpan]) -> tuple[list[Any], ...]:
+def _trace_columns(inserted: list[AnySpan]) -> tuple[list[Any], ...]:
     """Per trace (in trace-id order), what the newly inserted spans add to its summary."""
-    acc: dict[str, list[Any]] = {}
-    for s in inserted:
-        a = acc.setdefault(s.trace_id, [None, None, None, 0, set()])
-        if s.parent_span_id is None:
-            a[0] = s.name
-        if s.start_time_unix_nano and (a[1] is None or s.start_time_unix_nano < a[1]):
-            a[1] = s.start_time_unix_nano
-        if s.end_time_unix_nano and (a[2] is None or s.end_time_unix_nano > a[2]):
-            a[2] = s.end_time_unix_nano
-        a[3] += 1
-        a[4].add(s.source)
-    ids = sorted(acc)
-    return (
-        ids,
-        [acc[t][0] for t in ids],
-        [acc[t][1] for t in ids],
-        [acc[t][2] for t in ids],
-        [acc[t][3] for t in ids],
-        [",".join(sorted(acc[t][4])) for t in ids],
-    )
+    folded = fold_traces(inserted)
+    rows = [(t, *folded[t].columns()) for t in sorted(folded)]
+    return tuple(list(col) for col in zip(*rows, strict=True))

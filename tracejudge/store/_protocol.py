@@ -19,6 +19,7 @@ from tracejudge.schema import (
     StoredReport,
     TuningMark,
 )
+from tracejudge.store._encoded import EncodedSpan
 
 
 class TraceSummary(BaseModel):
@@ -129,9 +130,13 @@ class RunProgress(BaseModel):
 class Store(Protocol):
     """Where raw spans and run state live."""
 
-    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
+    def put_spans(
+        self, spans: Iterable[RawSpan | EncodedSpan], *, meta: Mapping[str, str] | None = None
+    ) -> int:
         """Store spans in one transaction; a span already stored is kept as it was. ``meta`` keys
         are set in the same transaction (a pull's markers: set if and only if the spans are stored).
+        An :class:`EncodedSpan` (the OTLP receiver's) is stored in its own bytes and read back as the
+        :class:`RawSpan` its :meth:`EncodedSpan.decode` gives.
 
         Returns how many were new."""
         ...

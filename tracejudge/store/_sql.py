@@ -26,6 +26,7 @@ from tracejudge.schema import (
     TuningMark,
     span_session_id,
 )
+from tracejudge.store._encoded import EncodedSpan, span_from_otlp
 from tracejudge.store._protocol import LogEvent, RunProgress, TraceSummary, TriageEntry
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
@@ -42,7 +43,6 @@ _DDL = (
         received_at TEXT NOT NULL,
         PRIMARY KEY (trace_id, span_id)
     )""",
-    "CREATE INDEX IF NOT EXISTS spans_start ON spans (start_ns)",
     """CREATE TABLE IF NOT EXISTS traces (
         trace_id TEXT PRIMARY KEY,
         name TEXT,
@@ -160,15 +160,109 @@ _DDL = (
         stopped BIGINT NOT NULL DEFAULT 0
     )""",
 )
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
+"""1: spans as JSON (``payload``). 2: a span may instead be its own OTLP bytes (``otlp``, with
+``payload`` empty; see :mod:`tracejudge.store._encoded`)."""
 _SESSIONS_INDEXED = "index:sessions"
+
+
+def _upgrades(blob: str) -> dict[int, tuple[str, ...]]:
+    """The statements that take a store from the version before each key to that version; run in
+    the set-up's transaction, so an upgrade is whole or not at all. ``blob`` is the engine's type
+    for bytes. A new store is created at version 1 and upgraded, so every store takes this path."""
+    return {
+        # spans_start ordered no query (a trace's spans are read by its key) and cost every insert.
+        2: (f"ALTER TABLE spans ADD COLUMN otlp {blob}", "DROP INDEX IF EXISTS spans_start"),
+    }
+
 
 INSERT_SESSION = "INSERT INTO trace_sessions (session_id, trace_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 
 
-def session_pairs(spans: Iterable[RawSpan]) -> list[tuple[str, str]]:
+AnySpan = RawSpan | EncodedSpan
+"""What the store takes: a decoded span, or one in its own OTLP bytes (the receiver's)."""
+
+
+def _session_of(span: AnySpan) -> str | None:
+    return span.session_id if type(span) is EncodedSpan else span_session_id(span)  # type: ignore[arg-type]
+
+
+def session_pairs(spans: Iterable[AnySpan]) -> list[tuple[str, str]]:
     """(session, trace) for each trace the spans name a session of, sorted (stable lock order)."""
-    return sorted({(sid, s.trace_id) for s in spans if (sid := span_session_id(s)) is not None})
+    return sorted({(sid, s.trace_id) for s in spans if (sid := _session_of(s)) is not None})
+
+
+def stored_forms(span: AnySpan) -> tuple[str, bytes | None]:
+    """The ``payload`` and ``otlp`` columns of a span: its JSON and None, or '' and its OTLP bytes."""
+    if type(span) is EncodedSpan:
+        return "", span.otlp
+    return span_payload(span), None  # type: ignore[arg-type]
+
+
+def read_span(payload: str, otlp: bytes | None, source: str) -> RawSpan:
+    """A ``spans`` row's span, from whichever form it was stored in."""
+    if otlp is not None:
+        return span_from_otlp(bytes(otlp), source)  # type: ignore[arg-type]
+    return RawSpan.model_validate_json(payload)
+
+
+def dedup_spans(spans: Iterable[AnySpan]) -> dict[tuple[str, str], AnySpan]:
+    """The spans by (trace, span) key; the first copy of a span wins, as it does across batches."""
+    batch: dict[tuple[str, str], AnySpan] = {}
+    for s in spans:
+        batch.setdefault((s.trace_id, s.span_id), s)
+    return batch
+
+
+class TraceFold:
+    """A trace's summary as spans are folded in: root name, first start, last end, count, sources."""
+
+    __slots__ = ("count", "end", "name", "sources", "start")
+
+    def __init__(
+        self,
+        name: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        count: int = 0,
+        sources: set[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.start = start
+        self.end = end
+        self.count = count
+        self.sources = set() if sources is None else sources
+
+    def add(self, s: AnySpan) -> None:
+        if s.parent_span_id is None:
+            self.name = s.name
+        start, end = s.start_time_unix_nano, s.end_time_unix_nano
+        if start and (self.start is None or start < self.start):
+            self.start = start
+        if end and (self.end is None or end > self.end):
+            self.end = end
+        self.count += 1
+        self.sources.add(s.source)
+
+    def columns(self) -> tuple[str | None, int | None, int | None, int, str]:
+        """(name, start_ns, end_ns, span_count, sources) as the ``traces`` table holds them."""
+        return self.name, self.start, self.end, self.count, ",".join(sorted(self.sources))
+
+
+def fold_traces(spans: Iterable[AnySpan], old: Mapping[str, TraceFold] | None = None) -> dict[str, TraceFold]:
+    """Per trace, its summary (``old``'s, copied, when given) with ``spans`` folded in."""
+    acc: dict[str, TraceFold] = {}
+    for s in spans:
+        fold = acc.get(s.trace_id)
+        if fold is None:
+            prev = old.get(s.trace_id) if old else None
+            fold = acc[s.trace_id] = (
+                TraceFold()
+                if prev is None
+                else TraceFold(prev.name, prev.start, prev.end, prev.count, set(prev.sources))
+            )
+        fold.add(s)
+    return acc
 
 
 def _chunks(items: Sequence[str], n: int) -> Iterator[Sequence[str]]:
@@ -242,6 +336,7 @@ class SqlStore:
 
     _placeholder = "?"
     _begin = "BEGIN"
+    _blob = "BLOB"
     # The database's clock in milliseconds (leases are compared on one clock, whatever the workers').
     _now_ms = "CAST((julianday('now') - 2440587.5) * 86400000 AS BIGINT)"
     # How a claim skips rows another worker is claiming; SQLite has one writer at a time anyway.
@@ -312,18 +407,24 @@ class SqlStore:
             self._setup_engine(cur)
             cur.execute("SELECT version FROM schema_info")
             row = cur.fetchone()
+            version = 1 if row is None else int(row[0])
             if row is None:
-                cur.execute(self._sql("INSERT INTO schema_info (version) VALUES (?)"), (_SCHEMA_VERSION,))
+                cur.execute(self._sql("INSERT INTO schema_info (version) VALUES (?)"), (version,))
                 # A new store indexes sessions from its first span: nothing older to backfill.
                 cur.execute(
                     self._sql("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING"),
                     (_SESSIONS_INDEXED,),
                 )
-            elif int(row[0]) > _SCHEMA_VERSION:
+            elif version > _SCHEMA_VERSION:
                 raise StoreError(
                     f"the store {self.label} has schema version {row[0]}, newer than this tracejudge knows",
                     hint="upgrade tracejudge, or point --store at another store",
                 )
+            upgrades = _upgrades(self._blob)
+            for target in range(version + 1, _SCHEMA_VERSION + 1):
+                for stmt in upgrades[target]:
+                    cur.execute(stmt)
+                cur.execute(self._sql("UPDATE schema_info SET version = ?"), (target,))
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -339,48 +440,21 @@ class SqlStore:
                 sorted(meta.items()),  # key order: two writers never wait on each other in a cycle
             )
 
-    def put_spans(self, spans: Iterable[RawSpan], *, meta: Mapping[str, str] | None = None) -> int:
-        # Dedup inside the batch first: the first copy of a span wins, as it does across batches.
-        batch: dict[tuple[str, str], RawSpan] = {}
-        for s in spans:
-            batch.setdefault((s.trace_id, s.span_id), s)
+    def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+        batch = dedup_spans(spans)
         if not batch:
             self.set_metas(dict(meta or {}))
             return 0
         now = datetime.now(UTC).isoformat()
-        trace_ids = sorted({k[0] for k in batch})
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                cur.execute(self._begin)
-                # One lookup per chunk of traces instead of one round trip per span.
-                existing: set[tuple[str, str]] = set()
-                old_traces: dict[str, tuple[str | None, int | None, int | None, int, str]] = {}
-                for chunk in _chunks(trace_ids, 500):
-                    marks = ",".join("?" * len(chunk))
-                    cur.execute(
-                        self._sql(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})"),  # noqa: S608
-                        tuple(chunk),
-                    )
-                    existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
-                    cur.execute(
-                        self._sql(
-                            "SELECT trace_id, name, start_ns, end_ns, span_count, sources FROM traces"  # noqa: S608
-                            f" WHERE trace_id IN ({marks})"
-                        ),
-                        tuple(chunk),
-                    )
-                    for r in cur.fetchall():
-                        old_traces[r[0]] = (r[1], r[2], r[3], int(r[4]), str(r[5]))
-                fresh = [s for k, s in batch.items() if k not in existing]
-                if not fresh:
-                    self._write_meta(cur, meta)
-                    cur.execute("COMMIT")
-                    return 0
+
+        def work(cur: Any) -> int:
+            existing, old = self._stored(cur, sorted({k[0] for k in batch}))
+            fresh = [s for k, s in batch.items() if k not in existing]
+            if fresh:
                 cur.executemany(
                     self._sql(
                         "INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns,"
-                        " source, payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        " source, payload, otlp, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                         " ON CONFLICT (trace_id, span_id) DO NOTHING"
                     ),
                     [
@@ -392,44 +466,53 @@ class SqlStore:
                             s.start_time_unix_nano,
                             s.end_time_unix_nano,
                             s.source,
-                            span_payload(s),
+                            *stored_forms(s),
                             now,
                         )
                         for s in fresh
                     ],
                 )
-                self._update_traces(cur, fresh, old_traces, now)
-                self._write_meta(cur, meta)
+                self._update_traces(cur, fold_traces(fresh, old), old, now)
                 if pairs := session_pairs(fresh):
                     cur.executemany(self._sql(INSERT_SESSION), pairs)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-        self._committed_spans()
-        return len(fresh)
+            self._write_meta(cur, meta)
+            return len(fresh)
+
+        new = int(self._transaction(work))
+        if new:
+            self._committed_spans()
+        return new
+
+    def _stored(self, cur: Any, trace_ids: list[str]) -> tuple[set[tuple[str, str]], dict[str, TraceFold]]:
+        """The (trace, span) keys already stored for these traces, and their summaries so far (one
+        lookup per chunk of traces instead of one round trip per span)."""
+        existing: set[tuple[str, str]] = set()
+        old: dict[str, TraceFold] = {}
+        for chunk in _chunks(trace_ids, 500):
+            marks = ",".join("?" * len(chunk))
+            cur.execute(
+                self._sql(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})"),  # noqa: S608
+                tuple(chunk),
+            )
+            existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
+            cur.execute(
+                self._sql(
+                    "SELECT trace_id, name, start_ns, end_ns, span_count, sources FROM traces"  # noqa: S608
+                    f" WHERE trace_id IN ({marks})"
+                ),
+                tuple(chunk),
+            )
+            for r in cur.fetchall():
+                old[r[0]] = TraceFold(r[1], r[2], r[3], int(r[4]), set(filter(None, str(r[5]).split(","))))
+        return existing, old
 
     def _update_traces(
-        self,
-        cur: Any,
-        fresh: list[RawSpan],
-        old: dict[str, tuple[str | None, int | None, int | None, int, str]],
-        now: str,
+        self, cur: Any, folded: dict[str, TraceFold], old: dict[str, TraceFold], now: str
     ) -> None:
-        acc: dict[str, list[Any]] = {}
-        for s in fresh:
-            name, start, end, count, sources = old.get(s.trace_id, (None, None, None, 0, ""))
-            a = acc.setdefault(s.trace_id, [name, start, end, count, set(filter(None, sources.split(",")))])
-            if s.parent_span_id is None:
-                a[0] = s.name
-            if s.start_time_unix_nano and (a[1] is None or s.start_time_unix_nano < a[1]):
-                a[1] = s.start_time_unix_nano
-            if s.end_time_unix_nano and (a[2] is None or s.end_time_unix_nano > a[2]):
-                a[2] = s.end_time_unix_nano
-            a[3] += 1
-            a[4].add(s.source)
-        updates = [(a[0], a[1], a[2], a[3], ",".join(sorted(a[4])), t) for t, a in acc.items() if t in old]
-        inserts = [(t, a) for t, a in acc.items() if t not in old]
+        """Write the traces' summaries: update those stored before, insert the new ones after the
+        highest ``seq`` (SQLite has one writer at a time, so MAX(seq) + 1 is free)."""
+        updates = [(*f.columns(), t) for t, f in folded.items() if t in old]
+        inserts = [(t, f) for t, f in folded.items() if t not in old]
         if updates:
             cur.executemany(
                 self._sql(
@@ -446,17 +529,15 @@ class SqlStore:
                     "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources,"
                     " first_seen, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
-                [
-                    (t, a[0], a[1], a[2], a[3], ",".join(sorted(a[4])), now, int(seq) + i)
-                    for i, (t, a) in enumerate(inserts, start=1)
-                ],
+                [(t, *f.columns(), now, int(seq) + i) for i, (t, f) in enumerate(inserts, start=1)],
             )
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
         tid = trace_id.lower()
         with self._lock:
             rows = self._execute(
-                "SELECT payload FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", (tid,)
+                "SELECT payload, otlp, source FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id",
+                (tid,),
             ).fetchall()
             log_rows = (
                 self._execute(
@@ -465,7 +546,7 @@ class SqlStore:
                 if rows
                 else []
             )
-        spans = [RawSpan.model_validate_json(r[0]) for r in rows]
+        spans = [read_span(*r) for r in rows]
         if not log_rows:
             return spans
         by_span: dict[str, list[SpanEvent]] = {}

@@ -1,15 +1,23 @@
 """OTLP/HTTP receiver and OTLP file reader.
 
 ``decode_protobuf`` / ``decode_json`` turn an OTLP trace export request into ``RawSpan`` records
-(with per-span rejection: OTLP partial success); ``decode_logs_protobuf`` / ``decode_logs_json``
-turn an OTLP log export request into ``LogEvent`` records (log records correlated with a span);
+(with per-span rejection: OTLP partial success), and ``encode_protobuf`` keeps what it can of a
+protobuf request in the spans' own bytes for the store (what the receiver does);
+``decode_logs_protobuf`` / ``decode_logs_json`` turn an OTLP log export request into ``LogEvent``
+records (log records correlated with a span);
 ``read_otlp_file`` streams the spans of an OTLP file; ``build_app`` / ``serve`` run the OTLP/HTTP
 receiver (``/v1/traces`` and ``/v1/logs``); ``otlp_command`` and ``file_command`` are the
 ``tracejudge collect`` subcommands (entry points ``tracejudge.collectors``).
 """
 
 from tracejudge_collectors.otel._cli import file_command, otlp_command
-from tracejudge_collectors.otel._decode import DecodeResult, decode_json, decode_protobuf
+from tracejudge_collectors.otel._decode import (
+    DecodeResult,
+    EncodeResult,
+    decode_json,
+    decode_protobuf,
+    encode_protobuf,
+)
 from tracejudge_collectors.otel._files import FileImport, ImportSummary, import_files
 from tracejudge_collectors.otel._logs import (
     LogDecodeResult,
@@ -58,6 +66,7 @@ __all__ = [
     "TRUNCATED_MARKER",
     "DecodeLimits",
     "DecodeResult",
+    "EncodeResult",
     "FileImport",
     "ImportSummary",
     "LimitError",
@@ -69,6 +78,7 @@ __all__ = [
     "decode_logs_json",
     "decode_logs_protobuf",
     "decode_protobuf",
+    "encode_protobuf",
     "file_command",
     "import_files",
     "is_loopback",

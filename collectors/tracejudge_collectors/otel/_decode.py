@@ -10,14 +10,15 @@ truncation is reported in ``DecodeResult.errors`` (a warning; ``rejected`` is no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tracejudge.schema import RawSpan, SpanEvent, SpanLink, SpanSource
-from tracejudge.store import LogEvent
+from tracejudge.store import EncodedSpan, LogEvent, OtlpEnvelope, otlp_session_id
 from tracejudge_collectors.otel._otlp import (
     INT64_MAX,
+    MAX_VALUE_CHARS,
     ZERO_SPAN,
     ZERO_TRACE,
     DecodeLimits,
@@ -40,7 +41,14 @@ from tracejudge_collectors.otel._otlp import (
 )
 from tracejudge_collectors.otel._proto import ExportTraceServiceRequest
 
-__all__ = ["DecodeResult", "decode_json", "decode_json_object", "decode_protobuf"]
+__all__ = [
+    "DecodeResult",
+    "EncodeResult",
+    "decode_json",
+    "decode_json_object",
+    "decode_protobuf",
+    "encode_protobuf",
+]
 
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -88,94 +96,194 @@ def decode_protobuf(
     Raises :class:`OtlpDecodeError` when the body is not a readable message (:class:`LimitError`
     when it is beyond ``limits``); bad spans are counted in ``rejected`` instead.
     """
+    notes = Notes(limits)
+    spans: list[RawSpan] = []
+    for _rs, resource, _clean, scopes in _walk_pb(body, notes):
+        for ss, _scope in scopes:
+            for sp in ss.spans:
+                span = _span_pb(sp, resource, ss.scope, source, notes)
+                if span is not None:
+                    spans.append(span)
+    return _result(notes, spans)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodeResult:
+    """What one OTLP protobuf request decoded to for the store (:func:`encode_protobuf`)."""
+
+    spans: list[RawSpan | EncodedSpan]
+    """Spans that passed validation, in request order: in their own OTLP bytes, or decoded."""
+    rejected: int = 0
+    """Spans dropped because they were invalid, as in :class:`DecodeResult`."""
+    errors: list[str] = field(default_factory=list)
+    """Why spans were rejected, and warnings about truncated values, as in :class:`DecodeResult`."""
+
+    @property
+    def message(self) -> str:
+        """The errors as one line, for OTLP's ``partial_success.error_message``."""
+        return "; ".join(self.errors)
+
+
+def encode_protobuf(
+    body: bytes, *, source: SpanSource = "otlp", limits: DecodeLimits | None = None
+) -> EncodeResult:
+    """:func:`decode_protobuf` for the store: a span that decodes without a note (sizes within the
+    limits, link ids valid: checked without decoding its attributes) stays in its own OTLP bytes,
+    an :class:`EncodedSpan` whose ``decode()`` is the span as stored and read back; the others are
+    decoded as :func:`decode_protobuf` does. Same rejections, errors and refusals."""
+    notes = Notes(limits)
+    spans: list[RawSpan | EncodedSpan] = []
+    for rs, resource, clean, scopes in _walk_pb(body, notes, encode=True):
+        res_bytes = rs.resource.SerializeToString()
+        for ss, scope_bytes in scopes:
+            envelope = OtlpEnvelope(res_bytes, scope_bytes)
+            for sp in ss.spans:
+                span: RawSpan | EncodedSpan | None = None
+                # A truncated resource attribute must be stored truncated: then every span is decoded.
+                if clean:
+                    span = _encode_pb(sp, envelope, source, notes.limits)
+                if span is None:
+                    span = _span_pb(sp, resource, ss.scope, source, notes)
+                if span is not None:
+                    spans.append(span)
+    return EncodeResult(spans=spans, rejected=notes.rejected, errors=notes.errors)
+
+
+def _walk_pb(
+    body: bytes, notes: Notes, *, encode: bool = False
+) -> Iterator[tuple[Any, dict[str, Any], bool, list[tuple[Any, bytes]]]]:
+    """Each ``ResourceSpans`` of the request with its decoded resource attributes, whether decoding
+    them left no note, and its scopes (each with its serialized scope when ``encode``). Refuses a
+    request over the span limit or with an overlong scope name."""
     req = parse_pb(
         ExportTraceServiceRequest(),
         body,
         hint="send an OTLP trace export request; a truncated body, a JSON body sent as "
         "application/x-protobuf, or attribute values nested over ~45 levels all cause this",
     )
-    notes = Notes(limits)
     count = sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
     if count > notes.limits.max_spans:
         raise too_many(count, notes.limits, "spans")
-    spans: list[RawSpan] = []
     for rs in req.resource_spans:
+        noted = notes.count
         resource = attrs_pb(rs.resource.attributes, notes, "resource")
+        scopes = []
         for ss in rs.scope_spans:
-            scope_name = ss.scope.name
-            check_name(scope_name, notes.limits, "a scope name")
-            scope_version = ss.scope.version
-            for sp in ss.spans:
-                span = _span_pb(sp, resource, scope_name, scope_version, source, notes)
-                if span is not None:
-                    spans.append(span)
-    return _result(notes, spans)
+            check_name(ss.scope.name, notes.limits, "a scope name")
+            scopes.append((ss, ss.scope.SerializeToString() if encode else b""))
+        yield rs, resource, notes.count == noted, scopes
+
+
+def _encode_pb(
+    sp: Any, envelope: OtlpEnvelope, source: SpanSource, limits: DecodeLimits
+) -> EncodedSpan | None:
+    """``sp`` in its own bytes, when :func:`_span_pb` would decode it without rejecting it, refusing
+    the request or noting anything (else None) -- decided from its ids, times and sizes, without
+    decoding its attributes. (A value nested past MAX_ATTRIBUTE_DEPTH cannot be here: protobuf
+    refuses to parse one ~45 levels deep.)"""
+    tid, sid, psid = sp.trace_id, sp.span_id, sp.parent_span_id
+    start, end = sp.start_time_unix_nano, sp.end_time_unix_nano
+    if not _ids_ok(tid, sid, psid) or start > INT64_MAX or end > INT64_MAX:
+        return None
+    data = sp.SerializeToString()
+    size = len(data)
+    if size > MAX_VALUE_CHARS:  # no value is longer than the span (a character takes >= 1 byte)
+        return None
+    if size > limits.max_name_chars and not _names_fit(sp, limits.max_name_chars):
+        return None
+    if sp.events and any(ev.time_unix_nano > INT64_MAX for ev in sp.events):
+        return None
+    if sp.links and not all(_ids_ok(ln.trace_id, ln.span_id, b"") for ln in sp.links):
+        return None
+    return EncodedSpan(
+        trace_id=tid.hex(),
+        span_id=sid.hex(),
+        parent_span_id=psid.hex() if psid and psid != ZERO_SPAN else None,
+        name=sp.name,
+        start_time_unix_nano=start,
+        end_time_unix_nano=end,
+        source=source,
+        session_id=otlp_session_id(sp, data),
+        otlp=envelope.wrap(data),
+    )
+
+
+def _ids_ok(tid: bytes, sid: bytes, psid: bytes) -> bool:
+    return len(tid) == 16 and tid != ZERO_TRACE and len(sid) == 8 and sid != ZERO_SPAN and len(psid) in (0, 8)
+
+
+def _names_fit(sp: Any, most: int) -> bool:
+    """Are the span's name, event names and attribute keys (its own, its events' and links') within
+    ``most`` characters?"""
+    names = [sp.name, *(ev.name for ev in sp.events)]
+    for kvs in (sp.attributes, *(ev.attributes for ev in sp.events), *(ln.attributes for ln in sp.links)):
+        names.extend(kv.key for kv in kvs)
+    return all(len(n) <= most for n in names)
+
+
+def _check_pb(sp: Any) -> None:
+    """Raise :class:`SpanError` when the span's ids or times are unusable."""
+    tid, sid, psid = sp.trace_id, sp.span_id, sp.parent_span_id
+    if len(tid) != 16 or tid == ZERO_TRACE:
+        raise SpanError(f"trace id must be 16 bytes and not all zero (got {len(tid)} bytes)")
+    if len(sid) != 8 or sid == ZERO_SPAN:
+        raise SpanError(f"span id must be 8 bytes and not all zero (got {len(sid)} bytes)")
+    if psid and len(psid) != 8:
+        raise SpanError(f"parent span id must be 8 bytes or empty (got {len(psid)} bytes)")
+    if sp.start_time_unix_nano > INT64_MAX or sp.end_time_unix_nano > INT64_MAX:
+        raise SpanError("start/end time beyond the year 2262")
 
 
 def _span_pb(
-    sp: Any, resource: dict[str, Any], scope_name: str, scope_version: str, source: SpanSource, notes: Notes
+    sp: Any, resource: dict[str, Any], scope: Any, source: SpanSource, notes: Notes
 ) -> RawSpan | None:
-    tid = sp.trace_id
-    sid = sp.span_id
     try:
-        if len(tid) != 16 or tid == ZERO_TRACE:
-            raise SpanError(f"trace id must be 16 bytes and not all zero (got {len(tid)} bytes)")
-        if len(sid) != 8 or sid == ZERO_SPAN:
-            raise SpanError(f"span id must be 8 bytes and not all zero (got {len(sid)} bytes)")
+        _check_pb(sp)
         psid = sp.parent_span_id
-        if psid and len(psid) != 8:
-            raise SpanError(f"parent span id must be 8 bytes or empty (got {len(psid)} bytes)")
-        start = sp.start_time_unix_nano
-        end = sp.end_time_unix_nano
-        if start > INT64_MAX or end > INT64_MAX:
-            raise SpanError("start/end time beyond the year 2262")
-        span_id = sid.hex()
-        label = "span " + span_id
-        events = (
-            tuple(
-                _trusted(
-                    SpanEvent,
-                    {
-                        "name": _name_pb(ev.name, f"{label}: the event name", notes),
-                        "time_unix_nano": _time_pb(ev.time_unix_nano),
-                        "attributes": attrs_pb(ev.attributes, notes, label),
-                    },
-                )
-                for ev in sp.events
-            )
-            if sp.events
-            else ()
-        )
-        links = _links_pb(sp.links, notes, label) if sp.links else ()
+        label = "span " + sp.span_id.hex()
         status = sp.status
         # Every value below has its field's type already (protobuf scalars, decoded attributes), so
         # pydantic's validation would only re-check them; it cost more than the rest of the decode.
         return _trusted(
             RawSpan,
             {
-                "trace_id": tid.hex(),
-                "span_id": span_id,
+                "trace_id": sp.trace_id.hex(),
+                "span_id": sp.span_id.hex(),
                 "parent_span_id": psid.hex() if psid and psid != ZERO_SPAN else None,
                 "name": _name_pb(sp.name, f"{label}: the name", notes),
                 "kind": sp.kind,
-                "start_time_unix_nano": start,
-                "end_time_unix_nano": end,
+                "start_time_unix_nano": sp.start_time_unix_nano,
+                "end_time_unix_nano": sp.end_time_unix_nano,
                 "attributes": attrs_pb(sp.attributes, notes, label),
-                "events": events,
-                "links": links,
+                "events": _events_pb(sp.events, notes, label) if sp.events else (),
+                "links": _links_pb(sp.links, notes, label) if sp.links else (),
                 "status_code": status.code,
                 "status_message": status.message,
                 # A copy each, as validation made: spans of one resource must not share a mutable dict.
                 "resource": dict(resource),
-                "scope_name": scope_name,
-                "scope_version": scope_version,
+                "scope_name": scope.name,
+                "scope_version": scope.version,
                 "source": source,
             },
         )
     except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        where = f"span {sid.hex() or '<empty>'} of trace {tid.hex() or '<empty>'}"
+        where = f"span {sp.span_id.hex() or '<empty>'} of trace {sp.trace_id.hex() or '<empty>'}"
         notes.reject(where, str(exc) or type(exc).__name__)
         return None
+
+
+def _events_pb(events: Iterable[Any], notes: Notes, label: str) -> tuple[SpanEvent, ...]:
+    return tuple(
+        _trusted(
+            SpanEvent,
+            {
+                "name": _name_pb(ev.name, f"{label}: the event name", notes),
+                "time_unix_nano": _time_pb(ev.time_unix_nano),
+                "attributes": attrs_pb(ev.attributes, notes, label),
+            },
+        )
+        for ev in events
+    )
 
 
 _Model = TypeVar("_Model", RawSpan, SpanEvent, SpanLink)

@@ -172,6 +172,11 @@ class Notes:
         else:
             self.dropped += 1
 
+    @property
+    def count(self) -> int:
+        """Lines added so far, kept or dropped."""
+        return len(self.lines) + self.dropped
+
     def reject(self, where: str, why: str) -> None:
         self.rejected += 1
         self.add(f"rejected {where}: {why}")

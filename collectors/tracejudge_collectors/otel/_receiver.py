@@ -35,7 +35,7 @@ from starlette.types import ASGIApp
 from tracejudge import InputError, StoreError, TracejudgeError, serving
 from tracejudge.serving import bind, is_loopback, quiet_server, socket_url, token_matches
 from tracejudge.store import Store
-from tracejudge_collectors.otel._decode import DecodeResult, decode_json, decode_protobuf
+from tracejudge_collectors.otel._decode import DecodeResult, EncodeResult, decode_json, encode_protobuf
 from tracejudge_collectors.otel._logs import LogDecodeResult, decode_logs_json, decode_logs_protobuf
 from tracejudge_collectors.otel._otlp import DecodeLimits, LimitError, OtlpDecodeError
 from tracejudge_collectors.otel._proto import export_logs_response_body, export_response_body, status_body
@@ -117,7 +117,7 @@ def build_app(
 
     async def export(
         request: Request,
-        ingest: Callable[[Store, bytes, bool, DecodeLimits], DecodeResult | LogDecodeResult],
+        ingest: Callable[[Store, bytes, bool, DecodeLimits], DecodeResult | EncodeResult | LogDecodeResult],
         response_body: Callable[..., bytes],
     ) -> Response:
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -188,8 +188,9 @@ def build_app(
     return Starlette(routes=routes)
 
 
-def _ingest(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> DecodeResult:
-    result = decode_json(body, limits=limits) if as_json else decode_protobuf(body, limits=limits)
+def _ingest(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> DecodeResult | EncodeResult:
+    # Protobuf spans are stored in their own bytes (decoded when read): no attribute decoded twice.
+    result = decode_json(body, limits=limits) if as_json else encode_protobuf(body, limits=limits)
     if result.spans:
         store.put_spans(result.spans)
     return result

@@ -1,0 +1,203 @@
+"""A store written by the previous version (schema 1: every span as JSON) is upgraded in place when it
+is opened — in one transaction, so an interrupted upgrade leaves it as it was and the next open
+finishes it — and reads back exactly what that version read from it; spans received after the upgrade
+are stored in their own OTLP bytes beside the old JSON ones.
+
+The store is ``fixtures/store_v1.sql``, dumped from a store tracejudge 0.1.0 at schema 1 wrote, and
+``fixtures/store_v1_reads.json`` is what that code read back from it (``fixtures/make_store_v1.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from tracejudge.store import STORE_SCHEMA_VERSION, EncodedSpan, SqlStore, open_store
+from tracejudge.store import _sql as sql_module
+from tracejudge_collectors.otel import encode_protobuf
+
+FIXTURES = Path(__file__).with_name("fixtures")
+DUMP = (FIXTURES / "store_v1.sql").read_text(encoding="utf-8")
+READS = json.loads((FIXTURES / "store_v1_reads.json").read_text(encoding="utf-8"))
+T3 = bytes.fromhex("5b8efff798038103d269b633813fc60c")
+
+
+def _v1_store(kind: str, tmp_path: Path, postgres: str | None) -> str:
+    """The fixture loaded into a SQLite file (16 KiB pages, as 0.1.0 made them) or a PostgreSQL database."""
+    if kind == "sqlite":
+        path = tmp_path / "v1.db"
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA page_size=16384")
+        conn.executescript(DUMP)
+        conn.close()
+        return f"sqlite:///{path}"
+    assert postgres is not None
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(DUMP.encode())  # the schema-1 DDL is the portable SQL both engines ran
+    return postgres
+
+
+def _reads(store: SqlStore) -> dict[str, Any]:
+    return {
+        "traces": [t.model_dump(mode="json") for t in store.list_traces()],
+        "spans": {t: [s.model_dump(mode="json") for s in store.get_spans(t)] for t in store.iter_trace_ids()},
+        "sessions": {t: store.trace_session(t) for t in store.iter_trace_ids()},
+    }
+
+
+def _columns(url: str) -> tuple[set[str], set[str]]:
+    """The spans table's columns and the store's index names, read without tracejudge."""
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(spans)")}
+            idx = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        finally:
+            conn.close()
+        return cols, idx
+    with psycopg.connect(url) as pg:
+        cols = {
+            r[0]
+            for r in pg.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'spans'"
+            )
+        }
+        idx = {r[0] for r in pg.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'spans'")}
+    return cols, idx
+
+
+def _version(url: str) -> int:
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            return int(conn.execute("SELECT version FROM schema_info").fetchone()[0])
+        finally:
+            conn.close()
+    with psycopg.connect(url) as pg:
+        row = pg.execute("SELECT version FROM schema_info").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def v1_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    postgres = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    return _v1_store(request.param, tmp_path, postgres)
+
+
+def test_the_fixture_is_a_schema_1_store(v1_url: str) -> None:
+    assert _version(v1_url) == 1
+    cols, idx = _columns(v1_url)
+    assert "otlp" not in cols
+    assert "payload" in cols
+    assert "spans_start" in idx
+
+
+def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_url: str) -> None:
+    store = open_store(v1_url)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 2
+        assert _reads(store) == READS
+    finally:
+        store.close()
+    cols, idx = _columns(v1_url)
+    assert "otlp" in cols
+    assert "spans_start" not in idx
+    again = open_store(v1_url)  # a second open finds nothing left to upgrade
+    assert isinstance(again, SqlStore)
+    try:
+        assert again.schema_version() == 2
+        assert _reads(again) == READS
+    finally:
+        again.close()
+
+
+def _request() -> bytes:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key="service.name", value=AnyValue(string_value="procurement-agent"))
+    ss = rs.scope_spans.add()
+    ss.scope.name = "openinference.instrumentation.openai"
+    sp = ss.spans.add(trace_id=T3, span_id=bytes.fromhex("4444444444444444"), name="agent.run")
+    sp.start_time_unix_nano, sp.end_time_unix_nano = 1_790_000_200_000_000_000, 1_790_000_201_000_000_000
+    sp.attributes.add(key="session.id", value=AnyValue(string_value="session-7"))
+    sp.attributes.add(key="input.value", value=AnyValue(string_value="and the cap for C-18?"))
+    # A span of a trace the old version stored: its JSON spans and this one are read as one trace.
+    late = ss.spans.add(
+        trace_id=bytes.fromhex(next(iter(READS["spans"]))),
+        span_id=bytes.fromhex("5555555555555555"),
+        parent_span_id=bytes.fromhex("00f067aa0ba902b7"),
+        name="late",
+    )
+    late.start_time_unix_nano, late.end_time_unix_nano = 1_790_000_000_900_000_000, 1_790_000_000_950_000_000
+    return req.SerializeToString()
+
+
+def test_spans_received_after_the_upgrade_are_stored_in_their_own_bytes_beside_the_json(v1_url: str) -> None:
+    encoded = encode_protobuf(_request()).spans
+    assert all(isinstance(s, EncodedSpan) for s in encoded)
+    store = open_store(v1_url)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.put_spans(encoded) == 2
+        old_trace = next(iter(READS["spans"]))
+        got = [s.model_dump(mode="json") for s in store.get_spans(old_trace)]
+        late = next(s for s in encoded if isinstance(s, EncodedSpan) and s.span_id == "5555555555555555")
+        assert got == sorted(
+            [*READS["spans"][old_trace], late.decode().model_dump(mode="json")],
+            key=lambda s: (s["start_time_unix_nano"], s["span_id"]),
+        )
+        assert [s.span_id for s in store.get_spans(T3.hex())] == ["4444444444444444"]
+        assert [t.trace_id for t in store.session_traces("session-7")] == [old_trace, T3.hex()]
+        summary = next(t for t in store.list_traces() if t.trace_id == old_trace)
+        assert summary.span_count == len(READS["spans"][old_trace]) + 1
+    finally:
+        store.close()
+
+
+def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_finishes_it(
+    v1_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = sql_module._upgrades
+
+    def failing(blob: str) -> dict[int, tuple[str, ...]]:
+        steps = real(blob)
+        return {**steps, 2: (*steps[2], "SELECT no_such_column FROM spans")}  # fails after the ALTER
+
+    monkeypatch.setattr(sql_module, "_upgrades", failing)
+    with pytest.raises(Exception, match="no_such_column"):
+        open_store(v1_url)
+    assert _version(v1_url) == 1
+    cols, idx = _columns(v1_url)
+    assert "otlp" not in cols
+    assert "spans_start" in idx
+    monkeypatch.setattr(sql_module, "_upgrades", real)
+    store = open_store(v1_url)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.schema_version() == 2
+        assert _reads(store) == READS
+    finally:
+        store.close()
+
+
+def test_a_store_newer_than_this_tracejudge_is_refused_untouched(v1_url: str) -> None:
+    if v1_url.startswith("sqlite:///"):
+        conn = sqlite3.connect(v1_url.removeprefix("sqlite:///"))
+        conn.execute("UPDATE schema_info SET version = 3")
+        conn.commit()
+        conn.close()
+    else:
+        with psycopg.connect(v1_url, autocommit=True) as pg:
+            pg.execute("UPDATE schema_info SET version = 3")
+    with pytest.raises(Exception, match="schema version 3, newer than this tracejudge knows"):
+        open_store(v1_url)
+    assert "otlp" not in _columns(v1_url)[0]

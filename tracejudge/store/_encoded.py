@@ -1,0 +1,223 @@
+"""A span kept in its own OTLP bytes (store schema 2), and how it is read back.
+
+The OTLP receiver stores each span it takes as the protobuf it arrived in — a ``ResourceSpans``
+message holding the span alone with its resource and scope, cut from the request without decoding
+its attributes — instead of JSON re-encoded from decoded attributes: decoding every attribute into
+Python values and encoding them again was most of the cost of intake. The attributes are decoded
+when the span is read, to exactly the :class:`RawSpan` the JSON form reads back as.
+
+Only spans that decode without a note are kept this way (the receiver checks that cheaply: sizes
+within the limits, valid link ids); the others, and spans from every other source, are stored as
+JSON as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tracejudge.schema import SESSION_KEYS, RawSpan, SpanEvent, SpanLink, SpanSource, attributes_session_id
+
+__all__ = ["EncodedSpan", "OtlpEnvelope", "otlp_session_id", "span_from_otlp"]
+
+_ZERO_SPAN = bytes(8)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedSpan:
+    """A span in its own OTLP bytes, with what the store indexes read out of it."""
+
+    trace_id: str
+    """Trace id, 32 lowercase hex characters."""
+    span_id: str
+    """Span id, 16 lowercase hex characters."""
+    parent_span_id: str | None
+    """Parent span id, or None for a root span."""
+    name: str
+    """Span name."""
+    start_time_unix_nano: int
+    """Start, nanoseconds since the Unix epoch."""
+    end_time_unix_nano: int
+    """End, nanoseconds since the Unix epoch."""
+    source: SpanSource
+    """Which collector brought the span in."""
+    session_id: str | None
+    """The session its attributes name (:func:`tracejudge.schema.span_session_id`), or None."""
+    otlp: bytes
+    """A serialized OTLP ``ResourceSpans``: the span's resource, its scope and the span alone."""
+
+    def decode(self) -> RawSpan:
+        """The span as the store reads it back (what its JSON form would read back as)."""
+        return span_from_otlp(self.otlp, self.source)
+
+
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_FIELD_1 = b"\x0a"  # ResourceSpans.resource and ScopeSpans.scope: field 1, length-delimited
+_FIELD_2 = b"\x12"  # ResourceSpans.scope_spans and ScopeSpans.spans: field 2, length-delimited
+# Substrings every session key contains (langfuse.session.id contains session.id): a span whose
+# bytes hold neither names no session, and its attribute keys need not be read.
+_SESSION_HINTS = (b"session.id", b"conversation.id")
+_SESSION_KEYS = frozenset(SESSION_KEYS)
+
+
+class OtlpEnvelope:
+    """Wraps spans of one resource and scope, each alone, into a serialized ``ResourceSpans``."""
+
+    __slots__ = ("_resource", "_scope")
+
+    def __init__(self, resource: bytes, scope: bytes) -> None:
+        """``resource`` and ``scope``: the serialized ``Resource`` and ``InstrumentationScope``."""
+        self._resource = _FIELD_1 + _varint(len(resource)) + resource
+        self._scope = _FIELD_1 + _varint(len(scope)) + scope
+
+    def wrap(self, span: bytes) -> bytes:
+        """The ``ResourceSpans`` holding the serialized ``Span`` ``span`` alone."""
+        inner = _varint(len(span))
+        size = len(self._scope) + 1 + len(inner) + len(span)
+        return b"".join((self._resource, _FIELD_2, _varint(size), self._scope, _FIELD_2, inner, span))
+
+
+def otlp_session_id(sp: Any, data: bytes) -> str | None:
+    """The session an OTLP ``Span`` message's attributes name (as :func:`tracejudge.schema.span_session_id`
+    reads it from the decoded span); ``data`` is its serialized form, searched first."""
+    if _SESSION_HINTS[0] not in data and _SESSION_HINTS[1] not in data:
+        return None
+    found: dict[str, Any] = {}
+    for kv in sp.attributes:
+        key = kv.key
+        if key in _SESSION_KEYS:
+            found[key] = kv.value  # the last of a repeated key, as in the decoded attributes
+    return attributes_session_id({k: _value(v, 1) for k, v in found.items()})
+
+
+# ---------------------------------------------------------------- reading
+
+
+_setattr = object.__setattr__
+_FIELDS: dict[type[Any], frozenset[str]] = {
+    cls: frozenset(cls.model_fields) for cls in (RawSpan, SpanEvent, SpanLink)
+}
+
+
+def _built(cls: Any, values: dict[str, Any]) -> Any:
+    """``cls.model_construct(**values)`` for values of the fields' types, without its per-field walk."""
+    model = cls.__new__(cls)
+    _setattr(model, "__dict__", values)
+    _setattr(model, "__pydantic_fields_set__", set(_FIELDS[cls]))
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model
+
+
+def _double(v: Any) -> float | None:
+    x: float = v.double_value
+    # The JSON form holds no NaN or infinity: it wrote them as null, and they read back as None.
+    return x if math.isfinite(x) else None
+
+
+def _value(v: Any, depth: int) -> Any:
+    """An ``AnyValue`` as the JSON value the decoder makes of it. No size or depth limit applies: the
+    receiver keeps a span this way only when its values are within them (and protobuf parsing stops
+    far short of the decoder's depth limit)."""
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return _double(v)
+    if kind == "array_value":
+        return [_value(x, depth + 1) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value, depth + 1) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    return None
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        v = kv.value
+        kind = v.WhichOneof("value")
+        out[kv.key] = v.string_value if kind == "string_value" else _value(v, 1)
+    return out
+
+
+def _events(sp: Any) -> tuple[SpanEvent, ...]:
+    return tuple(
+        _built(
+            SpanEvent,
+            {"name": ev.name, "time_unix_nano": ev.time_unix_nano, "attributes": _attributes(ev.attributes)},
+        )
+        for ev in sp.events
+    )
+
+
+def _links(sp: Any) -> tuple[SpanLink, ...]:
+    return tuple(
+        _built(
+            SpanLink,
+            {
+                "trace_id": ln.trace_id.hex(),
+                "span_id": ln.span_id.hex(),
+                "attributes": _attributes(ln.attributes),
+            },
+        )
+        for ln in sp.links
+    )
+
+
+_ResourceSpans: Any = None
+
+
+def span_from_otlp(otlp: bytes, source: SpanSource) -> RawSpan:
+    """The :class:`RawSpan` in an :class:`EncodedSpan`'s bytes (``EncodedSpan.otlp``)."""
+    global _ResourceSpans
+    if _ResourceSpans is None:  # imported when first needed: most commands never read this form
+        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+
+        _ResourceSpans = ResourceSpans
+    rs = _ResourceSpans.FromString(otlp)
+    ss = rs.scope_spans[0]
+    sp = ss.spans[0]
+    psid = sp.parent_span_id
+    status = sp.status
+    span: RawSpan = _built(
+        RawSpan,
+        {
+            "trace_id": sp.trace_id.hex(),
+            "span_id": sp.span_id.hex(),
+            "parent_span_id": psid.hex() if psid and psid != _ZERO_SPAN else None,
+            "name": sp.name,
+            "kind": sp.kind,
+            "start_time_unix_nano": sp.start_time_unix_nano,
+            "end_time_unix_nano": sp.end_time_unix_nano,
+            "attributes": _attributes(sp.attributes),
+            "events": _events(sp) if sp.events else (),
+            "links": _links(sp) if sp.links else (),
+            "status_code": status.code,
+            "status_message": status.message,
+            "resource": _attributes(rs.resource.attributes),
+            "scope_name": ss.scope.name,
+            "scope_version": ss.scope.version,
+            "source": source,
+        },
+    )
+    return span
