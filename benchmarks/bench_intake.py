@@ -6,17 +6,25 @@ and measures, each phase in its own process so peak memory is its own:
 
   ideal    parse each payload with the protobuf library and read every attribute once
   decode   tracejudge's decoder (payload -> RawSpan records), no HTTP, no store
-  store    decode, then SqliteStore.put_spans per request, in-process (no HTTP)
+  encode   what the receiver decodes: encode_protobuf (each span kept in its own OTLP bytes, its
+           attributes read when it is read back; store schema 2)
+  store-json  decode, then SqliteStore.put_spans per request (each span stored as JSON, the stored
+           form of store schema 1), in-process (no HTTP)
+  store    encode, then SqliteStore.put_spans per request, in-process (no HTTP)
   intake   the real receiver (`tracejudge collect otlp`, uvicorn on loopback) in a subprocess, fed
            over HTTP one request at a time; a request counts when its 200 arrives, i.e. when its
            spans are committed to SQLite -- with the default durability (synchronous=full: an
            acknowledged span survives power loss, each commit waits for the disk) and with
            synchronous=normal (it survives any crash of the process, not of the machine)
+  read-json, read  every trace read back (store.get_spans) from the store-json and store phases'
+           stores: what reading costs in each stored form
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
 
-Ratios are times relative to `ideal` (the quality bar: intake within 2x). Each phase runs
-`--repeat` times, interleaved with the others, and the fastest run counts, so a busy machine
-disturbs the ratios less. Peak memory is the process's maximum RSS (for intake: the receiver).
+Ratios are times relative to `ideal` (the quality bar: intake within 2x), as wall time and as CPU
+time (of the process; for intake, of the receiver process, all its threads): on a shared machine the
+wall time mostly measures the neighbours, CPU time the work. Each phase runs `--repeat` times,
+interleaved with the others, and the fastest run counts. Peak memory is the process's maximum RSS
+(for intake: the receiver).
 
     python benchmarks/bench_intake.py            # 10k and 100k spans
     python benchmarks/bench_intake.py --quick    # 10k only
@@ -203,6 +211,22 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class _Clock:
+    """Wall and CPU seconds (this process, all threads) since it was made."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def result(self, spans: int, **extra: Any) -> dict[str, Any]:
+        return {
+            "spans": spans,
+            "seconds": time.perf_counter() - self.wall,
+            "cpu": time.process_time() - self.cpu,
+            "rss_mb": _maxrss_mb(),
+            **extra,
+        }
+
+
 # ---------------------------------------------------------------- phases (each in a child process)
 
 
@@ -219,7 +243,7 @@ def phase_ideal(path: Path) -> dict[str, Any]:
 
     spans = 0
     sink = 0
-    start = time.perf_counter()
+    clock = _Clock()
     for body in frames(path):
         req = ExportTraceServiceRequest()
         req.ParseFromString(body)
@@ -235,37 +259,62 @@ def phase_ideal(path: Path) -> dict[str, Any]:
                     for ev in sp.events:
                         for kv in ev.attributes:
                             sink += len(kv.key) + (read(kv.value) is not None)
-    seconds = time.perf_counter() - start
-    return {"spans": spans, "seconds": seconds, "rss_mb": _maxrss_mb(), "sink": sink}
+    return clock.result(spans, sink=sink)
 
 
-def phase_decode(path: Path) -> dict[str, Any]:
-    from tracejudge_collectors.otel import decode_protobuf
+def phase_decode(path: Path, encode: bool) -> dict[str, Any]:
+    from tracejudge_collectors.otel import decode_protobuf, encode_protobuf
 
+    decoder = encode_protobuf if encode else decode_protobuf
+    bodies = list(frames(path))
     spans = 0
-    start = time.perf_counter()
-    for body in frames(path):
-        spans += len(decode_protobuf(body).spans)
-    return {"spans": spans, "seconds": time.perf_counter() - start, "rss_mb": _maxrss_mb()}
+    clock = _Clock()
+    for body in bodies:
+        spans += len(decoder(body).spans)
+    return clock.result(spans)
 
 
-def phase_store(path: Path, workdir: Path) -> dict[str, Any]:
+def phase_store(path: Path, workdir: Path, encode: bool) -> dict[str, Any]:
     from tracejudge.store import open_store
-    from tracejudge_collectors.otel import decode_protobuf
+    from tracejudge_collectors.otel import decode_protobuf, encode_protobuf
 
-    db = workdir / "store.db"
+    decoder = encode_protobuf if encode else decode_protobuf
+    db = workdir / ("store.db" if encode else "store-json.db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     store = open_store(f"sqlite:///{db}")
+    bodies = list(frames(path))
     spans = 0
-    start = time.perf_counter()
-    for body in frames(path):
-        got = decode_protobuf(body).spans
+    clock = _Clock()
+    for body in bodies:
+        got = decoder(body).spans
         store.put_spans(got)
         spans += len(got)
-    seconds = time.perf_counter() - start
+    result = clock.result(spans)
     store.close()
-    return {"spans": spans, "seconds": seconds, "rss_mb": _maxrss_mb()}
+    return result
+
+
+def phase_read(workdir: Path, encode: bool) -> dict[str, Any]:
+    """Every trace the store phase stored, read back (its spans as RawSpan records)."""
+    from tracejudge.store import open_store
+
+    store = open_store(f"sqlite:///{workdir / ('store.db' if encode else 'store-json.db')}")
+    try:
+        ids = list(store.iter_trace_ids())
+        spans = 0
+        clock = _Clock()
+        for trace_id in ids:
+            spans += len(store.get_spans(trace_id))
+        return clock.result(spans)
+    finally:
+        store.close()
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _peak_rss_of(pid: int) -> float:
@@ -309,14 +358,17 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[s
         url = proc.stdout.readline().split()[-1] + "/v1/traces"
         headers = {"Content-Type": "application/x-protobuf"}
         requests = 0
+        bodies = list(frames(path))
         with httpx.Client(trust_env=False, timeout=120) as client:
+            cpu = _cpu_of(proc.pid)
             start = time.perf_counter()
-            for body in frames(path):
+            for body in bodies:
                 resp = client.post(url, content=body, headers=headers)
                 if resp.status_code != 200:
                     raise SystemExit(f"receiver answered {resp.status_code}: {resp.text[:200]}")
                 requests += 1
             seconds = time.perf_counter() - start
+            cpu = _cpu_of(proc.pid) - cpu
         rss = _peak_rss_of(proc.pid)
     finally:
         proc.terminate()
@@ -327,7 +379,14 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[s
         norm = _normalize_all(store)
     finally:
         store.close()
-    return {"spans": stored, "seconds": seconds, "rss_mb": rss, "requests": requests, "normalize": norm}
+    return {
+        "spans": stored,
+        "seconds": seconds,
+        "cpu": cpu,
+        "rss_mb": rss,
+        "requests": requests,
+        "normalize": norm,
+    }
 
 
 def _normalize_all(store: Any) -> dict[str, Any] | None:
@@ -336,13 +395,13 @@ def _normalize_all(store: Any) -> dict[str, Any] | None:
     except ImportError:
         return None
     traces = spans = 0
-    start = time.perf_counter()
+    clock = _Clock()
     for trace_id in store.iter_trace_ids():
         got = store.get_spans(trace_id)
         normalize(got)
         traces += 1
         spans += len(got)
-    return {"traces": traces, "spans": spans, "seconds": time.perf_counter() - start, "rss_mb": _maxrss_mb()}
+    return clock.result(spans, traces=traces)
 
 
 def run_child(phase: str, path: Path) -> dict[str, Any]:
@@ -371,12 +430,15 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
+        workdir = args.payloads.parent
         if args.child == "ideal":
             result = phase_ideal(args.payloads)
-        elif args.child == "decode":
-            result = phase_decode(args.payloads)
-        elif args.child == "store":
-            result = phase_store(args.payloads, args.payloads.parent)
+        elif args.child in ("decode", "encode"):
+            result = phase_decode(args.payloads, args.child == "encode")
+        elif args.child in ("store-json", "store"):
+            result = phase_store(args.payloads, workdir, args.child == "store")
+        elif args.child in ("read-json", "read"):
+            result = phase_read(workdir, args.child == "read")
         elif args.child == "intake-normal":
             result = phase_intake(args.payloads, args.payloads.parent, "normal")
         else:
@@ -395,23 +457,41 @@ def main() -> None:
                 f"({size / n / 1024:.1f} KB per span)",
                 flush=True,
             )
-            names = ("ideal", "decode", "store", "intake", "intake-normal")
+            names = (
+                "ideal",
+                "decode",
+                "encode",
+                "store-json",
+                "store",
+                "read-json",
+                "read",
+                "intake",
+                "intake-normal",
+            )
             best: dict[str, dict[str, Any]] = {}
             for _ in range(max(1, args.repeat)):
                 for phase in names:
                     r = run_child(phase, path)
                     assert r["spans"] == n, (phase, r["spans"])
                     if phase not in best or r["seconds"] < best[phase]["seconds"]:
+                        # The fastest wall time, with the least CPU time of any run beside it.
+                        r["cpu"] = min(r["cpu"], best[phase]["cpu"]) if phase in best else r["cpu"]
                         best[phase] = r
+                    else:
+                        best[phase]["cpu"] = min(best[phase]["cpu"], r["cpu"])
             ideal, intake = best["ideal"], best["intake"]
 
-            base = ideal["seconds"]
+            base, base_cpu = ideal["seconds"], ideal["cpu"]
             phases = (
                 ("ideal (protobuf parse + read attrs)", ideal),
-                ("tracejudge decode", best["decode"]),
-                ("decode + SQLite store, no HTTP", best["store"]),
-                ("tracejudge intake (HTTP+decode+SQLite)", intake),
+                ("tracejudge decode (to RawSpan)", best["decode"]),
+                ("tracejudge encode (the receiver's)", best["encode"]),
+                ("decode + SQLite store as JSON (schema 1)", best["store-json"]),
+                ("encode + SQLite store, no HTTP", best["store"]),
+                ("tracejudge intake (HTTP+encode+SQLite)", intake),
                 ("  same, synchronous=normal", best["intake-normal"]),
+                ("read back every trace, JSON form", best["read-json"]),
+                ("read back every trace, OTLP form", best["read"]),
             )
             for name, r in phases:
                 rows.append(
@@ -421,6 +501,7 @@ def main() -> None:
                         f"{r['seconds']:.2f}",
                         f"{n / r['seconds']:,.0f}",
                         f"{r['seconds'] / base:.2f}x",
+                        f"{r['cpu'] / base_cpu:.2f}x",
                         f"{r['rss_mb']:.0f}",
                     )
                 )
@@ -433,10 +514,11 @@ def main() -> None:
                         f"{norm['seconds']:.2f}",
                         f"{norm['spans'] / norm['seconds']:,.0f}",
                         f"{norm['seconds'] / base:.2f}x",
+                        f"{norm['cpu'] / base_cpu:.2f}x",
                         f"{norm['rss_mb']:.0f}",
                     )
                 )
-    header = ("spans", "phase", "seconds", "spans/s", "vs ideal", "peak RSS MB")
+    header = ("spans", "phase", "seconds", "spans/s", "vs ideal", "CPU vs ideal", "peak RSS MB")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()
     for r in [header, tuple("-" * w for w in widths), *rows]:

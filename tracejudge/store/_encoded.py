@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracejudge.schema import SESSION_KEYS, RawSpan, SpanEvent, SpanLink, SpanSource, attributes_session_id
 
-__all__ = ["EncodedSpan", "OtlpEnvelope", "otlp_session_id", "span_from_otlp"]
+__all__ = ["EncodedSpan", "OtlpEnvelope", "otlp_session_id", "span_from_otlp", "spans_from_otlp"]
 
 _ZERO_SPAN = bytes(8)
 
@@ -155,8 +156,8 @@ def _attributes(kvs: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in kvs:
         v = kv.value
-        kind = v.WhichOneof("value")
-        out[kv.key] = v.string_value if kind == "string_value" else _value(v, 1)
+        # Most values are strings: read them inline (this loop is most of the cost of reading a span).
+        out[kv.key] = v.string_value if v.WhichOneof("value") == "string_value" else _value(v, 1)
     return out
 
 
@@ -184,18 +185,53 @@ def _links(sp: Any) -> tuple[SpanLink, ...]:
     )
 
 
-_ResourceSpans: Any = None
+_Request: Any = None
+
+
+def _request_type() -> Any:
+    global _Request
+    if _Request is None:  # imported when first needed: most commands never read this form
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        _Request = ExportTraceServiceRequest
+    return _Request
+
+
+def _resource_key(otlp: bytes) -> bytes:
+    """The serialized resource field an encoded span starts with (spans of one request share it)."""
+    n = shift = 0
+    i = 1
+    while True:
+        b = otlp[i]
+        n |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            return otlp[: i + n]
+        shift += 7
 
 
 def span_from_otlp(otlp: bytes, source: SpanSource) -> RawSpan:
     """The :class:`RawSpan` in an :class:`EncodedSpan`'s bytes (``EncodedSpan.otlp``)."""
-    global _ResourceSpans
-    if _ResourceSpans is None:  # imported when first needed: most commands never read this form
-        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+    return spans_from_otlp([(otlp, source)])[0]
 
-        _ResourceSpans = ResourceSpans
-    rs = _ResourceSpans.FromString(otlp)
-    ss = rs.scope_spans[0]
+
+def spans_from_otlp(encoded: Sequence[tuple[bytes, SpanSource]]) -> list[RawSpan]:
+    """The :class:`RawSpan` in each (``EncodedSpan.otlp``, source): parsed as one message, and each
+    resource's attributes decoded once (every span gets its own copy, as from JSON)."""
+    # Each span's ResourceSpans as field 1 of one ExportTraceServiceRequest: one parse for them all.
+    req = _request_type().FromString(b"".join(_FIELD_1 + _varint(len(o)) + o for o, _ in encoded))
+    resources: dict[bytes, dict[str, Any]] = {}
+    out: list[RawSpan] = []
+    for (otlp, source), rs in zip(encoded, req.resource_spans, strict=True):
+        key = _resource_key(otlp)
+        resource = resources.get(key)
+        if resource is None:
+            resource = resources[key] = _attributes(rs.resource.attributes)
+        out.append(_span(rs.scope_spans[0], dict(resource), source))
+    return out
+
+
+def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
     sp = ss.spans[0]
     psid = sp.parent_span_id
     status = sp.status
@@ -214,7 +250,7 @@ def span_from_otlp(otlp: bytes, source: SpanSource) -> RawSpan:
             "links": _links(sp) if sp.links else (),
             "status_code": status.code,
             "status_message": status.message,
-            "resource": _attributes(rs.resource.attributes),
+            "resource": resource,
             "scope_name": ss.scope.name,
             "scope_version": ss.scope.version,
             "source": source,

@@ -154,19 +154,7 @@ class PostgresStore(SqlStore):
         if not batch:
             self.set_metas(dict(meta or {}))
             return 0
-        ordered = [batch[k] for k in sorted(batch)]  # key order: no two writers wait in a cycle
-        forms = [stored_forms(s) for s in ordered]
-        columns = (
-            [s.trace_id for s in ordered],
-            [s.span_id for s in ordered],
-            [s.parent_span_id for s in ordered],
-            [s.name for s in ordered],
-            [s.start_time_unix_nano for s in ordered],
-            [s.end_time_unix_nano for s in ordered],
-            [s.source for s in ordered],
-            [f[0] for f in forms],
-            [f[1] for f in forms],
-        )
+        columns = _span_columns([batch[k] for k in sorted(batch)])  # key order: no waits in a cycle
         now = datetime.now(UTC).isoformat()
 
         def work(cur: Any) -> int:
@@ -205,6 +193,24 @@ class PostgresStore(SqlStore):
             return int(cur.rowcount)
 
         return int(self._write(work))
+
+
+def _span_columns(ordered: list[AnySpan]) -> tuple[list[Any], ...]:
+    """The spans as the column arrays of _INSERT_SPANS."""
+    rows = [
+        (
+            s.trace_id,
+            s.span_id,
+            s.parent_span_id,
+            s.name,
+            s.start_time_unix_nano,
+            s.end_time_unix_nano,
+            s.source,
+            *stored_forms(s),
+        )
+        for s in ordered
+    ]
+    return tuple(list(col) for col in zip(*rows, strict=True))
 
 
 def _trace_columns(inserted: list[AnySpan]) -> tuple[list[Any], ...]:

@@ -26,7 +26,7 @@ from tracejudge.schema import (
     TuningMark,
     span_session_id,
 )
-from tracejudge.store._encoded import EncodedSpan, span_from_otlp
+from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, RunProgress, TraceSummary, TriageEntry
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
@@ -199,11 +199,14 @@ def stored_forms(span: AnySpan) -> tuple[str, bytes | None]:
     return span_payload(span), None  # type: ignore[arg-type]
 
 
-def read_span(payload: str, otlp: bytes | None, source: str) -> RawSpan:
-    """A ``spans`` row's span, from whichever form it was stored in."""
-    if otlp is not None:
-        return span_from_otlp(bytes(otlp), source)  # type: ignore[arg-type]
-    return RawSpan.model_validate_json(payload)
+def read_spans(rows: Sequence[tuple[str, bytes | None, str]]) -> list[RawSpan]:
+    """The spans of ``spans`` rows (payload, otlp, source), in order, from whichever form each was
+    stored in (the OTLP ones decoded together)."""
+    encoded = [(bytes(r[1]), r[2]) for r in rows if r[1] is not None]
+    if not encoded:
+        return [RawSpan.model_validate_json(r[0]) for r in rows]
+    decoded = iter(spans_from_otlp(encoded))  # type: ignore[arg-type]
+    return [RawSpan.model_validate_json(r[0]) if r[1] is None else next(decoded) for r in rows]
 
 
 def dedup_spans(spans: Iterable[AnySpan]) -> dict[tuple[str, str], AnySpan]:
@@ -546,7 +549,7 @@ class SqlStore:
                 if rows
                 else []
             )
-        spans = [read_span(*r) for r in rows]
+        spans = read_spans(rows)
         if not log_rows:
             return spans
         by_span: dict[str, list[SpanEvent]] = {}

@@ -186,14 +186,7 @@ def _encode_pb(
     if not _ids_ok(tid, sid, psid) or start > INT64_MAX or end > INT64_MAX:
         return None
     data = sp.SerializeToString()
-    size = len(data)
-    if size > MAX_VALUE_CHARS:  # no value is longer than the span (a character takes >= 1 byte)
-        return None
-    if size > limits.max_name_chars and not _names_fit(sp, limits.max_name_chars):
-        return None
-    if sp.events and any(ev.time_unix_nano > INT64_MAX for ev in sp.events):
-        return None
-    if sp.links and not all(_ids_ok(ln.trace_id, ln.span_id, b"") for ln in sp.links):
+    if not _fits(sp, len(data), limits):
         return None
     return EncodedSpan(
         trace_id=tid.hex(),
@@ -206,6 +199,17 @@ def _encode_pb(
         session_id=otlp_session_id(sp, data),
         otlp=envelope.wrap(data),
     )
+
+
+def _fits(sp: Any, size: int, limits: DecodeLimits) -> bool:
+    """Are the span's values, names and event times within the limits, and its links' ids valid?"""
+    if size > MAX_VALUE_CHARS:  # no value is longer than the span (a character takes >= 1 byte)
+        return False
+    if size > limits.max_name_chars and not _names_fit(sp, limits.max_name_chars):
+        return False
+    if sp.events and any(ev.time_unix_nano > INT64_MAX for ev in sp.events):
+        return False
+    return not sp.links or all(_ids_ok(ln.trace_id, ln.span_id, b"") for ln in sp.links)
 
 
 def _ids_ok(tid: bytes, sid: bytes, psid: bytes) -> bool:
@@ -366,35 +370,44 @@ def decode_json_object(
     for rs in _list(obj, "resourceSpans", "resource_spans", "request"):
         if not isinstance(rs, dict):
             raise _bad("each resourceSpans entry must be an object")
-        res = get(rs, "resource", "resource")
-        res_attrs = get(res, "attributes", "attributes") if isinstance(res, dict) else None
-        resource_error: str | None = None
-        resource: dict[str, Any] = {}
-        try:
-            resource = attrs_json(res_attrs, notes, "resource")
-        except (SpanError, ValueError, TypeError, RecursionError) as exc:
-            resource_error = f"its resource is malformed: {exc}"
+        resource, resource_error = _resource_json(rs, notes)
         for ss in _list(rs, "scopeSpans", "scope_spans", "resourceSpans entry"):
-            if not isinstance(ss, dict):
-                raise _bad("each scopeSpans entry must be an object")
-            scope = get(ss, "scope", "scope")
-            scope_name = scope_version = ""
-            scope_error = resource_error
-            if isinstance(scope, dict):
-                scope_name = get(scope, "name", "name") or ""
-                scope_version = get(scope, "version", "version") or ""
-                if not isinstance(scope_name, str) or not isinstance(scope_version, str):
-                    scope_error = scope_error or "its scope name/version is not a string"
-                else:
-                    check_name(scope_name, notes.limits, "a scope name")
+            scope_name, scope_version, error = _scope_json(ss, notes)
+            error = resource_error or error
             for sp in _list(ss, "spans", "spans", "scopeSpans entry"):
-                if scope_error is not None:
-                    notes.reject(_where_json(sp), scope_error)
+                if error is not None:
+                    notes.reject(_where_json(sp), error)
                     continue
                 span = _span_json(sp, resource, scope_name, scope_version, source, notes)
                 if span is not None:
                     spans.append(span)
     return _result(notes, spans)
+
+
+def _resource_json(rs: dict[str, Any], notes: Notes) -> tuple[dict[str, Any], str | None]:
+    """A resourceSpans entry's resource attributes, or why its spans are rejected."""
+    res = get(rs, "resource", "resource")
+    try:
+        return attrs_json(
+            get(res, "attributes", "attributes") if isinstance(res, dict) else None, notes, "resource"
+        ), None
+    except (SpanError, ValueError, TypeError, RecursionError) as exc:
+        return {}, f"its resource is malformed: {exc}"
+
+
+def _scope_json(ss: Any, notes: Notes) -> tuple[str, str, str | None]:
+    """A scopeSpans entry's scope name and version, or why its spans are rejected."""
+    if not isinstance(ss, dict):
+        raise _bad("each scopeSpans entry must be an object")
+    scope = get(ss, "scope", "scope")
+    if not isinstance(scope, dict):
+        return "", "", None
+    name = get(scope, "name", "name") or ""
+    version = get(scope, "version", "version") or ""
+    if not isinstance(name, str) or not isinstance(version, str):
+        return "", "", "its scope name/version is not a string"
+    check_name(name, notes.limits, "a scope name")
+    return name, version, None
 
 
 def _name(value: Any, what: str, notes: Notes, label: str) -> str:
@@ -435,39 +448,20 @@ def _span_json(
     try:
         if not isinstance(sp, dict):
             raise SpanError("not a JSON object")
-        tid = id_json(get(sp, "traceId", "trace_id"), 16, "traceId")
-        sid = id_json(get(sp, "spanId", "span_id"), 8, "spanId")
-        if tid == ZERO_TRACE:
-            raise SpanError("traceId is all zero")
-        if sid == ZERO_SPAN:
-            raise SpanError("spanId is all zero")
-        parent_raw = get(sp, "parentSpanId", "parent_span_id")
-        parent: str | None = None
-        if parent_raw:
-            p = id_json(parent_raw, 8, "parentSpanId")
-            parent = p.hex() if p != ZERO_SPAN else None
-        label = f"span {sid.hex()}"
-        events_raw = get(sp, "events", "events") or []
-        links_raw = get(sp, "links", "links") or []
-        if not isinstance(events_raw, list) or not isinstance(links_raw, list):
-            raise SpanError("events and links must be lists")
-        events = tuple(_event_json(ev, notes, label) for ev in events_raw)
-        links = _links_json(links_raw, notes, label)
+        tid, sid, parent = _ids_json(sp)
+        label = f"span {sid}"
+        events, links = _events_links_json(sp, notes, label)
         status = get(sp, "status", "status") or {}
         if not isinstance(status, dict):
             raise SpanError("status must be an object")
         return RawSpan(
-            trace_id=tid.hex(),
-            span_id=sid.hex(),
+            trace_id=tid,
+            span_id=sid,
             parent_span_id=parent,
             name=_name(get(sp, "name", "name"), "name", notes, label),
             kind=enum_json(get(sp, "kind", "kind"), _KIND_NAMES, "kind"),
-            start_time_unix_nano=int64_json(
-                get(sp, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", unsigned=True
-            ),
-            end_time_unix_nano=int64_json(
-                get(sp, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", unsigned=True
-            ),
+            start_time_unix_nano=_time_json(sp, "startTimeUnixNano", "start_time_unix_nano"),
+            end_time_unix_nano=_time_json(sp, "endTimeUnixNano", "end_time_unix_nano"),
             attributes=attrs_json(get(sp, "attributes", "attributes"), notes, label),
             events=events,
             links=links,
@@ -481,6 +475,33 @@ def _span_json(
     except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         notes.reject(_where_json(sp), str(exc) or type(exc).__name__)
         return None
+
+
+def _events_links_json(
+    sp: dict[str, Any], notes: Notes, label: str
+) -> tuple[tuple[SpanEvent, ...], tuple[SpanLink, ...]]:
+    events_raw = get(sp, "events", "events") or []
+    links_raw = get(sp, "links", "links") or []
+    if not isinstance(events_raw, list) or not isinstance(links_raw, list):
+        raise SpanError("events and links must be lists")
+    return tuple(_event_json(ev, notes, label) for ev in events_raw), _links_json(links_raw, notes, label)
+
+
+def _ids_json(sp: dict[str, Any]) -> tuple[str, str, str | None]:
+    """The span's trace, span and parent ids as hex (the parent None for a root)."""
+    tid = id_json(get(sp, "traceId", "trace_id"), 16, "traceId")
+    sid = id_json(get(sp, "spanId", "span_id"), 8, "spanId")
+    if tid == ZERO_TRACE:
+        raise SpanError("traceId is all zero")
+    if sid == ZERO_SPAN:
+        raise SpanError("spanId is all zero")
+    parent_raw = get(sp, "parentSpanId", "parent_span_id")
+    parent = id_json(parent_raw, 8, "parentSpanId") if parent_raw else ZERO_SPAN
+    return tid.hex(), sid.hex(), parent.hex() if parent != ZERO_SPAN else None
+
+
+def _time_json(d: dict[str, Any], camel: str, snake: str) -> int:
+    return int64_json(get(d, camel, snake), camel, unsigned=True)
 
 
 def _event_json(ev: Any, notes: Notes, label: str) -> SpanEvent:

@@ -280,36 +280,34 @@ def attrs_pb(kvs: Iterable[Any], notes: Notes, label: str) -> dict[str, Any]:
                 )
                 s = truncate(s)
             out[kv.key] = s
-        elif kind == "int_value":
-            out[kv.key] = v.int_value
-        elif kind == "double_value":
-            out[kv.key] = v.double_value
-        elif kind == "bool_value":
-            out[kv.key] = v.bool_value
-        elif kind == "array_value" or kind == "kvlist_value":
-            budget = Budget()
-            try:
-                out[kv.key] = value_pb(v, kind, 1, budget)
-            except TooBig:
-                notes.add(
-                    f"{label}: attribute {short(kv.key)} larger than {MAX_VALUE_CHARS} characters, truncated"
-                )
-                out[kv.key] = TRUNCATED_MARKER
-                continue
-            if budget.deep:
-                notes.add(deep_note(label, kv.key))
+        elif kind in _PB_SCALARS:
+            out[kv.key] = getattr(v, kind)
         else:
-            out[kv.key] = scalar_pb(v, kind, notes, label, kv.key)
+            out[kv.key] = _other_pb(v, kind, notes, label, kv.key)
     return out
 
 
+_PB_SCALARS = frozenset({"int_value", "double_value", "bool_value"})
+
+
+def _other_pb(v: Any, kind: str | None, notes: Notes, label: str, key: str) -> Any:
+    """A top-level attribute value that is structured, bytes or unset, truncated past the limits."""
+    if kind == "array_value" or kind == "kvlist_value":
+        budget = Budget()
+        try:
+            value = value_pb(v, kind, 1, budget)
+        except TooBig:
+            notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
+            return TRUNCATED_MARKER
+        if budget.deep:
+            notes.add(deep_note(label, key))
+        return value
+    return scalar_pb(v, kind, notes, label, key)
+
+
 def scalar_pb(v: Any, kind: str | None, notes: Notes, label: str, key: str) -> Any:
-    if kind == "int_value":
-        return v.int_value
-    if kind == "bool_value":
-        return v.bool_value
-    if kind == "double_value":
-        return v.double_value
+    if kind in _PB_SCALARS:
+        return getattr(v, kind)
     if kind == "bytes_value":
         raw = v.bytes_value
         if len(raw) > MAX_VALUE_CHARS:
@@ -321,36 +319,49 @@ def scalar_pb(v: Any, kind: str | None, notes: Notes, label: str, key: str) -> A
 
 
 def value_pb(v: Any, kind: str | None, depth: int, budget: Budget) -> Any:
-    if kind == "string_value":
-        s: str = v.string_value
-        budget.remaining -= len(s)
-        if budget.remaining < 0:
-            raise TooBig
-        return s
-    if kind == "array_value" or kind == "kvlist_value":
-        if depth > MAX_ATTRIBUTE_DEPTH:
-            budget.deep = True
-            return DEPTH_MARKER
-        if kind == "array_value":
-            return [value_pb(x, x.WhichOneof("value"), depth + 1, budget) for x in v.array_value.values]
-        out: dict[str, Any] = {}
-        for kv in v.kvlist_value.values:
-            budget.remaining -= len(kv.key)
-            x = kv.value
-            out[kv.key] = value_pb(x, x.WhichOneof("value"), depth + 1, budget)
-        return out
-    if kind == "bytes_value":
-        budget.remaining -= len(v.bytes_value)
-        if budget.remaining < 0:
-            raise TooBig
-        return base64.b64encode(v.bytes_value).decode("ascii")
-    if kind == "int_value":
-        return v.int_value
-    if kind == "bool_value":
-        return v.bool_value
-    if kind == "double_value":
-        return v.double_value
-    return None
+    """A value inside a structured attribute, spending its strings and bytes from ``budget``."""
+    if kind in _PB_SCALARS:
+        return getattr(v, kind)
+    convert = _PB_KINDS.get(kind)  # type: ignore[arg-type]
+    return None if convert is None else convert(v, depth, budget)
+
+
+def _string_pb(v: Any, _depth: int, budget: Budget) -> str:
+    return _spend(v.string_value, budget)
+
+
+def _bytes_pb(v: Any, _depth: int, budget: Budget) -> str:
+    budget.remaining -= len(v.bytes_value)
+    if budget.remaining < 0:
+        raise TooBig
+    return base64.b64encode(v.bytes_value).decode("ascii")
+
+
+def _array_pb(v: Any, depth: int, budget: Budget) -> Any:
+    if depth > MAX_ATTRIBUTE_DEPTH:
+        budget.deep = True
+        return DEPTH_MARKER
+    return [value_pb(x, x.WhichOneof("value"), depth + 1, budget) for x in v.array_value.values]
+
+
+def _kvlist_pb(v: Any, depth: int, budget: Budget) -> Any:
+    if depth > MAX_ATTRIBUTE_DEPTH:
+        budget.deep = True
+        return DEPTH_MARKER
+    out: dict[str, Any] = {}
+    for kv in v.kvlist_value.values:
+        budget.remaining -= len(kv.key)
+        x = kv.value
+        out[kv.key] = value_pb(x, x.WhichOneof("value"), depth + 1, budget)
+    return out
+
+
+_PB_KINDS: dict[str, Callable[[Any, int, Budget], Any]] = {
+    "string_value": _string_pb,
+    "bytes_value": _bytes_pb,
+    "array_value": _array_pb,
+    "kvlist_value": _kvlist_pb,
+}
 
 
 def get(d: dict[str, Any], camel: str, snake: str) -> Any:
@@ -363,46 +374,56 @@ def get(d: dict[str, Any], camel: str, snake: str) -> Any:
 def id_json(value: Any, nbytes: int, what: str) -> bytes:
     if not isinstance(value, str):
         raise SpanError(f"{what} must be a hex string, got {type(value).__name__}")
-    raw: bytes | None = None
-    if len(value) == 2 * nbytes:
-        try:
-            raw = bytes.fromhex(value)
-        except ValueError:
-            raw = None
-        if raw is not None and len(raw) != nbytes:  # fromhex skips whitespace
-            raw = None
-    if raw is None and value:
-        # Some producers send proto3-JSON base64 ids; their length tells them apart from hex.
-        try:
-            candidate = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            candidate = b""
-        if len(candidate) == nbytes:
-            raw = candidate
+    # Some producers send proto3-JSON base64 ids; their length tells them apart from hex.
+    raw = _hex_id(value, nbytes) or _base64_id(value, nbytes)
     if raw is None:
         raise SpanError(f"{what} must be {2 * nbytes} hex characters, got {short(value)}")
     return raw
 
 
+def _hex_id(value: str, nbytes: int) -> bytes | None:
+    if len(value) != 2 * nbytes:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return raw if len(raw) == nbytes else None  # fromhex skips whitespace
+
+
+def _base64_id(value: str, nbytes: int) -> bytes | None:
+    if not value:
+        return None
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == nbytes else None
+
+
 def int64_json(value: Any, what: str, *, unsigned: bool = False) -> int:
     if value is None:
         return 0
-    if isinstance(value, bool):
-        raise SpanError(f"{what} must be an integer, got a boolean")
-    if isinstance(value, int):
-        n = value
-    elif isinstance(value, str) and 0 < len(value) <= 21:
-        try:
-            n = int(value, 10)
-        except ValueError:
-            raise SpanError(f"{what} must be a decimal integer, got {short(value)}") from None
-    elif isinstance(value, float) and value.is_integer() and math.isfinite(value):
-        n = int(value)
-    else:
-        raise SpanError(f"{what} must be an integer, got {short(value)}")
+    n = _integer(value, what)
     if n > INT64_MAX or n < (0 if unsigned else INT64_MIN):
         raise SpanError(f"{what} out of range: {short(value)}")
     return n
+
+
+def _integer(value: Any, what: str) -> int:
+    """An integer of the JSON mapping: a number, a decimal string, or a float with no fraction."""
+    if isinstance(value, bool):
+        raise SpanError(f"{what} must be an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 21:
+        try:
+            return int(value, 10)
+        except ValueError:
+            raise SpanError(f"{what} must be a decimal integer, got {short(value)}") from None
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        return int(value)
+    raise SpanError(f"{what} must be an integer, got {short(value)}")
 
 
 def enum_json(value: Any, names: dict[str, int], what: str) -> int:
@@ -437,33 +458,31 @@ def attrs_json(kvs: Any, notes: Notes, label: str) -> dict[str, Any]:
             raise SpanError(f"attribute key must be a string, got {short(key)}")
         if len(key) > notes.limits.max_name_chars:
             check_name(key, notes.limits, f"{label}: attribute key")
-        v = kv.get("value")
-        if v is None:
-            out[key] = None
-            continue
-        if not isinstance(v, dict):
-            raise SpanError(f"attribute {short(key)}: value must be an AnyValue object")
-        s = v.get("stringValue")
-        if isinstance(s, str):
-            if len(s) > MAX_VALUE_CHARS:
-                notes.add(
-                    f"{label}: attribute {short(key)} longer than {MAX_VALUE_CHARS} characters, truncated"
-                )
-                s = truncate(s)
-            out[key] = s
-            continue
-        budget = Budget()
-        try:
-            out[key] = value_json(v, 1, budget, key)
-        except TooBig:
-            notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
-            out[key] = TRUNCATED_MARKER
-            continue
-        if budget.deep:
-            notes.add(
-                f"{label}: attribute {short(key)} nested deeper than {MAX_ATTRIBUTE_DEPTH} levels, truncated"
-            )
+        out[key] = _attr_value_json(kv.get("value"), notes, label, key)
     return out
+
+
+def _attr_value_json(v: Any, notes: Notes, label: str, key: str) -> Any:
+    """A top-level attribute's AnyValue, truncated past the limits (each truncation noted)."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise SpanError(f"attribute {short(key)}: value must be an AnyValue object")
+    s = v.get("stringValue")
+    if isinstance(s, str):
+        if len(s) > MAX_VALUE_CHARS:
+            notes.add(f"{label}: attribute {short(key)} longer than {MAX_VALUE_CHARS} characters, truncated")
+            return truncate(s)
+        return s
+    budget = Budget()
+    try:
+        value = value_json(v, 1, budget, key)
+    except TooBig:
+        notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
+        return TRUNCATED_MARKER
+    if budget.deep:
+        notes.add(deep_note(label, key))
+    return value
 
 
 def value_json(v: Any, depth: int, budget: Budget, key: str) -> Any:

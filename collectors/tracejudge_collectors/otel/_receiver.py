@@ -231,20 +231,7 @@ async def _read_body(request: Request, *, compressed: bool, limit: int, timeout:
     deadline = time.monotonic() + timeout
     chunks = request.stream().__aiter__()
     try:
-        while True:
-            wait = min(timeout, deadline - time.monotonic())
-            try:
-                chunk = await asyncio.wait_for(chunks.__anext__(), timeout=max(wait, 0.001))
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                raise _Reject(
-                    408,
-                    f"the request body did not arrive within {timeout:g} s (or paused that long); "
-                    "send it whole, or start the receiver with a larger --read-timeout "
-                    "(env TRACEJUDGE_OTLP_READ_TIMEOUT)",
-                    close=True,
-                ) from None
+        while (chunk := await _next_chunk(chunks, deadline, timeout)) is not None:
             body.add(chunk)
     except zlib.error as exc:
         await _drain(request, limit)
@@ -256,6 +243,25 @@ async def _read_body(request: Request, *, compressed: bool, limit: int, timeout:
     except ClientDisconnect as exc:
         raise _Reject(400, "the client disconnected before the body was complete") from exc
     return body.finish()
+
+
+async def _next_chunk(chunks: Any, deadline: float, timeout: float) -> bytes | None:
+    """The next chunk of the body (None at its end), or a 408 when it does not come in time: within
+    ``timeout`` seconds, and before ``deadline``."""
+    wait = min(timeout, deadline - time.monotonic())
+    try:
+        chunk: bytes = await asyncio.wait_for(chunks.__anext__(), timeout=max(wait, 0.001))
+    except StopAsyncIteration:
+        return None
+    except TimeoutError:
+        raise _Reject(
+            408,
+            f"the request body did not arrive within {timeout:g} s (or paused that long); "
+            "send it whole, or start the receiver with a larger --read-timeout "
+            "(env TRACEJUDGE_OTLP_READ_TIMEOUT)",
+            close=True,
+        ) from None
+    return chunk
 
 
 @dataclass
