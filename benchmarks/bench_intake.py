@@ -16,7 +16,7 @@ and measures, each phase in its own process so peak memory is its own:
            spans are committed to SQLite -- with the default durability (synchronous=full: an
            acknowledged span survives power loss, each commit waits for the disk) and with
            synchronous=normal (it survives any crash of the process, not of the machine)
-  read-json, read  every trace read back (store.get_spans) from the store-json and store phases'
+  read-json, read  every trace read back (store.get_spans) from the store-json and store phases
            stores: what reading costs in each stored form
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
 
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 BATCH = 512
+_PHASES = ("ideal", "decode", "encode", "store-json", "store", "read-json", "read", "intake", "intake-normal")
 SPANS_PER_TRACE = 6
 
 
@@ -425,6 +426,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10k spans only")
     parser.add_argument("--sizes", type=int, nargs="*", help="span counts (default 10000 100000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per phase; the fastest counts")
+    parser.add_argument(
+        "--phases",
+        help="comma-separated phases to run (default all; ideal always runs), e.g. ideal,decode,"
+        "store-json,intake to measure a tracejudge before encode_protobuf with this same script",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -457,17 +463,11 @@ def main() -> None:
                 f"({size / n / 1024:.1f} KB per span)",
                 flush=True,
             )
-            names = (
-                "ideal",
-                "decode",
-                "encode",
-                "store-json",
-                "store",
-                "read-json",
-                "read",
-                "intake",
-                "intake-normal",
-            )
+            names = [
+                phase
+                for phase in _PHASES
+                if phase == "ideal" or not args.phases or phase in args.phases.split(",")
+            ]
             best: dict[str, dict[str, Any]] = {}
             for _ in range(max(1, args.repeat)):
                 for phase in names:
@@ -479,21 +479,23 @@ def main() -> None:
                         best[phase] = r
                     else:
                         best[phase]["cpu"] = min(best[phase]["cpu"], r["cpu"])
-            ideal, intake = best["ideal"], best["intake"]
+            ideal, intake = best["ideal"], best.get("intake")
 
             base, base_cpu = ideal["seconds"], ideal["cpu"]
-            phases = (
+            phases: tuple[tuple[str, dict[str, Any] | None], ...] = (
                 ("ideal (protobuf parse + read attrs)", ideal),
-                ("tracejudge decode (to RawSpan)", best["decode"]),
-                ("tracejudge encode (the receiver's)", best["encode"]),
-                ("decode + SQLite store as JSON (schema 1)", best["store-json"]),
-                ("encode + SQLite store, no HTTP", best["store"]),
+                ("tracejudge decode (to RawSpan)", best.get("decode")),
+                ("tracejudge encode (the receiver's)", best.get("encode")),
+                ("decode + SQLite store as JSON (schema 1)", best.get("store-json")),
+                ("encode + SQLite store, no HTTP", best.get("store")),
                 ("tracejudge intake (HTTP+encode+SQLite)", intake),
-                ("  same, synchronous=normal", best["intake-normal"]),
-                ("read back every trace, JSON form", best["read-json"]),
-                ("read back every trace, OTLP form", best["read"]),
+                ("  same, synchronous=normal", best.get("intake-normal")),
+                ("read back every trace, JSON form", best.get("read-json")),
+                ("read back every trace, OTLP form", best.get("read")),
             )
             for name, r in phases:
+                if r is None:
+                    continue
                 rows.append(
                     (
                         f"{n:,}",
@@ -505,7 +507,7 @@ def main() -> None:
                         f"{r['rss_mb']:.0f}",
                     )
                 )
-            norm = intake.get("normalize")
+            norm = intake.get("normalize") if intake else None
             if norm:
                 rows.append(
                     (
