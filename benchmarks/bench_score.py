@@ -2,6 +2,7 @@
 
 One run reports, for N items at concurrency C and latency L:
   ideal   N x L / C (the latency bound)
+  raw     the same requests over C keep-alive connections with asyncio streams, no client library
   floor   the bare ``openai.AsyncOpenAI`` client sending the same requests with a semaphore of C
   tracejudge  ``score`` end to end: store -> normalize -> checks -> prompt -> judge -> parse -> store
   the CLI     ``tracejudge score`` in its own process, timed from outside (start-up included)
@@ -161,6 +162,33 @@ def build_requests(store, rubric) -> list[list[dict[str, str]]]:  # type: ignore
     return out
 
 
+async def raw_floor(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
+    """The same requests over ``concurrency`` keep-alive HTTP/1.1 connections written with asyncio
+    streams, no client library: what the server and this machine allow at all."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    queue = list(reversed(requests))
+
+    async def connection() -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        while queue:
+            body = json.dumps({"model": "bench-judge", "messages": queue.pop(), "temperature": 0}).encode()
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")
+            )
+            reply = json.loads(await reader.readexactly(length))
+            json.loads(reply["choices"][0]["message"]["content"])
+        writer.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    return time.perf_counter() - t0
+
+
 async def bare_floor(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
     import openai
 
@@ -283,6 +311,7 @@ def main() -> None:
             store.put_spans(make_spans(n))
             requests = build_requests(store, parse_rubric(RUBRIC.format(url=url)))
             store.close()
+        raw = asyncio.run(raw_floor(url, requests, c))
         floor = asyncio.run(bare_floor(url, requests, c))
         tj, verdicts = tracejudge_run(url, n, c)
         cli = cli_run(url, n, c)
@@ -295,6 +324,7 @@ def main() -> None:
         f"{os.cpu_count()} CPUs)"
     )
     print(f"  ideal N*L/C                 {ideal:8.2f} s   1.00x")
+    print(f"  raw HTTP/1.1, no client     {raw:8.2f} s   {raw / ideal:.2f}x ideal")
     print(f"  floor: bare AsyncOpenAI     {floor:8.2f} s   {floor / ideal:.2f}x ideal")
     print(
         f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal,"
