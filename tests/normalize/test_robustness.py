@@ -123,7 +123,7 @@ def spans(draw: st.DrawFn) -> list[RawSpan]:
     count = draw(st.integers(min_value=1, max_value=5))
     ids = [f"{i + 1:016x}" for i in range(count)]
     out = []
-    for i, span_id in enumerate(ids):
+    for span_id in ids:
         attrs: dict[str, Any] = {}
         for key in draw(st.lists(st.sampled_from(KEYS), max_size=10, unique=True)):
             if key.endswith(("span.kind", "operation.name", "observation.type", "tracejudge.step")) and draw(
@@ -136,7 +136,8 @@ def spans(draw: st.DrawFn) -> list[RawSpan]:
             SpanEvent(name="db.query.result", attributes={"db.query.result.metadata": draw(json_values)})
             for _ in range(draw(st.integers(min_value=0, max_value=2)))
         )
-        parent = draw(st.sampled_from([None, "ffffffffffffffff", *ids[:i]])) if i else None
+        # Any span may name any other (or itself): parent links that form loops included.
+        parent = draw(st.sampled_from([None, "ffffffffffffffff", *ids]))
         out.append(
             RawSpan(
                 trace_id="1" * 32,
@@ -161,3 +162,37 @@ def test_garbage_never_raises(trace: list[RawSpan]) -> None:
     internal = [g for g in record.gaps if g.detail.startswith("internal error")]
     assert internal == []
     record.model_dump_json()  # the record is serializable whatever came in
+
+
+def _span(span_id: str, parent: str | None, **attrs: Any) -> RawSpan:
+    return RawSpan(
+        trace_id="2" * 32,
+        span_id=span_id,
+        parent_span_id=parent,
+        start_time_unix_nano=1_000 + int(span_id, 16),
+        end_time_unix_nano=2_000,
+        attributes=attrs,
+    )
+
+
+def test_parent_links_that_form_a_loop_are_cut_into_a_root_with_a_gap() -> None:
+    a, b, c = "a" * 16, "b" * 16, "c" * 16
+    # A model span in a loop with a chain span, beside a proper root: walking up from the model
+    # span (to find an LLM span wrapping it) must end.
+    record = normalize(
+        [
+            _span(a, None, **{"openinference.span.kind": "AGENT"}),
+            _span(b, c, **{"openinference.span.kind": "LLM", "llm.output_messages.0.message.content": "hi"}),
+            _span(c, b, **{"openinference.span.kind": "CHAIN"}),
+        ]
+    )
+    assert len(record.spans) == 3
+    assert len(record.model_calls) == 1
+    loops = [g for g in record.gaps if g.kind == "missing_parent" and "loop" in g.detail]
+    assert [g.span_id for g in loops] == [c]
+    assert {n.span_id: n.parent_span_id for n in record.spans} == {a: None, b: c, c: None}
+    # Every span in a loop, none without a parent: still one record, with a root.
+    pure = normalize([_span(a, b), _span(b, a)])
+    assert len(pure.spans) == 2
+    assert any("loop" in g.detail for g in pure.gaps)
+    assert sum(n.parent_span_id is None for n in pure.spans) == 1

@@ -163,9 +163,36 @@ class _Tree:
                 view.gap("missing_parent", f"the trace may be incomplete: parent span {pid} not received")
                 pid = None
             self.parent[view.span_id] = pid
+        self._cut_loops(views)
+        for view in views:
+            pid = self.parent[view.span_id]
             if pid is not None:
                 self.children.setdefault(pid, []).append(view)
         self.root = self._root(views)
+
+    def _cut_loops(self, views: list[SpanView]) -> None:
+        """Parent links that lead back to where they started (corrupt or hostile data) are cut where
+        the walk closes the loop: that span reads as a root with a gap, so no walk up the tree runs
+        forever and the trace still has a root."""
+        rooted: set[str] = set()
+        for view in views:
+            path: list[str] = []
+            on_path: set[str] = set()
+            sid: str | None = view.span_id
+            while sid is not None and sid not in rooted:
+                if sid in on_path:
+                    last = path[-1]
+                    self.parent[last] = None
+                    self.by_id[last].gap(
+                        "missing_parent",
+                        f"the trace's parent links form a loop (span {last}'s parent {sid} descends from"
+                        f" it): {last} is read as a root; the trace may be incomplete or corrupt",
+                    )
+                    break
+                on_path.add(sid)
+                path.append(sid)
+                sid = self.parent[sid]
+            rooted.update(path)
 
     def _root(self, views: list[SpanView]) -> SpanView:
         roots = [v for v in views if not v.raw.parent_span_id]
