@@ -12,6 +12,7 @@ from rich.table import Table
 from tracejudge import redact
 from tracejudge.cli import App, escape, handle_errors, pass_app, print_json
 from tracejudge.report import RunMetrics
+from tracejudge_collectors._cli_common import metered_store
 from tracejudge_collectors.otel._files import FileImport, ImportSummary, expand_paths, import_files
 from tracejudge_collectors.otel._metered import serve_metered
 from tracejudge_collectors.otel._otlp import (
@@ -103,7 +104,8 @@ def otlp_command(
     """Receive traces over OTLP/HTTP (protobuf or JSON, optionally gzip) into the store.
 
     Senders point their OTLP exporter at http://HOST:PORT/v1/traces (also accepted:
-    /api/public/otel/v1/traces). Prints `listening on http://HOST:PORT` once ready; stop with Ctrl-C.
+    /api/public/otel/v1/traces). Prints `listening on http://HOST:PORT` once ready; stop with Ctrl-C
+    (then it says on stderr how many spans it took and how many were new in the store).
     With OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT set, pushes request and span counts there while it runs.
     """
 
@@ -114,31 +116,54 @@ def otlp_command(
     limits = DecodeLimits(
         max_spans=max_spans, max_decoded_bytes=max_decoded_bytes, max_name_chars=max_name_chars
     )
+    taken = _Taken()
+    store = metered_store(app.store, taken.add)
     metrics = RunMetrics.from_env()
-    if metrics is None:
-        serve(
-            app.store,
-            listen,
-            token=token or None,
-            max_body_bytes=max_body_bytes,
-            on_ready=ready,
-            limits=limits,
-            read_timeout=read_timeout,
-        )
-        return
     try:
-        serve_metered(
-            app.store,
-            listen,
-            metrics=metrics,
-            token=token or None,
-            max_body_bytes=max_body_bytes,
-            on_ready=ready,
-            limits=limits,
-            read_timeout=read_timeout,
-        )
+        if metrics is None:
+            serve(
+                store,
+                listen,
+                token=token or None,
+                max_body_bytes=max_body_bytes,
+                on_ready=ready,
+                limits=limits,
+                read_timeout=read_timeout,
+            )
+        else:
+            serve_metered(
+                store,
+                listen,
+                metrics=metrics,
+                token=token or None,
+                max_body_bytes=max_body_bytes,
+                on_ready=ready,
+                limits=limits,
+                read_timeout=read_timeout,
+            )
     finally:
-        metrics.close()
+        if metrics is not None:
+            metrics.close()
+        # What this receiver stored, for whoever stopped it (stderr: stdout carries only the address).
+        app.err.print(
+            f"stopped: {taken.spans} span(s) taken in {taken.batches} export request(s),"
+            f" {taken.new} new in the store",
+            soft_wrap=True,
+        )
+
+
+class _Taken:
+    """Spans the receiver handed to the store (after each commit) and how many were new there."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.new = 0
+        self.batches = 0
+
+    def add(self, given: int, new: int) -> None:
+        self.spans += given
+        self.new += new
+        self.batches += 1
 
 
 @click.command("file")

@@ -82,10 +82,18 @@ def test_subprocess_prints_one_line_serves_and_stops_cleanly(
             headers={"Content-Type": "application/x-protobuf", "Authorization": "Bearer very-secret-token"},
         )
     assert resp.status_code == 200
+    with httpx.Client(trust_env=False, timeout=30) as client:  # the same span again: taken, not new
+        again = client.post(
+            f"{url}/v1/traces",
+            content=make_request([good_span(1)]).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf", "Authorization": "Bearer very-secret-token"},
+        )
+    assert again.status_code == 200
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out == ""  # nothing after the one line
+    assert "stopped: 2 span(s) taken in 2 export request(s), 1 new in the store" in err
     assert "very-secret-token" not in line + out + err
     listed = CliRunner().invoke(cli, ["--store", f"sqlite:///{store_path}", "traces", "list", "--json"])
     assert [t["trace_id"] for t in json.loads(listed.stdout)] == [TRACE_HEX]
