@@ -263,10 +263,15 @@ def phase_ideal(path: Path) -> dict[str, Any]:
     return clock.result(spans, sink=sink)
 
 
-def phase_decode(path: Path, encode: bool) -> dict[str, Any]:
-    from tracejudge_collectors.otel import decode_protobuf, encode_protobuf
+def _decoder(encode: bool) -> Any:
+    # Imported by name: with --phases, this script also measures a tracejudge without encode_protobuf.
+    import tracejudge_collectors.otel as otel
 
-    decoder = encode_protobuf if encode else decode_protobuf
+    return otel.encode_protobuf if encode else otel.decode_protobuf
+
+
+def phase_decode(path: Path, encode: bool) -> dict[str, Any]:
+    decoder = _decoder(encode)
     bodies = list(frames(path))
     spans = 0
     clock = _Clock()
@@ -277,9 +282,8 @@ def phase_decode(path: Path, encode: bool) -> dict[str, Any]:
 
 def phase_store(path: Path, workdir: Path, encode: bool) -> dict[str, Any]:
     from tracejudge.store import open_store
-    from tracejudge_collectors.otel import decode_protobuf, encode_protobuf
 
-    decoder = encode_protobuf if encode else decode_protobuf
+    decoder = _decoder(encode)
     db = workdir / ("store.db" if encode else "store-json.db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
