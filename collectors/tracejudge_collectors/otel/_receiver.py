@@ -98,86 +98,19 @@ def build_app(
     naming the limit); a body that takes longer than ``read_timeout`` seconds to arrive, or pauses
     that long, is answered 408.
     """
-    expected = token.encode() if token else None
-    decode_limits = limits or DecodeLimits()
-
-    def status(code: int, grpc_code: int, message: str, as_json: bool, **headers: str) -> Response:
-        return Response(
-            status_body(grpc_code, message, as_json=as_json),
-            status_code=code,
-            media_type=_JSON_TYPE if as_json else "application/x-protobuf",
-            headers=headers or None,
-        )
+    exporter = _Exporter(
+        store,
+        expected=token.encode() if token else None,
+        max_body_bytes=max_body_bytes,
+        limits=limits or DecodeLimits(),
+        read_timeout=read_timeout,
+    )
 
     async def export_traces(request: Request) -> Response:
-        return await export(request, _ingest, export_response_body)
+        return await exporter.export(request, _ingest, export_response_body)
 
     async def export_logs(request: Request) -> Response:
-        return await export(request, _ingest_logs, export_logs_response_body)
-
-    async def export(
-        request: Request,
-        ingest: Callable[[Store, bytes, bool, DecodeLimits], DecodeResult | EncodeResult | LogDecodeResult],
-        response_body: Callable[..., bytes],
-    ) -> Response:
-        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        as_json = media not in _PROTOBUF_TYPES
-        header = (request.headers.get("authorization") or "").strip()
-        if expected is not None and not token_matches(header, expected, basic=False):
-            await _drain(request, max_body_bytes)
-            return status(
-                401,
-                _UNAUTHENTICATED,
-                "missing or wrong bearer token: send the header `Authorization: Bearer <token>` "
-                "(OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer <token>')",
-                as_json,
-                **{"WWW-Authenticate": "Bearer"},
-            )
-        if media not in _PROTOBUF_TYPES and media != _JSON_TYPE:
-            await _drain(request, max_body_bytes)
-            return status(
-                415,
-                _INVALID_ARGUMENT,
-                f"unsupported Content-Type {media or '(none)'!r}: "
-                "send application/x-protobuf or application/json",
-                True,
-            )
-        encoding = request.headers.get("content-encoding", "").strip().lower()
-        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
-            await _drain(request, max_body_bytes)
-            return status(
-                415,
-                _INVALID_ARGUMENT,
-                f"unsupported Content-Encoding {encoding!r}: send gzip or none",
-                as_json,
-            )
-        try:
-            body = await _read_body(
-                request,
-                compressed=encoding not in ("", "identity"),
-                limit=max_body_bytes,
-                timeout=read_timeout,
-            )
-        except _Reject as exc:
-            extra = {"Connection": "close"} if exc.close else {}
-            return status(exc.status, _INVALID_ARGUMENT, exc.message, as_json, **extra)
-        try:
-            result = await run_in_threadpool(ingest, store, body, as_json, decode_limits)
-        except LimitError as exc:
-            return status(exc.status, _INVALID_ARGUMENT, f"{exc.message}; {exc.hint}", as_json)
-        except OtlpDecodeError as exc:
-            message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
-            return status(400, _INVALID_ARGUMENT, message, as_json)
-        except (StoreError, sqlite3.Error, OSError):
-            # The sender may retry 503; nothing was acknowledged, so nothing is lost.
-            _log.exception("storing %s failed", "log events" if ingest is _ingest_logs else "spans")
-            return status(
-                503, _UNAVAILABLE, "the store is unavailable; retry later", as_json, **{"Retry-After": "5"}
-            )
-        return Response(
-            response_body(result.rejected, result.message, as_json=as_json),
-            media_type=_JSON_TYPE if as_json else "application/x-protobuf",
-        )
+        return await exporter.export(request, _ingest_logs, export_logs_response_body)
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -186,6 +119,100 @@ def build_app(
     routes.extend(Route(path, export_logs, methods=["POST"]) for path in LOG_PATHS)
     routes.append(Route("/health", health, methods=["GET"]))
     return Starlette(routes=routes)
+
+
+Ingest = Callable[[Store, bytes, bool, DecodeLimits], DecodeResult | EncodeResult | LogDecodeResult]
+
+
+def _status(code: int, grpc_code: int, message: str, as_json: bool, **headers: str) -> Response:
+    return Response(
+        status_body(grpc_code, message, as_json=as_json),
+        status_code=code,
+        media_type=_JSON_TYPE if as_json else "application/x-protobuf",
+        headers=headers or None,
+    )
+
+
+@dataclass(frozen=True)
+class _Exporter:
+    """One export request, in order: refused on its headers (token, content type, encoding), its
+    body read within the limits, decoded and stored, answered with what was rejected."""
+
+    store: Store
+    expected: bytes | None
+    max_body_bytes: int
+    limits: DecodeLimits
+    read_timeout: float
+
+    async def export(self, request: Request, ingest: Ingest, response_body: Callable[..., bytes]) -> Response:
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        as_json = media not in _PROTOBUF_TYPES
+        encoding = request.headers.get("content-encoding", "").strip().lower()
+        refused = self._refused(request, media, encoding, as_json)
+        if refused is not None:
+            await _drain(request, self.max_body_bytes)
+            return refused
+        try:
+            body = await _read_body(
+                request,
+                compressed=encoding not in ("", "identity"),
+                limit=self.max_body_bytes,
+                timeout=self.read_timeout,
+            )
+        except _Reject as exc:
+            extra = {"Connection": "close"} if exc.close else {}
+            return _status(exc.status, _INVALID_ARGUMENT, exc.message, as_json, **extra)
+        return await self._store(ingest, body, as_json, response_body)
+
+    def _refused(self, request: Request, media: str, encoding: str, as_json: bool) -> Response | None:
+        """The answer to a request its headers refuse (the body is then drained, not read)."""
+        header = (request.headers.get("authorization") or "").strip()
+        if self.expected is not None and not token_matches(header, self.expected, basic=False):
+            return _status(
+                401,
+                _UNAUTHENTICATED,
+                "missing or wrong bearer token: send the header `Authorization: Bearer <token>` "
+                "(OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer <token>')",
+                as_json,
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        if media not in _PROTOBUF_TYPES and media != _JSON_TYPE:
+            return _status(
+                415,
+                _INVALID_ARGUMENT,
+                f"unsupported Content-Type {media or '(none)'!r}: "
+                "send application/x-protobuf or application/json",
+                True,
+            )
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            return _status(
+                415,
+                _INVALID_ARGUMENT,
+                f"unsupported Content-Encoding {encoding!r}: send gzip or none",
+                as_json,
+            )
+        return None
+
+    async def _store(
+        self, ingest: Ingest, body: bytes, as_json: bool, response_body: Callable[..., bytes]
+    ) -> Response:
+        try:
+            result = await run_in_threadpool(ingest, self.store, body, as_json, self.limits)
+        except LimitError as exc:
+            return _status(exc.status, _INVALID_ARGUMENT, f"{exc.message}; {exc.hint}", as_json)
+        except OtlpDecodeError as exc:
+            message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+            return _status(400, _INVALID_ARGUMENT, message, as_json)
+        except (StoreError, sqlite3.Error, OSError):
+            # The sender may retry 503; nothing was acknowledged, so nothing is lost.
+            _log.exception("storing %s failed", "log events" if ingest is _ingest_logs else "spans")
+            return _status(
+                503, _UNAVAILABLE, "the store is unavailable; retry later", as_json, **{"Retry-After": "5"}
+            )
+        return Response(
+            response_body(result.rejected, result.message, as_json=as_json),
+            media_type=_JSON_TYPE if as_json else "application/x-protobuf",
+        )
 
 
 def _ingest(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> DecodeResult | EncodeResult:
