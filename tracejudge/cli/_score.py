@@ -124,7 +124,9 @@ def _render_totals(app: App, s: RunSummary) -> None:
         f" cost ${s.cost_usd:.4f}"
     )
     if s.reasons:
-        app.console.print("indeterminate reasons: " + ", ".join(f"{k} ×{v}" for k, v in s.reasons.items()))
+        # Counted per criterion (an item with two undecided criteria counts twice), as `reasons` in --json.
+        reasons = ", ".join(f"{k} ×{v}" for k, v in s.reasons.items())
+        app.console.print(f"indeterminate criteria by reason: {reasons}")
     if s.not_scored:
         app.console.print(f"[yellow]budget reached: {s.not_scored} selected items not scored[/yellow]")
 

@@ -617,7 +617,8 @@ class RunSummary(_Frozen):
     categories: dict[str, GroupSummary] = Field(default_factory=dict)
     """Per category."""
     reasons: dict[str, int] = Field(default_factory=dict)
-    """Indeterminate reasons and how often they occurred."""
+    """Why criteria were indeterminate, and for how many criterion results (an item with two
+    undecided criteria counts twice)."""
     judge_calls: int = 0
     """Judge calls made (cache hits excluded)."""
     cache_hits: int = 0
