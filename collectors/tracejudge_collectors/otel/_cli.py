@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -119,28 +120,18 @@ def otlp_command(
     taken = _Taken()
     store = metered_store(app.store, taken.add)
     metrics = RunMetrics.from_env()
+    # With OTLP metrics configured, the metered receiver counts requests and spans into them.
+    run = serve if metrics is None else functools.partial(serve_metered, metrics=metrics)
     try:
-        if metrics is None:
-            serve(
-                store,
-                listen,
-                token=token or None,
-                max_body_bytes=max_body_bytes,
-                on_ready=ready,
-                limits=limits,
-                read_timeout=read_timeout,
-            )
-        else:
-            serve_metered(
-                store,
-                listen,
-                metrics=metrics,
-                token=token or None,
-                max_body_bytes=max_body_bytes,
-                on_ready=ready,
-                limits=limits,
-                read_timeout=read_timeout,
-            )
+        run(
+            store,
+            listen,
+            token=token or None,
+            max_body_bytes=max_body_bytes,
+            on_ready=ready,
+            limits=limits,
+            read_timeout=read_timeout,
+        )
     finally:
         if metrics is not None:
             metrics.close()
