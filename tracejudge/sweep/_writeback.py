@@ -13,15 +13,15 @@ __all__ = ["SWEEP_SCORE_NAME", "sweep_scores", "write_sweep"]
 SWEEP_SCORE_NAME = "tracejudge.sweep"
 # Part of the score id: bump when the score's meaning changes, so old marks stay apart.
 SWEEP_VERSION = "1"
-_COMMENT_LIMIT = 4000
 
 
 def _comment(flag: SweepFlag) -> str:
     now = flag.in_effect or "several versions"
     lines = [f"rests on {flag.doc_id}@{flag.used}, not in effect at the task time (in effect: {now})"]
     lines += [f"- {'[span ' + e.span_id + '] ' if e.span_id else ''}{e.note}" for e in flag.evidence]
-    text = "\n".join(lines)
-    return text if len(text) <= _COMMENT_LIMIT else text[: _COMMENT_LIMIT - 1] + "…"
+    from tracejudge.write import clip_comment
+
+    return clip_comment("\n".join(lines))
 
 
 def sweep_scores(flags: Sequence[SweepFlag]) -> list[Any]:

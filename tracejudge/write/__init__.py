@@ -30,6 +30,7 @@ from tracejudge.write._records import (
     ScoreRecord,
     WriteFailure,
     WriteReport,
+    clip_comment,
     stable_id,
 )
 from tracejudge.write._targets import (
@@ -82,6 +83,7 @@ __all__ = [
     "annotation_for",
     "annotation_identifier",
     "annotator_kind",
+    "clip_comment",
     "find_target",
     "open_dataset_writer",
     "open_event_writer",

@@ -26,6 +26,15 @@ def stable_id(*parts: str | int | None) -> str:
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join("" if p is None else str(p) for p in parts)))
 
 
+COMMENT_LIMIT = 4000
+"""Longest score comment written back (characters); a longer one is cut with an ellipsis."""
+
+
+def clip_comment(text: str) -> str:
+    """``text`` within :data:`COMMENT_LIMIT`, its end replaced by ``…`` when cut."""
+    return text if len(text) <= COMMENT_LIMIT else text[: COMMENT_LIMIT - 1] + "…"
+
+
 class ScoreRecord(_Frozen):
     """One verdict to attach to a trace or an observation."""
 

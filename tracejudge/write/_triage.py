@@ -6,13 +6,12 @@ from collections.abc import Sequence
 
 from tracejudge.schema import Localization
 from tracejudge.write._protocol import ScoreWriter
-from tracejudge.write._records import ScoreRecord, WriteReport
+from tracejudge.write._records import ScoreRecord, WriteReport, clip_comment
 from tracejudge.write._targets import find_target, open_score_writer
 
 TRIAGE_SCORE_NAME = "tracejudge.triage"
 # Bump when the score's meaning changes: it is part of the score id, so old verdicts stay apart.
 TRIAGE_VERSION = "1"
-_COMMENT_LIMIT = 4000
 
 
 def triage_comment(result: Localization) -> str:
@@ -32,8 +31,7 @@ def triage_comment(result: Localization) -> str:
         )
         if stage.missing:
             lines.append(f"    missing: {', '.join(stage.missing)}")
-    text = "\n".join(lines)
-    return text if len(text) <= _COMMENT_LIMIT else text[: _COMMENT_LIMIT - 1] + "…"
+    return clip_comment("\n".join(lines))
 
 
 def triage_scores(results: Sequence[Localization]) -> list[ScoreRecord]:
