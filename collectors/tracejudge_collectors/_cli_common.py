@@ -31,6 +31,13 @@ to_option = click.option("--to", "to", metavar="T", help=TO_HELP)
 limit_option = click.option(
     "--limit", type=click.IntRange(min=1), help="Fetch at most N new traces this run."
 )
+session_option = click.option(
+    "--session",
+    "session_id",
+    metavar="SESSION_ID",
+    default=None,
+    help="Only the traces (turns) of this conversation, to triage it with its earlier turns.",
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the pull report as JSON.")
 
 

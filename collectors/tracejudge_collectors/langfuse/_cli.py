@@ -14,6 +14,7 @@ from tracejudge_collectors._cli_common import (
     pull_with_progress,
     render_pull,
     retries_option,
+    session_option,
     to_option,
 )
 from tracejudge_collectors.langfuse._pull import (
@@ -38,13 +39,7 @@ __all__ = ["langfuse_command", "parse_when"]
     "--environment", "environments", multiple=True, metavar="E", help="Only this environment (repeat: any)."
 )
 @limit_option
-@click.option(
-    "--session",
-    "session_id",
-    metavar="SESSION_ID",
-    default=None,
-    help="Only the traces (turns) of this conversation, to triage it with its earlier turns.",
-)
+@session_option
 @click.option(
     "--feedback",
     metavar="SCORE_NAME",

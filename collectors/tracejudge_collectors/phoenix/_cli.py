@@ -16,6 +16,7 @@ from tracejudge_collectors._cli_common import (
     pull_with_progress,
     render_pull,
     retries_option,
+    session_option,
     to_option,
 )
 from tracejudge_collectors.phoenix._pull import PullOptions, pull_phoenix, pull_summary
@@ -31,13 +32,7 @@ from tracejudge_collectors.phoenix._pull import PullOptions, pull_phoenix, pull_
 @from_option
 @to_option
 @limit_option
-@click.option(
-    "--session",
-    "session_id",
-    metavar="SESSION_ID",
-    default=None,
-    help="Only the traces (turns) of this conversation, to triage it with its earlier turns.",
-)
+@session_option
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 32),
