@@ -293,16 +293,22 @@ _PB_SCALARS = frozenset({"int_value", "double_value", "bool_value"})
 def _other_pb(v: Any, kind: str | None, notes: Notes, label: str, key: str) -> Any:
     """A top-level attribute value that is structured, bytes or unset, truncated past the limits."""
     if kind == "array_value" or kind == "kvlist_value":
-        budget = Budget()
-        try:
-            value = value_pb(v, kind, 1, budget)
-        except TooBig:
-            notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
-            return TRUNCATED_MARKER
-        if budget.deep:
-            notes.add(deep_note(label, key))
-        return value
+        return _bounded(lambda budget: value_pb(v, kind, 1, budget), notes, label, key)
     return scalar_pb(v, kind, notes, label, key)
+
+
+def _bounded(read: Callable[[Budget], Any], notes: Notes, label: str, key: str) -> Any:
+    """A structured value read within one budget: the truncation marker past the size limit, a note
+    when it is cut below the depth limit (both said once, for the attribute ``key``)."""
+    budget = Budget()
+    try:
+        value = read(budget)
+    except TooBig:
+        notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
+        return TRUNCATED_MARKER
+    if budget.deep:
+        notes.add(deep_note(label, key))
+    return value
 
 
 def scalar_pb(v: Any, kind: str | None, notes: Notes, label: str, key: str) -> Any:
@@ -474,15 +480,7 @@ def _attr_value_json(v: Any, notes: Notes, label: str, key: str) -> Any:
             notes.add(f"{label}: attribute {short(key)} longer than {MAX_VALUE_CHARS} characters, truncated")
             return truncate(s)
         return s
-    budget = Budget()
-    try:
-        value = value_json(v, 1, budget, key)
-    except TooBig:
-        notes.add(f"{label}: attribute {short(key)} larger than {MAX_VALUE_CHARS} characters, truncated")
-        return TRUNCATED_MARKER
-    if budget.deep:
-        notes.add(deep_note(label, key))
-    return value
+    return _bounded(lambda budget: value_json(v, 1, budget, key), notes, label, key)
 
 
 def value_json(v: Any, depth: int, budget: Budget, key: str) -> Any:
