@@ -25,7 +25,7 @@ from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
 from tracejudge.normalize._shapes import documents_from_value
-from tracejudge.normalize._values import REDACTED, as_str, maybe_json
+from tracejudge.normalize._values import REDACTED, as_str
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message
 
@@ -122,10 +122,8 @@ class ADK(NoRecords):
     def documents(self, view: SpanView) -> list[Document] | None:
         """A retrieval tool's documents: its result (a tool is a retrieval when marked or when its
         result names documents of the manifest)."""
-        result = self.tool_result(view)
-        if result is None or result == REDACTED:
-            return None
-        return documents_from_value(view, maybe_json(result))
+        # A missing or redacted result is no document list: documents_from_value reads it as None.
+        return documents_from_value(view, self.tool_result(view))
 
     def tool_arguments(self, view: SpanView) -> Any | None:
         return view.attrs.get(TOOL_ARGS) if is_adk(view) else None

@@ -129,10 +129,8 @@ class Strands(NoRecords):
     def documents(self, view: SpanView) -> list[Document] | None:
         """A retrieval tool's documents: its result (a tool is a retrieval when marked or when its
         result names documents of the manifest)."""
-        result = self.tool_result(view)
-        if result is None or result == REDACTED:
-            return None
-        return documents_from_value(view, maybe_json(result))
+        # A missing or redacted result is no document list: documents_from_value reads it as None.
+        return documents_from_value(view, self.tool_result(view))
 
     def tool_arguments(self, view: SpanView) -> Any | None:
         if not is_strands(view):
