@@ -247,6 +247,15 @@ def policy_manifest(
     ]
 
 
+def never_indexed_manifest(*, ids: str | None = None) -> list[ManifestEntry]:
+    """``policy_manifest`` with attachment v2 never indexed (``indexed_at`` null): the recordings'
+    ``never_indexed`` runs searched an index without it."""
+    return [
+        e.model_copy(update={"indexed_at": None}) if (e.doc_id, e.version) == (DOC, "v2") else e
+        for e in policy_manifest("EU", ids=ids)
+    ]
+
+
 def recorded_spans(name: str) -> list[RawSpan]:
     """A recorded file's spans; in an OTLP/JSON file with a log request too (Semantic Kernel), the log
     records merged into their spans' events as the store merges them."""

@@ -199,3 +199,26 @@ def test_openllmetry_chroma_trace() -> None:
     assert call.output_text == ANSWER_STALE
     assert {n.name: n.step for n in record.spans}["procurement_rag.workflow"] == "chain"
     assert record.gaps == ()
+
+
+def test_no_two_recordings_share_a_trace_id() -> None:
+    # The recorders seed their ids (_policy.runs(base_seed)): a new recorder reusing a base seed writes
+    # traces whose ids another fixture has, and a store holding both keeps one of them.
+    from tracejudge_collectors.otel import iter_otlp_file
+
+    owners: dict[str, set[str]] = {}
+    for path in sorted(p for p in TRACES.iterdir() if p.suffix in (".pb", ".json")):
+        for trace_id in {s.trace_id for result in iter_otlp_file(path) for s in result.spans}:
+            owners.setdefault(trace_id, set()).add(path.name)
+    shared = {t: sorted(names) for t, names in owners.items() if len(names) > 1}
+    # record_adk.py records ADK 2 and ADK 1 (legacy) with one base seed: a store keeps either of a pair (same
+    # run, same answer), so the sweep over every fixture still sees each run once
+    adk = {
+        t
+        for t, names in shared.items()
+        if {n.replace("adk_legacy_", "adk_") for n in names} == {names[0].replace("adk_legacy_", "adk_")}
+        and len(names) == 2
+        and names[0].startswith("adk_")
+    }
+    assert len(adk) == 4
+    assert not shared.keys() - adk, f"give one recorder another base seed: {shared}"
