@@ -201,3 +201,41 @@ def test_a_store_newer_than_this_tracejudge_is_refused_untouched(v1_url: str) ->
     with pytest.raises(Exception, match="schema version 3, newer than this tracejudge knows"):
         open_store(v1_url)
     assert "otlp" not in _columns(v1_url)[0]
+
+
+def test_opened_for_reading_a_schema_1_store_is_read_as_it_is_and_left_at_schema_1(v1_url: str) -> None:
+    store = open_store(v1_url, upgrade=False)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.schema_version() == 1
+        assert _reads(store) == READS
+    finally:
+        store.close()
+    assert _version(v1_url) == 1
+    cols, idx = _columns(v1_url)
+    assert "otlp" not in cols
+    assert "spans_start" in idx
+
+
+def test_storing_spans_in_a_store_opened_for_reading_upgrades_it_first(v1_url: str) -> None:
+    encoded = encode_protobuf(_request()).spans
+    store = open_store(v1_url, upgrade=False)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.put_spans(encoded) == 2
+        assert store.schema_version() == 2
+        assert [s.span_id for s in store.get_spans(T3.hex())] == ["4444444444444444"]
+    finally:
+        store.close()
+    assert _version(v1_url) == 2
+    assert "otlp" in _columns(v1_url)[0]
+
+
+def test_a_new_store_opened_for_reading_starts_at_this_versions_schema(store_url: str) -> None:
+    store = open_store(store_url, upgrade=False)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.schema_version() == STORE_SCHEMA_VERSION
+    finally:
+        store.close()
+    assert "otlp" in _columns(store_url)[0]

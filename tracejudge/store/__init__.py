@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, otlp_session_id
+from tracejudge.store._inspect import StoreState, inspect_store
 from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url
 from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
 from tracejudge.store._resolve import resolve_trace_id
@@ -22,8 +23,10 @@ __all__ = [
     "SqlStore",
     "SqliteStore",
     "Store",
+    "StoreState",
     "TraceSummary",
     "TriageEntry",
+    "inspect_store",
     "open_store",
     "otlp_session_id",
     "resolve_store_url",

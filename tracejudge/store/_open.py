@@ -17,17 +17,26 @@ def resolve_store_url(arg: str | None) -> str:
     return arg or os.environ.get("TRACEJUDGE_STORE") or DEFAULT_STORE
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, upgrade: bool = True) -> Store:
     """Open the store a URL names: ``sqlite:///relative.db``, ``sqlite:////abs.db``, ``sqlite://:memory:``,
-    ``postgresql://user:pass@host:5432/db``, or a bare file path."""
+    ``postgresql://user:pass@host:5432/db``, or a bare file path.
+
+    A store at an older schema is upgraded in place on open, unless ``upgrade=False`` (the commands
+    that only read): then it is read as it is and upgraded only when spans are stored in it."""
     if url.startswith(("postgresql://", "postgres://")):
         from tracejudge.store._postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, upgrade=upgrade)
+    path = sqlite_path(url)
+    return SqliteStore(path if url.startswith("sqlite://") else Path(path), upgrade=upgrade)
+
+
+def sqlite_path(url: str) -> str:
+    """The SQLite path a store URL names (``:memory:`` for ``sqlite://``); an InputError for a URL of
+    another scheme than sqlite or postgresql."""
     if url.startswith("sqlite://"):
         rest = url[len("sqlite://") :]
-        path = rest[1:] if rest.startswith("/") else rest
-        return SqliteStore(path or ":memory:")
+        return (rest[1:] if rest.startswith("/") else rest) or ":memory:"
     if "://" in url:
         raise InputError(f"unknown store URL scheme in {url!r}", hint="use sqlite:///PATH or a file path")
-    return SqliteStore(Path(url))
+    return url

@@ -80,7 +80,8 @@ def redact_url(url: str) -> str:
 
 
 class PostgresStore(SqlStore):
-    """Store on a PostgreSQL database (``postgresql://user:pass@host/db``)."""
+    """Store on a PostgreSQL database (``postgresql://user:pass@host/db``); ``upgrade=False`` leaves a
+    store at an older schema as it is until spans are stored (see :meth:`SqlStore._setup`)."""
 
     _placeholder = "%s"
     _begin = "BEGIN"
@@ -89,7 +90,7 @@ class PostgresStore(SqlStore):
     _blob = "BYTEA"
     shared_runs = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, upgrade: bool = True) -> None:
         try:
             import psycopg
         except ImportError as exc:
@@ -104,7 +105,7 @@ class PostgresStore(SqlStore):
             ) from None
         super().__init__(conn, self.url)
         try:
-            self._setup()
+            self._setup(upgrade=upgrade)
         except psycopg.Error as exc:
             conn.close()
             raise StoreError(
@@ -150,6 +151,7 @@ class PostgresStore(SqlStore):
         raise AssertionError("unreachable")
 
     def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+        self._ready_for_spans()
         batch = dedup_spans(spans)
         if not batch:
             self.set_metas(dict(meta or {}))

@@ -352,6 +352,8 @@ class SqlStore:
         self.label = label
         self._lock = threading.Lock()
         self._sessions_indexed = False
+        self._schema = _SCHEMA_VERSION
+        """The schema version the store is at: older only when opened with ``upgrade=False``."""
 
     def _sql(self, sql: str) -> str:
         return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
@@ -399,8 +401,11 @@ class SqlStore:
     def _committed_spans(self) -> None:
         """Called after a span or log write committed, outside the lock (SQLite checkpoints then)."""
 
-    def _setup(self) -> None:
-        """Create the tables (idempotent) and check the schema version."""
+    def _setup(self, *, upgrade: bool = True) -> None:
+        """Create the tables (idempotent) and check the schema version. With ``upgrade=False`` a store
+        at an older schema is left at it (a command that only reads must not lock older tracejudge
+        processes out, see README "At scale"); its spans are read as that schema stores them, and the
+        first ``put_spans`` upgrades it. A new store always starts at this version's schema."""
         cur = self._conn.cursor()
         cur.execute(self._begin)
         try:
@@ -423,8 +428,9 @@ class SqlStore:
                     f"the store {self.label} has schema version {row[0]}, newer than this tracejudge knows",
                     hint="upgrade tracejudge, or point --store at another store",
                 )
+            top = _SCHEMA_VERSION if upgrade or row is None else version
             upgrades = _upgrades(self._blob)
-            for target in range(version + 1, _SCHEMA_VERSION + 1):
+            for target in range(version + 1, top + 1):
                 for stmt in upgrades[target]:
                     cur.execute(stmt)
                 cur.execute(self._sql("UPDATE schema_info SET version = ?"), (target,))
@@ -432,6 +438,15 @@ class SqlStore:
         except BaseException:
             cur.execute("ROLLBACK")
             raise
+        self._schema = top
+
+    def _ready_for_spans(self) -> None:
+        """Bring a store opened with ``upgrade=False`` to this version's schema before spans are
+        stored in it (in the set-up's one transaction, as on open); nothing to do otherwise."""
+        if self._schema != _SCHEMA_VERSION:
+            with self._lock:
+                if self._schema != _SCHEMA_VERSION:
+                    self._setup()
 
     def _write_meta(self, cur: Any, meta: Mapping[str, str] | None) -> None:
         if meta:
@@ -444,6 +459,7 @@ class SqlStore:
             )
 
     def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+        self._ready_for_spans()
         batch = dedup_spans(spans)
         if not batch:
             self.set_metas(dict(meta or {}))
@@ -539,7 +555,8 @@ class SqlStore:
         tid = trace_id.lower()
         with self._lock:
             rows = self._execute(
-                "SELECT payload, otlp, source FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id",
+                f"SELECT payload, {self._otlp_column}, source FROM spans WHERE trace_id = ?"  # noqa: S608
+                " ORDER BY start_ns, span_id",
                 (tid,),
             ).fetchall()
             log_rows = (
@@ -668,6 +685,11 @@ class SqlStore:
                         raise
         self.set_meta(_SESSIONS_INDEXED, "1")
         self._sessions_indexed = True
+
+    @property
+    def _otlp_column(self) -> str:
+        """The ``otlp`` column, or NULL in a store at schema 1 (every span there is JSON)."""
+        return "otlp" if self._schema >= 2 else "NULL"  # schema 2 added the column
 
     def schema_version(self) -> int:
         """The schema version this store records (``tracejudge doctor`` shows it)."""

@@ -118,11 +118,14 @@ class _Checkpointer:
 
 class SqliteStore(SqlStore):
     """Store on a SQLite file (or ``:memory:``). ``synchronous`` (or ``?synchronous=`` on the path)
-    chooses the durability; see the module docstring."""
+    chooses the durability; see the module docstring. ``upgrade=False`` leaves a store at an older
+    schema as it is until spans are stored (see :meth:`SqlStore._setup`)."""
 
     _begin = "BEGIN IMMEDIATE"
 
-    def __init__(self, path: str | Path, *, synchronous: Synchronous | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, synchronous: Synchronous | None = None, upgrade: bool = True
+    ) -> None:
         raw, from_path = _split_options(str(path)) if isinstance(path, str) else (str(path), None)
         self.path = raw
         self.synchronous: Synchronous = synchronous or from_path or "full"
@@ -143,7 +146,7 @@ class SqliteStore(SqlStore):
             # See the module docstring for what each level guarantees.
             conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
             super().__init__(conn, self.path)
-            self._setup()
+            self._setup(upgrade=upgrade)
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"cannot open the store {self.path}: {exc}",

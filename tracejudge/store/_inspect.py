@@ -1,0 +1,99 @@
+"""What a store is, read without changing it. Opening a store creates its tables and upgrades an older
+schema in place; ``tracejudge doctor`` must do neither (an upgrade locks older tracejudge processes
+out of the store), so it inspects through a read-only connection instead."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracejudge._errors import MissingDependencyError, StoreError
+from tracejudge.store._open import sqlite_path
+
+__all__ = ["StoreState", "inspect_store"]
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """A store as found, untouched."""
+
+    schema_version: int | None
+    """The schema version it records; None when it has no tracejudge tables (yet)."""
+    has_traces: bool
+    """Whether a trace is stored."""
+
+
+_ABSENT = StoreState(schema_version=None, has_traces=False)
+
+
+def inspect_store(url: str) -> StoreState:
+    """The store ``url`` names, read through a read-only connection: nothing is created, upgraded or
+    written (a SQLite file that does not exist is not created either). A :class:`StoreError` when it
+    cannot be read."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return _inspect_postgres(url)
+    path = sqlite_path(url)
+    if path == ":memory:" or not Path(path).is_file():
+        return _ABSENT
+    try:
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the store {path}: {exc}", hint=_SQLITE_HINT) from exc
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return _state(conn.cursor(), tables)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc}", hint=_SQLITE_HINT) from exc
+    finally:
+        conn.close()
+
+
+_SQLITE_HINT = "check the path given with --store / TRACEJUDGE_STORE is a tracejudge SQLite file"
+
+
+def _state(cur: Any, tables: set[str]) -> StoreState:
+    if "schema_info" not in tables:
+        return _ABSENT
+    cur.execute("SELECT version FROM schema_info")
+    row = cur.fetchone()
+    if row is None:
+        return _ABSENT
+    has_traces = False
+    if "traces" in tables:
+        cur.execute("SELECT 1 FROM traces LIMIT 1")
+        has_traces = cur.fetchone() is not None
+    return StoreState(schema_version=int(row[0]), has_traces=has_traces)
+
+
+def _inspect_postgres(url: str) -> StoreState:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise MissingDependencyError("psycopg", "postgres") from exc
+    from tracejudge.store._postgres import redact_url
+
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"cannot connect to the store {redact_url(url)}: {str(exc).strip().splitlines()[0]}",
+            hint="check that PostgreSQL is running and the URL's user, password and database are right",
+        ) from None
+    try:
+        with conn.cursor() as cur:
+            # Every statement of this session is read-only: the server refuses a write, should one slip in.
+            cur.execute("SET default_transaction_read_only = on")
+            # The tables tracejudge's own unqualified names would find (the same search_path).
+            cur.execute(
+                "SELECT t FROM unnest(ARRAY['schema_info', 'traces']) AS t WHERE to_regclass(t) IS NOT NULL"
+            )
+            return _state(cur, {str(r[0]) for r in cur.fetchall()})
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"cannot read the store {redact_url(url)}: {str(exc).strip().splitlines()[0]}",
+            hint="the user needs to read the store's tables (SELECT)",
+        ) from None
+    finally:
+        conn.close()
