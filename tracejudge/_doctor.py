@@ -172,7 +172,7 @@ def _settings_failed(name: str, target: str, exc: TracejudgeError) -> Check:
 
 
 def check_store(s: DoctorSettings) -> Check:
-    from tracejudge.store import STORE_SCHEMA_VERSION, open_store
+    from tracejudge.store import STORE_SCHEMA_VERSION, inspect_store
 
     target = _mask(s.store_url)
     path = _sqlite_path(s.store_url)
@@ -193,22 +193,49 @@ def check_store(s: DoctorSettings) -> Check:
             detail="not created yet; the first command that stores something creates it",
             facts={"schema_version": str(STORE_SCHEMA_VERSION)},
         )
+    # Read through a read-only connection: opening would create the tables or upgrade an older schema,
+    # and an upgrade locks out the older tracejudge processes still using the store.
     try:
-        store = open_store(s.store_url)
+        state = inspect_store(s.store_url)
     except TracejudgeError as exc:
         return _settings_failed("store", target, exc)
-    try:
-        version = getattr(store, "schema_version", lambda: STORE_SCHEMA_VERSION)()
-        n = sum(1 for _ in store.list_traces(limit=1))
-    finally:
-        store.close()
-    return Check(
-        name="store",
-        status="ok",
-        target=target,
-        detail=f"opened; schema {version}" + ("" if n else "; no traces yet"),
-        facts={"schema_version": str(version), "tracejudge_schema": str(STORE_SCHEMA_VERSION)},
-    )
+    if state.schema_version is None:
+        return Check(
+            name="store",
+            status="ok",
+            target=target,
+            detail="no tracejudge tables yet; the first command that stores something creates them",
+            facts={"schema_version": str(STORE_SCHEMA_VERSION)},
+        )
+    return _store_schema(target, state.schema_version, state.has_traces)
+
+
+def _store_schema(target: str, version: int, has_traces: bool) -> Check:
+    """The store check for a store at schema ``version``: this version's, older (upgraded by the next
+    command that writes to it) or newer (refused)."""
+    from tracejudge.store import STORE_SCHEMA_VERSION as current
+
+    facts = {"schema_version": str(version), "tracejudge_schema": str(current)}
+    if version > current:
+        return Check(
+            name="store",
+            status="fail",
+            target=target,
+            detail=f"schema version {version}, newer than this tracejudge knows ({current})",
+            fix="upgrade tracejudge, or point --store at another store",
+            facts=facts,
+        )
+    detail = f"schema {version}" + ("" if has_traces else "; no traces yet")
+    if version < current:
+        facts["upgrade"] = "on the next command that writes to it"
+        detail += (
+            f"; older than this tracejudge's {current}: doctor and the commands that only read (traces, "
+            f"report, serve, ticket draft) leave it as it is, the next command that writes to it "
+            f"(collect, score, triage, …) upgrades it to schema {current} in place, and tracejudge "
+            "processes of the older version then refuse it: upgrade every process at once "
+            "(README, At scale)"
+        )
+    return Check(name="store", status="ok", target=target, detail=detail, facts=facts)
 
 
 def _sqlite_path(url: str) -> str | None:

@@ -10,11 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
 from tests.otlp_metrics_sink import metrics_sink
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
+from tests.store.test_upgrade import _v1_store
 from tracejudge.cli import cli
 from tracejudge.store import STORE_SCHEMA_VERSION, SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer
@@ -270,6 +272,52 @@ def test_store_schema_version_and_a_newer_store(tmp_path: Path) -> None:
     assert code == 1
     assert "newer" in checks["store"]["detail"]
     assert "upgrade tracejudge" in checks["store"]["fix"]
+
+
+def _store_contents(url: str, tmp_path: Path) -> object:
+    """Everything a store holds, read without tracejudge: a SQLite store's files byte for byte, a
+    PostgreSQL store's tables (columns, every row) and indexes."""
+    if url.startswith("sqlite:///"):
+        return {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir()) if p.is_file()}
+    with psycopg.connect(url) as pg:
+        tables = [r[0] for r in pg.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        return {
+            "indexes": sorted(
+                r[0] for r in pg.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public'")
+            ),
+            **{
+                t: (
+                    [r[0] for r in pg.execute(f"SELECT * FROM {t} LIMIT 0").description or []],  # type: ignore[union-attr]
+                    sorted(map(repr, pg.execute(f"SELECT * FROM {t}").fetchall())),
+                )
+                for t in sorted(tables)
+            },
+        }
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_schema_1_store_is_reported_and_left_as_it_is(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """doctor must not upgrade the store it checks: an upgraded store locks out older tracejudge
+    processes still using it (README, At scale)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    url = _v1_store(kind, folder, request.getfixturevalue("postgres_url") if kind == "postgresql" else None)
+    before = _store_contents(url, folder)
+    code, checks, _ = _doctor(store=url)
+    assert code == 0, checks["store"]
+    store = checks["store"]
+    assert store["status"] == "ok"
+    assert store["facts"]["schema_version"] == "1"
+    assert store["facts"]["tracejudge_schema"] == str(STORE_SCHEMA_VERSION)
+    assert "upgrades it to schema 2" in store["detail"]
+    assert "upgrade every process at once" in store["detail"]
+    assert _store_contents(url, folder) == before
+    # Shown in the table too.
+    result = CliRunner().invoke(cli, ["--store", url, "doctor", "--timeout", "3"])
+    assert "upgrade every process at once" in " ".join(result.output.split())
+    assert _store_contents(url, folder) == before
 
 
 def test_postgres_store_working_and_wrong_password(postgres_url: str) -> None:  # noqa: F811

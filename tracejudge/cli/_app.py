@@ -33,8 +33,17 @@ class App:
 
     @property
     def store(self) -> Store:
+        """The store, upgraded in place first when it is at an older schema."""
         if self._store is None:
             self._store = open_store(self.store_url)
+        return self._store
+
+    @property
+    def reader(self) -> Store:
+        """The store for a command that only reads: one at an older schema is read as it is, not
+        upgraded (an upgrade locks out the older tracejudge processes still using it)."""
+        if self._store is None:
+            self._store = open_store(self.store_url, upgrade=False)
         return self._store
 
     def show(self, as_json: bool, data: Any, render: Callable[[], None]) -> None:

@@ -40,7 +40,7 @@ def report(ctx: click.Context, out: Path, suites: tuple[Path, ...], as_json: boo
 
     app = ctx.find_object(App)
     assert app is not None
-    data = write_report(app.store, out, suites=suites)
+    data = write_report(app.reader, out, suites=suites)
     if as_json:
         print_json(
             {
@@ -89,7 +89,7 @@ def langfuse_configs(app: App, rubrics: tuple[Path, ...], dry_run: bool, as_json
 
         specs = configs_from_rubrics([load_rubric(p) for p in rubrics])
     else:
-        specs = configs_from_store(app.store)
+        specs = configs_from_store(app.reader)
     if dry_run:
         result = ConfigsReport(planned=tuple(specs))
     else:

@@ -50,4 +50,4 @@ def serve(app: App, listen: str, token: str | None, suites: tuple[Path, ...], re
         sys.stdout.write(f"listening on {url}\n")
         sys.stdout.flush()
 
-    run(app.store, listen, token=token or None, suites=suites, on_ready=ready, read_timeout=read_timeout)
+    run(app.reader, listen, token=token or None, suites=suites, on_ready=ready, read_timeout=read_timeout)

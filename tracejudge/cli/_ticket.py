@@ -65,8 +65,8 @@ def draft(
     if feedback is not None and langfuse_score is not None:
         raise InputError("give --feedback or --langfuse-score, not both", hint="pick one source of feedback")
     result = draft_ticket_for(
-        app.store,
-        resolve_trace_id(app.store, trace_id),
+        app.reader,
+        resolve_trace_id(app.reader, trace_id),
         load_manifest(manifest_path),
         feedback or "",
         langfuse_score=langfuse_score,

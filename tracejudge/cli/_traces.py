@@ -15,8 +15,8 @@ from tracejudge.store import resolve_trace_id
 
 
 def load_task(app: App, trace_id: str) -> TaskRecord:
-    trace_id = resolve_trace_id(app.store, trace_id)
-    spans = app.store.get_spans(trace_id.lower())
+    trace_id = resolve_trace_id(app.reader, trace_id)
+    spans = app.reader.get_spans(trace_id.lower())
     if not spans:
         raise InputError(
             f"no spans stored for trace {trace_id}",
@@ -37,7 +37,7 @@ def traces() -> None:
 @handle_errors
 def list_cmd(app: App, limit: int, as_json: bool) -> None:
     """List stored traces, newest first."""
-    rows = app.store.list_traces(limit=limit)
+    rows = app.reader.list_traces(limit=limit)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
         return
@@ -177,7 +177,7 @@ def show_cmd(app: App, trace_id: str | None, session_id: str | None, as_json: bo
             return
         app.console.print(render_task_tree(task))
         return
-    turns = [load_task(app, t.trace_id) for t in app.store.session_traces(session_id)]
+    turns = [load_task(app, t.trace_id) for t in app.reader.session_traces(session_id)]
     if not turns:
         raise InputError(
             f"no stored trace records session {session_id}",
