@@ -30,7 +30,9 @@ Why this order:
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
   the whole ``CrewOutput``: the answer is its ``raw``); a Mirascope ``@ops.trace`` root (its arguments and
-  return value); the root's free-form I/O; a
+  return value); Instructor's structured output (the root's free-form answer, but written by the model
+  call whose one tool call is the object Instructor returned, so it comes before the free-form read that
+  would name the root); the root's free-form I/O; a
   GenAI agent root's messages. The model calls of the trace come after every convention
   (normalize reads them from the assembled record).
 """
@@ -47,6 +49,7 @@ from tracejudge.normalize._crewai import CONVENTION as CREWAI
 from tracejudge.normalize._freeform import CONVENTION as FREEFORM
 from tracejudge.normalize._genai import CONVENTION as GENAI
 from tracejudge.normalize._haystack import CONVENTION as HAYSTACK
+from tracejudge.normalize._instructor import CONVENTION as INSTRUCTOR
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._litellm import CONVENTION as LITELLM
 from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
@@ -98,5 +101,5 @@ PRECEDENCE = Precedence(
     tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, FREEFORM),
     tool_result=(GENAI, ADK, STRANDS, AG2, AGNO, MIRASCOPE, FREEFORM),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, FREEFORM, GENAI),
-    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, FREEFORM, GENAI),
+    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, FREEFORM, GENAI),
 )

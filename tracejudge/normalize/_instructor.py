@@ -1,0 +1,80 @@
+"""Instructor's structured outputs under openinference-instrumentation-instructor (0.1.29; scope
+``openinference.instrumentation.instructor``).
+
+Instructor asks the model for a response model through function calling: the model call (an LLM span of the
+OpenAI instrumentation, a child of Instructor's ``instructor.create`` span) outputs one tool call whose
+arguments *are* the structured answer, and no tool ever runs. Instructor's span records the object it
+validated and returned as ``output.value`` (JSON). Read alone, that model call "asked for a tool and no
+recorded call answered" — so the call that wrote the answer would look unrecorded. This convention says
+which call it was: when the answer the trace gives (its root's output, else the object's own answer field)
+is a value of the object Instructor returned, and a model call under that Instructor span output exactly
+that object as its one tool call, that call wrote the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tracejudge.normalize._convention import NoRecords
+from tracejudge.normalize._freeform import CONVENTION as FREEFORM
+from tracejudge.normalize._openinference import messages
+from tracejudge.normalize._shapes import user_answer
+from tracejudge.normalize._values import REDACTED, maybe_json
+from tracejudge.normalize._view import SpanView
+
+SCOPE = "openinference.instrumentation.instructor"
+
+
+def _returned(view: SpanView) -> dict[str, Any] | None:
+    """The object an Instructor span returned (its ``output.value``), when it is one."""
+    if view.raw.scope_name != SCOPE:
+        return None
+    value = view.get("output.value")
+    value = None if value is None or value == REDACTED else maybe_json(value)
+    return value if isinstance(value, dict) and value else None
+
+
+def _wrote(model: SpanView, returned: dict[str, Any]) -> bool:
+    """The model call output exactly one tool call, with the returned object as its arguments."""
+    calls = [call for message in messages(model, "llm.output_messages") or () for call in message.tool_calls]
+    return len(calls) == 1 and maybe_json(calls[0].get("arguments")) == returned
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+class Instructor(NoRecords):
+    """Instructor: the model call whose one tool call is the structured output Instructor returned wrote
+    the answer."""
+
+    name = "instructor"
+
+    def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:
+        structured = [(view, returned) for view in views if (returned := _returned(view)) is not None]
+        if not structured:
+            return None
+        recorded = FREEFORM.final_answer(root, views)
+        for span, returned in reversed(structured):
+            text = recorded[0] if recorded else user_answer(returned)
+            if not text or text not in set(_strings(returned)):
+                continue
+            writers = [
+                v
+                for v in views
+                if v.raw.parent_span_id == span.span_id and v.step == "model" and _wrote(v, returned)
+            ]
+            if writers:
+                return text, writers[-1].span_id
+        return None
+
+
+CONVENTION = Instructor()
