@@ -1,10 +1,11 @@
 """A span kept in its own OTLP bytes (store schema 2), and how it is read back.
 
-The OTLP receiver stores each span it takes as the protobuf it arrived in — a ``ResourceSpans``
-message holding the span alone with its resource and scope, cut from the request without decoding
-its attributes — instead of JSON re-encoded from decoded attributes: decoding every attribute into
-Python values and encoding them again was most of the cost of intake. The attributes are decoded
-when the span is read, to exactly the :class:`RawSpan` the JSON form reads back as.
+The OTLP receiver (and ``collect file``, for protobuf files) stores each span it takes as the
+protobuf it arrived in — a ``ResourceSpans`` message holding the span alone with its resource and
+scope, cut from the request without decoding its attributes — instead of JSON re-encoded from
+decoded attributes: decoding every attribute into Python values and encoding them again was most of
+the cost of intake. The attributes are decoded when the span is read, to exactly the
+:class:`RawSpan` the JSON form reads back as.
 
 Only spans that decode without a note are kept this way (the receiver checks that cheaply: sizes
 within the limits, valid link ids); the others, and spans from every other source, are stored as

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict
 
 from tracejudge import InputError
 from tracejudge.schema import RawSpan
-from tracejudge.store import Store
-from tracejudge_collectors.otel._read import iter_otlp_file
+from tracejudge.store import EncodedSpan, Store
+from tracejudge_collectors.otel._decode import DecodeResult
+from tracejudge_collectors.otel._read import iter_otlp_file_for_store
 
 __all__ = ["FILE_SUFFIXES", "FileImport", "ImportSummary", "expand_paths", "import_files"]
 
@@ -122,14 +123,15 @@ def import_files(
 def _import_one(store: Store, path: Path) -> FileImport:
     spans = new = rejected = log_events = 0
     errors: list[str] = []
-    batch: list[RawSpan] = []
+    batch: list[RawSpan | EncodedSpan] = []
     failed = False
     try:
-        for chunk in iter_otlp_file(path):
+        # Protobuf spans as the receiver stores them: in their own OTLP bytes, unless one needs a note.
+        for chunk in iter_otlp_file_for_store(path):
             rejected += chunk.rejected
             errors.extend(chunk.errors[: max(0, 20 - len(errors))])
             batch.extend(chunk.spans)
-            if chunk.log_events:
+            if isinstance(chunk, DecodeResult) and chunk.log_events:
                 log_events += len(chunk.log_events)
                 store.put_log_events(chunk.log_events)
             if len(batch) >= _BATCH:

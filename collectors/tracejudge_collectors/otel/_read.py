@@ -7,19 +7,30 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from tracejudge import InputError
 from tracejudge.schema import RawSpan, SpanSource
-from tracejudge_collectors.otel._decode import DecodeResult, decode_json_object, decode_protobuf
+from tracejudge_collectors.otel._decode import (
+    DecodeResult,
+    EncodeResult,
+    decode_json_object,
+    decode_protobuf,
+    encode_protobuf,
+)
 from tracejudge_collectors.otel._logs import decode_logs_json_object, decode_logs_protobuf
 from tracejudge_collectors.otel._otlp import MAX_ERRORS, OtlpDecodeError, get, load_json_body
 
-__all__ = ["decode_json_file_chunk", "iter_otlp_file", "read_otlp_file"]
+__all__ = ["decode_json_file_chunk", "iter_otlp_file", "iter_otlp_file_for_store", "read_otlp_file"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+
+_Traces = TypeVar("_Traces", DecodeResult, EncodeResult)
+_TracesPb = Callable[[bytes, SpanSource], _Traces]
+"""How a protobuf trace request is read: decoded (:func:`decode_protobuf`) or for the store
+(:func:`encode_protobuf`)."""
 
 
 def decode_json_file_chunk(body: bytes, *, source: SpanSource = "file") -> DecodeResult:
@@ -51,6 +62,29 @@ def read_otlp_file(path: Path) -> Iterator[RawSpan]:
 
 def iter_otlp_file(path: Path, *, source: SpanSource = "file") -> Iterator[DecodeResult]:
     """Like :func:`read_otlp_file`, one :class:`DecodeResult` per request in the file."""
+    return _iter_file(path, source, _decoded)
+
+
+def iter_otlp_file_for_store(
+    path: Path, *, source: SpanSource = "file"
+) -> Iterator[DecodeResult | EncodeResult]:
+    """Like :func:`iter_otlp_file`, with each protobuf trace request read as the OTLP receiver reads
+    one (:func:`encode_protobuf`): a span without a note stays in its own OTLP bytes, the others are
+    decoded, so a file and the same request sent to the receiver store the same spans."""
+    return _iter_file(path, source, _encoded)
+
+
+def _decoded(data: bytes, source: SpanSource) -> DecodeResult:
+    return decode_protobuf(data, source=source)
+
+
+def _encoded(data: bytes, source: SpanSource) -> EncodeResult:
+    return encode_protobuf(data, source=source)
+
+
+def _iter_file(
+    path: Path, source: SpanSource, traces_pb: _TracesPb[_Traces]
+) -> Iterator[_Traces | DecodeResult]:
     name = path.name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -62,7 +96,7 @@ def iter_otlp_file(path: Path, *, source: SpanSource = "file") -> Iterator[Decod
         elif name.endswith(".json"):
             yield from _iter_json(path, _read_all(path, gzipped), source)
         else:
-            yield from _iter_proto(path, _read_all(path, gzipped), source)
+            yield from _iter_proto(path, _read_all(path, gzipped), source, traces_pb)
     except OSError as exc:
         raise InputError(
             f"cannot read {path}: {exc.strerror or exc}",
@@ -138,7 +172,9 @@ def _iter_json(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeRe
             yield _decode_line(path, lineno, line, source)
 
 
-def _iter_proto(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeResult]:
+def _iter_proto(
+    path: Path, data: bytes, source: SpanSource, traces_pb: _TracesPb[_Traces]
+) -> Iterator[_Traces | DecodeResult]:
     def fail(exc: OtlpDecodeError, frame: int | None) -> InputError:
         at = f" (message {frame})" if frame is not None else ""
         return InputError(
@@ -150,23 +186,25 @@ def _iter_proto(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeR
     frames = _length_prefixed(data)
     if frames is None:
         try:
-            yield _decode_proto_frame(data, source)
+            yield _decode_proto_frame(data, source, traces_pb)
         except OtlpDecodeError as exc:
             raise fail(exc, None) from exc
         return
     for i, frame in enumerate(frames, 1):
         try:
-            yield _decode_proto_frame(frame, source)
+            yield _decode_proto_frame(frame, source, traces_pb)
         except OtlpDecodeError as exc:
             raise fail(exc, i) from exc
 
 
-def _decode_proto_frame(data: bytes, source: SpanSource) -> DecodeResult:
+def _decode_proto_frame(
+    data: bytes, source: SpanSource, traces_pb: _TracesPb[_Traces]
+) -> _Traces | DecodeResult:
     """A protobuf trace request, or a log request (``log_events``): the two share their outer field
     numbers, so a log request read as traces fails or yields only rejected spans — then it is read
     as logs, and kept as logs when that finds records with a span context."""
     try:
-        traces: DecodeResult | None = decode_protobuf(data, source=source)
+        traces: _Traces | None = traces_pb(data, source)
     except OtlpDecodeError as exc:
         traces, error = None, exc
     if traces is not None and (traces.spans or not traces.rejected):

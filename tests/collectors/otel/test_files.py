@@ -169,3 +169,75 @@ def test_read_otlp_file_errors_are_input_errors(tmp_path: Path) -> None:
     (tmp_path / "x.jsonl").write_text('{"resourceSpans": []}\n[\n')
     with pytest.raises(InputError, match=r"x\.jsonl, line 2"):
         list(read_otlp_file(tmp_path / "x.jsonl"))
+
+
+def _span_rows(path: Path) -> list[tuple[Any, ...]]:
+    """Every stored span's row, read without tracejudge: all but the arrival time, with the source
+    (``file`` or ``otlp``, in its column and in a JSON payload) apart."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, payload, otlp, source"
+            " FROM spans ORDER BY trace_id, span_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    kept = []
+    for *columns, payload, otlp, source in rows:
+        doc = json.loads(payload) if payload else None
+        if doc is not None:
+            assert doc.pop("source") == source
+        kept.append((*columns, doc, otlp))
+    return kept
+
+
+@pytest.mark.parametrize("framed", [False, True], ids=["bare", "collector-framed"])
+def test_a_protobuf_file_stores_the_rows_the_same_request_over_http_stores(
+    framed: bool,
+    make_request: Callable[..., Any],
+    good_span: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    import httpx
+
+    from tracejudge_collectors.otel import MAX_VALUE_CHARS, serve_in_thread
+
+    # One span kept in its own OTLP bytes, one that needs a note (a value cut at the limit) and is
+    # stored as JSON, one with an invalid parent id (rejected).
+    body = make_request(
+        [
+            good_span(1),
+            good_span(2, parent=1, attributes={"input.value": "x" * (MAX_VALUE_CHARS + 1)}),
+            good_span(3, parent_span_id=b"\x01\x02"),
+        ]
+    ).SerializeToString()
+    over_http = SqliteStore(tmp_path / "http.db")
+    with serve_in_thread(over_http) as url:
+        resp = httpx.post(
+            f"{url}/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"}
+        )
+        assert resp.status_code == 200
+    over_http.close()
+    path = tmp_path / "req.pb"
+    path.write_bytes(len(body).to_bytes(4, "big") + body if framed else body)
+    from_file = tmp_path / "file.db"
+    result = CliRunner().invoke(
+        cli, ["--store", f"sqlite:///{from_file}", "collect", "file", str(path), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rejected"] == 1
+
+    rows = _span_rows(from_file)
+    assert rows == _span_rows(tmp_path / "http.db")
+    assert [(r[1], r[6] is None, r[7] is not None) for r in rows] == [
+        ("0000000000000001", True, True),  # in its own OTLP bytes
+        ("0000000000000002", False, False),  # noted (truncated value): JSON
+    ]
+    store = SqliteStore(from_file)
+    try:
+        spans = store.get_spans(TRACE_HEX)
+    finally:
+        store.close()
+    assert [s.source for s in spans] == ["file", "file"]
