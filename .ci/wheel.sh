@@ -43,6 +43,12 @@ echo "== tracejudge demo score";     run tracejudge demo score --json >score.jso
 run python -c 'import json; s = json.load(open("score.json"))["summary"]; assert (s["pass"], s["fail"], s["indeterminate"]) == (7, 6, 1), s; print("score: 7 pass, 6 fail, 1 indeterminate")'
 echo "== tracejudge demo calibrate"; run tracejudge demo calibrate | grep -c "kappa" >/dev/null
 echo "== tracejudge demo regress";   run tracejudge demo regress | tail -3
+# The procurement README's by-hand build, on the files and traces `tracejudge demo` left here.
+echo "== regress build + check by hand"
+demo_files=.tracejudge/demo/procurement
+run tracejudge regress build --ticket "$demo_files/tickets" --ticket "$demo_files/feedback" \
+  --manifest "$demo_files/manifest.jsonl" --out suite/ | tail -1
+run tracejudge regress check suite/ | grep "no violations"
 echo "== tracejudge doctor --json";  run tracejudge doctor --json >doctor.json
 run python -c 'import json; d = json.load(open("doctor.json")); assert d["ok"], d; print("doctor:", ", ".join(c["name"] + " " + c["status"] for c in d["checks"]))'
 

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,11 @@ class DemoReport(_Record):
     """The store the spans went to (secrets masked)."""
     examples: str
     """The example folder used."""
+    files: str | None = None
+    """Where the example's tickets, positive feedback and manifest were copied for the commands to run
+    next (None: not copied)."""
+    feedback_traces: tuple[str, ...] = ()
+    """The positive-feedback tickets' traces also stored (``feedback/``), for ``regress build``."""
     rows: tuple[DemoRow, ...]
     """One per scenario."""
     summary: dict[str, int] = Field(default_factory=dict)
@@ -242,14 +248,37 @@ def _triage(
     return ticket, localize(normalize(spans), ticket, manifest)
 
 
+_INPUTS = ("tickets", "feedback", "manifest.jsonl")
+"""What ``tracejudge demo`` copies of the example for the commands a user runs next."""
+
+
+def _copy_inputs(examples: Path, dest: Path) -> Path:
+    """Copy the example's tickets, positive-feedback tickets and manifest into ``dest`` (replacing an
+    earlier copy), so that the README's commands name files that exist wherever tracejudge is
+    installed; the example folder itself (inside the package) is only read."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in _INPUTS:
+        source, target = examples / name, dest / name
+        if source.is_dir():
+            target.mkdir(exist_ok=True)
+            for f in sorted(source.glob("*.yaml")):
+                shutil.copyfile(f, target / f.name)
+        elif source.is_file():
+            shutil.copyfile(source, target)
+    return dest
+
+
 def run_demo(
     store_url: str,
     store: Store,
     examples: Path,
     *,
+    files: Path | None = None,
     progress: Progress | None = None,
 ) -> DemoReport:
-    """Run every scenario of the example through the receiver into the store, then triage each ticket."""
+    """Run every scenario of the example (and each positive-feedback ticket's run) through the receiver
+    into the store, then triage each scenario's ticket. With ``files``, the example's tickets,
+    feedback and manifest are copied there first."""
     if ":memory:" in store_url or store_url.rstrip("/") == "sqlite:":
         raise InputError(
             "the demo needs a store on disk: the OTLP receiver runs in its own process",
@@ -261,22 +290,41 @@ def run_demo(
     example = load_example(examples)
     scenarios = example.load_scenarios(examples)
     manifest = load_manifest(examples / "manifest.jsonl")
-    runs = _run_into_store(store_url, store, example, scenarios, examples, say)
+    copied = _copy_inputs(examples, files) if files is not None else None
+    runs, feedback = _run_into_store(store_url, store, example, scenarios, examples, say)
     rows = tuple(_demo_row(store, run, manifest) for run in runs)
     n_ok = sum(r.ok for r in rows)
     return DemoReport(
         store=_mask(store_url),
         examples=str(examples),
+        files=str(copied) if copied is not None else None,
+        feedback_traces=feedback,
         rows=rows,
         summary={"n": len(rows), "ok": n_ok, "failed": len(rows) - n_ok},
     )
 
 
+def _run_feedback(example: ModuleType, examples: Path, exporter: Any) -> dict[str, int]:
+    """The positive-feedback tickets' runs (``feedback/``, run by the example's ``regress`` module
+    against its replay model): without their traces a suite built from the tickets has failures
+    only, and ``regress check`` rightly refuses it. Spans ended per trace; none when the example has
+    no feedback."""
+    from tracejudge.testing.openai_server import ScriptedOpenAIServer
+
+    if not any((examples / "feedback").glob("*.yaml")) or not (examples / "regress.py").is_file():
+        return {}
+    regress_mod = importlib.import_module(example.__name__ + ".regress")
+    with ScriptedOpenAIServer(regress_mod.replay_model_rules()) as model:
+        counts: dict[str, int] = regress_mod.run_feedback(examples, model.base_url, exporter)
+    return counts
+
+
 def _run_into_store(
     store_url: str, store: Store, example: ModuleType, scenarios: Any, examples: Path, say: Progress
-) -> list[Any]:
-    """Run the agent on every scenario against the scripted model, exporting its spans over OTLP
-    to a receiver that writes them into the store; returns the runs once the store holds them all."""
+) -> tuple[list[Any], tuple[str, ...]]:
+    """Run the agent on every scenario, and on each positive-feedback ticket, against the scripted
+    model, exporting its spans over OTLP to a receiver that writes them into the store; returns the
+    scenario runs and the feedback traces once the store holds them all."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     from tracejudge.testing.openai_server import ScriptedOpenAIServer
@@ -287,15 +335,23 @@ def _run_into_store(
         runs: list[Any] = example.run_scenarios(
             scenarios, openai_base_url=model.base_url, exporter=exporter, base=examples
         )
-        say(f"ran the agent for {len(runs)} scenarios; waiting for the receiver to store the spans")
-        missing = _wait_for_spans(store, {r.scenario.trace_id: r.span_count for r in runs})
+        # Each run shuts its exporter down with its tracer provider: the feedback runs get their own.
+        feedback = _run_feedback(
+            example, examples, OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces", timeout=30)
+        )
+        say(
+            f"ran the agent for {len(runs)} scenarios and {len(feedback)} positive-feedback tickets;"
+            " waiting for the receiver to store the spans"
+        )
+        expected = {r.scenario.trace_id: r.span_count for r in runs} | feedback
+        missing = _wait_for_spans(store, expected)
     if missing:
         raise TracejudgeError(
             f"the receiver did not store every span in {_STORE_WAIT_TIMEOUT:.0f} s "
             f"(missing per trace: {missing})",
             hint="check the store is writable and `tracejudge collect otlp` works on its own",
         )
-    return runs
+    return runs, tuple(sorted(feedback))
 
 
 def _demo_row(store: Store, run: Any, manifest: Sequence[ManifestEntry]) -> DemoRow:

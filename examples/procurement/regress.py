@@ -206,7 +206,10 @@ def feedback_tickets(base: Path = HERE) -> list[Path]:
     return sorted((base / "feedback").glob("*.yaml"))
 
 
-def _run_feedback(base: Path, openai_base_url: str, exporter: SpanExporter) -> None:
+def run_feedback(base: Path, openai_base_url: str, exporter: SpanExporter) -> dict[str, int]:
+    """Run the agent for each positive-feedback ticket in ``feedback/`` (its ``question`` and ``agent``
+    settings) against the model at ``openai_base_url`` (``replay_model_rules``), exporting every span
+    through ``exporter``; returns the spans ended per trace id once they are flushed."""
     documents = load_documents(base / "manifest.jsonl")
     client = openai.OpenAI(base_url=openai_base_url, api_key="demo-key-not-secret", max_retries=0)
     tracing = Tracing(exporter)
@@ -224,10 +227,12 @@ def _run_feedback(base: Path, openai_base_url: str, exporter: SpanExporter) -> N
                 tracing=tracing,
                 trace_id=str(raw["trace_id"]),
             )
-        tracing.flush()
+        if not tracing.flush():
+            raise RuntimeError("the span exporter did not flush in time")
     finally:
         tracing.shutdown()
         client.close()
+    return dict(tracing.span_counts)
 
 
 def record_traces(store: Any, openai_base_url: str, base: Path = HERE) -> None:
@@ -235,7 +240,7 @@ def record_traces(store: Any, openai_base_url: str, base: Path = HERE) -> None:
     run_scenarios(
         load_scenarios(base), openai_base_url=openai_base_url, exporter=StoreExporter(store), base=base
     )
-    _run_feedback(base, openai_base_url, StoreExporter(store))
+    run_feedback(base, openai_base_url, StoreExporter(store))
 
 
 def example_tickets(base: Path = HERE) -> list[Path]:

@@ -62,8 +62,23 @@ def test_every_scenario_gets_its_expected_verdict_and_a_rerun_adds_nothing(tmp_p
     assert "50,000" in rows["ignored-by-model"]["answer"]
     assert "30,000" in rows["no-fault"]["answer"]
     counts = _span_counts(db)
-    assert set(counts) == {r["trace_id"] for r in rows.values()}
+    # The scenarios' traces and the positive-feedback tickets' (for regress build's success samples).
+    feedback = {
+        yaml.safe_load(p.read_text("utf-8"))["trace_id"] for p in (EXAMPLE / "feedback").glob("*.yaml")
+    }
+    assert len(feedback) == 3
+    assert set(report["feedback_traces"]) == feedback
+    assert set(counts) == {r["trace_id"] for r in rows.values()} | feedback
     assert set(counts.values()) == {4}
+    # The example's inputs, copied where the README's next commands name them.
+    files = tmp_path / ".tracejudge" / "demo" / "procurement"
+    assert report["files"] == str(Path(".tracejudge") / "demo" / "procurement")
+    for name in (
+        "tickets/EXP-307-ignored-by-model.yaml",
+        "feedback/EXP-401-policy-escalation.yaml",
+        "manifest.jsonl",
+    ):
+        assert (files / name).read_bytes() == (EXAMPLE / name).read_bytes()
 
     second = _demo(f"sqlite:///{db}", cwd=tmp_path)
     assert second.returncode == 0, second.stderr + second.stdout

@@ -32,10 +32,15 @@ def test_demo_triage_and_report_on_postgres(postgres_url: str, tmp_path: Path) -
     )
     assert demo.returncode == 0, demo.stderr[-2000:]
     assert "tracejudge:tracejudge@" not in demo.stdout + demo.stderr  # the password never shows
+    report = json.loads(demo.stdout)
     store = open_store(postgres_url)
     try:
         traces = store.list_traces()
-        assert len(traces) == 9
+        # The nine scenarios and the three positive-feedback tickets' runs (regress build's successes).
+        assert {t.trace_id for t in traces} == {r["trace_id"] for r in report["rows"]} | set(
+            report["feedback_traces"]
+        )
+        assert len(traces) == 12
         assert all(t.span_count == 4 for t in traces)
         stored = store.list_triage_results()
         assert len(stored) == 9

@@ -74,16 +74,26 @@ def _triage_table(report: DemoReport) -> Table:
 def _explore_hint(app: App, report: DemoReport) -> None:
     # Point at a fault rather than the healthy run: that is the trace worth opening.
     first = next((r for r in report.rows if r.verdict not in (None, "no_fault")), report.rows[0])
-    ticket = escape(_rel(first.ticket_path))
+    # The copies the demo wrote into the working directory, when it did: the same paths whether
+    # tracejudge runs from a checkout or an installed package.
+    base = Path(report.files) if report.files else Path(report.examples)
+    ticket = escape(_rel(str(base / "tickets" / Path(first.ticket_path).name)))
     store = escape(report.store)
-    manifest = escape(_rel(str(Path(report.examples) / "manifest.jsonl")))
+    manifest = escape(_rel(str(base / "manifest.jsonl")))
+    copied = (
+        f"the example's tickets, feedback and manifest: {escape(_rel(str(base)))}/\n" if report.files else ""
+    )
     app.console.print(
-        "explore:\n"
+        f"{copied}explore:\n"
         f"  tracejudge --store {store} traces show {first.trace_id}\n"
         f"  tracejudge --store {store} triage --ticket {ticket} --manifest {manifest}",
         soft_wrap=True,
     )
 
+
+DEMO_FILES = Path(".tracejudge") / "demo" / "procurement"
+"""Where ``tracejudge demo`` copies the example's tickets, feedback and manifest (under the working
+directory, as the store): the README's commands name these files."""
 
 _EXAMPLES_HELP = "The example folder, or a checkout's examples/ (default: the bundled copy)."
 
@@ -111,7 +121,9 @@ def demo(ctx: click.Context, examples: Path | None, as_json: bool) -> None:
     """Run the bundled procurement agent through every fault scenario and triage each ticket.
 
     Offline: starts the OTLP receiver and a scripted OpenAI-compatible model on loopback, traces
-    the agent into the store, then localizes every ticket. Exit 0 when every scenario gets its
+    the agent into the store, then localizes every ticket. The positive-feedback tickets' traces are
+    stored too, and the example's tickets, feedback and manifest copied to .tracejudge/demo/procurement/
+    for the commands to run next (regress build, triage, mcp). Exit 0 when every scenario gets its
     expected verdict, 1 otherwise. `demo score`, `demo calibrate` and `demo regress` run the other
     bundled examples the same way.
     """
@@ -128,7 +140,9 @@ def demo(ctx: click.Context, examples: Path | None, as_json: bool) -> None:
 @handle_errors
 def _triage_demo(app: App, examples: Path | None, as_json: bool) -> None:
     folder = find_examples(examples)
-    report = run_demo(app.store_url, app.store, folder, progress=lambda m: app.err.print(escape(m)))
+    report = run_demo(
+        app.store_url, app.store, folder, files=DEMO_FILES, progress=lambda m: app.err.print(escape(m))
+    )
     if as_json:
         print_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:

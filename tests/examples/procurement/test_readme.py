@@ -1,0 +1,90 @@
+"""The READMEs' walks on the procurement example, run literally in an empty folder as a user would:
+the by-hand regression build (examples/procurement/README.md).
+
+The commands are read from the READMEs themselves, so a walk that stops working, or a README that
+drifts from what works, fails here. ``tracejudge demo`` runs once for the module (about 15 s)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE_README = ROOT / "examples" / "procurement" / "README.md"
+
+
+def sh_blocks(readme: Path) -> list[str]:
+    """Every fenced ``sh`` block of a README."""
+    return re.findall(r"```sh\n(.*?)```", readme.read_text("utf-8"), re.S)
+
+
+def commands(block: str) -> list[list[str]]:
+    """The commands of an ``sh`` block: continuation lines joined, ``#`` comments dropped."""
+    joined = block.replace("\\\n", " ")
+    return [shlex.split(line, comments=True) for line in joined.splitlines() if line.strip()]
+
+
+def tracejudge(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``tracejudge ARGS`` in ``cwd``, as the installed console script runs it."""
+    assert args[0] == "tracejudge", args
+    return subprocess.run(
+        [sys.executable, "-m", "tracejudge", *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def by_hand_build() -> list[list[str]]:
+    """The example README's by-hand build: the ``sh`` block that builds a suite from the demo's files."""
+    (block,) = [b for b in sh_blocks(EXAMPLE_README) if "regress build" in b]
+    return commands(block)
+
+
+@pytest.fixture(scope="module")
+def after_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty folder after the walk's first command, ``tracejudge demo``."""
+    first = by_hand_build()[0]
+    assert first == ["tracejudge", "demo"]
+    cwd = tmp_path_factory.mktemp("user")
+    done = tracejudge(first, cwd)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "9 of 9 scenarios got their expected verdict" in done.stdout
+    return cwd
+
+
+def test_the_by_hand_build_from_the_demos_files_passes_regress_check(after_demo: Path) -> None:
+    steps = by_hand_build()
+    assert [s[:3] for s in steps[1:]] == [
+        ["tracejudge", "regress", "build"],
+        ["tracejudge", "regress", "check"],
+    ]
+    for step in steps[1:]:
+        done = tracejudge(step, after_demo)
+        assert done.returncode == 0, (step, done.stderr + done.stdout)
+    assert "no violations" in done.stdout
+    kinds = sorted(
+        yaml.safe_load(p.read_text("utf-8"))["kind"] for p in (after_demo / "suite").glob("*.yaml")
+    )
+    assert kinds.count("success") == 2
+    assert kinds.count("failure") == 7
+    # The same sample ids as the committed suite, built the same way.
+    assert {p.name for p in (after_demo / "suite").glob("*.yaml")} == {
+        p.name for p in (EXAMPLE_README.parent / "suite").glob("*.yaml")
+    }
+
+
+def test_from_the_tickets_alone_regress_check_refuses_the_suite_on_balance(after_demo: Path) -> None:
+    # What the README says happens without the feedback tickets: the balance rule is right to refuse.
+    build = next(s for s in by_hand_build() if s[1:3] == ["regress", "build"])
+    pairs = [i for i, a in enumerate(build) if a == "--ticket" and "feedback" in build[i + 1]]
+    tickets_only = [a for i, a in enumerate(build) if i not in pairs and i - 1 not in pairs]
+    tickets_only[tickets_only.index("--out") + 1] = "tickets-only/"
+    assert not any("feedback" in a for a in tickets_only)
+    assert tracejudge(tickets_only, after_demo).returncode == 0
+    check = tracejudge(["tracejudge", "regress", "check", "tickets-only/"], after_demo)
+    assert check.returncode == 1
+    assert "balance" in check.stdout
