@@ -1,22 +1,26 @@
 """The READMEs' walks on the procurement example, run literally in an empty folder as a user would:
-the by-hand regression build (examples/procurement/README.md).
+the by-hand regression build (examples/procurement/README.md) and the MCP session (README.md).
 
 The commands are read from the READMEs themselves, so a walk that stops working, or a README that
 drifts from what works, fails here. ``tracejudge demo`` runs once for the module (about 15 s)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_README = ROOT / "examples" / "procurement" / "README.md"
+README = ROOT / "README.md"
 
 
 def sh_blocks(readme: Path) -> list[str]:
@@ -88,3 +92,52 @@ def test_from_the_tickets_alone_regress_check_refuses_the_suite_on_balance(after
     check = tracejudge(["tracejudge", "regress", "check", "tickets-only/"], after_demo)
     assert check.returncode == 1
     assert "balance" in check.stdout
+
+
+def _mcp_session_paths() -> dict[str, str]:
+    """What README.md's MCP session names: the --tickets folder, the ticket resource, the triage
+    arguments; and the client block's arguments."""
+    text = README.read_text("utf-8")
+    section = text[text.index("A session on the procurement example") :]
+    session = section[: section.index("## File formats")]
+    (config,) = [b for b in re.findall(r"```json\n(.*?)```", text, re.S) if "mcpServers" in b]
+    triage = re.search(r'triage (\{"ticket".*?\})', session, re.S)
+    assert triage is not None
+    return {
+        "tickets": re.findall(r'"--tickets", "([^"]+)"', session)[0],
+        "resource": re.findall(r"read_resource (ticket://\S+)", session)[0],
+        "triage": triage.group(1),
+        "args": json.dumps(json.loads(config)["mcpServers"]["tracejudge"]["args"]),
+    }
+
+
+def test_the_readme_mcp_session_works_where_tracejudge_demo_ran(after_demo: Path) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    named = _mcp_session_paths()
+    args: list[str] = json.loads(named["args"])
+    args[args.index("--tickets") + 1] = named["tickets"]  # "start the server there as above with …"
+    triage_args: dict[str, str] = json.loads(named["triage"])
+    # Every file the session names exists in the user's folder, none in a checkout's examples/.
+    assert not any("examples/" in v for v in (named["tickets"], *triage_args.values()))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "tracejudge", *args], cwd=str(after_demo)
+    )
+
+    async def go() -> tuple[Any, Any, Any]:
+        async with Client(params) as c:
+            ticket = await c.read_resource(named["resource"])
+            trace_id = yaml.safe_load(ticket.contents[0].text)["trace_id"]
+            shown = await c.call_tool("show_trace", {"trace_id": trace_id[:8]})
+            triaged = await c.call_tool("triage", triage_args)
+            return ticket, shown, triaged
+
+    ticket, shown, triaged = asyncio.run(go())
+    assert "Prepayment shall not exceed 30,000 RMB" in ticket.contents[0].text
+    assert not shown.is_error, shown.content[0].text
+    assert "50,000 RMB" in json.loads(shown.content[0].text)["final_answer"]
+    assert not triaged.is_error, triaged.content[0].text
+    result = json.loads(triaged.content[0].text)
+    assert result["verdict"] == "ignored_by_model"
+    assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "fail"]
