@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from tests.sweep.sweep_data import recorded_manifest
-from tracejudge.localize import load_ticket
+from tracejudge.localize import fact_value, load_ticket
 from tracejudge.schema import Document, ManifestEntry, RetrievalCall, TaskRecord
 from tracejudge.sweep import VersionIndex, draft_ticket
 
@@ -107,3 +107,43 @@ def test_the_yaml_keeps_every_character() -> None:
     task = _task("Sure.", (Document(doc_id="HR-2/expenses", version="2025"),))
     draft = draft_ticket(task, VersionIndex.build(_policy()), feedback)
     assert yaml.safe_load(draft.yaml)["feedback"] == feedback
+
+
+def _prices(old: str, new: str) -> list[ManifestEntry]:
+    y2025, y2026 = datetime(2025, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC)
+    return [
+        ManifestEntry(
+            doc_id="P-1/terms", version="v1", effective_from=y2025, effective_to=y2026, content=old
+        ),
+        ManifestEntry(doc_id="P-1/terms", version="v2", effective_from=y2026, content=new),
+    ]
+
+
+def test_fact_names_carry_the_currency_as_the_document_writes_it_and_triage_reads_it_back() -> None:
+    # "RMB" in the document: the key says rmb (not the ISO code cny the reader canonicalises to), as a
+    # person writes it (DESIGN 5.2: prepayment_cap_rmb); triage reads the currency back from the key.
+    manifest = _prices(
+        "Terms. Prepayment shall not exceed 50,000 RMB per order.",
+        "Terms. Prepayment shall not exceed 30,000 RMB per order.",
+    )
+    task = _task("You may prepay up to 50,000 RMB.", (Document(doc_id="P-1/terms", version="v1"),))
+    draft = draft_ticket(task, VersionIndex.build(manifest), "it said 50,000 RMB")
+    (req,) = draft.ticket["required"]
+    assert req["facts"] == {"prepayment_rmb": 30000}
+    assert draft.ticket["superseded"][0]["facts"] == {"prepayment_rmb": 50000}
+    read = fact_value("prepayment_rmb", 30000)
+    assert read is not None
+    assert read.units == {"CNY"}
+
+
+def test_fact_names_stay_shared_when_the_versions_spell_the_currency_differently() -> None:
+    # v1 writes "RMB", v2 the ISO code: one fact that changed, one key on both sides (v2's spelling);
+    # a sign no key can carry ("¥" is yuan or yen) leaves the key without a currency.
+    manifest = _prices("Terms. Deposits are 8,000 RMB.", "Terms. Deposits are 6,000 CNY.")
+    task = _task("The deposit is 8,000 RMB.", (Document(doc_id="P-1/terms", version="v1"),))
+    draft = draft_ticket(task, VersionIndex.build(manifest), "it said 8,000 RMB")
+    assert draft.ticket["required"][0]["facts"] == {"deposits_cny": 6000}
+    assert draft.ticket["superseded"][0]["facts"] == {"deposits_cny": 8000}
+    yen_or_yuan = _prices("Terms. Deposits are ¥8,000.", "Terms. Deposits are ¥6,000.")
+    draft = draft_ticket(task, VersionIndex.build(yen_or_yuan), "it said ¥8,000")
+    assert draft.ticket["required"][0]["facts"] == {"deposits_amount": 6000}

@@ -113,8 +113,8 @@ def test_each_flag_drafts_a_ticket_that_triages_like_the_hand_written_one(
     drafted = Ticket.model_validate(flag.ticket)
     assert drafted.status == "draft"
     assert drafted.required[0].clause == "Prepayment shall not exceed 30,000 RMB per order."
-    assert drafted.required[0].facts == {"prepayment_cny": 30000}
-    assert drafted.superseded[0].facts == {"prepayment_cny": 50000}
+    assert drafted.required[0].facts == {"prepayment_rmb": 30000}  # the currency as the document writes it
+    assert drafted.superseded[0].facts == {"prepayment_rmb": 50000}
     hand = localize(task, HAND_TICKET, manifest)
     mine = localize(task, drafted, manifest)
     assert (mine.verdict, mine.cause) == (hand.verdict, hand.cause)

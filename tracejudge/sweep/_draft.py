@@ -18,7 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from tracejudge.localize import cites_version, tokenize
+from tracejudge.localize import cites_version, fact_value, tokenize
 from tracejudge.schema import Ambiguity, ChangedValue, DraftTicket, Evidence, SentenceChange, TaskRecord
 from tracejudge.sweep._index import DocVersion, VersionIndex
 from tracejudge.sweep._sweep import Finding, analyse, evidence, retrieved_versions, task_time_of
@@ -132,6 +132,21 @@ def _suffix(v: ChangedValue) -> str:
     return v.kind
 
 
+def _written_unit(v: ChangedValue) -> str | None:
+    """The currency word of an amount as the document writes it ("30,000 RMB" -> "rmb"), when a fact
+    key spelled with it reads as the same currency; None otherwise ("¥", "euros": the ISO code is
+    the key's unit)."""
+    if v.kind != "amount":
+        return None
+    units = fact_value("x_" + _suffix(v), 1)
+    words: list[str] = re.findall(r"[a-z]+", v.text.lower())
+    for word in words:
+        read = fact_value("x_" + word, 1)
+        if read is not None and units is not None and read.units and read.units == units.units:
+            return word
+    return None
+
+
 def _key_base(sentence: str) -> str:
     words = [w for w in re.findall(r"[a-zA-Z]+", sentence.lower()) if w not in _STOP and len(w) > 2]
     return words[0] if words else "value"
@@ -139,14 +154,23 @@ def _key_base(sentence: str) -> str:
 
 def facts_of(change: SentenceChange) -> tuple[dict[str, Any], dict[str, Any]]:
     """(required facts, superseded facts) of a changed sentence, under shared keys: the n-th new value
-    of a kind and the n-th old value of that kind are one fact that changed."""
+    of a kind and the n-th old value of that kind are one fact that changed. A key is the sentence's
+    first meaningful word and the value's unit, the currency as the document writes it when a key can
+    carry it ("Prepayment shall not exceed 30,000 RMB" -> ``prepayment_rmb``; triage reads the currency
+    back from the key), as hand-written tickets name facts (``prepayment_cap_rmb``)."""
     base = _key_base(change.new or change.old or "")
+    # One spelling per unit for both sides, the new version's first: the keys must stay shared.
+    spelled: dict[str, str] = {}
+    for v in (*change.new_values, *change.old_values):
+        word = _written_unit(v)
+        if word is not None:
+            spelled.setdefault(_suffix(v), word)
     required: dict[str, Any] = {}
     superseded: dict[str, Any] = {}
     for side, values in ((required, change.new_values), (superseded, change.old_values)):
         seen: dict[str, int] = {}
         for v in values:
-            key = f"{base}_{_suffix(v)}"
+            key = f"{base}_{spelled.get(_suffix(v), _suffix(v))}"
             n = seen[key] = seen.get(key, 0) + 1
             side[key if n == 1 else f"{key}_{n}"] = _fact_value(v)
     return required, superseded
