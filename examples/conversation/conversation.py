@@ -13,6 +13,10 @@ Two conversations (``CONVERSATIONS``), three turns each, differing only in the h
   superseded 50,000 RMB cap (``ignored_by_model``, the clause retrieved in turn 1).
 - ``history-cut``: the same, with the history cut to the last two messages: the clause never
   reaches turn 3's model (``dropped_in_context``).
+
+Each turn's trace is recorded at the turn's time (the conversation's start plus a minute a turn:
+its spans are shifted to it on export), so the task time triage reads from the trace is the same
+whenever the example runs.
 """
 
 from __future__ import annotations
@@ -20,17 +24,18 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import openai
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from tracejudge.testing.openai_server import Rule
@@ -45,6 +50,16 @@ TURNS = (
     ("So I can prepay 45,000 RMB on order 7?", False),
 )
 """(question, whether the turn retrieves): turn 3 relies on what the conversation already holds."""
+
+TURN_INTERVAL = timedelta(minutes=1)
+"""Between one turn's start and the next's."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ns(when: datetime) -> int:
+    """Nanoseconds since the epoch, exactly (a float timestamp loses the last digits)."""
+    return (when - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 @dataclass(frozen=True)
@@ -174,6 +189,49 @@ class FixedTraceIds(IdGenerator):
         return self._rand.getrandbits(64)
 
 
+class AtTurnTime(SpanExporter):
+    """Exports each turn's spans shifted by that turn's offset (see :meth:`Agent.turn`), so its trace
+    starts at the turn's time, not the wall clock's: the task time a ticket without ``task_time``
+    takes from the trace is then the same on every run."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self.exporter = exporter
+        self.offsets: dict[int, int] = {}
+        """Per trace id: nanoseconds added to its spans' times."""
+
+    def _shift(self, span: ReadableSpan) -> ReadableSpan:
+        offset = self.offsets.get(span.context.trace_id) if span.context is not None else None
+        if not offset:
+            return span
+
+        def at(ns: int | None) -> int | None:
+            return ns + offset if ns is not None else None
+
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=[Event(e.name, e.attributes, at(e.timestamp)) for e in span.events],
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=at(span.start_time),
+            end_time=at(span.end_time),
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.exporter.export([self._shift(s) for s in spans])
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+
 @dataclass
 class Agent:
     """The assistant: one traced turn per call of :meth:`turn`."""
@@ -187,7 +245,8 @@ class Agent:
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": "procurement-chat"}), id_generator=self.ids
         )
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        self.at_turn_time = AtTurnTime(self.exporter)
+        self.provider.add_span_processor(BatchSpanProcessor(self.at_turn_time))
         self.tracer = self.provider.get_tracer("procurement-chat", "1.0")
 
     def turn(
@@ -200,7 +259,8 @@ class Agent:
         trace_id: str,
         as_of: datetime,
     ) -> str:
-        """Answer ``question`` given ``history`` (appended to), as one trace of the conversation."""
+        """Answer ``question`` given ``history`` (appended to), as one trace of the conversation,
+        recorded as if the turn started at ``as_of``."""
         from openinference.instrumentation import using_session
 
         with (
@@ -208,6 +268,10 @@ class Agent:
             using_session(conv.session_id),
             self.tracer.start_as_current_span("procurement-chat") as root,
         ):
+            # The root's own start, read before any span of the turn ends (and is exported): the
+            # trace then starts exactly at the turn's time.
+            started = getattr(root, "start_time", None) or time.time_ns()
+            self.at_turn_time.offsets[int(trace_id, 16)] = _ns(as_of) - started
             root.set_attribute("openinference.span.kind", "AGENT")
             root.set_attribute("session.id", conv.session_id)
             root.set_attribute("input.value", question)
@@ -253,7 +317,8 @@ def run_conversations(
     as_of: datetime,
     conversations: Sequence[Conversation] = CONVERSATIONS,
 ) -> dict[str, list[str]]:
-    """Hold every conversation, three turns each, exporting the spans; returns the answers."""
+    """Hold every conversation, three turns each, exporting the spans; returns the answers. Every
+    conversation starts at ``as_of``, its turns a :data:`TURN_INTERVAL` apart."""
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
     client = openai.OpenAI(base_url=openai_base_url, api_key="demo-key-not-secret", max_retries=0)
@@ -265,8 +330,8 @@ def run_conversations(
         for conv in conversations:
             history: list[dict[str, str]] = []
             answers[conv.name] = [
-                agent.turn(conv, history, q, retrieves=r, trace_id=tid, as_of=as_of)
-                for (q, r), tid in zip(TURNS, conv.trace_ids, strict=True)
+                agent.turn(conv, history, q, retrieves=r, trace_id=tid, as_of=as_of + n * TURN_INTERVAL)
+                for n, ((q, r), tid) in enumerate(zip(TURNS, conv.trace_ids, strict=True))
             ]
     finally:
         instrumentor.uninstrument()
@@ -277,8 +342,6 @@ def run_conversations(
 def main(argv: Sequence[str]) -> int:
     """Record both conversations over OTLP into a store (``--store PATH``, default
     ``.tracejudge/conversation.db``) against the scripted model, and print what to run next."""
-    import time
-
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     from tracejudge.store import SqliteStore

@@ -252,3 +252,34 @@ def test_running_the_example_records_both_conversations_and_prints_commands_that
         else:
             verdicts.append(data["verdict"])
     assert verdicts == ["ignored_by_model", "dropped_in_context"]
+
+
+def _run_example(db: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """Run the example into ``db`` and each ``triage`` command it prints, with --json."""
+    assert ex.main(["--store", str(db)]) == 0
+    out: dict[str, Any] = {}
+    for line in capsys.readouterr().out.splitlines():
+        words = line.split()
+        if line.startswith("  tracejudge ") and "triage" in words:
+            result = CliRunner().invoke(cli, [*words[1:], "--json"])
+            assert result.exit_code == 0, result.output
+            out[words[words.index("--ticket") + 1]] = json.loads(result.stdout)
+    return out
+
+
+def test_two_runs_give_the_same_triage_the_task_time_being_the_turns_time_from_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tickets give no task_time: triage takes the trace's start, which is the turn's time (the
+    # conversation's start plus a minute a turn), not the wall clock of the run.
+    first = _run_example(tmp_path / "one.db", capsys)
+    second = _run_example(tmp_path / "two.db", capsys)
+    assert len(first) == 2
+    assert first == second
+    assert {loc["task_time"] for loc in first.values()} == {"2026-11-18T09:32:00Z"}
+    store = open_store(f"sqlite:///{tmp_path / 'one.db'}")
+    try:
+        starts = [t.start_time for t in store.session_traces(KEPT.session_id)]
+    finally:
+        store.close()
+    assert starts == [datetime(2026, 11, 18, 9, 30 + n, tzinfo=UTC) for n in range(3)]
