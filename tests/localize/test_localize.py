@@ -12,6 +12,7 @@ from tracejudge.localize import STAGES, localize, task_time
 from tracejudge.schema import (
     Candidate,
     ContextAssembly,
+    Document,
     Evidence,
     Gap,
     Localization,
@@ -293,6 +294,64 @@ def test_multi_step_filter_in_one_call_rank_in_other(mk: ModuleType) -> None:
     assert loc.cause == "filter"
     assert "r2" in stage(loc, "retrieved").detail
     assert "one of 2" in stage(loc, "retrieved").detail
+
+
+def _unidentified(position: int = 0) -> Document:
+    return Document(
+        doc_id=None,
+        content="Deliveries go to the Shanghai warehouse within ten working days.",
+        position=position,
+    )
+
+
+def test_an_exclusion_stands_beside_unidentified_documents_of_the_call_that_excluded(mk: ModuleType) -> None:
+    # The call's filter {"region": "EU"} excludes v2 (manifest region CN), so whatever that call
+    # returned passed a filter v2 does not pass: its unidentified document cannot be v2, and the
+    # exclusion is what the records show (DESIGN 5.5's unidentified rule is about "not returned" when
+    # nothing excluded the material from the call that returned the unknown document).
+    r = mk.retrieval(docs=(_unidentified(),), filter={"region": "EU"}, principal="procurement")
+    loc = localize(mk.task(retrievals=(r,), answer=mk.BAD), mk.ticket(), [mk.entry()])
+    assert (loc.verdict, loc.cause) == ("filtered", "filter")
+    # Without the filter record nothing excludes v2, and the unidentified document may be it.
+    bare = mk.retrieval(docs=(_unidentified(),), principal="procurement")
+    assert (
+        localize(mk.task(retrievals=(bare,), answer=mk.BAD), mk.ticket(), [mk.entry()]).verdict
+        == "unconfirmed"
+    )
+
+
+def test_an_exclusion_in_one_call_beside_another_calls_unidentified_document_is_unconfirmed(
+    mk: ModuleType,
+) -> None:
+    # r1's filter excluded v2; r2 (no filter recorded) returned a document nothing identifies. r2 may
+    # have returned v2, so "not returned" — which filtered says — is not what the trace shows.
+    r1 = mk.retrieval("r1", docs=(), filter={"region": "EU"}, principal="procurement")
+    r2 = mk.retrieval("r2", docs=(_unidentified(),))
+    loc = localize(mk.task(retrievals=(r1, r2), answer=mk.BAD), mk.ticket(), [mk.entry()])
+    assert loc.verdict == "unconfirmed"
+    st = stage(loc, "retrieved")
+    assert (st.status, st.cause) == ("unconfirmed", None)
+    assert "excluded C-17/attachment@v2 from retrieval span r1" in st.detail
+    assert "r2 may have returned it" in st.detail
+    (wanted,) = st.missing
+    assert wanted.startswith("the identity of the document at rank 0 returned by retrieval span r2")
+    assert any("excludes" in e.note and e.span_id == "r1" for e in st.evidence)
+    # Identified as another document, r2 did not return v2: the exclusion then decides.
+    known = mk.retrieval("r2", docs=(mk.doc(doc_id="C-17/contract", version="v1", content=None),))
+    settled = localize(mk.task(retrievals=(r1, known), answer=mk.BAD), mk.ticket(), [mk.entry()])
+    assert (settled.verdict, settled.cause) == ("filtered", "filter")
+
+
+def test_an_exclusion_in_one_call_beside_a_call_without_recorded_documents_is_unconfirmed(
+    mk: ModuleType,
+) -> None:
+    r1 = mk.retrieval("r1", docs=(), filter={"region": "CN"}, principal="sales")  # the ACL excludes
+    r2 = mk.retrieval("r2", docs=(), documents_recorded=False)
+    loc = localize(mk.task(retrievals=(r1, r2), answer=mk.BAD), mk.ticket(), [mk.entry()])
+    assert loc.verdict == "unconfirmed"
+    st = stage(loc, "retrieved")
+    assert "a permission rule (ACL) excluded" in st.detail
+    assert st.missing == ("the documents returned by retrieval span r2",)
 
 
 def test_multi_step_rank_needs_every_call_settled(mk: ModuleType) -> None:

@@ -275,12 +275,18 @@ def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Ev
     evidence = [*outcomes.evidence, *other]
     n = len(outcomes.calls)
     excluded = outcomes.excluded()
-    if excluded is not None:
-        return _excluded(label, *excluded, n, evidence)
     unknown = unidentified(ctx.task, ctx.manifest)
+    if excluded is not None:
+        # The call whose filter or ACL excluded the material cannot have returned it, so its own
+        # unidentified documents are not the material. Another call's may be, and another call whose
+        # documents were not recorded may have returned it: "not returned" needs every call settled.
+        open_calls = _may_have_returned(outcomes, unknown)
+        if not open_calls:
+            return _excluded(label, *excluded, n, evidence)
+        return _excluded_elsewhere_unsettled(ctx, label, excluded, open_calls, unknown, evidence)
     if unknown:
         # An unidentified returned document may be the material: "not returned" (rank) is never
-        # concluded while one exists. An exclusion (above) stands: the material could not be returned.
+        # concluded while one exists.
         return _unidentified(label, unknown, outcomes.missing, evidence)
     if outcomes.ranked_out():
         detail = (
@@ -291,6 +297,54 @@ def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Ev
         return stage_result("retrieved", "fail", detail, cause="rank", evidence=evidence)
     detail = f"{label} was not returned by any of the {n} retrieval calls, and the records do not show why"
     return stage_result("retrieved", "unconfirmed", detail, evidence=evidence, missing=outcomes.missing)
+
+
+def _may_have_returned(
+    outcomes: _Outcomes, unknown: list[tuple[RetrievalCall, Document]]
+) -> list[RetrievalCall]:
+    """The calls that did not exclude the material and may still have returned it: their documents
+    were not recorded, or one of them could not be identified."""
+    with_unknown = {call.span_id for call, _ in unknown}
+    return [
+        call
+        for call, o in outcomes.calls
+        if o.cause not in ("filter", "permission")
+        and (not call.documents_recorded or call.span_id in with_unknown)
+    ]
+
+
+def _excluded_elsewhere_unsettled(
+    ctx: CheckContext,
+    label: str,
+    excluded: tuple[RetrievalCall, _Outcome],
+    open_calls: list[RetrievalCall],
+    unknown: list[tuple[RetrievalCall, Document]],
+    evidence: list[Evidence],
+) -> StageResult:
+    """Unconfirmed: one call's filter or ACL excluded the material, but another call may have returned
+    it; ``missing`` names what would settle each such call (its documents, or their identity)."""
+    open_ids = {call.span_id for call in open_calls}
+    notes = [
+        doc_note(call, doc, "returned an unidentified document:")
+        for call, doc in unknown
+        if call.span_id in open_ids
+    ]
+    missing: list[str] = []
+    for call in open_calls:
+        if not call.documents_recorded:
+            missing.append(
+                f"the documents returned by retrieval span {call.span_id}{_documents_switch(ctx, call)}"
+            )
+        missing += [_identity_wanted(c, doc) for c, doc in unknown if c.span_id == call.span_id]
+    others = ", ".join(call.span_id for call in open_calls)
+    excluding, outcome = excluded
+    by = "the query filter" if outcome.cause == "filter" else "a permission rule (ACL)"
+    detail = (
+        f"{by} excluded {label} from retrieval span {excluding.span_id}, but retrieval span"
+        f"{'s' if len(open_calls) > 1 else ''} {others} may have returned it (documents not recorded"
+        " or not identified)"
+    )
+    return stage_result("retrieved", "unconfirmed", detail, evidence=[*notes, *evidence], missing=missing)
 
 
 def _excluded(
