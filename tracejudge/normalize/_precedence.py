@@ -24,7 +24,8 @@ Why this order:
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
-  or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, the ``result`` of Agno's
+  or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, the ``content`` of a LangChain
+  tool's serialized ``ToolMessage``, the ``result`` of Agno's
   ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope ``@ops.trace`` function's
   ``mirascope.trace.*`` (below the root it is read as a tool call), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
@@ -50,6 +51,7 @@ from tracejudge.normalize._freeform import CONVENTION as FREEFORM
 from tracejudge.normalize._genai import CONVENTION as GENAI
 from tracejudge.normalize._haystack import CONVENTION as HAYSTACK
 from tracejudge.normalize._instructor import CONVENTION as INSTRUCTOR
+from tracejudge.normalize._langchain import CONVENTION as LANGCHAIN
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._litellm import CONVENTION as LITELLM
 from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
@@ -94,12 +96,12 @@ PRECEDENCE = Precedence(
         LITELLM,
         FREEFORM,
     ),
-    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, AGNO, MIRASCOPE, FREEFORM),
+    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, FREEFORM),
     query=(GENAI, MIRASCOPE, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
     tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, AG2, AGNO, MIRASCOPE, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, FREEFORM),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, FREEFORM, GENAI),
     final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, FREEFORM, GENAI),
 )
