@@ -24,6 +24,7 @@ from tracejudge_collectors.otel import (
     parse_listen,
     serve_in_thread,
 )
+from tracejudge_collectors.otel._receiver import _INFLATE_STEP
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
@@ -219,6 +220,56 @@ def test_gzip_bomb_is_413_without_inflating_it(
         assert resp.status_code == 413
         assert "larger than 1048576 bytes (after decompression)" in _status(resp).message
         assert peak < 64 << 20  # the 1 GiB never materializes
+        still_serving(url)
+
+
+class _Inflater:
+    """zlib's decompressor, noting the size of every output it makes."""
+
+    def __init__(self, real: Any, sizes: list[int]) -> None:
+        self._real, self._sizes = real, sizes
+
+    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+        out: bytes = self._real.decompress(data, max_length)
+        self._sizes.append(len(out))
+        return out
+
+    def flush(self, *args: int) -> bytes:
+        out: bytes = self._real.flush(*args)
+        self._sizes.append(len(out))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_bomb_is_inflated_in_small_steps_never_past_the_limit(
+    store: SqliteStore,
+    client: httpx.Client,
+    still_serving: Callable[[str], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The inflated bytes in all stop at the limit, and no one step makes more than _INFLATE_STEP (a
+    small share of the limit): the peak is the body read so far plus a step, not twice the limit."""
+    limit = 8 << 20
+    assert limit >= 8 * _INFLATE_STEP
+    sizes: list[int] = []
+    real = zlib.decompressobj
+    bomb = _bomb(256 << 20)
+    with serve_in_thread(store, max_body_bytes=limit) as url:
+        monkeypatch.setattr(zlib, "decompressobj", lambda *a: _Inflater(real(*a), sizes))
+        tracemalloc.start()
+        try:
+            resp = client.post(f"{url}/v1/traces", content=bomb, headers={**PB, "Content-Encoding": "gzip"})
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            monkeypatch.undo()
+        assert resp.status_code == 413
+        assert f"larger than {limit} bytes (after decompression)" in _status(resp).message
+        assert sum(sizes) == limit + 1  # one byte past the limit tells it is over
+        assert max(sizes) <= _INFLATE_STEP
+        assert peak < limit + 4 * _INFLATE_STEP  # the body plus a step, and the bomb's own bytes
         still_serving(url)
 
 
