@@ -66,8 +66,15 @@ def database(store: str | None) -> Iterator[str]:
     try:
         yield admin.rsplit("/", 1)[0] + "/" + name
     finally:
+        # Not WITH (FORCE): it fails while autovacuum visits the database (a user that is not a
+        # superuser may not signal that worker); a plain DROP stops it. End our own sessions first.
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
 
 
 # ---------------------------------------------------------------- intake

@@ -27,6 +27,24 @@ def postgres_admin_url() -> str:
     return url
 
 
+def drop_database(admin: str, name: str) -> None:
+    """Drop a test database, ending the sessions of ours still in it.
+
+    Not ``DROP DATABASE … WITH (FORCE)``: it checks the right to signal every backend in the
+    database, and a user that is not a superuser has none over an autovacuum worker, so it fails
+    ("must be a member of the role whose process is being terminated or member of pg_signal_backend")
+    whenever autovacuum happens to be visiting — a test that passed then errored in its teardown.
+    A plain DROP DATABASE stops an autovacuum worker itself (and waits for it), so this ends our own
+    sessions (waiting for each to exit), then drops."""
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test."""
@@ -38,8 +56,7 @@ def postgres_url() -> Iterator[str]:
     try:
         yield f"{base}/{name}"
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        drop_database(admin, name)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
