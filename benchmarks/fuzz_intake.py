@@ -5,7 +5,9 @@ cuts, deletions, duplications, splices of hostile fragments: lone surrogates raw
 invalid UTF-8, bidi and escape sequences, nesting thousands deep, 5,000-digit numbers, long names,
 zero ids), optionally gzip-compressed, and sent through the receiver's ASGI app in-process (the same
 app `tracejudge collect otlp` serves) with the default limits; before them, the large hostile bodies
-of the finding (a gzip bomb of 800k tiny spans, 20 MB of tiny spans, 100k attribute keys). Prints:
+of the finding (a gzip bomb of 800k tiny spans, 57 MiB inflated: under the body limit, refused by
+the decode estimate; one of 1 GiB of zeros, stopped at the body limit while inflating; 20 MB of
+tiny spans, 100k attribute keys). Prints:
 
   requests tried, answers by status, 5xx (goal 0), crashes (exceptions out of the app; goal 0),
   peak RSS growth per request against the body limit (maximum, 99th percentile, median, and the
@@ -31,6 +33,7 @@ import re
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -204,6 +207,13 @@ def rejected_spans(resp: Any, as_json: bool) -> int:
     return int(ExportTraceServiceResponse.FromString(resp.content).partial_success.rejected_spans)
 
 
+def _zeros_gzip(n: int) -> bytes:
+    """``n`` zero bytes gzip-compressed, made a MiB at a time (about n / 1000 bytes)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    mib = bytes(1 << 20)
+    return b"".join([*(comp.compress(mib) for _ in range(n >> 20)), comp.flush()])
+
+
 def hostile_bodies() -> list[tuple[str, bytes, dict[str, str]]]:
     tiny = b'{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"00f067aa0ba902b7"}'
     head, tail = b'{"resourceSpans":[{"scopeSpans":[{"spans":[', b"]}]}]}"
@@ -216,6 +226,7 @@ def hostile_bodies() -> list[tuple[str, bytes, dict[str, str]]]:
             gzip.compress(head + b",".join([tiny] * 800_000) + tail),
             {**js, "Content-Encoding": "gzip"},
         ),
+        ("gzip bomb: 1 GiB of zeros", _zeros_gzip(1 << 30), {**js, "Content-Encoding": "gzip"}),
         ("20 MB of tiny spans", head + b",".join([tiny] * 270_000) + tail, js),
         ("100k attribute keys", json.dumps(many_keys).encode(), js),
     ]
