@@ -1,22 +1,38 @@
 """Phoenix pull against plain httpx fetching the same pages, on the local Phoenix server with a fixed
 per-page latency.
 
-The pull runs first (`pull_phoenix` into a fresh SQLite store: list root spans, fetch traces in
-batches, convert, store, mark). The server records every GET it answered; the baseline then fetches
-exactly those URLs with a plain `httpx.Client` at the same concurrency, parsing each JSON answer, and
-nothing else. The ratio is pull time / baseline time (1.0: the pull costs nothing beyond its HTTP).
-The server runs in a child process so its CPU is not counted against either.
+Each round runs three things against one server (a child process, so its CPU is counted against
+neither side), in an order that rotates from round to round:
+
+- the pull: `pull_phoenix` into a fresh SQLite store (list root spans, fetch traces in batches,
+  convert, store, mark);
+- the ideal: plain `httpx` doing the same fetching and nothing else: the listing pages one after the
+  other (each needs the cursor of the one before), each batch of trace ids fetched at the same
+  concurrency as soon as the listing has named it, every answer parsed as JSON. It must send exactly
+  the requests the pull sent (checked), so the pull/ideal ratio is what the pull costs beyond its
+  HTTP (1.0: nothing);
+- the replay: the pull's recorded requests fetched all at once at the same concurrency, listing
+  pages beside the batch pages they name (no client can do that: it does not know the batches
+  before the listing answers). Earlier versions of this benchmark compared with this; it is still
+  printed, as a lower bound.
+
+Prints the medians and ranges over the rounds, the CPU the pull and the ideal spent in this
+process, and the load average (the machine is shared).
 
     .venv/bin/python benchmarks/bench_phoenix_pull.py [--traces 400] [--latency 0.02] [--concurrency 4]
+        [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
+import statistics
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,59 +43,152 @@ from tracejudge.testing.phoenix_server import PhoenixServer, synthetic_spans
 from tracejudge.write import PhoenixApi, PhoenixCredentials
 from tracejudge_collectors.phoenix import PullOptions, pull_phoenix
 
+_Get = tuple[str, tuple[tuple[str, str], ...]]
+_PATH = "/v1/projects/default/spans"
+_PAGE = 1000  # the pull's page size (PullOptions.page_size)
+_BATCH = 50  # the pull's traces per request (PullOptions.trace_batch)
+
 
 def _serve(n: int, latency: float, conn: Any) -> None:
+    """Child process: the server; on "gets" sends the GETs answered since the last "gets"."""
     srv = PhoenixServer(validate=False, page_latency=latency).start()
     for i in range(n):
         for span in synthetic_spans(i):
             srv.add_span("default", span)
     conn.send(srv.base_url)
-    conn.recv()
-    gets = [(r.path, list(r.query)) for r in srv.requests if r.method == "GET"]
-    conn.send(gets)
+    seen = 0
+    while conn.recv() == "gets":
+        requests = srv.requests
+        conn.send([(r.path, tuple(r.query)) for r in requests[seen:] if r.method == "GET"])
+        seen = len(requests)
     srv.stop()
 
 
-def run(n: int, latency: float, concurrency: int, workdir: Path) -> tuple[float, float, int, int]:
+def _pull(base_url: str, concurrency: int, workdir: Path, n: int) -> tuple[float, float]:
+    """The pull into a fresh store; the store and the client are made and closed outside the timing."""
+    store = SqliteStore(workdir / f"pull-{time.monotonic_ns()}.db")
+    try:
+        with PhoenixApi(PhoenixCredentials.model_validate({"base_url": base_url})) as api:
+            t0, c0 = time.perf_counter(), time.process_time()
+            report = pull_phoenix(store, api, PullOptions(concurrency=concurrency))
+            timed = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        store.close()
+    assert report.fetched == n, report
+    return timed
+
+
+def _pages(client: httpx.Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every page of one query, following its cursor."""
+    pages: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        query = {**params, **({"cursor": cursor} if cursor else {})}
+        page = client.get(_PATH, params=query).json()
+        pages.append(page)
+        cursor = page.get("next_cursor")
+        if not cursor or not page.get("data"):
+            return pages
+
+
+def _ideal(base_url: str, concurrency: int, n: int) -> tuple[float, float]:
+    """The pull's requests by plain httpx: listing pages in turn, each batch fetched once named."""
+    listing = {"parent_id": "null", "sort": "start_time", "order": "asc", "limit": _PAGE}
+
+    def batch(ids: list[str]) -> int:
+        params = {"trace_id": ids, "sort": "id", "order": "asc", "limit": _PAGE}
+        return sum(len(p.get("data") or []) for p in _pages(client, params))
+
+    with (
+        httpx.Client(base_url=base_url, timeout=60, trust_env=False) as client,
+        ThreadPoolExecutor(max_workers=concurrency) as pool,
+    ):
+        t0, c0 = time.perf_counter(), time.process_time()
+        futures: list[Future[int]] = []
+        ids: list[str] = []
+        listed: set[str] = set()
+        cursor: str | None = None
+        while True:
+            page = client.get(_PATH, params={**listing, **({"cursor": cursor} if cursor else {})}).json()
+            rows = page.get("data") or []
+            for row in rows:
+                trace_id = str(row["context"]["trace_id"]).lower()
+                if trace_id not in listed:
+                    listed.add(trace_id)
+                    ids.append(trace_id)
+                    if len(ids) == _BATCH:
+                        futures.append(pool.submit(batch, ids))
+                        ids = []
+            cursor = page.get("next_cursor")
+            if not cursor or not rows:
+                break
+        if ids:
+            futures.append(pool.submit(batch, ids))
+        sum(f.result() for f in futures)
+        timed = time.perf_counter() - t0, time.process_time() - c0
+    assert len(listed) == n, len(listed)
+    return timed
+
+
+def _replay(base_url: str, concurrency: int, gets: list[_Get]) -> tuple[float, float]:
+    """The recorded requests all at once (the listing beside the batches it names)."""
+    with httpx.Client(base_url=base_url, timeout=60, trust_env=False) as client:
+
+        def fetch(req: _Get) -> int:
+            path, query = req
+            return len(client.get(path, params=list(query)).json().get("data") or [])
+
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            t0, c0 = time.perf_counter(), time.process_time()
+            sum(pool.map(fetch, gets))
+            return time.perf_counter() - t0, time.process_time() - c0
+
+
+def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
+    return (
+        f"median {statistics.median(values):.{digits}f}{unit}"
+        f" (range {min(values):.{digits}f}–{max(values):.{digits}f})"
+    )
+
+
+def run(n: int, latency: float, concurrency: int, rounds: int, workdir: Path) -> dict[str, list[float]]:
     ctx = mp.get_context("spawn")
     conn, child = ctx.Pipe()
     proc = ctx.Process(target=_serve, args=(n, latency, child), daemon=True)
     proc.start()
     base_url = conn.recv()
+    out: dict[str, list[float]] = {
+        k: [] for k in ("pull", "ideal", "replay", "pull_cpu", "ideal_cpu", "vs_ideal", "vs_replay")
+    }
     try:
-        store = SqliteStore(workdir / f"pull-{n}-{concurrency}.db")
-        with PhoenixApi(PhoenixCredentials.model_validate({"base_url": base_url})) as api:
-            t0 = time.perf_counter()
-            report = pull_phoenix(store, api, PullOptions(concurrency=concurrency))
-            pulled = time.perf_counter() - t0
-        store.close()
+        # A first pull records the requests the others must match (and warms the server).
+        _pull(base_url, concurrency, workdir, n)
+        conn.send("gets")
+        gets: list[_Get] = conn.recv()
+        _ideal(base_url, concurrency, n)
+        conn.send("gets")
+        ideal_gets: list[_Get] = conn.recv()
+        key = sorted((p, tuple(sorted(q))) for p, q in gets)
+        assert key == sorted((p, tuple(sorted(q))) for p, q in ideal_gets), "the ideal's requests differ"
+        # Each step returns (wall seconds, CPU seconds of this process) of its timed part.
+        steps: list[tuple[str, Callable[[], tuple[float, float]]]] = [
+            ("pull", lambda: _pull(base_url, concurrency, workdir, n)),
+            ("ideal", lambda: _ideal(base_url, concurrency, n)),
+            ("replay", lambda: _replay(base_url, concurrency, gets)),
+        ]
+        for r in range(rounds):
+            for name, fn in steps[r % 3 :] + steps[: r % 3]:
+                wall, cpu = fn()
+                out[name].append(wall)
+                if name != "replay":
+                    out[f"{name}_cpu"].append(cpu)
+            out["vs_ideal"].append(out["pull"][-1] / out["ideal"][-1])
+            out["vs_replay"].append(out["pull"][-1] / out["replay"][-1])
+        out["requests"] = [float(len(gets))]
     finally:
-        conn.send("done")
-        gets = conn.recv()
+        conn.send("stop")
         proc.join(timeout=30)
-    assert report.fetched == n, report
-
-    # The baseline needs a server again: the same data, the same latency.
-    conn, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(n, latency, child), daemon=True)
-    proc.start()
-    base_url = conn.recv()
-    try:
-        with httpx.Client(base_url=base_url, timeout=60, trust_env=False) as client:
-
-            def fetch(req: tuple[str, list[tuple[str, str]]]) -> int:
-                path, query = req
-                return len(client.get(path, params=query).json().get("data") or [])
-
-            t0 = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                rows = sum(pool.map(fetch, gets))
-            plain = time.perf_counter() - t0
-    finally:
-        conn.send("done")
-        conn.recv()
-        proc.join(timeout=30)
-    return pulled, plain, len(gets), rows
+    return out
 
 
 def main() -> None:
@@ -89,15 +198,21 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=400)
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        pulled, plain, requests, rows = run(args.traces, args.latency, args.concurrency, Path(tmp))
+        out = run(args.traces, args.latency, args.concurrency, args.rounds, Path(tmp))
+    load_after = os.getloadavg()[0]
     print(
-        f"Phoenix pull, {args.traces} traces ({rows} rows in {requests} GETs),"
-        f" {args.latency * 1000:.0f} ms per page, concurrency {args.concurrency}:"
-        f" pull {pulled:.2f} s, plain httpx {plain:.2f} s,"
-        f" {pulled / plain:.2f}x"
+        f"Phoenix pull, {args.traces} traces ({int(out['requests'][0])} GETs),"
+        f" {args.latency * 1000:.0f} ms per page, concurrency {args.concurrency},"
+        f" {args.rounds} rounds, load {load_before:.1f} -> {load_after:.1f}"
     )
+    print(f"  pull {_spread(out['pull'], ' s')}, CPU {_spread(out['pull_cpu'], ' s')}")
+    print(f"  plain httpx ideal {_spread(out['ideal'], ' s')}, CPU {_spread(out['ideal_cpu'], ' s')}")
+    print(f"  replay all at once {_spread(out['replay'], ' s')}")
+    print(f"  pull / ideal {_spread(out['vs_ideal'], 'x')}; pull / replay {_spread(out['vs_replay'], 'x')}")
 
 
 if __name__ == "__main__":
