@@ -3,10 +3,13 @@ normalizer reading document identity from the result."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracejudge.normalize import normalize
+from tracejudge.schema import RawSpan, SpanEvent
 from tracejudge_collectors.phoenix import fold_attributes, span_to_raw
 
 ROOT = {
@@ -122,3 +125,68 @@ def test_a_key_is_folded_under_the_base_the_rule_names(parts: list[str]) -> None
         elif key.startswith("document.metadata."):
             expected = "document.metadata"
     assert _fold_base(key) == expected
+
+
+def test_a_level_with_digit_keys_that_are_not_the_indexes_stays_an_object():
+    # "00" and "1" read as 0 and 1, but there is no "0" to take: was a KeyError.
+    folded = fold_attributes({"metadata.x.00.a": 1, "metadata.x.1.b": 2, "metadata.y.1.c": 3})
+    assert folded["metadata"] == {"x": {"00": {"a": 1}, "1": {"b": 2}}, "y": {"1": {"c": 3}}}
+    listed = fold_attributes({"metadata.x.1.b": 2, "metadata.x.0.a": 1})
+    assert listed["metadata"] == {"x": [{"a": 1}, {"b": 2}]}
+
+
+_JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
+_JSON = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+_KEYS = st.lists(st.sampled_from([*_PARTS, "documents", "0", "1", "x"]), min_size=1, max_size=5).map(".".join)
+_TIMES = st.sampled_from([None, "", "2026-03-01T00:00:00Z", "2026-03-01T00:00:00.25+02:00", "not a time"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    attributes=st.dictionaries(_KEYS, _JSON, max_size=8),
+    events=st.lists(
+        st.fixed_dictionaries(
+            {
+                "name": st.text(max_size=5),
+                "timestamp": _TIMES,
+                "attributes": st.dictionaries(_KEYS, _JSON, max_size=3),
+            }
+        ),
+        max_size=2,
+    ),
+    kind=st.sampled_from(["LLM", "unknown", "", None, "retriever"]),
+    status=st.sampled_from(["OK", "ERROR", "UNSET", "", None, "weird"]),
+    parent=st.sampled_from([None, "", "0A" * 8]),
+    start=_TIMES,
+    project=st.sampled_from([None, "rag"]),
+)
+def test_a_converted_span_is_the_record_validation_gives(
+    attributes: dict[str, Any],
+    events: list[dict[str, Any]],
+    kind: str | None,
+    status: str | None,
+    parent: str | None,
+    start: str | None,
+    project: str | None,
+) -> None:
+    """span_to_raw builds its records without validating them: they must equal validated ones, field
+    for field and in their stored JSON."""
+    row = {
+        **ROOT,
+        "span_kind": kind,
+        "status_code": status,
+        "parent_id": parent,
+        "start_time": start,
+        "attributes": attributes,
+        "events": events,
+    }
+    raw = span_to_raw(row, project=project)
+    validated = RawSpan.model_validate(raw.model_dump())
+    assert raw == validated
+    assert raw.model_dump_json() == validated.model_dump_json()
+    assert all(type(e) is SpanEvent and e == SpanEvent.model_validate(e.model_dump()) for e in raw.events)
+    assert RawSpan.model_validate_json(raw.model_dump_json()) == raw
