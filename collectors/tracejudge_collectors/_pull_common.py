@@ -217,6 +217,30 @@ def _covers(theirs: tuple[datetime | None, datetime], start: datetime | None, up
     return starts_earlier and theirs[1] >= upto
 
 
+class ListingTally:
+    """What a pull's run counts alike whatever the backend, as its listing goes: traces skipped
+    (stored and settled), the latest trace start seen (where the watermark may advance to), and the
+    progress callback told of each skipped trace. A collector's run sets the three attributes."""
+
+    skipped: int
+    """Listed traces not fetched: stored and settled by an earlier run."""
+    latest: datetime | None
+    """The latest trace start seen so far (the watermark's, before any is seen)."""
+    on_trace: Callable[[str, bool], None] | None
+    """``on_trace(trace_id, fetched)``, once per listed trace (progress bars)."""
+
+    def note_start(self, started: datetime | None) -> None:
+        """A listed trace started then (None: unknown)."""
+        if started is not None and (self.latest is None or started > self.latest):
+            self.latest = started
+
+    def skip(self, trace_id: str) -> None:
+        """A listed trace is not fetched."""
+        self.skipped += 1
+        if self.on_trace is not None:
+            self.on_trace(trace_id, False)
+
+
 class PullCounts(BaseModel):
     """What every pull reports, whatever the backend; each collector's ``PullReport`` adds its own."""
 

@@ -31,6 +31,7 @@ from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import LangfuseApi
 from tracejudge_collectors._pull_common import (
+    ListingTally,
     PullCounts,
     Seen,
     Window,
@@ -357,7 +358,7 @@ def _merge_scores(store: Store, trace_id: str, fresh: dict[str, dict[str, Any]])
             return True
 
 
-class _Run:
+class _Run(ListingTally):
     """One pull's state: what was listed and fetched, the traces in flight, what each trace's marker
     said before (a trace fetched again keeps counting its attempts)."""
 
@@ -369,7 +370,7 @@ class _Run:
         self.options = puller.options
         self.on_trace = on_trace
         self.listed = self.fetched = self.skipped = self.spans_new = self.refetched = 0
-        self.latest: datetime | None = window.watermark
+        self.latest = window.watermark
         self.complete = True
         self.pending: deque[tuple[str, Future[tuple[list[RawSpan], list[dict[str, Any]]]]]] = deque()
         self.in_batch: set[str] = set()
@@ -423,14 +424,7 @@ class _Run:
     def note_listed(self, trace_id: str, start: str) -> None:
         self.listed += 1
         self.listed_ids.add(trace_id)
-        started = parse_time(start)
-        if started is not None and (self.latest is None or started > self.latest):
-            self.latest = started
-
-    def skip(self, trace_id: str) -> None:
-        self.skipped += 1
-        if self.on_trace is not None:
-            self.on_trace(trace_id, False)
+        self.note_start(parse_time(start))
 
     def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
         for trace_id, start, row in self.puller.list_traces(lower):

@@ -32,6 +32,7 @@ from tracejudge.schema import RawSpan
 from tracejudge.store import Store
 from tracejudge.write import PhoenixApi, PhoenixApiError
 from tracejudge_collectors._pull_common import (
+    ListingTally,
     PullCounts,
     Seen,
     Window,
@@ -172,7 +173,7 @@ class _Puller:
 _Pending = deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]]
 
 
-class _Run:
+class _Run(ListingTally):
     """One pull's state: what was listed and fetched, the batches in flight, what each trace's
     marker said before (a trace fetched again keeps counting its attempts)."""
 
@@ -256,15 +257,6 @@ class _Run:
             self.pending.append((ids, done))
         while len(self.pending) > self.max_pending or (self.pending and self.pending[0][1].done()):
             self.store_one()
-
-    def note_start(self, started: datetime | None) -> None:
-        if started is not None and (self.latest is None or started > self.latest):
-            self.latest = started
-
-    def skip(self, trace_id: str) -> None:
-        self.skipped += 1
-        if self.on_trace is not None:
-            self.on_trace(trace_id, False)
 
     def admit(self, trace_id: str, pool: ThreadPoolExecutor) -> bool:
         """Queue a trace to fetch; False, the run left incomplete, when ``--limit`` allows no more."""
