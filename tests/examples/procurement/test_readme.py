@@ -2,7 +2,8 @@
 the by-hand regression build (examples/procurement/README.md) and the MCP session (README.md).
 
 The commands are read from the READMEs themselves, so a walk that stops working, or a README that
-drifts from what works, fails here. ``tracejudge demo`` runs once for the module (about 15 s)."""
+drifts from what works, fails here. ``tracejudge demo`` runs twice for the module (about 15 s each):
+as the by-hand build runs it, and as ``make demo`` does, into its own store."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def sh_blocks(readme: Path) -> list[str]:
 def commands(block: str) -> list[list[str]]:
     """The commands of an ``sh`` block: continuation lines joined, ``#`` comments dropped."""
     joined = block.replace("\\\n", " ")
-    return [shlex.split(line, comments=True) for line in joined.splitlines() if line.strip()]
+    words = [shlex.split(line, comments=True) for line in joined.splitlines()]
+    return [w for w in words if w]
 
 
 def tracejudge(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -141,3 +143,33 @@ def test_the_readme_mcp_session_works_where_tracejudge_demo_ran(after_demo: Path
     result = json.loads(triaged.content[0].text)
     assert result["verdict"] == "ignored_by_model"
     assert [s["status"] for s in result["stages"]] == ["pass", "pass", "pass", "fail"]
+
+
+@pytest.fixture(scope="module")
+def after_make_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty folder after the example README's ``make demo`` equivalent (its own store)."""
+    (block,) = [b for b in sh_blocks(EXAMPLE_README) if "make demo" in b]
+    (demo,) = [c for c in commands(block) if c[0] == "tracejudge"]
+    cwd = tmp_path_factory.mktemp("checkout-less")
+    done = tracejudge(demo, cwd)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return cwd
+
+
+def _json(step: list[str], cwd: Path) -> Any:
+    done = tracejudge([*step, "--json"], cwd)
+    assert done.returncode == 0, (step, done.stderr + done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_looking_at_a_trace_sweeping_and_drafting_work_on_the_demos_files(after_make_demo: Path) -> None:
+    (look,) = [b for b in sh_blocks(EXAMPLE_README) if "traces show" in b]
+    (sweep,) = [b for b in sh_blocks(EXAMPLE_README) if "--sweep" in b]
+    show, triage = commands(look)
+    assert _json(show, after_make_demo)["final_answer"]
+    assert _json(triage, after_make_demo)["verdict"] == "dropped_in_context"
+    swept, draft = commands(sweep)
+    assert len(_json(swept, after_make_demo)["flagged"]) == 6  # as the README says
+    drafted = _json(draft, after_make_demo)["ticket"]
+    assert drafted["status"] == "draft"
+    assert drafted["required"][0]["facts"] == {"prepayment_rmb": 30000}
