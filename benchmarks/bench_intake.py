@@ -11,11 +11,14 @@ and measures, each phase in its own process so peak memory is its own:
   store-json  decode, then SqliteStore.put_spans per request (each span stored as JSON, the stored
            form of store schema 1), in-process (no HTTP)
   store    encode, then SqliteStore.put_spans per request, in-process (no HTTP)
-  intake   the real receiver (`tracejudge collect otlp`, uvicorn on loopback) in a subprocess, fed
-           over HTTP one request at a time; a request counts when its 200 arrives, i.e. when its
-           spans are committed to SQLite -- with the default durability (synchronous=full: an
-           acknowledged span survives power loss, each commit waits for the disk) and with
-           synchronous=normal (it survives any crash of the process, not of the machine)
+  intake   the real receiver (the `serve` of `tracejudge collect otlp`, uvicorn on loopback) in a
+           subprocess, fed over HTTP one request at a time; a request counts when its 200 arrives,
+           i.e. when its spans are committed to SQLite -- with the default durability
+           (synchronous=full: an acknowledged span survives power loss, each commit waits for the
+           disk) and with synchronous=normal (it survives any crash of the process, not of the
+           machine); the receiver counts its store transactions (commits per request)
+  intake-4, intake-16  the same with 4 and 16 senders at once (each its own connection, the requests
+           dealt round-robin): requests in flight together share a commit (group commit)
   read-json, read  every trace read back (store.get_spans) from the store-json and store phases
            stores: what reading costs in each stored form
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
@@ -47,7 +50,19 @@ from pathlib import Path
 from typing import Any
 
 BATCH = 512
-_PHASES = ("ideal", "decode", "encode", "store-json", "store", "read-json", "read", "intake", "intake-normal")
+_PHASES = (
+    "ideal",
+    "decode",
+    "encode",
+    "store-json",
+    "store",
+    "read-json",
+    "read",
+    "intake",
+    "intake-normal",
+    "intake-4",
+    "intake-16",
+)
 SPANS_PER_TRACE = 6
 
 
@@ -329,9 +344,58 @@ def _peak_rss_of(pid: int) -> float:
     return float("nan")
 
 
-def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[str, Any]:
+def serve_counting(store_url: str) -> None:
+    """The receiver child: ``serve`` (what ``tracejudge collect otlp`` runs) on a free port, its URL
+    on stdout; at SIGTERM, how many store transactions it made."""
+    import tracejudge_collectors.otel as otel
+    from tracejudge.store import open_store
+
+    store = open_store(store_url)
+    commits = [0]
+
+    class Counting:
+        def put_spans(self, spans: Any, **kw: Any) -> int:
+            commits[0] += 1
+            return store.put_spans(spans, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+    otel.serve(Counting(), "127.0.0.1:0", on_ready=lambda url: print(f"listening {url}", flush=True))  # type: ignore[arg-type]
+    store.close()
+    print(json.dumps({"commits": commits[0]}), flush=True)
+
+
+def _send_all(url: str, bodies: list[bytes], senders: int) -> int:
+    """Every body POSTed by ``senders`` threads at once (each its own connection); the requests."""
+    import threading
+
     import httpx
 
+    headers = {"Content-Type": "application/x-protobuf"}
+    failures: list[str] = []
+
+    def send(mine: list[bytes]) -> None:
+        with httpx.Client(trust_env=False, timeout=120) as client:
+            for body in mine:
+                resp = client.post(url, content=body, headers=headers)
+                if resp.status_code != 200:
+                    failures.append(f"receiver answered {resp.status_code}: {resp.text[:200]}")
+
+    if senders == 1:
+        send(bodies)
+    else:
+        threads = [threading.Thread(target=send, args=(bodies[i::senders],)) for i in range(senders)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if failures:
+        raise SystemExit(failures[0])
+    return len(bodies)
+
+
+def phase_intake(path: Path, workdir: Path, synchronous: str = "full", senders: int = 1) -> dict[str, Any]:
     from tracejudge.store import open_store
 
     db = workdir / "intake.db"
@@ -341,14 +405,11 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[s
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "tracejudge",
+            __file__,
+            "--child",
+            "receiver",
             "--store",
             f"sqlite:///{db}?synchronous={synchronous}",
-            "collect",
-            "otlp",
-            "--listen",
-            "127.0.0.1:0",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -361,23 +422,17 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[s
         if not sel.select(60):
             raise SystemExit("the receiver did not start")
         url = proc.stdout.readline().split()[-1] + "/v1/traces"
-        headers = {"Content-Type": "application/x-protobuf"}
-        requests = 0
         bodies = list(frames(path))
-        with httpx.Client(trust_env=False, timeout=120) as client:
-            cpu = _cpu_of(proc.pid)
-            start = time.perf_counter()
-            for body in bodies:
-                resp = client.post(url, content=body, headers=headers)
-                if resp.status_code != 200:
-                    raise SystemExit(f"receiver answered {resp.status_code}: {resp.text[:200]}")
-                requests += 1
-            seconds = time.perf_counter() - start
-            cpu = _cpu_of(proc.pid) - cpu
+        cpu = _cpu_of(proc.pid)
+        start = time.perf_counter()
+        requests = _send_all(url, bodies, senders)
+        seconds = time.perf_counter() - start
+        cpu = _cpu_of(proc.pid) - cpu
         rss = _peak_rss_of(proc.pid)
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        out, _ = proc.communicate(timeout=30)
+    commits = json.loads(out.strip().splitlines()[-1])["commits"] if out.strip() else None
     store = open_store(f"sqlite:///{db}")
     try:
         stored = sum(t.span_count for t in store.list_traces())
@@ -390,6 +445,7 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full") -> dict[s
         "cpu": cpu,
         "rss_mb": rss,
         "requests": requests,
+        "commits": commits,
         "normalize": norm,
     }
 
@@ -420,6 +476,24 @@ def run_child(phase: str, path: Path) -> dict[str, Any]:
     return result
 
 
+def run_phase(phase: str, path: Path) -> dict[str, Any]:
+    """One phase, in this (child) process."""
+    workdir = path.parent
+    if phase == "ideal":
+        return phase_ideal(path)
+    if phase in ("decode", "encode"):
+        return phase_decode(path, phase == "encode")
+    if phase in ("store-json", "store"):
+        return phase_store(path, workdir, phase == "store")
+    if phase in ("read-json", "read"):
+        return phase_read(workdir, phase == "read")
+    if phase == "intake-normal":
+        return phase_intake(path, workdir, "normal")
+    if phase in ("intake-4", "intake-16"):
+        return phase_intake(path, workdir, senders=int(phase.split("-")[1]))
+    return phase_intake(path, workdir)
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -437,23 +511,14 @@ def main() -> None:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--store", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.child == "receiver":
+        serve_counting(args.store)
+        return
     if args.child:
-        workdir = args.payloads.parent
-        if args.child == "ideal":
-            result = phase_ideal(args.payloads)
-        elif args.child in ("decode", "encode"):
-            result = phase_decode(args.payloads, args.child == "encode")
-        elif args.child in ("store-json", "store"):
-            result = phase_store(args.payloads, workdir, args.child == "store")
-        elif args.child in ("read-json", "read"):
-            result = phase_read(workdir, args.child == "read")
-        elif args.child == "intake-normal":
-            result = phase_intake(args.payloads, args.payloads.parent, "normal")
-        else:
-            result = phase_intake(args.payloads, args.payloads.parent)
-        print(json.dumps(result))
+        print(json.dumps(run_phase(args.child, args.payloads)))
         return
 
     sizes = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
@@ -494,12 +559,16 @@ def main() -> None:
                 ("encode + SQLite store, no HTTP", best.get("store")),
                 ("tracejudge intake (HTTP+encode+SQLite)", intake),
                 ("  same, synchronous=normal", best.get("intake-normal")),
+                ("  same, 4 senders at once", best.get("intake-4")),
+                ("  same, 16 senders at once", best.get("intake-16")),
                 ("read back every trace, JSON form", best.get("read-json")),
                 ("read back every trace, OTLP form", best.get("read")),
             )
             for name, r in phases:
                 if r is None:
                     continue
+                if r.get("commits") is not None:
+                    name += f" [{r['commits'] / r['requests']:.2f} commits/request]"
                 rows.append(
                     (
                         f"{n:,}",

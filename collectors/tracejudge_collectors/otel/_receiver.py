@@ -3,8 +3,10 @@
 Log records (``/v1/logs``) are kept when they carry a span context: the GenAI instrumentations send
 message content that way (see :mod:`tracejudge_collectors.otel._logs`). Spans and log records are
 committed to the store (in a worker thread) before the 200 goes out, so an acknowledged record is never
-lost. Bad input gets a 4xx with a ``google.rpc.Status`` body saying what is wrong; the receiver never
-answers a 5xx for bad input and keeps serving.
+lost. Requests that arrive while a commit is under way are committed together in the next one (group
+commit): one transaction, one durable sync, for all of them. Bad input gets a 4xx with a
+``google.rpc.Status`` body saying what is wrong; the receiver never answers a 5xx for bad input and
+keeps serving.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -103,18 +105,19 @@ def build_app(
     that long, is answered 408.
     """
     exporter = _Exporter(
-        store,
         expected=token.encode() if token else None,
         max_body_bytes=max_body_bytes,
         limits=limits or DecodeLimits(),
         read_timeout=read_timeout,
     )
+    traces = _Signal("spans", _decode_spans, export_response_body, _GroupCommit(store.put_spans))
+    logs = _Signal("log events", _decode_logs, export_logs_response_body, _GroupCommit(store.put_log_events))
 
     async def export_traces(request: Request) -> Response:
-        return await exporter.export(request, _ingest, export_response_body)
+        return await exporter.export(request, traces)
 
     async def export_logs(request: Request) -> Response:
-        return await exporter.export(request, _ingest_logs, export_logs_response_body)
+        return await exporter.export(request, logs)
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -125,7 +128,84 @@ def build_app(
     return Starlette(routes=routes)
 
 
-Ingest = Callable[[Store, bytes, bool, DecodeLimits], DecodeResult | EncodeResult | LogDecodeResult]
+Decoded = DecodeResult | EncodeResult | LogDecodeResult
+
+
+class _GroupCommit:
+    """Writes that arrive while one is under way, made in the next one together: one store
+    transaction (and one durable sync) for every export request waiting, instead of one each.
+
+    :meth:`commit` returns once the transaction holding its records has committed, so a request is
+    acknowledged only when its records are durable. A transaction that fails is tried again for each
+    of its requests alone, so a request the store refuses fails only itself; each request that then
+    fails gets the store's exception, as it would have had on its own. Nothing waits to gather a
+    group: a lone request is written at once, and a group is whatever arrived meanwhile."""
+
+    def __init__(self, write: Callable[[list[Any]], object]) -> None:
+        self._write = write
+        self._waiting: list[tuple[Sequence[Any], asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def commit(self, records: Sequence[Any]) -> None:
+        """Store ``records``; returns once they are committed, or raises what the store raised."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._waiting.append((records, done))
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._run())
+        # Shielded: a request given up on (its client gone) still has its records written.
+        await asyncio.shield(done)
+
+    async def _run(self) -> None:
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting, []
+                await self._commit(group)
+        finally:
+            for _records, done in self._waiting:  # only when this task itself was cancelled
+                if not done.done():
+                    done.set_exception(StoreError("the receiver stopped before storing the records"))
+            self._waiting = []
+
+    async def _commit(self, group: list[tuple[Sequence[Any], asyncio.Future[None]]]) -> None:
+        try:
+            await run_in_threadpool(self._write, [r for records, _ in group for r in records])
+        except Exception as exc:
+            if len(group) == 1:
+                _settle(group[0][1], exc)
+                return
+            # Which request the store refused is unknown: each alone, so the others still commit.
+            for records, done in group:
+                try:
+                    await run_in_threadpool(self._write, list(records))
+                except Exception as alone:
+                    _settle(done, alone)
+                else:
+                    _settle(done, None)
+            return
+        for _records, done in group:
+            _settle(done, None)
+
+
+def _settle(done: asyncio.Future[None], exc: BaseException | None) -> None:
+    if done.done():
+        return
+    if exc is None:
+        done.set_result(None)
+    else:
+        done.set_exception(exc)
+
+
+@dataclass(frozen=True)
+class _Signal:
+    """One kind of export request (traces or logs): how its body decodes, the answer that says what
+    was rejected, and the group commit that stores what was accepted."""
+
+    kind: str
+    """What is stored, for the log: "spans" or "log events"."""
+    decode: Callable[[bytes, bool, DecodeLimits], tuple[Decoded, Sequence[Any]]]
+    response_body: Callable[..., bytes]
+    commits: _GroupCommit
 
 
 def _status(code: int, grpc_code: int, message: str, as_json: bool, **headers: str) -> Response:
@@ -142,13 +222,12 @@ class _Exporter:
     """One export request, in order: refused on its headers (token, content type, encoding), its
     body read within the limits, decoded and stored, answered with what was rejected."""
 
-    store: Store
     expected: bytes | None
     max_body_bytes: int
     limits: DecodeLimits
     read_timeout: float
 
-    async def export(self, request: Request, ingest: Ingest, response_body: Callable[..., bytes]) -> Response:
+    async def export(self, request: Request, signal: _Signal) -> Response:
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         as_json = media not in _PROTOBUF_TYPES
         encoding = request.headers.get("content-encoding", "").strip().lower()
@@ -166,7 +245,7 @@ class _Exporter:
         except _Reject as exc:
             extra = {"Connection": "close"} if exc.close else {}
             return _status(exc.status, _INVALID_ARGUMENT, exc.message, as_json, **extra)
-        return await self._store(ingest, body, as_json, response_body)
+        return await self._store(signal, body, as_json)
 
     def _refused(self, request: Request, media: str, encoding: str, as_json: bool) -> Response | None:
         """The answer to a request its headers refuse (the body is then drained, not read)."""
@@ -197,11 +276,11 @@ class _Exporter:
             )
         return None
 
-    async def _store(
-        self, ingest: Ingest, body: bytes, as_json: bool, response_body: Callable[..., bytes]
-    ) -> Response:
+    async def _store(self, signal: _Signal, body: bytes, as_json: bool) -> Response:
         try:
-            result = await run_in_threadpool(ingest, self.store, body, as_json, self.limits)
+            result, records = await run_in_threadpool(signal.decode, body, as_json, self.limits)
+            if records:
+                await signal.commits.commit(records)
         except LimitError as exc:
             return _status(exc.status, _INVALID_ARGUMENT, f"{exc.message}; {exc.hint}", as_json)
         except OtlpDecodeError as exc:
@@ -209,29 +288,25 @@ class _Exporter:
             return _status(400, _INVALID_ARGUMENT, message, as_json)
         except (StoreError, sqlite3.Error, OSError):
             # The sender may retry 503; nothing was acknowledged, so nothing is lost.
-            _log.exception("storing %s failed", "log events" if ingest is _ingest_logs else "spans")
+            _log.exception("storing %s failed", signal.kind)
             return _status(
                 503, _UNAVAILABLE, "the store is unavailable; retry later", as_json, **{"Retry-After": "5"}
             )
         return Response(
-            response_body(result.rejected, result.message, as_json=as_json),
+            signal.response_body(result.rejected, result.message, as_json=as_json),
             media_type=_JSON_TYPE if as_json else "application/x-protobuf",
         )
 
 
-def _ingest(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> DecodeResult | EncodeResult:
+def _decode_spans(body: bytes, as_json: bool, limits: DecodeLimits) -> tuple[Decoded, Sequence[Any]]:
     # Protobuf spans are stored in their own bytes (decoded when read): no attribute decoded twice.
     result = decode_json(body, limits=limits) if as_json else encode_protobuf(body, limits=limits)
-    if result.spans:
-        store.put_spans(result.spans)
-    return result
+    return result, result.spans
 
 
-def _ingest_logs(store: Store, body: bytes, as_json: bool, limits: DecodeLimits) -> LogDecodeResult:
+def _decode_logs(body: bytes, as_json: bool, limits: DecodeLimits) -> tuple[Decoded, Sequence[Any]]:
     result = decode_logs_json(body, limits=limits) if as_json else decode_logs_protobuf(body, limits=limits)
-    if result.events:
-        store.put_log_events(result.events)
-    return result
+    return result, result.events
 
 
 async def _drain(request: Request, limit: int) -> None:
