@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from tracejudge import InputError
@@ -237,7 +238,8 @@ class _Run(ListingTally):
             trace_spans = of_trace[t]
             now_seen = seen(trace_spans, before=self.before.get(t), now=self.now, lag=LAG)
             (self.settled if now_seen.settled else self.unsettled).append(t)
-            markers[_marker_key(t)] = json.dumps({"project": self.options.project, **now_seen.model_dump()})
+            marker = {"project": self.options.project, **now_seen.model_dump()}
+            markers[_marker_key(t)] = orjson.dumps(marker).decode()  # a sixth of json.dumps' time
         self.spans_new += self.store.put_spans(spans, meta=markers)
         self.fetched += len(ids)
         if self.on_trace is not None:
