@@ -142,6 +142,22 @@ def test_redact_data_walks_keys_and_values() -> None:
     assert out == {"reason": f"echo {MASK}", MASK: [1, 2.5, None, True, [f"Bearer {MASK}"]]}
 
 
+_TEXTS = st.lists(
+    _PIECES | st.text(max_size=8) | st.sampled_from(["KEY", "Token=", "PassWord", "ſecret"]), max_size=8
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXTS, max_size=6))
+def test_redact_data_redacts_each_string_as_redact_does(texts: list[str]) -> None:
+    # redact_data skips a string without a cue or a secret after one scan and remembers short
+    # strings: each string must still come out exactly as redact gives it, repeated or not.
+    data = {"items": [{t: t} for t in texts + texts], "tail": texts}
+    out = redact_data(data, ENV)
+    assert out["tail"] == [redact(t, ENV) for t in texts]
+    assert out["items"] == [{redact(t, ENV): redact(t, ENV)} for t in texts + texts]
+
+
 def test_errors_and_write_failures_are_redacted_when_made(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET)
     err = InputError(f"backend said {SECRET}", hint=f"retry with {SECRET}")

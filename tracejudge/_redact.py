@@ -169,6 +169,41 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+# Any pass's cue, in one scan: text holding none of them (and no configured secret) is what
+# :func:`_redact` would give back unchanged, so most strings of a large output cost one search.
+_ANY_CUE = re.compile("|".join(re.escape(cue) for _, _, cues in _PASSES for cue in cues))
+# Strings up to this long are remembered within one :func:`redact_data` call: keys and short values
+# (field names, verdicts, criterion names) repeat in every item of a run's output.
+_MEMO_MAX = 200
+
+
+class _Redactor:
+    """:func:`_redact` with one set of secrets, for many strings: a string with no cue and no secret
+    in it is returned as it is after one scan of each, and short strings are redacted once."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self._secrets = secrets
+        self._secret = re.compile("|".join(map(re.escape, secrets))) if secrets else None
+        self._memo: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        if len(text) < _MIN_SECRET:  # nothing shorter than the shortest secret can hold one
+            return text
+        if len(text) > _MEMO_MAX:
+            return self._redact(text)
+        done = self._memo.get(text)
+        if done is None:
+            done = self._memo[text] = self._redact(text)
+        return done
+
+    def _redact(self, text: str) -> str:
+        if _ANY_CUE.search(text.lower()) is None and (
+            self._secret is None or self._secret.search(text) is None
+        ):
+            return text
+        return _redact(text, self._secrets)
+
+
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     """``text`` with every secret it holds replaced by ``[redacted]``; see the module's docstring.
     ``env`` overrides where configured secrets are read (default: the process environment)."""
@@ -178,16 +213,18 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
 def redact_data(data: Any, env: Mapping[str, str] | None = None) -> Any:
     """JSON-like data (dicts, lists, tuples, strings, scalars) with every string — keys too —
     redacted; tuples come back as lists, as JSON has them."""
-    secrets = secret_values(env)
+    one = _Redactor(secret_values(env))
 
     def walk(value: Any) -> Any:
+        # Plain dicts, lists and strings first: a run's output holds a few hundred thousand values.
         if isinstance(value, str):
-            # Nothing shorter than the shortest secret can hold one (most JSON strings: "pass", ids).
-            return _redact(value, secrets) if len(value) >= _MIN_SECRET else value
-        if isinstance(value, Mapping):
+            return one(value)
+        if isinstance(value, dict):
             return {walk(k): walk(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [walk(v) for v in value]
+        if isinstance(value, Mapping):
+            return {walk(k): walk(v) for k, v in value.items()}
         return value
 
     return walk(data)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import click
+import orjson
 from pydantic import BaseModel
 from rich.console import Console
 
@@ -67,10 +69,40 @@ def print_json(data: Any) -> None:
     so that JSON escaping cannot hide a secret from the redactor)."""
     if isinstance(data, BaseModel):
         # As model_dump_json writes it: non-ASCII text as it is.
-        text = json.dumps(_redact.redact_data(data.model_dump(mode="json")), indent=2, ensure_ascii=False)
+        text = _dumps(_redact.redact_data(data.model_dump(mode="json")), ensure_ascii=False)
     else:
-        text = json.dumps(_redact.redact_data(data), indent=2, default=str)
+        text = _dumps(_redact.redact_data(data), ensure_ascii=True)
     sys.stdout.write(text + "\n")
+
+
+_ORJSON = (
+    orjson.OPT_INDENT_2
+    | orjson.OPT_NON_STR_KEYS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+# What ``json.dumps(ensure_ascii=True)`` escapes that orjson writes as it is.
+_NOT_ASCII = re.compile(r"[^\x00-\x7e]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
+
+
+def _dumps(data: Any, *, ensure_ascii: bool) -> str:
+    """``json.dumps(data, indent=2, default=str, ensure_ascii=...)``, written by orjson: a run's
+    output of thousands of items in milliseconds instead of a fifth of a second. (Numbers read back
+    the same; orjson spells some floats differently, 0.000066 for 6.6e-05, and NaN as null.)"""
+    try:
+        text = orjson.dumps(data, default=str, option=_ORJSON).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        # What orjson refuses and json writes: integers past 64 bits, lone surrogates.
+        return json.dumps(data, indent=2, default=str, ensure_ascii=ensure_ascii)
+    return _NOT_ASCII.sub(_escape, text) if ensure_ascii else text
 
 
 def exit_unless(ok: bool) -> None:
