@@ -14,7 +14,9 @@ SpanSource = Literal["otlp", "file", "langfuse", "phoenix"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a record's validator is built when first used, not on import — a command builds
+    # the few dozen records it uses, not all of them (same validation, same schema).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 def _id_text(value: Any) -> Any:
