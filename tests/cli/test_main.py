@@ -69,3 +69,55 @@ def test_version_names_the_package_version_and_the_store_schema(
     assert out == f"tracejudge {__version__} (store schema {STORE_SCHEMA_VERSION})"
     # One version source: the installed metadata is read from tracejudge/__init__.py.
     assert version("tracejudge") == __version__
+
+
+def test_help_lists_each_command_as_the_command_itself_would_without_importing_it() -> None:
+    # `tracejudge --help` shows the summaries kept beside the lazy commands: each must read exactly as
+    # the command's own short help at any width.
+    import importlib
+
+    from tracejudge.cli._root import RootGroup
+
+    assert isinstance(cli, RootGroup)
+    assert set(cli.lazy) | {"collect"} == set(cli.list_commands(click.Context(cli)))
+    for name, lazy in cli.lazy.items():
+        command = getattr(importlib.import_module(lazy.module), lazy.attribute)
+        assert command.name == name
+        for limit in range(10, 300, 7):
+            summary = click.Command(None, help=lazy.summary).get_short_help_str(limit)
+            assert summary == command.get_short_help_str(limit), name
+
+
+def test_a_command_loads_only_what_it_uses() -> None:
+    # In a fresh interpreter: --help imports no command module; `score` imports its own, not the
+    # others', nor what only other commands need (rich's tables for --json is not needed either).
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "PREFIXES = ('tracejudge', 'httpx', 'rich', 'jinja2', 'opentelemetry')\n"
+        "from tracejudge.cli import cli\n"
+        "try:\n"
+        "    cli.main(sys.argv[1:], prog_name='tracejudge', standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(PREFIXES))))\n"
+    )
+
+    def loaded(*args: str) -> set[str]:
+        out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True)
+        return set(out.stdout.strip().splitlines()[-1].split())  # the help text, then the modules
+
+    shown = loaded("--help")
+    assert not {m for m in shown if m.startswith("tracejudge.cli._") and m not in _CORE}, shown
+    scoring = loaded("score", "--help")
+    assert "tracejudge.cli._score" in scoring
+    unused = {"tracejudge.cli._regress", "tracejudge.cli._audit", "tracejudge.cli._serve", "tracejudge.audit"}
+    assert not scoring & unused
+    assert not {
+        m for m in scoring if m.startswith(("httpx", "jinja2", "opentelemetry", "tracejudge.write._langfuse"))
+    }
+
+
+_CORE = {"tracejudge.cli._app", "tracejudge.cli._root", "tracejudge.cli._safe", "tracejudge.cli._when"}

@@ -1,33 +1,41 @@
-"""Thin click commands: parse, call one library function, render."""
+"""Thin click commands: parse, call one library function, render.
+
+Each command's module is imported when that command runs (or its help is asked for): ``tracejudge
+score`` does not pay for importing ``regress``, ``audit`` or ``serve``, and ``tracejudge --help``
+lists every command from the table below without importing any.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+import typing as _typing
 from importlib import metadata as _metadata
 
 import click
 
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
-from tracejudge.cli._audit import audit
-from tracejudge.cli._calibrate import calibrate_cmd
-from tracejudge.cli._demo import demo
-from tracejudge.cli._doctor import doctor
-from tracejudge.cli._mcp import mcp
-from tracejudge.cli._probe import probe
-from tracejudge.cli._regress import regress
-from tracejudge.cli._report import report
+from tracejudge.cli._root import LazyCommand as _Lazy
 from tracejudge.cli._root import RootGroup as _RootGroup
 from tracejudge.cli._root import redacted_excepthook
 from tracejudge.cli._safe import escape, safe_text
-from tracejudge.cli._score import score
-from tracejudge.cli._serve import serve
-from tracejudge.cli._ticket import ticket
-from tracejudge.cli._traces import traces
-from tracejudge.cli._triage import triage
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
-from tracejudge.store import STORE_SCHEMA_VERSION as _STORE_SCHEMA_VERSION
-from tracejudge.store import resolve_store_url as _resolve_store_url
+
+if _typing.TYPE_CHECKING:
+    from tracejudge.cli._audit import audit
+    from tracejudge.cli._calibrate import calibrate_cmd
+    from tracejudge.cli._demo import demo
+    from tracejudge.cli._doctor import doctor
+    from tracejudge.cli._mcp import mcp
+    from tracejudge.cli._probe import probe
+    from tracejudge.cli._regress import regress
+    from tracejudge.cli._report import report
+    from tracejudge.cli._score import score
+    from tracejudge.cli._serve import serve
+    from tracejudge.cli._ticket import ticket
+    from tracejudge.cli._traces import traces
+    from tracejudge.cli._triage import triage
 
 __all__ = [
     "FROM_HELP",
@@ -57,6 +65,101 @@ __all__ = [
     "traces",
     "triage",
 ]
+
+# The commands loaded on use: where each lives, and the first sentence of its help as ``--help``
+# lists it (a test holds each to the command's own).
+_COMMANDS = (
+    _Lazy(
+        "audit",
+        "tracejudge.cli._audit",
+        "audit",
+        "Audit a scoring run (default: the newest): reasoning vs score, stability, position, drift.",
+    ),
+    _Lazy(
+        "calibrate",
+        "tracejudge.cli._calibrate",
+        "calibrate_cmd",
+        "Measure the judge against people's labels: kappa, leniency, confusion, threshold, raters.",
+    ),
+    _Lazy(
+        "demo",
+        "tracejudge.cli._demo",
+        "demo",
+        "Run the bundled procurement agent through every fault scenario and triage each ticket.",
+    ),
+    _Lazy(
+        "doctor",
+        "tracejudge.cli._doctor",
+        "doctor",
+        "Check what this setup can reach: the store (and its schema), the receiver's address, Langfuse"
+        " (keys, API generation, project), Phoenix, the judge (a one-token call with --judge) and the OTLP"
+        " metrics endpoint.",
+    ),
+    _Lazy(
+        "mcp",
+        "tracejudge.cli._mcp",
+        "mcp",
+        "Model Context Protocol server: list and read task records, triage a ticket, build a regression"
+        " sample — the same JSON as the CLI's --json.",
+    ),
+    _Lazy(
+        "probe",
+        "tracejudge.cli._probe",
+        "probe",
+        'Change an amount, swap a citation, claim "paused" over a submission, reword: does the verdict'
+        " move as it must?",
+    ),
+    _Lazy(
+        "regress",
+        "tracejudge.cli._regress",
+        "regress",
+        "Regression sets from verified feedback: build, check, anonymize, push, run.",
+    ),
+    _Lazy(
+        "report",
+        "tracejudge.cli._report",
+        "report",
+        "Write one self-contained HTML report (no network, no script; charts as inline SVG): triage"
+        " verdicts and stage evidence, scoring pass rates over runs with judge/rubric/prompt change"
+        " markers, judge calibration and audit, regression suites.",
+    ),
+    _Lazy(
+        "score",
+        "tracejudge.cli._score",
+        "score",
+        "Score stored traces with a rubric: hard checks, then an LLM judge for the rest.",
+    ),
+    _Lazy(
+        "serve",
+        "tracejudge.cli._serve",
+        "serve",
+        "Serve the report live (GET /) and Prometheus metrics (GET /metrics), read-only, until Ctrl-C.",
+    ),
+    _Lazy(
+        "ticket",
+        "tracejudge.cli._ticket",
+        "ticket",
+        "Tickets: draft one from a trace and its feedback, for a person to verify.",
+    ),
+    _Lazy("traces", "tracejudge.cli._traces", "traces", "Inspect the traces in the store."),
+    _Lazy(
+        "triage",
+        "tracejudge.cli._triage",
+        "triage",
+        "Localize why a trace's answer was wrong: not indexed, filtered, not retrieved, dropped in"
+        " context, ignored by the model — or unconfirmed, with the records that would settle it.",
+    ),
+)
+_BY_ATTRIBUTE = {c.attribute: c for c in _COMMANDS}
+
+
+def __getattr__(name: str) -> click.Command:
+    """The command objects (``tracejudge.cli.score``, ...), imported when first asked for."""
+    lazy = _BY_ATTRIBUTE.get(name)
+    if lazy is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    command: click.Command = getattr(importlib.import_module(lazy.module), name)
+    return command
 
 
 class _CollectGroup(click.Group):
@@ -93,11 +196,24 @@ def _broken(name: str, why: str) -> click.Command:
     return cmd
 
 
-@click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(
-    __version__,
-    prog_name="tracejudge",
-    message=f"%(prog)s %(version)s (store schema {_STORE_SCHEMA_VERSION})",
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``, as click's version option prints it; the store schema read only when asked."""
+    if not value or ctx.resilient_parsing:
+        return
+    from tracejudge.store import STORE_SCHEMA_VERSION
+
+    click.echo(f"tracejudge {__version__} (store schema {STORE_SCHEMA_VERSION})", color=ctx.color)
+    ctx.exit()
+
+
+@click.group(cls=_RootGroup, lazy=_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
 )
 @click.option(
     "--store",
@@ -109,7 +225,9 @@ def _broken(name: str, why: str) -> click.Command:
 @click.pass_context
 def cli(ctx: click.Context, store: str | None) -> None:
     """tracejudge: find why a retrieval-augmented agent answered wrong, from its traces."""
-    app = App(store_url=_resolve_store_url(store))
+    from tracejudge.store import resolve_store_url
+
+    app = App(store_url=resolve_store_url(store))
     ctx.obj = app
     ctx.call_on_close(app.close)
 
@@ -117,21 +235,6 @@ def cli(ctx: click.Context, store: str | None) -> None:
 @cli.group(cls=_CollectGroup)
 def collect() -> None:
     """Bring traces into the store (OTLP receiver, OTLP files, Langfuse, Phoenix)."""
-
-
-cli.add_command(traces)
-cli.add_command(score)
-cli.add_command(triage)
-cli.add_command(ticket)
-cli.add_command(demo)
-cli.add_command(regress)
-cli.add_command(report)
-cli.add_command(serve)
-cli.add_command(calibrate_cmd)
-cli.add_command(audit)
-cli.add_command(probe)
-cli.add_command(mcp)
-cli.add_command(doctor)
 
 
 def main() -> None:

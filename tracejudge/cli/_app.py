@@ -5,38 +5,73 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
-from pydantic import BaseModel
-from rich.console import Console
 
 from tracejudge import _redact
 from tracejudge._errors import TracejudgeError
-from tracejudge.store import Store, open_store
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tracejudge.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass
 class App:
-    """Settings resolved at the edge, passed to every command as ``ctx.obj``."""
+    """Settings resolved at the edge, passed to every command as ``ctx.obj``. The consoles and the
+    store are made when a command first uses them (``score --json`` never needs a console)."""
 
-    store_url: str
+    def __init__(self, store_url: str, console: Console | None = None, err: Console | None = None) -> None:
+        self.store_url = store_url
+        self._console = console
+        self._err = err
+        self._store: Store | None = None
+
     # Both consoles write through the redactor: no secret reaches the terminal, whoever prints it.
-    console: Console = field(default_factory=lambda: Console(file=_redact.stdout(), highlight=False))
-    err: Console = field(default_factory=lambda: Console(file=_redact.stderr(), stderr=True, highlight=False))
-    _store: Store | None = None
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=_redact.stdout(), highlight=False)
+        return self._console
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(file=_redact.stderr(), stderr=True, highlight=False)
+        return self._err
+
+    def err_is_terminal(self) -> bool:
+        """Whether ``err`` is a terminal (progress is shown there) — without making the console, and
+        importing rich, when it cannot be one: rich reads a terminal only from ``TTY_COMPATIBLE=1``,
+        ``FORCE_COLOR`` or a tty (and may still say no)."""
+        if self._err is None:
+            env = os.environ
+            if (
+                env.get("TTY_COMPATIBLE") != "1"
+                and env.get("FORCE_COLOR") is None
+                and not _isatty(sys.stderr)
+            ):
+                return False
+        return self.err.is_terminal
 
     @property
     def store(self) -> Store:
         """The store, upgraded in place first when it is at an older schema."""
         if self._store is None:
+            from tracejudge.store import open_store
+
             self._store = open_store(self.store_url)
         return self._store
 
@@ -45,6 +80,8 @@ class App:
         """The store for a command that only reads: one at an older schema is read as it is, not
         upgraded (an upgrade locks out the older tracejudge processes still using it)."""
         if self._store is None:
+            from tracejudge.store import open_store
+
             self._store = open_store(self.store_url, upgrade=False)
         return self._store
 
@@ -61,12 +98,22 @@ class App:
             self._store = None
 
 
+def _isatty(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except ValueError:  # closed
+        return False
+
+
 pass_app = click.make_pass_decorator(App)
 
 
 def print_json(data: Any) -> None:
     """Print a record or plain data as JSON on stdout, every string in it redacted (before encoding,
     so that JSON escaping cannot hide a secret from the redactor)."""
+    from pydantic import BaseModel
+
     if isinstance(data, BaseModel):
         # As model_dump_json writes it: non-ASCII text as it is.
         text = _dumps(_redact.redact_data(data.model_dump(mode="json")), ensure_ascii=False)

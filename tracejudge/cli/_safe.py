@@ -10,9 +10,10 @@ reverses what follows) are shown as ``\\x1b`` / ``\\u202e`` instead of being emi
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.markup import escape as _escape_markup
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.text import Text
 
 __all__ = ["clean", "escape", "safe_text"]
 
@@ -33,9 +34,13 @@ def clean(value: object) -> str:
 
 def escape(value: object) -> str:
     """``value`` ready to sit inside rich markup: controls shown escaped (:func:`clean`), markup escaped."""
-    return _escape_markup(clean(value))
+    from rich.markup import escape as escape_markup  # rich on first use: score --json never needs it
+
+    return escape_markup(clean(value))
 
 
 def safe_text(value: object, style: str = "") -> Text:
     """``value`` as a rich :class:`Text`, which is never read as markup, with controls shown escaped."""
+    from rich.text import Text
+
     return Text(clean(value), style=style)

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, exit_unless, handle_errors, pass_app
 from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
-from tracejudge.report import RunMetrics
 from tracejudge.runs import ScoreOptions, ScoreOutcome, score_traces
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord, RunSummary
 from tracejudge.store import resolve_trace_id
 from tracejudge.write import target_names, targets_help
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from tracejudge.report import RunMetrics
 
 
 def _fraction(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -52,6 +56,8 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
 
 
 def _table(title: str, groups: dict[str, GroupSummary], *, cost: bool = False) -> Table:
+    from rich.table import Table
+
     # Categories carry latency and tokens; criteria and checks carry repeat flips.
     extra = ("p95 ms", "tokens") if cost else ("flips",)
     table = Table("name", "n", "pass", "fail", "indet.", "pass rate", "mean", "range", *extra, title=title)
@@ -101,6 +107,8 @@ def _render(app: App, run: RunRecord, items: list[ItemResult]) -> None:
 
 
 def _item_table(items: list[ItemResult]) -> Table:
+    from rich.table import Table
+
     verdicts = Table("trace", "category", "verdict", "reason")
     for item in items:
         verdicts.add_row(
@@ -133,26 +141,33 @@ def _render_totals(app: App, s: RunSummary) -> None:
 
 class _ScoreProgress:
     """The progress bar on a terminal (pass/fail/indeterminate so far) and the optional
-    Prometheus push of each item, fed by ``on_item`` while a run scores."""
+    Prometheus push of each item, fed by ``on_item`` while a run scores. Off a terminal there is no
+    bar to draw (rich is not even imported)."""
 
     def __init__(self, app: App, rubric_name: str, total: int | None) -> None:
         self._rubric = rubric_name
-        self._progress = Progress(
-            TextColumn("scoring"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[verdicts]}"),
-            TimeElapsedColumn(),
-            console=app.err,
-            transient=True,
-            disable=not app.err.is_terminal,
-        )
-        self._bar = self._progress.add_task("score", total=total, verdicts="")
+        self._progress: Progress | None = None
+        if app.err_is_terminal():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("scoring"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[verdicts]}"),
+                TimeElapsedColumn(),
+                console=app.err,
+                transient=True,
+            )
+            self._bar = self._progress.add_task("score", total=total, verdicts="")
         self._counts = {"pass": 0, "fail": 0, "indeterminate": 0}
         self._metrics: RunMetrics | None = None
 
     def __enter__(self) -> _ScoreProgress:
-        self._progress.__enter__()
+        from tracejudge.report import RunMetrics
+
+        if self._progress is not None:
+            self._progress.__enter__()
         self._metrics = RunMetrics.from_env()
         return self
 
@@ -161,12 +176,14 @@ class _ScoreProgress:
             if self._metrics is not None:
                 self._metrics.close()
         finally:
-            self._progress.__exit__(None, None, None)
+            if self._progress is not None:
+                self._progress.__exit__(None, None, None)
 
     def on_item(self, item: ItemResult) -> None:
         self._counts[item.verdict] += 1
-        verdicts = " ".join(f"{k} {v}" for k, v in self._counts.items())
-        self._progress.update(self._bar, advance=1, verdicts=verdicts)
+        if self._progress is not None:
+            verdicts = " ".join(f"{k} {v}" for k, v in self._counts.items())
+            self._progress.update(self._bar, advance=1, verdicts=verdicts)
         if self._metrics is not None:
             self._metrics.item_scored(item, rubric=self._rubric)
 
