@@ -5,11 +5,12 @@ One run reports, for N items at concurrency C and latency L:
   raw     the same requests over C keep-alive connections with asyncio streams, no client library
   floor   the bare ``openai.AsyncOpenAI`` client sending the same requests with a semaphore of C
   tracejudge  ``score`` end to end: store -> normalize -> checks -> prompt -> judge -> parse -> store
-  the CLI     ``tracejudge score`` in its own process, timed from outside (start-up included)
+  the CLI     ``tracejudge score --json`` in its own process, timed from outside (start-up and output
+              included), tracejudge's modules compiled as an install leaves them; median of runs
   phoenix-evals  the same workload through arize-phoenix-evals, when an interpreter with it is given
                  (``--phoenix-python /path/to/python``) or importable here; otherwise reported absent
 
-Usage: python benchmarks/bench_score.py [--quick] [--n N] [--concurrency C] [--latency S]
+Usage: python benchmarks/bench_score.py [--quick] [--n N] [--concurrency C] [--latency S] [--cli-runs K]
 The server is an asyncio HTTP/1.1 server in its own process. Figures are ratios measured in one run.
 """
 
@@ -21,6 +22,7 @@ import json
 import multiprocessing as mp
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -224,9 +226,26 @@ def tracejudge_run(url: str, n: int, concurrency: int) -> tuple[float, dict[str,
     return elapsed, {"pass": o.pass_, "fail": o.fail, "indeterminate": o.indeterminate}
 
 
-def cli_run(url: str, n: int, concurrency: int) -> float:
-    """``tracejudge score`` as a user runs it, timed from outside: the process's start-up (imports,
-    opening the store, the rubric) included."""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compiled_bytecode(prefix: Path) -> dict[str, str]:
+    """An environment whose Python finds tracejudge's modules compiled under ``prefix``, as ``pip
+    install`` leaves them (this machine sets PYTHONDONTWRITEBYTECODE=1, so a source checkout would
+    otherwise compile every module it imports on every start)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "tracejudge"), str(ROOT / "collectors")],
+        check=True,
+        env=env,
+    )
+    return env
+
+
+def cli_run(url: str, n: int, concurrency: int, env: dict[str, str]) -> float:
+    """``tracejudge score --json`` as a user runs it, timed from outside: the process's start-up
+    (imports, opening the store, the rubric) and printing the items included."""
     from tracejudge.store import SqliteStore
 
     with tempfile.TemporaryDirectory() as d:
@@ -238,10 +257,17 @@ def cli_run(url: str, n: int, concurrency: int) -> float:
         cmd = [sys.executable, "-m", "tracejudge", "--store", str(Path(d) / "cli.db"), "score"]
         cmd += ["--rubric", str(rubric), "--concurrency", str(concurrency), "--json"]
         t0 = time.perf_counter()
-        subprocess.run(
-            cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "NO_PROXY": "127.0.0.1"}
-        )
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env={**env, "NO_PROXY": "127.0.0.1"})
         return time.perf_counter() - t0
+
+
+def startup(env: dict[str, str]) -> float:
+    """``tracejudge --help`` timed from outside: the interpreter and the CLI's own imports."""
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "tracejudge", "--help"], check=True, stdout=subprocess.DEVNULL, env=env
+    )
+    return time.perf_counter() - t0
 
 
 PHOENIX_SCRIPT = textwrap.dedent(
@@ -296,11 +322,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--latency", type=float, default=0.5)
+    ap.add_argument("--cli-runs", type=int, default=3, help="Runs of the CLI from outside (median shown).")
     ap.add_argument("--phoenix-python", default=None, help="An interpreter with arize-phoenix-evals.")
     args = ap.parse_args()
     n = 200 if args.quick else args.n
     c, lat = args.concurrency, args.latency
     proc, url = start_server(lat)
+    pycache = tempfile.TemporaryDirectory()
     try:
         from tracejudge.judge import parse_rubric
         from tracejudge.store import SqliteStore
@@ -314,14 +342,18 @@ def main() -> None:
         raw = asyncio.run(raw_floor(url, requests, c))
         floor = asyncio.run(bare_floor(url, requests, c))
         tj, verdicts = tracejudge_run(url, n, c)
-        cli = cli_run(url, n, c)
+        env = compiled_bytecode(Path(pycache.name))
+        helps = sorted(startup(env) for _ in range(5))
+        clis = sorted(cli_run(url, n, c, env) for _ in range(max(1, args.cli_runs)))
         phx, phx_note = phoenix_run(args.phoenix_python, url, n, c)
     finally:
         proc.terminate()
         proc.join()
+        pycache.cleanup()
+    cli = statistics.median(clis)
     print(
         f"bench_score: N={n} concurrency={c} latency={lat * 1000:.0f} ms  ({socket.gethostname()}, "
-        f"{os.cpu_count()} CPUs)"
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})"
     )
     print(f"  ideal N*L/C                 {ideal:8.2f} s   1.00x")
     print(f"  raw HTTP/1.1, no client     {raw:8.2f} s   {raw / ideal:.2f}x ideal")
@@ -330,7 +362,12 @@ def main() -> None:
         f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal,"
         f" {tj / floor:.2f}x floor  {verdicts}"
     )
-    print(f"  tracejudge score, the CLI    {cli:8.2f} s   {cli / ideal:.2f}x ideal, {cli / floor:.2f}x floor")
+    spread = " / ".join(f"{t / ideal:.2f}" for t in clis)
+    print(
+        f"  tracejudge score --json, the CLI from outside {cli:8.2f} s   {cli / ideal:.2f}x ideal,"
+        f" {cli / floor:.2f}x floor  (runs: {spread}x)"
+    )
+    print(f"  tracejudge --help from outside {statistics.median(helps):8.3f} s  (median of 5)")
     if phx is not None:
         print(
             f"  arize-phoenix-evals         {phx:8.2f} s   {phx / ideal:.2f}x ideal, {phx / floor:.2f}x floor"
