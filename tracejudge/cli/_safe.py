@@ -5,12 +5,17 @@ Such a value is data, never instructions to the terminal: rich markup in it (``[
 rendering, ``[link=…]`` would become a live hyperlink) is escaped, and control characters (``ESC]0;…``
 retitles the window, ``ESC[2J`` clears it, ``\\r`` overwrites a line) and bidi overrides (U+202E
 reverses what follows) are shown as ``\\x1b`` / ``\\u202e`` instead of being emitted.
+
+Secrets in it are removed here too, before rendering: the consoles redact what they write, but a
+table cell wrapped across lines hands them a secret in pieces no pattern recognizes.
 """
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
+
+from tracejudge._redact import redact
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -28,8 +33,8 @@ def _shown(m: re.Match[str]) -> str:
 
 
 def clean(value: object) -> str:
-    """``value`` as text with control characters and bidi controls shown escaped."""
-    return _UNSAFE.sub(_shown, str(value))
+    """``value`` as text with secrets redacted and control characters and bidi controls shown escaped."""
+    return _UNSAFE.sub(_shown, redact(str(value)))
 
 
 def escape(value: object) -> str:
