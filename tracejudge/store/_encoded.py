@@ -105,7 +105,7 @@ def otlp_session_id(sp: Any, data: bytes) -> str | None:
         key = kv.key
         if key in _SESSION_KEYS:
             found[key] = kv.value  # the last of a repeated key, as in the decoded attributes
-    return attributes_session_id({k: _value(v, 1) for k, v in found.items()})
+    return attributes_session_id({k: _value(v) for k, v in found.items()})
 
 
 # ---------------------------------------------------------------- reading
@@ -133,7 +133,7 @@ def _double(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _value(v: Any, depth: int) -> Any:
+def _value(v: Any) -> Any:
     """An ``AnyValue`` as the JSON value the decoder makes of it. No size or depth limit applies: the
     receiver keeps a span this way only when its values are within them (and protobuf parsing stops
     far short of the decoder's depth limit)."""
@@ -147,9 +147,9 @@ def _value(v: Any, depth: int) -> Any:
     if kind == "double_value":
         return _double(v)
     if kind == "array_value":
-        return [_value(x, depth + 1) for x in v.array_value.values]
+        return [_value(x) for x in v.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _value(kv.value, depth + 1) for kv in v.kvlist_value.values}
+        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
     if kind == "bytes_value":
         return base64.b64encode(v.bytes_value).decode("ascii")
     return None
@@ -159,22 +159,24 @@ def _attributes(kvs: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in kvs:
         v = kv.value
-        # Most values are strings: read them inline (this loop is most of the cost of reading a span).
-        out[kv.key] = v.string_value if v.WhichOneof("value") == "string_value" else _value(v, 1)
+        # Most values are non-empty strings, read with one call: a oneof member that is not set reads
+        # as its default, so a non-empty string_value is the value (this loop is most of a read).
+        s = v.string_value
+        out[kv.key] = s if s else _value(v)
     return out
 
 
-def _events(sp: Any) -> tuple[SpanEvent, ...]:
+def _events(events: Any) -> tuple[SpanEvent, ...]:
     return tuple(
         _built(
             SpanEvent,
             {"name": ev.name, "time_unix_nano": ev.time_unix_nano, "attributes": _attributes(ev.attributes)},
         )
-        for ev in sp.events
+        for ev in events
     )
 
 
-def _links(sp: Any) -> tuple[SpanLink, ...]:
+def _links(links: Any) -> tuple[SpanLink, ...]:
     return tuple(
         _built(
             SpanLink,
@@ -184,24 +186,27 @@ def _links(sp: Any) -> tuple[SpanLink, ...]:
                 "attributes": _attributes(ln.attributes),
             },
         )
-        for ln in sp.links
+        for ln in links
     )
 
 
-_Request: Any = None
+_ResourceSpans: Any = None
 
 
-def _request_type() -> Any:
-    global _Request
-    if _Request is None:  # imported when first needed: most commands never read this form
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+def _resource_spans_type() -> Any:
+    global _ResourceSpans
+    if _ResourceSpans is None:  # imported when first needed: most commands never read this form
+        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-        _Request = ExportTraceServiceRequest
-    return _Request
+        _ResourceSpans = ResourceSpans
+    return _ResourceSpans
 
 
 def _resource_key(otlp: bytes) -> bytes:
     """The serialized resource field an encoded span starts with (spans of one request share it)."""
+    n = otlp[1]
+    if n < 0x80:  # a resource under 128 bytes: its length is one byte
+        return otlp[: 2 + n]
     n = shift = 0
     i = 1
     while True:
@@ -219,13 +224,13 @@ def span_from_otlp(otlp: bytes, source: SpanSource) -> RawSpan:
 
 
 def spans_from_otlp(encoded: Sequence[tuple[bytes, SpanSource]]) -> list[RawSpan]:
-    """The :class:`RawSpan` in each (``EncodedSpan.otlp``, source): parsed as one message, and each
-    resource's attributes decoded once (every span gets its own copy, as from JSON)."""
-    # Each span's ResourceSpans as field 1 of one ExportTraceServiceRequest: one parse for them all.
-    req = _request_type().FromString(b"".join(_FIELD_1 + _varint(len(o)) + o for o, _ in encoded))
+    """The :class:`RawSpan` in each (``EncodedSpan.otlp``, source), each resource's attributes
+    decoded once (every span gets its own copy, as from JSON)."""
+    parse = _resource_spans_type().FromString
     resources: dict[bytes, dict[str, Any]] = {}
     out: list[RawSpan] = []
-    for (otlp, source), rs in zip(encoded, req.resource_spans, strict=True):
+    for otlp, source in encoded:
+        rs = parse(otlp)
         key = _resource_key(otlp)
         resource = resources.get(key)
         if resource is None:
@@ -237,7 +242,14 @@ def spans_from_otlp(encoded: Sequence[tuple[bytes, SpanSource]]) -> list[RawSpan
 def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
     sp = ss.spans[0]
     psid = sp.parent_span_id
-    status = sp.status
+    scope = ss.scope
+    events = sp.events
+    links = sp.links
+    if sp.HasField("status"):  # most spans have none: one call instead of three
+        status = sp.status
+        code, message = status.code, status.message
+    else:
+        code, message = 0, ""
     span: RawSpan = _built(
         RawSpan,
         {
@@ -249,13 +261,13 @@ def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
             "start_time_unix_nano": sp.start_time_unix_nano,
             "end_time_unix_nano": sp.end_time_unix_nano,
             "attributes": _attributes(sp.attributes),
-            "events": _events(sp) if sp.events else (),
-            "links": _links(sp) if sp.links else (),
-            "status_code": status.code,
-            "status_message": status.message,
+            "events": _events(events) if events else (),
+            "links": _links(links) if links else (),
+            "status_code": code,
+            "status_message": message,
             "resource": resource,
-            "scope_name": ss.scope.name,
-            "scope_version": ss.scope.version,
+            "scope_name": scope.name,
+            "scope_version": scope.version,
             "source": source,
         },
     )
