@@ -13,8 +13,15 @@ mostly measures the neighbours), traces per CPU-second, and peak RSS at N/10 and
 (memory flat in the number of traces: the sweep holds one trace at a time; the flags it yields are
 counted, not kept). Each phase runs ``--repeat`` times, interleaved; the fastest counts.
 
+The store holds each span as JSON (what the Langfuse and Phoenix pulls and ``collect file`` store), or
+with ``--form otlp`` as the OTLP receiver stores it: the same spans sent as OTLP protobuf requests
+through ``encode_protobuf``, each kept in its own OTLP bytes (store schema 2) and decoded when read.
+``--form both`` measures the two stores interleaved and prints the OTLP form's phases as ratios to
+the JSON form's.
+
     python benchmarks/bench_sweep.py             # 10k and 100k traces
     python benchmarks/bench_sweep.py --quick     # 2k and 20k
+    python benchmarks/bench_sweep.py --quick --sizes 20000 --form both
 """
 
 from __future__ import annotations
@@ -93,7 +100,32 @@ def _spans(i: int, start: datetime) -> list[object]:
     ]
 
 
-def fill(db: Path, n: int) -> None:
+def _as_otlp(spans: list[object]) -> list[object]:
+    """The spans as the OTLP receiver stores them: one protobuf export request through encode_protobuf."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tracejudge.store import EncodedSpan
+    from tracejudge_collectors.otel import encode_protobuf
+
+    req = ExportTraceServiceRequest()
+    ss = req.resource_spans.add().scope_spans.add()
+    for span in spans:
+        sp = ss.spans.add(
+            trace_id=bytes.fromhex(span.trace_id),  # type: ignore[attr-defined]
+            span_id=bytes.fromhex(span.span_id),  # type: ignore[attr-defined]
+            parent_span_id=bytes.fromhex(span.parent_span_id or ""),  # type: ignore[attr-defined]
+            name=span.name,  # type: ignore[attr-defined]
+            start_time_unix_nano=span.start_time_unix_nano,  # type: ignore[attr-defined]
+            end_time_unix_nano=span.end_time_unix_nano,  # type: ignore[attr-defined]
+        )
+        for key, value in span.attributes.items():  # type: ignore[attr-defined]
+            sp.attributes.add(key=key).value.string_value = value
+    encoded: list[object] = list(encode_protobuf(req.SerializeToString()).spans)
+    assert all(isinstance(s, EncodedSpan) for s in encoded)
+    return encoded
+
+
+def fill(db: Path, n: int, form: str = "json") -> None:
     from tracejudge.store import SqliteStore
 
     store = SqliteStore(db)
@@ -101,11 +133,9 @@ def fill(db: Path, n: int) -> None:
     batch: list[object] = []
     for i in range(n):
         batch += _spans(i, start + timedelta(seconds=i * (365 * 86400 // n)))
-        if len(batch) >= 3000:
-            store.put_spans(batch)  # type: ignore[arg-type]
+        if len(batch) >= 3000 or i == n - 1:
+            store.put_spans(_as_otlp(batch) if form == "otlp" else batch)  # type: ignore[arg-type]
             batch = []
-    if batch:
-        store.put_spans(batch)  # type: ignore[arg-type]
     store.close()
 
 
@@ -148,18 +178,23 @@ def run_phase(kind: str, db: Path) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def measure(n: int, repeat: int, work: Path) -> dict[str, dict[str, float]]:
-    db = work / f"sweep-{n}.db"
-    if not db.exists():
-        t = time.perf_counter()
-        fill(db, n)
-        print(f"  filled {n:,} traces in {time.perf_counter() - t:.1f} s", flush=True)
-    best: dict[str, dict[str, float]] = {}
+def measure(
+    n: int, repeat: int, work: Path, forms: tuple[str, ...]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """The fastest run of each phase on the store of each form (runs interleaved across forms)."""
+    dbs = {form: work / (f"sweep-{n}.db" if form == "json" else f"sweep-{n}-{form}.db") for form in forms}
+    for form, db in dbs.items():
+        if not db.exists():
+            t = time.perf_counter()
+            fill(db, n, form)
+            print(f"  filled {n:,} traces ({form} form) in {time.perf_counter() - t:.1f} s", flush=True)
+    best: dict[str, dict[str, dict[str, float]]] = {form: {} for form in forms}
     for _ in range(repeat):
-        for kind in ("read", "sweep"):
-            r = run_phase(kind, db)
-            if kind not in best or r["seconds"] < best[kind]["seconds"]:
-                best[kind] = r
+        for form, db in dbs.items():
+            for kind in ("read", "sweep"):
+                r = run_phase(kind, db)
+                if kind not in best[form] or r["seconds"] < best[form][kind]["seconds"]:
+                    best[form][kind] = r
     return best
 
 
@@ -170,32 +205,50 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--keep", type=Path, default=None, help="Folder to keep (and reuse) the stores in.")
+    ap.add_argument("--sizes", type=int, nargs="*", help="trace counts (default 10000 100000)")
+    ap.add_argument(
+        "--form",
+        choices=("json", "otlp", "both"),
+        default="json",
+        help="how the store holds the spans: as JSON, as the OTLP receiver stores them, or both compared",
+    )
     args = ap.parse_args()
     if args.phase:
         phase(args.phase, args.db)
         return
-    sizes = (2_000, 20_000) if args.quick else (10_000, 100_000)
+    sizes = args.sizes or ((2_000, 20_000) if args.quick else (10_000, 100_000))
+    forms = ("json", "otlp") if args.form == "both" else (args.form,)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         rows = []
         for n in sizes:
-            best = measure(n, args.repeat, work)
-            read, sw = best["read"], best["sweep"]
-            assert sw["traces"] == n, sw
-            assert sw["flagged"] == len(range(0, n, 10)), sw
-            rows.append((n, read, sw))
-            ratio = sw["seconds"] / read["seconds"]
-            print(
-                f"{n:>7,} traces: read+normalize {read['seconds']:.1f} s ({n / read['seconds']:,.0f}/s),"
-                f" sweep {sw['seconds']:.1f} s ({n / sw['seconds']:,.0f}/s) = {ratio:.2f}x;"
-                f" {int(sw['flagged']):,} flagged; peak RSS read {read['rss_mb']:.0f} MB,"
-                f" sweep {sw['rss_mb']:.0f} MB",
-                flush=True,
-            )
-        (small, _, s_small), (big, _, s_big) = rows
-        low, high = s_small["rss_mb"], s_big["rss_mb"]
-        print(f"sweep peak RSS {low:.0f} MB at {small:,} traces, {high:.0f} MB at {big:,}")
+            best = measure(n, args.repeat, work, forms)
+            for form in forms:
+                read, sw = best[form]["read"], best[form]["sweep"]
+                assert sw["traces"] == n, sw
+                assert sw["flagged"] == len(range(0, n, 10)), sw
+                rows.append((n, read, sw))
+                ratio = sw["seconds"] / read["seconds"]
+                print(
+                    f"{n:>7,} traces ({form} form): read+normalize {read['seconds']:.1f} s"
+                    f" ({n / read['seconds']:,.0f}/s), sweep {sw['seconds']:.1f} s"
+                    f" ({n / sw['seconds']:,.0f}/s) = {ratio:.2f}x; {int(sw['flagged']):,} flagged;"
+                    f" peak RSS read {read['rss_mb']:.0f} MB, sweep {sw['rss_mb']:.0f} MB",
+                    flush=True,
+                )
+            if len(forms) == 2:
+                js, ot = best["json"], best["otlp"]
+                print(
+                    f"{n:>7,} traces: OTLP form vs JSON form, read+normalize"
+                    f" {ot['read']['seconds'] / js['read']['seconds']:.2f}x,"
+                    f" sweep {ot['sweep']['seconds'] / js['sweep']['seconds']:.2f}x",
+                    flush=True,
+                )
+        if len(sizes) == 2 and len(forms) == 1:
+            (small, _, s_small), (big, _, s_big) = rows
+            low, high = s_small["rss_mb"], s_big["rss_mb"]
+            print(f"sweep peak RSS {low:.0f} MB at {small:,} traces, {high:.0f} MB at {big:,}")
 
 
 if __name__ == "__main__":
