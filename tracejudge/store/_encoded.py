@@ -9,9 +9,13 @@ the cost of intake. The attributes are decoded when the span is read, to exactly
 
 Only spans that decode without a note are kept this way (the receiver checks that cheaply: sizes
 within the limits, valid link ids); the others, and spans from every other source, are stored as
-JSON as before. The cost moves to reading: decoding a span's attributes from protobuf in Python takes
-about twice what pydantic-core takes to read its JSON (``benchmarks/bench_intake.py`` measures both),
-a small share of reading and normalizing a trace.
+JSON as before. The cost moves to reading: pydantic-core reads a span's JSON in one call, while a
+span's protobuf is read through the protobuf library's (upb) objects, a call or two per key and
+value. Reading the OTLP form back takes about 1.6x the CPU of reading the JSON form
+(``benchmarks/bench_intake.py`` measures both, ``benchmarks/bench_sweep.py --form both`` a sweep over
+each), near the floor of any walk over the parsed message from Python — parsing and touching each
+attribute once, building nothing, costs about what reading the JSON form back does — and a small
+share of reading and normalizing a trace.
 """
 
 from __future__ import annotations
@@ -112,16 +116,15 @@ def otlp_session_id(sp: Any, data: bytes) -> str | None:
 
 
 _setattr = object.__setattr__
-_FIELDS: dict[type[Any], frozenset[str]] = {
-    cls: frozenset(cls.model_fields) for cls in (RawSpan, SpanEvent, SpanLink)
-}
+# Each model's fields, copied as its fields set (a set's copy takes half what set(frozenset) does).
+_FIELDS: dict[type[Any], set[str]] = {cls: set(cls.model_fields) for cls in (RawSpan, SpanEvent, SpanLink)}
 
 
 def _built(cls: Any, values: dict[str, Any]) -> Any:
     """``cls.model_construct(**values)`` for values of the fields' types, without its per-field walk."""
     model = cls.__new__(cls)
     _setattr(model, "__dict__", values)
-    _setattr(model, "__pydantic_fields_set__", set(_FIELDS[cls]))
+    _setattr(model, "__pydantic_fields_set__", _FIELDS[cls].copy())
     _setattr(model, "__pydantic_extra__", None)
     _setattr(model, "__pydantic_private__", None)
     return model
@@ -204,9 +207,11 @@ def _resource_spans_type() -> Any:
 
 def _resource_key(otlp: bytes) -> bytes:
     """The serialized resource field an encoded span starts with (spans of one request share it)."""
-    n = otlp[1]
+    n, m = otlp[1], otlp[2]
     if n < 0x80:  # a resource under 128 bytes: its length is one byte
         return otlp[: 2 + n]
+    if m < 0x80:  # under 16 KB (an SDK's resource is a few hundred bytes): two
+        return otlp[: 3 + (n & 0x7F | m << 7)]
     n = shift = 0
     i = 1
     while True:
