@@ -7,8 +7,9 @@ arguments *are* the structured answer, and no tool ever runs. Instructor's span 
 validated and returned as ``output.value`` (JSON). Read alone, that model call "asked for a tool and no
 recorded call answered" — so the call that wrote the answer would look unrecorded. This convention says
 which call it was: when the answer the trace gives (its root's output, else the object's own answer field)
-is a value of the object Instructor returned, and a model call under that Instructor span output exactly
-that object as its one tool call, that call wrote the answer.
+is a value of the object Instructor returned, and a model call under that Instructor span (directly, or
+below a framework's own model-attempt span: Atomic Agents 2 records one) output exactly that object as its
+one tool call, that call wrote the answer.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def _wrote(model: SpanView, returned: dict[str, Any]) -> bool:
     return len(calls) == 1 and maybe_json(calls[0].get("arguments")) == returned
 
 
+def _under(view: SpanView, ancestor: SpanView, parents: dict[str, str | None]) -> bool:
+    """Whether ``ancestor`` is above ``view`` (a framework's own model-attempt span may sit between)."""
+    seen: set[str] = set()
+    current = parents.get(view.span_id)
+    while current is not None and current not in seen:  # parent links may loop in a bad trace
+        if current == ancestor.span_id:
+            return True
+        seen.add(current)
+        current = parents.get(current)
+    return False
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -63,14 +76,13 @@ class Instructor(NoRecords):
         if not structured:
             return None
         recorded = FREEFORM.final_answer(root, views)
+        parents = {v.span_id: v.raw.parent_span_id for v in views}
         for span, returned in reversed(structured):
             text = recorded[0] if recorded else user_answer(returned)
             if not text or text not in set(_strings(returned)):
                 continue
             writers = [
-                v
-                for v in views
-                if v.raw.parent_span_id == span.span_id and v.step == "model" and _wrote(v, returned)
+                v for v in views if v.step == "model" and _under(v, span, parents) and _wrote(v, returned)
             ]
             if writers:
                 return text, writers[-1].span_id
