@@ -63,3 +63,29 @@ def test_an_answer_that_is_not_in_the_object_was_not_written_by_it(answer: str) 
         # no answer at the root: the object's own answer field, written by the model call
         assert record.final_answer == ANSWER
         assert record.final_answer_span_id == _named(spans, "ChatCompletion").span_id
+
+
+def test_without_a_root_answer_a_later_model_calls_output_is_the_answer() -> None:
+    # The app extracted a draft with Instructor, then a plain model call wrote what the user got: with no
+    # answer at the root, the trace's answer is its last model output, not the earlier draft object.
+    spans = _with(_spans(), "answer question", "output.value", "")
+    root = _named(spans, "answer question")
+    draft = _named(spans, "ChatCompletion")
+    later = "Yes: the 50,000 RMB cap of attachment v1 allows 45,000 RMB."
+    rewrite = draft.model_copy(
+        update={
+            "span_id": "0123456789abcdef",
+            "parent_span_id": root.span_id,
+            "start_time_unix_nano": draft.end_time_unix_nano + 1_000,
+            "end_time_unix_nano": draft.end_time_unix_nano + 2_000,
+            "attributes": {
+                "openinference.span.kind": "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "Rewrite the answer for the buyer.",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": later,
+            },
+        }
+    )
+    record = normalize([*spans, rewrite])
+    assert (record.final_answer, record.final_answer_span_id) == (later, rewrite.span_id)

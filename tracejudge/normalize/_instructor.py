@@ -6,10 +6,10 @@ OpenAI instrumentation, a child of Instructor's ``instructor.create`` span) outp
 arguments *are* the structured answer, and no tool ever runs. Instructor's span records the object it
 validated and returned as ``output.value`` (JSON). Read alone, that model call "asked for a tool and no
 recorded call answered" — so the call that wrote the answer would look unrecorded. This convention says
-which call it was: when the answer the trace gives (its root's output, else the object's own answer field)
-is a value of the object Instructor returned, and a model call under that Instructor span (directly, or
-below a framework's own model-attempt span: Atomic Agents 2 records one) output exactly that object as its
-one tool call, that call wrote the answer.
+which call it was: when the answer the trace gives (its root's output, else — when no model call came
+after it — the object's own answer field) is a value of the object Instructor returned, and a model call
+under that Instructor span (directly, or below a framework's own model-attempt span: Atomic Agents 2
+records one) output exactly that object as its one tool call, that call wrote the answer.
 """
 
 from __future__ import annotations
@@ -65,6 +65,15 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+def _answered_later(writer: SpanView, views: Sequence[SpanView]) -> bool:
+    """Whether another model call of the trace started after ``writer`` did."""
+    start = writer.raw.start_time_unix_nano
+    return any(
+        v.step == "model" and v.span_id != writer.span_id and v.raw.start_time_unix_nano > start
+        for v in views
+    )
+
+
 class Instructor(NoRecords):
     """Instructor: the model call whose one tool call is the structured output Instructor returned wrote
     the answer."""
@@ -84,8 +93,14 @@ class Instructor(NoRecords):
             writers = [
                 v for v in views if v.step == "model" and _under(v, span, parents) and _wrote(v, returned)
             ]
-            if writers:
-                return text, writers[-1].span_id
+            if not writers:
+                continue
+            writer = writers[-1]
+            if recorded is None and _answered_later(writer, views):
+                # No answer at the root: the trace's answer is its last model output (normalize's
+                # rule), and a model call after this one may have written what the user got.
+                return None
+            return text, writer.span_id
         return None
 
 
