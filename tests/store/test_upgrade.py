@@ -239,3 +239,25 @@ def test_a_new_store_opened_for_reading_starts_at_this_versions_schema(store_url
     finally:
         store.close()
     assert "otlp" in _columns(store_url)[0]
+
+
+def test_a_reader_opened_before_another_process_upgraded_the_store_reads_its_new_spans(v1_url: str) -> None:
+    # A long-running reader (serve, mcp) opened a schema-1 store as it was; a newer receiver then upgraded
+    # it and stored spans in their own OTLP bytes (payload empty): the reader still reads them.
+    reader = open_store(v1_url, upgrade=False)
+    assert isinstance(reader, SqlStore)
+    try:
+        writer = open_store(v1_url)
+        try:
+            assert writer.put_spans(encode_protobuf(_request()).spans) == 2
+        finally:
+            writer.close()
+        assert [s.span_id for s in reader.get_spans(T3.hex())] == ["4444444444444444"]
+        fresh = open_store(v1_url)
+        assert isinstance(fresh, SqlStore)
+        try:
+            assert _reads(reader) == _reads(fresh)
+        finally:
+            fresh.close()
+    finally:
+        reader.close()

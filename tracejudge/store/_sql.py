@@ -554,11 +554,12 @@ class SqlStore:
     def get_spans(self, trace_id: str) -> list[RawSpan]:
         tid = trace_id.lower()
         with self._lock:
-            rows = self._execute(
-                f"SELECT payload, {self._otlp_column}, source FROM spans WHERE trace_id = ?"  # noqa: S608
-                " ORDER BY start_ns, span_id",
-                (tid,),
-            ).fetchall()
+            rows = self._span_rows(tid)
+            if self._schema < 2 and any(r[0] == "" for r in rows):
+                # Opened at schema 1 without upgrading, and another process has upgraded the store
+                # since and stored spans in their OTLP bytes (payload empty): read the column now there.
+                self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
+                rows = self._span_rows(tid)
             log_rows = (
                 self._execute(
                     "SELECT payload FROM log_events WHERE trace_id = ? ORDER BY time_ns, seq", (tid,)
@@ -685,6 +686,16 @@ class SqlStore:
                         raise
         self.set_meta(_SESSIONS_INDEXED, "1")
         self._sessions_indexed = True
+
+    def _span_rows(self, tid: str) -> list[Any]:
+        """A trace's ``spans`` rows (payload, otlp, source) in order; the caller holds the lock."""
+        return list(
+            self._execute(
+                f"SELECT payload, {self._otlp_column}, source FROM spans WHERE trace_id = ?"  # noqa: S608
+                " ORDER BY start_ns, span_id",
+                (tid,),
+            ).fetchall()
+        )
 
     @property
     def _otlp_column(self) -> str:
