@@ -119,6 +119,23 @@ def _project_names(api: PhoenixApi) -> list[str]:
     return names
 
 
+def _ahead(pages: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+    """The pages, each next one asked for as soon as the one before arrives (its cursor known),
+    in a thread of its own: the listing then runs at the server's pace, not waiting while the run
+    stores what was fetched (a store's commit waits for the disk), and the batch fetches never wait
+    for a listing page the run could have asked for already. The generator is only ever advanced
+    by one thread at a time."""
+    lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="phoenix-list")
+    try:
+        following = lister.submit(next, pages, None)
+        while (rows := following.result()) is not None:
+            following = lister.submit(next, pages, None)
+            yield rows
+    finally:
+        # Stopped early (--limit, a failure): no more pages; the one in flight is not waited for.
+        lister.shutdown(wait=False, cancel_futures=True)
+
+
 def _root_traces(rows: list[dict[str, Any]]) -> Iterator[tuple[str, datetime | None]]:
     """(trace id, start) of each root span that names its trace."""
     for row in rows:
@@ -135,8 +152,11 @@ class _Puller:
         self.page_size = min(max(options.page_size, 1), MAX_PAGE)
 
     def roots(self, lower: datetime | None) -> Iterator[tuple[str, datetime | None]]:
+        pages = _pages(self.api, self.path, self._root_params(lower))
+        if self.options.concurrency > 1:
+            pages = _ahead(pages)  # a serial pull (--concurrency 1) keeps its one request at a time
         try:
-            for rows in _pages(self.api, self.path, self._root_params(lower)):
+            for rows in pages:
                 yield from _root_traces(rows)
         except PhoenixApiError as exc:
             if exc.status != 404:

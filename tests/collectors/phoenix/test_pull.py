@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -145,3 +146,40 @@ def test_empty_window_warns(server, api_for, store):
         report = pull_phoenix(store, api)
     assert report.listed == 0
     assert report.warnings
+
+
+class _StoreWaitingForTheListing:
+    """A store whose first span write waits until the server has been asked for the second page of
+    roots (at most 10 s), and says whether it was: the listing must not wait for the run's writes."""
+
+    def __init__(self, store, server):
+        self._store = store
+        self._server = server
+        self.second_page_asked_during_a_write: bool | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def put_spans(self, spans, **kwargs):
+        if self.second_page_asked_during_a_write is None:
+            deadline = time.monotonic() + 10
+            while not self._second_page_asked() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.second_page_asked_during_a_write = self._second_page_asked()
+        return self._store.put_spans(spans, **kwargs)
+
+    def _second_page_asked(self):
+        return any(r.param("parent_id") == "null" and r.param("cursor") for r in self._server.requests)
+
+
+def test_the_next_page_of_roots_is_asked_for_while_the_run_stores(server, api_for, store):
+    # 10 roots a page, one trace a batch, 2 at once: the run must store (at most 4 batches
+    # pending) before it has gone through the first page.
+    seed(server, range(14))
+    waiting = _StoreWaitingForTheListing(store, server)
+    with api_for(server) as api:
+        report = pull_phoenix(waiting, api, PullOptions(page_size=10, trace_batch=1, concurrency=2))
+    assert waiting.second_page_asked_during_a_write is True
+    assert (report.listed, report.fetched, report.spans_new) == (14, 14, 56)
+    listing = [r for r in server.requests if r.param("parent_id") == "null"]
+    assert len(listing) == 2  # no page asked for twice, none past the last
