@@ -9,30 +9,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-import pytest
-
 FILE = "burr_{run}.pb"
-RUNS = {
-    "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
-    "ignored": ("ignored_by_model", None, ["pass", "pass", "pass", "fail"]),
-    "filtered": ("filtered", "filter", ["pass", "fail", "skipped", "skipped"]),
-    "dropped": ("dropped_in_context", None, ["pass", "pass", "fail", "skipped"]),
-}
-
-
-@pytest.mark.parametrize("run", list(RUNS))
-def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, run: str) -> None:
-    verdict, cause, statuses = RUNS[run]
-    loc = mk.triage_framework(FILE.format(run=run), mk.policy_manifest("EU"))
-    assert (loc.verdict, loc.cause, mk.statuses(loc)) == (verdict, cause, statuses)
-
-
-def test_never_indexed_is_told_by_the_manifest_not_the_trace(mk: ModuleType) -> None:
-    never = FILE.format(run="never_indexed")
-    loc = mk.triage_framework(never, mk.never_indexed_manifest())
-    assert (loc.verdict, mk.statuses(loc)) == ("not_indexed", ["fail", "skipped", "skipped", "skipped"])
-    loc = mk.triage_framework(never, mk.policy_manifest("EU"))
-    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
 
 
 def test_burrs_own_spans_hold_only_what_the_actions_logged(mk: ModuleType) -> None:
@@ -50,14 +27,3 @@ def test_burrs_own_spans_hold_only_what_the_actions_logged(mk: ModuleType) -> No
     assert record.final_answer == call.output_text
     # ids carry the version: the trace alone shows v2 returned and its clause in the model input
     assert mk.triage_framework(FILE.format(run="rag"), None).verdict == "no_fault"
-
-
-def test_the_logged_filter_is_needed(mk: ModuleType) -> None:
-    spans = mk.recorded_spans(FILE.format(run="filtered"))
-    loc = mk.localize(
-        mk.normalize(mk.drop_attribute(spans, "tracejudge.retrieval.filter")),
-        mk.ticket(),
-        mk.policy_manifest("EU"),
-    )
-    assert loc.verdict == "unconfirmed"
-    assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
