@@ -117,3 +117,20 @@ def test_an_ambiguous_prefix_exits_2_listing_the_candidates(db: Path, tmp_path: 
     triage = _run(db, "triage", "--ticket", str(ticket), TRACE[:10])
     assert triage.exit_code == 2, triage.output
     assert OTHER in triage.output
+
+
+def test_traces_show_leaves_no_piece_of_a_secret_a_value_is_cut_in(db: Path) -> None:
+    # The tree shows each value cut to a line; cut first, a configured key loses its end, no longer
+    # matches, and its first part is printed. Redacted first, nothing of it is.
+    key = "Zq8Wv3Lk5Tn2Rb7Yh4Pd9Xs1Mm"
+    answer = "a" * 185 + " " + key
+    _store(db, _span(TRACE, "agent", **{"input.value": "q " * 40 + key, "output.value": answer}))
+    result = CliRunner().invoke(
+        cli,
+        ["--store", f"sqlite:///{db}", "traces", "show", TRACE],
+        env={"OPENAI_API_KEY": key, "COLUMNS": "400"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "a" * 150 in result.output  # the answer is shown, cut
+    pieces = {key[i : i + 8] for i in range(len(key) - 7)}
+    assert not [p for p in pieces if p in result.output], result.output

@@ -7,6 +7,7 @@ from rich.table import Column, Table
 from rich.tree import Tree
 
 from tracejudge._errors import InputError
+from tracejudge._redact import redact
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
 from tracejudge.cli._safe import escape, safe_text
 from tracejudge.normalize import normalize
@@ -74,7 +75,8 @@ def _short(text: str | None, n: int = 90) -> str:
     record is shown dim as ``<not recorded>`` (markup, so it must not be escaped again)."""
     if text is None:
         return _NOT_RECORDED
-    flat = " ".join(text.split())
+    # Redacted before it is cut: a secret cut in two matches nothing, and its first part would show.
+    flat = " ".join(redact(text).split())
     return escape(flat if len(flat) <= n else flat[: n - 1] + "…")
 
 
