@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.collectors.otel.conftest import build_request  # noqa: E402
 from tests.conftest import load_module  # noqa: E402
+from tests.store.conftest import drop_database  # noqa: E402
 from tracejudge.schema import RawSpan  # noqa: E402
 from tracejudge.store import open_store  # noqa: E402
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer  # noqa: E402
@@ -66,15 +67,7 @@ def database(store: str | None) -> Iterator[str]:
     try:
         yield admin.rsplit("/", 1)[0] + "/" + name
     finally:
-        # Not WITH (FORCE): it fails while autovacuum visits the database (a user that is not a
-        # superuser may not signal that worker); a plain DROP stops it. End our own sessions first.
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
-                " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
-                (name,),
-            )
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        drop_database(admin, name)  # as the tests drop theirs (not WITH (FORCE): see there)
 
 
 # ---------------------------------------------------------------- intake
