@@ -31,6 +31,8 @@ interleaved with the others, and the fastest run counts. Peak memory is the proc
 
     python benchmarks/bench_intake.py            # 10k and 100k spans
     python benchmarks/bench_intake.py --quick    # 10k only
+    python benchmarks/bench_intake.py --quick --batch 32 --phases intake,intake-4,intake-16
+                                                 # small exports from many senders: group commit
 """
 
 from __future__ import annotations
@@ -116,8 +118,8 @@ def _paragraphs(rng: random.Random, n: int, words: int) -> list[str]:
     return [" ".join(rng.choice(vocab) for _ in range(words)) for _ in range(n)]
 
 
-def generate(n_spans: int, out: Path, seed: int = 7) -> int:
-    """Write length-prefixed ExportTraceServiceRequest payloads of BATCH spans; returns the byte size."""
+def generate(n_spans: int, out: Path, seed: int = 7, batch: int = BATCH) -> int:
+    """Write length-prefixed ExportTraceServiceRequest payloads of ``batch`` spans; returns the byte size."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -206,10 +208,10 @@ def generate(n_spans: int, out: Path, seed: int = 7) -> int:
             ss = rs.scope_spans.add()
             ss.scope.name = "openinference.instrumentation.openai"
             ss.scope.version = "0.1.20"
-            while len(ss.spans) < min(BATCH, remaining):
+            while len(ss.spans) < min(batch, remaining):
                 trace_spans(ss, t)
                 t += 1
-            del ss.spans[min(BATCH, remaining) :]
+            del ss.spans[min(batch, remaining) :]
             remaining -= len(ss.spans)
             data = req.SerializeToString()
             fh.write(len(data).to_bytes(4, "big") + data)
@@ -506,6 +508,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="10k spans only")
     parser.add_argument("--sizes", type=int, nargs="*", help="span counts (default 10000 100000)")
+    parser.add_argument(
+        "--batch", type=int, default=BATCH, help="spans per export request (an SDK's batch; default 512)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs per phase; the fastest counts")
     parser.add_argument(
         "--phases",
@@ -529,9 +534,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tj-bench-") as tmp:
         for n in sizes:
             path = Path(tmp) / f"payloads-{n}.bin"
-            size = generate(n, path)
+            size = generate(n, path, batch=args.batch)
             print(
-                f"{n} spans: {size / 1e6:.1f} MB of OTLP protobuf in {-(-n // BATCH)} requests "
+                f"{n} spans: {size / 1e6:.1f} MB of OTLP protobuf in {-(-n // args.batch)} requests "
                 f"({size / n / 1024:.1f} KB per span)",
                 flush=True,
             )

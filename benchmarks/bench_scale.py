@@ -3,8 +3,10 @@ throughput of 1, 2 and 4 `score --run` worker processes sharing one run against 
 
 Intake: the same OTLP protobuf requests (GenAI-sized spans, traces split across requests so
 receivers write spans of the same traces at once) are sent to N receivers (`tracejudge collect
-otlp`, one process each, all on one PostgreSQL), one sender thread per receiver; the figure is
-spans stored per second and its ratio to one receiver.
+otlp`, one process each, all on one PostgreSQL), `--senders` sender threads per receiver (default
+1); the figure is spans stored per second and its ratio to one receiver, and the database's
+transactions per request (pg_stat_database.xact_commit: a receiver's requests in flight at once
+share a commit).
 
 Scoring: ITEMS stored traces (the restaurant example's, copied under fresh trace ids, judged without
 the cache) scored by N worker processes `score --run NAME --concurrency C` against the scripted
@@ -13,6 +15,7 @@ worker (the judge is the bound: the ideal is N), and the wall time against the i
 (judge calls x latency / (N x C)).
 
     TRACEJUDGE_TEST_POSTGRES=postgresql://... python benchmarks/bench_scale.py
+    ... python benchmarks/bench_scale.py --skip-scoring --senders 4 --per-request 32   # group commit
     python benchmarks/bench_scale.py --store postgresql://user:pass@host/db   # an existing database
 
 With TRACEJUDGE_TEST_POSTGRES each phase gets a fresh database (the user needs CREATEDB).
@@ -133,23 +136,44 @@ def receivers(url: str, n: int) -> Iterator[list[str]]:
             proc.wait(timeout=60)
 
 
-def intake(store: str | None, n: int, bodies: list[bytes]) -> float:
-    with database(store) as url, receivers(url, n) as urls:
-        shares = [bodies[i::n] for i in range(n)]
+def _commits(url: str) -> int:
+    """Transactions committed in the database of ``url`` so far (this query's own included)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
-        def send(target: str, mine: list[bytes]) -> None:
-            with httpx.Client(trust_env=False, timeout=120) as client:
-                for body in mine:
-                    r = client.post(target, content=body, headers={"Content-Type": "application/x-protobuf"})
-                    r.raise_for_status()
 
-        threads = [threading.Thread(target=send, args=(u, s)) for u, s in zip(urls, shares, strict=True)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return time.perf_counter() - t0
+def intake(store: str | None, n: int, bodies: list[bytes], senders: int = 1) -> tuple[float, float]:
+    """Seconds to store every body through ``n`` receivers (``senders`` threads each), and the
+    database's transactions per request while they did."""
+    with database(store) as url:
+        with receivers(url, n) as urls:
+            before = _commits(url)
+            wall = _send([u for u in urls for _ in range(senders)], bodies)
+        time.sleep(1.0)  # a receiver's statistics reach pg_stat_database when its sessions end
+        return wall, (_commits(url) - before - 1) / len(bodies)
+
+
+def _send(targets: list[str], bodies: list[bytes]) -> float:
+    """Seconds for one thread per target to POST its share of the bodies."""
+    n = len(targets)
+
+    def send(target: str, mine: list[bytes]) -> None:
+        with httpx.Client(trust_env=False, timeout=120) as client:
+            for body in mine:
+                r = client.post(target, content=body, headers={"Content-Type": "application/x-protobuf"})
+                r.raise_for_status()
+
+    threads = [threading.Thread(target=send, args=(u, bodies[i::n])) for i, u in enumerate(targets)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------- scoring
@@ -223,6 +247,8 @@ def main() -> None:
     )
     parser.add_argument("--store", default=None, help="an existing PostgreSQL database (else a fresh one)")
     parser.add_argument("--traces", type=int, default=1000, help="intake: traces (x 10 spans)")
+    parser.add_argument("--senders", type=int, default=1, help="intake: sender threads per receiver")
+    parser.add_argument("--per-request", type=int, default=256, help="intake: spans per request")
     parser.add_argument("--skip-intake", action="store_true")
     parser.add_argument("--skip-scoring", action="store_true")
     parser.add_argument("--copies", type=int, default=40, help="scoring: copies of the 14 example traces")
@@ -238,15 +264,21 @@ def main() -> None:
 
 
 def intake_phase(args: argparse.Namespace) -> None:
-    bodies = _requests(args.traces, 10, 256)
+    bodies = _requests(args.traces, 10, args.per_request)
     n_spans = args.traces * 10
-    print(f"intake: {n_spans} spans in {len(bodies)} requests, receivers on one PostgreSQL")
+    print(
+        f"intake: {n_spans} spans in {len(bodies)} requests, receivers on one PostgreSQL,"
+        f" {args.senders} sender(s) each"
+    )
     base = None
     for n in (1, 2, 4):
-        wall = intake(args.store, n, bodies)
+        wall, commits = intake(args.store, n, bodies, args.senders)
         rate = n_spans / wall
         base = base or rate
-        print(f"  {n} receiver(s): {wall:6.2f} s  {rate:8.0f} spans/s  {rate / base:4.2f}x one receiver")
+        print(
+            f"  {n} receiver(s): {wall:6.2f} s  {rate:8.0f} spans/s  {rate / base:4.2f}x one receiver"
+            f"  {commits:4.2f} commits/request"
+        )
 
 
 def scoring_phase(args: argparse.Namespace) -> None:

@@ -130,69 +130,77 @@ def build_app(
 Decoded = DecodeResult | EncodeResult | LogDecodeResult
 
 
+@dataclass
+class _Waiting:
+    """One request's records waiting for the transaction that will hold them."""
+
+    records: Sequence[Any]
+    done: bool = False
+    """Has the transaction meant to hold them ended (committed or failed)?"""
+    stored: bool = False
+    error: BaseException | None = None
+
+
 class _GroupCommit:
     """Writes that arrive while one is under way, made in the next one together: one store
     transaction (and one durable sync) for every export request waiting, instead of one each.
 
-    :meth:`commit` returns once the transaction holding its records has committed, so a request is
-    acknowledged only when its records are durable. A transaction that fails is tried again for each
-    of its requests alone, so a request the store refuses fails only itself; each request that then
-    fails gets the store's exception, as it would have had on its own. Nothing waits to gather a
-    group: a lone request is written at once, and a group is whatever arrived meanwhile."""
+    :meth:`commit` (called in the request's worker thread, right after decoding) returns once the
+    transaction holding its records has committed, so a request is acknowledged only when its
+    records are durable. The first request to find no write under way writes every request waiting
+    then (its own included) while the others wait; nothing waits to gather a group, so a lone request
+    is written at once, in its own thread. A transaction that fails is tried again for each of its
+    requests alone, so a request the store refuses fails only itself; each request that then fails
+    gets the store's exception, as it would have had on its own."""
 
     def __init__(self, write: Callable[[list[Any]], object]) -> None:
         self._write = write
-        self._waiting: list[tuple[Sequence[Any], asyncio.Future[None]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._turn = threading.Condition()
+        self._waiting: list[_Waiting] = []
+        self._writing = False
 
-    async def commit(self, records: Sequence[Any]) -> None:
+    def commit(self, records: Sequence[Any]) -> None:
         """Store ``records``; returns once they are committed, or raises what the store raised."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._waiting.append((records, done))
-        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._run())
-        # Shielded: a request given up on (its client gone) still has its records written.
-        await asyncio.shield(done)
+        mine = _Waiting(records)
+        with self._turn:
+            self._waiting.append(mine)
+            while self._writing and not mine.done:
+                self._turn.wait()
+            if not mine.done:  # no write under way: this thread writes the group
+                group, self._waiting, self._writing = self._waiting, [], True
+        if not mine.done:
+            try:
+                self._commit(group)
+            finally:
+                with self._turn:
+                    self._writing = False
+                    self._turn.notify_all()
+        if mine.error is not None:
+            raise mine.error
 
-    async def _run(self) -> None:
+    def _commit(self, group: list[_Waiting]) -> None:
         try:
-            while self._waiting:
-                group, self._waiting = self._waiting, []
-                await self._commit(group)
-        finally:
-            for _records, done in self._waiting:  # only when this task itself was cancelled
-                if not done.done():
-                    done.set_exception(StoreError("the receiver stopped before storing the records"))
-            self._waiting = []
-
-    async def _commit(self, group: list[tuple[Sequence[Any], asyncio.Future[None]]]) -> None:
-        try:
-            await run_in_threadpool(self._write, [r for records, _ in group for r in records])
+            self._write([r for waiting in group for r in waiting.records])
         except Exception as exc:
             if len(group) == 1:
-                _settle(group[0][1], exc)
+                group[0].error = exc
                 return
             # Which request the store refused is unknown: each alone, so the others still commit.
-            for records, done in group:
+            for waiting in group:
                 try:
-                    await run_in_threadpool(self._write, list(records))
+                    self._write(list(waiting.records))
                 except Exception as alone:
-                    _settle(done, alone)
+                    waiting.error = alone
                 else:
-                    _settle(done, None)
-            return
-        for _records, done in group:
-            _settle(done, None)
-
-
-def _settle(done: asyncio.Future[None], exc: BaseException | None) -> None:
-    if done.done():
-        return
-    if exc is None:
-        done.set_result(None)
-    else:
-        done.set_exception(exc)
+                    waiting.stored = True
+        else:
+            for waiting in group:
+                waiting.stored = True
+        finally:
+            for waiting in group:
+                if not waiting.stored and waiting.error is None:  # interrupted (not an Exception)
+                    waiting.error = StoreError("the receiver stopped before storing the records")
+                waiting.done = True
 
 
 @dataclass(frozen=True)
@@ -277,9 +285,7 @@ class _Exporter:
 
     async def _store(self, signal: _Signal, body: bytes, as_json: bool) -> Response:
         try:
-            result, records = await run_in_threadpool(signal.decode, body, as_json, self.limits)
-            if records:
-                await signal.commits.commit(records)
+            result = await run_in_threadpool(_ingest, signal, body, as_json, self.limits)
         except LimitError as exc:
             return _status(exc.status, _INVALID_ARGUMENT, f"{exc.message}; {exc.hint}", as_json)
         except OtlpDecodeError as exc:
@@ -295,6 +301,14 @@ class _Exporter:
             signal.response_body(result.rejected, result.message, as_json=as_json),
             media_type=_JSON_TYPE if as_json else "application/x-protobuf",
         )
+
+
+def _ingest(signal: _Signal, body: bytes, as_json: bool, limits: DecodeLimits) -> Decoded:
+    """Decode, then store with the requests in flight beside it (one worker thread, no hand-off)."""
+    result, records = signal.decode(body, as_json, limits)
+    if records:
+        signal.commits.commit(records)
+    return result
 
 
 def _decode_spans(body: bytes, as_json: bool, limits: DecodeLimits) -> tuple[Decoded, Sequence[Any]]:
