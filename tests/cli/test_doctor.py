@@ -311,7 +311,7 @@ def test_a_schema_1_store_is_reported_and_left_as_it_is(
     assert store["status"] == "ok"
     assert store["facts"]["schema_version"] == "1"
     assert store["facts"]["tracejudge_schema"] == str(STORE_SCHEMA_VERSION)
-    assert "upgrades it to schema 2" in store["detail"]
+    assert f"upgrades it to schema {STORE_SCHEMA_VERSION}" in store["detail"]
     assert "upgrade every process at once" in store["detail"]
     assert _store_contents(url, folder) == before
     # Shown in the table too.

@@ -104,17 +104,19 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 2
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 3
         assert _reads(store) == READS
     finally:
         store.close()
     cols, idx = _columns(v1_url)
     assert "otlp" in cols
     assert "spans_start" not in idx
+    # Schema 3 keys SQLite's spans by their trace's seq; PostgreSQL's keep their key.
+    assert ("trace_seq" in cols) == v1_url.startswith("sqlite:///")
     again = open_store(v1_url)  # a second open finds nothing left to upgrade
     assert isinstance(again, SqlStore)
     try:
-        assert again.schema_version() == 2
+        assert again.schema_version() == 3
         assert _reads(again) == READS
     finally:
         again.close()
@@ -168,8 +170,8 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
 ) -> None:
     real = sql_module._upgrades
 
-    def failing(blob: str) -> dict[int, tuple[str, ...]]:
-        steps = real(blob)
+    def failing(blob: str, *, spans_by_seq: bool) -> dict[int, tuple[sql_module.UpgradeStep, ...]]:
+        steps = real(blob, spans_by_seq=spans_by_seq)
         return {**steps, 2: (*steps[2], "SELECT no_such_column FROM spans")}  # fails after the ALTER
 
     monkeypatch.setattr(sql_module, "_upgrades", failing)
@@ -183,7 +185,7 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == 2
+        assert store.schema_version() == 3
         assert _reads(store) == READS
     finally:
         store.close()
@@ -192,13 +194,13 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
 def test_a_store_newer_than_this_tracejudge_is_refused_untouched(v1_url: str) -> None:
     if v1_url.startswith("sqlite:///"):
         conn = sqlite3.connect(v1_url.removeprefix("sqlite:///"))
-        conn.execute("UPDATE schema_info SET version = 3")
+        conn.execute("UPDATE schema_info SET version = 4")
         conn.commit()
         conn.close()
     else:
         with psycopg.connect(v1_url, autocommit=True) as pg:
-            pg.execute("UPDATE schema_info SET version = 3")
-    with pytest.raises(Exception, match="schema version 3, newer than this tracejudge knows"):
+            pg.execute("UPDATE schema_info SET version = 4")
+    with pytest.raises(Exception, match="schema version 4, newer than this tracejudge knows"):
         open_store(v1_url)
     assert "otlp" not in _columns(v1_url)[0]
 
@@ -223,11 +225,11 @@ def test_storing_spans_in_a_store_opened_for_reading_upgrades_it_first(v1_url: s
     assert isinstance(store, SqlStore)
     try:
         assert store.put_spans(encoded) == 2
-        assert store.schema_version() == 2
+        assert store.schema_version() == STORE_SCHEMA_VERSION
         assert [s.span_id for s in store.get_spans(T3.hex())] == ["4444444444444444"]
     finally:
         store.close()
-    assert _version(v1_url) == 2
+    assert _version(v1_url) == STORE_SCHEMA_VERSION
     assert "otlp" in _columns(v1_url)[0]
 
 

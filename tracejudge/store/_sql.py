@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -160,19 +160,73 @@ _DDL = (
         stopped BIGINT NOT NULL DEFAULT 0
     )""",
 )
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 """1: spans as JSON (``payload``). 2: a span may instead be its own OTLP bytes (``otlp``, with
-``payload`` empty; see :mod:`tracejudge.store._encoded`)."""
+``payload`` empty; see :mod:`tracejudge.store._encoded`). 3: on SQLite, spans are keyed by their
+trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (PostgreSQL's as at 2)."""
 _SESSIONS_INDEXED = "index:sessions"
 
+# Schema 3 on SQLite. With a random trace id at the head of the spans' key, the spans of one commit
+# landed on pages all over that index, so each commit wrote nearly the whole index into the WAL again
+# (at 10k spans a third more bytes than the spans' own, more as the store grows: 50k spans into a
+# bare table with that key took 0.67 s of CPU, keyed by arrival 0.46 s). Keyed by the trace's arrival
+# number, a commit's spans go to the index's last pages, and a trace's spans lie side by side.
+# trace_id stays in the row: reads and the dedup check compare it too.
+_SQLITE_SPANS_3 = """CREATE TABLE spans_3 (
+        trace_seq BIGINT NOT NULL,
+        span_id TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        name TEXT NOT NULL,
+        start_ns BIGINT NOT NULL,
+        end_ns BIGINT NOT NULL,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        otlp BLOB,
+        received_at TEXT NOT NULL,
+        PRIMARY KEY (trace_seq, span_id)
+    )"""
+_COPY_SPANS_3 = """INSERT INTO spans_3 (trace_seq, span_id, trace_id, parent_span_id, name, start_ns,
+        end_ns, source, payload, otlp, received_at)
+    SELECT t.seq, s.span_id, s.trace_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.source,
+        s.payload, s.otlp, s.received_at
+    FROM spans AS s JOIN traces AS t ON t.trace_id = s.trace_id
+    ORDER BY t.seq, s.span_id"""
 
-def _upgrades(blob: str) -> dict[int, tuple[str, ...]]:
-    """The statements that take a store from the version before each key to that version; run in
-    the set-up's transaction, so an upgrade is whole or not at all. ``blob`` is the engine's type
-    for bytes. A new store is created at version 1 and upgraded, so every store takes this path."""
+
+def _check_spans_copied(cur: Any) -> None:
+    """Refuse (so the upgrade rolls back) if a span was left out of the copy: one whose trace has no
+    summary row, which no version of tracejudge writes."""
+    cur.execute("SELECT (SELECT count(*) FROM spans) - (SELECT count(*) FROM spans_3)")
+    (missing,) = cur.fetchone()
+    if int(missing):
+        raise StoreError(
+            f"cannot upgrade the store: {missing} span(s) belong to no trace of its traces table",
+            hint="the store was changed by something other than tracejudge; open it with the tracejudge"
+            " version that wrote it, or start a new store",
+        )
+
+
+UpgradeStep = str | Callable[[Any], None]
+"""A statement, or a check run on the set-up's cursor (raising rolls the upgrade back)."""
+
+
+def _upgrades(blob: str, *, spans_by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
+    """The steps that take a store from the version before each key to that version; run in the
+    set-up's transaction, so an upgrade is whole or not at all. ``blob`` is the engine's type for
+    bytes; ``spans_by_seq``: whether the engine keys spans by their trace's seq (SQLite). A new store
+    is created at version 1 and upgraded, so every store takes this path."""
+    spans_3: tuple[UpgradeStep, ...] = (
+        _SQLITE_SPANS_3,
+        _COPY_SPANS_3,
+        _check_spans_copied,
+        "DROP TABLE spans",
+        "ALTER TABLE spans_3 RENAME TO spans",
+    )
     return {
         # spans_start ordered no query (a trace's spans are read by its key) and cost every insert.
         2: (f"ALTER TABLE spans ADD COLUMN otlp {blob}", "DROP INDEX IF EXISTS spans_start"),
+        3: spans_3 if spans_by_seq else (),
     }
 
 
@@ -268,7 +322,7 @@ def fold_traces(spans: Iterable[AnySpan], old: Mapping[str, TraceFold] | None = 
     return acc
 
 
-def _chunks(items: Sequence[str], n: int) -> Iterator[Sequence[str]]:
+def _chunks(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
 
@@ -346,6 +400,8 @@ class SqlStore:
     _skip_locked = ""
     shared_runs = False
     """Whether several workers may share one scoring run (PostgreSQL) or only one at a time (SQLite)."""
+    _spans_by_seq = True
+    """Whether spans are keyed by their trace's ``seq`` (SQLite, schema 3) or by ``trace_id``."""
 
     def __init__(self, conn: _Connection, label: str) -> None:
         self._conn = conn
@@ -429,10 +485,13 @@ class SqlStore:
                     hint="upgrade tracejudge, or point --store at another store",
                 )
             top = _SCHEMA_VERSION if upgrade or row is None else version
-            upgrades = _upgrades(self._blob)
+            upgrades = _upgrades(self._blob, spans_by_seq=self._spans_by_seq)
             for target in range(version + 1, top + 1):
-                for stmt in upgrades[target]:
-                    cur.execute(stmt)
+                for step in upgrades[target]:
+                    if isinstance(step, str):
+                        cur.execute(step)
+                    else:
+                        step(cur)
                 cur.execute(self._sql("UPDATE schema_info SET version = ?"), (target,))
             cur.execute("COMMIT")
         except BaseException:
@@ -459,6 +518,7 @@ class SqlStore:
             )
 
     def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+        # SQLite's, one writer at a time (PostgreSQL's concurrent writers have their own).
         self._ready_for_spans()
         batch = dedup_spans(spans)
         if not batch:
@@ -467,19 +527,28 @@ class SqlStore:
         now = datetime.now(UTC).isoformat()
 
         def work(cur: Any) -> int:
-            existing, old = self._stored(cur, sorted({k[0] for k in batch}))
-            fresh = [s for k, s in batch.items() if k not in existing]
+            seqs, old = self._stored_traces(cur, list(dict.fromkeys(k[0] for k in batch)))
+            fresh = list(batch.values())
+            if old:  # only spans of traces stored before can be stored already
+                existing = self._stored_keys(cur, [seqs[t] for t in old])
+                if existing:
+                    fresh = [s for k, s in batch.items() if k not in existing]
             if fresh:
+                folded = fold_traces(fresh, old)
+                if new := [t for t in folded if t not in old]:
+                    # One writer at a time, so the numbers after the highest are free.
+                    cur.execute("SELECT COALESCE(MAX(seq), 0) FROM traces")
+                    top = int(cur.fetchone()[0])
+                    seqs.update(zip(new, range(top + 1, top + 1 + len(new)), strict=True))
                 cur.executemany(
-                    self._sql(
-                        "INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, end_ns,"
-                        " source, payload, otlp, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                        " ON CONFLICT (trace_id, span_id) DO NOTHING"
-                    ),
+                    "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns,"
+                    " end_ns, source, payload, otlp, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (trace_seq, span_id) DO NOTHING",
                     [
                         (
-                            s.trace_id,
+                            seqs[s.trace_id],
                             s.span_id,
+                            s.trace_id,
                             s.parent_span_id,
                             s.name,
                             s.start_time_unix_nano,
@@ -491,9 +560,9 @@ class SqlStore:
                         for s in fresh
                     ],
                 )
-                self._update_traces(cur, fold_traces(fresh, old), old, now)
+                self._write_traces(cur, folded, old, seqs, now)
                 if pairs := session_pairs(fresh):
-                    cur.executemany(self._sql(INSERT_SESSION), pairs)
+                    cur.executemany(INSERT_SESSION, pairs)
             self._write_meta(cur, meta)
             return len(fresh)
 
@@ -502,64 +571,60 @@ class SqlStore:
             self._committed_spans()
         return new
 
-    def _stored(self, cur: Any, trace_ids: list[str]) -> tuple[set[tuple[str, str]], dict[str, TraceFold]]:
-        """The (trace, span) keys already stored for these traces, and their summaries so far (one
-        lookup per chunk of traces instead of one round trip per span)."""
-        existing: set[tuple[str, str]] = set()
+    def _stored_traces(self, cur: Any, trace_ids: list[str]) -> tuple[dict[str, int], dict[str, TraceFold]]:
+        """Of these traces, those stored before: their ``seq`` and their summaries so far (one lookup
+        per chunk of traces instead of one round trip per trace)."""
+        seqs: dict[str, int] = {}
         old: dict[str, TraceFold] = {}
         for chunk in _chunks(trace_ids, 500):
-            marks = ",".join("?" * len(chunk))
             cur.execute(
-                self._sql(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})"),  # noqa: S608
-                tuple(chunk),
-            )
-            existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
-            cur.execute(
-                self._sql(
-                    "SELECT trace_id, name, start_ns, end_ns, span_count, sources FROM traces"  # noqa: S608
-                    f" WHERE trace_id IN ({marks})"
-                ),
+                "SELECT trace_id, seq, name, start_ns, end_ns, span_count, sources FROM traces"  # noqa: S608
+                f" WHERE trace_id IN ({','.join('?' * len(chunk))})",
                 tuple(chunk),
             )
             for r in cur.fetchall():
-                old[r[0]] = TraceFold(r[1], r[2], r[3], int(r[4]), set(filter(None, str(r[5]).split(","))))
-        return existing, old
+                seqs[r[0]] = int(r[1])
+                old[r[0]] = TraceFold(r[2], r[3], r[4], int(r[5]), set(filter(None, str(r[6]).split(","))))
+        return seqs, old
 
-    def _update_traces(
-        self, cur: Any, folded: dict[str, TraceFold], old: dict[str, TraceFold], now: str
+    def _stored_keys(self, cur: Any, seqs: list[int]) -> set[tuple[str, str]]:
+        """The (trace, span) keys stored for the traces of these ``seq`` numbers."""
+        existing: set[tuple[str, str]] = set()
+        for chunk in _chunks(seqs, 500):
+            cur.execute(
+                "SELECT trace_id, span_id FROM spans"  # noqa: S608
+                f" WHERE trace_seq IN ({','.join('?' * len(chunk))})",
+                tuple(chunk),
+            )
+            existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
+        return existing
+
+    def _write_traces(
+        self,
+        cur: Any,
+        folded: dict[str, TraceFold],
+        old: dict[str, TraceFold],
+        seqs: dict[str, int],
+        now: str,
     ) -> None:
-        """Write the traces' summaries: update those stored before, insert the new ones after the
-        highest ``seq`` (SQLite has one writer at a time, so MAX(seq) + 1 is free)."""
-        updates = [(*f.columns(), t) for t, f in folded.items() if t in old]
-        inserts = [(t, f) for t, f in folded.items() if t not in old]
-        if updates:
+        """Write the traces' summaries: update those stored before, insert the new ones with their seq."""
+        if updates := [(*f.columns(), t) for t, f in folded.items() if t in old]:
             cur.executemany(
-                self._sql(
-                    "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
-                    " WHERE trace_id = ?"
-                ),
+                "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
+                " WHERE trace_id = ?",
                 updates,
             )
-        if inserts:
-            cur.execute("SELECT COALESCE(MAX(seq), 0) FROM traces")
-            (seq,) = cur.fetchone()
+        if inserts := [(t, *f.columns(), now, seqs[t]) for t, f in folded.items() if t not in old]:
             cur.executemany(
-                self._sql(
-                    "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources,"
-                    " first_seen, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-                ),
-                [(t, *f.columns(), now, int(seq) + i) for i, (t, f) in enumerate(inserts, start=1)],
+                "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources, first_seen,"
+                " seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                inserts,
             )
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
         tid = trace_id.lower()
         with self._lock:
             rows = self._span_rows(tid)
-            if self._schema < 2 and any(r[0] == "" for r in rows):
-                # Opened at schema 1 without upgrading, and another process has upgraded the store
-                # since and stored spans in their OTLP bytes (payload empty): read the column now there.
-                self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
-                rows = self._span_rows(tid)
             log_rows = (
                 self._execute(
                     "SELECT payload FROM log_events WHERE trace_id = ? ORDER BY time_ns, seq", (tid,)
@@ -689,6 +754,17 @@ class SqlStore:
 
     def _span_rows(self, tid: str) -> list[Any]:
         """A trace's ``spans`` rows (payload, otlp, source) in order; the caller holds the lock."""
+        if self._schema < _SCHEMA_VERSION:
+            # Opened at an older schema without upgrading: another process may have upgraded the store
+            # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 on
+            # SQLite), so read them as the schema they are at now (one row; only for such a reader).
+            self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
+        if self._spans_by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
+            sql = (
+                "SELECT payload, otlp, source FROM spans WHERE trace_seq = (SELECT seq FROM traces"
+                " WHERE trace_id = ?) AND trace_id = ? ORDER BY start_ns, span_id"
+            )
+            return list(self._execute(sql, (tid, tid)).fetchall())
         return list(
             self._execute(
                 f"SELECT payload, {self._otlp_column}, source FROM spans WHERE trace_id = ?"  # noqa: S608
