@@ -15,6 +15,7 @@ from tests.store.test_upgrade import READS, _columns, _v1_store, _version
 from tracejudge.cli import cli
 from tracejudge.normalize import normalize
 from tracejudge.schema import RawSpan
+from tracejudge.store import STORE_SCHEMA_VERSION
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "traces"
 
@@ -56,7 +57,7 @@ def test_the_first_command_that_stores_spans_upgrades_it(v1_url: str) -> None:
     assert _at_schema_1(v1_url)
     recorded = RECORDED / "adk_rag.pb"
     _run(v1_url, "collect", "file", str(recorded))
-    assert _version(v1_url) == 2
+    assert _version(v1_url) == STORE_SCHEMA_VERSION
     assert "otlp" in _columns(v1_url)[0]
     listed = json.loads(_run(v1_url, "traces", "list", "--json").stdout)
     assert {t["trace_id"] for t in READS["traces"]} < {t["trace_id"] for t in listed}
