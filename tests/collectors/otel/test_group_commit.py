@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from tests.collectors.otel.conftest import build_request
+from tests.collectors.otel.test_logs import SPAN, T0, TRACE_HEX, chat_span, log_request, user_record
 from tests.store.conftest import postgres_url  # noqa: F401  (the fixture, for the PostgreSQL runs)
 from tracejudge import StoreError
 from tracejudge.store import SqlStore, Store, open_store
@@ -323,3 +324,29 @@ def test_sdk_exporters_at_once_store_every_span_once(backing: SqlStore) -> None:
     assert summaries == {trace_id: len(ids) for trace_id, ids in expected.items()}
     for trace_id, ids in expected.items():
         assert sorted(s.span_id for s in backing.get_spans(trace_id)) == sorted(ids)
+
+
+def test_concurrent_log_requests_store_every_record_once(backing: SqlStore) -> None:
+    """Log records (GenAI message events) go through the same group commit: 8 senders at once, each
+    resending a record another sent; every record is stored once and merged into its span."""
+
+    def records(k: int) -> list[dict[str, Any]]:
+        # Sender k's own two records, and sender k - 1's first again (a retry's overlap).
+        return [user_record(f"q{k}a", at=T0 + 10 * k + 1), user_record(f"q{k}b", at=T0 + 10 * k + 2)] + (
+            [user_record(f"q{k - 1}a", at=T0 + 10 * (k - 1) + 1)] if k else []
+        )
+
+    with serve_in_thread(backing) as base, ThreadPoolExecutor(8) as pool:
+
+        def send(k: int) -> int:
+            with httpx.Client(trust_env=False, timeout=60) as client:
+                body = log_request(*records(k)).SerializeToString()
+                return client.post(f"{base}/v1/logs", content=body, headers=PB).status_code
+
+        assert list(pool.map(send, range(8))) == [200] * 8
+        with httpx.Client(trust_env=False, timeout=60) as client:
+            assert client.post(f"{base}/v1/traces", content=chat_span(), headers=PB).status_code == 200
+
+    (span,) = backing.get_spans(TRACE_HEX)
+    assert span.span_id == SPAN.hex()
+    assert [e.attributes["content"] for e in span.events] == [f"q{k}{x}" for k in range(8) for x in "ab"]
