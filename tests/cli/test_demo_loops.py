@@ -151,6 +151,10 @@ def test_demo_model_serves_the_scripted_model_until_interrupted(tmp_path: Path) 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it, whoever runs the tests: a run started in the background
+        # (nohup, `&` in a script) ignores SIGINT, the child inherits that, and Python then installs no
+        # KeyboardInterrupt handler, so the SIGINT below would never stop it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
@@ -202,6 +206,11 @@ def test_demo_model_serves_the_scripted_model_until_interrupted(tmp_path: Path) 
         assert (summary["pass"], summary["fail"], summary["indeterminate"]) == (7, 6, 1)
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # not left behind serving
+            proc.communicate()
+            raise
     assert proc.returncode == 0, err
     assert "stopped" in err
