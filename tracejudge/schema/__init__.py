@@ -99,6 +99,7 @@ from tracejudge.schema._spans import (
     SpanLink,
     SpanSource,
     attributes_session_id,
+    built_span_record,
     span_session_id,
 )
 from tracejudge.schema._sweep import (
@@ -272,6 +273,7 @@ __all__ = [
     "VersionDiff",
     "Violation",
     "attributes_session_id",
+    "built_span_record",
     "check_spec",
     "span_session_id",
 ]

@@ -25,7 +25,15 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from tracejudge.schema import SESSION_KEYS, RawSpan, SpanEvent, SpanLink, SpanSource, attributes_session_id
+from tracejudge.schema import (
+    SESSION_KEYS,
+    RawSpan,
+    SpanEvent,
+    SpanLink,
+    SpanSource,
+    attributes_session_id,
+    built_span_record,
+)
 
 __all__ = ["EncodedSpan", "OtlpEnvelope", "otlp_session_id", "span_from_otlp", "spans_from_otlp"]
 
@@ -115,21 +123,6 @@ def otlp_session_id(sp: Any, data: bytes) -> str | None:
 # ---------------------------------------------------------------- reading
 
 
-_setattr = object.__setattr__
-# Each model's fields, copied as its fields set (a set's copy takes half what set(frozenset) does).
-_FIELDS: dict[type[Any], set[str]] = {cls: set(cls.model_fields) for cls in (RawSpan, SpanEvent, SpanLink)}
-
-
-def _built(cls: Any, values: dict[str, Any]) -> Any:
-    """``cls.model_construct(**values)`` for values of the fields' types, without its per-field walk."""
-    model = cls.__new__(cls)
-    _setattr(model, "__dict__", values)
-    _setattr(model, "__pydantic_fields_set__", _FIELDS[cls].copy())
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
-    return model
-
-
 def _double(v: Any) -> float | None:
     x: float = v.double_value
     # The JSON form holds no NaN or infinity: it wrote them as null, and they read back as None.
@@ -171,7 +164,7 @@ def _attributes(kvs: Any) -> dict[str, Any]:
 
 def _events(events: Any) -> tuple[SpanEvent, ...]:
     return tuple(
-        _built(
+        built_span_record(
             SpanEvent,
             {"name": ev.name, "time_unix_nano": ev.time_unix_nano, "attributes": _attributes(ev.attributes)},
         )
@@ -181,7 +174,7 @@ def _events(events: Any) -> tuple[SpanEvent, ...]:
 
 def _links(links: Any) -> tuple[SpanLink, ...]:
     return tuple(
-        _built(
+        built_span_record(
             SpanLink,
             {
                 "trace_id": ln.trace_id.hex(),
@@ -255,7 +248,7 @@ def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
         code, message = status.code, status.message
     else:
         code, message = 0, ""
-    span: RawSpan = _built(
+    span: RawSpan = built_span_record(
         RawSpan,
         {
             "trace_id": sp.trace_id.hex(),

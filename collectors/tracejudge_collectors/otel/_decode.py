@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from tracejudge.schema import RawSpan, SpanEvent, SpanLink, SpanSource
+from tracejudge.schema import RawSpan, SpanEvent, SpanLink, SpanSource, built_span_record
 from tracejudge.store import EncodedSpan, LogEvent, OtlpEnvelope, otlp_session_id
 from tracejudge_collectors.otel._otlp import (
     INT64_MAX,
@@ -248,7 +248,7 @@ def _span_pb(
         status = sp.status
         # Every value below has its field's type already (protobuf scalars, decoded attributes), so
         # pydantic's validation would only re-check them; it cost more than the rest of the decode.
-        return _trusted(
+        return built_span_record(
             RawSpan,
             {
                 "trace_id": sp.trace_id.hex(),
@@ -278,7 +278,7 @@ def _span_pb(
 
 def _events_pb(events: Iterable[Any], notes: Notes, label: str) -> tuple[SpanEvent, ...]:
     return tuple(
-        _trusted(
+        built_span_record(
             SpanEvent,
             {
                 "name": _name_pb(ev.name, f"{label}: the event name", notes),
@@ -288,24 +288,6 @@ def _events_pb(events: Iterable[Any], notes: Notes, label: str) -> tuple[SpanEve
         )
         for ev in events
     )
-
-
-_Model = TypeVar("_Model", RawSpan, SpanEvent, SpanLink)
-_FIELDS: dict[type[Any], frozenset[str]] = {
-    cls: frozenset(cls.model_fields) for cls in (RawSpan, SpanEvent, SpanLink)
-}
-_setattr = object.__setattr__
-
-
-def _trusted(cls: type[_Model], values: dict[str, Any]) -> _Model:
-    """``cls.model_construct(**values)`` for values that name every field with a value of its type,
-    without model_construct's per-field default and alias walk (a third of the decode time)."""
-    model = cls.__new__(cls)
-    _setattr(model, "__dict__", values)
-    _setattr(model, "__pydantic_fields_set__", set(_FIELDS[cls]))
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
-    return model
 
 
 def _time_pb(ns: int) -> int:
@@ -323,7 +305,7 @@ def _links_pb(links: Iterable[Any], notes: Notes, label: str) -> tuple[SpanLink,
             notes.add(f"{label}: dropped a link with an invalid trace or span id")
             continue
         out.append(
-            _trusted(
+            built_span_record(
                 SpanLink,
                 {
                     "trace_id": tid.hex(),

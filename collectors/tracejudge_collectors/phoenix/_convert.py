@@ -11,14 +11,13 @@ other attribute stays as Phoenix returned it (the normalizer reads flattened ind
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from tracejudge.schema import RawSpan, SpanEvent
+from tracejudge.schema import RawSpan, SpanEvent, built_span_record
 from tracejudge_collectors._time import parse_time, to_ns
 
 __all__ = ["fold_attributes", "parse_time", "span_to_raw", "to_ns"]
 
-_set = object.__setattr__  # frozen records: what pydantic itself uses to fill one in
 _KIND = "openinference.span.kind"
 _STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
 # Keys Phoenix parses from JSON strings on ingest, matched at the start of an attribute key.
@@ -108,25 +107,6 @@ def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_Record = TypeVar("_Record", RawSpan, SpanEvent)
-
-
-_FIELDS: dict[type[Any], frozenset[str]] = {cls: frozenset(cls.model_fields) for cls in (RawSpan, SpanEvent)}
-
-
-def _built(cls: type[_Record], values: dict[str, Any]) -> _Record:
-    """``cls.model_construct(**values)`` for values naming every field with a value of its type (a
-    span decoded from JSON: text keys, plain values), without model_construct's per-field walk, which
-    is slower than validating; validating was a third of converting a span. As the OTLP decoder and
-    the store's reader build theirs; tests hold the result equal to the validated record."""
-    record = cls.__new__(cls)
-    _set(record, "__dict__", values)
-    _set(record, "__pydantic_fields_set__", set(_FIELDS[cls]))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
-
-
 def span_to_raw(span: Mapping[str, Any], *, project: str | None = None) -> RawSpan:
     """One span of ``GET /v1/projects/{p}/spans`` as a RawSpan (``source="phoenix"``).
 
@@ -135,7 +115,7 @@ def span_to_raw(span: Mapping[str, Any], *, project: str | None = None) -> RawSp
     context = span.get("context") or {}
     parent = span.get("parent_id")
     status = str(span.get("status_code") or "UNSET").upper()
-    return _built(
+    return built_span_record(
         RawSpan,
         {
             "trace_id": str(context["trace_id"]).lower(),
@@ -169,7 +149,7 @@ def _attributes(span: Mapping[str, Any]) -> dict[str, Any]:
 
 def _events(span: Mapping[str, Any]) -> tuple[SpanEvent, ...]:
     return tuple(
-        _built(
+        built_span_record(
             SpanEvent,
             {
                 "name": str(e.get("name") or ""),
