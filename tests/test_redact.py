@@ -223,3 +223,43 @@ def test_an_unexpected_traceback_is_redacted(
     assert "RuntimeError: a bug quoting the request: Authorization: Basic [redacted]" in err
     assert SECRET not in err
     assert b64(SECRET) not in err
+
+
+def _pieces(secret: str, n: int = 8) -> set[str]:
+    return {secret[i : i + n] for i in range(len(secret) - n + 1)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.text(alphabet="ab =:\"'/", max_size=30),
+    after=st.text(alphabet="ab =:\"'/", max_size=30),
+    cut=st.integers(min_value=0, max_value=90),
+)
+def test_a_text_cut_through_a_configured_secret_shows_no_piece_of_it(
+    before: str, after: str, cut: int
+) -> None:
+    # Triage's evidence excerpts and other displays cut a long text and mark the cut with "…":
+    # what the cut leaves of a secret matches no whole value, yet must not reach the output.
+    secret = ENV["OPENAI_API_KEY"]
+    text = f"{before}{secret}{after}"
+    for shown in (text[:cut] + "…", "…" + text[cut:], "…" + text[cut : cut + 20] + "…"):
+        out = redact(shown, ENV)
+        assert not any(piece in out for piece in _pieces(secret)), (shown, out)
+
+
+def test_triage_excerpts_cut_through_a_secret_show_no_piece_of_it() -> None:
+    from tracejudge.localize._retrieved import _short
+    from tracejudge.localize._text import _excerpt
+
+    secret = ENV["OPENAI_API_KEY"]
+    for shift in range(40):
+        doc = "x " * (70 + shift // 2) + ("y" * (shift % 2)) + secret + " tail of the document " * 20
+        start = doc.index(secret)
+        for shown in (_short(doc, 160), _excerpt(doc, start + 5, start + 10, pad=8, limit=20)):
+            out = redact(shown, ENV)
+            assert not any(piece in out for piece in _pieces(secret)), (shown, out)
+    # Ordinary text beside a cut is left as it is.
+    assert (
+        redact("the prepayment shall not exceed 30,000 RMB…", ENV)
+        == "the prepayment shall not exceed 30,000 RMB…"
+    )

@@ -148,12 +148,57 @@ _PASSES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
 _GLUED = re.compile(r"[A-Za-z0-9+/]*\[redacted\](?:[A-Za-z0-9+/]+=*)?")
 
 
+# A text cut short for display ends (or starts) with "…": what the cut left of a configured secret
+# matches no whole value, so the piece beside the "…" is checked against each secret's start (end).
+_CUT = "…"
+_MIN_PIECE = 8  # a shorter piece of a secret beside a cut is not told from ordinary text
+
+
+def _without_head_of(piece: str, secret: str) -> str:
+    """``piece`` with its end masked when it is the first 8 or more characters of ``secret``."""
+    for k in range(min(len(piece), len(secret) - 1), _MIN_PIECE - 1, -1):
+        if piece.endswith(secret[:k]):
+            return piece[:-k] + MASK
+    return piece
+
+
+def _without_tail_of(piece: str, secret: str) -> str:
+    """``piece`` with its start masked when it is the last 8 or more characters of ``secret``."""
+    for k in range(min(len(piece), len(secret) - 1), _MIN_PIECE - 1, -1):
+        if piece.startswith(secret[-k:]):
+            return MASK + piece[k:]
+    return piece
+
+
+def _mask_cut_pieces(text: str, secrets: list[str]) -> str:
+    parts = text.split(_CUT)
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        # The word beside each cut: the last of a part before one, the first of a part after one.
+        words = re.split(r"(\s+)", part)
+        if 0 < i < last and len(words) == 1 and len(part) >= _MIN_PIECE and any(part in s for s in secrets):
+            parts[i] = MASK  # a window cut on both sides out of one word: the middle of a secret
+            continue
+        for secret in secrets:
+            if i < last:
+                words[-1] = _without_head_of(words[-1], secret)
+            if i > 0:
+                words[0] = _without_tail_of(words[0], secret)
+        parts[i] = "".join(words)
+    return _CUT.join(parts)
+
+
 def _redact(text: str, secrets: Iterable[str]) -> str:
+    secrets = list(secrets)
     replaced = False
     for value in secrets:
         if value in text:
             text = text.replace(value, MASK)
             replaced = True
+    if secrets and _CUT in text:
+        cut = _mask_cut_pieces(text, secrets)
+        replaced = replaced or cut != text
+        text = cut
     if replaced:
         text = _GLUED.sub(MASK, text)
     # Until nothing changes: one pass's mask can complete another pattern's match (a keyed value
@@ -197,8 +242,10 @@ class _Redactor:
         return done
 
     def _redact(self, text: str) -> str:
-        if _ANY_CUE.search(text.lower()) is None and (
-            self._secret is None or self._secret.search(text) is None
+        if (
+            _ANY_CUE.search(text.lower()) is None
+            and (self._secret is None or self._secret.search(text) is None)
+            and (not self._secrets or _CUT not in text)
         ):
             return text
         return _redact(text, self._secrets)
