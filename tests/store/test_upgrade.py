@@ -263,3 +263,32 @@ def test_a_reader_opened_before_another_process_upgraded_the_store_reads_its_new
             fresh.close()
     finally:
         reader.close()
+
+
+def test_a_reader_whose_schema_read_came_just_before_an_upgrade_reads_the_new_spans(
+    v1_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race: the reader reads the schema version (1), another process upgrades the store and
+    # stores spans in their OTLP bytes, then the reader reads the spans as schema 1 would.
+    reader = open_store(v1_url, upgrade=False)
+    assert isinstance(reader, SqlStore)
+    try:
+        writer = open_store(v1_url)
+        try:
+            assert writer.put_spans(encode_protobuf(_request()).spans) == 2
+        finally:
+            writer.close()
+        execute = reader._execute
+        stale = [True]
+
+        def version_read_before_the_upgrade(sql: str, params: Any = ()) -> Any:
+            if stale[0] and sql.startswith("SELECT version FROM schema_info"):
+                stale[0] = False
+                return execute("SELECT 1")
+            return execute(sql, params)
+
+        monkeypatch.setattr(reader, "_execute", version_read_before_the_upgrade)
+        assert [s.span_id for s in reader.get_spans(T3.hex())] == ["4444444444444444"]
+        assert not stale[0]  # the stale read did happen
+    finally:
+        reader.close()

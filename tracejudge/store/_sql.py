@@ -759,6 +759,16 @@ class SqlStore:
             # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 on
             # SQLite), so read them as the schema they are at now (one row; only for such a reader).
             self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
+            rows = self._span_rows_at_schema(tid)
+            if self._schema < 2 and any(not payload and otlp is None for payload, otlp, _ in rows):
+                # Upgraded between that read and this one: a span kept in its OTLP bytes (payload
+                # empty) was read without its bytes. Read again at the schema the store is at now.
+                self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
+                rows = self._span_rows_at_schema(tid)
+            return rows
+        return self._span_rows_at_schema(tid)
+
+    def _span_rows_at_schema(self, tid: str) -> list[Any]:
         if self._spans_by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
             sql = (
                 "SELECT payload, otlp, source FROM spans WHERE trace_seq = (SELECT seq FROM traces"
