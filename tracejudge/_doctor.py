@@ -172,10 +172,13 @@ def _settings_failed(name: str, target: str, exc: TracejudgeError) -> Check:
 
 
 def check_store(s: DoctorSettings) -> Check:
-    from tracejudge.store import STORE_SCHEMA_VERSION, inspect_store
+    from tracejudge.store import STORE_SCHEMA_VERSION, inspect_store, sqlite_file
 
     target = _mask(s.store_url)
-    path = _sqlite_path(s.store_url)
+    try:
+        path = sqlite_file(s.store_url)
+    except TracejudgeError as exc:
+        return _settings_failed("store", target, exc)
     if path is not None and path != ":memory:" and not Path(path).exists():
         parent = Path(path).parent
         if parent.exists() and not os.access(parent, os.W_OK):
@@ -236,13 +239,6 @@ def _store_schema(target: str, version: int, has_traces: bool) -> Check:
             "(README, At scale)"
         )
     return Check(name="store", status="ok", target=target, detail=detail, facts=facts)
-
-
-def _sqlite_path(url: str) -> str | None:
-    if url.startswith("sqlite://"):
-        rest = url[len("sqlite://") :]
-        return (rest[1:] if rest.startswith("/") else rest) or ":memory:"
-    return None if "://" in url else url
 
 
 def check_receiver(s: DoctorSettings) -> Check:

@@ -18,6 +18,7 @@ from tests.otlp_metrics_sink import metrics_sink
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
 from tests.store.test_upgrade import _v1_store
 from tracejudge.cli import cli
+from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
@@ -272,6 +273,23 @@ def test_store_schema_version_and_a_newer_store(tmp_path: Path) -> None:
     assert code == 1
     assert "newer" in checks["store"]["detail"]
     assert "upgrade tracejudge" in checks["store"]["fix"]
+
+
+def test_a_store_url_with_its_durability_option_names_the_same_store(tmp_path: Path) -> None:
+    # sqlite:///PATH?synchronous=normal is the store at PATH: doctor read PATH?synchronous=normal as
+    # the file's name and said an existing store was "not created yet".
+    db = tmp_path / "t.db"
+    store = SqliteStore(db)
+    store.put_spans([RawSpan(trace_id="ab" * 16, span_id="cd" * 8, name="root")])
+    store.close()
+    for option in ("full", "normal"):
+        code, checks, _ = _doctor(store=f"sqlite:///{db}?synchronous={option}")
+        assert code == 0
+        assert checks["store"]["facts"]["schema_version"] == str(STORE_SCHEMA_VERSION)
+        assert checks["store"]["detail"] == f"schema {STORE_SCHEMA_VERSION}"
+    code, checks, _ = _doctor(store=f"sqlite:///{db}?cache=shared")
+    assert code == 1
+    assert "unknown SQLite store option" in checks["store"]["detail"]
 
 
 def _store_contents(url: str, tmp_path: Path) -> object:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, otlp_session_id
 from tracejudge.store._inspect import StoreState, inspect_store
-from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url
+from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url, sqlite_file
 from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
 from tracejudge.store._resolve import resolve_trace_id
 from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
@@ -31,4 +31,5 @@ __all__ = [
     "otlp_session_id",
     "resolve_store_url",
     "resolve_trace_id",
+    "sqlite_file",
 ]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
-from tracejudge.store._open import sqlite_path
+from tracejudge.store._open import sqlite_file
 
 __all__ = ["StoreState", "inspect_store"]
 
@@ -32,9 +32,9 @@ def inspect_store(url: str) -> StoreState:
     """The store ``url`` names, read through a read-only connection: nothing is created, upgraded or
     written (a SQLite file that does not exist is not created either). A :class:`StoreError` when it
     cannot be read."""
-    if url.startswith(("postgresql://", "postgres://")):
+    path = sqlite_file(url)
+    if path is None:
         return _inspect_postgres(url)
-    path = sqlite_path(url)
     if path == ":memory:" or not Path(path).is_file():
         return _ABSENT
     try:

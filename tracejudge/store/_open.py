@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tracejudge._errors import InputError
 from tracejudge.store._protocol import Store
-from tracejudge.store._sqlite import SqliteStore
+from tracejudge.store._sqlite import SqliteStore, split_options
 
 DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
 
@@ -40,3 +40,11 @@ def sqlite_path(url: str) -> str:
     if "://" in url:
         raise InputError(f"unknown store URL scheme in {url!r}", hint="use sqlite:///PATH or a file path")
     return url
+
+
+def sqlite_file(url: str) -> str | None:
+    """The SQLite file a store URL names, without its options (``?synchronous=…``): ``:memory:`` for
+    an in-memory store, None for PostgreSQL; an InputError for a URL of another scheme."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return None
+    return split_options(sqlite_path(url))[0]

@@ -26,7 +26,7 @@ from typing import Literal, cast
 from tracejudge._errors import InputError, StoreError
 from tracejudge.store._sql import SqlStore
 
-__all__ = ["SqliteStore", "Synchronous"]
+__all__ = ["SqliteStore", "Synchronous", "split_options"]
 
 Synchronous = Literal["full", "normal"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("full", "normal")
@@ -43,7 +43,7 @@ _RESTART_BYTES = 16 * 1024 * 1024
 _PAGE_SIZE = 16384
 
 
-def _split_options(path: str) -> tuple[str, Synchronous | None]:
+def split_options(path: str) -> tuple[str, Synchronous | None]:
     """``PATH?synchronous=full`` -> (PATH, "full"); a path without options is returned as is."""
     base, sep, query = path.partition("?")
     if not sep:
@@ -126,7 +126,7 @@ class SqliteStore(SqlStore):
     def __init__(
         self, path: str | Path, *, synchronous: Synchronous | None = None, upgrade: bool = True
     ) -> None:
-        raw, from_path = _split_options(str(path)) if isinstance(path, str) else (str(path), None)
+        raw, from_path = split_options(str(path)) if isinstance(path, str) else (str(path), None)
         self.path = raw
         self.synchronous: Synchronous = synchronous or from_path or "full"
         self._checkpointer: _Checkpointer | None = None
