@@ -754,19 +754,19 @@ class SqlStore:
 
     def _span_rows(self, tid: str) -> list[Any]:
         """A trace's ``spans`` rows (payload, otlp, source) in order; the caller holds the lock."""
-        if self._schema < _SCHEMA_VERSION:
-            # Opened at an older schema without upgrading: another process may have upgraded the store
-            # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 on
-            # SQLite), so read them as the schema they are at now (one row; only for such a reader).
-            self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
+        if self._schema >= _SCHEMA_VERSION:
+            return self._span_rows_at_schema(tid)
+        # Opened at an older schema without upgrading: another process may have upgraded the store
+        # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 on SQLite),
+        # so read them as the schema they are at now (one row; only for such a reader). Once more when
+        # the upgrade came between the two reads: a span kept in its OTLP bytes (payload empty) read
+        # at schema 1, without its bytes.
+        for _ in range(2):
+            self._schema = self._stored_schema()
             rows = self._span_rows_at_schema(tid)
-            if self._schema < 2 and any(not payload and otlp is None for payload, otlp, _ in rows):
-                # Upgraded between that read and this one: a span kept in its OTLP bytes (payload
-                # empty) was read without its bytes. Read again at the schema the store is at now.
-                self._schema = int(self._execute("SELECT version FROM schema_info").fetchone()[0])
-                rows = self._span_rows_at_schema(tid)
-            return rows
-        return self._span_rows_at_schema(tid)
+            if self._schema >= 2 or all(payload or otlp is not None for payload, otlp, _ in rows):
+                break
+        return rows
 
     def _span_rows_at_schema(self, tid: str) -> list[Any]:
         if self._spans_by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
@@ -791,8 +791,11 @@ class SqlStore:
     def schema_version(self) -> int:
         """The schema version this store records (``tracejudge doctor`` shows it)."""
         with self._lock:
-            row = self._execute("SELECT version FROM schema_info").fetchone()
-        return int(row[0])
+            return self._stored_schema()
+
+    def _stored_schema(self) -> int:
+        """The schema version the store records now; the caller holds the lock."""
+        return int(self._execute("SELECT version FROM schema_info").fetchone()[0])
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:
