@@ -42,6 +42,7 @@ from tracejudge.judge import (
     is_refusal,
     messages_hash,
 )
+from tracejudge.localize._text import one_line
 from tracejudge.schema import Evidence, JudgeConfig, Material, StageResult, UsageQuestion
 
 __all__ = [
@@ -288,7 +289,7 @@ def read_usage_reply(text: str | None) -> UsageReply:
     if not isinstance(status, str) or status.strip().lower() not in _STATUSES:
         return UsageReply(
             error="invalid_status",
-            error_detail=f"status {_short(json.dumps(status), 40)} is not pass, fail or unconfirmed",
+            error_detail=f"status {one_line(json.dumps(status), 40)} is not pass, fail or unconfirmed",
         )
     quotes = _evidence_quotes(data.get("evidence"))
     if isinstance(quotes, UsageReply):
@@ -309,7 +310,7 @@ def _reply_object(text: str | None) -> dict[str, Any] | UsageReply:
         data = extract_json(text)
     except ValueError:
         if is_refusal(text):
-            return UsageReply(error="refusal", error_detail=_short(text, _REASONING))
+            return UsageReply(error="refusal", error_detail=one_line(text, _REASONING))
         return UsageReply(error="malformed_json", error_detail="the reply is not a JSON object")
     if not isinstance(data, dict):
         return UsageReply(error="malformed_json", error_detail="the reply is JSON but not an object")
@@ -339,11 +340,6 @@ def _quote_item(item: object) -> tuple[str, str] | None:
         note = item.get("note")
         return item["quote"], note if isinstance(note, str) else ""
     return None
-
-
-def _short(text: str, n: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
 # --------------------------------------------------------------------------- the judge
@@ -477,7 +473,7 @@ class LLMUsageJudge:
             # The openai client lets a 200 whose body is not JSON escape as a ValueError.
             kind = "malformed_response" if isinstance(exc, ValueError) else "client_error"
             # Redacted before it is cut short: the client's message quotes the server's body.
-            return JudgeCallError(kind, f"{type(exc).__name__}: {_short(redact(str(exc)), 200)}")
+            return JudgeCallError(kind, f"{type(exc).__name__}: {one_line(redact(str(exc)), 200)}")
 
     # --- reading the reply --------------------------------------------------------------------
 
@@ -500,9 +496,9 @@ class LLMUsageJudge:
             return []
         text = comp.text if comp.text is not None else ""
         where = f"; whole in the reply cache under {call.cache_key[:16]}" if call.cache_key else ""
-        note = f"usage judge raw reply ({len(text)} chars{where}): {_short(text, _RAW_NOTE)}"
+        note = f"usage judge raw reply ({len(text)} chars{where}): {one_line(text, _RAW_NOTE)}"
         if comp.refusal:
-            note += f" [refusal: {_short(comp.refusal, 160)}]"
+            note += f" [refusal: {one_line(comp.refusal, 160)}]"
         return [Evidence(note=note)]
 
     def _unconfirmed(
@@ -530,7 +526,7 @@ class LLMUsageJudge:
         comp = call.completion
         assert comp is not None
         if comp.refusal or comp.finish_reason == "content_filter":
-            what = _short(comp.refusal or "stopped by the content filter", 160)
+            what = one_line(comp.refusal or "stopped by the content filter", 160)
             return self._unconfirmed(call, f"the judge refused ({what})", _SETTLE_REFUSED)
         reply = read_usage_reply(comp.text)
         if reply.error is None:
@@ -545,13 +541,13 @@ class LLMUsageJudge:
     def _judged(self, question: UsageQuestion, call: _Call, reply: UsageReply) -> StageResult:
         """The judge's verdict when every quote it cites holds up; else ``unconfirmed`` with why."""
         assert reply.status is not None
-        reasoning = _short(reply.reasoning, _REASONING) if reply.reasoning else ""
+        reasoning = one_line(reply.reasoning, _REASONING) if reply.reasoning else ""
         answer = question.answer
         injected = addressed_to_judge(answer)
         warn = [
             Evidence(
                 span_id=question.answer_span_id,
-                note=f"the answer addresses the judge: {_short(answer[a:b], 160)!r}",
+                note=f"the answer addresses the judge: {one_line(answer[a:b], 160)!r}",
             )
             for a, b in injected
         ]
@@ -598,13 +594,13 @@ def _citation(
     answer = question.answer
     at = find_quote(quote, answer)
     if at is None:
-        return f"judge cited text that is not in the answer: {_short(quote, 120)!r}", _SETTLE_QUOTES
+        return f"judge cited text that is not in the answer: {one_line(quote, 120)!r}", _SETTLE_QUOTES
     if any(a < at[1] and at[0] < b for a, b in injected):
         return (
-            f"judge cited text in the answer that addresses the judge: {_short(quote, 120)!r}",
+            f"judge cited text in the answer that addresses the judge: {one_line(quote, 120)!r}",
             _SETTLE_INJECTED,
         )
-    shown = _short(answer[at[0] : at[1]], 200)
+    shown = one_line(answer[at[0] : at[1]], 200)
     return Evidence(
         span_id=question.answer_span_id,
         note=f"judge quotes the answer: {shown!r}{' — ' + note if note else ''}",

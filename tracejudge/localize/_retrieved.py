@@ -17,6 +17,7 @@ from tracejudge.localize._context import (
 )
 from tracejudge.localize._filter import evaluate_filter, filter_keys
 from tracejudge.localize._identify import unidentified
+from tracejudge.localize._text import one_line
 from tracejudge.schema import (
     Cause,
     Document,
@@ -32,8 +33,7 @@ _EXCERPT = 160
 
 
 def _short(text: str, n: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
+    return one_line(text, n)
 
 
 def _json_excerpt(value: Any, n: int = _EXCERPT) -> str:

@@ -23,7 +23,15 @@ from typing import NamedTuple
 
 from tracejudge.localize._dates import date_key, date_spans
 
-__all__ = ["AmbiguousDate", "ClauseMatch", "find_clause", "number_values", "split_clause", "tokenize"]
+__all__ = [
+    "AmbiguousDate",
+    "ClauseMatch",
+    "find_clause",
+    "number_values",
+    "one_line",
+    "split_clause",
+    "tokenize",
+]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _GROUP_SEPS = ",.'’\u00a0\u202f "
@@ -291,6 +299,13 @@ class ClauseMatch:
     def ratio(self) -> float:
         """Share of the clause's tokens in the best run."""
         return self.matched / self.total if self.total else 0.0
+
+
+def one_line(text: str, n: int) -> str:
+    """``text`` on one line (whitespace runs as one space), at most ``n`` characters, its end
+    replaced by ``…`` when cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
 def _excerpt(text: str, start: int, end: int, pad: int = 40, limit: int = 240) -> str:
