@@ -28,7 +28,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, cast
 from urllib.parse import quote
 
@@ -170,7 +170,7 @@ def _without_tail_of(piece: str, secret: str) -> str:
     return piece
 
 
-def _mask_cut_pieces(text: str, secrets: list[str]) -> str:
+def _mask_cut_pieces(text: str, secrets: Sequence[str]) -> str:
     parts = text.split(_CUT)
     last = len(parts) - 1
     for i, part in enumerate(parts):
@@ -188,8 +188,7 @@ def _mask_cut_pieces(text: str, secrets: list[str]) -> str:
     return _CUT.join(parts)
 
 
-def _redact(text: str, secrets: Iterable[str]) -> str:
-    secrets = list(secrets)
+def _redact(text: str, secrets: Sequence[str]) -> str:
     replaced = False
     for value in secrets:
         if value in text:
