@@ -5,6 +5,7 @@ server down). No secret value may appear in the output."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -290,6 +291,65 @@ def test_a_store_url_with_its_durability_option_names_the_same_store(tmp_path: P
     code, checks, _ = _doctor(store=f"sqlite:///{db}?cache=shared")
     assert code == 1
     assert "unknown SQLite store option" in checks["store"]["detail"]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_wal_store_in_a_read_only_folder_is_read_and_left_as_it_is(tmp_path: Path) -> None:
+    """A WAL-mode store's read through a plain read-only connection created empty -wal and -shm files
+    beside it (and left them), and could not read it at all in a folder it cannot write to."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "t.db"
+    store = SqliteStore(db)
+    store.put_spans([RawSpan(trace_id="ab" * 16, span_id="cd" * 8, name="root")])
+    store.close()  # the last connection's close checkpoints the WAL into the file and removes it
+    before = _files(folder)
+    assert set(before) == {"t.db"}
+    folder.chmod(0o555)
+    try:
+        if os.geteuid() != 0:  # root writes regardless: there the unchanged folder carries the test
+            with pytest.raises(PermissionError):
+                (folder / "probe").touch()
+        code, checks, _ = _doctor(store=f"sqlite:///{db}")
+        assert code == 0, checks["store"]
+        assert checks["store"]["detail"] == f"schema {STORE_SCHEMA_VERSION}"  # and a trace is there
+        assert _files(folder) == before
+        # An empty store (no traces) is told apart: the read is the file's, not a guess.
+        (tmp_path / "empty").mkdir()
+        SqliteStore(tmp_path / "empty" / "e.db").close()
+        (tmp_path / "empty").chmod(0o555)
+        code, checks, _ = _doctor(store=f"sqlite:///{tmp_path / 'empty' / 'e.db'}")
+        assert code == 0, checks["store"]
+        assert checks["store"]["detail"] == f"schema {STORE_SCHEMA_VERSION}; no traces yet"
+        assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == ["e.db"]
+    finally:
+        folder.chmod(0o755)
+        if (tmp_path / "empty").exists():
+            (tmp_path / "empty").chmod(0o755)
+
+
+def test_a_store_open_in_another_process_is_read_with_what_its_wal_holds(tmp_path: Path) -> None:
+    """While a store is open its latest commits may be only in its -wal file: doctor reads them
+    (through SQLite's locks, not the database file alone) and adds no file."""
+    db = tmp_path / "store" / "t.db"
+    store = SqliteStore(db)
+    try:
+        code, checks, _ = _doctor(store=f"sqlite:///{db}")
+        assert checks["store"]["detail"] == f"schema {STORE_SCHEMA_VERSION}; no traces yet"
+        store.put_spans([RawSpan(trace_id="ab" * 16, span_id="cd" * 8, name="root")])
+        names = sorted(p.name for p in db.parent.iterdir())
+        assert "t.db-wal" in names
+        code, checks, _ = _doctor(store=f"sqlite:///{db}")
+        assert code == 0, checks["store"]
+        assert checks["store"]["detail"] == f"schema {STORE_SCHEMA_VERSION}"
+        assert sorted(p.name for p in db.parent.iterdir()) == names
+        assert [t.trace_id for t in store.list_traces()] == ["ab" * 16]  # the writer is unharmed
+    finally:
+        store.close()
+    assert sorted(p.name for p in db.parent.iterdir()) == ["t.db"]  # its close still removes its WAL
 
 
 def _store_contents(url: str, tmp_path: Path) -> object:

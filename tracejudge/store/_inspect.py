@@ -38,14 +38,48 @@ def inspect_store(url: str) -> StoreState:
     if path == ":memory:" or not Path(path).is_file():
         return _ABSENT
     try:
-        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        return _inspect_sqlite(Path(path).resolve())
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the store {path}: {exc}", hint=_SQLITE_HINT) from exc
+
+
+def _inspect_sqlite(path: Path) -> StoreState:
+    """Read a SQLite store without adding a file beside it or needing to write its folder.
+
+    A WAL-mode store read through ``mode=ro`` gets the -wal and -shm files every WAL reader needs
+    created beside it (and a read-only connection cannot remove them on close), or cannot be read
+    when its folder is not writable. So a store with no -wal (or -journal) file, whose every commit
+    is in the file itself, is read as ``immutable``: the file alone, no locks, no side files. Such a
+    read would miss commits a writer puts in a WAL meanwhile, or tear on a checkpoint copying pages
+    into the file, so it counts only when no WAL appeared and the file's size and mtime are the same
+    after it; otherwise (a process has the store open) it is read through SQLite's locks, whose side
+    files are there already."""
+    side_files = [path.with_name(path.name + suffix) for suffix in ("-wal", "-journal")]
+    for _ in range(3):
+        if any(f.exists() for f in side_files):
+            break
+        before = _stamp(path)
+        try:
+            state = _read_sqlite(path, "mode=ro&immutable=1")
+        except sqlite3.DatabaseError:
+            if _stamp(path) == before and not any(f.exists() for f in side_files):
+                raise  # the file as it is, not a torn read
+            continue
+        if _stamp(path) == before and not any(f.exists() for f in side_files):
+            return state
+    return _read_sqlite(path, "mode=ro")
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_sqlite(path: Path, options: str) -> StoreState:
+    conn = sqlite3.connect(f"{path.as_uri()}?{options}", uri=True)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         return _state(conn.cursor(), tables)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"cannot read the store {path}: {exc}", hint=_SQLITE_HINT) from exc
     finally:
         conn.close()
 
