@@ -99,13 +99,7 @@ class PostgresStore(SqlStore):
         except ImportError as exc:
             raise MissingDependencyError("psycopg", "postgres") from exc
         self.url = redact_url(url)
-        try:
-            conn: Any = psycopg.connect(url, autocommit=True)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to the store {self.url}: {str(exc).strip().splitlines()[0]}",
-                hint="check that PostgreSQL is running and the URL's user, password and database are right",
-            ) from None
+        conn = _Reconnecting(url, self.url)
         super().__init__(conn, self.url)
         try:
             self._setup(upgrade=upgrade)
@@ -198,6 +192,95 @@ class PostgresStore(SqlStore):
             return int(cur.rowcount)
 
         return int(self._write(work))
+
+
+def _connect(url: str, label: str) -> Any:
+    import psycopg
+
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"cannot connect to the store {label}: {_first_line(exc)}",
+            hint="check that PostgreSQL is running and the URL's user, password and database are right",
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class _Reconnecting:
+    """The store's connection, opened again when PostgreSQL dropped it (a restart, a failover, an idle
+    session ended). The statement that finds it gone fails as a :class:`StoreError` saying so — nothing
+    of its transaction was committed, or, if its COMMIT was under way, the write is safe to repeat:
+    spans are deduplicated by key — so a receiver answers 503 and the sender retries; the next
+    statement runs on a new connection. Without this, one restart left every later statement failing
+    for as long as the process lived."""
+
+    def __init__(self, url: str, label: str) -> None:
+        self._url = url
+        self._label = label
+        self._conn: Any = _connect(url, label)
+
+    def cursor(self) -> _Cursor:
+        if self._conn.closed or self._conn.broken:
+            self._conn.close()
+            self._conn = _connect(self._url, self._label)
+        return _Cursor(self._conn.cursor(), self)
+
+    def lost(self, exc: BaseException) -> StoreError | None:
+        """The error to raise for ``exc`` when it means the connection is gone, else None."""
+        if not (self._conn.closed or self._conn.broken):
+            return None
+        return StoreError(
+            f"the store {self._label} lost its connection: {_first_line(exc)}",
+            hint="check that PostgreSQL is up; what this statement wrote was not committed — the next"
+            " one reconnects (senders retry the 503 a receiver answers; run a stopped command again:"
+            " `score --run` resumes its run)",
+        )
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _Cursor:
+    """A psycopg cursor whose statements report a dropped connection as :class:`StoreError`."""
+
+    def __init__(self, cur: Any, owner: _Reconnecting) -> None:
+        self._cur = cur
+        self._owner = owner
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        import psycopg
+
+        try:
+            self._cur.execute(*args, **kwargs)
+        except psycopg.OperationalError as exc:
+            if (lost := self._owner.lost(exc)) is not None:
+                raise lost from None
+            raise
+        return self
+
+    def executemany(self, *args: Any, **kwargs: Any) -> None:
+        import psycopg
+
+        try:
+            self._cur.executemany(*args, **kwargs)
+        except psycopg.OperationalError as exc:
+            if (lost := self._owner.lost(exc)) is not None:
+                raise lost from None
+            raise
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> Any:
+        return self._cur.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cur.rowcount)
 
 
 def _span_columns(ordered: list[AnySpan]) -> tuple[list[Any], ...]:

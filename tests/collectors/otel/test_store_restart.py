@@ -1,0 +1,55 @@
+"""PostgreSQL restarted under a running receiver: the export that finds the store's connection gone is
+answered 503 with Retry-After (which OTLP senders retry), not 500 (which they drop), and the receiver
+stores the retried and every later export on a new connection — before, it answered 500 to every
+export for as long as it ran."""
+
+from __future__ import annotations
+
+import httpx
+import psycopg
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from tests.collectors.otel.conftest import build_request
+from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
+from tracejudge.store import open_store
+from tracejudge_collectors.otel import serve_in_thread
+
+
+def _end_every_session(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def _body(span_id: int) -> bytes:
+    span = {"trace_id": (7).to_bytes(16, "big"), "span_id": span_id.to_bytes(8, "big"), "name": "s"}
+    return build_request([span]).SerializeToString()
+
+
+def test_a_restart_answers_503_then_the_receiver_stores_again(postgres_url: str) -> None:  # noqa: F811
+    store = open_store(postgres_url)
+    headers = {"Content-Type": "application/x-protobuf"}
+    try:
+        with serve_in_thread(store) as url:
+            assert httpx.post(f"{url}/v1/traces", content=_body(1), headers=headers).status_code == 200
+            _end_every_session(postgres_url)
+            refused = httpx.post(f"{url}/v1/traces", content=_body(2), headers=headers)
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["Retry-After"]
+            # The real SDK exporter retries the 503 and its span is stored; so is the refused one, sent again.
+            _end_every_session(postgres_url)
+            provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+            provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces")))
+            provider.get_tracer("t").start_span("from the sdk").end()
+            provider.shutdown()
+            assert httpx.post(f"{url}/v1/traces", content=_body(2), headers=headers).status_code == 200
+        names = sorted(t.name for t in store.list_traces())
+        assert names == ["from the sdk", "s"]
+        assert len(store.get_spans((7).to_bytes(16, "big").hex())) == 2
+    finally:
+        store.close()
