@@ -36,6 +36,7 @@ _TracesPb = Callable[[bytes, SpanSource], _Traces]
 def decode_json_file_chunk(body: bytes, *, source: SpanSource = "file") -> DecodeResult:
     """An OTLP/JSON request from a file: a trace request, a log request (``log_events``), or both."""
     obj = load_json_body(body, request="ExportTraceServiceRequest or ExportLogsServiceRequest")
+    _refuse_other_objects(obj)
     result = decode_json_object(obj, source=source)
     if isinstance(obj, dict) and get(obj, "resourceLogs", "resource_logs") is not None:
         found = decode_logs_json_object(obj)
@@ -46,6 +47,27 @@ def decode_json_file_chunk(body: bytes, *, source: SpanSource = "file") -> Decod
             log_events=found.events,
         )
     return result
+
+
+_REQUEST_KEYS = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
+
+
+def _refuse_other_objects(obj: object) -> None:
+    """A JSON object that holds no request field but others is some other record — most often one span
+    dumped on its own (a test's recorded span, an SDK's console export) — not an empty request: read as
+    a request (unknown fields ignored) it would import nothing and say nothing."""
+    if not isinstance(obj, dict) or not obj or any(k in obj for k in _REQUEST_KEYS):
+        return
+    keys = ", ".join(sorted(map(str, obj))[:6])
+    looks = " (it looks like a single span)" if {"name", "attributes"} <= obj.keys() else ""
+    # The file readers put their own hint on a decode error: what to do goes in the message.
+    raise OtlpDecodeError(
+        f"the JSON object has no resourceSpans or resourceLogs, only {keys}{looks}: it is not an OTLP/JSON "
+        "export request; export with an OTLP exporter, or wrap the spans as "
+        '{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]} with traceId, spanId and start/end '
+        "times on each",
+        hint="see the message",
+    )
 
 
 def read_otlp_file(path: Path) -> Iterator[RawSpan]:

@@ -1,0 +1,293 @@
+"""Triage on traces recorded outside this repository (tests/fixtures/outside/README.md names each
+source, commit and licence): OpenInference spans of the OpenAI SDK recorded by envoyproxy/ai-gateway, the
+Vercel AI SDK's spans captured by Arize-ai/openinference, and TruLens' LlamaIndex and LangChain RAG
+events. Each goes through the commands a user runs — ``collect file``, ``traces show --json``, ``triage
+--json`` with a ticket whose material is taken from the trace itself — and what they read is pinned.
+None of these traces records a retrieval in a convention read here, so no verdict may be definite;
+removing any one record of them must leave the verdict ``unconfirmed`` (DESIGN 5.5).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from tests.fixtures.outside import _formats as fmt
+from tracejudge.cli import cli
+from tracejudge.localize import localize
+from tracejudge.normalize import normalize
+from tracejudge.schema import ManifestEntry, RawSpan, Ticket
+from tracejudge_collectors.otel import decode_json
+
+OUTSIDE = Path(fmt.__file__).resolve().parent
+T0 = 1_763_456_400_000_000_000  # 2025-11-18T09:00:00Z: the envoy spans' times were cleared by their recorder
+PAPER = "tests/unit/data/attention_is_all_you_need.pdf"
+DECODER = (
+    "the decoder inserts a third sub-layer, which performs multi-head attention over the output of the"
+    " encoder stack"
+)
+
+
+@dataclass(frozen=True)
+class Outside:
+    """One outside trace: how to build its request, the trace triaged and the ticket derived from it."""
+
+    name: str
+    request: Callable[[], dict[str, Any]]
+    trace_id: str
+    ticket: dict[str, Any]
+    manifest: list[dict[str, Any]]
+
+
+def _envoy(name: str, n: int, ticket: dict[str, Any], manifest: list[dict[str, Any]]) -> Outside:
+    trace_id = f"{n:032x}"
+    return Outside(
+        f"envoy/{name}",
+        lambda: fmt.envoy(name, trace_id, T0 + n * 60_000_000_000),
+        trace_id,
+        ticket,
+        manifest,
+    )
+
+
+def _entry(doc_id: str, version: str, content: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "doc_id": doc_id,
+        "version": version,
+        "effective_from": "2017-06-12T00:00:00Z",
+        "indexed_at": "2025-01-01T00:00:00Z",
+        "content": content,
+        **kw,
+    }
+
+
+# The material of each ticket is what the trace shows the model had, or answered from.
+PLANNER = "You are a financial research planner."
+CASES = [
+    _envoy(
+        "chat-basic",
+        1,
+        {"required": [{"doc_id": "greeting", "version": "v1", "clause": "How can I help you today?"}]},
+        [_entry("greeting", "v1", "Hi there! How can I help you today?")],
+    ),
+    _envoy(
+        "chat-multiturn",
+        2,
+        {"required": [{"doc_id": "style", "version": "v1", "clause": "Answer in up to 5 words"}]},
+        [_entry("style", "v1", "Answer in up to 5 words.")],
+    ),
+    _envoy(
+        "chat-openai-agents-python",
+        4,
+        {"required": [{"doc_id": "planner-prompt", "version": "v3", "clause": PLANNER}]},
+        [_entry("planner-prompt", "v3", PLANNER + " Given a request for financial analysis, produce a set.")],
+    ),
+    _envoy(
+        "chat-tools",
+        3,
+        {"required": [{"doc_id": "weather-tool", "version": "v1", "clause": "Boston"}]},
+        [_entry("weather-tool", "v1", "Weather in Boston")],
+    ),
+    Outside(
+        "vercel/ai-generateText",
+        lambda: fmt.vercel("ai-generateText"),
+        "700d5f98fe2420adcf6ab0822f7a323c",
+        {
+            "required": [
+                {"doc_id": "haiku-brief", "version": "v1", "clause": "Write a haiku about programming."}
+            ]
+        },
+        [_entry("haiku-brief", "v1", "Write a haiku about programming.")],
+    ),
+    Outside(
+        "trulens/llama",
+        lambda: fmt.trulens("test_otel_tru_llama__test_smoke"),
+        "768f8edd7f429ac42a327b464ff47058",
+        {"required": [{"doc_id": PAPER, "version": "p3", "clause": DECODER}]},
+        [
+            _entry(
+                PAPER,
+                "p3",
+                "In addition to the two\nsub-layers in each encoder layer, "
+                + DECODER.replace("multi-head ", "multi-head\n"),
+            )
+        ],
+    ),
+]
+IDS = [c.name for c in CASES]
+
+
+def _run(db: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", *args])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every outside trace collected from files into one store, as a user would."""
+    folder = tmp_path_factory.mktemp("outside")
+    files = []
+    for case in CASES:
+        path = folder / (case.name.replace("/", "-") + ".json")
+        path.write_text(json.dumps(case.request()))
+        files.append(str(path))
+    db = folder / "s.db"
+    result = _run(db, "collect", "file", *files, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert (summary["rejected"], summary["failed"]) == (0, 0)
+    return db
+
+
+def _show(store: Path, trace_id: str) -> dict[str, Any]:
+    result = _run(store, "traces", "show", trace_id, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _triage(store: Path, tmp_path: Path, case: Outside, *, manifest: bool) -> dict[str, Any]:
+    ticket = tmp_path / "ticket.yaml"
+    ticket.write_text(yaml.safe_dump({"ticket": case.name, "trace_id": case.trace_id, **case.ticket}))
+    args = ["triage", "--ticket", str(ticket), "--json"]
+    if manifest:
+        path = tmp_path / "manifest.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in case.manifest))
+        args += ["--manifest", str(path)]
+    result = _run(store, *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_a_span_dumped_alone_is_refused_naming_what_to_wrap_it_in(tmp_path: Path) -> None:
+    # envoyproxy/ai-gateway keeps each recorded span as one bare Span message: read as a request it
+    # imported nothing and exited 0.
+    result = _run(tmp_path / "s.db", "collect", "file", str(OUTSIDE / "envoy_ai_gateway" / "chat-basic.json"))
+    assert result.exit_code == 2, result.output
+    assert "no resourceSpans or resourceLogs" in result.output
+    assert "looks like a single span" in result.output
+    assert '{"resourceSpans": [{"scopeSpans"' in result.output
+
+
+def test_an_empty_request_is_still_an_empty_request(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text("{}\n")
+    result = _run(tmp_path / "s.db", "collect", "file", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["spans"] == 0
+
+
+def test_every_outside_span_is_stored(store: Path) -> None:
+    counts = {case.name: len(_show(store, case.trace_id)["spans"]) for case in CASES}
+    assert counts == {
+        "envoy/chat-basic": 1,
+        "envoy/chat-multiturn": 1,
+        "envoy/chat-openai-agents-python": 1,
+        "envoy/chat-tools": 1,
+        "vercel/ai-generateText": 1,
+        "trulens/llama": 7,
+    }
+
+
+def test_openinference_openai_messages_roles_and_answers(store: Path) -> None:
+    basic = _show(store, CASES[0].trace_id)
+    (call,) = basic["model_calls"]
+    assert [(m["role"], m["content"]) for m in call["input_messages"]] == [("user", "Hello!")]
+    assert basic["final_answer"].startswith("Hi there! How can I help you today?")
+    multiturn = _show(store, CASES[1].trace_id)
+    (call,) = multiturn["model_calls"]
+    assert [m["role"] for m in call["input_messages"]] == ["developer", "user", "assistant", "user"]
+    assert call["input_messages"][-1]["content"] == "Answer in up to 5 words: What's the weather like?"
+    assert multiturn["final_answer"] == "What city or region?"
+    planner = _show(store, CASES[2].trace_id)
+    (call,) = planner["model_calls"]
+    assert [m["role"] for m in call["input_messages"]] == ["system", "user"]
+    assert call["input_messages"][0]["content"].startswith(PLANNER)
+    assert json.loads(planner["final_answer"])["searches"]
+
+
+def test_a_tool_call_output_is_read_as_a_tool_call_not_an_answer(store: Path) -> None:
+    record = _show(store, CASES[3].trace_id)
+    (call,) = record["model_calls"]
+    ((message,),) = [call["output_messages"]]
+    assert (message["content"], call["output_recorded"]) == (None, True)
+    assert [(t["name"], t["arguments"]) for t in message["tool_calls"]] == [
+        ("get_current_weather", {"location": "Boston, MA", "unit": "fahrenheit"})
+    ]
+    assert record["final_answer"] is None
+    assert "no_final_answer" in {g["kind"] for g in record["gaps"]}
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_no_recorded_retrieval_no_definite_verdict(store: Path, tmp_path: Path, case: Outside) -> None:
+    record = _show(store, case.trace_id)
+    assert record["retrievals"] == []
+    assert "no_retrieval_span" in {g["kind"] for g in record["gaps"]}
+    # Without a manifest the index is unknown; with one, the trace still shows no retrieval.
+    bare = _triage(store, tmp_path, case, manifest=False)
+    assert (bare["verdict"], [s["status"] for s in bare["stages"]]) == (
+        "unconfirmed",
+        ["unconfirmed", "skipped", "skipped", "skipped"],
+    )
+    assert any("index manifest entry" in m for m in bare["stages"][0]["missing"])
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    assert any("a retrieval span" in m for m in given["stages"][1]["missing"])
+
+
+# ----------------------------------------------------------------------------- removal property
+
+
+def _spans(case: Outside) -> list[RawSpan]:
+    return list(decode_json(json.dumps(case.request())).spans)
+
+
+def _verdict(case: Outside, spans: list[RawSpan]) -> str:
+    ticket = Ticket.model_validate({"trace_id": case.trace_id, **case.ticket})
+    manifest = [ManifestEntry.model_validate(e) for e in case.manifest]
+    loc = localize(normalize(spans), ticket, manifest)
+    return loc.verdict + (f" ({loc.cause})" if loc.cause else "")
+
+
+def _removals(spans: list[RawSpan]) -> list[tuple[str, list[RawSpan]]]:
+    out = []
+    for i, span in enumerate(spans):
+        if len(spans) > 1:
+            out.append((f"span {span.name}", spans[:i] + spans[i + 1 :]))
+        for key in span.attributes:
+            attrs = {k: v for k, v in span.attributes.items() if k != key}
+            out.append(
+                (
+                    f"attr {span.name}:{key}",
+                    [*spans[:i], span.model_copy(update={"attributes": attrs}), *spans[i + 1 :]],
+                )
+            )
+        for j, event in enumerate(span.events):
+            events = span.events[:j] + span.events[j + 1 :]
+            out.append(
+                (
+                    f"event {span.name}:{event.name}",
+                    [*spans[:i], span.model_copy(update={"events": events}), *spans[i + 1 :]],
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside) -> None:
+    spans = _spans(case)
+    before = _verdict(case, spans)
+    moved = [
+        f"{label}: {before} -> {after}"
+        for label, fewer in _removals(spans)
+        if (after := _verdict(case, fewer)) not in (before, "unconfirmed")
+    ]
+    assert moved == []
