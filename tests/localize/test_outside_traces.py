@@ -3,8 +3,9 @@ source, commit and licence): OpenInference spans of the OpenAI SDK recorded by e
 Vercel AI SDK's spans captured by Arize-ai/openinference, and TruLens' LlamaIndex and LangChain RAG
 events. Each goes through the commands a user runs — ``collect file``, ``traces show --json``, ``triage
 --json`` with a ticket whose material is taken from the trace itself — and what they read is pinned.
-None of these traces records a retrieval in a convention read here, so no verdict may be definite;
-removing any one record of them must leave the verdict ``unconfirmed`` (DESIGN 5.5).
+The OpenAI and AI SDK traces record no retrieval, so no verdict on them may be definite; the TruLens
+traces record their retrievals as texts without ids (identified by the manifest's content), and removing
+any one record of any of them leaves the verdict or makes it ``unconfirmed`` (DESIGN 5.5).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from tracejudge_collectors.otel import decode_json
 
 OUTSIDE = Path(fmt.__file__).resolve().parent
 T0 = 1_763_456_400_000_000_000  # 2025-11-18T09:00:00Z: the envoy spans' times were cleared by their recorder
-PAPER = "tests/unit/data/attention_is_all_you_need.pdf"
 DECODER = (
     "the decoder inserts a third sub-layer, which performs multi-head attention over the output of the"
     " encoder stack"
@@ -106,20 +106,6 @@ CASES = [
         },
         [_entry("haiku-brief", "v1", "Write a haiku about programming.")],
     ),
-    Outside(
-        "trulens/llama",
-        lambda: fmt.trulens("test_otel_tru_llama__test_smoke"),
-        "768f8edd7f429ac42a327b464ff47058",
-        {"required": [{"doc_id": PAPER, "version": "p3", "clause": DECODER}]},
-        [
-            _entry(
-                PAPER,
-                "p3",
-                "In addition to the two\nsub-layers in each encoder layer, "
-                + DECODER.replace("multi-head ", "multi-head\n"),
-            )
-        ],
-    ),
 ]
 IDS = [c.name for c in CASES]
 
@@ -133,7 +119,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every outside trace collected from files into one store, as a user would."""
     folder = tmp_path_factory.mktemp("outside")
     files = []
-    for case in CASES:
+    for case in [*CASES, *TRULENS]:
         path = folder / (case.name.replace("/", "-") + ".json")
         path.write_text(json.dumps(case.request()))
         files.append(str(path))
@@ -190,7 +176,6 @@ def test_every_outside_span_is_stored(store: Path) -> None:
         "envoy/chat-openai-agents-python": 1,
         "envoy/chat-tools": 1,
         "vercel/ai-generateText": 1,
-        "trulens/llama": 7,
     }
 
 
@@ -243,6 +228,137 @@ def test_no_recorded_retrieval_no_definite_verdict(store: Path, tmp_path: Path, 
     assert any("a retrieval span" in m for m in given["stages"][1]["missing"])
 
 
+# ----------------------------------------------------------------------------- TruLens
+
+LLAMA, CHAIN = "768f8edd7f429ac42a327b464ff47058", "96c0b8dfd4f04d2612116d54e91b87b1"
+CHAIN_DOCS = ("attention/table-4", "attention/table-2", "attention/multi-head", "attention/figure-1")
+
+
+def _contexts(name: str) -> list[str]:
+    """The texts the trace's outermost retrieval span returned, as TruLens recorded them."""
+    (resource,) = fmt.trulens(name)["resourceSpans"]
+    for span in resource["scopeSpans"][0]["spans"]:
+        values = {a["key"]: a["value"] for a in span["attributes"]}
+        if "ai.observability.retrieval.retrieved_contexts" in values:
+            texts = values["ai.observability.retrieval.retrieved_contexts"]["arrayValue"]["values"]
+            return [t["stringValue"] for t in texts]
+    raise AssertionError(name)
+
+
+def _llama_manifest() -> list[dict[str, Any]]:
+    return [_entry("attention/page-3", "v1", _contexts("test_otel_tru_llama__test_smoke")[1])]
+
+
+def _chain_manifest() -> list[dict[str, Any]]:
+    returned = _contexts("test_otel_tru_chain__test_smoke")
+    never = "In this work, we use sine and cosine functions of different frequencies."
+    return [
+        *(_entry(doc, "v1", text) for doc, text in zip(CHAIN_DOCS, returned, strict=True)),
+        _entry("attention/positional-encoding", "v1", never),
+    ]
+
+
+BLEU = "establishing a new state-of-the-art BLEU score of 28.4"
+TRULENS = [
+    # LlamaIndex with MockLLM: the retriever returned page 3, but no span records the model call.
+    Outside(
+        "trulens/llama",
+        lambda: fmt.trulens("test_otel_tru_llama__test_smoke"),
+        LLAMA,
+        {
+            "required": [
+                {"doc_id": "attention/page-3", "version": "v1", "clause": DECODER, "facts": {"d_model": 512}}
+            ]
+        },
+        _llama_manifest(),
+    ),
+    # LangChain with FakeListLLM: table 2 was returned and sent; the canned answer states no BLEU score.
+    Outside(
+        "trulens/chain",
+        lambda: fmt.trulens("test_otel_tru_chain__test_smoke"),
+        CHAIN,
+        {
+            "required": [
+                {"doc_id": "attention/table-2", "version": "v1", "clause": BLEU, "facts": {"bleu": 28.4}}
+            ]
+        },
+        _chain_manifest(),
+    ),
+    # The same run against material it never returned: with no filter recorded, rank or filter is open.
+    Outside(
+        "trulens/chain-not-returned",
+        lambda: fmt.trulens("test_otel_tru_chain__test_smoke"),
+        CHAIN,
+        {
+            "required": [
+                {
+                    "doc_id": "attention/positional-encoding",
+                    "version": "v1",
+                    "clause": "we use sine and cosine functions of different frequencies",
+                }
+            ]
+        },
+        _chain_manifest(),
+    ),
+]
+TRULENS_IDS = [c.name for c in TRULENS]
+# case -> (verdict and statuses with the manifest, what the first open stage misses)
+TRULENS_VERDICTS = {
+    "trulens/llama": ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"], "a model (LLM) span"),
+    "trulens/chain": ("unconfirmed", ["pass", "pass", "pass", "unconfirmed"], "a usage judge"),
+    "trulens/chain-not-returned": (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+        "tracejudge.retrieval.filter",
+    ),
+}
+
+
+def test_trulens_llama_index_retrieval_is_one_call_of_unidentified_texts(store: Path) -> None:
+    record = _show(store, LLAMA)
+    (retrieval,) = record["retrievals"]
+    # The query engine's retrieve, the retriever's retrieve and its _retrieve: one call.
+    assert len(retrieval["span_ids"]) == 3
+    assert retrieval["query"] == "What is multi-headed attention?"
+    docs = retrieval["documents"]
+    assert [d["doc_id"] for d in docs] == [None, None, None]
+    assert docs[1]["content"].startswith("To facilitate these residual connections")
+    assert record["input"] == "What is multi-headed attention?"
+    # MockLLM echoes its prompt: the answer is the prompt, and no span is the model call.
+    assert record["final_answer"].startswith("Context information is below.")
+    assert record["model_calls"] == []
+    assert "no_model_span" in {g["kind"] for g in record["gaps"]}
+
+
+def test_trulens_langchain_prompt_value_is_read_with_its_line_breaks(store: Path) -> None:
+    record = _show(store, CHAIN)
+    (retrieval,) = record["retrievals"]
+    assert len(retrieval["documents"]) == 4
+    (call,) = record["model_calls"]
+    ((message,),) = [call["input_messages"]]
+    assert message["role"] == "user"
+    # The repr's escapes are decoded: real line breaks and quotes, no backslashes.
+    assert "If you don't know the answer" in message["content"]
+    assert "Question: What is multi-headed attention? \nContext: Table 4:" in message["content"]
+    assert "\\n" not in message["content"]
+    assert call["output_text"] == record["final_answer"] == "This is a mocked response for prompt 0."
+
+
+@pytest.mark.parametrize("case", TRULENS, ids=TRULENS_IDS)
+def test_trulens_triage(store: Path, tmp_path: Path, case: Outside) -> None:
+    verdict, statuses, missing = TRULENS_VERDICTS[case.name]
+    bare = _triage(store, tmp_path, case, manifest=False)
+    # Texts without ids name no document: without the manifest nothing shows what was indexed.
+    assert (bare["verdict"], [s["status"] for s in bare["stages"]]) == (
+        "unconfirmed",
+        ["unconfirmed", "skipped", "skipped", "skipped"],
+    )
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (verdict, statuses)
+    open_stage = statuses.index("unconfirmed")
+    assert any(missing in m for m in given["stages"][open_stage]["missing"])
+
+
 # ----------------------------------------------------------------------------- removal property
 
 
@@ -281,7 +397,7 @@ def _removals(spans: list[RawSpan]) -> list[tuple[str, list[RawSpan]]]:
     return out
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("case", [*CASES, *TRULENS], ids=[*IDS, *TRULENS_IDS])
 def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside) -> None:
     spans = _spans(case)
     before = _verdict(case, spans)

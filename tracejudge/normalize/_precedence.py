@@ -36,6 +36,8 @@ Why this order:
   would name the root); the root's free-form I/O; a
   GenAI agent root's messages. The model calls of the trace come after every convention
   (normalize reads them from the assembled record).
+- TruLens (``ai.observability.*``) comes after every convention it could share a span with, before the
+  free-form I/O: its generation input is a function argument, its record root the app's request and answer.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
 from tracejudge.normalize._smolagents import CONVENTION as SMOLAGENTS
 from tracejudge.normalize._strands import CONVENTION as STRANDS
 from tracejudge.normalize._tracejudge import CONVENTION as TRACEJUDGE
+from tracejudge.normalize._trulens import CONVENTION as TRULENS
 
 Line = tuple[Convention, ...]
 
@@ -83,8 +86,18 @@ class Precedence:
 
 
 PRECEDENCE = Precedence(
-    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE)),
-    input_messages=(OPENINFERENCE, STRANDS, SEMANTIC_KERNEL, GENAI, OPENLLMETRY, ADK, LITELLM, FREEFORM),
+    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS)),
+    input_messages=(
+        OPENINFERENCE,
+        STRANDS,
+        SEMANTIC_KERNEL,
+        GENAI,
+        OPENLLMETRY,
+        ADK,
+        LITELLM,
+        TRULENS,
+        FREEFORM,
+    ),
     output_messages=(
         SMOLAGENTS,
         OPENINFERENCE,
@@ -94,14 +107,27 @@ PRECEDENCE = Precedence(
         OPENLLMETRY,
         ADK,
         LITELLM,
+        TRULENS,
         FREEFORM,
     ),
-    documents=(OPENINFERENCE, GENAI, OPENLLMETRY, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, FREEFORM),
-    query=(GENAI, MIRASCOPE, FREEFORM),
+    documents=(
+        OPENINFERENCE,
+        GENAI,
+        OPENLLMETRY,
+        ADK,
+        STRANDS,
+        AG2,
+        LANGCHAIN,
+        AGNO,
+        MIRASCOPE,
+        TRULENS,
+        FREEFORM,
+    ),
+    query=(GENAI, MIRASCOPE, TRULENS, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
     tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, FREEFORM),
     tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, FREEFORM),
-    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, FREEFORM, GENAI),
-    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, FREEFORM, GENAI),
+    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, FREEFORM, GENAI),
+    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, TRULENS, FREEFORM, GENAI),
 )
