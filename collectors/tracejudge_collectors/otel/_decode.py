@@ -10,7 +10,7 @@ truncation is reported in ``DecodeResult.errors`` (a warning; ``rejected`` is no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from tracejudge_collectors.otel._otlp import (
     str_json,
     too_many,
 )
-from tracejudge_collectors.otel._proto import ExportTraceServiceRequest
+from tracejudge_collectors.otel._proto import ExportTraceServiceRequest, span_bytes
 
 __all__ = [
     "DecodeResult",
@@ -133,15 +133,18 @@ def encode_protobuf(
     decoded as :func:`decode_protobuf` does. Same rejections, errors and refusals."""
     notes = Notes(limits)
     spans: list[RawSpan | EncodedSpan] = []
-    for rs, resource, clean, scopes in _walk_pb(body, notes, encode=True):
+    # Each span's own bytes, cut from the body rather than serialized again from the parsed span.
+    cut = span_bytes(body)
+    for r, (rs, resource, clean, scopes) in enumerate(_walk_pb(body, notes, encode=True)):
         res_bytes = rs.resource.SerializeToString()
-        for ss, scope_bytes in scopes:
+        for s, (ss, scope_bytes) in enumerate(scopes):
             envelope = OtlpEnvelope(res_bytes, scope_bytes)
-            for sp in ss.spans:
+            # A truncated resource attribute must be stored truncated: then every span is decoded.
+            datas = _span_datas(cut, r, s, ss.spans) if clean else None
+            for i, sp in enumerate(ss.spans):
                 span: RawSpan | EncodedSpan | None = None
-                # A truncated resource attribute must be stored truncated: then every span is decoded.
-                if clean:
-                    span = _encode_pb(sp, envelope, source, notes.limits)
+                if datas is not None:
+                    span = _encode_pb(sp, datas[i], envelope, source, notes.limits)
                 if span is None:
                     span = _span_pb(sp, resource, ss.scope, source, notes)
                 if span is not None:
@@ -174,18 +177,26 @@ def _walk_pb(
         yield rs, resource, notes.count == noted, scopes
 
 
+def _span_datas(cut: list[list[list[bytes]]] | None, r: int, s: int, parsed: Sequence[Any]) -> list[bytes]:
+    """The bytes of the spans ``parsed`` of resource ``r``, scope ``s``: as cut from the body, or
+    (should the cut not line up with the parsed request) serialized again."""
+    if cut is not None and r < len(cut) and s < len(cut[r]) and len(cut[r][s]) == len(parsed):
+        return cut[r][s]
+    return [sp.SerializeToString() for sp in parsed]
+
+
 def _encode_pb(
-    sp: Any, envelope: OtlpEnvelope, source: SpanSource, limits: DecodeLimits
+    sp: Any, data: bytes, envelope: OtlpEnvelope, source: SpanSource, limits: DecodeLimits
 ) -> EncodedSpan | None:
-    """``sp`` in its own bytes, when :func:`_span_pb` would decode it without rejecting it, refusing
-    the request or noting anything (else None) -- decided from its ids, times and sizes, without
-    decoding its attributes. (A value nested past MAX_ATTRIBUTE_DEPTH cannot be here: protobuf
-    refuses to parse one ~45 levels deep.)"""
+    """``sp`` in its own bytes ``data`` (which parse to it), when :func:`_span_pb` would decode it
+    without rejecting it, refusing the request or noting anything (else None) -- decided from its
+    ids, times and sizes, without decoding its attributes. (A value nested past MAX_ATTRIBUTE_DEPTH
+    cannot be here: protobuf refuses to parse one ~45 levels deep.)"""
     tid, sid, psid = sp.trace_id, sp.span_id, sp.parent_span_id
     start, end = sp.start_time_unix_nano, sp.end_time_unix_nano
     if not _ids_ok(tid, sid, psid) or start > INT64_MAX or end > INT64_MAX:
         return None
-    data = sp.SerializeToString()
+    # Every value's bytes lie within ``data``, so its length bounds theirs.
     if not _fits(sp, len(data), limits):
         return None
     return EncodedSpan(

@@ -193,3 +193,92 @@ def test_protobuf_cannot_carry_a_value_nested_past_the_depth_limit() -> None:
         decode_protobuf(body)
     with pytest.raises(OtlpDecodeError):
         encode_protobuf(body)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _fields(data: bytes) -> list[bytes]:
+    """The top-level fields of a serialized message, each with its tag, in order."""
+    out, i = [], 0
+    while i < len(data):
+        start, shift, tag = i, 0, 0
+        while True:
+            b = data[i]
+            tag |= (b & 0x7F) << shift
+            i, shift = i + 1, shift + 7
+            if b < 0x80:
+                break
+        wire = tag & 7
+        if wire == 0:
+            while data[i] & 0x80:
+                i += 1
+            i += 1
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            n, shift = 0, 0
+            while True:
+                b = data[i]
+                n |= (b & 0x7F) << shift
+                i, shift = i + 1, shift + 7
+                if b < 0x80:
+                    break
+            i += n
+        out.append(data[start:i])
+    return out
+
+
+def _sub(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _scrambled(req: ExportTraceServiceRequest) -> tuple[bytes, list[bytes]]:
+    """``req`` serialized as no SDK would: each span's fields reversed and an unknown field inside,
+    an unknown field between spans and before each scope, resources after their scopes. Returns the
+    body and each span's bytes in it."""
+    unknown = _varint(99 << 3) + _varint(7)  # field 99, a varint
+    body, cut = b"", []
+    for rs in req.resource_spans:
+        scopes = b""
+        for ss in rs.scope_spans:
+            inner = unknown + _sub(1, ss.scope.SerializeToString())
+            for sp in ss.spans:
+                data = b"".join(reversed(_fields(sp.SerializeToString()))) + unknown
+                cut.append(data)
+                inner += _sub(2, data) + unknown
+            scopes += _sub(2, inner)
+        body += _sub(1, scopes + _sub(1, rs.resource.SerializeToString()))
+    return body, cut
+
+
+@settings(max_examples=60, deadline=None)
+@given(requests)
+def test_each_span_is_kept_in_the_bytes_it_arrived_in(generated: list[Any]) -> None:
+    """Spans are cut from the body, not serialized again: the bytes stored are the bytes sent, in
+    whatever order their fields came, and read back as decoding the same body does."""
+    req, _ = build(generated)
+    body, cut = _scrambled(req)
+    encoded = _same_as_decoding(body)
+    assert len(encoded) == len(cut)
+    assert [s.otlp.endswith(data) for s, data in zip(encoded, cut, strict=True)] == [True] * len(cut)
+
+
+def test_a_span_repeating_a_field_is_kept_as_protobuf_reads_it() -> None:
+    """A field given twice in a span's bytes: the last one counts, when received and when read back."""
+    req, _ = _request()
+    span = req.resource_spans[0].scope_spans[0].spans[0]
+    data = span.SerializeToString() + _sub(5, b"renamed")  # Span.name again
+    ss = _sub(1, req.resource_spans[0].scope_spans[0].scope.SerializeToString()) + _sub(2, data)
+    body = _sub(1, _sub(1, req.resource_spans[0].resource.SerializeToString()) + _sub(2, ss))
+    (encoded,) = _same_as_decoding(body)
+    assert isinstance(encoded, EncodedSpan)
+    assert (encoded.name, encoded.decode().name, encoded.session_id) == ("renamed", "renamed", "s-1")
