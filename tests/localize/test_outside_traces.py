@@ -106,6 +106,17 @@ CASES = [
         },
         [_entry("haiku-brief", "v1", "Write a haiku about programming.")],
     ),
+    Outside(
+        "vercel/ai-generateText-doGenerate",
+        lambda: fmt.vercel("ai-generateText-doGenerate"),
+        "b3e700af9eab81e19f72f964d62a35af",
+        {
+            "required": [
+                {"doc_id": "haiku-brief", "version": "v1", "clause": "Write a haiku about programming."}
+            ]
+        },
+        [_entry("haiku-brief", "v1", "Write a haiku about programming.")],
+    ),
 ]
 IDS = [c.name for c in CASES]
 
@@ -176,6 +187,7 @@ def test_every_outside_span_is_stored(store: Path) -> None:
         "envoy/chat-openai-agents-python": 1,
         "envoy/chat-tools": 1,
         "vercel/ai-generateText": 1,
+        "vercel/ai-generateText-doGenerate": 1,
     }
 
 
@@ -194,6 +206,34 @@ def test_openinference_openai_messages_roles_and_answers(store: Path) -> None:
     assert [m["role"] for m in call["input_messages"]] == ["system", "user"]
     assert call["input_messages"][0]["content"].startswith(PLANNER)
     assert json.loads(planner["final_answer"])["searches"]
+
+
+HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."
+
+
+def test_vercel_ai_sdk_provider_request_is_the_model_call(store: Path) -> None:
+    # The capture kept no parent ids: each provider request (doGenerate) is a trace of its own.
+    haiku = _show(store, "b3e700af9eab81e19f72f964d62a35af")
+    (call,) = haiku["model_calls"]
+    assert [(m["role"], m["content"]) for m in call["input_messages"]] == [
+        ("user", "Write a haiku about programming.")
+    ]
+    assert call["output_text"] == haiku["final_answer"] == HAIKU
+    chat = _show(store, "edff2fc5854be6170e8cccccec0c82cf")
+    (call,) = chat["model_calls"]
+    assert [m["role"] for m in call["input_messages"]] == ["system", "user", "assistant", "user"]
+    assert call["input_messages"][2]["content"] == "2 + 2 equals 4."
+    assert chat["final_answer"] == "3 + 3 equals 6."
+
+
+def test_vercel_ai_sdk_call_span_is_the_request_and_the_answer(store: Path) -> None:
+    prompt = _show(store, "700d5f98fe2420adcf6ab0822f7a323c")
+    assert (prompt["input"], prompt["final_answer"]) == ("Write a haiku about programming.", HAIKU)
+    # The call's own span is not a model call: its provider request was captured apart.
+    assert prompt["model_calls"] == []
+    messages = _show(store, "673a889f59126f8b4c90dce5a1f99368")
+    assert messages["input"].startswith("And what")
+    assert messages["final_answer"] == "3 + 3 equals 6."
 
 
 def test_a_tool_call_output_is_read_as_a_tool_call_not_an_answer(store: Path) -> None:

@@ -38,6 +38,9 @@ Why this order:
   (normalize reads them from the assembled record).
 - TruLens (``ai.observability.*``) comes after every convention it could share a span with, before the
   free-form I/O: its generation input is a function argument, its record root the app's request and answer.
+- The Vercel AI SDK (``ai.*``) likewise: its provider requests also carry ``gen_ai.*`` attributes (model,
+  usage), which GenAI reads; their messages and response are its own ``ai.prompt.messages`` /
+  ``ai.response.*``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from tracejudge.normalize._smolagents import CONVENTION as SMOLAGENTS
 from tracejudge.normalize._strands import CONVENTION as STRANDS
 from tracejudge.normalize._tracejudge import CONVENTION as TRACEJUDGE
 from tracejudge.normalize._trulens import CONVENTION as TRULENS
+from tracejudge.normalize._vercel import CONVENTION as VERCEL
 
 Line = tuple[Convention, ...]
 
@@ -86,7 +90,11 @@ class Precedence:
 
 
 PRECEDENCE = Precedence(
-    classify=((TRACEJUDGE,), (LANGFUSE,), (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS)),
+    classify=(
+        (TRACEJUDGE,),
+        (LANGFUSE,),
+        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL),
+    ),
     input_messages=(
         OPENINFERENCE,
         STRANDS,
@@ -95,6 +103,7 @@ PRECEDENCE = Precedence(
         OPENLLMETRY,
         ADK,
         LITELLM,
+        VERCEL,
         TRULENS,
         FREEFORM,
     ),
@@ -107,6 +116,7 @@ PRECEDENCE = Precedence(
         OPENLLMETRY,
         ADK,
         LITELLM,
+        VERCEL,
         TRULENS,
         FREEFORM,
     ),
@@ -128,6 +138,6 @@ PRECEDENCE = Precedence(
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
     tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, FREEFORM),
     tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, FREEFORM),
-    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, FREEFORM, GENAI),
-    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, TRULENS, FREEFORM, GENAI),
+    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, FREEFORM, GENAI),
+    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, TRULENS, VERCEL, FREEFORM, GENAI),
 )
