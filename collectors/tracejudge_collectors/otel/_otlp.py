@@ -132,15 +132,18 @@ def count_json(obj: Any, *path: tuple[str, ...]) -> int:
     return sum(level)
 
 
-def check_json_size(text: str, limits: DecodeLimits) -> None:
-    """Refuse (413) an OTLP/JSON text whose parse would take more than ``limits.max_decoded_bytes``,
-    before parsing it: every ``{`` or ``[`` may open an object or array (a few inside strings count too)."""
-    objects = text.count("{")
-    estimate = 2 * len(text) + JSON_OBJECT_BYTES * objects + JSON_ARRAY_BYTES * text.count("[")
+def check_json_size(
+    chars: int, objects: int, arrays: int, limits: DecodeLimits, *, least: bool = False
+) -> None:
+    """Refuse (413) an OTLP/JSON text of ``chars`` characters, ``objects`` ``{`` and ``arrays`` ``[``
+    whose parse would take more than ``limits.max_decoded_bytes``, before parsing it: every ``{`` or
+    ``[`` may open an object or array (a few inside strings count too). ``least``: ``chars`` is a
+    lower bound of the text's length (so is the estimate)."""
+    estimate = 2 * chars + JSON_OBJECT_BYTES * objects + JSON_ARRAY_BYTES * arrays
     if estimate > limits.max_decoded_bytes:
         raise LimitError(
-            f"decoding the request would take about {estimate} bytes, more than the limit of "
-            f"{limits.max_decoded_bytes} (its {objects} JSON objects)",
+            f"decoding the request would take {'at least' if least else 'about'} {estimate} bytes, more "
+            f"than the limit of {limits.max_decoded_bytes} (its {objects} JSON objects)",
             hint="export smaller batches, send protobuf (application/x-protobuf), or start the receiver "
             "with a larger --max-decoded-bytes (env TRACEJUDGE_OTLP_MAX_DECODED_BYTES)",
             status=413,
@@ -245,9 +248,18 @@ def load_json_body(body: bytes, *, request: str, limits: DecodeLimits | None = N
     """Parse an OTLP/JSON body, mapping every failure to an :class:`OtlpDecodeError`; a lone surrogate,
     raw or escaped, and bytes that are not UTF-8 become U+FFFD rather than fatal (see :func:`json_text`).
     With ``limits``, a body whose parse would be too large is refused first (:func:`check_json_size`)."""
+    counts = None
+    if limits is not None and json.detect_encoding(body).startswith("utf-8"):
+        # In UTF-8 the brackets counted in the bytes are the text's (no multi-byte character holds
+        # those bytes, a byte replaced by U+FFFD is none of them), and the text has as many characters
+        # as bytes when they are ASCII, never fewer than a quarter as many: a body too large even so
+        # is refused before its text is made (beside the bytes, it doubled a gzip bomb's peak).
+        counts = body.count(b"{"), body.count(b"[")
+        ascii_only = body.isascii()
+        check_json_size(len(body) if ascii_only else len(body) // 4, *counts, limits, least=not ascii_only)
     text = json_text(body)
     if limits is not None:
-        check_json_size(text, limits)
+        check_json_size(len(text), *(counts or (text.count("{"), text.count("["))), limits)
     try:
         obj = json.loads(text)
     except RecursionError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import io
 import logging
 import signal
 import socket
@@ -392,12 +393,16 @@ async def _receive_into(request: Request, body: _Body) -> None:
 class _Body:
     """A request body as it arrives, at most ``limit`` bytes; inflated chunk by chunk when ``dec`` is
     set, so a gzip bomb stops at the limit rather than in memory. The pieces are joined once, at the
-    end (a body of one chunk is not copied at all)."""
+    end (a body of one chunk is not copied at all) — up to an eighth of the limit: a larger body
+    grows in one buffer from there, handed over without a copy, so it is never held twice (its pieces
+    and their join: a body just under the limit peaked at twice it)."""
 
     limit: int
     too_large: _Reject
     dec: zlib._Decompress | None
     pieces: list[bytes] = field(default_factory=list)
+    grown: io.BytesIO | None = None
+    """The body past an eighth of the limit (its pieces then are in it)."""
     size: int = 0
     fed: bool = False
     """Has the current compressed member been fed data it has not finished?"""
@@ -429,6 +434,8 @@ class _Body:
                 raise _Reject(400, f"the body is not valid gzip/deflate data ({exc})") from exc
             if not self.dec.eof:
                 raise _Reject(400, "the compressed body is truncated")
+        if self.grown is not None:
+            return self.grown.getvalue()  # its own buffer, trimmed in place: not a copy
         return b"".join(self.pieces)
 
     def _keep(self, piece: bytes) -> None:
@@ -436,7 +443,14 @@ class _Body:
             self.size += len(piece)
             if self.size > self.limit:
                 raise self.too_large
+            if self.grown is not None:
+                self.grown.write(piece)  # its buffer grows in place (realloc), by an eighth at a time
+                return
             self.pieces.append(piece)
+            if self.size > self.limit >> 3 and len(self.pieces) > 1:
+                self.grown = io.BytesIO(b"".join(self.pieces))
+                self.grown.seek(0, io.SEEK_END)
+                self.pieces.clear()
 
 
 # ---------------------------------------------------------------- serving

@@ -188,6 +188,7 @@ def test_a_gzip_bomb_of_tiny_spans_is_413_before_it_is_parsed(store: SqliteStore
     n = 800_000  # ~58 MiB, under the 64 MiB body limit
     plain = b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + b",".join([tiny] * n) + b"]}]}]}"
     bomb = gzip.compress(plain, compresslevel=9)
+    inflated = len(plain)
     del plain
     assert len(bomb) < 1 << 20
     with serve_in_thread(store) as url, httpx.Client(timeout=120, trust_env=False) as client:
@@ -199,8 +200,65 @@ def test_a_gzip_bomb_of_tiny_spans_is_413_before_it_is_parsed(store: SqliteStore
             tracemalloc.stop()
     assert resp.status_code == 413, resp.text[:300]
     assert "--max-decoded-bytes" in resp.json()["message"]
-    # The body and its text (~2 x 63 MiB) are all that is held; the parse never happens.
-    assert peak < 400 << 20
+    # The body is held once (~1.14x: its buffer's headroom, an inflate step): not its pieces and their
+    # join, nor its text beside it (refused on the bytes' counts), each of which made it 2x; the parse
+    # never happens.
+    assert peak < 1.5 * inflated
+
+
+def test_a_large_plain_body_is_held_once(store: SqliteStore) -> None:
+    """An uncompressed body past an eighth of the limit grows in one buffer handed over as it is: its
+    chunks joined at the end held it twice (the chunks and the join), and its text a second time."""
+    tiny = json.dumps({"traceId": TRACE_HEX, "spanId": SPAN_HEX}, separators=(",", ":")).encode()
+    plain = b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + b",".join([tiny] * 200_000) + b"]}]}]}"
+    with (
+        serve_in_thread(
+            store, max_body_bytes=32 << 20, limits=DecodeLimits(max_decoded_bytes=1 << 20)
+        ) as url,
+        httpx.Client(timeout=120, trust_env=False) as client,
+    ):
+        tracemalloc.start()
+        try:
+            resp = client.post(f"{url}/v1/traces", content=plain, headers=JS)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert resp.status_code == 413, resp.text[:300]
+    assert "would take about" in resp.json()["message"]
+    assert peak < 1.5 * len(plain)
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("a" * 3500, "about"),  # ASCII: the estimate on the bytes is exactly the text's
+        ("中" * 3000, None),  # over on the bytes' length (3 per character), within on the text's
+        ("中" * 3500, "about"),  # over on the text's length, within on a quarter of the bytes'
+        ("中" * 6000, "at least"),  # over even on a quarter of the bytes': refused before its text
+    ],
+)
+def test_the_decoded_size_estimate_is_checked_on_the_bytes_only_when_it_decides_the_same(
+    name: str, refused: str | None
+) -> None:
+    """A JSON body is refused before its text is made only when the text would be refused too: the
+    same requests are refused as when the estimate was made on the text (UTF-16 bodies still are)."""
+    from tracejudge_collectors.otel import LimitError, decode_json
+
+    span = {"traceId": TRACE_HEX, "spanId": SPAN_HEX, "name": name}
+    doc = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}, ensure_ascii=False)
+    limits = DecodeLimits(max_decoded_bytes=8192, max_name_chars=10_000)
+    brackets = 400 * 4 + 100 * 3  # four objects, three arrays
+    for body in (doc.encode(), doc.encode("utf-16")):
+        if refused is None:
+            assert decode_json(body, limits=limits).spans[0].name == name
+            continue
+        with pytest.raises(LimitError) as info:
+            decode_json(body, limits=limits)
+        assert info.value.status == 413
+        if refused == "at least" and body == doc.encode():
+            assert f"would take at least {2 * (len(body) // 4) + brackets} bytes" in info.value.message
+        else:
+            assert f"would take about {2 * len(doc) + brackets} bytes" in info.value.message
 
 
 def test_a_json_body_beyond_the_decoded_size_limit_is_413(store: SqliteStore) -> None:
