@@ -104,7 +104,7 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 3
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 4
         assert _reads(store) == READS
     finally:
         store.close()
@@ -116,7 +116,7 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     again = open_store(v1_url)  # a second open finds nothing left to upgrade
     assert isinstance(again, SqlStore)
     try:
-        assert again.schema_version() == 3
+        assert again.schema_version() == 4
         assert _reads(again) == READS
     finally:
         again.close()
@@ -170,8 +170,8 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
 ) -> None:
     real = sql_module._upgrades
 
-    def failing(blob: str, *, spans_by_seq: bool) -> dict[int, tuple[sql_module.UpgradeStep, ...]]:
-        steps = real(blob, spans_by_seq=spans_by_seq)
+    def failing(blob: str, *, by_seq: bool) -> dict[int, tuple[sql_module.UpgradeStep, ...]]:
+        steps = real(blob, by_seq=by_seq)
         return {**steps, 2: (*steps[2], "SELECT no_such_column FROM spans")}  # fails after the ALTER
 
     monkeypatch.setattr(sql_module, "_upgrades", failing)
@@ -185,7 +185,7 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == 3
+        assert store.schema_version() == 4
         assert _reads(store) == READS
     finally:
         store.close()
@@ -194,13 +194,13 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
 def test_a_store_newer_than_this_tracejudge_is_refused_untouched(v1_url: str) -> None:
     if v1_url.startswith("sqlite:///"):
         conn = sqlite3.connect(v1_url.removeprefix("sqlite:///"))
-        conn.execute("UPDATE schema_info SET version = 4")
+        conn.execute("UPDATE schema_info SET version = 5")
         conn.commit()
         conn.close()
     else:
         with psycopg.connect(v1_url, autocommit=True) as pg:
-            pg.execute("UPDATE schema_info SET version = 4")
-    with pytest.raises(Exception, match="schema version 4, newer than this tracejudge knows"):
+            pg.execute("UPDATE schema_info SET version = 5")
+    with pytest.raises(Exception, match="schema version 5, newer than this tracejudge knows"):
         open_store(v1_url)
     assert "otlp" not in _columns(v1_url)[0]
 

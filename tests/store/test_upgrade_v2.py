@@ -1,11 +1,12 @@
 """A SQLite store written at schema 2 (spans keyed by trace id, those the receiver took in their own
-OTLP bytes) is upgraded in place to schema 3 when it is opened — its spans copied into a table keyed
-by their trace's ``seq``, in the set-up's one transaction, so an interrupted upgrade leaves it as it
-was and the next open finishes it — and reads back exactly what that version read from it.
+OTLP bytes) is upgraded in place when it is opened — to schema 3, its spans copied into a table keyed
+by their trace's ``seq``, and on to this version's — in the set-up's one transaction, so an interrupted
+upgrade leaves it as it was and the next open finishes it — and reads back exactly what that version
+read from it. (``test_upgrade_v3.py`` tests the step to schema 4 on a store written at 3.)
 
 The store is ``fixtures/store_v2.sql``, dumped from a store the schema-2 code wrote, and
 ``fixtures/store_v2_reads.json`` is what that code read back from it (``fixtures/make_store_v2.py``).
-PostgreSQL keeps its spans' key at schema 3 (``test_upgrade.py`` takes its schema-1 store to 3).
+PostgreSQL keeps its spans' key (``test_upgrade.py`` takes its schema-1 store to this version's).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
 ) -> None:
     store = _open(v2_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 3
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 4
         assert _reads(store) == READS
     finally:
         store.close()
@@ -89,7 +90,7 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
     assert _raw(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
     again = _open(v2_path)  # a second open finds nothing left to upgrade
     try:
-        assert again.schema_version() == 3
+        assert again.schema_version() == 4
         assert _reads(again) == READS
     finally:
         again.close()
@@ -100,8 +101,8 @@ def test_an_upgrade_interrupted_after_the_copy_leaves_schema_2_and_the_next_open
 ) -> None:
     real = sql_module._upgrades
 
-    def failing(blob: str, *, spans_by_seq: bool) -> dict[int, tuple[sql_module.UpgradeStep, ...]]:
-        steps = real(blob, spans_by_seq=spans_by_seq)
+    def failing(blob: str, *, by_seq: bool) -> dict[int, tuple[sql_module.UpgradeStep, ...]]:
+        steps = real(blob, by_seq=by_seq)
         return {**steps, 3: (*steps[3], "SELECT no_such_column FROM spans")}  # after the swap
 
     before = _raw(v2_path, "SELECT * FROM spans ORDER BY trace_id, span_id")
@@ -114,7 +115,7 @@ def test_an_upgrade_interrupted_after_the_copy_leaves_schema_2_and_the_next_open
     monkeypatch.setattr(sql_module, "_upgrades", real)
     store = _open(v2_path)
     try:
-        assert store.schema_version() == 3
+        assert store.schema_version() == 4
         assert _reads(store) == READS
     finally:
         store.close()
@@ -184,7 +185,7 @@ def test_opened_for_reading_a_schema_2_store_is_read_as_it_is_until_spans_are_st
         assert "trace_seq" not in {r[1] for r in _raw(v2_path, "PRAGMA table_info(spans)")}
         new = encode_protobuf(_request(T4, "7777777777777777", "root", 1_790_000_300_000_000_000))
         assert store.put_spans(new.spans) == 1
-        assert store.schema_version() == 3
+        assert store.schema_version() == 4
         assert [s.name for s in store.get_spans(T4.hex())] == ["root"]
         assert {t: v for t, v in _reads(store)["spans"].items() if t != T4.hex()} == READS["spans"]
     finally:
@@ -205,7 +206,7 @@ def test_a_reader_opened_at_schema_2_reads_what_a_writer_stored_after_upgrading_
         try:
             new = encode_protobuf(_request(T4, "7777777777777777", "root", 1_790_000_300_000_000_000))
             assert writer.put_spans(new.spans) == 1
-            assert writer.schema_version() == 3
+            assert writer.schema_version() == 4
             assert _reads(reader) == _reads(writer)
         finally:
             writer.close()

@@ -89,9 +89,9 @@ class PostgresStore(SqlStore):
     _skip_locked = " FOR UPDATE SKIP LOCKED"
     _blob = "BYTEA"
     shared_runs = True
-    # Spans stay keyed by (trace_id, span_id) (store schema 3 changed SQLite's key only): concurrent
-    # writers dedup on that key before the trace's row, and so its seq, exists.
-    _spans_by_seq = False
+    # Spans, traces and sessions stay keyed by trace_id (store schemas 3 and 4 changed SQLite's keys
+    # only): concurrent writers dedup on that key before the trace's row, and so its seq, exists.
+    _by_seq = False
 
     def __init__(self, url: str, *, upgrade: bool = True) -> None:
         try:

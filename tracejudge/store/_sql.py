@@ -54,15 +54,12 @@ _DDL = (
         seq BIGINT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns)",
-    # MAX(seq) runs once per new trace; without this index it scans the table (quadratic intake).
-    "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
     # Turns of one conversation: filled from the spans' session attributes as they are stored.
     """CREATE TABLE IF NOT EXISTS trace_sessions (
         session_id TEXT NOT NULL,
         trace_id TEXT NOT NULL,
         PRIMARY KEY (session_id, trace_id)
     )""",
-    "CREATE INDEX IF NOT EXISTS trace_sessions_trace ON trace_sessions (trace_id)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS schema_info (version BIGINT NOT NULL)",
     # Scoring runs: one row per run, never rewritten by another run; items keyed by run.
@@ -160,10 +157,19 @@ _DDL = (
         stopped BIGINT NOT NULL DEFAULT 0
     )""",
 )
-_SCHEMA_VERSION = 3
+# Indexes of the schema-1 ``traces`` and ``trace_sessions`` tables, which SQLite's schema 4 replaces
+# (made only for a store below schema 4, or on PostgreSQL, which keeps those tables as they are).
+_DDL_BEFORE_4 = (
+    # MAX(seq) runs once per new trace; without this index it scans the table (quadratic intake).
+    "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
+    "CREATE INDEX IF NOT EXISTS trace_sessions_trace ON trace_sessions (trace_id)",
+)
+_SCHEMA_VERSION = 4
 """1: spans as JSON (``payload``). 2: a span may instead be its own OTLP bytes (``otlp``, with
 ``payload`` empty; see :mod:`tracejudge.store._encoded`). 3: on SQLite, spans are keyed by their
-trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (PostgreSQL's as at 2)."""
+trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (PostgreSQL's as at 2).
+4: on SQLite, ``traces`` is keyed by its ``seq`` (the table's rowid) with a unique index on
+``trace_id``, and ``trace_sessions`` by (``trace_seq``, ``session_id``) (PostgreSQL's as at 2)."""
 _SESSIONS_INDEXED = "index:sessions"
 
 # Schema 3 on SQLite. With a random trace id at the head of the spans' key, the spans of one commit
@@ -202,8 +208,66 @@ def _check_spans_copied(cur: Any) -> None:
     if int(missing):
         raise StoreError(
             f"cannot upgrade the store: {missing} span(s) belong to no trace of its traces table",
-            hint="the store was changed by something other than tracejudge; open it with the tracejudge"
-            " version that wrote it, or start a new store",
+            hint=_NOT_OURS_HINT,
+        )
+
+
+_NOT_OURS_HINT = (
+    "the store was changed by something other than tracejudge; open it with the tracejudge version"
+    " that wrote it, or start a new store"
+)
+
+
+# Schema 4 on SQLite. A commit of new traces inserted one entry per trace into each B-tree keyed by
+# the random trace id -- the traces table's key and trace_sessions' key and trace index -- so each
+# commit wrote up to one 16 KiB page per trace and B-tree into the WAL, more as the store grew. Now
+# the traces table is keyed by its arrival number (the rowid, so no separate seq index either) and a
+# trace's sessions by that number: a commit appends to their last pages; only the unique index on
+# trace_id (the lookup by id) stays random.
+_SQLITE_TRACES_4 = """CREATE TABLE traces_4 (
+        seq INTEGER PRIMARY KEY,
+        trace_id TEXT NOT NULL,
+        name TEXT,
+        start_ns BIGINT,
+        end_ns BIGINT,
+        span_count BIGINT NOT NULL DEFAULT 0,
+        sources TEXT NOT NULL DEFAULT '',
+        first_seen TEXT NOT NULL
+    )"""
+_COPY_TRACES_4 = """INSERT INTO traces_4 (seq, trace_id, name, start_ns, end_ns, span_count, sources,
+        first_seen)
+    SELECT seq, trace_id, name, start_ns, end_ns, span_count, sources, first_seen FROM traces ORDER BY seq"""
+_SQLITE_SESSIONS_4 = """CREATE TABLE trace_sessions_4 (
+        trace_seq BIGINT NOT NULL,
+        session_id TEXT NOT NULL,
+        PRIMARY KEY (trace_seq, session_id)
+    ) WITHOUT ROWID"""
+_COPY_SESSIONS_4 = """INSERT INTO trace_sessions_4 (trace_seq, session_id)
+    SELECT t.seq, s.session_id FROM trace_sessions AS s JOIN traces AS t ON t.trace_id = s.trace_id
+    ORDER BY t.seq, s.session_id"""
+
+
+def _check_seqs_unique(cur: Any) -> None:
+    """Refuse (so the upgrade rolls back) if two traces share a ``seq``, which no version of tracejudge
+    writes on SQLite: it becomes the traces table's key."""
+    cur.execute("SELECT count(*) - count(DISTINCT seq) FROM traces")
+    (shared,) = cur.fetchone()
+    if int(shared):
+        raise StoreError(
+            f"cannot upgrade the store: {shared} trace(s) share their arrival number (seq) with another",
+            hint=_NOT_OURS_HINT,
+        )
+
+
+def _check_sessions_copied(cur: Any) -> None:
+    """Refuse (so the upgrade rolls back) if a trace's session was left out of the copy: one naming a
+    trace the traces table does not have, which no version of tracejudge writes."""
+    cur.execute("SELECT (SELECT count(*) FROM trace_sessions) - (SELECT count(*) FROM trace_sessions_4)")
+    (missing,) = cur.fetchone()
+    if int(missing):
+        raise StoreError(
+            f"cannot upgrade the store: {missing} session row(s) name no trace of its traces table",
+            hint=_NOT_OURS_HINT,
         )
 
 
@@ -211,11 +275,11 @@ UpgradeStep = str | Callable[[Any], None]
 """A statement, or a check run on the set-up's cursor (raising rolls the upgrade back)."""
 
 
-def _upgrades(blob: str, *, spans_by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
+def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
     """The steps that take a store from the version before each key to that version; run in the
     set-up's transaction, so an upgrade is whole or not at all. ``blob`` is the engine's type for
-    bytes; ``spans_by_seq``: whether the engine keys spans by their trace's seq (SQLite). A new store
-    is created at version 1 and upgraded, so every store takes this path."""
+    bytes; ``by_seq``: whether the engine keys spans, traces and sessions by the trace's seq (SQLite).
+    A new store is created at version 1 and upgraded, so every store takes this path."""
     spans_3: tuple[UpgradeStep, ...] = (
         _SQLITE_SPANS_3,
         _COPY_SPANS_3,
@@ -223,14 +287,31 @@ def _upgrades(blob: str, *, spans_by_seq: bool) -> dict[int, tuple[UpgradeStep, 
         "DROP TABLE spans",
         "ALTER TABLE spans_3 RENAME TO spans",
     )
+    traces_4: tuple[UpgradeStep, ...] = (
+        _check_seqs_unique,
+        _SQLITE_TRACES_4,
+        _COPY_TRACES_4,
+        _SQLITE_SESSIONS_4,
+        _COPY_SESSIONS_4,
+        _check_sessions_copied,
+        "DROP TABLE trace_sessions",
+        "DROP TABLE traces",  # with its indexes (trace_id's, traces_start, traces_seq)
+        "ALTER TABLE traces_4 RENAME TO traces",
+        "ALTER TABLE trace_sessions_4 RENAME TO trace_sessions",
+        "CREATE UNIQUE INDEX traces_id ON traces (trace_id)",
+        "CREATE INDEX traces_start ON traces (start_ns)",
+        "CREATE INDEX trace_sessions_session ON trace_sessions (session_id, trace_seq)",
+    )
     return {
         # spans_start ordered no query (a trace's spans are read by its key) and cost every insert.
         2: (f"ALTER TABLE spans ADD COLUMN otlp {blob}", "DROP INDEX IF EXISTS spans_start"),
-        3: spans_3 if spans_by_seq else (),
+        3: spans_3 if by_seq else (),
+        4: traces_4 if by_seq else (),
     }
 
 
 INSERT_SESSION = "INSERT INTO trace_sessions (session_id, trace_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+_INSERT_SESSION_4 = "INSERT INTO trace_sessions (trace_seq, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 
 
 AnySpan = RawSpan | EncodedSpan
@@ -400,8 +481,9 @@ class SqlStore:
     _skip_locked = ""
     shared_runs = False
     """Whether several workers may share one scoring run (PostgreSQL) or only one at a time (SQLite)."""
-    _spans_by_seq = True
-    """Whether spans are keyed by their trace's ``seq`` (SQLite, schema 3) or by ``trace_id``."""
+    _by_seq = True
+    """Whether spans (schema 3), traces and sessions (schema 4) are keyed by the trace's ``seq``
+    (SQLite) or by ``trace_id`` (PostgreSQL)."""
 
     def __init__(self, conn: _Connection, label: str) -> None:
         self._conn = conn
@@ -484,8 +566,11 @@ class SqlStore:
                     f"the store {self.label} has schema version {row[0]}, newer than this tracejudge knows",
                     hint="upgrade tracejudge, or point --store at another store",
                 )
+            if version < 4 or not self._by_seq:
+                for stmt in _DDL_BEFORE_4:
+                    cur.execute(stmt)
             top = _SCHEMA_VERSION if upgrade or row is None else version
-            upgrades = _upgrades(self._blob, spans_by_seq=self._spans_by_seq)
+            upgrades = _upgrades(self._blob, by_seq=self._by_seq)
             for target in range(version + 1, top + 1):
                 for step in upgrades[target]:
                     if isinstance(step, str):
@@ -562,7 +647,7 @@ class SqlStore:
                 )
                 self._write_traces(cur, folded, old, seqs, now)
                 if pairs := session_pairs(fresh):
-                    cur.executemany(INSERT_SESSION, pairs)
+                    cur.executemany(_INSERT_SESSION_4, [(seqs[t], sid) for sid, t in pairs])
             self._write_meta(cur, meta)
             return len(fresh)
 
@@ -608,10 +693,10 @@ class SqlStore:
         now: str,
     ) -> None:
         """Write the traces' summaries: update those stored before, insert the new ones with their seq."""
-        if updates := [(*f.columns(), t) for t, f in folded.items() if t in old]:
+        if updates := [(*f.columns(), seqs[t]) for t, f in folded.items() if t in old]:
             cur.executemany(
                 "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
-                " WHERE trace_id = ?",
+                " WHERE seq = ?",
                 updates,
             )
         if inserts := [(t, *f.columns(), now, seqs[t]) for t, f in folded.items() if t not in old]:
@@ -714,23 +799,53 @@ class SqlStore:
 
     def session_traces(self, session_id: str) -> list[TraceSummary]:
         self._index_sessions()
-        with self._lock:
-            rows = self._execute(
-                "SELECT t.trace_id, t.name, t.span_count, t.start_ns, t.end_ns, t.sources"
-                " FROM trace_sessions s JOIN traces t ON t.trace_id = s.trace_id"
-                " WHERE s.session_id = ? ORDER BY t.start_ns, t.seq",
-                (session_id,),
-            ).fetchall()
-        return [_summary(r) for r in rows]
+
+        def read(by_seq: bool) -> list[Any]:
+            join = "t.seq = s.trace_seq" if by_seq else "t.trace_id = s.trace_id"
+            return list(
+                self._execute(
+                    "SELECT t.trace_id, t.name, t.span_count, t.start_ns, t.end_ns, t.sources"  # noqa: S608
+                    f" FROM trace_sessions s JOIN traces t ON {join}"
+                    " WHERE s.session_id = ? ORDER BY t.start_ns, t.seq",
+                    (session_id,),
+                ).fetchall()
+            )
+
+        return [_summary(r) for r in self._read_sessions(read)]
 
     def trace_session(self, trace_id: str) -> str | None:
         self._index_sessions()
+
+        def read(by_seq: bool) -> list[Any]:
+            which = "trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)" if by_seq else "trace_id = ?"
+            return list(
+                self._execute(
+                    f"SELECT session_id FROM trace_sessions WHERE {which} ORDER BY session_id LIMIT 1",  # noqa: S608
+                    (trace_id,),
+                ).fetchall()
+            )
+
+        rows = self._read_sessions(read)
+        return str(rows[0][0]) if rows else None
+
+    def _sessions_by_seq(self, schema: int) -> bool:
+        """Whether trace_sessions is keyed by the trace's seq at this schema version (SQLite from 4)."""
+        return self._by_seq and schema >= 4
+
+    def _read_sessions(self, read: Callable[[bool], list[Any]]) -> list[Any]:
+        """``read(by_seq)`` under the lock, for the trace_sessions table as the store has it. A store
+        opened at an older schema without upgrading may have been upgraded by another process since:
+        it is read in one read transaction with its version, so both come from one snapshot."""
         with self._lock:
-            row = self._execute(
-                "SELECT session_id FROM trace_sessions WHERE trace_id = ? ORDER BY session_id LIMIT 1",
-                (trace_id,),
-            ).fetchone()
-        return None if row is None else str(row[0])
+            if self._schema >= _SCHEMA_VERSION:
+                return read(self._sessions_by_seq(self._schema))
+            cur = self._conn.cursor()
+            cur.execute("BEGIN")
+            try:
+                self._schema = self._stored_schema()
+                return read(self._sessions_by_seq(self._schema))
+            finally:
+                cur.execute("COMMIT")
 
     def _index_sessions(self) -> None:
         """Index the sessions of spans stored before this store kept the index (once per store)."""
@@ -740,15 +855,19 @@ class SqlStore:
         for trace_id in list(self.iter_trace_ids()):
             pairs = session_pairs(self.get_spans(trace_id))
             if pairs:
-                with self._lock:
-                    cur = self._conn.cursor()
-                    cur.execute(self._begin)
-                    try:
+
+                def work(cur: Any, pairs: list[tuple[str, str]] = pairs) -> None:
+                    cur.execute("SELECT version FROM schema_info")  # as it is now, in this transaction
+                    if self._sessions_by_seq(int(cur.fetchone()[0])):
+                        cur.executemany(
+                            "INSERT INTO trace_sessions (trace_seq, session_id) SELECT seq, ? FROM traces"
+                            " WHERE trace_id = ? ON CONFLICT DO NOTHING",
+                            pairs,
+                        )
+                    else:
                         cur.executemany(self._sql(INSERT_SESSION), pairs)
-                        cur.execute("COMMIT")
-                    except BaseException:
-                        cur.execute("ROLLBACK")
-                        raise
+
+                self._transaction(work)
         self.set_meta(_SESSIONS_INDEXED, "1")
         self._sessions_indexed = True
 
@@ -769,7 +888,7 @@ class SqlStore:
         return rows
 
     def _span_rows_at_schema(self, tid: str) -> list[Any]:
-        if self._spans_by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
+        if self._by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
             sql = (
                 "SELECT payload, otlp, source FROM spans WHERE trace_seq = (SELECT seq FROM traces"
                 " WHERE trace_id = ?) AND trace_id = ? ORDER BY start_ns, span_id"
