@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -447,3 +448,45 @@ def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Ou
         if (after := _verdict(case, fewer)) not in (before, "unconfirmed")
     ]
     assert moved == []
+
+
+# ----------------------------------------------------------------------------- bare numbers
+
+
+def _chain_triage(required_facts: dict[str, Any], superseded_facts: dict[str, Any] | None) -> str:
+    spans = _spans(TRULENS[1])
+    ticket: dict[str, Any] = {
+        "trace_id": CHAIN,
+        "required": [
+            {"doc_id": "attention/table-2", "version": "v1", "clause": BLEU, "facts": required_facts}
+        ],
+    }
+    if superseded_facts is not None:
+        ticket["superseded"] = [{"doc_id": "attention/table-2", "version": "v0", "facts": superseded_facts}]
+    manifest = [ManifestEntry.model_validate(e) for e in _chain_manifest()]
+    loc = localize(normalize(spans), Ticket.model_validate(ticket), manifest)
+    return loc.verdict
+
+
+@pytest.mark.parametrize(
+    ("required_facts", "superseded_facts"),
+    [({"score": 0}, None), ({"bleu": 28.4}, {"bleu": 0}), ({"bleu": 28.4}, {"bleu": "0"})],
+)
+def test_a_bare_number_the_answer_uses_for_something_else_states_no_fact(
+    required_facts: dict[str, Any], superseded_facts: dict[str, Any] | None
+) -> None:
+    # FakeListLLM answered "This is a mocked response for prompt 0.": its 0 numbers the prompt; it says
+    # nothing of a score or a BLEU. It was read as stating score = 0 (no_fault) or the superseded
+    # BLEU 0 (ignored_by_model).
+    assert _chain_triage(required_facts, superseded_facts) == "unconfirmed"
+
+
+def test_a_bare_number_counts_when_the_answer_names_the_fact(mk: ModuleType) -> None:
+    material = mk.material(facts={"retries": 3})
+    named = localize(mk.task(answer="It retries 3 times before it gives up."), mk.ticket([material]))
+    assert named.verdict == "no_fault"
+    unnamed = localize(mk.task(answer="See step 3 of the runbook."), mk.ticket([material]))
+    assert unnamed.verdict == "unconfirmed"
+    # A unit written on either side is enough: 30,000 RMB states a cap whatever its key says.
+    unit = localize(mk.task(answer="At most 30,000 RMB."), mk.ticket([mk.material(facts={"x": 30000})]))
+    assert unit.verdict == "no_fault"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracejudge._errors import TracejudgeError
 from tracejudge.localize._context import CheckContext, material_label, norm_version, stage_result
 from tracejudge.localize._facts import FactValue, cites_version, fact_value, mentions
-from tracejudge.localize._text import find_clause
+from tracejudge.localize._text import find_clause, tokenize
 from tracejudge.schema import Evidence, Material, StageResult, UsageQuestion, Verdict
 
 
@@ -39,6 +40,23 @@ def _relevant_superseded(ctx: CheckContext, m: Material) -> list[Material]:
     return [s for s in ctx.ticket.superseded if s.doc_id == m.doc_id or s.doc_id not in required_ids]
 
 
+def _bare(fv: FactValue) -> bool:
+    """A number fact with no currency or percent from its key or value."""
+    return fv.kind == "number" and not fv.units
+
+
+def _names(text: str, key: str) -> bool:
+    """Whether ``text`` names what the fact ``key`` is: a word of the key (3+ letters) inside a word of
+    the text, its last two letters free ("retries" in "retried", "d_model" in "dmodel", "cap" in
+    "capped")."""
+    words = tokenize(text)
+    for part in re.split(r"[^a-z]+", key.lower()):
+        stem = part[: max(3, len(part) - 2)]
+        if len(part) >= 3 and any(stem in w for w in words):
+            return True
+    return False
+
+
 @dataclass
 class _Reading:
     """The final answer read for fact values, telling a value it states from one it only echoes
@@ -57,10 +75,14 @@ class _Reading:
     echoed: list[Evidence] = field(default_factory=list)
     """Values the answer states only as the request did (shown, never counted)."""
 
-    def stated(self, fv: FactValue, echo: str) -> str | None:
-        """The answer's words stating ``fv``; None when it does not, or only echoes the request
-        (then noted in ``echoed`` as ``echo``)."""
+    def stated(self, key: str, fv: FactValue, echo: str) -> str | None:
+        """The answer's words stating ``fv`` (the fact ``key``); None when it does not, or only echoes
+        the request (then noted in ``echoed`` as ``echo``)."""
         spans = mentions(self.answer, self.values, fv)
+        if spans and _bare(fv) and not _names(self.answer, key):
+            # A number with no unit on either side ("prompt 0", "step 3") is a value of the fact only
+            # when the answer says what it counts.
+            spans = [(v.start, v.end) for v in self.values if v.units and (v.start, v.end) in spans]
         if not spans:
             return None
         if self.question and mentions(self.question, self.question_values, fv):
@@ -89,7 +111,7 @@ def _agreeing(
     agreed: list[str] = []
     for key, fv in required:
         what = f"{key} = {fv.show()}"
-        quote = reading.stated(fv, f"states {what}, but the request states it too (an echo)")
+        quote = reading.stated(key, fv, f"states {what}, but the request states it too (an echo)")
         if quote is not None:
             agreed.append(key)
             agree.append(reading.note(f"states {what} as {label} says: {quote!r}"))
@@ -107,7 +129,7 @@ def _stale(
             if any(_same_value(fv, r) for _, r in required):
                 continue  # the superseded value equals a required one: stating it shows nothing
             what = f"{key} = {fv.show()}"
-            quote = reading.stated(fv, f"states {slabel}'s {what}, but the request states it too")
+            quote = reading.stated(key, fv, f"states {slabel}'s {what}, but the request states it too")
             if quote is not None:
                 stale.append(reading.note(f"states {slabel}'s superseded {what}: {quote!r}"))
         same = s.doc_id == m.doc_id and norm_version(s.version) == norm_version(m.version)
