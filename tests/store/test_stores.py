@@ -70,6 +70,16 @@ def test_data_survives_reopen_and_meta_round_trips(make_store: MakeStore) -> Non
     assert len(again.get_spans(T1)) == 1
 
 
+def test_get_metas_reads_the_keys_that_are_set_in_one_call(make_store: MakeStore) -> None:
+    store = make_store()
+    store.set_metas({f"p.trace:{i:04d}": str(i) for i in range(1200)})  # more keys than one chunk
+    asked = [f"p.trace:{i:04d}" for i in range(0, 1300, 2)] + ["p.trace:0000", "absent"]
+    got = store.get_metas(asked)
+    assert got == {f"p.trace:{i:04d}": str(i) for i in range(0, 1200, 2)}
+    assert got == {k: v for k in asked if (v := store.get_meta(k)) is not None}
+    assert store.get_metas([]) == {}
+
+
 def test_a_failed_batch_leaves_nothing_behind(make_store: MakeStore) -> None:
     store = make_store()
     store.put_spans([span(T1, "a" * 16)])

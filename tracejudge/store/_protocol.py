@@ -172,6 +172,10 @@ class Store(Protocol):
         """A small piece of state (watermarks, cursors)."""
         ...
 
+    def get_metas(self, keys: Sequence[str]) -> dict[str, str]:
+        """Several pieces of state in one read: the keys that are set, with their values."""
+        ...
+
     def set_meta(self, key: str, value: str) -> None:
         """Set a piece of state."""
         ...

@@ -921,6 +921,18 @@ class SqlStore:
             row = self._execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def get_metas(self, keys: Sequence[str]) -> dict[str, str]:
+        # One query per chunk instead of a round trip per key (a pull checks a page of markers).
+        found: dict[str, str] = {}
+        with self._lock:
+            for chunk in _chunks(list(dict.fromkeys(keys)), 500):
+                rows = self._execute(
+                    f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(chunk))})",  # noqa: S608
+                    chunk,
+                ).fetchall()
+                found.update((str(r[0]), str(r[1])) for r in rows)
+        return found
+
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
             self._execute(
