@@ -25,15 +25,17 @@ _LEADING = ("llm.prompt_template.variables", "tool.parameters", "metadata")
 # ... and anywhere inside one (each document of retrieval.documents / reranker.*_documents).
 _INNER = ".document.metadata"
 _STARTS = tuple(f"{base}." for base in _LEADING)
+_LEADING_DOTTED = tuple(zip(_LEADING, _STARTS, strict=True))
+_INNER_DOTTED = _INNER + "."
 
 
 def _fold_base(key: str) -> str | None:
     if "metadata." not in key and not key.startswith(_STARTS):
         return None  # most keys: two scans in C instead of four prefix tests and a search
-    for base in _LEADING:
-        if key.startswith(base + "."):
+    for base, dotted in _LEADING_DOTTED:
+        if key.startswith(dotted):
             return base
-    at = key.find(_INNER + ".")
+    at = key.find(_INNER_DOTTED)
     if at >= 0:
         return key[: at + len(_INNER)]
     if key.startswith("document.metadata."):
@@ -44,6 +46,9 @@ def _fold_base(key: str) -> str | None:
 def _nest(flat: Mapping[str, Any]) -> Any:
     """Dotted keys back into nested dicts; a level whose keys are 0..n-1 holding objects becomes a list
     (Phoenix indexes only lists of objects)."""
+    if "." not in "".join(flat) and not any(isinstance(v, dict) for v in flat.values()):
+        # One level of scalars (a document's metadata, most often): nothing to nest, no level a list.
+        return dict(flat)
     root: dict[str, Any] = {}
     for path, value in flat.items():
         parts = path.split(".")
@@ -86,18 +91,19 @@ def _is_indexed_objects(level: dict[str, Any]) -> bool:
 
 def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """Fold the flattened JSON-valued attributes back into structured values (see module doc)."""
-    out: dict[str, Any] = {}
-    folded: dict[str, dict[str, Any]] = {}
-    for key, value in attributes.items():
-        # _fold_base's first test, here: most keys then cost no call.
-        if "metadata." not in key and not key.startswith(_STARTS):
-            out[key] = value
-            continue
+    # _fold_base's first test over every key in one comprehension; most keys go no further, and
+    # the attributes are then copied, without the folded keys, by one more.
+    bases: dict[str, str] = {}
+    for key in [k for k in attributes if "metadata." in k or k.startswith(_STARTS)]:
         base = _fold_base(key)
-        if base is None:
-            out[key] = value
-        else:
-            folded.setdefault(base, {})[key[len(base) + 1 :]] = value
+        if base is not None:
+            bases[key] = base
+    if not bases:
+        return dict(attributes)
+    out = {k: v for k, v in attributes.items() if k not in bases}
+    folded: dict[str, dict[str, Any]] = {}
+    for key, base in bases.items():
+        folded.setdefault(base, {})[key[len(base) + 1 :]] = attributes[key]
     for base, flat in folded.items():
         if base in out:
             # The value was not JSON Phoenix could parse, yet sub-keys exist: keep both as they came.
@@ -148,6 +154,9 @@ def _attributes(span: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _events(span: Mapping[str, Any]) -> tuple[SpanEvent, ...]:
+    events = span.get("events")
+    if not events:
+        return ()  # most spans: no generator to set up
     return tuple(
         built_span_record(
             SpanEvent,
@@ -157,6 +166,6 @@ def _events(span: Mapping[str, Any]) -> tuple[SpanEvent, ...]:
                 "attributes": dict(e.get("attributes") or {}),
             },
         )
-        for e in span.get("events") or []
+        for e in events
         if isinstance(e, Mapping)
     )

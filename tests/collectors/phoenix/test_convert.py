@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tracejudge.normalize import normalize
@@ -190,3 +190,67 @@ def test_a_converted_span_is_the_record_validation_gives(
     assert raw.model_dump_json() == validated.model_dump_json()
     assert all(type(e) is SpanEvent and e == SpanEvent.model_validate(e.model_dump()) for e in raw.events)
     assert RawSpan.model_validate_json(raw.model_dump_json()) == raw
+
+
+def _fold_by_the_rule(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The folding rule key by key, as the module docstring states it (the conversion's fast paths
+    must give the same values in the same key order)."""
+    from tracejudge_collectors.phoenix._convert import _fold_base
+
+    def nest(flat: dict[str, Any]) -> Any:
+        root: dict[str, Any] = {}
+        for path, value in flat.items():
+            parts = path.split(".")
+            node = root
+            for i, part in enumerate(parts[:-1]):
+                child = node.get(part)
+                if not isinstance(child, dict):
+                    if child is not None:
+                        node[".".join(parts[i:])] = value
+                        break
+                    child = node[part] = {}
+                node = child
+            else:
+                node[path if isinstance(node.get(parts[-1]), dict) else parts[-1]] = value
+        return lists(root)
+
+    def lists(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        level = {k: lists(v) for k, v in value.items()}
+        indexed = set(level) == {str(i) for i in range(len(level))} and all(
+            isinstance(v, dict) for v in level.values()
+        )
+        return [level[str(i)] for i in range(len(level))] if level and indexed else level
+
+    out: dict[str, Any] = {}
+    folded: dict[str, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        base = _fold_base(key)
+        if base is None:
+            out[key] = value
+        else:
+            folded.setdefault(base, {})[key[len(base) + 1 :]] = value
+    for base, flat in folded.items():
+        if base in out:
+            out.update({f"{base}.{k}": v for k, v in flat.items()})
+        else:
+            out[base] = nest(flat)
+    return out
+
+
+_FLAT_KEYS = st.lists(
+    st.sampled_from([*_PARTS, "documents", "0", "1", "x", "region", "tenant"]), min_size=1, max_size=6
+).map(".".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_FLAT_KEYS, _JSON, max_size=12))
+# One level whose values are objects: an indexed level is a list, and so is an object value's own.
+@example({"metadata.0": {"a": 1}, "metadata.1": {"b": 2}, "x": 1})
+@example({"tool.parameters.x": {"0": {"k": 1}}, "tool.parameters.y": 2})
+def test_folding_gives_what_the_rule_gives_in_the_same_order(attributes: dict[str, Any]) -> None:
+    folded = fold_attributes(attributes)
+    expected = _fold_by_the_rule(attributes)
+    assert folded == expected
+    assert list(folded) == list(expected)
