@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -151,13 +151,14 @@ class _Puller:
         self.path = f"/v1/projects/{options.project}/spans"
         self.page_size = min(max(options.page_size, 1), MAX_PAGE)
 
-    def roots(self, lower: datetime | None) -> Iterator[tuple[str, datetime | None]]:
+    def roots(self, lower: datetime | None) -> Iterator[list[tuple[str, datetime | None]]]:
+        """The listing, a page at a time: (trace id, start) of each root span."""
         pages = _pages(self.api, self.path, self._root_params(lower))
         if self.options.concurrency > 1:
             pages = _ahead(pages)  # a serial pull (--concurrency 1) keeps its one request at a time
         try:
             for rows in pages:
-                yield from _root_traces(rows)
+                yield list(_root_traces(rows))
         except PhoenixApiError as exc:
             if exc.status != 404:
                 raise
@@ -219,9 +220,17 @@ class _Run(ListingTally):
         self.pending: _Pending = deque()
         self.max_pending = max(1, self.options.concurrency) * 2
 
-    def want(self, trace_id: str) -> bool:
+    def markers(self, trace_ids: Iterable[str]) -> dict[str, str]:
+        """The markers of these traces that are set, by trace id: one read for a page of the listing
+        instead of one per trace."""
+        keys = {_marker_key(t): t for t in trace_ids}
+        if not keys:
+            return {}
+        return {keys[k]: v for k, v in self.store.get_metas(list(keys)).items()}
+
+    def want(self, trace_id: str, marker_json: str | None) -> bool:
         """Whether to fetch a trace: never stored, or its marker says spans may still arrive."""
-        marker = read_seen(self.store.get_meta(_marker_key(trace_id)))
+        marker = read_seen(marker_json)
         if not needs_fetch(marker):
             return False
         self.before[trace_id] = marker
@@ -289,20 +298,24 @@ class _Run(ListingTally):
         return True
 
     def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
-        for trace_id, started in self.puller.roots(lower):
-            self.note_start(started)
-            if trace_id in self.listed_ids:
-                continue  # a trace with several root spans is listed once
-            self.listed_ids.add(trace_id)
-            self.listed += 1
-            if not self.want(trace_id):
-                self.skip(trace_id)
-            elif not self.admit(trace_id, pool):
-                self.listed -= 1  # the trace that did not fit is listed again by the next run
-                return
+        for page in self.puller.roots(lower):
+            markers = self.markers(t for t, _ in page if t not in self.listed_ids)
+            for trace_id, started in page:
+                self.note_start(started)
+                if trace_id in self.listed_ids:
+                    continue  # a trace with several root spans is listed once
+                self.listed_ids.add(trace_id)
+                self.listed += 1
+                if not self.want(trace_id, markers.get(trace_id)):
+                    self.skip(trace_id)
+                elif not self.admit(trace_id, pool):
+                    self.listed -= 1  # the trace that did not fit is listed again by the next run
+                    return
         # Traces an earlier run left unsettled, now outside the listing window: fetched again.
-        for trace_id in read_unsettled(self.store, self.ukey):
-            if trace_id not in self.listed_ids and self.want(trace_id) and not self.admit(trace_id, pool):
+        again = [t for t in read_unsettled(self.store, self.ukey) if t not in self.listed_ids]
+        markers = self.markers(again)
+        for trace_id in again:
+            if self.want(trace_id, markers.get(trace_id)) and not self.admit(trace_id, pool):
                 return
 
     def abandon(self) -> None:

@@ -183,3 +183,37 @@ def test_the_next_page_of_roots_is_asked_for_while_the_run_stores(server, api_fo
     assert (report.listed, report.fetched, report.spans_new) == (14, 14, 56)
     listing = [r for r in server.requests if r.param("parent_id") == "null"]
     assert len(listing) == 2  # no page asked for twice, none past the last
+
+
+class _CountingMarkerReads:
+    """A store that counts how the pull reads trace markers: one by one or a page at a time."""
+
+    def __init__(self, store):
+        self._store = store
+        self.single: list[str] = []
+        self.pages: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def get_meta(self, key):
+        if key.startswith("phoenix.trace:"):
+            self.single.append(key)
+        return self._store.get_meta(key)
+
+    def get_metas(self, keys):
+        self.pages.append(len(keys))
+        return self._store.get_metas(keys)
+
+
+def test_markers_are_read_a_listing_page_at_a_time(server, api_for, store):
+    seed(server, range(12))
+    counting = _CountingMarkerReads(store)
+    with api_for(server) as api:
+        first = pull_phoenix(counting, api, PullOptions(page_size=5, trace_batch=4))
+        assert counting.pages == [5, 5, 2]  # one read per page of roots, none per trace
+        counting.pages.clear()
+        again = pull_phoenix(counting, api, PullOptions(page_size=5, trace_batch=4))
+    assert counting.single == []
+    assert counting.pages == [5, 5, 2]
+    assert (first.fetched, again.fetched, again.skipped) == (12, 0, 12)
