@@ -134,3 +134,31 @@ def test_traces_show_leaves_no_piece_of_a_secret_a_value_is_cut_in(db: Path) -> 
     assert "a" * 150 in result.output  # the answer is shown, cut
     pieces = {key[i : i + 8] for i in range(len(key) - 7)}
     assert not [p for p in pieces if p in result.output], result.output
+
+
+def test_a_tool_call_output_and_a_document_without_id_are_shown_as_what_they_are(db: Path) -> None:
+    # From the outside traces (tests/fixtures/outside): an OpenAI call whose output is a tool call read
+    # "output: <not recorded>", and TruLens' returned texts (no ids) read "doc None".
+    call = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "Weather in Boston?",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_current_weather",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"location": "Boston"}',
+    }
+    _store(db, _span(TRACE, "ChatCompletion", **call))
+    result = _run(db, "traces", "show", TRACE)
+    assert result.exit_code == 0, result.output
+    assert "output: tool call get_current_weather" in result.output
+    assert "<not recorded>" not in result.output
+    texts = ["Recent work has achieved", "To facilitate"]
+    retrieval = {
+        "ai.observability.span_type": "retrieval",
+        "ai.observability.retrieval.retrieved_contexts": texts,
+    }
+    _store(db, _span(OTHER, "retrieve", **retrieval))
+    result = _run(db, "traces", "show", OTHER)
+    assert result.exit_code == 0, result.output
+    assert "doc (no id): Recent work has achieved" in result.output
+    assert "None" not in result.output

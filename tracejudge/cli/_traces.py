@@ -87,16 +87,26 @@ def _retrieval_lines(r: RetrievalCall) -> list[str]:
     if r.principal:
         lines.append(f"principal: {escape(r.principal)}")
     for d in r.documents:
-        label = escape(f"{d.doc_id}@{d.version}" if d.version else d.doc_id)
-        lines.append(f"doc {label} score={d.score}: {_short(d.content, 60)}")
+        # A returned text with no id (a content-only retriever) is identified by the manifest, if at all.
+        label = escape(f"{d.doc_id}@{d.version}" if d.doc_id and d.version else d.doc_id or "(no id)")
+        score = f" score={d.score}" if d.score is not None else ""
+        lines.append(f"doc {label}{score}: {_short(d.content, 60)}")
     return lines
+
+
+def _output(m: ModelCall) -> str:
+    """The model's output text; when it only called tools, the tools it called (recorded, not missing)."""
+    calls = [str(c.get("name") or "?") for msg in m.output_messages for c in msg.tool_calls]
+    if m.output_text is None and calls:
+        return _short(f"tool call {', '.join(calls)}")
+    return _short(m.output_text)
 
 
 def _model_lines(m: ModelCall) -> list[str]:
     return [
         f"model: {escape(m.model or '-')}",
         *(f"{escape(msg.role)}: {_short(msg.content)}" for msg in m.input_messages),
-        f"[green]output[/green]: {_short(m.output_text)}",
+        f"[green]output[/green]: {_output(m)}",
     ]
 
 
