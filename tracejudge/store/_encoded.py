@@ -93,18 +93,22 @@ _SESSION_KEYS = frozenset(SESSION_KEYS)
 class OtlpEnvelope:
     """Wraps spans of one resource and scope, each alone, into a serialized ``ResourceSpans``."""
 
-    __slots__ = ("_resource", "_scope")
+    __slots__ = ("_resource", "_scope", "_scope_size")
 
     def __init__(self, resource: bytes, scope: bytes) -> None:
         """``resource`` and ``scope``: the serialized ``Resource`` and ``InstrumentationScope``."""
-        self._resource = _FIELD_1 + _varint(len(resource)) + resource
-        self._scope = _FIELD_1 + _varint(len(scope)) + scope
+        # Each with the tag of the field that follows it (scope_spans, spans): one piece fewer a span.
+        self._resource = _FIELD_1 + _varint(len(resource)) + resource + _FIELD_2
+        self._scope = _FIELD_1 + _varint(len(scope)) + scope + _FIELD_2
+        self._scope_size = len(self._scope)
 
     def wrap(self, span: bytes) -> bytes:
         """The ``ResourceSpans`` holding the serialized ``Span`` ``span`` alone."""
-        inner = _varint(len(span))
-        size = len(self._scope) + 1 + len(inner) + len(span)
-        return b"".join((self._resource, _FIELD_2, _varint(size), self._scope, _FIELD_2, inner, span))
+        n = len(span)
+        inner = _varint(n)
+        return b"".join(
+            (self._resource, _varint(self._scope_size + len(inner) + n), self._scope, inner, span)
+        )
 
 
 def otlp_session_id(sp: Any, data: bytes) -> str | None:
@@ -112,11 +116,19 @@ def otlp_session_id(sp: Any, data: bytes) -> str | None:
     reads it from the decoded span); ``data`` is its serialized form, searched first."""
     if _SESSION_HINTS[0] not in data and _SESSION_HINTS[1] not in data:
         return None
-    found: dict[str, Any] = {}
+    found: dict[str, Any] | None = None
     for kv in sp.attributes:
-        key = kv.key
-        if key in _SESSION_KEYS:
-            found[key] = kv.value  # the last of a repeated key, as in the decoded attributes
+        if kv.key in _SESSION_KEYS:
+            if found is None:
+                found = {}
+            found[kv.key] = kv.value  # the last of a repeated key, as in the decoded attributes
+    if found is None:
+        return None
+    if len(found) == 1 and (first := found.get(SESSION_KEYS[0])) is not None:
+        # The usual case, one session.id with a string: what attributes_session_id makes of it.
+        text: str = first.string_value.strip()
+        if text:
+            return text
     return attributes_session_id({k: _value(v) for k, v in found.items()})
 
 

@@ -199,17 +199,23 @@ def _encode_pb(
     # Every value's bytes lie within ``data``, so its length bounds theirs.
     if not _fits(sp, len(data), limits):
         return None
-    return EncodedSpan(
-        trace_id=tid.hex(),
-        span_id=sid.hex(),
-        parent_span_id=psid.hex() if psid and psid != ZERO_SPAN else None,
-        name=sp.name,
-        start_time_unix_nano=start,
-        end_time_unix_nano=end,
-        source=source,
-        session_id=otlp_session_id(sp, data),
-        otlp=envelope.wrap(data),
+    # In field order, positionally: keywords cost a tenth of the tuple's construction.
+    return _encoded_span(
+        (
+            tid.hex(),
+            sid.hex(),
+            psid.hex() if psid and psid != ZERO_SPAN else None,
+            sp.name,
+            start,
+            end,
+            source,
+            otlp_session_id(sp, data),
+            envelope.wrap(data),
+        )
     )
+
+
+_encoded_span = EncodedSpan._make
 
 
 def _fits(sp: Any, size: int, limits: DecodeLimits) -> bool:
@@ -218,9 +224,10 @@ def _fits(sp: Any, size: int, limits: DecodeLimits) -> bool:
         return False
     if size > limits.max_name_chars and not _names_fit(sp, limits.max_name_chars):
         return False
-    if sp.events and any(ev.time_unix_nano > INT64_MAX for ev in sp.events):
+    events, links = sp.events, sp.links
+    if events and any(ev.time_unix_nano > INT64_MAX for ev in events):
         return False
-    return not sp.links or all(_ids_ok(ln.trace_id, ln.span_id, b"") for ln in sp.links)
+    return not links or all(_ids_ok(ln.trace_id, ln.span_id, b"") for ln in links)
 
 
 def _ids_ok(tid: bytes, sid: bytes, psid: bytes) -> bool:

@@ -282,3 +282,28 @@ def test_a_span_repeating_a_field_is_kept_as_protobuf_reads_it() -> None:
     (encoded,) = _same_as_decoding(body)
     assert isinstance(encoded, EncodedSpan)
     assert (encoded.name, encoded.decode().name, encoded.session_id) == ("renamed", "renamed", "s-1")
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        ([("session.id", " s-1 ")], "s-1"),  # stripped, as from the decoded span
+        ([("session.id", "  ")], None),
+        ([("session.id", "  "), ("gen_ai.conversation.id", "c-1")], "c-1"),
+        ([("session.id", 7)], "7"),
+        ([("session.id", True)], None),
+        ([("session.id", "a"), ("session.id", "b")], "b"),  # the last of a repeated key
+        ([("langfuse.session.id", "l-1"), ("session.id", "s-1")], "s-1"),  # session.id first
+        ([("session.id.note", "x"), ("my.session.id", "y")], None),  # the hint alone is no key
+    ],
+)
+def test_the_session_a_span_names_is_read_as_from_the_decoded_span(
+    attributes: list[tuple[str, Any]], expected: str | None
+) -> None:
+    req, ss = _request()
+    sp = ss.spans.add(trace_id=T1, span_id=S2, name="turn")
+    for key, value in attributes:
+        sp.attributes.add(key=key, value=any_value(value))
+    encoded = _same_as_decoding(req.SerializeToString())[1]
+    assert isinstance(encoded, EncodedSpan)
+    assert encoded.session_id == expected
