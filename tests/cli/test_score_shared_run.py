@@ -24,6 +24,7 @@ from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database
 from tracejudge.cli import cli
 from tracejudge.schema import RawSpan
 from tracejudge.store import open_store
+from tracejudge.testing.langfuse_server import LangfuseServer
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,12 +51,15 @@ def judge() -> Iterator[ScriptedOpenAIServer]:
         yield s
 
 
-def _worker(store_url: str, judge: ScriptedOpenAIServer, *extra: str) -> subprocess.Popen[str]:
+def _worker(
+    store_url: str, judge: ScriptedOpenAIServer, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "OPENAI_BASE_URL": judge.base_url,
         "OPENAI_API_KEY": "sk-test",
         "NO_PROXY": "127.0.0.1",
+        **(env or {}),
     }
     return subprocess.Popen(
         [
@@ -188,6 +192,65 @@ def test_a_budget_is_the_runs_not_each_workers(
     assert final["status"] == "stopped_budget"
     assert final["summary"]["n"] == n
     assert final["summary"]["not_scored"] == 28 - n
+
+
+def _stored_by(url: str, run: str, proc: subprocess.Popen[str], n: int) -> None:
+    """Wait until the worker in ``proc`` has stored ``n`` items and holds more."""
+    deadline = time.monotonic() + 120
+    while (held := _held_by(url, run, proc.pid))[0] < n or held[1] == 0:
+        assert time.monotonic() < deadline, "the worker stored too few items"
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.02)
+
+
+def test_what_a_stopped_or_killed_worker_scored_is_written_back_once_by_a_later_one(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,
+) -> None:
+    spans = _copies(2)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    everything = {s.trace_id for s in spans}
+    langfuse = LangfuseServer(generation="v4").start()
+    try:
+        env = {
+            "LANGFUSE_BASE_URL": langfuse.base_url,
+            "LANGFUSE_PUBLIC_KEY": langfuse.public_key,
+            "LANGFUSE_SECRET_KEY": langfuse.secret_key,
+        }
+        args = ("--run", "written", "--lease", "2", "--concurrency", "1", "--write-back", "langfuse")
+        # Ctrl-C: the worker stops (its stored items stand, its claims go back) before writing back.
+        stopped = _worker(postgres_url, judge, *args, env=env)
+        _stored_by(postgres_url, "written", stopped, 2)
+        stopped.send_signal(signal.SIGINT)
+        assert stopped.wait(timeout=60) == 130
+        # kill -9: the worker never writes back.
+        killed = _worker(postgres_url, judge, *args, env=env)
+        _stored_by(postgres_url, "written", killed, 2)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+        left = (
+            _held_by(postgres_url, "written", stopped.pid)[0]
+            + _held_by(postgres_url, "written", killed.pid)[0]
+        )
+        assert left >= 4
+        last = _finish(_worker(postgres_url, judge, *args, env=env))
+    finally:
+        langfuse.stop()
+    assert last["status"] == "complete"
+    assert len(last["items"]) == len(everything) - left
+    # Every item of the run is written back — the stopped and the killed worker's too — each once.
+    assert {s["traceId"] for s in langfuse.scores} == everything
+    posted = [r for r in langfuse.requests if r.method == "POST" and r.path.endswith("/scores")]
+    assert len(posted) == len(langfuse.scores)
+    (report,) = last["write_back"]
+    assert report["written"] == len(langfuse.scores)
+    assert report["failed"] == []
+    # A worker started after that finds nothing left to score or to write back.
+    late = _finish(_worker(postgres_url, judge, *args, env=env))
+    assert late["items"] == []
+    assert late["write_back"][0]["written"] == 0
 
 
 def test_sqlite_refuses_a_second_worker_on_a_run(tmp_path: Path, judge: ScriptedOpenAIServer) -> None:

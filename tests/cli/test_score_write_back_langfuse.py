@@ -78,3 +78,29 @@ def test_scores_written_twice_stay_one_per_trace_and_name(
         assert srv.secret_key not in first.output + second.output
     finally:
         srv.stop()
+
+
+def test_a_target_that_is_not_configured_is_refused_before_any_judge_call(
+    restaurant: Restaurant, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Refused after the run, it spent the judge and recorded a complete run whose scores never landed
+    # (a shared run's workers started again then found nothing left to write back).
+    db = tmp_path / "t.db"
+    store = SqliteStore(db)
+    store.put_spans(restaurant.spans)
+    store.close()
+    for name in ("LANGFUSE_BASE_URL", "LANGFUSE_HOST", "LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with ScriptedOpenAIServer(restaurant.rules) as judge:
+        monkeypatch.setenv("OPENAI_BASE_URL", judge.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        args = restaurant.score_args(f"sqlite:///{db}", "--write-back", "langfuse", "--run", "nightly")
+        result = CliRunner().invoke(cli, args)
+        assert judge.completion_requests() == [], result.output
+    assert result.exit_code == 2, result.output
+    assert "LANGFUSE_BASE_URL" in result.output
+    store = SqliteStore(db)
+    try:
+        assert store.get_run("nightly") is None
+    finally:
+        store.close()

@@ -1,5 +1,6 @@
 """Claims of a shared run's items (`score --run NAME`), on SQLite and on a real PostgreSQL: a claim
-takes at most the items asked for, in order, and two workers' claims never overlap."""
+takes at most the items asked for, in order, and two workers' claims never overlap; a stored item is
+taken for write-back by one worker — its own, or a stopped or dead one's — and done with once written."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import psycopg
 from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions
 from tracejudge.runs._run import new_run_record
+from tracejudge.schema import ItemResult
 from tracejudge.store import SqlStore, open_store
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "restaurant" / "rubric.yaml"
@@ -66,3 +68,36 @@ def test_two_workers_claims_split_the_items(postgres_url: str) -> None:
     assert sorted(got["a"] + got["b"]) == IDS[:40]
     first.close()
     second.close()
+
+
+def _score(store: SqlStore, run_id: str, worker: str, n: int) -> list[str]:
+    got = store.claim_run_items(run_id, worker=worker, n=n, lease_s=30)
+    for t in got:
+        assert store.finish_run_item(ItemResult(run_id=run_id, trace_id=t, verdict="pass"), worker=worker)
+    return got
+
+
+def test_write_backs_are_taken_once_from_this_or_a_gone_worker(make_store: Callable[[], SqlStore]) -> None:
+    store = make_store()
+    _joined(store, "wb", ("a",))
+    gone = _score(store, "wb", "a", 3)
+    store.leave_run("wb", worker="a")  # stopped (Ctrl-C) before writing back
+    _joined(store, "wb", ("b",))
+    mine = _score(store, "wb", "b", 2)
+    if store.shared_runs:  # a live worker's stored items are its own to write back
+        _joined(store, "wb", ("c",))
+        assert store.take_run_write_backs("wb", worker="c", n=10, lease_s=30) == gone
+        store.finish_run_write_backs("wb", gone, written=False)  # a failed write goes back
+    assert store.take_run_write_backs("wb", worker="b", n=2, lease_s=30) == gone[:2]
+    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == [gone[2], *mine]
+    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == []
+    store.finish_run_write_backs("wb", gone, written=True)
+    store.finish_run_write_backs("wb", mine, written=False)
+    # A writer that died mid-write: its lease (here one already run out) ends and the next takes its items.
+    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=-1) == mine
+    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == mine
+    store.finish_run_write_backs("wb", mine, written=True)
+    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == []
+    # Written items count as done in the run's progress, not as pending.
+    progress = store.run_progress("wb")
+    assert (progress.done, progress.claimed, progress.pending) == (5, 0, len(IDS) - 5)

@@ -18,7 +18,8 @@ from tracejudge.checks import read_manifest
 from tracejudge.runs._report import run_json
 from tracejudge.runs._run import ScoreOptions, score_run_async
 from tracejudge.runs._select import select_trace_ids
-from tracejudge.runs._writeback import write_back
+from tracejudge.runs._shared import write_back_shared_run
+from tracejudge.runs._writeback import check_target, write_back
 from tracejudge.schema import ItemResult, Rubric, RunRecord
 from tracejudge.store import Store
 from tracejudge.write import WriteReport
@@ -122,6 +123,8 @@ def score_traces(
         )
 
     ids = select()
+    for target in targets:
+        check_target(target)
     if gate is not None:
         # Refused before any judge call: a gate needs a held-out calibration (DESIGN 2).
         from tracejudge.audit import require_gate_for_traces
@@ -143,7 +146,11 @@ def score_traces(
     run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=seen))
     # A shared run's summary is the whole run's; its items (and write-back) are this worker's.
     items = tuple(mine) if options.run_name is not None else tuple(store.iter_score_items(run.run_id))
-    reports = tuple(write_back(t, run, items) for t in targets)
+    if options.run_name is not None:
+        # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
+        reports = write_back_shared_run(store, run, targets, lease_s=options.lease_s)
+    else:
+        reports = tuple(write_back(t, run, items) for t in targets)
     verdict = None
     if gate is not None:
         from tracejudge.audit import gate_run

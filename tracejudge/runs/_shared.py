@@ -18,7 +18,7 @@ import re
 import socket
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -35,10 +35,12 @@ from tracejudge.runs._run import (
     store_loader,
 )
 from tracejudge.runs._summary import SummaryBuilder
+from tracejudge.runs._writeback import write_back
 from tracejudge.schema import ItemResult, Rubric, RunRecord, RunStatus, TaskRecord
 from tracejudge.store import RunProgress, Store
+from tracejudge.write import WriteReport
 
-__all__ = ["score_shared_run_async", "worker_id"]
+__all__ = ["score_shared_run_async", "worker_id", "write_back_shared_run"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 # Items claimed at once: small, so a dead worker strands few and live workers share the tail evenly.
@@ -220,6 +222,52 @@ async def score_shared_run_async(
                 await beat
             await asyncio.to_thread(store.leave_run, name, worker=worker)
     return await asyncio.to_thread(run_state, store, run)
+
+
+# Items written back per store round trip: few enough that a writer that dies strands little.
+_WRITE_BACK_CHUNK = 100
+
+
+def write_back_shared_run(
+    store: Store,
+    run: RunRecord,
+    targets: Sequence[str],
+    *,
+    lease_s: float,
+    write: Callable[[str, RunRecord, Sequence[ItemResult]], WriteReport] = write_back,
+) -> tuple[WriteReport, ...]:
+    """Write back the shared run's stored items that no worker has: the ones this worker stored, and
+    those a worker that was stopped (Ctrl-C) or died (``kill -9``) left — each item taken by one
+    worker, so written once. Items whose write fails are left for the next worker (or a rerun)."""
+    reports = {t: WriteReport(target=t) for t in targets}
+    if not targets:
+        return ()
+    worker = worker_id()
+    stored: dict[str, ItemResult] | None = None
+    while taken := store.take_run_write_backs(
+        run.run_id, worker=worker, n=_WRITE_BACK_CHUNK, lease_s=lease_s
+    ):
+        if stored is None:
+            stored = {i.trace_id: i for i in store.iter_score_items(run.run_id)}
+        items = [stored[t] for t in taken if t in stored]
+        written = False
+        try:
+            for target in targets:
+                got = write(target, run, items)
+                had = reports[target]
+                reports[target] = had.model_copy(
+                    update={
+                        "written": had.written + got.written,
+                        "ids": had.ids + got.ids,
+                        "failed": had.failed + got.failed,
+                    }
+                )
+            written = all(r.ok for r in reports.values())
+        finally:
+            store.finish_run_write_backs(run.run_id, taken, written=written)
+        if not written:
+            break  # the rest stay for the next worker; taking them again now would fail again
+    return tuple(reports.values())
 
 
 def run_state(store: Store, run: RunRecord) -> RunRecord:

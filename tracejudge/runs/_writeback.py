@@ -210,3 +210,12 @@ def write_back(
         return event_writer.write_events(evaluation_events(run, items))
     with open_event_writer(target) as ew:
         return ew.write_events(evaluation_events(run, items))
+
+
+def check_target(target: str) -> None:
+    """Open and close ``target``'s writer: a target that is not configured is refused (the writer's
+    error says what to set) before a run spends anything on the judge, not after it."""
+    if find_target(target, "scores", "events").writes("scores"):
+        open_score_writer(target).close()
+    else:
+        open_event_writer(target).close()

@@ -238,6 +238,17 @@ class Store(Protocol):
         """The worker is done: items it claimed and did not start go back to the others."""
         ...
 
+    def take_run_write_backs(self, run_id: str, *, worker: str, n: int, lease_s: float) -> list[str]:
+        """Up to ``n`` of the shared run's stored items that no one has written back and no live
+        worker is about to — the ones ``worker`` stored, those of workers that stopped or died, and
+        those whose writer died mid-write — held by ``worker`` for ``lease_s`` seconds."""
+        ...
+
+    def finish_run_write_backs(self, run_id: str, trace_ids: Sequence[str], *, written: bool) -> None:
+        """The items taken with :meth:`take_run_write_backs` were written back (they are done
+        with), or not (any worker may take them again)."""
+        ...
+
     def put_score_item(self, item: ItemResult) -> None:
         """Record one item's result within its run."""
         ...

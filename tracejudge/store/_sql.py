@@ -1340,7 +1340,7 @@ class SqlStore:
             ).fetchone()
             counts = self._execute(
                 "SELECT state, CASE WHEN lease_until > " + self._now_ms + " THEN 1 ELSE 0 END, count(*)"  # noqa: S608
-                " FROM run_queue WHERE run_id = ? AND state <> 'done' GROUP BY 1, 2",
+                " FROM run_queue WHERE run_id = ? AND state IN ('pending', 'claimed') GROUP BY 1, 2",
                 (run_id,),
             ).fetchall()
         pending = sum(int(c) for state, live, c in counts if state == "pending" or not int(live))
@@ -1375,6 +1375,49 @@ class SqlStore:
             )
 
         self._transaction(work)
+
+    def take_run_write_backs(self, run_id: str, *, worker: str, n: int, lease_s: float) -> list[str]:
+        q = self._sql
+        now = self._now_ms
+
+        def work(cur: Any) -> list[str]:
+            # A stored item is 'done' until written back ('written'); while a worker writes it, it is
+            # 'writing' under a lease, so a writer that dies leaves it to the next.
+            cur.execute(
+                q(
+                    "SELECT trace_id FROM run_queue WHERE run_id = ? AND ("  # noqa: S608
+                    " (state = 'done' AND (worker IS NULL OR worker = ? OR worker NOT IN ("
+                    f"   SELECT worker FROM run_workers WHERE run_id = ? AND alive_until > {now})))"
+                    f" OR (state = 'writing' AND lease_until < {now}))"
+                    f" ORDER BY position LIMIT ?{self._skip_locked}"
+                ),
+                (run_id, worker, run_id, n),
+            )
+            picked = [str(r[0]) for r in cur.fetchall()]
+            if picked:
+                marks = ", ".join("?" * len(picked))
+                cur.execute(
+                    q(
+                        f"UPDATE run_queue SET state = 'writing', worker = ?, lease_until = {now} + ?"  # noqa: S608
+                        f" WHERE run_id = ? AND trace_id IN ({marks})"
+                    ),
+                    (worker, int(lease_s * 1000), run_id, *picked),
+                )
+            return picked
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def finish_run_write_backs(self, run_id: str, trace_ids: Sequence[str], *, written: bool) -> None:
+        if not trace_ids:
+            return
+        marks = ", ".join("?" * len(trace_ids))
+        state, worker = ("written", "worker") if written else ("done", "NULL")
+        with self._lock:
+            self._execute(
+                f"UPDATE run_queue SET state = '{state}', worker = {worker}, lease_until = 0"  # noqa: S608
+                f" WHERE run_id = ? AND state = 'writing' AND trace_id IN ({marks})",
+                (run_id, *trace_ids),
+            )
 
     def close(self) -> None:
         with self._lock:
