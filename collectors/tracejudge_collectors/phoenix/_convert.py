@@ -89,27 +89,43 @@ def _is_indexed_objects(level: dict[str, Any]) -> bool:
     )
 
 
+# How to fold one set of attribute keys: the keys kept as they are, in order, and per base the keys
+# folded under it with what follows the base, and whether the base is itself a key (then they
+# stay flat). Spans of one kind from one instrumentor share their keys, so the plan is made once
+# per set of keys; a bounded cache (emptied when full) keeps odd key sets from growing it.
+_Plan = tuple[tuple[str, ...], tuple[tuple[str, tuple[tuple[str, str], ...], bool], ...]]
+_PLANS: dict[tuple[str, ...], _Plan] = {}
+_MAX_PLANS = 1024
+
+
+def _plan(keys: tuple[str, ...]) -> _Plan:
+    bases = {k: b for k in keys if (b := _fold_base(k)) is not None}
+    keep = tuple(k for k in keys if k not in bases)
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key, base in bases.items():
+        groups.setdefault(base, []).append((key, key[len(base) + 1 :]))
+    kept = set(keep)
+    return keep, tuple((base, tuple(pairs), base in kept) for base, pairs in groups.items())
+
+
 def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """Fold the flattened JSON-valued attributes back into structured values (see module doc)."""
-    # _fold_base's first test over every key in one comprehension; most keys go no further, and
-    # the attributes are then copied, without the folded keys, by one more.
-    bases: dict[str, str] = {}
-    for key in [k for k in attributes if "metadata." in k or k.startswith(_STARTS)]:
-        base = _fold_base(key)
-        if base is not None:
-            bases[key] = base
-    if not bases:
+    keys = tuple(attributes)
+    plan = _PLANS.get(keys)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[keys] = _plan(keys)
+    keep, groups = plan
+    if not groups:
         return dict(attributes)
-    out = {k: v for k, v in attributes.items() if k not in bases}
-    folded: dict[str, dict[str, Any]] = {}
-    for key, base in bases.items():
-        folded.setdefault(base, {})[key[len(base) + 1 :]] = attributes[key]
-    for base, flat in folded.items():
-        if base in out:
+    out = {k: attributes[k] for k in keep}
+    for base, pairs, base_is_a_key in groups:
+        if base_is_a_key:
             # The value was not JSON Phoenix could parse, yet sub-keys exist: keep both as they came.
-            out.update({f"{base}.{k}": v for k, v in flat.items()})
+            out.update({key: attributes[key] for key, _ in pairs})
         else:
-            out[base] = _nest(flat)
+            out[base] = _nest({sub: attributes[key] for key, sub in pairs})
     return out
 
 
