@@ -254,3 +254,7 @@ def test_folding_gives_what_the_rule_gives_in_the_same_order(attributes: dict[st
     expected = _fold_by_the_rule(attributes)
     assert folded == expected
     assert list(folded) == list(expected)
+    # The same keys again (the plan made for them is reused), with other values.
+    other = {k: {"0": {"v": v}} if i % 2 else [v] for i, (k, v) in enumerate(attributes.items())}
+    assert fold_attributes(other) == _fold_by_the_rule(other)
+    assert list(fold_attributes(other)) == list(_fold_by_the_rule(other))
