@@ -8,6 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from tests.store.conftest import postgres_admin_url
 from tracejudge import StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store import open_store
@@ -56,5 +57,30 @@ def test_a_dropped_connection_fails_one_statement_as_a_store_error_and_the_next_
         with pytest.raises(StoreError, match="lost its connection"):
             store.list_traces()
         assert len(store.get_spans(TRACE)) == 4
+    finally:
+        store.close()
+
+
+def test_a_server_still_down_fails_each_statement_with_what_to_do_until_it_is_back(postgres_url: str) -> None:
+    store = open_store(postgres_url)
+    name = postgres_url.rsplit("/", 1)[1]
+    try:
+        store.put_spans([_span(0)])
+        with psycopg.connect(postgres_admin_url(), autocommit=True) as admin:
+            # Down, as far as the store can tell: its session ended and no new one accepted.
+            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            # The statement that finds the session gone, then each while no new one is accepted.
+            for message in ("lost its connection", "cannot reconnect", "cannot reconnect"):
+                with pytest.raises(StoreError, match=message) as caught:
+                    store.put_spans([_span(1)])
+                assert "run a stopped command again" in caught.value.hint
+            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        assert store.put_spans([_span(1)]) == 1
+        assert len(store.get_spans(TRACE)) == 2
     finally:
         store.close()

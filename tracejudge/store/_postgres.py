@@ -194,12 +194,24 @@ class PostgresStore(SqlStore):
         return int(self._write(work))
 
 
-def _connect(url: str, label: str) -> Any:
+_AGAIN = (
+    "run a stopped command again once PostgreSQL is back: `score --run` resumes its run, and senders"
+    " retry the 503 a receiver answers meanwhile"
+)
+
+
+def _connect(url: str, label: str, *, again: bool = False) -> Any:
+    """A new connection; ``again``: the store had one, which the server dropped."""
     import psycopg
 
     try:
         return psycopg.connect(url, autocommit=True)
     except psycopg.Error as exc:
+        if again:
+            raise StoreError(
+                f"the store {label} lost its connection and cannot reconnect: {_first_line(exc)}",
+                hint=f"check that PostgreSQL is up; {_AGAIN}",
+            ) from None
         raise StoreError(
             f"cannot connect to the store {label}: {_first_line(exc)}",
             hint="check that PostgreSQL is running and the URL's user, password and database are right",
@@ -226,7 +238,7 @@ class _Reconnecting:
     def cursor(self) -> _Cursor:
         if self._conn.closed or self._conn.broken:
             self._conn.close()
-            self._conn = _connect(self._url, self._label)
+            self._conn = _connect(self._url, self._label, again=True)
         return _Cursor(self._conn.cursor(), self)
 
     def lost(self, exc: BaseException) -> StoreError | None:
@@ -235,9 +247,8 @@ class _Reconnecting:
             return None
         return StoreError(
             f"the store {self._label} lost its connection: {_first_line(exc)}",
-            hint="check that PostgreSQL is up; what this statement wrote was not committed — the next"
-            " one reconnects (senders retry the 503 a receiver answers; run a stopped command again:"
-            " `score --run` resumes its run)",
+            hint="check that PostgreSQL is up (the next statement reconnects; what this one wrote was"
+            f" not committed); {_AGAIN}",
         )
 
     def close(self) -> None:
