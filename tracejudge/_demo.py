@@ -156,6 +156,9 @@ class _Receiver:
         ]
         self._log = tempfile.TemporaryFile("w+", encoding="utf-8")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Its own receiver on loopback, which the demo's exporters send to without a token: one set
+        # for the deployment's receivers (README "At scale") made every export a 401.
+        env.pop("TRACEJUDGE_OTLP_TOKEN", None)
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env, bufsize=1
         )

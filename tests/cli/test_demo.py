@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,13 +32,16 @@ EXPECTED = {
 }
 
 
-def _demo(store: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _demo(
+    store: str, *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tracejudge", "--store", store, "demo", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -101,6 +105,27 @@ def test_a_scenario_that_misses_its_verdict_fails_the_demo(tmp_path: Path) -> No
     (row,) = json.loads(result.stdout)["rows"]
     assert row["ok"] is False
     assert (row["verdict"], row["cause"]) == ("not_retrieved", "rank")
+
+
+def test_a_receiver_token_in_the_environment_does_not_lock_the_demo_out(tmp_path: Path) -> None:
+    # The token set for a deployment's receivers (README "At scale") is not the demo's: its own
+    # receiver took it and answered every export 401, and the demo failed after a minute's wait.
+    examples = tmp_path / "procurement"
+    shutil.copytree(EXAMPLE, examples, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = yaml.safe_load((examples / "scenarios.yaml").read_text(encoding="utf-8"))
+    spec["scenarios"] = [s for s in spec["scenarios"] if s["name"] == "no-fault"]
+    (examples / "scenarios.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    result = _demo(
+        f"sqlite:///{tmp_path / 'x.db'}",
+        "--json",
+        "--examples",
+        str(examples),
+        cwd=tmp_path,
+        env={"TRACEJUDGE_OTLP_TOKEN": "the-deployments-token"},
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)["rows"]
+    assert row["ok"] is True
 
 
 def test_in_memory_store_is_refused() -> None:
