@@ -438,8 +438,39 @@ def _removals(spans: list[RawSpan]) -> list[tuple[str, list[RawSpan]]]:
     return out
 
 
+def _variant(case: Outside, variant: str) -> Outside:
+    """The case under its manifest as given, or with the required material never indexed, or not in
+    effect until after the trace."""
+    doc = case.ticket["required"][0]["doc_id"]
+    change = {"never-indexed": {"indexed_at": None}, "not-yet": {"effective_from": "2030-01-01T00:00:00Z"}}
+    entries = [e | change.get(variant, {}) if e["doc_id"] == doc else e for e in case.manifest]
+    return Outside(f"{case.name}@{variant}", case.request, case.trace_id, case.ticket, entries)
+
+
+VARIANTS = ("as-given", "never-indexed", "not-yet")
+
+
+def test_a_manifest_the_trace_contradicts_gives_no_definite_verdict() -> None:
+    varied = [_variant(case, variant) for case in TRULENS for variant in VARIANTS]
+    verdicts = {case.name: _verdict(case, _spans(case)) for case in varied}
+    assert verdicts == {
+        "trulens/llama@as-given": "unconfirmed",
+        # The manifest says page 3 was never indexed, the trace that the retriever returned it.
+        "trulens/llama@never-indexed": "unconfirmed",
+        "trulens/llama@not-yet": "basis_not_in_effect",
+        "trulens/chain@as-given": "unconfirmed",
+        "trulens/chain@never-indexed": "unconfirmed",
+        "trulens/chain@not-yet": "basis_not_in_effect",
+        "trulens/chain-not-returned@as-given": "unconfirmed",
+        "trulens/chain-not-returned@never-indexed": "not_indexed",
+        "trulens/chain-not-returned@not-yet": "basis_not_in_effect",
+    }
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("case", [*CASES, *TRULENS], ids=[*IDS, *TRULENS_IDS])
-def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside) -> None:
+def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside, variant: str) -> None:
+    case = _variant(case, variant)
     spans = _spans(case)
     before = _verdict(case, spans)
     moved = [
