@@ -10,6 +10,7 @@ any one record of any of them leaves the verdict or makes it ``unconfirmed`` (DE
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
 from tests.fixtures.outside import _formats as fmt
 from tracejudge.cli import cli
@@ -170,6 +173,32 @@ def test_a_span_dumped_alone_is_refused_naming_what_to_wrap_it_in(tmp_path: Path
     assert "no resourceSpans or resourceLogs" in result.output
     assert "looks like a single span" in result.output
     assert '{"resourceSpans": [{"scopeSpans"' in result.output
+
+
+@pytest.mark.parametrize("name", ["console.json", "console.jsonl", "one-span.json"])
+def test_console_exporter_output_is_refused_naming_the_exporter_to_use(tmp_path: Path, name: str) -> None:
+    # The SDK's ConsoleSpanExporter, often what a tutorial's "exported trace" is: pretty-printed spans one
+    # after another (no line of it is JSON: the error named line 1), or one span per line / per file.
+    out = io.StringIO()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=out)))
+    with provider.get_tracer("app").start_as_current_span("rag") as root:
+        root.set_attribute("input.value", "cap?")
+        with provider.get_tracer("app").start_as_current_span("retrieve"):
+            pass
+    printed = out.getvalue()
+    first, _ = json.JSONDecoder().raw_decode(printed)
+    body = {
+        "console.json": printed,
+        "console.jsonl": json.dumps(first) + "\n",
+        "one-span.json": json.dumps(first),
+    }
+    path = tmp_path / name
+    path.write_text(body[name])
+    result = _run(tmp_path / "s.db", "collect", "file", str(path))
+    assert result.exit_code == 2, result.output
+    assert "ConsoleSpanExporter" in result.output
+    assert "OTLPSpanExporter" in result.output
 
 
 def test_an_empty_request_is_still_an_empty_request(tmp_path: Path) -> None:

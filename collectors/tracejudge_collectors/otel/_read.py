@@ -58,6 +58,8 @@ def _refuse_other_objects(obj: object) -> None:
     a request (unknown fields ignored) it would import nothing and say nothing."""
     if not isinstance(obj, dict) or not obj or any(k in obj for k in _REQUEST_KEYS):
         return
+    if _console_span(obj):
+        raise _console_error()
     keys = ", ".join(sorted(map(str, obj))[:6])
     looks = " (it looks like a single span)" if {"name", "attributes"} <= obj.keys() else ""
     # The file readers put their own hint on a decode error: what to do goes in the message.
@@ -66,6 +68,25 @@ def _refuse_other_objects(obj: object) -> None:
         "export request; export with an OTLP exporter, or wrap the spans as "
         '{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]} with traceId, spanId and start/end '
         "times on each",
+        hint="see the message",
+    )
+
+
+def _console_span(obj: object) -> bool:
+    """Whether ``obj`` is a span as the OpenTelemetry SDK's ``ConsoleSpanExporter`` prints it
+    (``ReadableSpan.to_json()``: ``context.trace_id`` as ``0x…`` hex)."""
+    if not isinstance(obj, dict) or "name" not in obj:
+        return False
+    context = obj.get("context")
+    trace_id = context.get("trace_id") if isinstance(context, dict) else None
+    return isinstance(trace_id, str) and trace_id.startswith("0x")
+
+
+def _console_error() -> OtlpDecodeError:
+    return OtlpDecodeError(
+        "it holds spans as the OpenTelemetry SDK's ConsoleSpanExporter prints them (span.to_json()), "
+        "which is not OTLP: export them with OTLPSpanExporter to `tracejudge collect otlp`, or write "
+        "OTLP/JSON files with the OpenTelemetry Collector's file exporter",
         hint="see the message",
     )
 
@@ -182,6 +203,9 @@ def _iter_json(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeRe
         return
     except OtlpDecodeError as exc:
         cause = exc.__cause__
+        if isinstance(cause, json.JSONDecodeError) and cause.msg == "Extra data" and _console_head(data):
+            # Console output is pretty-printed objects one after another: no line of it is JSON.
+            raise InputError(f"{path}: {_console_error().message}", hint="see the message") from exc
         # The Collector's file exporter writes one request per line even into a file named .json.
         if not (isinstance(cause, json.JSONDecodeError) and cause.msg == "Extra data"):
             raise InputError(
@@ -192,6 +216,15 @@ def _iter_json(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeRe
     for lineno, line in enumerate(data.splitlines(), 1):
         if line.strip():
             yield _decode_line(path, lineno, line, source)
+
+
+def _console_head(data: bytes) -> bool:
+    """Whether the file starts with a span as ``ConsoleSpanExporter`` prints it."""
+    try:
+        first, _ = json.JSONDecoder().raw_decode(data.decode("utf-8", "replace").lstrip())
+    except ValueError:
+        return False
+    return _console_span(first)
 
 
 def _iter_proto(
