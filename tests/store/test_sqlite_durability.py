@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,47 @@ def test_checkpointer_copies_commits_into_the_database_and_stops_with_the_store(
     store.close()
     assert not thread.is_alive()
     assert len(SqliteStore(tmp_path / "s.db").get_spans(T)) == 200
+
+
+def _checkpointed_spans(db: Path, tmp: Path) -> int:
+    """Spans in the database file itself: what checkpoints copied there (the WAL left out)."""
+    copy = tmp / "main-only.db"
+    copy.write_bytes(db.read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return int(conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0]) if "spans" in tables else 0
+    except sqlite3.DatabaseError:
+        return -1  # copied while a checkpoint was writing it: look again
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("level", "coalesced"), [("full", True), ("normal", False)])
+def test_a_burst_of_commits_is_copied_into_the_database_while_the_store_stays_open(
+    tmp_path: Path, level: str, coalesced: bool
+) -> None:
+    # At synchronous=normal a commit reaches the disk with its checkpoint, so each is copied at once;
+    # at full (the commit itself synced) a burst's checkpoints are coalesced -- and still all done.
+    store = SqliteStore(tmp_path / "s.db", synchronous=level)  # type: ignore[arg-type]
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    assert (checkpointer._coalesce_s > 0) is coalesced
+    try:
+        for batch in range(5):
+            store.put_spans(
+                [
+                    RawSpan(trace_id=f"{batch + 1:032x}", span_id=f"{i + 1:016x}", name="x" * 3000)
+                    for i in range(40)
+                ]
+            )
+        deadline = time.monotonic() + 60
+        while _checkpointed_spans(tmp_path / "s.db", tmp_path) < 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _checkpointed_spans(tmp_path / "s.db", tmp_path) == 200
+        assert 1 <= checkpointer.checkpoints <= 5
+    finally:
+        store.close()
 
 
 _WRITER = textwrap.dedent(

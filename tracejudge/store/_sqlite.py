@@ -13,13 +13,16 @@ Durability (``synchronous``, chosen with ``sqlite:///PATH?synchronous=full|norma
   commit or two, never more than the WAL bounds below. The database is never corrupted either way.
 
 Either way a background thread copies committed WAL pages into the database (a checkpoint) after
-each span commit, so commits do not pay for the copy.
+span commits, so commits do not pay for the copy: at ``normal`` after each commit (the checkpoint is
+what puts it on the disk), at ``full`` (where the commit itself did) at most every
+``_COALESCE_S`` seconds, so a burst of commits is copied together.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Literal, cast
 
@@ -37,6 +40,12 @@ _WAL_AUTOCHECKPOINT_BYTES = 64 * 1024 * 1024
 _JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 # A WAL longer than this (16 MiB, in frames of one page) is restarted by the checkpointer.
 _RESTART_BYTES = 16 * 1024 * 1024
+# At synchronous=full, the checkpointer copies at most this often (seconds): commits in a burst (one
+# per export request) rewrite some of the same pages -- an index's last leaf, the traces' lookup
+# index, a table's last page -- which a checkpoint per commit copied and synced again each time, and
+# each checkpoint syncs the WAL and the database. Measured on 20 commits of 512 spans (26 MB): a
+# checkpoint per commit 0.044 s of CPU, one per 4 commits 0.031 s, one at the end 0.030 s.
+_COALESCE_S = 0.1
 # Pages of 16 KiB for a new store: a span's JSON (a few KB) then fits in its page instead of a chain
 # of 4 KiB overflow pages; measured 1.6x faster span writes and 2x faster trace reads than 4 KiB
 # (64 KiB was slower to write: every commit logs whole pages). An existing store keeps its size.
@@ -65,11 +74,15 @@ class _Checkpointer:
     """Copies committed WAL pages into the database file on its own connection and thread, so a
     commit does not wait for the copy (sqlite3 releases the GIL while it works)."""
 
-    def __init__(self, path: str, page_size: int) -> None:
+    def __init__(self, path: str, page_size: int, coalesce_s: float) -> None:
         self._path = path
         self._restart_frames = _RESTART_BYTES // page_size
+        self._coalesce_s = coalesce_s
         self._wake = threading.Event()
+        self._halt = threading.Event()  # set by stop(): ends a wait for more commits
         self._stop = False
+        self.checkpoints = 0
+        """Checkpoints run so far (for tests)."""
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
 
@@ -89,11 +102,17 @@ class _Checkpointer:
             return  # the writer's own autocheckpoint still bounds the WAL
         try:
             conn.execute("PRAGMA busy_timeout=1000")
+            last = 0.0
             while True:
                 self._wake.wait()
+                # Let the commits of a burst collect (what they commit meanwhile is copied too).
+                if (delay := last + self._coalesce_s - time.monotonic()) > 0:
+                    self._halt.wait(delay)
                 self._wake.clear()
                 if self._stop:
                     return
+                last = time.monotonic()
+                self.checkpoints += 1
                 try:
                     # PASSIVE never blocks the writer; what it cannot copy now is copied next time.
                     row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
@@ -111,6 +130,7 @@ class _Checkpointer:
         with self._guard:
             self._stop = True
             thread = self._thread
+        self._halt.set()
         self._wake.set()
         if thread is not None:
             thread.join(timeout=30)
@@ -142,7 +162,8 @@ class SqliteStore(SqlStore):
                 page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
                 conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT_BYTES // page_size}")
                 conn.execute(f"PRAGMA journal_size_limit={_JOURNAL_SIZE_LIMIT}")
-                self._checkpointer = _Checkpointer(self.path, page_size)
+                coalesce = _COALESCE_S if self.synchronous == "full" else 0.0
+                self._checkpointer = _Checkpointer(self.path, page_size, coalesce)
             # See the module docstring for what each level guarantees.
             conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
             super().__init__(conn, self.path)
