@@ -8,10 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tracejudge import InputError, StoreError
 from tracejudge.schema import RawSpan
-from tracejudge.store import SqliteStore, SqlStore, open_store, resolve_store_url
+from tracejudge.store import EncodedSpan, SqliteStore, SqlStore, open_store, resolve_store_url
+from tracejudge_collectors.otel import encode_protobuf
 
 T1 = "0af7651916cd43dd8448eb211c80319c"
 T2 = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -212,6 +215,53 @@ def test_a_trace_from_two_sources_lists_both_and_keeps_its_bounds(make_store: Ma
     assert summary.span_count == 3
     assert summary.name == "root"
     assert tuple(one._execute("SELECT start_ns, end_ns FROM traces").fetchone()) == (10, 60)
+
+
+def _encoded(trace: str, sid: str, parent: str | None, start: int, name: str, session: str) -> EncodedSpan:
+    """A span as the OTLP receiver hands it over: in its own OTLP bytes."""
+    req = ExportTraceServiceRequest()
+    sp = (
+        req.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=bytes.fromhex(trace), span_id=bytes.fromhex(sid), name=name)
+    )
+    if parent is not None:
+        sp.parent_span_id = bytes.fromhex(parent)
+    sp.start_time_unix_nano, sp.end_time_unix_nano = start, start + 10
+    sp.attributes.add(key="session.id", value=AnyValue(string_value=session))
+    (got,) = encode_protobuf(req.SerializeToString()).spans
+    assert isinstance(got, EncodedSpan)
+    return got
+
+
+def test_a_batch_mixing_both_forms_is_stored_once_with_its_summaries_and_sessions(
+    make_store: MakeStore,
+) -> None:
+    store = make_store()
+    json_root = span(T1, "a" * 16, start=30, name="root").model_copy(
+        update={"attributes": {"session.id": "s-json"}, "source": "langfuse"}
+    )
+    otlp_child = _encoded(T1, "b" * 16, "a" * 16, 10, "child", "s-otlp")
+    other = _encoded(T2, "c" * 16, None, 100, "other", "s-otlp")
+    dup = _encoded(T1, "a" * 16, None, 1, "dup-in-batch", "s-dup")  # the root's key again
+    assert store.put_spans([otlp_child, json_root, other, dup]) == 3
+    by_id = {t.trace_id: t for t in store.list_traces()}
+    assert (by_id[T1].name, by_id[T1].span_count, by_id[T1].sources) == ("root", 2, ("langfuse", "otlp"))
+    assert [s.name for s in store.get_spans(T1)] == ["child", "root"]
+    assert store.get_spans(T2) == [other.decode()]
+    assert [t.trace_id for t in store.session_traces("s-otlp")] == [T1, T2]
+    assert [t.trace_id for t in store.session_traces("s-json")] == [T1]
+    assert store.session_traces("s-dup") == []
+    # Both forms sent again, with a new span of each form for T1: only the new ones are stored.
+    late_json = span(T1, "d" * 16, parent="a" * 16, start=5, name="late-json")
+    late_otlp = _encoded(T1, "e" * 16, "a" * 16, 60, "late-otlp", "s-late")
+    assert store.put_spans([json_root, otlp_child, other, late_json, late_otlp]) == 2
+    t1 = next(t for t in store.list_traces() if t.trace_id == T1)
+    assert (t1.name, t1.span_count) == ("root", 4)
+    assert tuple(store._execute("SELECT min(start_ns), max(end_ns) FROM spans").fetchone()) == (5, 110)
+    assert [s.name for s in store.get_spans(T1)] == ["late-json", "child", "root", "late-otlp"]
+    assert store.trace_session(T1) == "s-json"
+    assert [t.trace_id for t in store.session_traces("s-late")] == [T1]
 
 
 def test_meta_written_with_spans_is_set_only_if_they_are_stored(make_store: MakeStore) -> None:

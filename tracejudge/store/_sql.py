@@ -312,6 +312,55 @@ def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
 
 INSERT_SESSION = "INSERT INTO trace_sessions (session_id, trace_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 _INSERT_SESSION_4 = "INSERT INTO trace_sessions (trace_seq, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+# SQLite's span rows. An EncodedSpan (a tuple) with its trace's seq and the time appended is the row
+# as it is, its fields bound by number: building a row tuple field by field cost a third of
+# put_spans' Python. ?8, the session, is bound and not stored.
+_INSERT_ENCODED = (
+    "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns, end_ns, source,"
+    " payload, otlp, received_at) VALUES (?10, ?2, ?1, ?3, ?4, ?5, ?6, ?7, '', ?9, ?11)"
+    " ON CONFLICT (trace_seq, span_id) DO NOTHING"
+)
+_INSERT_DECODED = (
+    "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns, end_ns, source,"
+    " payload, otlp, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)"
+    " ON CONFLICT (trace_seq, span_id) DO NOTHING"
+)
+
+
+def _span_rows(
+    spans: Iterable[AnySpan],
+    seq: int,
+    now: str,
+    encoded: list[tuple[Any, ...]],
+    decoded: list[tuple[Any, ...]],
+    sessions: set[tuple[int, str]],
+) -> None:
+    """Append one trace's span rows to ``encoded`` (for _INSERT_ENCODED) or ``decoded`` (for
+    _INSERT_DECODED), and its (seq, session) pairs to ``sessions``."""
+    tail = (seq, now)
+    for s in spans:
+        if type(s) is EncodedSpan:
+            encoded.append(s + tail)  # the span's fields, then ?10 and ?11 of _INSERT_ENCODED
+            if s.session_id is not None:
+                sessions.add((seq, s.session_id))
+        else:
+            decoded.append((seq, *_json_row(s), now))  # type: ignore[arg-type]
+            if (sid := span_session_id(s)) is not None:  # type: ignore[arg-type]
+                sessions.add((seq, sid))
+
+
+def _json_row(s: RawSpan) -> tuple[Any, ...]:
+    """A decoded span's columns from span_id to payload, stored as JSON."""
+    return (
+        s.span_id,
+        s.trace_id,
+        s.parent_span_id,
+        s.name,
+        s.start_time_unix_nano,
+        s.end_time_unix_nano,
+        s.source,
+        span_payload(s),
+    )
 
 
 AnySpan = RawSpan | EncodedSpan
@@ -372,19 +421,43 @@ class TraceFold:
         self.sources = set() if sources is None else sources
 
     def add(self, s: AnySpan) -> None:
-        if s.parent_span_id is None:
-            self.name = s.name
-        start, end = s.start_time_unix_nano, s.end_time_unix_nano
-        if start and (self.start is None or start < self.start):
-            self.start = start
-        if end and (self.end is None or end > self.end):
-            self.end = end
-        self.count += 1
-        self.sources.add(s.source)
+        self.add_all((s,))
+
+    def add_all(self, spans: Iterable[AnySpan]) -> None:
+        """Fold spans in (in locals: a method call and attribute writes per span cost more)."""
+        name, first, last, sources = self.name, self.start, self.end, self.sources
+        n = 0
+        for s in spans:
+            if s.parent_span_id is None:
+                name = s.name
+            start, end = s.start_time_unix_nano, s.end_time_unix_nano
+            if start and (first is None or start < first):
+                first = start
+            if end and (last is None or end > last):
+                last = end
+            sources.add(s.source)
+            n += 1
+        self.name, self.start, self.end, self.count = name, first, last, self.count + n
+
+    def copy(self) -> TraceFold:
+        return TraceFold(self.name, self.start, self.end, self.count, set(self.sources))
 
     def columns(self) -> tuple[str | None, int | None, int | None, int, str]:
         """(name, start_ns, end_ns, span_count, sources) as the ``traces`` table holds them."""
         return self.name, self.start, self.end, self.count, ",".join(sorted(self.sources))
+
+
+def spans_by_trace(spans: Iterable[AnySpan]) -> dict[str, dict[str, AnySpan]]:
+    """The spans by trace, then by span id, in arrival order; the first copy of a span wins, as it
+    does across batches."""
+    by_trace: dict[str, dict[str, AnySpan]] = {}
+    for s in spans:
+        group = by_trace.get(s.trace_id)
+        if group is None:
+            by_trace[s.trace_id] = {s.span_id: s}
+        elif s.span_id not in group:
+            group[s.span_id] = s
+    return by_trace
 
 
 def fold_traces(spans: Iterable[AnySpan], old: Mapping[str, TraceFold] | None = None) -> dict[str, TraceFold]:
@@ -605,56 +678,95 @@ class SqlStore:
     def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
         # SQLite's, one writer at a time (PostgreSQL's concurrent writers have their own).
         self._ready_for_spans()
-        batch = dedup_spans(spans)
-        if not batch:
+        by_trace = spans_by_trace(spans)
+        if not by_trace:
             self.set_metas(dict(meta or {}))
             return 0
         now = datetime.now(UTC).isoformat()
 
         def work(cur: Any) -> int:
-            seqs, old = self._stored_traces(cur, list(dict.fromkeys(k[0] for k in batch)))
-            fresh = list(batch.values())
-            if old:  # only spans of traces stored before can be stored already
-                existing = self._stored_keys(cur, [seqs[t] for t in old])
-                if existing:
-                    fresh = [s for k, s in batch.items() if k not in existing]
+            seqs, old = self._stored_traces(cur, list(by_trace))
+            fresh = self._not_stored(cur, by_trace, old, seqs) if old else by_trace
+            stored = 0
             if fresh:
-                folded = fold_traces(fresh, old)
-                if new := [t for t in folded if t not in old]:
+                if new := [t for t in fresh if t not in old]:
                     # One writer at a time, so the numbers after the highest are free.
                     cur.execute("SELECT COALESCE(MAX(seq), 0) FROM traces")
                     top = int(cur.fetchone()[0])
                     seqs.update(zip(new, range(top + 1, top + 1 + len(new)), strict=True))
-                cur.executemany(
-                    "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns,"
-                    " end_ns, source, payload, otlp, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (trace_seq, span_id) DO NOTHING",
-                    [
-                        (
-                            seqs[s.trace_id],
-                            s.span_id,
-                            s.trace_id,
-                            s.parent_span_id,
-                            s.name,
-                            s.start_time_unix_nano,
-                            s.end_time_unix_nano,
-                            s.source,
-                            *stored_forms(s),
-                            now,
-                        )
-                        for s in fresh
-                    ],
-                )
-                self._write_traces(cur, folded, old, seqs, now)
-                if pairs := session_pairs(fresh):
-                    cur.executemany(_INSERT_SESSION_4, [(seqs[t], sid) for sid, t in pairs])
+                stored = self._write_spans(cur, fresh, old, seqs, now)
             self._write_meta(cur, meta)
-            return len(fresh)
+            return stored
 
         new = int(self._transaction(work))
         if new:
             self._committed_spans()
         return new
+
+    def _not_stored(
+        self,
+        cur: Any,
+        by_trace: dict[str, dict[str, AnySpan]],
+        old: dict[str, TraceFold],
+        seqs: dict[str, int],
+    ) -> dict[str, dict[str, AnySpan]]:
+        """The spans not stored already (only those of traces stored before can be)."""
+        existing = self._stored_keys(cur, [seqs[t] for t in old])
+        if not existing:
+            return by_trace
+        fresh: dict[str, dict[str, AnySpan]] = {}
+        for t, group in by_trace.items():
+            if t in old:
+                group = {k: s for k, s in group.items() if (t, k) not in existing}
+            if group:
+                fresh[t] = group
+        return fresh
+
+    def _write_spans(
+        self,
+        cur: Any,
+        fresh: dict[str, dict[str, AnySpan]],
+        old: dict[str, TraceFold],
+        seqs: dict[str, int],
+        now: str,
+    ) -> int:
+        """Insert the spans, their traces' summaries (updated for traces stored before) and sessions;
+        the number of spans. One pass per trace: its rows, its summary, its sessions."""
+        encoded: list[tuple[Any, ...]] = []
+        decoded: list[tuple[Any, ...]] = []
+        sessions: set[tuple[int, str]] = set()
+        inserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        for t, group in fresh.items():
+            seq = seqs[t]
+            spans = group.values()
+            _span_rows(spans, seq, now, encoded, decoded, sessions)
+            prev = old.get(t)
+            fold = TraceFold() if prev is None else prev.copy()
+            fold.add_all(spans)
+            if prev is None:
+                inserts.append((seq, t, *fold.columns(), now))
+            else:
+                updates.append((*fold.columns(), seq))
+        if encoded:
+            cur.executemany(_INSERT_ENCODED, encoded)
+        if decoded:
+            cur.executemany(_INSERT_DECODED, decoded)
+        if updates:
+            cur.executemany(
+                "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
+                " WHERE seq = ?",
+                updates,
+            )
+        if inserts:
+            cur.executemany(
+                "INSERT INTO traces (seq, trace_id, name, start_ns, end_ns, span_count, sources,"
+                " first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                inserts,
+            )
+        if sessions:
+            cur.executemany(_INSERT_SESSION_4, sorted(sessions))
+        return len(encoded) + len(decoded)
 
     def _stored_traces(self, cur: Any, trace_ids: list[str]) -> tuple[dict[str, int], dict[str, TraceFold]]:
         """Of these traces, those stored before: their ``seq`` and their summaries so far (one lookup
@@ -683,28 +795,6 @@ class SqlStore:
             )
             existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
         return existing
-
-    def _write_traces(
-        self,
-        cur: Any,
-        folded: dict[str, TraceFold],
-        old: dict[str, TraceFold],
-        seqs: dict[str, int],
-        now: str,
-    ) -> None:
-        """Write the traces' summaries: update those stored before, insert the new ones with their seq."""
-        if updates := [(*f.columns(), seqs[t]) for t, f in folded.items() if t in old]:
-            cur.executemany(
-                "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
-                " WHERE seq = ?",
-                updates,
-            )
-        if inserts := [(t, *f.columns(), now, seqs[t]) for t, f in folded.items() if t not in old]:
-            cur.executemany(
-                "INSERT INTO traces (trace_id, name, start_ns, end_ns, span_count, sources, first_seen,"
-                " seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                inserts,
-            )
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
         tid = trace_id.lower()
