@@ -10,6 +10,7 @@ line and problem.
 from tracejudge.localize._context import CheckContext
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value
 from tracejudge.localize._filter import evaluate_filter, filter_keys
+from tracejudge.localize._identify import identify
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
 from tracejudge.localize._load import load_manifest, load_ticket, parse_ticket, ticket_files
@@ -40,6 +41,7 @@ __all__ = [
     "filter_keys",
     "find_clause",
     "find_quote",
+    "identify",
     "load_manifest",
     "load_ticket",
     "localize",

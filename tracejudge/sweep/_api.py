@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tracejudge._errors import InputError
+from tracejudge.localize import identify
 from tracejudge.normalize import normalize
 from tracejudge.schema import (
     DraftTicket,
@@ -120,7 +121,8 @@ def iter_sweep(
         if not window.holds(_start(spans)):
             continue
         scanned += 1
-        for flag in flag_trace(normalize(spans), index):
+        # Returned documents are identified as triage identifies them: by id, manifest ids or content.
+        for flag in flag_trace(identify(normalize(spans), manifest), index):
             flagged += 1
             yield flag
         if progress is not None:
@@ -220,7 +222,7 @@ def draft_ticket_for(
         from tracejudge.sweep._langfuse import langfuse_feedback
 
         feedback = langfuse_feedback(trace_id, langfuse_score)
-    draft = draft_ticket(normalize(spans), index, feedback)
+    draft = draft_ticket(identify(normalize(spans), manifest), index, feedback)
     if out is None:
         return draft
     try:
