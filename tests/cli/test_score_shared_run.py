@@ -192,6 +192,18 @@ def test_a_budget_is_the_runs_not_each_workers(
     assert final["status"] == "stopped_budget"
     assert final["summary"]["n"] == n
     assert final["summary"]["not_scored"] == 28 - n
+    # Every worker reports the run as it ended, and records that: not a snapshot taken while the
+    # other's last item was still in flight (then stored after the report).
+    assert [(r["status"], r["summary"]["n"], r["summary"]["not_scored"]) for r in runs] == [
+        ("stopped_budget", n, 28 - n)
+    ] * 2
+    store = open_store(postgres_url)
+    try:
+        run = store.get_run("budgeted")
+        assert run is not None
+        assert (run.summary.overall.n, run.summary.not_scored) == (n, 28 - n)
+    finally:
+        store.close()
 
 
 def _stored_by(url: str, run: str, proc: subprocess.Popen[str], n: int) -> None:

@@ -221,7 +221,17 @@ async def score_shared_run_async(
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
             await asyncio.to_thread(store.leave_run, name, worker=worker)
+    await _settled(store, name, options.lease_s)
     return await asyncio.to_thread(run_state, store, run)
+
+
+async def _settled(store: Store, name: str, lease_s: float) -> None:
+    """Once the budget stopped the run, wait for the items other live workers still have in flight
+    (a dead worker's lease runs out), so every worker reports, and records, the same final run —
+    not a snapshot that the others' last items change after it was printed."""
+    poll = max(0.05, min(1.0, lease_s / 4))
+    while (progress := await asyncio.to_thread(store.run_progress, name)).stopped and progress.claimed:
+        await asyncio.sleep(poll)
 
 
 # Items written back per store round trip: few enough that a writer that dies strands little.
