@@ -265,6 +265,32 @@ def test_what_a_stopped_or_killed_worker_scored_is_written_back_once_by_a_later_
     assert late["write_back"][0]["written"] == 0
 
 
+def test_sigterm_stops_a_worker_as_ctrl_c_does_and_a_rerun_resumes(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,
+) -> None:
+    # What Kubernetes, systemd and `timeout` send: the worker died on it at once (143, no word), and
+    # the items it had claimed waited out their lease before another worker could take them.
+    spans = _copies(2)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    args = ("--run", "termed", "--concurrency", "2", "--lease", "300")
+    worker = _worker(postgres_url, judge, *args)
+    _stored_by(postgres_url, "termed", worker, 2)
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 143, err[-2000:]
+    assert "run the command again to resume" in err
+    done, claimed = _held_by(postgres_url, "termed", worker.pid)
+    assert done >= 2
+    assert claimed == 0  # its claims went back at once, not after the 300 s lease
+    rerun = _finish(_worker(postgres_url, judge, *args))
+    assert rerun["status"] == "complete"
+    assert len(rerun["items"]) == 28 - done
+    assert sorted(_stored(postgres_url, "termed")) == sorted({s.trace_id for s in spans})
+
+
 def test_sqlite_refuses_a_second_worker_on_a_run(tmp_path: Path, judge: ScriptedOpenAIServer) -> None:
     url = f"sqlite:///{tmp_path}/s.db"
     store = open_store(url)

@@ -8,6 +8,7 @@ lists every command from the table below without importing any.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 import typing as _typing
 from importlib import metadata as _metadata
@@ -239,13 +240,23 @@ def collect() -> None:
 
 def main() -> None:
     """Console entry point. Ctrl-C exits 130, not click's 1, so a gate (`score --gate` exits 1 on a
-    failed gate) never reads an interrupted run as a failed one. A traceback (a bug) is redacted too."""
+    failed gate) never reads an interrupted run as a failed one; SIGTERM (what Kubernetes, systemd and
+    `timeout` send) stops a command the same way and exits 143. A traceback (a bug) is redacted too."""
     sys.excepthook = redacted_excepthook
+    stopped_by: list[int] = []
+
+    def terminate(signum: int, _frame: object) -> None:
+        # As Ctrl-C: a worker's claims go back to the others at once and what it stored stays, where
+        # the default action ended the process on the spot. A receiver installs its own while it serves.
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         code = cli.main(prog_name="tracejudge", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("interrupted: what was stored so far is kept; run the command again to resume", err=True)
-        sys.exit(130)
+        sys.exit(128 + (stopped_by[-1] if stopped_by else signal.SIGINT))
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
