@@ -21,6 +21,7 @@ RECORDINGS = {
     "burr": ("burr_{run}.pb", None),
     "qwen_agent": ("qwen_agent_{run}.pb", None),
     "atomic_agents": ("atomic_agents_{run}.pb", None),
+    "mlflow": ("mlflow_{run}.pb", None),
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {

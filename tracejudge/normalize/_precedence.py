@@ -20,7 +20,9 @@ Why this order:
 - Framework conventions whose records look like another convention's (Strands' and Semantic
   Kernel's GenAI-named events hold content blocks or JSON-text bodies) come before GenAI on the lines
   they record, and answer ``None`` for any span not theirs; ADK's own request/response attributes and
-  LiteLLM's ``raw_gen_ai_request`` Python reprs come after every standard convention.
+  LiteLLM's ``raw_gen_ai_request`` Python reprs come after every standard convention; so do MLflow's
+  ``mlflow.spanInputs`` / ``mlflow.spanOutputs`` (a function's JSON-encoded arguments and return value, read
+  by the span's ``mlflow.spanType``), which come before the free-form I/O on every line they record.
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
@@ -60,6 +62,7 @@ from tracejudge.normalize._langchain import CONVENTION as LANGCHAIN
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._litellm import CONVENTION as LITELLM
 from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
+from tracejudge.normalize._mlflow import CONVENTION as MLFLOW
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
 from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
 from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
@@ -93,7 +96,7 @@ PRECEDENCE = Precedence(
     classify=(
         (TRACEJUDGE,),
         (LANGFUSE,),
-        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL),
+        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL, MLFLOW),
     ),
     input_messages=(
         OPENINFERENCE,
@@ -105,6 +108,7 @@ PRECEDENCE = Precedence(
         LITELLM,
         VERCEL,
         TRULENS,
+        MLFLOW,
         FREEFORM,
     ),
     output_messages=(
@@ -118,6 +122,7 @@ PRECEDENCE = Precedence(
         LITELLM,
         VERCEL,
         TRULENS,
+        MLFLOW,
         FREEFORM,
     ),
     documents=(
@@ -131,13 +136,25 @@ PRECEDENCE = Precedence(
         AGNO,
         MIRASCOPE,
         TRULENS,
+        MLFLOW,
         FREEFORM,
     ),
-    query=(GENAI, MIRASCOPE, TRULENS, FREEFORM),
-    usage=(LANGFUSE, OPENINFERENCE, GENAI),
+    query=(GENAI, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
+    usage=(LANGFUSE, OPENINFERENCE, GENAI, MLFLOW),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
-    tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, FREEFORM),
-    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, FREEFORM, GENAI),
-    final_answer=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, INSTRUCTOR, TRULENS, VERCEL, FREEFORM, GENAI),
+    tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, MLFLOW, FREEFORM),
+    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, MLFLOW, FREEFORM, GENAI),
+    final_answer=(
+        LANGFUSE,
+        HAYSTACK,
+        CREWAI,
+        MIRASCOPE,
+        INSTRUCTOR,
+        TRULENS,
+        VERCEL,
+        MLFLOW,
+        FREEFORM,
+        GENAI,
+    ),
 )

@@ -41,7 +41,13 @@ _NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, "image", "image_url", "blob", "file", "uri"
 
 def content_and_tools(content: Any) -> tuple[str | None, list[dict[str, Any]], bool]:
     """Text of a message content (string or parts list), tool calls found among parts, and redaction."""
-    content = maybe_json(content) if isinstance(content, str) and content[:1] == "[" else content
+    if isinstance(content, str) and content[:1] == "[":
+        parts = maybe_json(content)
+        if isinstance(parts, list):
+            found = _parts_content(parts)
+            # A JSON list holding no content part (a tool's result: a list of records, such as documents
+            # with ``page_content``) is the message's text, not parts whose text is missing.
+            return found if found != (None, [], False) else (content, [], False)
     if isinstance(content, dict):
         content = [content]
     if isinstance(content, list):

@@ -14,6 +14,8 @@ _OI_METADATA = "metadata"
 _TL_ASSOCIATION_PREFIX = "traceloop.association.properties."
 _LF_COPIED = _LF_METADATA_PREFIX + "tracejudge."
 _TL_COPIED = _TL_ASSOCIATION_PREFIX + "tracejudge."
+_MLFLOW_SPAN_TYPE = "mlflow.spanType"
+_OWN_PREFIX = "tracejudge."
 
 
 class Gaps:
@@ -43,6 +45,16 @@ def _copied_keys(attrs: dict[str, Any], extra: dict[str, Any]) -> None:
         elif key.startswith(_TL_COPIED):
             # OpenLLMetry copies LangChain run metadata into association properties.
             extra[key[len(_TL_ASSOCIATION_PREFIX) :]] = value
+
+
+def _mlflow_encoded(attrs: dict[str, Any]) -> dict[str, Any]:
+    """``tracejudge.*`` values of an MLflow span, decoded: MLflow's ``set_attribute`` stores every value as
+    its JSON text, so a string arrives in quotes (``"buyer-cn"``) and a dict as JSON text."""
+    return {
+        key: maybe_json(value)
+        for key, value in attrs.items()
+        if key.startswith(_OWN_PREFIX) and isinstance(value, str)
+    }
 
 
 def _run_metadata(value: str, extra: dict[str, Any]) -> None:
@@ -80,7 +92,8 @@ class SpanView:
         ``metadata.attributes`` (values stringified); a user may also put ``tracejudge.*`` keys
         straight into observation metadata. ``tracejudge.*`` keys of run metadata recorded by
         LangChain instrumentations (OpenInference ``metadata`` JSON, OpenLLMetry
-        ``traceloop.association.properties.*``) are read the same way. Real span attributes win.
+        ``traceloop.association.properties.*``) are read the same way. Real span attributes win, except
+        on an MLflow span, whose ``tracejudge.*`` values are read decoded from the JSON text MLflow stores.
         """
         extra: dict[str, Any] = {}
         if _LF_METADATA in attrs:
@@ -88,9 +101,11 @@ class SpanView:
         _copied_keys(attrs, extra)
         if isinstance(attrs.get(_OI_METADATA), str) and "tracejudge." in attrs[_OI_METADATA]:
             _run_metadata(attrs[_OI_METADATA], extra)
-        if not extra:
+        decoded = _mlflow_encoded(attrs) if _MLFLOW_SPAN_TYPE in attrs else {}
+        if not extra and not decoded:
             return attrs
         extra.update(attrs)
+        extra.update(decoded)
         return extra
 
     def _langfuse_metadata(self, value: Any, extra: dict[str, Any]) -> None:
