@@ -186,7 +186,7 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         return _unsure(scan, source, label)
     if scan.missing:
         return _not_all_recorded(scan, len(calls), label)
-    answering = _answering_call_recorded(ctx)
+    answering = _retrieved_after_every_call(ctx, m) or _answering_call_recorded(ctx)
     if answering is not None:
         return stage_result("in_context", "unconfirmed", answering, evidence=scan.absent, missing=[answering])
     return _absent(ctx, m, scan, source, label)
@@ -259,6 +259,20 @@ def _answering_call_recorded(ctx: CheckContext) -> str | None:
     if _output_of_none(task.final_answer, calls):
         return f"{wanted}: the answer is not the output of any recorded model call"
     return None
+
+
+def _retrieved_after_every_call(ctx: CheckContext, m: Material) -> str | None:
+    """What is missing when every search that returned the material started after the last recorded model
+    call did: no recorded call can have read its result, so a call that did was not recorded, and "not in
+    the model input" would be concluded about inputs that never could have held it."""
+    last = ctx.task.model_calls[-1].start_time
+    starts = [rc.start_time for rc, _ in ctx.hits(m).exact]
+    if last is None or not starts or any(start is None or start <= last for start in starts):
+        return None
+    return (
+        "the model call that read the search's result (an LLM span after the retrieval): every search that"
+        " returned the material started after the last recorded model call"
+    )
 
 
 def _asked_for_tool(call: ModelCall) -> bool:
