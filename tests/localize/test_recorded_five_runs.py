@@ -24,6 +24,7 @@ RECORDINGS = {
     "mlflow": ("mlflow_{run}.pb", None),
     "openai_agents_openllmetry": ("openai_agents_openllmetry_{run}.pb", None),
     "openlit": ("openlit_{run}.pb", None),
+    "agentops": ("agentops_{run}.pb", None),
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {

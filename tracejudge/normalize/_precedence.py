@@ -22,7 +22,8 @@ Why this order:
   they record, and answer ``None`` for any span not theirs; ADK's own request/response attributes and
   LiteLLM's ``raw_gen_ai_request`` Python reprs come after every standard convention; so do MLflow's
   ``mlflow.spanInputs`` / ``mlflow.spanOutputs`` (a function's JSON-encoded arguments and return value, read
-  by the span's ``mlflow.spanType``), which come before the free-form I/O on every line they record.
+  by the span's ``mlflow.spanType``), which come before the free-form I/O on every line they record; AgentOps'
+  ``agentops.<kind>.input`` / ``.output`` of a decorated function likewise.
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 
 from tracejudge.normalize._adk import CONVENTION as ADK
 from tracejudge.normalize._ag2 import CONVENTION as AG2
+from tracejudge.normalize._agentops import CONVENTION as AGENTOPS
 from tracejudge.normalize._agno import CONVENTION as AGNO
 from tracejudge.normalize._convention import Convention
 from tracejudge.normalize._crewai import CONVENTION as CREWAI
@@ -96,7 +98,7 @@ PRECEDENCE = Precedence(
     classify=(
         (TRACEJUDGE,),
         (LANGFUSE,),
-        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL, MLFLOW),
+        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS),
     ),
     input_messages=(
         OPENINFERENCE,
@@ -137,14 +139,15 @@ PRECEDENCE = Precedence(
         MIRASCOPE,
         TRULENS,
         MLFLOW,
+        AGENTOPS,
         FREEFORM,
     ),
     query=(GENAI, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI, MLFLOW),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
-    tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, MLFLOW, FREEFORM),
-    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, MLFLOW, FREEFORM, GENAI),
+    tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
+    tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
+    task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS, FREEFORM, GENAI),
     final_answer=(
         LANGFUSE,
         HAYSTACK,
@@ -154,6 +157,7 @@ PRECEDENCE = Precedence(
         TRULENS,
         VERCEL,
         MLFLOW,
+        AGENTOPS,
         FREEFORM,
         GENAI,
     ),
