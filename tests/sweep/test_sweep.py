@@ -46,11 +46,17 @@ def _load(store: SqliteStore, path: Path) -> set[str]:
 
 
 # Fixtures recorded without content, so without an answer: ADK 2 and Microsoft Agent Framework with
-# their content capture off (the default), Griptape's own OpenTelemetry driver (span names and tags).
+# their content capture off (the default), Griptape's own OpenTelemetry driver (span names and tags), the
+# OpenAI Agents SDK under OpenLLMetry's agents instrumentation alone (no model output with a chat-completions
+# model).
 NO_ANSWER = {
     "adk_nocontent_rag.pb",
     "agent_framework_nocontent_rag.pb",
     *(f"griptape_{run}.pb" for run in ("rag", "ignored", "filtered", "dropped")),
+    *(
+        f"openai_agents_openllmetry_alone_{run}.pb"
+        for run in ("rag", "ignored", "filtered", "dropped", "never_indexed")
+    ),
 }
 
 
