@@ -234,8 +234,10 @@ async def _settled(store: Store, name: str, lease_s: float) -> None:
         await asyncio.sleep(poll)
 
 
-# Items written back per store round trip: few enough that a writer that dies strands little.
-_WRITE_BACK_CHUNK = 100
+# Items written back per store round trip: few enough that a writer that dies strands little, and
+# that writing them (about seven Langfuse scores each, one request apiece) ends well within a lease,
+# after which another worker may take them again.
+_WRITE_BACK_CHUNK = 20
 
 
 def write_back_shared_run(
