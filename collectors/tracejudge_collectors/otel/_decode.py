@@ -145,6 +145,9 @@ def encode_protobuf(
                 span: RawSpan | EncodedSpan | None = None
                 if datas is not None:
                     span = _encode_pb(sp, datas[i], envelope, source, notes.limits)
+                    # Wrapped (or not needed): let the cut bytes go as the spans are made, so that a
+                    # request's peak memory holds one copy of its spans' bytes, not two.
+                    datas[i] = b""
                 if span is None:
                     span = _span_pb(sp, resource, ss.scope, source, notes)
                 if span is not None:
@@ -181,7 +184,8 @@ def _span_datas(cut: list[list[list[bytes]]] | None, r: int, s: int, parsed: Seq
     """The bytes of the spans ``parsed`` of resource ``r``, scope ``s``: as cut from the body, or
     (should the cut not line up with the parsed request) serialized again."""
     if cut is not None and r < len(cut) and s < len(cut[r]) and len(cut[r][s]) == len(parsed):
-        return cut[r][s]
+        datas, cut[r][s] = cut[r][s], []  # the caller's alone, to free as it goes
+        return datas
     return [sp.SerializeToString() for sp in parsed]
 
 
