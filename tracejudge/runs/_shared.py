@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreError
 from tracejudge.judge import JudgeClient
 from tracejudge.runs._run import (
     Loader,
@@ -169,9 +169,13 @@ class _SharedWorker:
     async def heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.lease / 3)
-            await asyncio.to_thread(
-                self.store.renew_run_lease, self.name, worker=self.worker, lease_s=self.lease
-            )
+            # One failed renewal (a dropped connection; the next statement reconnects) must not end
+            # the heartbeat: the leases would run out and the others score this worker's items again.
+            # A store that stays down fails the worker's own claims and writes, which say so.
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(
+                    self.store.renew_run_lease, self.name, worker=self.worker, lease_s=self.lease
+                )
 
 
 async def score_shared_run_async(
