@@ -1,9 +1,10 @@
 """Triage on MLflow tracing exported with ``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true`` (record_mlflow.py): the
 GenAI translation keeps the model calls' messages but exports the retriever span with neither its inputs nor
 its documents. What the retrieval returned is then not in the trace — the documents reach the model only
-inside a tool message — so every verdict that needs the search's result is ``unconfirmed``, naming the missing
-retrieval; the filter the app set on the retriever span survives the translation, so ``filtered`` stays
-definite. MLflow's own attributes (the default export) are in test_recorded_five_runs.py's table.
+inside a tool message — so every verdict that needs the search's result is ``unconfirmed``, naming the
+retriever span's documents and the switch that records them; the filter the app set on the retriever span
+survives the translation, so ``filtered`` stays definite. MLflow's own attributes (the default export) are in
+test_recorded_five_runs.py's table.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def test_the_genai_translation_leaves_the_search_result_unconfirmed(mk: ModuleTy
     loc = mk.triage_framework(f"mlflow_genai_{run}.pb", mk.policy_manifest("EU"))
     assert (loc.verdict, mk.statuses(loc)) == (verdict, statuses)
     if verdict == "unconfirmed":
-        assert any("retrieval span" in item for item in loc.stages[1].missing)
+        # the retriever span is there (its operation name is MLflow's span type), its documents are not,
+        # and the switch that records them is named
+        [documents] = [item for item in loc.stages[1].missing if item.startswith("the documents returned by")]
+        assert "unset MLFLOW_ENABLE_OTEL_GENAI_SEMCONV" in documents
 
 
 def test_never_indexed_is_still_told_by_the_manifest(mk: ModuleType) -> None:

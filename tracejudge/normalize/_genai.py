@@ -41,6 +41,11 @@ _STEPS: dict[str, StepKind] = {
     "execute_tool": "tool",
     "invoke_workflow": "chain",
     "run_guardrail": "guardrail",
+    # MLflow's GenAI translation (MLFLOW_ENABLE_OTEL_GENAI_SEMCONV) passes span types it has no operation
+    # for through as the operation name, upper-case.
+    "retriever": "retrieval",
+    "reranker": "rerank",
+    "chain": "chain",
 }
 
 _EVENT_ROLES = {

@@ -30,6 +30,7 @@ Producer = Literal[
     "autogen",
     "griptape",
     "agent-framework",
+    "mlflow",
 ]
 
 
@@ -141,6 +142,13 @@ _RECORD_DOCUMENTS = Switch(
     "tracejudge",
 )
 
+_MLFLOW_GENAI = Switch(
+    "unset MLFLOW_ENABLE_OTEL_GENAI_SEMCONV: MLflow's translation to the GenAI conventions exports a"
+    " retriever span without its inputs and outputs (MLflow's own mlflow.spanOutputs holds the documents)",
+    ("MLFLOW_ENABLE_OTEL_GENAI_SEMCONV",),
+    "recorded:record_mlflow.py",
+)
+
 _CONTENT: dict[Producer | None, Switch] = {
     "openinference": _OI_CONTENT,
     "openai-v2": _GENAI_CONTENT,
@@ -175,6 +183,7 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
         "autogen": _AUTOGEN_TOOLS,
         "agent-framework": _AGENT_FRAMEWORK_CONTENT,
         "griptape": _GRIPTAPE,
+        "mlflow": _MLFLOW_GENAI,
         None: _RECORD_DOCUMENTS,
     },
     "no_final_answer": {**_CONTENT, "griptape": _GRIPTAPE},
@@ -224,6 +233,7 @@ _MARKS = (
     _Mark("langfuse", prefixes=("langfuse",), span=_langfuse_span),
     _Mark("openllmetry", prefixes=("traceloop", "opentelemetry.instrumentation."), span=_traceloop_span),
     _Mark("griptape", span=_griptape_span),
+    _Mark("mlflow", scopes=("mlflow.tracing.provider",)),
 )
 
 
