@@ -25,6 +25,7 @@ RECORDINGS = {
     "openai_agents_openllmetry": ("openai_agents_openllmetry_{run}.pb", None),
     "openlit": ("openlit_{run}.pb", None),
     "agentops": ("agentops_{run}.pb", None),
+    "openlit_agents": ("openlit_agents_{run}.pb", None),
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {

@@ -5,8 +5,11 @@ chat spans (parts-based ``gen_ai.input.messages`` / ``gen_ai.output.messages``, 
 ``function.kwargs`` (Python reprs); OpenLIT's httpx instrumentation adds a ``POST`` span under each model
 call.
 
-Fixtures: tests/fixtures/traces/openlit_{rag,ignored,filtered,dropped,never_indexed}.pb, re-recorded with
-record_openlit.py (a side venv; see its docstring).
+OpenLIT's instrumentation of the OpenAI Agents SDK writes a tool's arguments and result as ``str()`` of the
+value: the Python repr of a list of documents, read as a literal.
+
+Fixtures: tests/fixtures/traces/openlit{,_agents}_{rag,ignored,filtered,dropped,never_indexed}.pb, re-recorded
+with record_openlit.py and record_openlit_agents.py (side venvs; see their docstrings).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tracejudge.normalize import normalize
-from tracejudge.schema import TaskRecord
+from tracejudge.schema import RawSpan, TaskRecord
 from tracejudge_collectors.otel import read_otlp_file
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -51,3 +54,31 @@ def test_the_chat_spans_the_search_and_the_traced_root(run: str) -> None:
     assert (retrieval.filter == {"region": "CN"}) == (run == "filtered")
     # the httpx instrumentation's POST spans are neither model calls nor tools
     assert sum(node.name == "POST" and node.step == "other" for node in record.spans) == 2
+
+
+def agent_spans(run: str) -> list[RawSpan]:
+    return list(read_otlp_file(TRACES / f"openlit_agents_{run}.pb"))
+
+
+@pytest.mark.parametrize("run", list(ANSWERS))
+def test_the_agents_tool_result_is_read_from_its_python_repr(run: str) -> None:
+    spans = agent_spans(run)
+    tool = next(s for s in spans if s.name == "execute_tool search_documents")
+    assert tool.attributes["gen_ai.tool.call.result"].startswith("[{'doc_id': ")
+    record = normalize(spans)
+    [call] = record.tool_calls
+    assert call.arguments["query"] == "prepayment per order"
+    assert (call.result[0]["doc_id"], call.result[0]["version"]) == ("C-17/attachment", FIRST[run])
+    assert all(d["content"] for d in call.result)
+    assert record.final_answer == ANSWERS[run]
+    assert record.model_calls[-1].output_text == ANSWERS[run]
+
+
+def test_a_repr_on_another_instrumentations_span_stays_text() -> None:
+    spans = agent_spans("rag")
+    tool = next(s for s in spans if s.name == "execute_tool search_documents")
+    other = tool.model_copy(update={"scope_name": "opentelemetry.instrumentation.openai_agents"})
+    record = normalize([other if s is tool else s for s in spans])
+    [call] = record.tool_calls
+    assert isinstance(call.result, str)
+    assert call.result.startswith("[{'doc_id': ")

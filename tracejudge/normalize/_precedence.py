@@ -26,11 +26,13 @@ Why this order:
   ``agentops.<kind>.input`` / ``.output`` of a decorated function likewise.
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
-- ``tool_arguments`` / ``tool_result``: GenAI's ``gen_ai.tool.call.*``, a framework's own attributes
-  or events (ADK, Strands), AG2's ``[success, {"content"}]`` tool output, the ``content`` of a LangChain
-  tool's serialized ``ToolMessage``, the ``result`` of Agno's
-  ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope ``@ops.trace`` function's
-  ``mirascope.trace.*`` (below the root it is read as a tool call), then the free-form input/output.
+- ``tool_arguments`` / ``tool_result``: OpenLIT's agents instrumentation's Python reprs read as literals
+  (it writes ``gen_ai.tool.call.*`` as ``str()`` of the value, so GenAI's reader would keep the text),
+  GenAI's ``gen_ai.tool.call.*``, a framework's own attributes or events (ADK, Strands), AG2's
+  ``[success, {"content"}]`` tool output, the ``content`` of a LangChain tool's serialized ``ToolMessage``,
+  the ``result`` of Agno's ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope
+  ``@ops.trace`` function's ``mirascope.trace.*`` (below the root it is read as a tool call), then the
+  free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
   the whole ``CrewOutput``: the answer is its ``raw``); a Mirascope ``@ops.trace`` root (its arguments and
@@ -66,6 +68,7 @@ from tracejudge.normalize._litellm import CONVENTION as LITELLM
 from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
 from tracejudge.normalize._mlflow import CONVENTION as MLFLOW
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
+from tracejudge.normalize._openlit import CONVENTION as OPENLIT
 from tracejudge.normalize._openllmetry import CONVENTION as OPENLLMETRY
 from tracejudge.normalize._semantic_kernel import CONVENTION as SEMANTIC_KERNEL
 from tracejudge.normalize._smolagents import CONVENTION as SMOLAGENTS
@@ -145,8 +148,8 @@ PRECEDENCE = Precedence(
     query=(GENAI, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI, MLFLOW),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
-    tool_arguments=(GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
-    tool_result=(GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
+    tool_arguments=(OPENLIT, GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
+    tool_result=(OPENLIT, GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS, FREEFORM, GENAI),
     final_answer=(
         LANGFUSE,
