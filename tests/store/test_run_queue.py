@@ -4,7 +4,7 @@ taken for write-back by one worker — its own, or a stopped or dead one's — a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psycopg
@@ -12,18 +12,21 @@ import psycopg
 from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions
 from tracejudge.runs._run import new_run_record
-from tracejudge.schema import ItemResult
+from tracejudge.runs._shared import worker_id, write_back_shared_run
+from tracejudge.schema import ItemResult, RunRecord
 from tracejudge.store import SqlStore, open_store
+from tracejudge.write import WriteReport
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "restaurant" / "rubric.yaml"
 IDS = [f"{i:032x}" for i in range(840)]
 
 
-def _joined(store: SqlStore, run_id: str, workers: tuple[str, ...]) -> None:
+def _joined(store: SqlStore, run_id: str, workers: tuple[str, ...]) -> RunRecord:
     rubric = load_rubric(RUBRIC)
     run = new_run_record(rubric, store, ScoreOptions(run_name=run_id), run_id=run_id, repeat=1)
     for w in workers:
         store.join_run(run, IDS, worker=w, lease_s=30)
+    return run
 
 
 def test_a_claim_takes_at_most_n_items_in_order(make_store: Callable[[], SqlStore]) -> None:
@@ -101,3 +104,29 @@ def test_write_backs_are_taken_once_from_this_or_a_gone_worker(make_store: Calla
     # Written items count as done in the run's progress, not as pending.
     progress = store.run_progress("wb")
     assert (progress.done, progress.claimed, progress.pending) == (5, 0, len(IDS) - 5)
+
+
+def test_a_write_back_writes_items_stored_after_it_began(postgres_url: str) -> None:
+    # Worker a still scores its item while this one writes back; a stores it, then is stopped. The next
+    # take is that item, which the write-back's first read of the stored items did not hold: it was
+    # marked written and never written. (PostgreSQL only: SQLite has one worker on a run at a time.)
+    store = open_store(postgres_url)
+    assert isinstance(store, SqlStore)
+    _joined(store, "late", ("a",))
+    (late,) = store.claim_run_items("late", worker="a", n=1, lease_s=30)
+    run = _joined(store, "late", (worker_id(),))
+    mine = _score(store, "late", worker_id(), 25)  # more than one take
+    written: list[str] = []
+
+    def write(target: str, _run: RunRecord, items: Sequence[ItemResult]) -> WriteReport:
+        if not written:
+            assert store.finish_run_item(ItemResult(run_id="late", trace_id=late, verdict="pass"), worker="a")
+            store.leave_run("late", worker="a")
+        written.extend(i.trace_id for i in items)
+        return WriteReport(target=target, written=len(items))
+
+    (report,) = write_back_shared_run(store, run, ["t"], lease_s=30, write=write)
+    assert sorted(written) == sorted([*mine, late])
+    assert report.written == 26
+    assert store.take_run_write_backs("late", worker="b", n=10, lease_s=30) == []
+    store.close()

@@ -263,7 +263,9 @@ def write_back_shared_run(
     while taken := store.take_run_write_backs(
         run.run_id, worker=worker, n=_WRITE_BACK_CHUNK, lease_s=lease_s
     ):
-        if stored is None:
+        if stored is None or any(t not in stored for t in taken):
+            # Read again when a take holds an item stored since: another worker's, stored after the
+            # last read and then left by it (stopped, or its lease ran out).
             stored = {i.trace_id: i for i in store.iter_score_items(run.run_id)}
         items = [stored[t] for t in taken if t in stored]
         written = False
