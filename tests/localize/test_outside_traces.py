@@ -550,3 +550,44 @@ def test_a_bare_number_counts_when_the_answer_names_the_fact(mk: ModuleType) -> 
     # A unit written on either side is enough: 30,000 RMB states a cap whatever its key says.
     unit = localize(mk.task(answer="At most 30,000 RMB."), mk.ticket([mk.material(facts={"x": 30000})]))
     assert unit.verdict == "no_fault"
+
+
+# ----------------------------------------------------------------------------- unreadable prompt values
+
+
+def _prompt_argument(spans: list[RawSpan], value: Callable[[str], str]) -> list[RawSpan]:
+    """The spans with the generation's prompt value passed as its ``prompt`` argument, made by ``value``."""
+    out = []
+    for span in spans:
+        attrs = dict(span.attributes)
+        if attrs.get("ai.observability.span_type") == "generation":
+            attrs["ai.observability.call.kwargs.prompt"] = value(
+                str(attrs.pop("ai.observability.call.kwargs.input"))
+            )
+        out.append(span.model_copy(update={"attributes": attrs}))
+    return out
+
+
+def test_a_prompt_value_repr_that_cannot_be_read_is_not_searched_as_text() -> None:
+    # A prompt value with a message it cannot read (content parts, not a string) was taken as the
+    # prompt's text, the repr itself: its escaped line breaks hid a clause spanning one, and triage
+    # concluded dropped_in_context although the prompt held it.
+    case = Outside(
+        "trulens/chain-line-break",
+        TRULENS[1].request,
+        CHAIN,
+        {
+            "required": [
+                {"doc_id": "attention/table-4", "version": "v1", "clause": "Results are on Section 23 of WSJ"}
+            ]
+        },
+        _chain_manifest(),
+    )
+    spans = _spans(case)
+    assert _verdict(case, _prompt_argument(spans, lambda v: v)) == "unconfirmed"  # in_context passes
+    unread = _prompt_argument(spans, lambda v: v[:-1] + ", AIMessage(content=[])]")
+    assert _verdict(case, unread) == "unconfirmed"
+    record = normalize(unread)
+    (call,) = record.model_calls
+    assert not call.input_recorded
+    assert "attribute_unparseable" in {g.kind for g in record.gaps}

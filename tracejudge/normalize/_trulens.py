@@ -102,7 +102,9 @@ class TruLens(NoRecords):
             messages = messages_from_value(dicts) if dicts is not None else None
             if messages:
                 return ModelIO(messages=tuple(messages))
-            if name == "prompt":
+            if name == "prompt" and not value.startswith("messages=["):
+                # A prompt value's repr not read above is no prompt text: its escapes would hide a
+                # clause spanning a line break, and "not in the model input" would be concluded.
                 return ModelIO(texts=(value,))
             view.gap(
                 "attribute_unparseable", f"{_KWARGS + name}: not a prompt string or a LangChain prompt value"
