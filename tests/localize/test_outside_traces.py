@@ -552,6 +552,17 @@ def test_a_bare_number_counts_when_the_answer_names_the_fact(mk: ModuleType) -> 
     assert unit.verdict == "no_fault"
 
 
+def test_a_bare_number_counts_when_the_answer_uses_a_word_the_clause_writes_beside_it(mk: ModuleType) -> None:
+    # ticket draft names a fact after its sentence's first word ("6.1 Machine Translation ... BLEU score of
+    # 28.4" gave machine_number: 28.4): the clause's words beside the value say what it is too.
+    # The clause: "Prepayment shall not exceed 30,000 RMB".
+    material = mk.material(facts={"first_number": 30000})
+    named = localize(mk.task(answer="No: prepayments may not exceed 30000."), mk.ticket([material]))
+    assert named.verdict == "no_fault"
+    unnamed = localize(mk.task(answer="Ticket 30000 is closed."), mk.ticket([material]))
+    assert unnamed.verdict == "unconfirmed"
+
+
 # ----------------------------------------------------------------------------- unreadable prompt values
 
 

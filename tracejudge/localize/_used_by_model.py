@@ -8,7 +8,7 @@ from typing import Any
 
 from tracejudge._errors import TracejudgeError
 from tracejudge.localize._context import CheckContext, material_label, norm_version, stage_result
-from tracejudge.localize._facts import FactValue, cites_version, fact_value, mentions
+from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value, mentions
 from tracejudge.localize._text import find_clause, tokenize
 from tracejudge.schema import Evidence, Material, StageResult, UsageQuestion, Verdict
 
@@ -45,16 +45,17 @@ def _bare(fv: FactValue) -> bool:
     return fv.kind == "number" and not fv.units
 
 
-def _names(text: str, key: str) -> bool:
+def _names(text: str, key: str, fv: FactValue, clause: str | None) -> bool:
     """Whether ``text`` names what the fact ``key`` is: a word of the key (3+ letters) inside a word of
     the text, its last two letters free ("retries" in "retried", "d_model" in "dmodel", "cap" in
-    "capped")."""
+    "capped"), or a word (4+ letters) the material's clause writes beside the value ("BLEU score of
+    28.4": a drafted ticket names its facts after the sentence's first word)."""
     words = tokenize(text)
-    for part in re.split(r"[^a-z]+", key.lower()):
-        stem = part[: max(3, len(part) - 2)]
-        if len(part) >= 3 and any(stem in w for w in words):
-            return True
-    return False
+    names = [p for p in re.split(r"[^a-z]+", key.lower()) if len(p) >= 3]
+    if clause:
+        for a, b in mentions(clause, extract_values(clause), fv):
+            names += re.findall(r"[^\W\d_]{4,}", clause[max(0, a - 30) : b + 30].lower())
+    return any(stem in w for part in names for stem in [part[: max(3, len(part) - 2)]] for w in words)
 
 
 @dataclass
@@ -75,11 +76,11 @@ class _Reading:
     echoed: list[Evidence] = field(default_factory=list)
     """Values the answer states only as the request did (shown, never counted)."""
 
-    def stated(self, key: str, fv: FactValue, echo: str) -> str | None:
-        """The answer's words stating ``fv`` (the fact ``key``); None when it does not, or only echoes
-        the request (then noted in ``echoed`` as ``echo``)."""
+    def stated(self, key: str, fv: FactValue, echo: str, clause: str | None = None) -> str | None:
+        """The answer's words stating ``fv`` (the fact ``key`` of a material with ``clause``); None when
+        it does not, or only echoes the request (then noted in ``echoed`` as ``echo``)."""
         spans = mentions(self.answer, self.values, fv)
-        if spans and _bare(fv) and not _names(self.answer, key):
+        if spans and _bare(fv) and not _names(self.answer, key, fv, clause):
             # A number with no unit on either side ("prompt 0", "step 3") is a value of the fact only
             # when the answer says what it counts.
             spans = [(v.start, v.end) for v in self.values if v.units and (v.start, v.end) in spans]
@@ -104,14 +105,14 @@ class _Reading:
 
 
 def _agreeing(
-    reading: _Reading, required: list[tuple[str, FactValue]], label: str
+    reading: _Reading, required: list[tuple[str, FactValue]], label: str, clause: str | None
 ) -> tuple[list[Evidence], list[str]]:
     """Evidence for each of the material's facts the answer states, and their keys."""
     agree: list[Evidence] = []
     agreed: list[str] = []
     for key, fv in required:
         what = f"{key} = {fv.show()}"
-        quote = reading.stated(key, fv, f"states {what}, but the request states it too (an echo)")
+        quote = reading.stated(key, fv, f"states {what}, but the request states it too (an echo)", clause)
         if quote is not None:
             agreed.append(key)
             agree.append(reading.note(f"states {what} as {label} says: {quote!r}"))
@@ -129,7 +130,9 @@ def _stale(
             if any(_same_value(fv, r) for _, r in required):
                 continue  # the superseded value equals a required one: stating it shows nothing
             what = f"{key} = {fv.show()}"
-            quote = reading.stated(key, fv, f"states {slabel}'s {what}, but the request states it too")
+            quote = reading.stated(
+                key, fv, f"states {slabel}'s {what}, but the request states it too", s.clause
+            )
             if quote is not None:
                 stale.append(reading.note(f"states {slabel}'s superseded {what}: {quote!r}"))
         same = s.doc_id == m.doc_id and norm_version(s.version) == norm_version(m.version)
@@ -155,7 +158,7 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         question_values=ctx.question_values(),
     )
     required = _facts(m.facts)
-    agree, agreed = _agreeing(reading, required, label)
+    agree, agreed = _agreeing(reading, required, label, m.clause)
     stale = _stale(ctx, m, reading, required)
     echoed = reading.echoed
     cited = reading.cites(m, label)
