@@ -28,7 +28,7 @@ from tests.fixtures.outside import _formats as fmt
 from tracejudge.cli import cli
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
-from tracejudge.schema import ManifestEntry, RawSpan, Ticket
+from tracejudge.schema import ManifestEntry, Material, RawSpan, Ticket
 from tracejudge_collectors.otel import decode_json
 
 OUTSIDE = Path(fmt.__file__).resolve().parent
@@ -561,6 +561,29 @@ def test_a_bare_number_counts_when_the_answer_uses_a_word_the_clause_writes_besi
     assert named.verdict == "no_fault"
     unnamed = localize(mk.task(answer="Ticket 30000 is closed."), mk.ticket([material]))
     assert unnamed.verdict == "unconfirmed"
+
+
+@pytest.mark.parametrize(
+    ("answer", "required", "superseded"),
+    [
+        # The answer states the required 5 with no word of retries, and a superseded timeout it rejects.
+        ("Try 5 times; the old 30 s wait is gone.", {"retries": 5}, {"timeout": "30 s"}),
+        # The answer states the required cap, and a bare 3 that may be the superseded retries.
+        ("At most 30,000 RMB; step 3 of the runbook.", {"cap": "30,000 RMB"}, {"retries": 3}),
+    ],
+)
+def test_a_bare_number_the_answer_may_state_keeps_the_other_reading_from_being_definite(
+    mk: ModuleType, answer: str, required: dict[str, Any], superseded: dict[str, Any]
+) -> None:
+    # Before bare numbers needed naming, either 5 or 3 counted: both readings stood, unconfirmed. Not
+    # counting it must not make the other reading definite (ignored_by_model or no_fault).
+    ticket = mk.ticket(
+        [mk.material(facts=required)], superseded=[Material(doc_id=mk.DOC, version="v1", facts=superseded)]
+    )
+    loc = localize(mk.task(answer=answer), ticket)
+    assert loc.verdict == "unconfirmed"
+    (used,) = [s for s in loc.stages if s.name == "used_by_model"]
+    assert any("may state" in e.note for e in used.evidence)
 
 
 # ----------------------------------------------------------------------------- unreadable prompt values

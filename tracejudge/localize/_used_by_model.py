@@ -76,14 +76,25 @@ class _Reading:
     echoed: list[Evidence] = field(default_factory=list)
     """Values the answer states only as the request did (shown, never counted)."""
 
-    def stated(self, key: str, fv: FactValue, echo: str, clause: str | None = None) -> str | None:
+    def stated(
+        self, key: str, fv: FactValue, echo: str, unnamed: list[Evidence], clause: str | None = None
+    ) -> str | None:
         """The answer's words stating ``fv`` (the fact ``key`` of a material with ``clause``); None when
-        it does not, or only echoes the request (then noted in ``echoed`` as ``echo``)."""
+        it does not, or only echoes the request (then noted in ``echoed`` as ``echo``), or only holds
+        the number without saying what it counts (then noted in ``unnamed``)."""
         spans = mentions(self.answer, self.values, fv)
         if spans and _bare(fv) and not _names(self.answer, key, fv, clause):
             # A number with no unit on either side ("prompt 0", "step 3") is a value of the fact only
-            # when the answer says what it counts.
+            # when the answer says what it counts. Unsure, it still keeps the opposite reading from
+            # being definite: the answer may state it.
+            bare = spans
             spans = [(v.start, v.end) for v in self.values if v.units and (v.start, v.end) in spans]
+            if not spans and not (self.question and mentions(self.question, self.question_values, fv)):
+                a, b = bare[0]
+                what = f"{key} = {fv.show()}"
+                unnamed.append(
+                    self.note(f"{self.answer[a:b]!r} may state {what}: the answer says not what it counts")
+                )
         if not spans:
             return None
         if self.question and mentions(self.question, self.question_values, fv):
@@ -105,14 +116,21 @@ class _Reading:
 
 
 def _agreeing(
-    reading: _Reading, required: list[tuple[str, FactValue]], label: str, clause: str | None
+    reading: _Reading,
+    required: list[tuple[str, FactValue]],
+    label: str,
+    clause: str | None,
+    unnamed: list[Evidence],
 ) -> tuple[list[Evidence], list[str]]:
-    """Evidence for each of the material's facts the answer states, and their keys."""
+    """Evidence for each of the material's facts the answer states, and their keys (``unnamed``: the
+    bare numbers it may state them with)."""
     agree: list[Evidence] = []
     agreed: list[str] = []
     for key, fv in required:
         what = f"{key} = {fv.show()}"
-        quote = reading.stated(key, fv, f"states {what}, but the request states it too (an echo)", clause)
+        quote = reading.stated(
+            key, fv, f"states {what}, but the request states it too (an echo)", unnamed, clause
+        )
         if quote is not None:
             agreed.append(key)
             agree.append(reading.note(f"states {what} as {label} says: {quote!r}"))
@@ -120,9 +138,14 @@ def _agreeing(
 
 
 def _stale(
-    ctx: CheckContext, m: Material, reading: _Reading, required: list[tuple[str, FactValue]]
+    ctx: CheckContext,
+    m: Material,
+    reading: _Reading,
+    required: list[tuple[str, FactValue]],
+    unnamed: list[Evidence],
 ) -> list[Evidence]:
-    """Evidence that the answer rests on superseded material: its facts stated, or it cited."""
+    """Evidence that the answer rests on superseded material: its facts stated, or it cited
+    (``unnamed``: the bare numbers it may state them with)."""
     stale: list[Evidence] = []
     for s in _relevant_superseded(ctx, m):
         slabel = material_label(s.doc_id, s.version)
@@ -131,7 +154,7 @@ def _stale(
                 continue  # the superseded value equals a required one: stating it shows nothing
             what = f"{key} = {fv.show()}"
             quote = reading.stated(
-                key, fv, f"states {slabel}'s {what}, but the request states it too", s.clause
+                key, fv, f"states {slabel}'s {what}, but the request states it too", unnamed, s.clause
             )
             if quote is not None:
                 stale.append(reading.note(f"states {slabel}'s superseded {what}: {quote!r}"))
@@ -158,18 +181,26 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         question_values=ctx.question_values(),
     )
     required = _facts(m.facts)
-    agree, agreed = _agreeing(reading, required, label, m.clause)
-    stale = _stale(ctx, m, reading, required)
+    may_agree: list[Evidence] = []
+    may_be_stale: list[Evidence] = []
+    agree, agreed = _agreeing(reading, required, label, m.clause, may_agree)
+    stale = _stale(ctx, m, reading, required, may_be_stale)
     echoed = reading.echoed
     cited = reading.cites(m, label)
-    if stale and not agree:
+    if stale and not agree and not may_agree:
         detail = f"the answer rests on superseded material instead of {label}"
         return stage_result("used_by_model", "fail", detail, evidence=[*stale, *echoed])
-    if agree and not stale:
+    if agree and not stale and not may_be_stale:
         detail = f"the answer agrees with {label} ({', '.join(agreed)})"
         return stage_result("used_by_model", "pass", detail, evidence=[*agree, *cited, *echoed])
-    detail = _unsettled(ctx, m, label, required, both=bool(stale and agree))
-    evidence = [*agree, *stale, *echoed, *cited]
+    if (stale and may_agree) or (agree and may_be_stale):
+        detail = (
+            f"the answer states values of {label} or superseded material, and a bare number that may"
+            " state the other's"
+        )
+    else:
+        detail = _unsettled(ctx, m, label, required, both=bool(stale and agree))
+    evidence = [*agree, *stale, *may_agree, *may_be_stale, *echoed, *cited]
     if ctx.judge is not None:
         return _ask_judge(ctx, m, answer, detail, evidence)
     wanted = (
