@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,langfuse,postgres,mcp]'
+	$(BIN)/python -m pip install -q -e '.[dev,langfuse,postgres,mcp,aiohttp]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -4,13 +4,19 @@ can go wrong ends indeterminate with its reason, never pass and never zero."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib.util
 import json
+import socket
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from tracejudge.judge import Judge, OpenAIJudgeClient, parse_rubric
+from tracejudge._errors import InputError, MissingDependencyError
+from tracejudge.judge import Judge, OpenAIJudgeClient, Transport, judge_transport, parse_rubric
+from tracejudge.judge._client import TRANSPORT_ENV
 from tracejudge.runs import score_task
 from tracejudge.schema import Document, ItemResult, RetrievalCall, Rubric, TaskRecord
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
@@ -58,10 +64,21 @@ def rubric_for(server: ScriptedOpenAIServer, *, timeout: float = 10, retries: in
     return parse_rubric(RUBRIC.format(url=server.base_url, timeout=timeout, retries=retries))
 
 
-def score(rubric: Rubric, task: TaskRecord = TASK, repeat: int = 1) -> ItemResult:
+@pytest.fixture(params=["httpx", "aiohttp"])
+def transport(request: pytest.FixtureRequest) -> Transport:
+    """Both of openai's transports: its default httpx one and aiohttp (the ``aiohttp`` extra, which the
+    dev install has): every failure must end the same way over either."""
+    return cast(Transport, request.param)
+
+
+def score(
+    rubric: Rubric, task: TaskRecord = TASK, repeat: int = 1, transport: Transport | None = None
+) -> ItemResult:
     async def go() -> ItemResult:
         assert rubric.judge is not None
-        client = OpenAIJudgeClient(rubric.judge)
+        client = OpenAIJudgeClient(rubric.judge, transport=transport)
+        if transport is not None:
+            assert client.transport == transport
         try:
             judge = Judge(rubric, client)
             return await score_task(task, rubric, run_id="t", judge=judge, repeat=repeat)
@@ -71,9 +88,9 @@ def score(rubric: Rubric, task: TaskRecord = TASK, repeat: int = 1) -> ItemResul
     return asyncio.run(go())
 
 
-def test_valid_reply_passes_from_scores(server: ScriptedOpenAIServer) -> None:
+def test_valid_reply_passes_from_scores(server: ScriptedOpenAIServer, transport: Transport) -> None:
     server.set_rules([Rule(reply=good())])
-    item = score(rubric_for(server))
+    item = score(rubric_for(server), transport=transport)
     assert item.verdict == "pass"
     assert item.criteria["relevance"].score == 9
     assert item.criteria["accuracy"].verdict == "pass"
@@ -110,10 +127,10 @@ def test_low_score_fails_even_if_model_claims_pass(server: ScriptedOpenAIServer)
     ],
 )
 def test_unusable_replies_are_indeterminate(
-    server: ScriptedOpenAIServer, rule: Rule, reason: str | None
+    server: ScriptedOpenAIServer, transport: Transport, rule: Rule, reason: str | None
 ) -> None:
     server.set_rules([rule])
-    item = score(rubric_for(server))
+    item = score(rubric_for(server), transport=transport)
     assert item.verdict == "indeterminate"
     assert item.mean_score is None
     undecided = [c for c in item.criteria.values() if c.verdict == "indeterminate"]
@@ -131,23 +148,25 @@ def test_missing_criterion_leaves_the_other_scored(server: ScriptedOpenAIServer)
     assert item.criteria["relevance"].reason == "missing_criterion"
 
 
-def test_slow_judge_times_out(server: ScriptedOpenAIServer) -> None:
+def test_slow_judge_times_out(server: ScriptedOpenAIServer, transport: Transport) -> None:
     server.set_rules([Rule(reply=good(), delay=3)])
-    item = score(rubric_for(server, timeout=0.3))
+    item = score(rubric_for(server, timeout=0.3), transport=transport)
     assert item.verdict == "indeterminate"
     assert item.replies[0].error == "timeout"
 
 
-def test_429_with_retry_after_is_retried_then_scored(server: ScriptedOpenAIServer) -> None:
+def test_429_with_retry_after_is_retried_then_scored(
+    server: ScriptedOpenAIServer, transport: Transport
+) -> None:
     server.set_rules([Rule(status=429, retry_after=0.1, times=1), Rule(reply=good())])
-    item = score(rubric_for(server, retries=2))
+    item = score(rubric_for(server, retries=2), transport=transport)
     assert item.verdict == "pass"
     assert len(server.completion_requests()) == 2
 
 
-def test_500_exhausts_retries(server: ScriptedOpenAIServer) -> None:
+def test_500_exhausts_retries(server: ScriptedOpenAIServer, transport: Transport) -> None:
     server.set_rules([Rule(status=500, retry_after=0)])
-    item = score(rubric_for(server, retries=2))
+    item = score(rubric_for(server, retries=2), transport=transport)
     assert item.replies[0].error == "server_error"
     assert len(server.completion_requests()) == 3
 
@@ -178,17 +197,17 @@ def _completion_body(message: dict[str, Any], **top: Any) -> str:
     ],
 )
 def test_bodies_that_are_not_completions_are_indeterminate(
-    server: ScriptedOpenAIServer, raw: str, reason: str
+    server: ScriptedOpenAIServer, transport: Transport, raw: str, reason: str
 ) -> None:
     server.set_rules([Rule(raw_body=raw)])
-    item = score(rubric_for(server))
+    item = score(rubric_for(server), transport=transport)
     assert item.verdict == "indeterminate"
     assert item.replies[0].error == reason
 
 
-def test_reply_without_usage_counts_no_tokens(server: ScriptedOpenAIServer) -> None:
+def test_reply_without_usage_counts_no_tokens(server: ScriptedOpenAIServer, transport: Transport) -> None:
     server.set_rules([Rule(raw_body=_completion_body({"role": "assistant", "content": json.dumps(good())}))])
-    item = score(rubric_for(server))
+    item = score(rubric_for(server), transport=transport)
     assert item.verdict == "pass"
     assert (item.input_tokens, item.output_tokens) == (0, 0)
     assert item.replies[0].model == "judge-model"
@@ -216,12 +235,14 @@ def test_refusal_is_indeterminate(server: ScriptedOpenAIServer) -> None:
     assert "refusal" in item.reason
 
 
-def test_structured_output_rejected_falls_back_to_plain_json(server: ScriptedOpenAIServer) -> None:
+def test_structured_output_rejected_falls_back_to_plain_json(
+    server: ScriptedOpenAIServer, transport: Transport
+) -> None:
     rejection = {
         "error": {"message": "response_format json_schema is not supported", "type": "invalid_request_error"}
     }
     server.set_rules([Rule(status=400, raw_body=json.dumps(rejection), times=1), Rule(reply=good())])
-    item = score(rubric_for(server))
+    item = score(rubric_for(server), transport=transport)
     assert item.verdict == "pass"
     first, second = server.completion_requests()
     assert "response_format" in first
@@ -297,3 +318,86 @@ def test_repeats_with_a_minority_unusable_still_decide(server: ScriptedOpenAISer
     item = score(rubric_for(server), repeat=3)
     assert item.verdict == "indeterminate"
     assert "2 of 3 replies unusable" in item.reason
+
+
+@contextlib.contextmanager
+def _dropping_server() -> Iterator[tuple[str, list[bytes]]]:
+    """An endpoint that reads each request and closes the connection without a reply (a proxy or a
+    server going away): its URL and the requests it read."""
+    seen: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                seen.append(data.split(b"\r\n", 1)[0])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1", seen
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def test_a_dropped_connection_is_retried_then_a_connection_error(transport: Transport) -> None:
+    # aiohttp's transport calls a closed connection a connect timeout; the reason is the same as httpx's.
+    with _dropping_server() as (url, seen):
+        rubric = parse_rubric(RUBRIC.format(url=url, timeout=10, retries=1))
+        item = score(rubric, transport=transport)
+    assert item.verdict == "indeterminate"
+    assert item.replies[0].error == "connection_error"
+    assert "after 1 retries" in (item.replies[0].error_detail or "")
+    assert seen == [b"POST /v1/chat/completions HTTP/1.1"] * 2
+
+
+def test_the_transport_is_aiohttp_when_installed_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert importlib.util.find_spec("aiohttp") is not None  # the dev install has tracejudge[aiohttp]
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    assert judge_transport() == "aiohttp"
+    monkeypatch.setenv(TRANSPORT_ENV, "httpx")
+    assert judge_transport() == "httpx"
+    assert judge_transport("aiohttp") == "aiohttp"  # an argument before the environment
+    monkeypatch.setenv(TRANSPORT_ENV, "curl")
+    with pytest.raises(InputError) as bad:
+        judge_transport()
+    assert TRANSPORT_ENV in str(bad.value)
+    assert "auto, aiohttp or httpx" in (bad.value.hint or "")
+
+
+def test_aiohttp_asked_for_but_not_installed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "aiohttp" else real(name, *a)
+    )
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    assert judge_transport() == "httpx"
+    with pytest.raises(MissingDependencyError) as missing:
+        judge_transport("aiohttp")
+    assert "pip install 'tracejudge[aiohttp]'" in (missing.value.hint or "")
+
+
+def test_a_refused_connection_is_a_connection_error(transport: Transport) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+    # Nothing listens on the port now (aiohttp's transport calls this a connect timeout too).
+    item = score(
+        parse_rubric(RUBRIC.format(url=f"http://127.0.0.1:{port}/v1", timeout=10, retries=0)),
+        transport=transport,
+    )
+    assert item.replies[0].error == "connection_error"

@@ -7,6 +7,8 @@ from tracejudge.judge._client import (
     JudgeCallError,
     JudgeClient,
     OpenAIJudgeClient,
+    Transport,
+    judge_transport,
 )
 from tracejudge.judge._judge import Judge, ReplyCache, cache_key, resolved_base_url
 from tracejudge.judge._parse import ParsedReply, extract_json, is_refusal, parse_reply
@@ -29,6 +31,7 @@ __all__ = [
     "OpenAIJudgeClient",
     "ParsedReply",
     "ReplyCache",
+    "Transport",
     "aggregate_criterion",
     "build_messages",
     "cache_key",
@@ -36,6 +39,7 @@ __all__ = [
     "extract_json",
     "is_refusal",
     "item_verdict",
+    "judge_transport",
     "load_rubric",
     "material_json",
     "messages_hash",
