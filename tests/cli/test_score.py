@@ -262,6 +262,27 @@ def test_json_has_every_field_of_design_5_6(server: ScriptedOpenAIServer, store_
     assert prov["temperature"] == 0
 
 
+def test_json_items_are_the_stored_items_in_trace_id_order(
+    server: ScriptedOpenAIServer, store_url: str
+) -> None:
+    # The printed items are the run's results as scored, not read back: the same as the store holds.
+    from tracejudge.runs import item_json
+
+    code, out = _score(store_url, "--json")
+    assert code == 0, out
+    printed = json.loads(out)
+    store = SqliteStore(Path(store_url.removeprefix("sqlite:///")))
+    try:
+        stored = list(store.iter_score_items(printed["run_id"]))
+    finally:
+        store.close()
+    assert len(stored) == printed["summary"]["n"] == len(traces.SCENARIOS)
+    assert printed["items"] == json.loads(json.dumps([item_json(i) for i in stored]))
+    ids = [i["trace_id"] for i in printed["items"]]
+    assert ids == sorted(ids)
+    assert {i["verdict"] for i in printed["items"]} == {"pass", "fail", "indeterminate"}
+
+
 def test_bad_rubric_is_exit_2_naming_the_line(tmp_path: Path, store_url: str) -> None:
     bad = tmp_path / "r.yaml"
     bad.write_text("name: x\nversion: 1\ncriteria:\n  - {name: a, description: d, threshold: 12}\n")
