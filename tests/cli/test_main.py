@@ -120,4 +120,10 @@ def test_a_command_loads_only_what_it_uses() -> None:
     }
 
 
-_CORE = {"tracejudge.cli._app", "tracejudge.cli._root", "tracejudge.cli._safe", "tracejudge.cli._when"}
+_CORE = {
+    "tracejudge.cli._app",
+    "tracejudge.cli._gc",
+    "tracejudge.cli._root",
+    "tracejudge.cli._safe",
+    "tracejudge.cli._when",
+}

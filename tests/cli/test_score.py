@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections.abc import Iterator
@@ -281,6 +282,17 @@ def test_json_items_are_the_stored_items_in_trace_id_order(
     ids = [i["trace_id"] for i in printed["items"]]
     assert ids == sorted(ids)
     assert {i["verdict"] for i in printed["items"]} == {"pass", "fail", "indeterminate"}
+
+
+def test_the_command_leaves_the_garbage_collector_as_it_found_it(
+    server: ScriptedOpenAIServer, store_url: str
+) -> None:
+    # The run freezes start-up out of collections and raises the thresholds (cli._gc); a process that
+    # embeds the CLI gets its collector back.
+    before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
+    code, out = _score(store_url, "--json", "--limit", "3")
+    assert code == 0, out
+    assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
 
 
 def test_bad_rubric_is_exit_2_naming_the_line(tmp_path: Path, store_url: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ import click
 
 from tracejudge._errors import InputError
 from tracejudge.cli._app import App, exit_unless, handle_errors, pass_app
+from tracejudge.cli._gc import collected_after_start_up
 from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
@@ -141,11 +143,15 @@ def _render_totals(app: App, s: RunSummary) -> None:
 
 class _ScoreProgress:
     """The progress bar on a terminal (pass/fail/indeterminate so far) and the optional
-    Prometheus push of each item, fed by ``on_item`` while a run scores. Off a terminal there is no
+    Prometheus push of each item, fed by ``on_item`` while a run scores; ``started`` is called with
+    the first item. Off a terminal there is no
     bar to draw (rich is not even imported)."""
 
-    def __init__(self, app: App, rubric_name: str, total: int | None) -> None:
+    def __init__(
+        self, app: App, rubric_name: str, total: int | None, *, started: Callable[[], None] | None = None
+    ) -> None:
         self._rubric = rubric_name
+        self._started = started
         self._progress: Progress | None = None
         if app.err_is_terminal():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -180,6 +186,9 @@ class _ScoreProgress:
                 self._progress.__exit__(None, None, None)
 
     def on_item(self, item: ItemResult) -> None:
+        if self._started is not None:
+            self._started()  # the run is under way: what its start made lives until the end
+            self._started = None
         self._counts[item.verdict] += 1
         if self._progress is not None:
             verdicts = " ".join(f"{k} {v}" for k, v in self._counts.items())
@@ -315,37 +324,39 @@ def score(
     as_json: bool,
 ) -> None:
     """Score stored traces with a rubric: hard checks, then an LLM judge for the rest."""
-    rubric = load_rubric(rubric_path)
-    from_time = _renamed("--since", "--from", since, from_)
-    to_time = _renamed("--until", "--to", until, to)
-    options = ScoreOptions(
-        concurrency=concurrency,
-        repeat=repeat,
-        budget_usd=budget_usd,
-        budget_tokens=budget_tokens,
-        use_cache=not no_cache,
-        run_name=run_name,
-        lease_s=lease_s,
-    )
-    trace_ids = _stored_trace_ids(app, trace_ids)
-    with _ScoreProgress(app, rubric.name, limit) as progress:
-        out = score_traces(
-            app.store,
-            rubric,
-            rubric_path=str(rubric_path),
-            trace_ids=trace_ids,
-            name=name,
-            from_time=from_time,
-            to_time=to_time,
-            sample=sample,
-            limit=limit,
-            rerun_of=rerun_of,
-            manifest_path=manifest,
-            options=options,
-            gate=gate,
-            targets=targets,
-            on_item=progress.on_item,
+    # No collection while the run starts, then start-up frozen out of every later one (cli._gc).
+    with collected_after_start_up() as started:
+        rubric = load_rubric(rubric_path)
+        from_time = _renamed("--since", "--from", since, from_)
+        to_time = _renamed("--until", "--to", until, to)
+        options = ScoreOptions(
+            concurrency=concurrency,
+            repeat=repeat,
+            budget_usd=budget_usd,
+            budget_tokens=budget_tokens,
+            use_cache=not no_cache,
+            run_name=run_name,
+            lease_s=lease_s,
         )
-    app.show(as_json, out.json(), lambda: _render_run(app, out))
-    _render_outcome(app, out, as_json)
+        trace_ids = _stored_trace_ids(app, trace_ids)
+        with _ScoreProgress(app, rubric.name, limit, started=started) as progress:
+            out = score_traces(
+                app.store,
+                rubric,
+                rubric_path=str(rubric_path),
+                trace_ids=trace_ids,
+                name=name,
+                from_time=from_time,
+                to_time=to_time,
+                sample=sample,
+                limit=limit,
+                rerun_of=rerun_of,
+                manifest_path=manifest,
+                options=options,
+                gate=gate,
+                targets=targets,
+                on_item=progress.on_item,
+            )
+        app.show(as_json, out.json(), lambda: _render_run(app, out))
+        _render_outcome(app, out, as_json)
     exit_unless(not out.gate_failed)

@@ -1,0 +1,48 @@
+"""The CLI's garbage-collection policy during a run (``tracejudge.cli._gc``)."""
+
+from __future__ import annotations
+
+import gc
+
+from tracejudge.cli._gc import RUN_THRESHOLD, collected_after_start_up
+
+
+def test_no_collection_while_starting_then_start_up_frozen_and_all_restored() -> None:
+    before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
+    with collected_after_start_up() as started:
+        assert not gc.isenabled()
+        kept = [[i] for i in range(1000)]  # made while the run starts: lives as long as the run
+        started()
+        assert gc.isenabled()
+        assert gc.get_threshold() == RUN_THRESHOLD
+        assert gc.get_freeze_count() >= len(kept)
+        frozen = gc.get_freeze_count()
+        started()  # only the first call freezes
+        assert gc.get_freeze_count() == frozen
+        # Garbage made during the run is still collected.
+        cycle: list[object] = []
+        cycle.append(cycle)
+        del cycle
+        assert gc.collect() >= 1
+    assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_a_run_that_never_started_restores_the_collector() -> None:
+    before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
+    try:
+        with collected_after_start_up():
+            raise KeyError("the run failed before its first item")
+    except KeyError:
+        pass
+    assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_a_disabled_collector_stays_disabled() -> None:
+    gc.disable()
+    try:
+        with collected_after_start_up() as started:
+            started()
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
