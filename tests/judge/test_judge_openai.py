@@ -367,7 +367,7 @@ def test_a_dropped_connection_is_retried_then_a_connection_error(transport: Tran
 
 
 def test_the_transport_is_aiohttp_when_installed_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert importlib.util.find_spec("aiohttp") is not None  # the dev install has tracejudge[aiohttp]
+    assert importlib.util.find_spec("aiohttp") is not None, "the dev install has it: make .venv/.installed"
     monkeypatch.delenv(TRANSPORT_ENV, raising=False)
     assert judge_transport() == "aiohttp"
     monkeypatch.setenv(TRANSPORT_ENV, "httpx")
