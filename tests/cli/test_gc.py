@@ -8,6 +8,7 @@ from tracejudge.cli._gc import RUN_THRESHOLD, collected_after_start_up
 
 
 def test_no_collection_while_starting_then_start_up_frozen_and_all_restored() -> None:
+    gc.unfreeze()  # as in a fresh process (main() freezes at its end, and tests may call it)
     before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
     with collected_after_start_up() as started:
         assert not gc.isenabled()
@@ -28,6 +29,7 @@ def test_no_collection_while_starting_then_start_up_frozen_and_all_restored() ->
 
 
 def test_a_run_that_never_started_restores_the_collector() -> None:
+    gc.unfreeze()
     before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
     try:
         with collected_after_start_up():
@@ -35,6 +37,18 @@ def test_a_run_that_never_started_restores_the_collector() -> None:
     except KeyError:
         pass
     assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_objects_frozen_before_stay_frozen_with_ours() -> None:
+    # Ours cannot be told from the process's own frozen objects: thawing would thaw those too.
+    gc.freeze()
+    try:
+        with collected_after_start_up() as started:
+            made = [[i] for i in range(100)]
+            started()
+        assert gc.get_freeze_count() >= len(made)
+    finally:
+        gc.unfreeze()
 
 
 def test_a_disabled_collector_stays_disabled() -> None:

@@ -289,6 +289,7 @@ def test_the_command_leaves_the_garbage_collector_as_it_found_it(
 ) -> None:
     # The run freezes start-up out of collections and raises the thresholds (cli._gc); a process that
     # embeds the CLI gets its collector back.
+    gc.unfreeze()  # as in a fresh process (main() freezes at its end, and tests may call it)
     before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
     code, out = _score(store_url, "--json", "--limit", "3")
     assert code == 0, out

@@ -26,10 +26,13 @@ time (a few milliseconds each), not 700."""
 def collected_after_start_up() -> Iterator[Callable[[], None]]:
     """No collection while a command starts; then (when the yielded ``started`` is called, e.g. as the
     first result arrives) everything made so far is frozen out of later collections and the rest is
-    collected at :data:`RUN_THRESHOLD`. On exit the collector is as it was (frozen objects thawed), so
-    an embedding process (a test's CliRunner) keeps its own."""
+    collected at :data:`RUN_THRESHOLD`. On exit the collector is as it was (what was frozen thawed,
+    unless the process had frozen objects already), so an embedding process (a test's CliRunner)
+    keeps its own."""
     threshold = gc.get_threshold()
     enabled = gc.isenabled()
+    # Objects frozen before cannot be told apart from ours: with any, ours stay frozen too.
+    thaw = gc.get_freeze_count() == 0
     frozen = False
     gc.disable()
 
@@ -47,7 +50,7 @@ def collected_after_start_up() -> Iterator[Callable[[], None]]:
         yield started
     finally:
         gc.set_threshold(*threshold)
-        if frozen:
+        if frozen and thaw:
             gc.unfreeze()
         if enabled:
             gc.enable()
