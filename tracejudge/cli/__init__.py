@@ -17,7 +17,7 @@ import click
 
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
-from tracejudge.cli._gc import skip_exit_collection
+from tracejudge.cli._gc import skip_exit_collection as _skip_exit_collection
 from tracejudge.cli._root import LazyCommand as _Lazy
 from tracejudge.cli._root import RootGroup as _RootGroup
 from tracejudge.cli._root import redacted_excepthook
@@ -263,5 +263,5 @@ def main() -> None:
         sys.exit(exc.exit_code)
     # The command is done and its store closed: the interpreter's exit need not go through everything
     # start-up made once more (0.2-2 s after `score` printed its output).
-    skip_exit_collection()
+    _skip_exit_collection()
     sys.exit(code if isinstance(code, int) else 0)
