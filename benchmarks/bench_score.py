@@ -4,6 +4,7 @@ One run reports, for N items at concurrency C and latency L:
   ideal   N x L / C (the latency bound)
   raw     the same requests over C keep-alive connections with asyncio streams, no client library
   floor   the bare ``openai.AsyncOpenAI`` client sending the same requests with a semaphore of C
+          (and over openai's aiohttp transport, when tracejudge uses it)
   tracejudge  ``score`` end to end: store -> normalize -> checks -> prompt -> judge -> parse -> store
   the CLI     ``tracejudge score --json`` in its own process, timed from outside (start-up and output
               included), tracejudge's modules compiled as an install leaves them; median of runs
@@ -11,6 +12,7 @@ One run reports, for N items at concurrency C and latency L:
                  (``--phoenix-python /path/to/python``) or importable here; otherwise reported absent
 
 Usage: python benchmarks/bench_score.py [--quick] [--n N] [--concurrency C] [--latency S] [--cli-runs K]
+                                        [--transport aiohttp|httpx]
 The server is an asyncio HTTP/1.1 server in its own process. Figures are ratios measured in one run.
 """
 
@@ -191,10 +193,13 @@ async def raw_floor(url: str, requests: list[list[dict[str, str]]], concurrency:
     return time.perf_counter() - t0
 
 
-async def bare_floor(url: str, requests: list[list[dict[str, str]]], concurrency: int) -> float:
+async def bare_floor(
+    url: str, requests: list[list[dict[str, str]]], concurrency: int, *, aiohttp: bool = False
+) -> float:
     import openai
 
-    client = openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60)
+    http = {"http_client": openai.DefaultAioHttpClient(timeout=60)} if aiohttp else {}
+    client = openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60, **http)
     sem = asyncio.Semaphore(concurrency)
 
     async def one(msgs: list[dict[str, str]]) -> None:
@@ -324,8 +329,19 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--cli-runs", type=int, default=3, help="Runs of the CLI from outside (median shown).")
     ap.add_argument("--phoenix-python", default=None, help="An interpreter with arize-phoenix-evals.")
+    ap.add_argument(
+        "--transport",
+        choices=("aiohttp", "httpx"),
+        default=None,
+        help="The judge's (default: as tracejudge picks).",
+    )
     args = ap.parse_args()
     n = 200 if args.quick else args.n
+    if args.transport:
+        os.environ["TRACEJUDGE_JUDGE_HTTP"] = args.transport  # the run in process and the CLI's
+    from tracejudge.judge import judge_transport
+
+    transport = judge_transport()
     c, lat = args.concurrency, args.latency
     proc, url = start_server(lat)
     pycache = tempfile.TemporaryDirectory()
@@ -341,6 +357,9 @@ def main() -> None:
             store.close()
         raw = asyncio.run(raw_floor(url, requests, c))
         floor = asyncio.run(bare_floor(url, requests, c))
+        aio_floor = (
+            asyncio.run(bare_floor(url, requests, c, aiohttp=True)) if transport == "aiohttp" else None
+        )
         tj, verdicts = tracejudge_run(url, n, c)
         env = compiled_bytecode(Path(pycache.name))
         helps = sorted(startup(env) for _ in range(5))
@@ -358,6 +377,9 @@ def main() -> None:
     print(f"  ideal N*L/C                 {ideal:8.2f} s   1.00x")
     print(f"  raw HTTP/1.1, no client     {raw:8.2f} s   {raw / ideal:.2f}x ideal")
     print(f"  floor: bare AsyncOpenAI     {floor:8.2f} s   {floor / ideal:.2f}x ideal")
+    if aio_floor is not None:
+        print(f"  bare AsyncOpenAI over aiohttp {aio_floor:6.2f} s   {aio_floor / ideal:.2f}x ideal")
+    print(f"  tracejudge's judge transport: {transport}")
     print(
         f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal,"
         f" {tj / floor:.2f}x floor  {verdicts}"
