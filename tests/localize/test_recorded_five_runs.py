@@ -26,6 +26,7 @@ RECORDINGS = {
     "openlit": ("openlit_{run}.pb", None),
     "agentops": ("agentops_{run}.pb", None),
     "openlit_agents": ("openlit_agents_{run}.pb", None),
+    "openlit_langchain": ("openlit_langchain_{run}.pb", "chunk"),
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {

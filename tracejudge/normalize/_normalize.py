@@ -418,7 +418,7 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
         span_ids=tuple(v.span_id for v in members),
         name=anchor.raw.name,
         documents=tuple(docs or ()),
-        documents_recorded=docs is not None,
+        documents_recorded=docs is not None and not _cut_list(anchor, docs, members),
         filter=filt[0] if filt else None,
         filter_raw=filt[1] if filt else None,
         start_time=anchor.start,
@@ -441,6 +441,24 @@ def _member_records(members: list[SpanView]) -> tuple[list[list[Document]], dict
             if fields[field] is None or fields[field] == "":
                 fields[field] = read(view)
     return levels, fields
+
+
+_DOCUMENT_COUNT = "gen_ai.retrieval.document_count"
+
+
+def _cut_list(anchor: SpanView, docs: list[Document], members: list[SpanView]) -> bool:
+    """Whether the call says it returned more documents than it lists (OpenLIT's LangChain retriever span
+    lists the first 3 beside ``gen_ai.retrieval.document_count``): a material missing from the list may be
+    among the rest, so the list does not settle what was returned."""
+    counts = [as_int(v.attrs.get(_DOCUMENT_COUNT)) for v in members]
+    returned = max((c for c in counts if c is not None), default=None)
+    if returned is None or returned <= len(docs):
+        return False
+    anchor.gap(
+        "retrieval_documents_not_recorded",
+        f"the retrieval call lists {len(docs)} of the {returned} documents it returned ({_DOCUMENT_COUNT})",
+    )
+    return True
 
 
 def _document_gaps(anchor: SpanView, docs: list[Document] | None, members: list[SpanView]) -> None:
