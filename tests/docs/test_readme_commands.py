@@ -7,7 +7,9 @@
 - what ``make demo`` prints, as the README shows it, is what ``tracejudge demo`` prints;
 - the ticket, manifest and rubric the README shows parse with the readers the commands use, and
   every field the README names is one those readers read (a misspelt or renamed field fails here
-  even where the reader ignores unknown keys).
+  even where the reader ignores unknown keys);
+- every ``TRACEJUDGE_*`` variable it names is read by some code, and the store schema its *Beyond
+  DESIGN* section states is the one this version writes (a schema bump updates the README with it).
 
 The README is read as it is: a changed command, option, field or demo line fails here.
 """
@@ -272,3 +274,25 @@ def test_the_readme_rubric_is_read_as_it_says(tmp_path: Path) -> None:
     assert [c.name for c in rubric.criteria] == ["correctness"]
     assert rubric.criteria[0].threshold == 7
     assert [c.name for c in rubric.checks] == ["states_cap", "no_submit"]
+
+
+def test_every_environment_variable_the_readme_names_is_read_somewhere() -> None:
+    named = set(re.findall(r"\bTRACEJUDGE_[A-Z_]*[A-Z]\b", _text()))
+    assert {"TRACEJUDGE_STORE", "TRACEJUDGE_JUDGE_HTTP", "TRACEJUDGE_OTLP_TOKEN"} <= named
+    sources = [
+        p for d in ("tracejudge", "collectors", "tests", "benchmarks") for p in (ROOT / d).rglob("*.py")
+    ]
+    code = "\n".join(p.read_text("utf-8") for p in sources if p.name != Path(__file__).name)
+    unread = sorted(v for v in named if not re.search(rf"\b{v}\b", code))
+    assert not unread, f"README names environment variables no code reads: {unread}"
+
+
+def test_the_store_schema_the_readme_states_is_the_one_this_version_writes() -> None:
+    from click.testing import CliRunner
+
+    from tracejudge.store import STORE_SCHEMA_VERSION
+
+    (stated,) = re.findall(r"store schema \*\*(\d+)\*\*", _section("## Beyond DESIGN"))
+    assert int(stated) == STORE_SCHEMA_VERSION, "README's Beyond DESIGN names another store schema"
+    version = CliRunner().invoke(cli, ["--version"])
+    assert f"(store schema {stated})" in version.output
