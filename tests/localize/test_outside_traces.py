@@ -1,11 +1,12 @@
 """Triage on traces recorded outside this repository (tests/fixtures/outside/README.md names each
 source, commit and licence): OpenInference spans of the OpenAI SDK recorded by envoyproxy/ai-gateway, the
-Vercel AI SDK's spans captured by Arize-ai/openinference, and TruLens' LlamaIndex and LangChain RAG
-events. Each goes through the commands a user runs — ``collect file``, ``traces show --json``, ``triage
---json`` with a ticket whose material is taken from the trace itself — and what they read is pinned.
-The OpenAI and AI SDK traces record no retrieval, so no verdict on them may be definite; the TruLens
-traces record their retrievals as texts without ids (identified by the manifest's content), and removing
-any one record of any of them leaves the verdict or makes it ``unconfirmed`` (DESIGN 5.5).
+Vercel AI SDK's spans captured by Arize-ai/openinference, TruLens' LlamaIndex and LangChain RAG events, and
+Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search. Each goes through the commands
+a user runs — ``collect file``, ``traces show --json``, ``triage --json`` with a ticket whose material is
+taken from the trace itself — and what they read is pinned. The OpenAI and AI SDK traces record no
+retrieval, nor does the hosted search record what it found, so no verdict on them may be definite; the
+TruLens traces record their retrievals as texts without ids (identified by the manifest's content), and
+removing any one record of any of them leaves the verdict or makes it ``unconfirmed`` (DESIGN 5.5).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every outside trace collected from files into one store, as a user would."""
     folder = tmp_path_factory.mktemp("outside")
     files = []
-    for case in [*CASES, *TRULENS]:
+    for case in [*CASES, *TRULENS, *LOGFIRE]:
         path = folder / (case.name.replace("/", "-") + ".json")
         path.write_text(json.dumps(case.request()))
         files.append(str(path))
@@ -429,6 +430,59 @@ def test_trulens_triage(store: Path, tmp_path: Path, case: Outside) -> None:
     assert any(missing in m for m in given["stages"][open_stage]["missing"])
 
 
+# ----------------------------------------------------------------------------- Logfire
+
+# The OpenAI Agents SDK with OpenAI's hosted file_search, under logfire.instrument_openai_agents(): two runs
+# in one trace ("Who made Logfire?", then "2+2?" after it), each one Responses API call.
+FILE_SEARCH = "0000000000000000000000000000f001"
+LOGFIRE = [
+    Outside(
+        "logfire/file-search",
+        lambda: fmt.logfire("openai_agents-test_file_search", FILE_SEARCH, T0),
+        FILE_SEARCH,
+        {"required": [{"doc_id": "test.txt", "version": "v1", "clause": "Logfire is made by Pydantic"}]},
+        [_entry("test.txt", "v1", "Logfire is made by Pydantic.")],
+    )
+]
+LOGFIRE_IDS = [c.name for c in LOGFIRE]
+INCLUDE = 'include=["file_search_call.results"]'
+
+
+def test_logfire_responses_events_are_the_messages_and_the_hosted_search_a_gap(store: Path) -> None:
+    record = _show(store, FILE_SEARCH)
+    first, second = record["model_calls"]
+    assert [(m["role"], m["content"]) for m in first["input_messages"]] == [("user", "Who made Logfire?")]
+    search, answer = first["output_messages"]
+    assert [t["name"] for t in search["tool_calls"]] == ["file_search"]
+    assert answer["content"] == first["output_text"] == "Logfire is made by Pydantic."
+    # The second run sends the first back: the search item holds nothing the trace recorded.
+    assert [m["role"] for m in second["input_messages"]] == ["user", "unknown", "assistant", "user"]
+    assert second["input_partial"]
+    assert (record["input"], record["final_answer"]) == ("Who made Logfire?", "2 + 2 equals 4.")
+    gaps = {g["kind"]: g["detail"] for g in record["gaps"]}
+    assert INCLUDE in gaps["retrieval_documents_not_recorded"]
+    assert INCLUDE in gaps["no_retrieval_span"]
+    assert record["retrievals"] == []
+
+
+@pytest.mark.parametrize("case", LOGFIRE, ids=LOGFIRE_IDS)
+def test_a_hosted_search_without_its_results_gives_no_definite_verdict(
+    store: Path, tmp_path: Path, case: Outside
+) -> None:
+    bare = _triage(store, tmp_path, case, manifest=False)
+    assert (bare["verdict"], [s["status"] for s in bare["stages"]]) == (
+        "unconfirmed",
+        ["unconfirmed", "skipped", "skipped", "skipped"],
+    )
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    # What to turn on is the API's, not a span to mark.
+    assert any(INCLUDE in m for m in given["stages"][1]["missing"])
+
+
 # ----------------------------------------------------------------------------- removal property
 
 
@@ -497,7 +551,7 @@ def test_a_manifest_the_trace_contradicts_gives_no_definite_verdict() -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("case", [*CASES, *TRULENS], ids=[*IDS, *TRULENS_IDS])
+@pytest.mark.parametrize("case", [*CASES, *TRULENS, *LOGFIRE], ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS])
 def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside, variant: str) -> None:
     case = _variant(case, variant)
     spans = _spans(case)

@@ -142,6 +142,14 @@ _RECORD_DOCUMENTS = Switch(
     "tracejudge",
 )
 
+HOSTED_FILE_SEARCH = Switch(
+    'request include=["file_search_call.results"] from the Responses API (it returns what a hosted'
+    " file_search found only when asked)",
+    ("file_search_call.results",),
+    "package:openai",
+)
+"""Named by the gap of a model call that ran OpenAI's hosted file search without its results (Logfire)."""
+
 _MLFLOW_GENAI = Switch(
     "unset MLFLOW_ENABLE_OTEL_GENAI_SEMCONV: MLflow's translation to the GenAI conventions exports a"
     " retriever span without its inputs and outputs (MLflow's own mlflow.spanOutputs holds the documents)",
@@ -290,8 +298,9 @@ def _ranked(producers: Iterable[Producer | None]) -> list[Producer | None]:
 
 
 def _with_switch(gap: Gap, switch: Switch) -> Gap:
-    """The gap ending with the switch, unless its detail already names it."""
-    if all(name in gap.detail for name in switch.names):
+    """The gap ending with the switch, unless its detail already names it or names its own (a reader that
+    knows what its instrumentation needs: a model's hosted search asks the API for its results)."""
+    if all(name in gap.detail for name in switch.names) or "; to record it: " in gap.detail:
         return gap
     detail = f"{gap.detail}; to record it: {switch.text}" if gap.detail else switch.text
     return gap.model_copy(update={"detail": detail})

@@ -23,12 +23,13 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from tracejudge._errors import InputError
 from tracejudge.normalize import _freeform as freeform
 from tracejudge.normalize import _langfuse as langfuse
+from tracejudge.normalize import _logfire as logfire
 from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._genai import system_instructions
-from tracejudge.normalize._hints import with_switches
+from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
 from tracejudge.normalize._precedence import PRECEDENCE, Line
 from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value
@@ -134,6 +135,13 @@ def incompleteness(task: TaskRecord) -> list[str]:
 def _trace_gaps(gaps: Gaps, views: list[SpanView], steps: _Steps) -> None:
     if not steps.retrievals:
         detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools)
+        hosted = logfire.hosted_search_spans(views)
+        if hosted:
+            # The search ran inside the model call (OpenAI's hosted file_search): no span can be marked.
+            detail += (
+                f"; model calls {hosted} ran a hosted file search whose results the trace does not hold;"
+                f" to record it: {HOSTED_FILE_SEARCH.text}"
+            )
         gaps.add("no_retrieval_span", None, detail)
     if not steps.models:
         detail = "no span of the trace is an LLM call"

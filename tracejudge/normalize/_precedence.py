@@ -43,6 +43,9 @@ Why this order:
   (normalize reads them from the assembled record).
 - TruLens (``ai.observability.*``) comes after every convention it could share a span with, before the
   free-form I/O: its generation input is a function argument, its record root the app's request and answer.
+- Logfire's OpenAI Agents SDK integration records a Responses API call's messages as one ``events`` list
+  (input and output together, split by ``raw_input``): after every convention that records messages, before
+  the free-form I/O.
 - The Vercel AI SDK (``ai.*``) likewise: its provider requests also carry ``gen_ai.*`` attributes (model,
   usage), which GenAI reads; their messages and response are its own ``ai.prompt.messages`` /
   ``ai.response.*``.
@@ -65,6 +68,7 @@ from tracejudge.normalize._instructor import CONVENTION as INSTRUCTOR
 from tracejudge.normalize._langchain import CONVENTION as LANGCHAIN
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._litellm import CONVENTION as LITELLM
+from tracejudge.normalize._logfire import CONVENTION as LOGFIRE
 from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
 from tracejudge.normalize._mlflow import CONVENTION as MLFLOW
 from tracejudge.normalize._openinference import CONVENTION as OPENINFERENCE
@@ -114,6 +118,7 @@ PRECEDENCE = Precedence(
         VERCEL,
         TRULENS,
         MLFLOW,
+        LOGFIRE,
         FREEFORM,
     ),
     output_messages=(
@@ -128,6 +133,7 @@ PRECEDENCE = Precedence(
         VERCEL,
         TRULENS,
         MLFLOW,
+        LOGFIRE,
         FREEFORM,
     ),
     documents=(

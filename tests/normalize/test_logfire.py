@@ -1,0 +1,99 @@
+"""Logfire's OpenAI Agents SDK integration: a Responses API span's ``events`` (input and output in one list)
+split by ``raw_input`` as Logfire writes them, read only when the split fits one way."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.normalize.test_conventions import kinds, root, span
+from tracejudge.normalize import normalize
+from tracejudge.schema import TaskRecord
+
+
+def _call(raw_input: Any, events: list[dict[str, Any]]) -> TaskRecord:
+    attrs = {
+        "logfire.span_type": "span",
+        "logfire.msg_template": "Responses API with {gen_ai.request.model!r}",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "raw_input": json.dumps(raw_input),
+        "events": json.dumps(events),
+    }
+    return normalize([root(), span("b1", attrs, name="Responses API with {gen_ai.request.model!r}")])
+
+
+def _event(role: str, content: str, name: str | None = None) -> dict[str, Any]:
+    return {"event.name": name or f"gen_ai.{role}.message", "content": content, "role": role}
+
+
+def test_instructions_and_content_parts_are_counted_as_logfire_writes_them() -> None:
+    # Instructions are one system event the input items do not hold; a message of two parts is two events.
+    raw = [
+        {
+            "role": "user",
+            "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}],
+        }
+    ]
+    events = [
+        _event("system", "Be brief."),
+        _event("user", "a"),
+        _event("user", "b"),
+        _event("assistant", "Done."),
+    ]
+    (call,) = _call(raw, events).model_calls
+    assert [(m.role, m.content) for m in call.input_messages] == [
+        ("system", "Be brief."),
+        ("user", "a"),
+        ("user", "b"),
+    ]
+    assert [(m.role, m.content) for m in call.output_messages] == [("assistant", "Done.")]
+
+
+def test_a_history_ending_with_the_model_s_own_message_is_not_split_by_guess() -> None:
+    # The input's last item is an assistant message and a system event leads: with or without
+    # instructions both splits leave only assistant events after them, so nothing tells them apart.
+    raw = [{"role": "system", "content": "Be brief."}, {"role": "assistant", "content": "Hi."}]
+    events = [_event("system", "Be brief."), _event("assistant", "Hi."), _event("assistant", "Done.")]
+    record = _call(raw, events)
+    (call,) = record.model_calls
+    assert (call.input_recorded, call.output_recorded) == (False, False)
+    assert "attribute_unparseable" in kinds(record)
+
+
+def test_a_hosted_file_search_without_results_is_a_tool_call_and_a_gap() -> None:
+    search = {
+        "id": "fs_1",
+        "queries": ["cap?"],
+        "status": "completed",
+        "type": "file_search_call",
+        "results": None,
+    }
+    unknown = {"event.name": "gen_ai.unknown", "content": "file_search_call\n\nSee JSON for details"}
+    events = [
+        _event("user", "cap?"),
+        {**unknown, "role": "assistant", "data": search},
+        _event("assistant", "30,000 RMB."),
+    ]
+    record = _call([{"role": "user", "content": "cap?"}], events)
+    (call,) = record.model_calls
+    assert call.output_text == "30,000 RMB."
+    assert call.output_messages[0].tool_calls == (
+        {"id": "fs_1", "name": "file_search", "arguments": {"queries": ["cap?"]}},
+    )
+    (hosted,) = [g for g in record.gaps if g.kind == "retrieval_documents_not_recorded"]
+    assert 'include=["file_search_call.results"]' in hosted.detail
+    (none,) = [g for g in record.gaps if g.kind == "no_retrieval_span"]
+    assert "hosted file search" in none.detail
+    # The same search passed back as input: what it found may have reached the model, and is not recorded.
+    later = _call(
+        [{"role": "user", "content": "cap?"}, search, {"role": "user", "content": "and?"}],
+        [
+            _event("user", "cap?"),
+            {**unknown, "role": "unknown", "data": search},
+            _event("user", "and?"),
+            _event("assistant", "No."),
+        ],
+    )
+    (call,) = later.model_calls
+    assert call.input_partial
