@@ -24,6 +24,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -296,3 +297,33 @@ def test_the_store_schema_the_readme_states_is_the_one_this_version_writes() -> 
     assert int(stated) == STORE_SCHEMA_VERSION, "README's Beyond DESIGN names another store schema"
     version = CliRunner().invoke(cli, ["--version"])
     assert f"(store schema {stated})" in version.output
+
+
+def _demo_json(tmp_path: Path, *args: str) -> Any:
+    ran = subprocess.run(
+        [sys.executable, "-m", "tracejudge", "demo", *args, "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return json.loads(ran.stdout)
+
+
+def test_what_the_readme_says_demo_score_and_demo_regress_end_with(tmp_path: Path) -> None:
+    text = " ".join(_text().split())  # the prose's line breaks as spaces
+    scored = _demo_json(tmp_path, "score")["summary"]
+    said = re.findall(r"\((\d+) pass, (\d+) fail, (\d+) indeterminate\)", text)
+    assert len(said) >= 2  # the quick start and demo model's paragraph
+    for counts in said:
+        assert tuple(map(int, counts)) == (scored["pass"], scored["fail"], scored["indeterminate"])
+    agent, fixed = _demo_json(tmp_path, "regress")["runs"]
+    (failing, of) = map(
+        int, re.findall(r"replays the deployed `agent` \((\d+) of (\d+) samples fail", text)[0]
+    )
+    assert (failing, of) == (agent["summary"]["fail"], agent["summary"]["n"])
+    (now_fixed, others) = map(
+        int, re.findall(r"\(all (\d+) `fixed`, the (\d+) others `still_passing`\)", text)[0]
+    )
+    assert (now_fixed, others) == (fixed["summary"]["fixed"], fixed["summary"]["still_passing"])
