@@ -8,6 +8,8 @@
 - the ticket, manifest and rubric the README shows parse with the readers the commands use, and
   every field the README names is one those readers read (a misspelt or renamed field fails here
   even where the reader ignores unknown keys);
+- the calibration labels and regression sample fields it lists are the records', and its MCP tool
+  table is the server's tools with their arguments, each beside a real command;
 - every ``TRACEJUDGE_*`` variable it names is read by some code, and the store schema its *Beyond
   DESIGN* section states is the one this version writes (a schema bump updates the README with it).
 
@@ -327,3 +329,81 @@ def test_what_the_readme_says_demo_score_and_demo_regress_end_with(tmp_path: Pat
         int, re.findall(r"\(all (\d+) `fixed`, the (\d+) others `still_passing`\)", text)[0]
     )
     assert (now_fixed, others) == (fixed["summary"]["fixed"], fixed["summary"]["still_passing"])
+
+
+def _format_item(name: str) -> str:
+    """One bullet of *File formats*, on one line."""
+    formats = _section("## File formats")
+    item = formats[formats.index(f"- **{name}**") :]
+    end = item.find("\n- **", 1)
+    return " ".join((item if end < 0 else item[:end]).split())
+
+
+def test_the_readme_labels_format_is_what_calibrate_reads(tmp_path: Path) -> None:
+    from tracejudge.audit import load_labels
+    from tracejudge.schema import LabelItem
+
+    item = _format_item("Calibration labels")
+    keys = re.findall(r'"(\w+)"', item)
+    assert {"id", "input", "output", "label", "context", "rater"} <= set(keys)
+    assert set(keys) - {"pass", "fail"} <= set(LabelItem.model_fields), set(keys) - set(
+        LabelItem.model_fields
+    )
+    base = {"id": "a", "input": "q", "output": "x", "context": "c", "rater": "r"}
+    lines = [{**base, "id": f"i{v}", "label": v} for v in re.findall(r'"label": "(\w+)"\|"(\w+)"', item)[0]]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    assert [i.label for i in load_labels(path).items] == ["pass", "fail"]
+
+
+def test_the_readme_regression_sample_fields_are_the_samples() -> None:
+    from typing import get_args
+
+    from tracejudge.schema import SAMPLE_KINDS, Sample
+    from tracejudge.schema._spans import SCHEMA_VERSION
+
+    item = _format_item("Regression sample")
+    assert f"`schema_version: {SCHEMA_VERSION}`" in item
+    fields = re.findall(r"`(\w+)`", item)
+    assert len(fields) >= 10
+    assert set(fields) <= set(Sample.model_fields), set(fields) - set(Sample.model_fields)
+    kinds = re.search(r"`kind` \(([^)]*)\)", item)
+    splits = re.search(r"`split` \(([^)]*)\)", item)
+    assert kinds is not None
+    assert splits is not None
+    assert tuple(kinds.group(1).split(", ")) == SAMPLE_KINDS
+    assert tuple(splits.group(1).split(", ")) == get_args(Sample.model_fields["split"].annotation)
+
+
+def test_the_readme_mcp_tools_are_the_servers(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from tracejudge.mcp import McpOptions, Toolbox, build_server
+    from tracejudge.store import open_store
+
+    text = _text()
+    section = text[text.index("### Hand it to a coding agent (MCP)") :]
+    rows = re.findall(r"^\| `(\w+)\(([^)]*)\)`[^|]*\| `([^`]+)` \|$", section, re.M)
+    assert len(rows) >= 7
+    store = open_store(f"sqlite:///{tmp_path / 'mcp.db'}")
+
+    async def tools() -> dict[str, Any]:
+        async with Client(build_server(Toolbox(store, roots=[tmp_path]), McpOptions(roots=[tmp_path]))) as c:
+            return {t.name: t.input_schema for t in (await c.list_tools()).tools}
+
+    try:
+        served = asyncio.run(tools())
+    finally:
+        store.close()
+    assert {name for name, _, _ in rows} == set(served)
+    for name, args, same_as in rows:
+        named = [a.strip() for a in args.split(",") if a.strip()]
+        schema = served[name]
+        assert {a.rstrip("?") for a in named} == set(schema["properties"]) - {"cursor"}, name
+        assert {a for a in named if not a.endswith("?")} == set(schema.get("required") or ()), name
+        # The command the tool mirrors is a real one, with those options.
+        command, path, rest = _resolve(shlex.split(same_as))
+        assert path, same_as
+        assert {w for w in rest if w.startswith("--")} <= set(_options(command)), same_as
