@@ -97,3 +97,106 @@ def test_retrieved_contexts_are_documents_in_order_and_one_string_is_not_split()
 def test_the_record_root_holds_the_request_and_the_answer() -> None:
     record = normalize([_root(**{f"{BASE}.record_root.output": "No: the cap is 30,000 RMB."})])
     assert (record.input, record.final_answer) == ("cap?", "No: the cap is 30,000 RMB.")
+
+
+def _call(
+    span_id: str, function: str, attrs: dict[str, Any], *, span_type: str = "unknown", parent: str = ROOT
+) -> RawSpan:
+    return _span(
+        span_id,
+        {f"{BASE}.span_type": span_type, f"{BASE}.call.function": function, **attrs},
+        parent=parent,
+    )
+
+
+@pytest.mark.parametrize(
+    ("function", "model"),
+    [
+        ("llama_index.core.llms.mock.MockLLM.complete", True),
+        ("llama_index.llms.openai.base.OpenAI.achat", True),
+        ("langchain_core.language_models.llms.BaseLLM.invoke", True),
+        ("langchain_openai.chat_models.base.ChatOpenAI.invoke", True),
+        # Not an LLM's method, or not a framework's LLM class.
+        ("llama_index.core.llms.mock.MockLLM.metadata", False),
+        ("langchain_core.retrievers.BaseRetriever.invoke", False),
+        ("myapp.llms.Helper.complete", False),
+        ("complete", False),
+    ],
+)
+def test_an_llm_method_trulens_leaves_unknown_is_the_model_call(function: str, model: bool) -> None:
+    # TruLens' LlamaIndex app marks no LLM call "generation": MockLLM.complete is an "unknown" span whose
+    # prompt is its first positional argument.
+    record = normalize(
+        [
+            _root(),
+            _call(
+                "b1",
+                function,
+                {
+                    f"{BASE}.call.kwargs.args": ["Context: cap 30,000 RMB"],
+                    f"{BASE}.call.return": "30,000 RMB",
+                },
+            ),
+        ]
+    )
+    assert [c.output_text for c in record.model_calls] == (["30,000 RMB"] if model else [])
+    if model and function.endswith(".complete"):
+        assert record.model_calls[0].input_text == "Context: cap 30,000 RMB"
+
+
+def test_of_an_llm_method_around_a_generation_only_the_generation_is_the_model_call() -> None:
+    # TruLens' LangChain app records FakeListLLM.invoke twice, an "unknown" span around the "generation".
+    outer = _call("b1", "langchain_community.llms.fake.FakeListLLM.invoke", {f"{BASE}.call.return": "x"})
+    inner = _call(
+        "b2",
+        "langchain_community.llms.fake.FakeListLLM.invoke",
+        {f"{BASE}.call.kwargs.input": "cap?", f"{BASE}.call.return": "x"},
+        span_type="generation",
+        parent="00000000000000b1",
+    )
+    (call,) = normalize([_root(), outer, inner]).model_calls
+    assert call.span_id == "00000000000000b2"
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [
+        ("What is the cap?\nAnswer briefly.", "What is the cap?\nAnswer briefly."),  # a string passed as is
+        ("text='Context: cap\\nQ: cap?'", "Context: cap\nQ: cap?"),  # a StringPromptValue
+        ("[HumanMessage(content='cap?\\nAnswer')]", None),  # a message list's repr: escaped text
+        ("content='cap?' additional_kwargs={}", None),  # one message
+        ("{'question': 'cap?'}", None),
+    ],
+)
+def test_a_generation_input_is_a_plain_string_or_a_prompt_value_never_a_repr(
+    value: str, read: str | None
+) -> None:
+    record = normalize([_root(), _generation({"input": value})])
+    (call,) = record.model_calls
+    assert (call.input_text or None) == read
+    if read is None:
+        assert any(g.kind == "attribute_unparseable" and "call.kwargs.input" in g.detail for g in record.gaps)
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [
+        # str() of a chat model's AIMessage: its content, unescaped.
+        (
+            "content='It\\'s 30,000\\nRMB.' additional_kwargs={}"
+            " response_metadata={'finish_reason': 'stop'} id='run-1'",
+            "It's 30,000\nRMB.",
+        ),
+        ("content=[{'type': 'text', 'text': 'x'}] additional_kwargs={}", None),  # content blocks
+        ("<generator object BaseChatModel.stream at 0x10f0>", None),  # a stream, not its output
+        ("30,000 RMB", "30,000 RMB"),
+    ],
+)
+def test_a_generation_output_is_its_text_an_ai_message_s_content_or_not_read(
+    value: str, read: str | None
+) -> None:
+    record = normalize([_root(), _generation({"prompt": "cap?"}, output=value)])
+    (call,) = record.model_calls
+    assert call.output_text == read
+    if read is None:
+        assert not call.output_recorded
