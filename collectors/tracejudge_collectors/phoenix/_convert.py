@@ -27,6 +27,7 @@ _INNER = ".document.metadata"
 _STARTS = tuple(f"{base}." for base in _LEADING)
 _LEADING_DOTTED = tuple(zip(_LEADING, _STARTS, strict=True))
 _INNER_DOTTED = _INNER + "."
+_ABSENT = object()
 
 
 def _fold_base(key: str) -> str | None:
@@ -50,23 +51,24 @@ def _nest(flat: Mapping[str, Any]) -> Any:
         # One level of scalars (a document's metadata, most often): nothing to nest, no level a list.
         return dict(flat)
     root: dict[str, Any] = {}
+    # The levels made here, by id: a value that is itself an object (or null) is a leaf like any
+    # other, never a level to put keys in (that changed the caller's value, and lost a null).
+    made = {id(root)}
     for path, value in flat.items():
         parts = path.split(".")
         node = root
         for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if not isinstance(child, dict):
-                if child is not None:
-                    # A leaf and a subtree share a prefix: keep the rest of this key whole.
-                    node[".".join(parts[i:])] = value
-                    break
+            child = node.get(part, _ABSENT)
+            if child is _ABSENT:
                 child = node[part] = {}
+                made.add(id(child))
+            elif id(child) not in made:
+                # A leaf and a subtree share a prefix: keep the rest of this key whole.
+                node[".".join(parts[i:])] = value
+                break
             node = child
         else:
-            if isinstance(node.get(parts[-1]), dict):
-                node[path] = value
-            else:
-                node[parts[-1]] = value
+            node[path if id(node.get(parts[-1])) in made else parts[-1]] = value
     return _lists(root)
 
 

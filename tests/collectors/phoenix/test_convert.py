@@ -3,6 +3,7 @@ normalizer reading document identity from the result."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import example, given, settings
@@ -198,20 +199,23 @@ def _fold_by_the_rule(attributes: dict[str, Any]) -> dict[str, Any]:
     from tracejudge_collectors.phoenix._convert import _fold_base
 
     def nest(flat: dict[str, Any]) -> Any:
+        # A value is a leaf whatever it is (an object, null): only levels made here take keys.
         root: dict[str, Any] = {}
+        levels = [root]
         for path, value in flat.items():
             parts = path.split(".")
             node = root
             for i, part in enumerate(parts[:-1]):
-                child = node.get(part)
-                if not isinstance(child, dict):
-                    if child is not None:
-                        node[".".join(parts[i:])] = value
-                        break
-                    child = node[part] = {}
-                node = child
+                if part not in node:
+                    node[part] = {}
+                    levels.append(node[part])
+                elif not any(node[part] is level for level in levels):
+                    node[".".join(parts[i:])] = value  # a leaf shares the prefix: the rest kept whole
+                    break
+                node = node[part]
             else:
-                node[path if isinstance(node.get(parts[-1]), dict) else parts[-1]] = value
+                made = parts[-1] in node and any(node[parts[-1]] is level for level in levels)
+                node[path if made else parts[-1]] = value
         return lists(root)
 
     def lists(value: Any) -> Any:
@@ -249,8 +253,13 @@ _FLAT_KEYS = st.lists(
 # One level whose values are objects: an indexed level is a list, and so is an object value's own.
 @example({"metadata.0": {"a": 1}, "metadata.1": {"b": 2}, "x": 1})
 @example({"tool.parameters.x": {"0": {"k": 1}}, "tool.parameters.y": 2})
+# A value that is an object or null is a leaf: keys under it are kept whole beside it, the value
+# itself unchanged (found by this property).
+@example({"metadata.document": {}, "metadata.document.metadata": {}, "metadata.a": None, "metadata.a.b": 1})
 def test_folding_gives_what_the_rule_gives_in_the_same_order(attributes: dict[str, Any]) -> None:
+    before = copy.deepcopy(attributes)
     folded = fold_attributes(attributes)
+    assert attributes == before  # the span's values are not changed
     expected = _fold_by_the_rule(attributes)
     assert folded == expected
     assert list(folded) == list(expected)
