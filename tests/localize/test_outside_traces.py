@@ -100,6 +100,29 @@ CASES = [
         {"required": [{"doc_id": "weather-tool", "version": "v1", "clause": "Boston"}]},
         [_entry("weather-tool", "v1", "Weather in Boston")],
     ),
+    _envoy(
+        "completion-basic",
+        5,
+        {"required": [{"doc_id": "fib", "version": "v1", "clause": "return fib(n-1) + fib(n-2)"}]},
+        [
+            _entry(
+                "fib",
+                "v1",
+                "def fib(n):\n    if n <= 1:\n        return n\n    else:\n"
+                "        return fib(n-1) + fib(n-2)",
+            )
+        ],
+    ),
+    _envoy(
+        "chat-web-search",
+        6,
+        {
+            "required": [
+                {"doc_id": "httpbin", "version": "v1", "clause": "https://httpbin.org/base64/dGVzdA=="}
+            ]
+        },
+        [_entry("httpbin", "v1", "https://httpbin.org/base64/dGVzdA== returns test")],
+    ),
     Outside(
         "vercel/ai-generateText",
         lambda: fmt.vercel("ai-generateText"),
@@ -217,6 +240,8 @@ def test_every_outside_span_is_stored(store: Path) -> None:
         "envoy/chat-multiturn": 1,
         "envoy/chat-openai-agents-python": 1,
         "envoy/chat-tools": 1,
+        "envoy/completion-basic": 1,
+        "envoy/chat-web-search": 1,
         "vercel/ai-generateText": 1,
         "vercel/ai-generateText-doGenerate": 1,
     }
@@ -237,6 +262,16 @@ def test_openinference_openai_messages_roles_and_answers(store: Path) -> None:
     assert [m["role"] for m in call["input_messages"]] == ["system", "user"]
     assert call["input_messages"][0]["content"].startswith(PLANNER)
     assert json.loads(planner["final_answer"])["searches"]
+
+
+def test_openinference_completion_output_is_the_completed_text_not_the_response_body(store: Path) -> None:
+    # A completions call's output.value is the whole response (ids, usage, the text JSON-escaped); the text
+    # the model completed is llm.choices.N.completion.text.
+    record = _show(store, f"{5:032x}")
+    (call,) = record["model_calls"]
+    assert call["input_text"].startswith("def fib(n):\n    if n <= 1:")
+    assert call["output_text"] == record["final_answer"]
+    assert record["final_answer"].startswith(" + fib(n-3) + fib(n-4)\n\ndef fib(n):")
 
 
 HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."

@@ -6,6 +6,7 @@ Attributes read: ``openinference.span.kind``, ``input.value``, ``output.value``,
 ``llm.{input,output}_messages.N.message.{role,content,name,tool_call_id}``,
 ``…message.contents.K.message_content.{type,text}``,
 ``…message.tool_calls.J.tool_call.{id,function.name,function.arguments}``, ``llm.prompts``,
+``llm.choices.N.completion.text``,
 ``llm.model_name``, ``llm.token_count.{prompt,completion,total}``, ``tool.{name,id}``,
 ``session.id``, ``user.id``, ``tag.tags``, ``metadata``. Hidden values are ``__REDACTED__``.
 
@@ -150,6 +151,15 @@ def prompts(view: SpanView) -> list[str] | None:
     return None
 
 
+def choices(view: SpanView) -> list[str] | None:
+    """``llm.choices.N.completion.text`` (completion-style LLM spans): the texts the model completed, where
+    ``output.value`` holds the whole response body."""
+    items = view.indexed("llm.choices")
+    if not items:
+        return None
+    return [c for c in (as_str(i.get("completion.text")) for i in ordered(items)) if c]
+
+
 def usage(view: SpanView) -> dict[str, Any]:
     return {
         "input": view.attrs.get("llm.token_count.prompt"),
@@ -179,7 +189,14 @@ class OpenInference(NoRecords):
 
     def output_messages(self, view: SpanView) -> ModelIO | None:
         found = messages(view, "llm.output_messages")
-        return None if found is None else ModelIO(messages=tuple(found))
+        if found is not None:
+            return ModelIO(messages=tuple(found))
+        given = choices(view)
+        if not given:
+            return None
+        return ModelIO(
+            texts=tuple(c for c in given if c and c != REDACTED), redacted=any(c == REDACTED for c in given)
+        )
 
     def documents(self, view: SpanView) -> list[Document] | None:
         return documents(view, "retrieval.documents")
