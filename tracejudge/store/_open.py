@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from tracejudge._errors import InputError
@@ -10,6 +11,11 @@ from tracejudge.store._protocol import Store
 from tracejudge.store._sqlite import SqliteStore, split_options
 
 DEFAULT_STORE = "sqlite:///.tracejudge/tracejudge.db"
+
+# A path that starts like a URL's scheme (two or more letters and a colon: not a Windows drive) is a
+# mistyped URL, not a file: `postgresql:/host/db` would otherwise be a SQLite file made in the working
+# folder, and a receiver would acknowledge spans into it that never reach PostgreSQL.
+_SCHEME_LIKE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 
 
 def resolve_store_url(arg: str | None) -> str:
@@ -39,6 +45,13 @@ def sqlite_path(url: str) -> str:
         return (rest[1:] if rest.startswith("/") else rest) or ":memory:"
     if "://" in url:
         raise InputError(f"unknown store URL scheme in {url!r}", hint="use sqlite:///PATH or a file path")
+    if scheme := _SCHEME_LIKE.match(url):
+        # Only the scheme is shown: what follows may hold a password the redactor cannot tell as one.
+        raise InputError(
+            f"the store {scheme.group(1)}:… is neither a store URL nor a file path",
+            hint="write postgresql://USER@HOST:5432/DB (the password after USER:) or sqlite:///PATH"
+            " (a file whose name has a colon: ./NAME)",
+        )
     return url
 
 
