@@ -328,3 +328,45 @@ def test_sqlite_refuses_a_second_worker_on_a_run(tmp_path: Path, judge: Scripted
     finally:
         first.kill()
         first.wait(timeout=30)
+
+
+def test_a_worker_with_another_budget_or_rubric_is_refused_before_any_judge_call(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,
+    tmp_path: Path,
+) -> None:
+    """The budget is the run's: a worker started with another budget, or none, was let in and
+    checked the run's spend against its own — alone (the others done or killed) it scored past the
+    budget the run was recorded with (the trial: --budget-usd 0.01 recorded, 0.089 spent)."""
+    store = open_store(postgres_url)
+    store.put_spans(_copies(1))
+    store.close()
+    first = _finish(_worker(postgres_url, judge, "--run", "cfg", "--budget-usd", "1"))
+    assert (first["status"], first["summary"]["n"]) == ("complete", 14)
+    calls = len(judge.requests)
+    other_rubric = tmp_path / "rubric.yaml"
+    other_rubric.write_text(
+        (EXAMPLE / "rubric.yaml").read_text("utf-8").replace("threshold: 7", "threshold: 8"), "utf-8"
+    )
+    refusals = [
+        ((), "run cfg was started with --budget-usd 1; this worker has no budget"),
+        (("--budget-usd", "2"), "this worker has --budget-usd 2"),
+        (
+            ("--budget-usd", "1", "--budget-tokens", "5000"),
+            "this worker has --budget-usd 1 --budget-tokens 5000",
+        ),
+        (
+            ("--budget-usd", "1", "--rubric", str(other_rubric)),
+            "was started with rubric restaurant-assistant",
+        ),
+    ]
+    for extra, said in refusals:
+        proc = _worker(postgres_url, judge, "--run", "cfg", *extra)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, (extra, err[-2000:])
+        assert said in err, err
+        assert "give --run a new name" in err
+        assert out == ""
+    assert len(judge.requests) == calls  # refused before any judge call
+    again = _finish(_worker(postgres_url, judge, "--run", "cfg", "--budget-usd", "1"))
+    assert (again["status"], again["summary"], again["items"]) == ("complete", first["summary"], [])

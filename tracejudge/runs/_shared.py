@@ -60,7 +60,9 @@ def _check_name(name: str) -> None:
         )
 
 
-def _check_same_rubric(stored: RunRecord, mine: RunRecord) -> None:
+def _check_same_run(stored: RunRecord, mine: RunRecord) -> None:
+    """A worker joins a run only with the run's rubric, repeat and budget: the run's results and its
+    budget stop would otherwise depend on which workers happened to be alive."""
     theirs, ours = stored.provenance, mine.provenance
     if (theirs.rubric_hash, theirs.repeat) != (ours.rubric_hash, ours.repeat):
         raise InputError(
@@ -71,6 +73,21 @@ def _check_same_rubric(stored: RunRecord, mine: RunRecord) -> None:
             hint="start every worker of a run with the same rubric file and --repeat,"
             " or give --run a new name",
         )
+    # Each worker checks the run's spend against its own options: a worker with a larger budget, or
+    # none, left alone (the others done or dead) would go on past the budget the run was started with.
+    if stored.budget != mine.budget:
+        raise InputError(
+            f"run {stored.run_id} was started with {_budget_text(stored.budget)};"
+            f" this worker has {_budget_text(mine.budget)}",
+            hint="the budget is the run's: start every worker of a run with the same --budget-usd and"
+            " --budget-tokens, or give --run a new name",
+        )
+
+
+def _budget_text(budget: dict[str, float]) -> str:
+    parts = [f"--budget-usd {budget['usd']:g}"] if "usd" in budget else []
+    parts += [f"--budget-tokens {budget['tokens']:.0f}"] if "tokens" in budget else []
+    return " ".join(parts) or "no budget"
 
 
 def _trace_ids(sources: Iterable[str | TaskRecord]) -> list[str]:
@@ -202,7 +219,7 @@ async def score_shared_run_async(
     ids = _trace_ids(sources) if store.get_run(name) is None else None
     run = await asyncio.to_thread(store.join_run, mine, ids, worker=worker, lease_s=options.lease_s)
     try:
-        _check_same_rubric(run, mine)
+        _check_same_run(run, mine)
     except InputError:
         await asyncio.to_thread(store.leave_run, name, worker=worker)
         raise
