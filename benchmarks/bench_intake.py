@@ -21,6 +21,12 @@ and measures, each phase in its own process so peak memory is its own:
            machine); the receiver counts its store transactions (commits per request)
   intake-4, intake-16  the same with 4 and 16 senders at once (each its own connection, the requests
            dealt round-robin): requests in flight together share a commit (group commit)
+  intake-null, intake-file  the floors under intake: the same receiver and sender, its store's
+           put_spans replaced -- by one that stores nothing (HTTP + encode), and by one that appends
+           the request's spans (their OTLP bytes, as stored) to a file and syncs it (fdatasync)
+           before it returns (what any durable store must do at the least: write the bytes once and
+           wait for the disk once a request). For each intake phase, the MB the receiver wrote
+           while it ran (/proc's write_bytes: for SQLite the WAL and the checkpoints' copies)
   read-json, read  every trace read back (store.get_spans) from the store-json and store phases
            stores: what reading costs in each stored form
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
@@ -68,6 +74,8 @@ _PHASES = (
     "intake-normal",
     "intake-4",
     "intake-16",
+    "intake-null",
+    "intake-file",
 )
 SPANS_PER_TRACE = 6
 
@@ -353,18 +361,32 @@ def _peak_rss_of(pid: int) -> float:
     return float("nan")
 
 
-def serve_counting(store_url: str) -> None:
+def serve_counting(store_url: str, floor: str | None = None) -> None:
     """The receiver child: ``serve`` (what ``tracejudge collect otlp`` runs) on a free port, its URL
-    on stdout; at SIGTERM, how many store transactions it made."""
+    on stdout; at SIGTERM, how many store transactions it made and how many spans it took. With
+    ``floor``, put_spans stores nothing ("null") or appends the spans' bytes to a file beside the
+    store and syncs it ("file")."""
     import tracejudge_collectors.otel as otel
-    from tracejudge.store import open_store
+    from tracejudge.store import EncodedSpan, open_store
 
     store = open_store(store_url)
-    commits = [0]
+    commits, taken = [0], [0]
+    sink = os.open(urlsplit(store_url).path + ".floor", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
+
+    def append(spans: Any) -> int:
+        data = b"".join(s.otlp if isinstance(s, EncodedSpan) else s.model_dump_json().encode() for s in spans)
+        os.write(sink, data)
+        os.fdatasync(sink)
+        return len(spans)
 
     class Counting:
         def put_spans(self, spans: Any, **kw: Any) -> int:
             commits[0] += 1
+            taken[0] += len(spans)
+            if floor == "null":
+                return len(spans)
+            if floor == "file":
+                return append(spans)
             return store.put_spans(spans, **kw)
 
         def __getattr__(self, name: str) -> Any:
@@ -372,7 +394,16 @@ def serve_counting(store_url: str) -> None:
 
     otel.serve(Counting(), "127.0.0.1:0", on_ready=lambda url: print(f"listening {url}", flush=True))  # type: ignore[arg-type]
     store.close()
-    print(json.dumps({"commits": commits[0]}), flush=True)
+    os.close(sink)
+    print(json.dumps({"commits": commits[0], "spans": taken[0]}), flush=True)
+
+
+def _written_of(pid: int) -> int:
+    """Bytes the process has caused to be written to storage (/proc's write_bytes)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
 
 
 def _requests(url: str, bodies: list[bytes]) -> list[bytes]:
@@ -422,11 +453,13 @@ def _send_all(url: str, requests: list[bytes], senders: int) -> int:
     return len(requests)
 
 
-def phase_intake(path: Path, workdir: Path, synchronous: str = "full", senders: int = 1) -> dict[str, Any]:
+def phase_intake(
+    path: Path, workdir: Path, synchronous: str = "full", senders: int = 1, floor: str | None = None
+) -> dict[str, Any]:
     from tracejudge.store import open_store
 
     db = workdir / "intake.db"
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", ".floor"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     proc = subprocess.Popen(
@@ -437,6 +470,7 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full", senders: 
             "receiver",
             "--store",
             f"sqlite:///{db}?synchronous={synchronous}",
+            *(["--floor", floor] if floor else []),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -450,22 +484,27 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full", senders: 
             raise SystemExit("the receiver did not start")
         url = proc.stdout.readline().split()[-1] + "/v1/traces"
         prepared = _requests(url, list(frames(path)))
-        cpu = _cpu_of(proc.pid)
+        cpu, written = _cpu_of(proc.pid), _written_of(proc.pid)
         start = time.perf_counter()
         requests = _send_all(url, prepared, senders)
         seconds = time.perf_counter() - start
         cpu = _cpu_of(proc.pid) - cpu
+        written = _written_of(proc.pid) - written
         rss = _peak_rss_of(proc.pid)
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-    commits = json.loads(out.strip().splitlines()[-1])["commits"] if out.strip() else None
-    store = open_store(f"sqlite:///{db}")
-    try:
-        stored = sum(t.span_count for t in store.list_traces())
-        norm = _normalize_all(store)
-    finally:
-        store.close()
+    counts = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+    commits = counts.get("commits")
+    if floor:
+        stored, norm = counts.get("spans", 0), None
+    else:
+        store = open_store(f"sqlite:///{db}")
+        try:
+            stored = sum(t.span_count for t in store.list_traces())
+            norm = _normalize_all(store)
+        finally:
+            store.close()
     return {
         "spans": stored,
         "seconds": seconds,
@@ -473,6 +512,7 @@ def phase_intake(path: Path, workdir: Path, synchronous: str = "full", senders: 
         "rss_mb": rss,
         "requests": requests,
         "commits": commits,
+        "written_mb": written / 1e6,
         "normalize": norm,
     }
 
@@ -518,6 +558,8 @@ def run_phase(phase: str, path: Path) -> dict[str, Any]:
         return phase_intake(path, workdir, "normal")
     if phase in ("intake-4", "intake-16"):
         return phase_intake(path, workdir, senders=int(phase.split("-")[1]))
+    if phase in ("intake-null", "intake-file"):
+        return phase_intake(path, workdir, floor=phase.split("-")[1])
     return phase_intake(path, workdir)
 
 
@@ -542,10 +584,11 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child == "receiver":
-        serve_counting(args.store)
+        serve_counting(args.store, args.floor)
         return
     if args.child:
         print(json.dumps(run_phase(args.child, args.payloads)))
@@ -591,6 +634,8 @@ def main() -> None:
                 ("  same, synchronous=normal", best.get("intake-normal")),
                 ("  same, 4 senders at once", best.get("intake-4")),
                 ("  same, 16 senders at once", best.get("intake-16")),
+                ("  floor: receiver storing nothing (HTTP+encode)", best.get("intake-null")),
+                ("  floor: spans appended to a file + fdatasync", best.get("intake-file")),
                 ("read back every trace, JSON form", best.get("read-json")),
                 ("read back every trace, OTLP form", best.get("read")),
             )
@@ -598,7 +643,8 @@ def main() -> None:
                 if r is None:
                     continue
                 if r.get("commits") is not None:
-                    name += f" [{r['commits'] / r['requests']:.2f} commits/request]"
+                    per_request = r["commits"] / r["requests"]
+                    name += f" [{per_request:.2f} commits/request, {r['written_mb']:.0f} MB written]"
                 rows.append(
                     (
                         f"{n:,}",
