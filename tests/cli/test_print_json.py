@@ -58,3 +58,28 @@ def test_a_record_is_printed_with_its_text_as_it_is() -> None:
     out = printed(reply)
     assert out == json.dumps(reply.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
     assert "é \U0001f600" in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_TEXT, _DATA, max_size=3), st.lists(_DATA, max_size=4))
+def test_items_rendered_ahead_print_as_the_whole_prints(rest: dict[str, Any], items: list[Any]) -> None:
+    # score --json renders each item while the run's calls are out; the text is the same.
+    from tracejudge.cli._app import json_element, print_json_elements
+
+    data = {**rest, "items": items}
+    elements = [json_element(i, depth=2) for i in items]
+    assert all(e is not None for e in elements)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert print_json_elements({**data, "items": []}, "items", [e for e in elements if e is not None])
+    assert buf.getvalue() == printed(data)
+
+
+def test_what_only_the_whole_fallback_writes_is_not_rendered_ahead() -> None:
+    from tracejudge.cli._app import json_element, print_json_elements
+
+    assert json_element({"big": 2**70}, depth=2) is None
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert not print_json_elements({"big": 2**70, "items": []}, "items", [])
+    assert buf.getvalue() == ""

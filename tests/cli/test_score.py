@@ -284,6 +284,33 @@ def test_json_items_are_the_stored_items_in_trace_id_order(
     assert {i["verdict"] for i in printed["items"]} == {"pass", "fail", "indeterminate"}
 
 
+def test_json_is_the_text_print_json_prints_for_the_outcome(
+    server: ScriptedOpenAIServer, store_url: str
+) -> None:
+    # The items are rendered while the calls are out, the rest after the run: the text is what
+    # print_json prints for the whole outcome (rebuilt here from the store), byte for byte.
+    import contextlib
+    import io
+
+    from tracejudge.cli import print_json
+    from tracejudge.runs import ScoreOutcome
+
+    code, out = _score(store_url, "--json")
+    assert code == 0, out
+    run_id = json.loads(out)["run_id"]
+    store = SqliteStore(Path(store_url.removeprefix("sqlite:///")))
+    try:
+        run = store.get_run(run_id)
+        stored = tuple(store.iter_score_items(run_id))
+    finally:
+        store.close()
+    assert run is not None
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_json(ScoreOutcome(run=run, items=stored).json())
+    assert out == buf.getvalue()
+
+
 def test_the_command_leaves_the_garbage_collector_as_it_found_it(
     server: ScriptedOpenAIServer, store_url: str
 ) -> None:

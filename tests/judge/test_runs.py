@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from tracejudge.runs import (
     select_trace_ids,
     write_back,
 )
-from tracejudge.schema import RawSpan, Rubric, TaskRecord, ToolCall
+from tracejudge.schema import ItemResult, RawSpan, Rubric, TaskRecord, ToolCall
 from tracejudge.store import SqliteStore
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 from tracejudge.write import RecordingEvaluationWriter, RecordingWriter
@@ -402,3 +403,48 @@ def test_a_load_ahead_that_fails_fails_the_worker_that_takes_it() -> None:
     assert asyncio.run(rest()) == [ids[1]]  # what was loaded before the failure is still handed out
     with pytest.raises(StoreError, match="went away"):
         asyncio.run(rest())  # then the failure, not a run that silently skips a trace
+
+
+def test_quiet_work_waits_for_a_moment_without_replies_and_the_rest_is_done_at_the_end() -> None:
+    from tracejudge.runs._quiet import Quiet, QuietQueue
+
+    done: list[int] = []
+
+    async def go(quiet_s: float) -> list[int]:
+        later = QuietQueue(done.append, Quiet(quiet_s))
+        task = asyncio.create_task(later.run())
+        later.add(1)
+        later.add(2)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        seen = list(done)
+        task.cancel()
+        later.finish()
+        return seen
+
+    assert asyncio.run(go(60.0)) == []  # an item just finished: the loop is busy
+    assert done == [1, 2]  # done when the run ends
+    done.clear()
+    assert asyncio.run(go(0.0)) == [1, 2]  # quiet: done as they come, in order
+
+
+def test_a_result_batch_waits_for_a_quiet_loop() -> None:
+    from tracejudge.runs._quiet import Quiet
+    from tracejudge.runs._results import ResultWriter
+
+    store = SqliteStore(":memory:")
+    item = ItemResult(run_id="r", trace_id="t" * 32, verdict="pass", reason="", scored_at=datetime.now(UTC))
+
+    async def go() -> int:
+        quiet = Quiet(60.0)
+        quiet.busy()
+        writer = ResultWriter(store, quiet=quiet, wait_s=60.0)
+        writer.add(item)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        written = len(list(store.iter_score_items("r")))
+        writer.close_now()  # what an interrupted run does: written here and now
+        return written
+
+    assert asyncio.run(go()) == 0
+    assert [i.trace_id for i in store.iter_score_items("r")] == ["t" * 32]

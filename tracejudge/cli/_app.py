@@ -122,6 +122,37 @@ def print_json(data: Any) -> None:
     sys.stdout.write(text + "\n")
 
 
+def json_element(data: Any, *, depth: int) -> bytes | None:
+    """``data`` (plain JSON-like data) as :func:`print_json` writes it where it sits ``depth`` levels
+    into the printed document (redacted, indented, non-ASCII escaped) — rendered ahead, e.g. a run's
+    items while its judge calls are out, and printed by :func:`print_json_elements`. None when only the
+    whole document's fallback encoding can write it."""
+    try:
+        raw = orjson.dumps(_redact.redact_data(data), default=str, option=_ORJSON)
+    except TypeError:
+        return None
+    raw = raw.replace(b"\n", b"\n" + b"  " * depth)
+    if raw.isascii() and b"\x7f" not in raw:  # nothing to escape (the common case, without a scan)
+        return raw
+    return _NOT_ASCII.sub(_escape, raw.decode()).encode()
+
+
+def print_json_elements(data: dict[str, Any], key: str, elements: list[bytes]) -> bool:
+    """Print ``data`` with ``data[key]`` the list of ``elements`` (from :func:`json_element` at depth
+    2): the text :func:`print_json` prints for the whole. False, printing nothing, when the rest of
+    the document needs the fallback encoding (print it whole then)."""
+    body = _redact.redact_data(data)
+    body[_redact.redact(key)] = [orjson.Fragment(e) for e in elements]
+    try:
+        text = orjson.dumps(body, default=str, option=_ORJSON).decode()
+    except TypeError:
+        return False
+    if not text.isascii() or "\x7f" in text:
+        text = _NOT_ASCII.sub(_escape, text)
+    sys.stdout.write(text + "\n")
+    return True
+
+
 _ORJSON = (
     orjson.OPT_INDENT_2
     | orjson.OPT_NON_STR_KEYS

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 import click
 
 from tracejudge._errors import InputError
-from tracejudge.cli._app import App, exit_unless, handle_errors, pass_app
+from tracejudge.cli._app import App, exit_unless, handle_errors, json_element, pass_app, print_json_elements
 from tracejudge.cli._gc import collected_after_start_up
 from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
-from tracejudge.runs import ScoreOptions, ScoreOutcome, score_traces
+from tracejudge.runs import ScoreOptions, ScoreOutcome, item_json, score_traces
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord, RunSummary
 from tracejudge.store import resolve_trace_id
 from tracejudge.write import target_names, targets_help
@@ -197,6 +197,30 @@ class _ScoreProgress:
             self._metrics.item_scored(item, rubric=self._rubric)
 
 
+class _RenderedItems:
+    """Each item's ``--json`` text, rendered while the run's calls are out rather than all after the
+    last reply (2,000 items: ~0.15 s of building, redacting and encoding between the last reply and the
+    output); printed as the same text :func:`~tracejudge.cli.print_json` prints for the whole."""
+
+    def __init__(self) -> None:
+        self._rendered: dict[int, tuple[ItemResult, bytes | None]] = {}
+
+    def add(self, item: ItemResult) -> None:
+        # By identity: the outcome lists these very objects (a trace scored twice has two).
+        self._rendered[id(item)] = (item, json_element(item_json(item), depth=2))
+
+    def print(self, out: ScoreOutcome) -> bool:
+        """Print the outcome's JSON with the items rendered ahead; False (nothing printed) when one was
+        not rendered or needs the whole document's fallback encoding."""
+        elements: list[bytes] = []
+        for item in out.items:
+            item_, text = self._rendered.get(id(item), (None, None))
+            if item_ is not item or text is None:
+                return False
+            elements.append(text)
+        return print_json_elements(out.json(items=False), "items", elements)
+
+
 def _stored_trace_ids(app: App, given: tuple[str, ...]) -> tuple[str, ...]:
     """The stored traces ``--trace`` names (unique prefixes resolved); one that is not stored is an
     input error before any work, as in ``triage``."""
@@ -339,6 +363,7 @@ def score(
             lease_s=lease_s,
         )
         trace_ids = _stored_trace_ids(app, trace_ids)
+        rendered = _RenderedItems() if as_json else None
         with _ScoreProgress(app, rubric.name, limit, started=started) as progress:
             out = score_traces(
                 app.store,
@@ -356,7 +381,9 @@ def score(
                 gate=gate,
                 targets=targets,
                 on_item=progress.on_item,
+                in_quiet=rendered.add if rendered is not None else None,
             )
-        app.show(as_json, out.json(), lambda: _render_run(app, out))
+        if rendered is None or not rendered.print(out):
+            app.show(as_json, out.json(), lambda: _render_run(app, out))
         _render_outcome(app, out, as_json)
     exit_unless(not out.gate_failed)

@@ -78,6 +78,11 @@ class Judge:
         messages = build_messages(self.rubric, task, criteria, category=category)
         schema = reply_schema(criteria)
         names = [c.name for c in criteria]
+        if repeat == 1:
+            # Awaited here, not gathered: a gathered call is a task that starts on the loop's next turn,
+            # after every other reply that came back with this one was handled — at 64 calls in flight
+            # each wave's calls then all waited for the whole wave's handling.
+            return [await self._one(messages, schema, names, 0)]
         return list(await asyncio.gather(*(self._one(messages, schema, names, i) for i in range(repeat))))
 
     async def _one(

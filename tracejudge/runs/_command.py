@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracejudge._errors import InputError
 from tracejudge.checks import read_manifest
+from tracejudge.runs._quiet import QuietQueue
 from tracejudge.runs._report import run_json
 from tracejudge.runs._run import ScoreOptions, score_run_async
 from tracejudge.runs._select import select_trace_ids
@@ -49,9 +50,10 @@ class ScoreOutcome:
         """Whether a gate was asked for and the run does not clear it (the command then exits 1)."""
         return self.gate is not None and not self.gate.passed
 
-    def json(self) -> dict[str, Any]:
-        """Exactly what ``tracejudge score --json`` prints."""
-        data = run_json(self.run, self.items)
+    def json(self, *, items: bool = True) -> dict[str, Any]:
+        """Exactly what ``tracejudge score --json`` prints (``items=False``: with no items, for a
+        caller that rendered them already)."""
+        data = run_json(self.run, self.items if items else ())
         data["write_back"] = [r.model_dump(mode="json") for r in self.write_back]
         if self.gate is not None:
             data["gate"] = self.gate.json()
@@ -93,6 +95,19 @@ def _in_trace_order(items: Sequence[ItemResult]) -> tuple[ItemResult, ...]:
     return tuple(last[t] for t in sorted(last))
 
 
+async def _beside(later: QuietQueue[ItemResult] | None, run: Awaitable[RunRecord]) -> RunRecord:
+    """``run``, with ``later``'s work done in its quiet moments (and what is left when it ends)."""
+    if later is None:
+        return await run
+    quietly = asyncio.create_task(later.run())
+    try:
+        record = await run
+    finally:
+        quietly.cancel()
+    later.finish()
+    return record
+
+
 def score_traces(
     store: Store,
     rubric: Rubric,
@@ -110,6 +125,7 @@ def score_traces(
     gate: float | None = None,
     targets: Sequence[str] = (),
     on_item: Callable[[ItemResult], None] | None = None,
+    in_quiet: Callable[[ItemResult], None] | None = None,
 ) -> ScoreOutcome:
     """Score the stored traces chosen by ids (or ``rerun_of``'s), name glob, start time window,
     deterministic sample and limit with ``rubric`` (read from ``rubric_path``, named in hints),
@@ -119,7 +135,9 @@ def score_traces(
     rerun_of are filled in here). With ``gate``, a held-out calibration must allow this rubric and
     judge for these traces before any judge call (else :class:`~tracejudge.audit.GateRefused`);
     the outcome then says whether the pass rate clears it. ``targets`` write the scores back.
-    ``on_item`` sees each item as it is scored (progress).
+    ``on_item`` sees each item as it is scored (progress); ``in_quiet`` sees each item too, but while
+    the run's judge calls are out (the moments no reply is being handled; the rest at the end), for
+    work on it that no call should wait for — rendering its output.
     """
     if rerun_of is not None:
         trace_ids = _rerun_trace_ids(store, rerun_of)
@@ -145,13 +163,16 @@ def score_traces(
         rerun_of=rerun_of,
     )
     mine: list[ItemResult] = []
+    later = QuietQueue(in_quiet) if in_quiet is not None else None
 
     def seen(item: ItemResult) -> None:
         mine.append(item)
+        if later is not None:
+            later.add(item)
         if on_item is not None:
             on_item(item)
 
-    run = asyncio.run(score_run_async(rubric, store, ids, options=options, on_item=seen))
+    run = asyncio.run(_beside(later, score_run_async(rubric, store, ids, options=options, on_item=seen)))
     # A shared run's summary is the whole run's; its items (and write-back) are this worker's. A local
     # run's items are the ones just scored, in trace id order as the store lists them (not read back:
     # 2,000 items took 0.2 s to read and validate again after the last reply).

@@ -12,6 +12,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterator
 
+from tracejudge.runs._quiet import Quiet
 from tracejudge.schema import TaskRecord
 
 __all__ = ["Prefetch"]
@@ -30,13 +31,13 @@ class Prefetch:
         *,
         depth: int,
         quiet_s: float = 0.005,
+        quiet: Quiet | None = None,
     ) -> None:
         self._sources = sources
         self._load = load
         self._depth = max(1, depth)
-        self._quiet = quiet_s
+        self._quiet = quiet or Quiet(quiet_s)
         self._ready: deque[Loaded] = deque()
-        self._last_take = 0.0
         self._room = asyncio.Event()
         self._error: Exception | None = None
 
@@ -48,7 +49,7 @@ class Prefetch:
 
     def take(self) -> Loaded | None:
         """The next source, loaded (here and now if none is ready); None when there are no more."""
-        self._last_take = asyncio.get_running_loop().time()
+        self._quiet.busy()
         self._room.set()
         if self._ready:
             return self._ready.popleft()
@@ -62,15 +63,14 @@ class Prefetch:
 
     async def run(self) -> None:
         """Load ahead while the loop is quiet; returns when the sources run out (cancel it to stop)."""
-        loop = asyncio.get_running_loop()
         while True:
             if len(self._ready) >= self._depth:
                 self._room.clear()
                 await self._room.wait()
                 continue
-            idle = loop.time() - self._last_take
-            if idle < self._quiet:
-                await asyncio.sleep(self._quiet - idle)
+            idle = self._quiet.idle_for()
+            if idle < self._quiet.quiet_s:
+                await asyncio.sleep(self._quiet.quiet_s - idle)
                 continue
             try:
                 loaded = self._next()

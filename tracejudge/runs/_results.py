@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from tracejudge.runs._quiet import Quiet
 from tracejudge.schema import ItemResult
 from tracejudge.store import Store
 
@@ -25,8 +26,13 @@ class ResultWriter:
     queues_writes = True
     """``put_cached_reply`` only queues (the judge calls it on the event loop)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, quiet: Quiet | None = None, wait_s: float = 1.0) -> None:
         self._store = store
+        # Batches start while the loop is quiet (the calls out), not among a wave of replies, where the
+        # thread's serializing would take the GIL from the loop; but after ``wait_s`` at most, so that a
+        # loop never quiet (replies from the cache, a fast judge) still writes as it goes.
+        self._quiet = quiet
+        self._wait_s = wait_s
         self._lock = threading.Lock()  # the judge puts replies from a worker thread
         self._items: list[ItemResult] = []
         self._replies: dict[str, str] = {}
@@ -68,6 +74,8 @@ class ResultWriter:
 
     async def _drain(self) -> None:
         while self._items or self._replies:
+            if self._quiet is not None:
+                await self._quiet.wait(at_most=self._wait_s)
             items, replies = self._take()
             try:
                 await asyncio.to_thread(self._store.put_score_items, items, cached_replies=replies)

@@ -30,6 +30,7 @@ from tracejudge.judge import (
     rubric_hash,
 )
 from tracejudge.runs._prefetch import Prefetch
+from tracejudge.runs._quiet import Quiet
 from tracejudge.runs._results import ResultWriter
 from tracejudge.runs._summary import SummaryBuilder
 from tracejudge.schema import (
@@ -447,7 +448,8 @@ async def score_run_async(
     run = new_run_record(rubric, store, opts, run_id=run_id or new_run_id(), repeat=repeat)
     async with run_client(rubric, client, opts) as client:
         store.put_run(run)
-        writer = ResultWriter(store)
+        quiet = Quiet()  # what the loading ahead and the result writes wait for
+        writer = ResultWriter(store, quiet=quiet)
         local = _LocalRun(
             rubric=rubric,
             store=store,
@@ -455,7 +457,7 @@ async def score_run_async(
             run=run,
             judge=make_judge(rubric, client, store, opts, cache=writer),
             repeat=repeat,
-            sources=Prefetch(iter(sources), load, depth=opts.concurrency),
+            sources=Prefetch(iter(sources), load, depth=opts.concurrency, quiet=quiet),
             on_item=on_item,
             writer=writer,
         )
