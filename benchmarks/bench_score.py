@@ -7,7 +7,8 @@ One run reports, for N items at concurrency C and latency L:
           (and over openai's aiohttp transport, when tracejudge uses it)
   tracejudge  ``score`` end to end: store -> normalize -> checks -> prompt -> judge -> parse -> store
   the CLI     ``tracejudge score --json`` in its own process, timed from outside (start-up and output
-              included), tracejudge's modules compiled as an install leaves them; median of runs
+              included), tracejudge's modules compiled as an install leaves them; median of runs,
+              and that run's timeline: start -> the server's first request -> its last reply -> exit
   phoenix-evals  the same workload through arize-phoenix-evals, when an interpreter with it is given
                  (``--phoenix-python /path/to/python``) or importable here; otherwise reported absent
 
@@ -23,6 +24,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -30,7 +32,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPLY = json.dumps(
     {
@@ -46,7 +50,9 @@ REPLY = json.dumps(
 # --- the model server: asyncio, own process, fixed latency ------------------------------------
 
 
-def _serve(port_q: mp.Queue[int], latency: float) -> None:
+def _serve(port_q: mp.Queue[int], latency: float, marks: Any) -> None:
+    """``marks`` (shared doubles, ``time.monotonic``, one clock for every process on Linux): when the
+    first request of a run came in and when the last reply went out; the bench zeroes them per run."""
     body = json.dumps(
         {
             "id": "chatcmpl-bench",
@@ -69,6 +75,8 @@ def _serve(port_q: mp.Queue[int], latency: float) -> None:
         try:
             while True:
                 header = await reader.readuntil(b"\r\n\r\n")
+                if not marks[0]:
+                    marks[0] = time.monotonic()
                 length = 0
                 for line in header.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
@@ -78,6 +86,7 @@ def _serve(port_q: mp.Queue[int], latency: float) -> None:
                 await asyncio.sleep(latency)
                 writer.write(head + body)
                 await writer.drain()
+                marks[1] = time.monotonic()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -92,12 +101,29 @@ def _serve(port_q: mp.Queue[int], latency: float) -> None:
     asyncio.run(main())
 
 
+MARKS: Any = None
+"""The server's first-request and last-reply times (see :func:`_serve`)."""
+
+
 def start_server(latency: float) -> tuple[mp.Process, str]:
+    global MARKS
+    MARKS = mp.Array("d", 2, lock=False)
     q: mp.Queue[int] = mp.Queue()
-    proc = mp.Process(target=_serve, args=(q, latency), daemon=True)
+    proc = mp.Process(target=_serve, args=(q, latency, MARKS), daemon=True)
     proc.start()
     port = q.get(timeout=10)
     return proc, f"http://127.0.0.1:{port}/v1"
+
+
+@dataclass(frozen=True)
+class CliTimes:
+    """One CLI run timed from outside, split at the server's first request and last reply."""
+
+    total: float
+    to_first_request: float
+    first_request_to_last_reply: float
+    last_reply_to_exit: float
+    cpu: float
 
 
 # --- the workload ------------------------------------------------------------------------------
@@ -248,9 +274,10 @@ def compiled_bytecode(prefix: Path) -> dict[str, str]:
     return env
 
 
-def cli_run(url: str, n: int, concurrency: int, env: dict[str, str]) -> float:
+def cli_run(url: str, n: int, concurrency: int, env: dict[str, str]) -> CliTimes:
     """``tracejudge score --json`` as a user runs it, timed from outside: the process's start-up
-    (imports, opening the store, the rubric) and printing the items included."""
+    (imports, opening the store, the rubric) and printing the items included; split at the server's
+    first request and last reply, with the process's CPU."""
     from tracejudge.store import SqliteStore
 
     with tempfile.TemporaryDirectory() as d:
@@ -261,9 +288,15 @@ def cli_run(url: str, n: int, concurrency: int, env: dict[str, str]) -> float:
         rubric.write_text(RUBRIC.format(url=url))
         cmd = [sys.executable, "-m", "tracejudge", "--store", str(Path(d) / "cli.db"), "score"]
         cmd += ["--rubric", str(rubric), "--concurrency", str(concurrency), "--json"]
-        t0 = time.perf_counter()
+        MARKS[0] = MARKS[1] = 0.0
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env={**env, "NO_PROXY": "127.0.0.1"})
-        return time.perf_counter() - t0
+        end = time.monotonic()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        first, last = MARKS[0], MARKS[1]
+        return CliTimes(end - t0, first - t0, last - first, end - last, cpu)
 
 
 def startup(env: dict[str, str]) -> float:
@@ -363,13 +396,14 @@ def main() -> None:
         tj, verdicts = tracejudge_run(url, n, c)
         env = compiled_bytecode(Path(pycache.name))
         helps = sorted(startup(env) for _ in range(5))
-        clis = sorted(cli_run(url, n, c, env) for _ in range(max(1, args.cli_runs)))
+        clis = sorted((cli_run(url, n, c, env) for _ in range(max(1, args.cli_runs))), key=lambda t: t.total)
         phx, phx_note = phoenix_run(args.phoenix_python, url, n, c)
     finally:
         proc.terminate()
         proc.join()
         pycache.cleanup()
-    cli = statistics.median(clis)
+    mid = clis[len(clis) // 2]  # the median run (of an odd number; the upper middle one otherwise)
+    cli = statistics.median(t.total for t in clis)
     print(
         f"bench_score: N={n} concurrency={c} latency={lat * 1000:.0f} ms  ({socket.gethostname()}, "
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})"
@@ -384,10 +418,16 @@ def main() -> None:
         f"  tracejudge score end to end {tj:8.2f} s   {tj / ideal:.2f}x ideal,"
         f" {tj / floor:.2f}x floor  {verdicts}"
     )
-    spread = " / ".join(f"{t / ideal:.2f}" for t in clis)
+    spread = " / ".join(f"{t.total / ideal:.2f}" for t in clis)
     print(
         f"  tracejudge score --json, the CLI from outside {cli:8.2f} s   {cli / ideal:.2f}x ideal,"
         f" {cli / floor:.2f}x floor  (runs: {spread}x)"
+    )
+    print(
+        f"    its timeline (run at {mid.total:.2f} s): start -> first request {mid.to_first_request:.2f} s,"
+        f" -> last reply {mid.first_request_to_last_reply:.2f} s"
+        f" ({mid.first_request_to_last_reply / ideal:.2f}x ideal), -> exit {mid.last_reply_to_exit:.2f} s;"
+        f" CPU {mid.cpu:.2f} s"
     )
     print(f"  tracejudge --help from outside {statistics.median(helps):8.3f} s  (median of 5)")
     if phx is not None:
