@@ -292,9 +292,14 @@ class _Exporter:
         except OtlpDecodeError as exc:
             message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
             return _status(400, _INVALID_ARGUMENT, message, as_json)
-        except (StoreError, sqlite3.Error, OSError):
-            # The sender may retry 503; nothing was acknowledged, so nothing is lost.
-            _log.exception("storing %s failed", signal.kind)
+        except (StoreError, sqlite3.Error, OSError) as exc:
+            # The sender may retry 503; nothing was acknowledged, so nothing is lost. A StoreError says
+            # what happened (PostgreSQL restarting, …) in its message: one line per refused export, not
+            # a traceback each for as long as the outage lasts.
+            if isinstance(exc, StoreError):
+                _log.warning("storing %s failed, answered 503: %s", signal.kind, exc)
+            else:
+                _log.exception("storing %s failed", signal.kind)
             return _status(
                 503, _UNAVAILABLE, "the store is unavailable; retry later", as_json, **{"Retry-After": "5"}
             )

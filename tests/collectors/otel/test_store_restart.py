@@ -5,8 +5,11 @@ export for as long as it ran."""
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import psycopg
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -31,7 +34,10 @@ def _body(span_id: int) -> bytes:
     return build_request([span]).SerializeToString()
 
 
-def test_a_restart_answers_503_then_the_receiver_stores_again(postgres_url: str) -> None:  # noqa: F811
+def test_a_restart_answers_503_then_the_receiver_stores_again(
+    postgres_url: str,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     store = open_store(postgres_url)
     headers = {"Content-Type": "application/x-protobuf"}
     try:
@@ -48,6 +54,11 @@ def test_a_restart_answers_503_then_the_receiver_stores_again(postgres_url: str)
             provider.get_tracer("t").start_span("from the sdk").end()
             provider.shutdown()
             assert httpx.post(f"{url}/v1/traces", content=_body(2), headers=headers).status_code == 200
+        # Each refused export is one line saying why (not a traceback apiece while the outage lasts).
+        refusals = [r for r in caplog.records if "storing spans failed" in r.getMessage()]
+        assert refusals
+        assert all(r.levelno == logging.WARNING and r.exc_info is None for r in refusals)
+        assert all("lost its connection" in r.getMessage() for r in refusals)
         names = sorted(t.name for t in store.list_traces())
         assert names == ["from the sdk", "s"]
         assert len(store.get_spans((7).to_bytes(16, "big").hex())) == 2
