@@ -50,24 +50,94 @@ def decode_json_file_chunk(body: bytes, *, source: SpanSource = "file") -> Decod
 
 
 _REQUEST_KEYS = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
+_WRAP = (
+    'wrap the spans as {"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]} with traceId, spanId and '
+    "start/end times on each"
+)
+
+
+class ForeignFormatError(OtlpDecodeError):
+    """The file holds another tool's trace format: the message names it and what to do instead (the file
+    readers keep it rather than their own hint that the file may be truncated)."""
 
 
 def _refuse_other_objects(obj: object) -> None:
-    """A JSON object that holds no request field but others is some other record — most often one span
-    dumped on its own (a test's recorded span, an SDK's console export) — not an empty request: read as
-    a request (unknown fields ignored) it would import nothing and say nothing."""
+    """A JSON object that holds no request field but others is some other record — one span dumped on its
+    own (a test's recorded span, an SDK's console export), or another tool's trace export (Langfuse,
+    MLflow, Phoenix, LangSmith) — not an empty request: read as a request (unknown fields ignored) it
+    would import nothing and say nothing. A JSON array is no request either."""
+    if isinstance(obj, list):
+        raise _foreign_list(obj)
     if not isinstance(obj, dict) or not obj or any(k in obj for k in _REQUEST_KEYS):
         return
     if _console_span(obj):
         raise _console_error()
+    named = _foreign_format(obj)
+    if named is not None:
+        raise ForeignFormatError(named, hint="see the message")
     keys = ", ".join(sorted(map(str, obj))[:6])
     looks = " (it looks like a single span)" if {"name", "attributes"} <= obj.keys() else ""
-    # The file readers put their own hint on a decode error: what to do goes in the message.
-    raise OtlpDecodeError(
+    raise ForeignFormatError(
         f"the JSON object has no resourceSpans or resourceLogs, only {keys}{looks}: it is not an OTLP/JSON "
-        "export request; export with an OTLP exporter, or wrap the spans as "
-        '{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]} with traceId, spanId and start/end '
-        "times on each",
+        f"export request; export with an OTLP exporter, or {_WRAP}",
+        hint="see the message",
+    )
+
+
+def _foreign_format(obj: dict[str, object]) -> str | None:
+    """What to say of a JSON object that is another tool's trace record, by the fields that tool writes;
+    None when it is none of them."""
+    data = obj.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        # A page of an API's answer (Phoenix's spans, Langfuse's traces or observations).
+        return _foreign_format(data[0])
+    if isinstance(obj.get("info"), dict) and isinstance(data, dict) and isinstance(data.get("spans"), list):
+        return (
+            "it holds an MLflow trace (info and data.spans, as Trace.to_json or `mlflow traces get` write"
+            " it), not OTLP: export MLflow's spans over OTLP instead (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+            " set to `tracejudge collect otlp`'s address, or the OpenTelemetry Collector's file exporter),"
+            " which tracejudge reads with their mlflow.spanType, spanInputs and spanOutputs"
+        )
+    if isinstance(obj.get("observations"), list) or (
+        "traceId" in obj and obj.get("type") in ("GENERATION", "SPAN", "EVENT", "RETRIEVER", "TOOL", "AGENT")
+    ):
+        return (
+            "it holds a Langfuse trace or observation as Langfuse's API returns it, not OTLP: pull the"
+            " traces from Langfuse with `tracejudge collect langfuse`, which reads them the same way"
+        )
+    if "span_kind" in obj or "context.span_id" in obj:
+        return (
+            "it holds a span as Phoenix exports it (span_kind, context.span_id: a spans dataframe or "
+            "OpenInference span JSON), not OTLP: pull the project's traces from Phoenix with "
+            "`tracejudge collect phoenix`, or send the spans over OTLP to `tracejudge collect otlp`"
+        )
+    if "run_type" in obj and ("inputs" in obj or "child_runs" in obj):
+        return (
+            "it holds a LangSmith run (run_type, inputs, outputs), not OTLP: tracejudge reads no LangSmith "
+            "runs; trace the application with OpenTelemetry (LangSmith's OpenTelemetry export, or an "
+            "OpenInference or OpenLLMetry LangChain instrumentation) and send the spans to "
+            "`tracejudge collect otlp`"
+        )
+    return None
+
+
+def _foreign_list(items: list[object]) -> ForeignFormatError:
+    """A JSON array: named after its first item when that is a record we know, else as a list."""
+    first = items[0] if items else None
+    if isinstance(first, dict):
+        if _console_span(first):
+            return _console_error()
+        named = _foreign_format(first)
+        if named is not None:
+            return ForeignFormatError(f"a JSON array of records: {named}", hint="see the message")
+        if "traceId" in first or "spanId" in first:
+            return ForeignFormatError(
+                f"a JSON array of {len(items)} spans is not an OTLP/JSON export request: {_WRAP}",
+                hint="see the message",
+            )
+    return ForeignFormatError(
+        f"a JSON array ({len(items)} items) is not an OTLP/JSON export request, which is one object "
+        '{"resourceSpans": [...]} (or one per line); export with an OTLP exporter',
         hint="see the message",
     )
 
@@ -82,8 +152,8 @@ def _console_span(obj: object) -> bool:
     return isinstance(trace_id, str) and trace_id.startswith("0x")
 
 
-def _console_error() -> OtlpDecodeError:
-    return OtlpDecodeError(
+def _console_error() -> ForeignFormatError:
+    return ForeignFormatError(
         "it holds spans as the OpenTelemetry SDK's ConsoleSpanExporter prints them (span.to_json()), "
         "which is not OTLP: export them with OTLPSpanExporter to `tracejudge collect otlp`, or write "
         "OTLP/JSON files with the OpenTelemetry Collector's file exporter",
@@ -189,6 +259,8 @@ def _iter_jsonl(path: Path, gzipped: bool, source: SpanSource) -> Iterator[Decod
 def _decode_line(path: Path, lineno: int, line: bytes, source: SpanSource) -> DecodeResult:
     try:
         return decode_json_file_chunk(line, source=source)
+    except ForeignFormatError as exc:
+        raise InputError(f"{path}, line {lineno}: {exc.message}", hint=exc.hint) from exc
     except OtlpDecodeError as exc:
         raise InputError(
             f"{path}, line {lineno}: {exc.message}",
@@ -201,6 +273,8 @@ def _iter_json(path: Path, data: bytes, source: SpanSource) -> Iterator[DecodeRe
     try:
         yield decode_json_file_chunk(data, source=source)
         return
+    except ForeignFormatError as exc:
+        raise InputError(f"{path}: {exc.message}", hint=exc.hint) from exc
     except OtlpDecodeError as exc:
         cause = exc.__cause__
         if isinstance(cause, json.JSONDecodeError) and cause.msg == "Extra data" and _console_head(data):
