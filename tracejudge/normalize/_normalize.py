@@ -838,16 +838,18 @@ def _final_answer(
 
 def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) -> str | None:
     """The user's request: the first convention's record (``PRECEDENCE.task_input``), else the
-    last user message of the first model call that has one."""
+    last user message of the first model call that has one, else its last message whose role was
+    not recorded (it may be the request: values the request states are not counted as the answer's)."""
     found = _first_read(PRECEDENCE.task_input, lambda c: c.task_input(root, views))
     if found:  # "" is owned and empty: later conventions are not asked
         return found
-    for call in models:
-        text = next(
-            (m.content for m in reversed(call.input_messages) if m.role == "user" and m.content), None
-        )
-        if text:
-            return text
+    for role in ("user", "unknown"):
+        for call in models:
+            text = next(
+                (m.content for m in reversed(call.input_messages) if m.role == role and m.content), None
+            )
+            if text:
+                return text
     return None
 
 
