@@ -7,6 +7,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import pytest
+
+from tracejudge.normalize import cut_short
 from tracejudge.schema import RawSpan
 
 
@@ -25,6 +28,11 @@ def _changed(spans: list[RawSpan], key: str, change: Any) -> list[RawSpan]:
     return out
 
 
+def _cut(limit: int) -> Any:
+    """An exporter's attribute-length limit (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT): the value cut, no mark."""
+    return lambda value: value[:limit]
+
+
 def _verdict(mk: ModuleType, spans: list[RawSpan], manifest: Any) -> str:
     loc = mk.localize(mk.normalize(spans), mk.ticket(), manifest)
     return loc.verdict + (f" ({loc.cause})" if loc.cause else "")
@@ -40,3 +48,55 @@ def test_a_message_whose_role_was_lost_may_still_be_the_request(mk: ModuleType) 
     fewer = _changed(spans, "llm.input_messages.1.message.role", lambda _: None)
     assert mk.normalize(fewer).input is not None
     assert _verdict(mk, fewer, manifest) == "unconfirmed"
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "limit"),
+    [
+        # The second model call's message list, cut inside its JSON: it was read as raw text, whole.
+        ("adk_rag.pb", "gen_ai.input.messages", 128),
+        # A Python-literal repr of the tool's documents (OpenInference, OpenAI Agents SDK), cut.
+        ("openai_agents_rag.pb", "llm.input_messages.3.message.content", 128),
+        # Plain text: the system prompt holding the excerpts, cut mid-sentence at a round length.
+        ("haystack_rag.pb", "llm.input_messages.0.message.content", 128),
+        ("haystack_rag.pb", "llm.input_messages.0.message.content", 256),
+    ],
+)
+def test_a_model_input_cut_at_a_length_limit_is_not_read_as_whole(
+    mk: ModuleType, name: str, key: str, limit: int
+) -> None:
+    # The clause was past the cut: the input read as whole said dropped_in_context.
+    spans = mk.recorded_spans(name)
+    manifest = mk.policy_manifest("EU")
+    assert _verdict(mk, spans, manifest) == "no_fault"
+    cut = _changed(spans, key, _cut(limit))
+    assert _verdict(mk, cut, manifest) == "unconfirmed"
+    record = mk.normalize(cut)
+    assert "model_input_truncated" in {g.kind for g in record.gaps}
+    (stage,) = [s for s in mk.localize(record, mk.ticket(), manifest).stages if s.name == "in_context"]
+    assert any("cut short" in item for item in stage.missing)
+
+
+SENTENCES = "Prepayment shall not exceed 30,000 RMB per order. " * 30
+
+
+@pytest.mark.parametrize(
+    ("value", "cut"),
+    [
+        ('[{"role": "user", "content": "Can we pre', True),
+        ('[{"role": "user", "content": "Can we prepay?"}]', False),
+        ("[{'role': 'user', 'content': 'Can we pre", True),
+        ("[{'role': 'user', 'content': 'Can we prepay?'}]", False),
+        # Prompts that open like JSON and are none: DSPy's field markers, an instruction tag.
+        ("[[ ## context ## ]]\nContract C-17" + "x" * 200, False),
+        ("[INST] Can we prepay", False),
+        # Round lengths: text stopping mid-sentence, a whole sentence, a length no limit has, an id.
+        (SENTENCES[:128], True),
+        (SENTENCES[:1024], True),
+        (SENTENCES[:127] + ".", False),
+        (SENTENCES[:129], False),
+        ("a" * 128, False),
+    ],
+)
+def test_what_reads_as_cut_short(value: str, cut: bool) -> None:
+    assert (cut_short(value) is not None) == cut

@@ -120,7 +120,15 @@ class _Scan:
             self.missing.append(f"model input of span {call.span_id} (redacted)")
             self.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))
         elif call.input_partial:
-            missing = f"model input of span {call.span_id} (a message was recorded without its content)"
+            why = next(
+                (
+                    g.detail
+                    for g in ctx.task.gaps
+                    if g.span_id == call.span_id and g.kind == "model_input_truncated"
+                ),
+                "a message was recorded without its content",
+            )
+            missing = f"model input of span {call.span_id} ({why})"
             self.missing.append(missing)
             self.absent.append(Evidence(span_id=call.span_id, note=f"input partly recorded; {note}"))
         else:

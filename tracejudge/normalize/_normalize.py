@@ -28,6 +28,7 @@ from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
+from tracejudge.normalize._cut import cut_values
 from tracejudge.normalize._genai import system_instructions
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
@@ -636,7 +637,7 @@ def _input_record(
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
     says which)."""
-    recorded = _Input.read(system, system_redacted, given)
+    recorded = _Input.read(system, system_redacted, given, cut_values(view.raw))
     gap = recorded.gap()
     if gap is not None:
         view.gap(*gap)
@@ -652,9 +653,11 @@ class _Input(NamedTuple):
     """Positions of input messages that lost their content or their tool result on the way."""
     only_system: bool
     """Only the system instructions were recorded (a chat call always sends messages)."""
+    cut: list[str]
+    """The span's values an exporter may have cut short (``cut_values``)."""
 
     @classmethod
-    def read(cls, system: str | None, system_redacted: bool, given: ModelIO) -> _Input:
+    def read(cls, system: str | None, system_redacted: bool, given: ModelIO, cut: list[str]) -> _Input:
         inputs = given.messages or ()
         pieces = [system] if system else []
         pieces.extend(m.content for m in inputs if m.content)
@@ -664,6 +667,7 @@ class _Input(NamedTuple):
             redacted=system_redacted or _redacted(given),
             lost=_lost_inputs(inputs),
             only_system=bool(system) and not inputs and not given.texts,
+            cut=cut,
         )
 
     def gap(self) -> tuple[str, str] | None:
@@ -677,12 +681,15 @@ class _Input(NamedTuple):
             return "model_input_not_recorded", detail
         if self.only_system:
             return "model_input_not_recorded", "only the system instructions were recorded, no input message"
+        if self.cut:
+            return "model_input_truncated", f"the input may have been cut short: {'; '.join(self.cut)}"
         return None
 
     @property
     def partial(self) -> bool:
-        """Some of the input reached the trace, and some was lost."""
-        return bool(self.text) and (bool(self.lost) or (self.only_system and not self.redacted))
+        """Some of the input reached the trace, and some was lost (or may have been: a value cut short)."""
+        lost = bool(self.lost) or (self.only_system and not self.redacted) or bool(self.cut)
+        return bool(self.text) and lost
 
 
 def _lost_inputs(inputs: Sequence[Message]) -> list[int]:

@@ -189,6 +189,7 @@ class Gap(_Frozen):
         "no_model_span",
         "model_input_not_recorded",
         "model_input_redacted",
+        "model_input_truncated",
         "model_output_not_recorded",
         "model_output_redacted",
         "no_final_answer",

@@ -1,0 +1,85 @@
+"""Values an exporter may have cut short.
+
+Exporters and backends cap attribute values (the SDKs' ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a
+collector's truncate processor, a backend's column) and mark nothing: the value simply ends at the limit.
+A model input cut that way no longer holds the clause it was sent with, and reading it as whole would
+conclude ``dropped_in_context`` from a record of less than the model saw (DESIGN 5.5). Two signs are
+read: a JSON document that stops before it closes, and a text exactly as long as a limit such caps use.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from tracejudge.schema import RawSpan
+
+# Lengths exporters and backends are set to cut at: powers of two and round figures (with one less, for
+# limits that count a terminator). A text exactly this long may have been longer.
+LIMITS = frozenset(
+    {
+        *(2**n for n in range(7, 17)),
+        *(2**n - 1 for n in range(7, 17)),
+        *(n * 1000 for n in (1, 2, 4, 5, 8, 10, 12, 16, 20, 32, 50, 64, 100)),
+    }
+)
+# How a whole text ends (a sentence, a list, a quote, a markup block).
+_ENDINGS = tuple(".!?;:)]}>\"'`*")
+# A JSON document's opening (an object's first key, an array of objects, strings or arrays), and a
+# Python literal's (a repr some instrumentations record): a prompt may start with "[INST]", "{name}" or
+# DSPy's "[[ ## context ## ]]" and be neither.
+_JSON_START = re.compile(r'\s*(\{\s*"|\[\s*(\{\s*"|"|\[\s*[\[{"]))')
+_LITERAL_START = re.compile(r"\s*(\{\s*'|\[\s*(\{\s*'|'|\(\s*'))")
+
+
+def _closes(value: str) -> bool:
+    """Whether a value that opens like JSON (or a Python literal) closes as one."""
+    if _JSON_START.match(value):
+        try:
+            json.loads(value)
+        except (ValueError, RecursionError):
+            return False
+        return True
+    try:
+        ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def cut_short(value: str) -> str | None:
+    """Why ``value`` may have been cut short; None when nothing says so."""
+    if _JSON_START.match(value) or _LITERAL_START.match(value):
+        if _closes(value):
+            return None
+        return f"a JSON (or Python) value that stops at {len(value)} characters before it closes"
+    # A text exactly as long as a limit that stops mid-sentence. Ids and hashes hit round lengths too (a
+    # SHA-512 is 128 hex digits): only text with words counts.
+    if len(value) in LIMITS and " " in value and not value.rstrip().endswith(_ENDINGS):
+        return (
+            f"text exactly {len(value)} characters long that stops mid-sentence, where exporters cut values"
+        )
+    return None
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def cut_values(span: RawSpan) -> list[str]:
+    """A note for each attribute of the span (its events' included) whose value may have been cut."""
+    items = [(key, value) for key, value in span.attributes.items()]
+    items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
+    notes = []
+    for key, value in items:
+        why = next((w for w in map(cut_short, _strings(value)) if w is not None), None)
+        if why is not None:
+            notes.append(f"{key}: {why}")
+    return notes
