@@ -77,6 +77,16 @@ def test_a_model_input_cut_at_a_length_limit_is_not_read_as_whole(
     assert any("cut short" in item for item in stage.missing)
 
 
+def test_a_request_cut_at_a_length_limit_does_not_make_the_answer_agree(mk: ModuleType) -> None:
+    # The request (the user message with the excerpts, both versions) cut at 128 characters no longer
+    # stated the superseded 50,000 RMB the answer repeats: the echo went unseen, ignored_by_model.
+    spans = mk.recorded_spans("litellm_openinference_ignored.pb")
+    manifest = mk.policy_manifest("EU", ids="chunk")
+    assert _verdict(mk, spans, manifest) == "unconfirmed"
+    cut = _changed(spans, "llm.input_messages.1.message.content", _cut(128))
+    assert _verdict(mk, cut, manifest) == "unconfirmed"
+
+
 SENTENCES = "Prepayment shall not exceed 30,000 RMB per order. " * 30
 
 

@@ -10,6 +10,7 @@ from tracejudge._errors import TracejudgeError
 from tracejudge.localize._context import CheckContext, material_label, norm_version, stage_result
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value, mentions
 from tracejudge.localize._text import find_clause, tokenize
+from tracejudge.normalize import cut_short
 from tracejudge.schema import Evidence, Material, StageResult, UsageQuestion, Verdict
 
 
@@ -75,6 +76,12 @@ class _Reading:
     """The values the request states."""
     echoed: list[Evidence] = field(default_factory=list)
     """Values the answer states only as the request did (shown, never counted)."""
+    question_cut: str | None = field(init=False)
+    """Why the request may have been cut short (an exporter's length limit): what it stated past the
+    cut is unknown, so any value the answer states may only echo it."""
+
+    def __post_init__(self) -> None:
+        self.question_cut = cut_short(self.question)
 
     def stated(
         self, key: str, fv: FactValue, echo: str, unnamed: list[Evidence], clause: str | None = None
@@ -99,6 +106,11 @@ class _Reading:
             return None
         if self.question and mentions(self.question, self.question_values, fv):
             self.echoed.append(Evidence(span_id=self.span, note=echo))
+            return None
+        if self.question_cut is not None:
+            said = echo.split(", but")[0]
+            note = f"{said}, which the request may state past where it was cut ({self.question_cut})"
+            self.echoed.append(Evidence(span_id=self.span, note=note))
             return None
         a, b = spans[0]
         return self.answer[a:b]
