@@ -87,6 +87,16 @@ def test_a_request_cut_at_a_length_limit_does_not_make_the_answer_agree(mk: Modu
     assert _verdict(mk, cut, manifest) == "unconfirmed"
 
 
+def test_candidates_cut_at_a_length_limit_do_not_let_ranking_be_concluded(mk: ModuleType) -> None:
+    # The recorded candidates say the filter excluded v2; cut, they were skipped as unreadable and the
+    # documents without v2 read as a ranking cut (not_retrieved) — the candidates may say otherwise.
+    spans = mk.recorded_spans("openinference_rag.pb")
+    manifest = mk.recorded_manifest("CN")
+    assert _verdict(mk, spans, manifest) == "filtered (filter)"
+    cut = _changed(spans, "tracejudge.retrieval.candidates", _cut(128))
+    assert _verdict(mk, cut, manifest) == "unconfirmed"
+
+
 SENTENCES = "Prepayment shall not exceed 30,000 RMB per order. " * 30
 
 

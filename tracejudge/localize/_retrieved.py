@@ -73,10 +73,13 @@ def _replay_metadata(entry: ManifestEntry | None) -> dict[str, Any]:
     return {**own, **entry.metadata}
 
 
-def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None, switch: str) -> _Outcome:
+def _call_outcome(
+    call: RetrievalCall, m: Material, entry: ManifestEntry | None, switch: str, unread: str | None = None
+) -> _Outcome:
     """Why ``call`` did not return ``m``: its recorded candidates say, else the filter and the ACL
     replayed against the manifest entry, else what would settle it (``switch``: how to record the
-    call's documents, ``"; to record it: …"`` or "")."""
+    call's documents, ``"; to record it: …"`` or ""; ``unread``: why candidates it recorded could not
+    be read)."""
     label = material_label(m.doc_id, m.version)
     span = call.span_id
     ev: list[Evidence] = []
@@ -95,6 +98,9 @@ def _call_outcome(call: RetrievalCall, m: Material, entry: ManifestEntry | None,
         return _Outcome("filter", ev, [])
     if allowed is False:
         return _Outcome("permission", ev, [])
+    if unread is not None:
+        # Candidates it could not read may say a filter or an ACL excluded the material: not rank.
+        return _Outcome(None, ev, [f"the candidates of retrieval span {span}, readable ({unread})"])
     return _not_excluded(call, label, ev, missing, switch, admitted=bool(passes_filter and allowed))
 
 
@@ -234,6 +240,22 @@ def _check(ctx: CheckContext, m: Material) -> StageResult:
     return _why_not_returned(ctx, m, label, other)
 
 
+def _unread_candidates(ctx: CheckContext, call: RetrievalCall) -> str | None:
+    """Why candidates the call recorded could not be read (cut short, not a list, an entry without an
+    id); None when it recorded none, or all were read."""
+    spans = {call.span_id, *call.span_ids}
+    return next(
+        (
+            g.detail
+            for g in ctx.task.gaps
+            if g.kind == "attribute_unparseable"
+            and g.span_id in spans
+            and g.detail.startswith("tracejudge.retrieval.candidates")
+        ),
+        None,
+    )
+
+
 def _documents_switch(ctx: CheckContext, call: RetrievalCall) -> str:
     if call.documents_recorded:
         return ""
@@ -270,7 +292,10 @@ def _why_not_returned(ctx: CheckContext, m: Material, label: str, other: list[Ev
     from every call (fail), or what would settle it (unconfirmed)."""
     entry = _entry_for_replay(ctx, m)
     outcomes = _Outcomes(
-        [(call, _call_outcome(call, m, entry, _documents_switch(ctx, call))) for call in ctx.task.retrievals]
+        [
+            (call, _call_outcome(call, m, entry, _documents_switch(ctx, call), _unread_candidates(ctx, call)))
+            for call in ctx.task.retrievals
+        ]
     )
     evidence = [*outcomes.evidence, *other]
     n = len(outcomes.calls)
