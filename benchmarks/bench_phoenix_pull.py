@@ -20,7 +20,10 @@ Prints the medians and ranges over the rounds, the CPU the pull and the ideal sp
 process, and the load average (the machine is shared).
 
     .venv/bin/python benchmarks/bench_phoenix_pull.py [--traces 400] [--latency 0.02] [--concurrency 4]
-        [--rounds 5]
+        [--rounds 15]
+
+Also prints the time after each side's last answer was parsed (the pull's: converting and storing
+the last batch, the watermark), and the pull's time up to its last answer against the ideal's.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import multiprocessing as mp
 import os
 import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -65,20 +69,49 @@ def _serve(n: int, latency: float, conn: Any) -> None:
 
 
 _SPANS: list[int] = []  # spans each pull stored
+_TAILS: dict[str, list[float]] = {"pull": [], "ideal": []}  # seconds from the last answer parsed to the end
+
+
+class _LastAnswer:
+    """When the last answer of a run was parsed (any thread)."""
+
+    def __init__(self) -> None:
+        self.at = 0.0
+        self._lock = threading.Lock()
+
+    def mark(self) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            self.at = max(self.at, now)
+
+
+class _TimedApi(PhoenixApi):
+    """The pull's client, noting when each answer is parsed (the time after the last one is the
+    pull's own: converting and storing the last batch, the watermark)."""
+
+    last: _LastAnswer
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        answer = super().get(path, params)
+        self.last.mark()
+        return answer
 
 
 def _pull(base_url: str, concurrency: int, workdir: Path, n: int) -> tuple[float, float]:
     """The pull into a fresh store; the store and the client are made and closed outside the timing."""
     store = SqliteStore(workdir / f"pull-{time.monotonic_ns()}.db")
     try:
-        with PhoenixApi(PhoenixCredentials.model_validate({"base_url": base_url})) as api:
+        with _TimedApi(PhoenixCredentials.model_validate({"base_url": base_url})) as api:
+            api.last = _LastAnswer()
             t0, c0 = time.perf_counter(), time.process_time()
             report = pull_phoenix(store, api, PullOptions(concurrency=concurrency))
-            timed = time.perf_counter() - t0, time.process_time() - c0
+            end = time.perf_counter()
+            timed = end - t0, time.process_time() - c0
     finally:
         store.close()
     assert report.fetched == n, report
     _SPANS.append(report.spans_new)
+    _TAILS["pull"].append(end - api.last.at)
     return timed
 
 
@@ -99,9 +132,13 @@ def _ideal(base_url: str, concurrency: int, n: int) -> tuple[float, float]:
     """The pull's requests by plain httpx: listing pages in turn, each batch fetched once named."""
     listing = {"parent_id": "null", "sort": "start_time", "order": "asc", "limit": _PAGE}
 
+    last = _LastAnswer()
+
     def batch(ids: list[str]) -> int:
         params = {"trace_id": ids, "sort": "id", "order": "asc", "limit": _PAGE}
-        return sum(len(p.get("data") or []) for p in _pages(client, params))
+        spans = sum(len(p.get("data") or []) for p in _pages(client, params))
+        last.mark()
+        return spans
 
     with (
         httpx.Client(base_url=base_url, timeout=60, trust_env=False) as client,
@@ -129,8 +166,10 @@ def _ideal(base_url: str, concurrency: int, n: int) -> tuple[float, float]:
         if ids:
             futures.append(pool.submit(batch, ids))
         sum(f.result() for f in futures)
-        timed = time.perf_counter() - t0, time.process_time() - c0
+        end = time.perf_counter()
+        timed = end - t0, time.process_time() - c0
     assert len(listed) == n, len(listed)
+    _TAILS["ideal"].append(end - last.at)
     return timed
 
 
@@ -174,6 +213,8 @@ def run(n: int, latency: float, concurrency: int, rounds: int, workdir: Path) ->
         ideal_gets: list[_Get] = conn.recv()
         key = sorted((p, tuple(sorted(q))) for p, q in gets)
         assert key == sorted((p, tuple(sorted(q))) for p, q in ideal_gets), "the ideal's requests differ"
+        for tails in _TAILS.values():
+            tails.clear()  # the warm-up's
         # Each step returns (wall seconds, CPU seconds of this process) of its timed part.
         steps: list[tuple[str, Callable[[], tuple[float, float]]]] = [
             ("pull", lambda: _pull(base_url, concurrency, workdir, n)),
@@ -202,7 +243,7 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=400)
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -217,6 +258,18 @@ def main() -> None:
     print(f"  plain httpx ideal {_spread(out['ideal'], ' s')}, CPU {_spread(out['ideal_cpu'], ' s')}")
     print(f"  replay all at once {_spread(out['replay'], ' s')}")
     print(f"  pull / ideal {_spread(out['vs_ideal'], 'x')}; pull / replay {_spread(out['vs_replay'], 'x')}")
+    # Where the pull's time beyond the ideal's goes: fetching more slowly (the pull's work on what
+    # arrived competes with its fetches for the GIL and the cores), or the work after the last answer
+    # (the last batch's conversion and store, the watermark).
+    tail_ms = {k: [t * 1000 for t in v] for k, v in _TAILS.items()}
+    print(
+        f"  after the last answer: pull {_spread(tail_ms['pull'], ' ms', 1)},"
+        f" ideal {_spread(tail_ms['ideal'], ' ms', 1)}"
+    )
+    fetching = [
+        (p - t) / i for p, t, i in zip(out["pull"], _TAILS["pull"], out["ideal"], strict=True)
+    ]
+    print(f"  pull up to its last answer / ideal {_spread(fetching, 'x')}")
     # CPU depends less on the machine's load than wall time does: what the pull spends beyond the
     # ideal's fetching and parsing (conversion, store, markers) per span it stored.
     extra = [(p - i) / _SPANS[-1] * 1e6 for p, i in zip(out["pull_cpu"], out["ideal_cpu"], strict=True)]

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -192,7 +192,17 @@ class _Puller:
         return spans
 
 
-_Pending = deque[tuple[list[str], Future[dict[str, list[RawSpan]]]]]
+class _Fetched(NamedTuple):
+    """A batch of traces as fetched, ready to store: their spans (each trace whole) and markers."""
+
+    spans: list[RawSpan]
+    markers: dict[str, str]
+    """Each trace's marker by its meta key."""
+    settled: list[str]
+    unsettled: list[str]
+
+
+_Pending = list[tuple[list[str], Future[_Fetched]]]
 
 
 class _Run(ListingTally):
@@ -216,8 +226,8 @@ class _Run(ListingTally):
         self.unsettled: list[str] = []
         self.ukey = unsettled_key("phoenix", window.key)
         self.now = datetime.now(UTC)
-        # Batches being fetched while the listing goes on; stored in listing order, by this thread only.
-        self.pending: _Pending = deque()
+        # Batches being fetched while the listing goes on; stored as they arrive, by this thread only.
+        self.pending: _Pending = []
         self.max_pending = max(1, self.options.concurrency) * 2
 
     def markers(self, trace_ids: Iterable[str]) -> dict[str, str]:
@@ -249,45 +259,66 @@ class _Run(ListingTally):
         if len(self.batch) >= max(1, self.options.trace_batch):
             self.submit(pool)
 
-    def store_one(self) -> None:
-        """Store the oldest fetched batch, with every batch after it that is fetched already: one
-        transaction for their spans (each trace whole) and markers, so the store keeps up."""
-        ids: list[str] = []
-        spans: list[RawSpan] = []
-        of_trace: dict[str, list[RawSpan]] = {}
-        while self.pending and (not ids or self.pending[0][1].done()):
-            trace_ids, future = self.pending.popleft()
-            by_trace = future.result()
-            ids.extend(trace_ids)
-            for t in trace_ids:
-                of_trace[t] = by_trace.get(t, [])
-                spans.extend(of_trace[t])
-        markers: dict[str, str] = {}
-        for t in ids:
-            trace_spans = of_trace[t]
-            now_seen = seen(trace_spans, before=self.before.get(t), now=self.now, lag=LAG)
-            (self.settled if now_seen.settled else self.unsettled).append(t)
-            marker = {"project": self.options.project, **now_seen.model_dump()}
-            markers[_marker_key(t)] = orjson.dumps(marker).decode()  # a sixth of json.dumps' time
+    def store_fetched(self, *, wait: bool) -> None:
+        """Store every batch fetched so far, in the order they arrived rather than the order they
+        were listed (a batch answered early is not held for a slower one listed before it, so after
+        the last answer only that batch is left to store): one transaction for their spans (each
+        trace whole) and markers. ``wait``: when none has arrived yet, wait for the first. A batch
+        whose fetch failed raises here, after the others that arrived are stored."""
+        if wait and self.pending and not any(f.done() for _, f in self.pending):
+            futures_wait([f for _, f in self.pending], return_when=FIRST_COMPLETED)
+        arrived = [(ids, f) for ids, f in self.pending if f.done()]
+        if not arrived:
+            return
+        self.pending = [(ids, f) for ids, f in self.pending if not f.done()]
+        failed = next((exc for _, f in arrived if (exc := f.exception()) is not None), None)
+        self._store([(ids, f.result()) for ids, f in arrived if f.exception() is None])
+        if failed is not None:
+            raise failed
+
+    def fetch(self, trace_ids: list[str], before: dict[str, Seen | None]) -> _Fetched:
+        """Fetch a batch and make its markers, in the fetching thread: after the last answer, only
+        its store is left to the run."""
+        by_trace = self.puller.fetch(trace_ids)
+        batch = _Fetched([], {}, [], [])
+        project = self.options.project
+        for t in trace_ids:
+            trace_spans = by_trace.get(t, [])
+            batch.spans.extend(trace_spans)
+            now_seen = seen(trace_spans, before=before.get(t), now=self.now, lag=LAG)
+            (batch.settled if now_seen.settled else batch.unsettled).append(t)
+            marker = {"project": project, **now_seen.model_dump()}
+            batch.markers[_marker_key(t)] = orjson.dumps(marker).decode()  # a sixth of json.dumps' time
+        return batch
+
+    def _store(self, batches: Sequence[tuple[list[str], _Fetched]]) -> None:
+        if not batches:
+            return
+        spans = [s for _, b in batches for s in b.spans]
+        markers = {k: v for _, b in batches for k, v in b.markers.items()}
         self.spans_new += self.store.put_spans(spans, meta=markers)
-        self.fetched += len(ids)
-        if self.on_trace is not None:
-            for trace_id in ids:
-                self.on_trace(trace_id, True)
+        for ids, b in batches:
+            self.settled.extend(b.settled)
+            self.unsettled.extend(b.unsettled)
+            self.fetched += len(ids)
+            if self.on_trace is not None:
+                for trace_id in ids:
+                    self.on_trace(trace_id, True)
 
     def submit(self, pool: ThreadPoolExecutor) -> None:
         if not self.batch:
             return
         ids = list(self.batch)
         self.batch.clear()
+        before = {t: self.before.get(t) for t in ids}
         if self.options.concurrency > 1:
-            self.pending.append((ids, pool.submit(self.puller.fetch, ids)))
+            self.pending.append((ids, pool.submit(self.fetch, ids, before)))
         else:  # no overlap: fetch here, between listing pages, as a serial pull does
-            done: Future[dict[str, list[RawSpan]]] = Future()
-            done.set_result(self.puller.fetch(ids))
+            done: Future[_Fetched] = Future()
+            done.set_result(self.fetch(ids, before))
             self.pending.append((ids, done))
-        while len(self.pending) > self.max_pending or (self.pending and self.pending[0][1].done()):
-            self.store_one()
+        while len(self.pending) > self.max_pending or any(f.done() for _, f in self.pending):
+            self.store_fetched(wait=len(self.pending) > self.max_pending)
 
     def admit(self, trace_id: str, pool: ThreadPoolExecutor) -> bool:
         """Queue a trace to fetch; False, the run left incomplete, when ``--limit`` allows no more."""
@@ -319,12 +350,14 @@ class _Run(ListingTally):
                 return
 
     def abandon(self) -> None:
-        """Keep what was fetched before a failure (a rerun then skips it)."""
-        while self.pending:
-            if self.pending[0][1].cancel() or self.pending[0][1].exception() is not None:
-                self.pending.popleft()
-            else:
-                self.store_one()
+        """Keep what was fetched before a failure (a rerun then skips it): batches not started are
+        cancelled, those under way waited for, and every one that arrived whole is stored."""
+        for _, future in self.pending:
+            future.cancel()
+        self.pending = [(ids, f) for ids, f in self.pending if not f.cancelled()]
+        futures_wait([f for _, f in self.pending])
+        self.pending = [(ids, f) for ids, f in self.pending if f.exception() is None]
+        self.store_fetched(wait=False)
 
 
 def pull_phoenix(
@@ -344,15 +377,19 @@ def pull_phoenix(
         scope.append({"session": options.session_id})  # scopes without a session keep their old keys
     window = Window(store, scope_key("phoenix", scope), options.from_time, LAG)
     run = _Run(store, puller, window, on_trace)
-    with ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="phoenix") as pool:
-        try:
-            run.list_and_fetch(window.lower, pool)
-            run.submit(pool)
-        except BaseException:
-            run.abandon()
-            raise
+    pool = ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="phoenix")
+    try:
+        run.list_and_fetch(window.lower, pool)
+        run.submit(pool)
         while run.pending:
-            run.store_one()
+            run.store_fetched(wait=True)
+    except BaseException:
+        run.abandon()
+        raise
+    finally:
+        # No fetch is under way any more (each was stored, or waited for by abandon): the idle
+        # threads end on their own instead of the run waiting for each to wake up and end.
+        pool.shutdown(wait=False)
     write_unsettled(store, run.ukey, add=run.unsettled, remove=run.settled)
     warnings: list[str] = []
     if run.listed == 0:

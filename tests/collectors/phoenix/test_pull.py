@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -217,3 +218,53 @@ def test_markers_are_read_a_listing_page_at_a_time(server, api_for, store):
     assert counting.single == []
     assert counting.pages == [5, 5, 2]
     assert (first.fetched, again.fetched, again.skipped) == (12, 0, 12)
+
+
+class _FirstBatchHeld:
+    """A Phoenix client whose first batch of traces is answered only once the store has stored
+    something (at most 10 s): a batch that arrives must not wait for one listed before it."""
+
+    def __init__(self, api, first_trace):
+        self._api = api
+        self._first_trace = first_trace
+        self.stored = threading.Event()
+        self.held_until_a_store: bool | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._api, name)
+
+    def get(self, path, params=None):
+        if self.held_until_a_store is None and self._first_trace in (params or {}).get("trace_id", ()):
+            self.held_until_a_store = self.stored.wait(10)
+        return self._api.get(path, params)
+
+
+class _StoreNoting:
+    def __init__(self, store, stored):
+        self._store = store
+        self._stored = stored
+        self.writes: list[set[str]] = []
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def put_spans(self, spans, **kwargs):
+        spans = list(spans)
+        self.writes.append({s.trace_id for s in spans})
+        new = self._store.put_spans(spans, **kwargs)
+        self._stored.set()
+        return new
+
+
+def test_a_batch_is_stored_when_it_arrives_not_after_those_listed_before_it(server, api_for, store):
+    # Two traces a batch, two at once; the first batch is answered only after a store.
+    seed(server, range(4))
+    with api_for(server) as api:
+        held = _FirstBatchHeld(api, trace_id(0))
+        noting = _StoreNoting(store, held.stored)
+        report = pull_phoenix(noting, held, PullOptions(trace_batch=2, concurrency=2))
+    assert held.held_until_a_store is True
+    assert noting.writes[0] == {trace_id(2), trace_id(3)}
+    assert set().union(*noting.writes) == {trace_id(i) for i in range(4)}
+    assert (report.fetched, report.spans_new, report.complete) == (4, 16, True)
+    assert all(store.get_meta("phoenix.trace:" + trace_id(i)) is not None for i in range(4))
