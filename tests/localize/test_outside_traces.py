@@ -274,6 +274,16 @@ def test_openinference_completion_output_is_the_completed_text_not_the_response_
     assert record["final_answer"].startswith(" + fib(n-3) + fib(n-4)\n\ndef fib(n):")
 
 
+def test_a_model_s_hosted_web_search_is_named_where_the_retrieval_is_missing(store: Path) -> None:
+    # gpt-4o-mini-search-preview with web_search_options searched the web inside the call: no span holds what
+    # it found, and no span could be marked a retrieval.
+    record = _show(store, f"{6:032x}")
+    (detail,) = [g["detail"] for g in record["gaps"] if g["kind"] == "no_retrieval_span"]
+    assert "(web_search)" in detail
+    assert "search with a tool of your own" in detail
+    assert "gen_ai.tool.type = datastore" not in detail  # nothing to mark
+
+
 HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."
 
 

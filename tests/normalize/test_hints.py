@@ -13,13 +13,13 @@ import pytest
 
 from tests.normalize.test_conventions import root, span
 from tracejudge.normalize import normalize
-from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, SWITCHES, Switch, producer
+from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, SWITCHES, Switch, producer
 from tracejudge.schema import TaskRecord
 from tracejudge_collectors.otel import read_otlp_file
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "tests" / "fixtures" / "traces"
-NAMED = [HOSTED_FILE_SEARCH]  # switches a reader names itself, outside the table
+NAMED = [HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH]  # switches a reader names itself, outside the table
 ALL = sorted(
     {id(s): s for s in [*NAMED, *(s for table in SWITCHES.values() for s in table.values())]}.values(),
     key=lambda s: s.text,

@@ -84,7 +84,7 @@ def test_a_hosted_file_search_without_results_is_a_tool_call_and_a_gap() -> None
     (hosted,) = [g for g in record.gaps if g.kind == "retrieval_documents_not_recorded"]
     assert 'include=["file_search_call.results"]' in hosted.detail
     (none,) = [g for g in record.gaps if g.kind == "no_retrieval_span"]
-    assert "hosted file search" in none.detail
+    assert "00000000000000b1 (file_search)" in none.detail
     # The same search passed back as input: what it found may have reached the model, and is not recorded.
     later = _call(
         [{"role": "user", "content": "cap?"}, search, {"role": "user", "content": "and?"}],

@@ -149,6 +149,13 @@ HOSTED_FILE_SEARCH = Switch(
     "package:openai",
 )
 """Named by the gap of a model call that ran OpenAI's hosted file search without its results (Logfire)."""
+HOSTED_WEB_SEARCH = Switch(
+    "search with a tool of your own whose span records what it returned (gen_ai.retrieval.documents, or"
+    " OpenInference retrieval.documents): a model's hosted web search returns its answer and citations only",
+    ("gen_ai.retrieval.documents", "retrieval.documents"),
+    "tracejudge",
+)
+"""Named by the gap of a trace whose only search is a model's hosted web search (``web_search_options``)."""
 
 _MLFLOW_GENAI = Switch(
     "unset MLFLOW_ENABLE_OTEL_GENAI_SEMCONV: MLflow's translation to the GenAI conventions exports a"

@@ -30,7 +30,7 @@ from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._cut import cut_values
 from tracejudge.normalize._genai import system_instructions
-from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, with_switches
+from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
 from tracejudge.normalize._precedence import PRECEDENCE, Line
 from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value
@@ -136,13 +136,7 @@ def incompleteness(task: TaskRecord) -> list[str]:
 def _trace_gaps(gaps: Gaps, views: list[SpanView], steps: _Steps) -> None:
     if not steps.retrievals:
         detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools)
-        hosted = logfire.hosted_search_spans(views)
-        if hosted:
-            # The search ran inside the model call (OpenAI's hosted file_search): no span can be marked.
-            detail += (
-                f"; model calls {hosted} ran a hosted file search whose results the trace does not hold;"
-                f" to record it: {HOSTED_FILE_SEARCH.text}"
-            )
+        detail += _hosted(views)
         gaps.add("no_retrieval_span", None, detail)
     if not steps.models:
         detail = "no span of the trace is an LLM call"
@@ -733,6 +727,24 @@ def _tool_call(view: SpanView) -> ToolCall:
         result=parsed,
         documents=tuple(docs) if docs else None,
         start_time=view.start,
+    )
+
+
+def _hosted(views: list[SpanView]) -> str:
+    """Model calls that searched inside themselves (OpenAI's hosted file or web search), when nothing is a
+    retrieval: no span can be marked, and what they found is in no span — say so, and what would record it."""
+    hosted = dict.fromkeys(logfire.hosted_search_spans(views), "file_search")
+    for view in views:
+        kind = oi.hosted_search(view) if view.step == "model" else None
+        if kind is not None:
+            hosted.setdefault(view.span_id, kind)
+    if not hosted:
+        return ""
+    listed = ", ".join(f"{span_id} ({kind})" for span_id, kind in hosted.items())
+    switch = HOSTED_FILE_SEARCH if "file_search" in hosted.values() else HOSTED_WEB_SEARCH
+    return (
+        f"; model calls ran a hosted search whose results the trace does not hold: {listed};"
+        f" to record it: {switch.text}"
     )
 
 

@@ -160,6 +160,23 @@ def choices(view: SpanView) -> list[str] | None:
     return [c for c in (as_str(i.get("completion.text")) for i in ordered(items)) if c]
 
 
+def hosted_search(view: SpanView) -> str | None:
+    """The search a model call ran inside itself, by its request (``llm.invocation_parameters``): OpenAI's
+    ``web_search_options``, or a ``web_search…`` / ``file_search`` tool; None when it ran none. What such a
+    search found comes back to no span (the API returns the answer and, at most, citations)."""
+    params = maybe_json(view.attrs.get("llm.invocation_parameters"))
+    if not isinstance(params, dict):
+        return None
+    if params.get("web_search_options") is not None:
+        return "web_search"
+    tools = params.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        kind = as_str(tool.get("type")) if isinstance(tool, dict) else None
+        if kind is not None and (kind.startswith("web_search") or kind == "file_search"):
+            return "web_search" if kind.startswith("web_search") else "file_search"
+    return None
+
+
 def usage(view: SpanView) -> dict[str, Any]:
     return {
         "input": view.attrs.get("llm.token_count.prompt"),
