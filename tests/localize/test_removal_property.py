@@ -108,6 +108,15 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
         " filter admits it; without the candidates the records consistently show a ranking cut"
     ),
     **{
+        ("langgraph_filtered.pb+second-search@policy", label): (
+            "a second search that recorded neither its filter nor its documents may have returned the"
+            " material; without its span (dropped, sampled out) or its kind (no convention marks it a"
+            " retrieval) the trace is one of a single search whose recorded filter excluded the material,"
+            " a real filter fault: nothing left in the trace names the lost search"
+        )
+        for label in ("span ContractRetriever", "attr ContractRetriever:openinference.span.kind")
+    },
+    **{
         (case, f"subtree {name}"): _NEVER_INDEXED
         for case, names in _TRULENS_RETRIEVALS.items()
         for name in names
@@ -318,6 +327,27 @@ def _fixture_cases() -> Iterator[Case]:
             yield Case(path.name + suffix, spans, mk.ticket(), policy)
 
 
+def _second_retrieval_cases() -> Iterator[Case]:
+    """A recorded filter fault with a second search that recorded neither its filter nor its documents (a
+    copy of the retriever span beside it): which of the two left the material out is open, unconfirmed."""
+    spans = _spans(mk.RECORDED / "langgraph_filtered.pb")
+    (retriever,) = [s for s in spans if s.attributes.get("openinference.span.kind") == "RETRIEVER"]
+    kept = ("openinference.span.kind", "input.value")
+    second = retriever.model_copy(
+        update={
+            "span_id": "5ec0bd0000000001",
+            "attributes": {k: v for k, v in retriever.attributes.items() if k in kept},
+            "start_time_unix_nano": retriever.end_time_unix_nano,
+            "end_time_unix_nano": retriever.end_time_unix_nano + 1_000_000,
+        }
+    )
+    at = spans.index(retriever) + 1
+    twice = (*spans[:at], second, *spans[at:])
+    yield Case(
+        "langgraph_filtered.pb+second-search@policy", twice, mk.ticket(), tuple(mk.policy_manifest("EU"))
+    )
+
+
 def _outside() -> ModuleType:
     from tests.localize import test_outside_traces
 
@@ -369,7 +399,13 @@ def _dspy_cases() -> Iterator[Case]:
 
 @functools.cache
 def corpus() -> tuple[Case, ...]:
-    return (*_fixture_cases(), *_procurement_cases(), *_dspy_cases(), *_outside_cases())
+    return (
+        *_fixture_cases(),
+        *_second_retrieval_cases(),
+        *_procurement_cases(),
+        *_dspy_cases(),
+        *_outside_cases(),
+    )
 
 
 def verdict(case: Case, spans: list[RawSpan]) -> str:
