@@ -163,9 +163,13 @@ def test_of_an_llm_method_around_a_generation_only_the_generation_is_the_model_c
     [
         ("What is the cap?\nAnswer briefly.", "What is the cap?\nAnswer briefly."),  # a string passed as is
         ("text='Context: cap\\nQ: cap?'", "Context: cap\nQ: cap?"),  # a StringPromptValue
+        ("[INST] cap? [/INST]", "[INST] cap? [/INST]"),  # a prompt may begin like a list
+        ('{"question": "cap?"}', '{"question": "cap?"}'),  # JSON text is text
         ("[HumanMessage(content='cap?\\nAnswer')]", None),  # a message list's repr: escaped text
+        ("[ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[])]", None),  # LlamaIndex's
         ("content='cap?' additional_kwargs={}", None),  # one message
-        ("{'question': 'cap?'}", None),
+        ("{'question': 'cap?'}", None),  # a dict's repr
+        ("<object.Prompt object at 0x10f0>", None),
     ],
 )
 def test_a_generation_input_is_a_plain_string_or_a_prompt_value_never_a_repr(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import re
 import tokenize
 from collections.abc import Sequence
@@ -67,7 +68,9 @@ _COMPLETE_METHODS = frozenset({"complete", "acomplete", "stream_complete", "astr
 _LLM_PACKAGES = ("llama_index", "langchain")
 _LLM_MODULES = frozenset({"llms", "chat_models", "language_models"})
 # How str() of a LangChain prompt value or message begins: not a prompt's plain text.
-_REPR_HEADS = ("messages=", "text=", "content=", "[", "{", "(", "<")
+_REPR_HEADS = ("messages=", "text=", "content=")
+# Reprs inside a value: a message object (LangChain's, LlamaIndex's ChatMessage), an object's default repr.
+_REPRS = re.compile(r"\b\w*Message\(|<[\w.]+ object at 0x[0-9a-fA-F]+>")
 _NEXT_FIELD = re.compile(r" [a-z_]+=")
 # LangChain message classes -> the ``type`` their serialized form carries.
 _MESSAGE_TYPES = {
@@ -149,9 +152,26 @@ def _prompt(value: str) -> ModelIO | None:
     text = _string_field(value, "text")  # a StringPromptValue
     if text:
         return ModelIO(texts=(text,))
-    if value.startswith(_REPR_HEADS) or "Message(content=" in value:
+    if value.startswith(_REPR_HEADS) or _REPRS.search(value) or _python_literal(value):
         return None
     return ModelIO(texts=(value,))
+
+
+def _python_literal(value: str) -> bool:
+    """Whether ``value`` is the repr of a Python dict, list or tuple (``{'question': 'cap?'}``) rather than a
+    prompt — a prompt may well begin with ``[`` (``[INST]``) or be JSON text."""
+    if not value.startswith(("{", "[", "(")):
+        return False
+    try:
+        json.loads(value)
+    except ValueError:
+        pass
+    else:
+        return False  # JSON text passed as the prompt
+    try:
+        return isinstance(ast.literal_eval(value), dict | list | tuple)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, TypeError):
+        return False
 
 
 def prompt_value_messages(text: str) -> list[dict[str, Any]] | None:
