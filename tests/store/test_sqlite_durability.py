@@ -16,6 +16,7 @@ import pytest
 from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import SqliteStore, open_store
+from tracejudge.store._sqlite import copy_wait
 
 T = "4bf92f3577b34da6a3ce929d0e0e4736"
 _LEVEL = {"normal": 1, "full": 2}
@@ -97,7 +98,7 @@ def test_a_burst_of_commits_is_copied_into_the_database_while_the_store_stays_op
     store = SqliteStore(tmp_path / "s.db", synchronous=level)  # type: ignore[arg-type]
     checkpointer = store._checkpointer
     assert checkpointer is not None
-    assert (checkpointer._coalesce_s > 0) is coalesced
+    assert (checkpointer._pause_s > 0) is coalesced
     try:
         for batch in range(5):
             store.put_spans(
@@ -113,6 +114,22 @@ def test_a_burst_of_commits_is_copied_into_the_database_while_the_store_stays_op
         assert 1 <= checkpointer.checkpoints <= 5
     finally:
         store.close()
+
+
+def test_at_full_the_copy_waits_for_a_pause_in_the_commits_up_to_a_bound() -> None:
+    """The checkpointer's policy at synchronous=full (pause 0.05 s, at most 0.5 s): while commits keep
+    coming it waits, so its writes do not compete with their syncs; after a pause, or once the first
+    commit not copied is 0.5 s old, it copies. At normal (both 0) it copies at once."""
+    # A commit just now: wait for the pause.
+    assert copy_wait(first=10.0, last=10.0, now=10.0, pause=0.05, max_defer=0.5) == pytest.approx(0.05)
+    # Commits keep coming (the last 0.01 s ago): wait on.
+    assert copy_wait(first=10.0, last=10.2, now=10.21, pause=0.05, max_defer=0.5) == pytest.approx(0.04)
+    # They paused: copy.
+    assert copy_wait(first=10.0, last=10.2, now=10.26, pause=0.05, max_defer=0.5) == 0
+    # They never pause: copy at the bound.
+    assert copy_wait(first=10.0, last=10.49, now=10.495, pause=0.05, max_defer=0.5) == pytest.approx(0.005)
+    assert copy_wait(first=10.0, last=10.6, now=10.6, pause=0.05, max_defer=0.5) == 0
+    assert copy_wait(first=10.0, last=10.0, now=10.0, pause=0.0, max_defer=0.0) == 0
 
 
 _WRITER = textwrap.dedent(

@@ -14,8 +14,10 @@ Durability (``synchronous``, chosen with ``sqlite:///PATH?synchronous=full|norma
 
 Either way a background thread copies committed WAL pages into the database (a checkpoint) after
 span commits, so commits do not pay for the copy: at ``normal`` after each commit (the checkpoint is
-what puts it on the disk), at ``full`` (where the commit itself did) at most every
-``_COALESCE_S`` seconds, so a burst of commits is copied together.
+what puts it on the disk); at ``full`` (where the commit itself did) once the commits pause for
+``_PAUSE_S``, or ``_MAX_DEFER_S`` after the first commit not yet copied if they do not, so that a
+burst of commits is copied together, after it, instead of the copy's writes and syncs competing with
+the commits' syncs for the disk.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Literal, cast
 from tracejudge._errors import InputError, StoreError
 from tracejudge.store._sql import SqlStore
 
-__all__ = ["SqliteStore", "Synchronous", "split_options"]
+__all__ = ["SqliteStore", "Synchronous", "copy_wait", "split_options"]
 
 Synchronous = Literal["full", "normal"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("full", "normal")
@@ -40,12 +42,26 @@ _WAL_AUTOCHECKPOINT_BYTES = 64 * 1024 * 1024
 _JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 # A WAL longer than this (16 MiB, in frames of one page) is restarted by the checkpointer.
 _RESTART_BYTES = 16 * 1024 * 1024
-# At synchronous=full, the checkpointer copies at most this often (seconds): commits in a burst (one
-# per export request) rewrite some of the same pages -- an index's last leaf, the traces' lookup
-# index, a table's last page -- which a checkpoint per commit copied and synced again each time, and
-# each checkpoint syncs the WAL and the database. Measured on 20 commits of 512 spans (26 MB): a
-# checkpoint per commit 0.044 s of CPU, one per 4 commits 0.031 s, one at the end 0.030 s.
-_COALESCE_S = 0.1
+# At synchronous=full, the checkpointer copies once the commits pause this long (seconds), and at the
+# latest this long after the first commit it has not copied (bounding the WAL: at ~80 MB/s of commits,
+# under the writer's own autocheckpoint above). Commits in a burst (one per export request) rewrite
+# some of the same pages -- an index's last leaf, a table's last page -- which a checkpoint per commit
+# copied and synced again each time (20 commits of 512 spans, 26 MB: a checkpoint per commit 0.044 s
+# of CPU, one per 4 commits 0.031 s, one at the end 0.030 s); and a copy during the burst writes the
+# burst again while its commits wait for their syncs: 20 syncs of 1.9 MB took 0.14-0.23 s alone and
+# 0.21-0.30 s beside three 11 MB writes and syncs (a stand-in on this machine's disk); the receiver
+# wrote 76 MB while taking 10k spans of 2.5 KB (bench_intake's written MB), 43 MB copying after.
+_PAUSE_S = 0.05
+_MAX_DEFER_S = 0.5
+
+
+def copy_wait(first: float, last: float, now: float, pause: float, max_defer: float) -> float:
+    """Seconds the checkpointer waits before copying, given the monotonic times of the first commit it
+    has not copied and of the last commit: until the commits have paused ``pause`` seconds, at most
+    until ``max_defer`` after the first; 0: copy now."""
+    return max(0.0, min(last + pause, first + max_defer) - now)
+
+
 # Pages of 16 KiB for a new store: a span's JSON (a few KB) then fits in its page instead of a chain
 # of 4 KiB overflow pages; measured 1.6x faster span writes and 2x faster trace reads than 4 KiB
 # (64 KiB was slower to write: every commit logs whole pages). An existing store keeps its size.
@@ -74,10 +90,12 @@ class _Checkpointer:
     """Copies committed WAL pages into the database file on its own connection and thread, so a
     commit does not wait for the copy (sqlite3 releases the GIL while it works)."""
 
-    def __init__(self, path: str, page_size: int, coalesce_s: float) -> None:
+    def __init__(self, path: str, page_size: int, pause_s: float, max_defer_s: float) -> None:
         self._path = path
         self._restart_frames = _RESTART_BYTES // page_size
-        self._coalesce_s = coalesce_s
+        self._pause_s = pause_s
+        self._max_defer_s = max_defer_s
+        self._last_commit = 0.0
         self._wake = threading.Event()
         self._halt = threading.Event()  # set by stop(): ends a wait for more commits
         self._stop = False
@@ -88,6 +106,7 @@ class _Checkpointer:
 
     def poke(self) -> None:
         with self._guard:
+            self._last_commit = time.monotonic()
             if self._stop:
                 return
             if self._thread is None:
@@ -102,16 +121,20 @@ class _Checkpointer:
             return  # the writer's own autocheckpoint still bounds the WAL
         try:
             conn.execute("PRAGMA busy_timeout=1000")
-            last = 0.0
             while True:
                 self._wake.wait()
+                first = time.monotonic()
                 # Let the commits of a burst collect (what they commit meanwhile is copied too).
-                if (delay := last + self._coalesce_s - time.monotonic()) > 0:
+                while not self._stop:
+                    with self._guard:
+                        last = self._last_commit
+                    delay = copy_wait(first, last, time.monotonic(), self._pause_s, self._max_defer_s)
+                    if delay <= 0:
+                        break
                     self._halt.wait(delay)
                 self._wake.clear()
                 if self._stop:
                     return
-                last = time.monotonic()
                 self.checkpoints += 1
                 try:
                     # PASSIVE never blocks the writer; what it cannot copy now is copied next time.
@@ -162,8 +185,10 @@ class SqliteStore(SqlStore):
                 page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
                 conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT_BYTES // page_size}")
                 conn.execute(f"PRAGMA journal_size_limit={_JOURNAL_SIZE_LIMIT}")
-                coalesce = _COALESCE_S if self.synchronous == "full" else 0.0
-                self._checkpointer = _Checkpointer(self.path, page_size, coalesce)
+                full = self.synchronous == "full"
+                self._checkpointer = _Checkpointer(
+                    self.path, page_size, _PAUSE_S if full else 0.0, _MAX_DEFER_S if full else 0.0
+                )
             # See the module docstring for what each level guarantees.
             conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
             super().__init__(conn, self.path)
