@@ -26,7 +26,9 @@ and measures, each phase in its own process so peak memory is its own:
            the request's spans (their OTLP bytes, as stored) to a file and syncs it (fdatasync)
            before it returns (what any durable store must do at the least: write the bytes once and
            wait for the disk once a request). For each intake phase, the MB the receiver wrote
-           while it ran (/proc's write_bytes: for SQLite the WAL and the checkpoints' copies)
+           while it ran (/proc's write_bytes: for SQLite the WAL and the checkpoints' copies), and
+           its event loop's CPU vs the ideal's (the main thread: uvicorn receiving and parsing the
+           requests; decoding and storing run in other threads, after the body has arrived)
   read-json, read  every trace read back (store.get_spans) from the store-json and store phases
            stores: what reading costs in each stored form
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
@@ -354,6 +356,13 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _loop_cpu_of(pid: int) -> float:
+    """CPU seconds the process's main thread has used: the receiver's event loop (uvicorn reading and
+    parsing the requests, answering them); its other threads decode and store."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _peak_rss_of(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -484,11 +493,12 @@ def phase_intake(
             raise SystemExit("the receiver did not start")
         url = proc.stdout.readline().split()[-1] + "/v1/traces"
         prepared = _requests(url, list(frames(path)))
-        cpu, written = _cpu_of(proc.pid), _written_of(proc.pid)
+        cpu, loop, written = _cpu_of(proc.pid), _loop_cpu_of(proc.pid), _written_of(proc.pid)
         start = time.perf_counter()
         requests = _send_all(url, prepared, senders)
         seconds = time.perf_counter() - start
         cpu = _cpu_of(proc.pid) - cpu
+        loop = _loop_cpu_of(proc.pid) - loop
         written = _written_of(proc.pid) - written
         rss = _peak_rss_of(proc.pid)
     finally:
@@ -513,6 +523,7 @@ def phase_intake(
         "requests": requests,
         "commits": commits,
         "written_mb": written / 1e6,
+        "loop_cpu": loop,
         "normalize": norm,
     }
 
@@ -644,7 +655,10 @@ def main() -> None:
                     continue
                 if r.get("commits") is not None:
                     per_request = r["commits"] / r["requests"]
-                    name += f" [{per_request:.2f} commits/request, {r['written_mb']:.0f} MB written]"
+                    name += (
+                        f" [{per_request:.2f} commits/request, {r['written_mb']:.0f} MB written,"
+                        f" event loop {r['loop_cpu'] / base_cpu:.2f}x CPU]"
+                    )
                 rows.append(
                     (
                         f"{n:,}",
