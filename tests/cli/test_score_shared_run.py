@@ -52,7 +52,11 @@ def judge() -> Iterator[ScriptedOpenAIServer]:
 
 
 def _worker(
-    store_url: str, judge: ScriptedOpenAIServer, *extra: str, env: dict[str, str] | None = None
+    store_url: str,
+    judge: ScriptedOpenAIServer,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    manifest: Path | None = EXAMPLE / "manifest.jsonl",
 ) -> subprocess.Popen[str]:
     env = {
         **os.environ,
@@ -71,8 +75,7 @@ def _worker(
             "score",
             "--rubric",
             str(EXAMPLE / "rubric.yaml"),
-            "--manifest",
-            str(EXAMPLE / "manifest.jsonl"),
+            *(("--manifest", str(manifest)) if manifest else ()),
             "--no-cache",
             "--json",
             *extra,
@@ -330,7 +333,7 @@ def test_sqlite_refuses_a_second_worker_on_a_run(tmp_path: Path, judge: Scripted
         first.wait(timeout=30)
 
 
-def test_a_worker_with_another_budget_or_rubric_is_refused_before_any_judge_call(
+def test_a_worker_with_another_budget_rubric_or_manifest_is_refused_before_any_judge_call(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,
     tmp_path: Path,
@@ -360,6 +363,22 @@ def test_a_worker_with_another_budget_or_rubric_is_refused_before_any_judge_call
             "was started with rubric restaurant-assistant",
         ),
     ]
+    other_manifest = tmp_path / "manifest.jsonl"
+    other_manifest.write_text(
+        "".join((EXAMPLE / "manifest.jsonl").read_text("utf-8").splitlines(keepends=True)[1:]), "utf-8"
+    )
+    # Without the manifest (or with another) the permission check of its items is decided otherwise:
+    # the run's summary mixed the trial's worker without --manifest (all indeterminate) with the others.
+    manifests = [
+        (None, "was started with the index manifest sha256"),
+        (other_manifest, "this worker has the index manifest sha256"),
+    ]
+    for manifest, said in manifests:
+        proc = _worker(postgres_url, judge, "--run", "cfg", "--budget-usd", "1", manifest=manifest)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, (manifest, err[-2000:])
+        assert said in err, err
+        assert "same --manifest file" in err
     for extra, said in refusals:
         proc = _worker(postgres_url, judge, "--run", "cfg", *extra)
         out, err = proc.communicate(timeout=300)

@@ -94,7 +94,15 @@ def series_key(rubric: Rubric) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def provenance(rubric: Rubric, *, repeat: int) -> Provenance:
+def manifest_hash(manifest: Sequence[ManifestEntry] | None) -> str | None:
+    """sha256 of the index manifest's entries as read (None without one): the permission check's input."""
+    if manifest is None:
+        return None
+    canon = json.dumps([e.model_dump(mode="json") for e in manifest], sort_keys=True)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def provenance(rubric: Rubric, *, repeat: int, manifest: Sequence[ManifestEntry] | None = None) -> Provenance:
     """What produces a run's scores."""
     judge = rubric.judge
     host = None
@@ -114,6 +122,7 @@ def provenance(rubric: Rubric, *, repeat: int) -> Provenance:
         temperature=judge.temperature if judge else None,
         repeat=repeat,
         tracejudge_version=__version__,
+        manifest_hash=manifest_hash(manifest),
     )
 
 
@@ -276,7 +285,7 @@ def new_run_record(
         previous_run_id=previous[0].run_id if previous else None,
         rerun_of=opts.rerun_of,
         created_at=datetime.now(UTC),
-        provenance=provenance(rubric, repeat=repeat),
+        provenance=provenance(rubric, repeat=repeat, manifest=opts.manifest),
         selection=dict(opts.selection),
         budget={
             k: float(v)

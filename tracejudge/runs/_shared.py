@@ -61,8 +61,8 @@ def _check_name(name: str) -> None:
 
 
 def _check_same_run(stored: RunRecord, mine: RunRecord) -> None:
-    """A worker joins a run only with the run's rubric, repeat and budget: the run's results and its
-    budget stop would otherwise depend on which workers happened to be alive."""
+    """A worker joins a run only with the run's rubric, repeat, index manifest and budget: the run's
+    results and its budget stop would otherwise depend on which workers happened to score or be alive."""
     theirs, ours = stored.provenance, mine.provenance
     if (theirs.rubric_hash, theirs.repeat) != (ours.rubric_hash, ours.repeat):
         raise InputError(
@@ -73,6 +73,14 @@ def _check_same_run(stored: RunRecord, mine: RunRecord) -> None:
             hint="start every worker of a run with the same rubric file and --repeat,"
             " or give --run a new name",
         )
+    # The permission check reads the manifest: without it (or with another) a worker's items would
+    # be indeterminate (or decided otherwise) beside the others' in one run's summary.
+    if theirs.manifest_hash != ours.manifest_hash:
+        raise InputError(
+            f"run {stored.run_id} was started with {_manifest_text(theirs.manifest_hash)};"
+            f" this worker has {_manifest_text(ours.manifest_hash)}",
+            hint="start every worker of a run with the same --manifest file, or give --run a new name",
+        )
     # Each worker checks the run's spend against its own options: a worker with a larger budget, or
     # none, left alone (the others done or dead) would go on past the budget the run was started with.
     if stored.budget != mine.budget:
@@ -82,6 +90,10 @@ def _check_same_run(stored: RunRecord, mine: RunRecord) -> None:
             hint="the budget is the run's: start every worker of a run with the same --budget-usd and"
             " --budget-tokens, or give --run a new name",
         )
+
+
+def _manifest_text(digest: str | None) -> str:
+    return f"the index manifest sha256 {digest[:12]}" if digest else "no --manifest"
 
 
 def _budget_text(budget: dict[str, float]) -> str:

@@ -572,6 +572,8 @@ class Provenance(_Frozen):
     """Judge calls per item."""
     tracejudge_version: str
     """tracejudge's version."""
+    manifest_hash: str | None = None
+    """sha256 of the index manifest the permission check read (None: no ``--manifest``)."""
 
 
 class GroupSummary(_Frozen):
