@@ -120,3 +120,15 @@ SENTENCES = "Prepayment shall not exceed 30,000 RMB per order. " * 30
 )
 def test_what_reads_as_cut_short(value: str, cut: bool) -> None:
     assert (cut_short(value) is not None) == cut
+
+
+def test_a_message_list_hidden_whole_is_redacted_not_the_input_text(mk: ModuleType) -> None:
+    # gen_ai.input.messages replaced whole by the redaction mark (a redacting processor, a hide switch) is
+    # no JSON: it was read as the input's raw text, "__REDACTED__", which holds no clause —
+    # dropped_in_context on a trace whose model got the clause.
+    spans = mk.recorded_spans("pydantic_ai_rag.pb")
+    manifest = mk.policy_manifest("EU")
+    assert _verdict(mk, spans, manifest) == "no_fault"
+    hidden = _changed(spans, "gen_ai.input.messages", lambda _: "__REDACTED__")
+    assert _verdict(mk, hidden, manifest) == "unconfirmed"
+    assert "model_input_redacted" in {g.kind for g in mk.normalize(hidden).gaps}

@@ -210,6 +210,9 @@ def usage(view: SpanView) -> dict[str, Any]:
 def _io(found: list[Message] | None, raw: str | None) -> ModelIO | None:
     if found is None and raw is None:
         return None
+    if raw == REDACTED:
+        # The whole list hidden (a redacting processor, OpenInference's hide switches): not its text.
+        return ModelIO(redacted=True)
     return ModelIO(messages=None if found is None else tuple(found), texts=(raw,) if raw else ())
 
 
@@ -248,7 +251,7 @@ class GenAI(NoRecords):
             return None
         found, raw = input_messages(root)
         text = next((m.content for m in reversed(found or []) if m.role == "user" and m.content), None)
-        return text or raw or None
+        return text or (raw if raw != REDACTED else None) or None
 
     def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:  # noqa: ARG002
         """The last message of an agent root that records ``gen_ai.output.messages``."""
@@ -256,7 +259,7 @@ class GenAI(NoRecords):
             return None
         found, raw = output_messages(root)
         text = next((m.content for m in reversed(found or []) if m.content), None) or raw
-        return (text, root.span_id) if text else None
+        return (text, root.span_id) if text and text != REDACTED else None
 
 
 CONVENTION = GenAI()
