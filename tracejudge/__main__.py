@@ -1,5 +1,5 @@
 """``python -m tracejudge``."""
 
-from tracejudge.cli import main
+from tracejudge.cli import console_main
 
-main()
+console_main()

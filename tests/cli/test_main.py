@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import click
@@ -127,3 +129,39 @@ _CORE = {
     "tracejudge.cli._safe",
     "tracejudge.cli._when",
 }
+
+
+_CONSOLE = """
+import atexit, sys, threading, time
+atexit.register(lambda: print("exit hook ran", file=sys.stderr))
+if sys.argv[1] == "thread":
+    # A thread still running when the command is done: the usual exit waits for it.
+    threading.Thread(target=lambda: (time.sleep(0.2), print("thread done", file=sys.stderr))).start()
+sys.argv = ["tracejudge", *sys.argv[2:]]
+from tracejudge.cli import console_main
+console_main()
+"""
+
+
+def _console(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _CONSOLE, *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_console_entry_ends_with_the_exit_hooks_run_the_output_flushed_and_the_code_kept() -> None:
+    # The process ends without the interpreter's teardown (os._exit), after what the usual exit does
+    # that anyone sees.
+    done = _console("-", "--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("tracejudge ")  # the output flushed
+    assert "exit hook ran" in done.stderr  # the exit hooks ran (logging's flush among them)
+    assert _console("-", "no-such-command").returncode == 2  # the exit code kept
+
+
+def test_the_console_entry_exits_the_usual_way_while_a_thread_runs() -> None:
+    done = _console("thread", "--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("tracejudge ")
+    assert "thread done" in done.stderr
+    assert "exit hook ran" in done.stderr
