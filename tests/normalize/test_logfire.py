@@ -97,3 +97,23 @@ def test_a_hosted_file_search_without_results_is_a_tool_call_and_a_gap() -> None
     )
     (call,) = later.model_calls
     assert call.input_partial
+
+
+def test_a_function_tool_span_is_a_tool_call_whose_result_may_name_documents() -> None:
+    # Logfire records a function tool's run as "Function: {name}": name, input, output (JSON text).
+    docs = [{"doc_id": "POL-7", "version": "v2", "text": "Prepayment shall not exceed 30,000 RMB."}]
+    attrs = {
+        "logfire.span_type": "span",
+        "logfire.msg_template": "Function: {name}",
+        "logfire.msg": "Function: search_policies",
+        "name": "search_policies",
+        "input": json.dumps({"query": "prepayment cap"}),
+        "output": json.dumps(docs),
+    }
+    record = normalize([root(), span("c1", attrs, name="Function: {name}")])
+    (tool,) = record.tool_calls
+    assert (tool.name, tool.arguments) == ("search_policies", {"query": "prepayment cap"})
+    assert [d.doc_id for d in tool.documents or ()] == ["POL-7"]
+    # Not a retrieval by itself (a list with ids may be orders): the gap names it to mark.
+    (none,) = [g for g in record.gaps if g.kind == "no_retrieval_span"]
+    assert "search_policies (1 documents)" in none.detail

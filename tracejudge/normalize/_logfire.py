@@ -11,6 +11,10 @@ Logfire counts it — a message whose content is a list of parts gives one event
 one — and the events are read only when exactly one count fits (every later event has role
 ``assistant``); otherwise they are not read, and the gap says so.
 
+A function tool's run is a ``Function: {name}`` span recording the tool's ``name``, its arguments as ``input``
+and its return value as ``output`` (JSON text when structured): a tool call, whose result may name the
+manifest's documents (a search tool).
+
 An item Logfire does not convert (``gen_ai.unknown``: a hosted tool's call such as ``file_search_call``,
 its data under ``data``) holds no text: in the input it is a message whose content was not recorded (what
 a hosted search returned may have reached the model), in the output a tool call. A hosted search whose
@@ -27,9 +31,10 @@ from tracejudge.normalize._convention import ModelIO, NoRecords
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH
 from tracejudge.normalize._values import as_str
 from tracejudge.normalize._view import SpanView
-from tracejudge.schema import Message
+from tracejudge.schema import Message, StepKind
 
 EVENTS = "events"
+_FUNCTION = "Function: {name}"
 RAW_INPUT = "raw_input"
 _MARKER = "logfire.span_type"
 _SYSTEM = "gen_ai.system.message"
@@ -144,10 +149,29 @@ def hosted_search_spans(views: Sequence[SpanView]) -> list[str]:
     return found
 
 
+def _function(view: SpanView) -> bool:
+    return _MARKER in view.attrs and view.attrs.get("logfire.msg_template") == _FUNCTION
+
+
+def tool_name(view: SpanView) -> str | None:
+    """The function tool a ``Function: {name}`` span ran; None on any other span."""
+    return as_str(view.attrs.get("name")) if _function(view) else None
+
+
 class Logfire(NoRecords):
-    """Logfire's OpenAI Agents SDK spans: the ``events`` of a Responses API call, split by ``raw_input``."""
+    """Logfire's OpenAI Agents SDK spans: the ``events`` of a Responses API call, split by ``raw_input``, and
+    the function tools' runs."""
 
     name = "logfire"
+
+    def classify(self, view: SpanView) -> StepKind | None:
+        return "tool" if _function(view) else None
+
+    def tool_arguments(self, view: SpanView) -> Any | None:
+        return view.attrs.get("input") if _function(view) else None
+
+    def tool_result(self, view: SpanView) -> Any | None:
+        return view.attrs.get("output") if _function(view) else None
 
     def input_messages(self, view: SpanView) -> ModelIO | None:
         events = _events(view)

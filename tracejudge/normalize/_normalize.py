@@ -712,7 +712,7 @@ def _usage(view: SpanView) -> dict[str, int]:
 
 def _tool_call(view: SpanView) -> ToolCall:
     a = view.attrs
-    name = as_str(view.get("tool.name", "gen_ai.tool.name"))
+    name = as_str(view.get("tool.name", "gen_ai.tool.name")) or logfire.tool_name(view)
     if name is None and a.get(oll.KIND) == "tool":
         name = as_str(a.get("traceloop.entity.name"))
     arguments = _first_read(PRECEDENCE.tool_arguments, lambda c: c.tool_arguments(view))

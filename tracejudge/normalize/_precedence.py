@@ -44,8 +44,9 @@ Why this order:
 - TruLens (``ai.observability.*``) comes after every convention it could share a span with, before the
   free-form I/O: its generation input is a function argument, its record root the app's request and answer.
 - Logfire's OpenAI Agents SDK integration records a Responses API call's messages as one ``events`` list
-  (input and output together, split by ``raw_input``): after every convention that records messages, before
-  the free-form I/O.
+  (input and output together, split by ``raw_input``), and a function tool's run as a ``Function: {name}``
+  span (``input``, ``output``): after every convention that records messages or tool I/O, before the
+  free-form I/O.
 - The Vercel AI SDK (``ai.*``) likewise: its provider requests also carry ``gen_ai.*`` attributes (model,
   usage), which GenAI reads; their messages and response are its own ``ai.prompt.messages`` /
   ``ai.response.*``.
@@ -105,7 +106,7 @@ PRECEDENCE = Precedence(
     classify=(
         (TRACEJUDGE,),
         (LANGFUSE,),
-        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS),
+        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS, LOGFIRE),
     ),
     input_messages=(
         OPENINFERENCE,
@@ -154,8 +155,21 @@ PRECEDENCE = Precedence(
     query=(GENAI, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI, MLFLOW),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
-    tool_arguments=(OPENLIT, GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
-    tool_result=(OPENLIT, GENAI, ADK, STRANDS, AG2, LANGCHAIN, AGNO, MIRASCOPE, MLFLOW, AGENTOPS, FREEFORM),
+    tool_arguments=(OPENLIT, GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, LOGFIRE, FREEFORM),
+    tool_result=(
+        OPENLIT,
+        GENAI,
+        ADK,
+        STRANDS,
+        AG2,
+        LANGCHAIN,
+        AGNO,
+        MIRASCOPE,
+        MLFLOW,
+        AGENTOPS,
+        LOGFIRE,
+        FREEFORM,
+    ),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS, FREEFORM, GENAI),
     final_answer=(
         LANGFUSE,
