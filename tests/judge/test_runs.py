@@ -448,3 +448,39 @@ def test_a_result_batch_waits_for_a_quiet_loop() -> None:
 
     assert asyncio.run(go()) == 0
     assert [i.trace_id for i in store.iter_score_items("r")] == ["t" * 32]
+
+
+def test_workers_start_a_loop_turn_apart_so_a_call_goes_out_before_the_next_is_prepared(
+    server: ScriptedOpenAIServer,
+) -> None:
+    # aiohttp writes a request from a task of its own, on the loop's next turn. Workers started in one
+    # turn prepared every first call (each loading its trace) before any went out, so the calls went
+    # and came back as one wave; started a turn apart, the first goes out before the last is prepared.
+    from tracejudge.judge import Completion
+
+    events: list[str] = []
+
+    class SentNextTurn:
+        async def complete(self, messages: Any, *, schema: Any) -> Completion:
+            asyncio.get_running_loop().call_soon(events.append, "sent")
+            await asyncio.sleep(0.01)
+            return Completion(text=json.dumps(REPLY), model="fake", input_tokens=1, output_tokens=1)
+
+        async def aclose(self) -> None:
+            return None
+
+    def load(trace_id: str) -> TaskRecord:
+        events.append("load")
+        return task(int(trace_id, 16))
+
+    ids = [f"{i:032x}" for i in range(16)]
+    run = score_run(
+        rubric(server),
+        SqliteStore(":memory:"),
+        ids,
+        client=SentNextTurn(),
+        loader=load,
+        options=ScoreOptions(concurrency=8),
+    )
+    assert run.summary.overall.n == 16
+    assert events[: events.index("sent")].count("load") < 8

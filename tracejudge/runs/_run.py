@@ -9,7 +9,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -428,6 +428,25 @@ class _LocalRun:
         )
 
 
+async def _one_a_turn(worker: Callable[[], Coroutine[Any, Any, None]], n: int) -> None:
+    """Run ``n`` workers, started one a loop turn. Started together, every worker prepared its first
+    call before any went out (aiohttp sends a request from a task of its own, on the loop's next turn),
+    so the calls went out together, came back together, and each wave of 64 replies waited for the
+    CPU it takes to handle them all before its next calls went out. Started a turn apart, each call
+    goes out as soon as it is prepared, the replies come back spread as the calls went, and each is
+    handled and followed by the next call before the others arrive."""
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for i in range(n):
+            if i:
+                await asyncio.sleep(0)
+            tasks.append(asyncio.create_task(worker()))
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()  # when one failed or the run was interrupted: the others stop too
+
+
 async def score_run_async(
     rubric: Rubric,
     store: Store,
@@ -473,7 +492,7 @@ async def score_run_async(
         status: RunStatus = "complete"
         ahead = asyncio.create_task(local.sources.run())
         try:
-            await asyncio.gather(*(local.worker() for _ in range(max(1, opts.concurrency))))
+            await _one_a_turn(local.worker, max(1, opts.concurrency))
             await writer.close()
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
