@@ -38,14 +38,15 @@ def _verdict(mk: ModuleType, spans: list[RawSpan], manifest: Any) -> str:
     return loc.verdict + (f" ({loc.cause})" if loc.cause else "")
 
 
-def test_a_message_whose_role_was_lost_may_still_be_the_request(mk: ModuleType) -> None:
+@pytest.mark.parametrize("role", [None, "__REDACTED__"], ids=["removed", "redacted"])
+def test_a_message_whose_role_was_lost_may_still_be_the_request(mk: ModuleType, role: str | None) -> None:
     # LiteLLM under OpenInference sends the contract excerpts in the user message, so the answer's 30,000
-    # RMB echoes the request and settles nothing. Without the message's role no message was the request,
-    # the echo went unseen, and the answer read as agreeing: no_fault.
+    # RMB echoes the request and settles nothing. Without the message's role (or with it hidden) no
+    # message was the request, the echo went unseen, and the answer read as agreeing: no_fault.
     spans = mk.recorded_spans("litellm_openinference_rag.pb")
     manifest = mk.policy_manifest("EU", ids="chunk")
     assert _verdict(mk, spans, manifest) == "unconfirmed"
-    fewer = _changed(spans, "llm.input_messages.1.message.role", lambda _: None)
+    fewer = _changed(spans, "llm.input_messages.1.message.role", lambda _: role)
     assert mk.normalize(fewer).input is not None
     assert _verdict(mk, fewer, manifest) == "unconfirmed"
 

@@ -857,19 +857,26 @@ def _final_answer(
 
 def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) -> str | None:
     """The user's request: the first convention's record (``PRECEDENCE.task_input``), else the
-    last user message of the first model call that has one, else its last message whose role was
-    not recorded (it may be the request: values the request states are not counted as the answer's)."""
+    last user message of the first model call that has one, else its last message whose role was not
+    recorded or is hidden (it may be the request: values the request states are not counted as the
+    answer's)."""
     found = _first_read(PRECEDENCE.task_input, lambda c: c.task_input(root, views))
     if found:  # "" is owned and empty: later conventions are not asked
         return found
-    for role in ("user", "unknown"):
+    for is_request in (lambda role: role == "user", lambda role: role not in _NOT_REQUEST_ROLES):
         for call in models:
             text = next(
-                (m.content for m in reversed(call.input_messages) if m.role == role and m.content), None
+                (m.content for m in reversed(call.input_messages) if is_request(m.role) and m.content), None
             )
             if text:
                 return text
     return None
+
+
+# Roles a request is never sent under; any other (a role not recorded, or hidden) may be the user's.
+_NOT_REQUEST_ROLES = frozenset(
+    {"system", "developer", "assistant", "model", "ai", "tool", "function", "ipython"}
+)
 
 
 # Trace metadata fields: the attribute keys that record each, first first, and whether a key is also
