@@ -8,8 +8,9 @@ variants) — take records away as real exporters lose them, and triage again: t
 ``unconfirmed``. The kinds of loss (``KINDS``): one span, one attribute, one event (log records reach a
 trace as span events); a span with its subtree (a dropped batch, a sampled-out child); every span of one
 instrumentation scope (an instrumentor not installed); a content family on every span and event
-(``CONTENT``: content capture switched off); one attribute, or every value, cut at an exporter's length
-limit (``LIMITS``). The few losses that leave a trace indistinguishable from a real fault are listed in
+(``CONTENT``: content capture switched off); one content attribute or a content family hidden
+(``REDACTED`` in its place); one attribute, or every value, cut at an exporter's length limit
+(``LIMITS``). The few losses that leave a trace indistinguishable from a real fault are listed in
 ``INDISTINGUISHABLE`` (and test_outside_traces' own list) with the reason.
 
 ``make test`` draws a bounded number of losses (``TRACEJUDGE_REMOVAL_EXAMPLES``, default 1000; the kind
@@ -101,7 +102,16 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
     **{
         (f"langfuse_sdk.pb{m}", label): _MANIFEST_DOCUMENTS
         for m in ("@EU", "@policy")
-        for label in (_LANGFUSE_OUTPUT, "content outputs", "content all", _LANGFUSE_CUT, "truncate all@128")
+        for label in (
+            _LANGFUSE_OUTPUT,
+            "content outputs",
+            "content all",
+            _LANGFUSE_CUT,
+            "truncate all@128",
+            "redact outputs",
+            "redact all",
+            "redact contract-retriever:langfuse.observation.output",
+        )
     },
     ("openinference_rag.pb@CN", "attr retrieve:tracejudge.retrieval.candidates"): (
         "the recorded candidates say the filter excluded the material while the manifest says the"
@@ -132,8 +142,10 @@ class Case:
     manifest: tuple[ManifestEntry, ...] | None
 
 
-Kind = Literal["span", "attr", "event", "subtree", "scope", "content", "truncate"]
-KINDS: tuple[Kind, ...] = ("span", "attr", "event", "subtree", "scope", "content", "truncate")
+Kind = Literal["span", "attr", "event", "subtree", "scope", "content", "redact", "truncate"]
+KINDS: tuple[Kind, ...] = ("span", "attr", "event", "subtree", "scope", "content", "redact", "truncate")
+# What a redacting processor or a hide switch leaves in place of a hidden value.
+REDACTED = "__REDACTED__"
 
 # What an instrumentation's content-capture switch takes away (the GenAI instrumentations'
 # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, TRACELOOP_TRACE_CONTENT, OpenInference's
@@ -195,7 +207,8 @@ def _descendants(spans: tuple[RawSpan, ...], index: int) -> set[int]:
 class Removal:
     """One loss: a span, an attribute, an event (the first three kinds); a span with its subtree (a dropped
     batch, a sampled-out child), every span of one instrumentation scope (an instrumentor not installed),
-    a content family on every span (capture switched off), one attribute or all cut at a length limit."""
+    a content family on every span (capture switched off), one content attribute or a content family
+    hidden (``REDACTED`` in its place), one attribute or all cut at a length limit."""
 
     kind: Kind
     span: int = -1
@@ -207,6 +220,8 @@ class Removal:
             return f"scope {self.key}"
         if self.kind == "content":
             return f"content {self.key}"
+        if self.kind == "redact" and self.span < 0:
+            return f"redact {self.key}"
         if self.kind == "truncate" and self.span < 0:
             return f"truncate all@{self.limit}"
         span = case.spans[self.span]
@@ -218,6 +233,8 @@ class Removal:
             return f"attr {span.name}:{self.key}"
         if self.kind == "truncate":
             return f"truncate {span.name}:{self.key}@{self.limit}"
+        if self.kind == "redact":
+            return f"redact {span.name}:{self.key}"
         assert isinstance(self.key, int)
         return f"event {span.name}:{span.events[self.key].name}"
 
@@ -233,6 +250,13 @@ class Removal:
         elif self.kind == "content":
             pattern = CONTENT[str(self.key)]
             spans = [_without_content(s, pattern) for s in spans]
+        elif self.kind == "redact" and self.span < 0:
+            pattern = CONTENT[str(self.key)]
+            spans = [_redacted(s, pattern) for s in spans]
+        elif self.kind == "redact":
+            span = spans[self.span]
+            attrs = {k: REDACTED if k == self.key else v for k, v in span.attributes.items()}
+            spans[self.span] = span.model_copy(update={"attributes": attrs})
         elif self.kind == "truncate" and self.span < 0:
             spans = [_truncated(s, self.limit) for s in spans]
         elif self.kind == "truncate":
@@ -259,6 +283,14 @@ def _without_content(span: RawSpan, pattern: re.Pattern[str]) -> RawSpan:
         for e in span.events
     )
     return span.model_copy(update={"attributes": attrs, "events": events})
+
+
+def _redacted(span: RawSpan, pattern: re.Pattern[str]) -> RawSpan:
+    def hide(attrs: dict[str, Any]) -> dict[str, Any]:
+        return {k: REDACTED if pattern.fullmatch(k) and isinstance(v, str) else v for k, v in attrs.items()}
+
+    events = tuple(e.model_copy(update={"attributes": hide(e.attributes)}) for e in span.events)
+    return span.model_copy(update={"attributes": hide(span.attributes), "events": events})
 
 
 def _truncated(span: RawSpan, limit: int) -> RawSpan:
@@ -438,7 +470,17 @@ def removals(case: Case, kinds: tuple[Kind, ...] = KINDS) -> list[Removal]:
         for family, pattern in CONTENT.items():
             if any(_without_content(s, pattern) != s for s in spans):
                 out.append(Removal("content", key=family))
+    if "redact" in kinds:
+        for family, pattern in CONTENT.items():
+            if any(_redacted(s, pattern) != s for s in spans):
+                out.append(Removal("redact", key=family))
     for i, span in enumerate(spans):
+        if "redact" in kinds:
+            out.extend(
+                Removal("redact", i, key)
+                for key, value in span.attributes.items()
+                if CONTENT["all"].fullmatch(key) and isinstance(value, str) and value != REDACTED
+            )
         if "attr" in kinds:
             out.extend(Removal("attr", i, key) for key in span.attributes)
         if "event" in kinds:
