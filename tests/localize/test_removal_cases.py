@@ -133,3 +133,26 @@ def test_a_message_list_hidden_whole_is_redacted_not_the_input_text(mk: ModuleTy
     hidden = _changed(spans, "gen_ai.input.messages", lambda _: "__REDACTED__")
     assert _verdict(mk, hidden, manifest) == "unconfirmed"
     assert "model_input_redacted" in {g.kind for g in mk.normalize(hidden).gaps}
+
+
+# An answer that names the superseded cap before the one in effect, as long answers do.
+BOTH = (
+    "Attachment v1 of contract C-17 capped prepayment at 50,000 RMB per order, but attachment v2, in effect"
+    " since 2026-03-01, lowers the cap to 30,000 RMB per order, so 40,000 RMB is over the limit."
+)
+
+
+@pytest.mark.parametrize("limit", [128, 1024])
+def test_an_answer_cut_at_a_length_limit_is_not_read_as_all_it_said(mk: ModuleType, limit: int) -> None:
+    # Cut at the limit, the answer keeps v1's 50,000 RMB and loses v2's 30,000 that follows it: read as
+    # whole, it rested on superseded material (ignored_by_model).
+    whole = mk.localize(mk.task(answer=BOTH), mk.ticket())
+    assert whole.verdict == "unconfirmed"  # it states both
+    # Whatever came before, the cut falls after the 50,000 and before the 30,000.
+    before = ("The buyer asked about order 7. " * 40)[: limit - 128]
+    cut = mk.localize(mk.task(answer=(before + BOTH)[:limit]), mk.ticket())
+    assert cut.verdict == "unconfirmed"
+    (used,) = [s for s in cut.stages if s.name == "used_by_model"]
+    assert "cut short" in used.detail
+    # An answer that ends where a sentence ends is read as it is, at any length.
+    assert mk.localize(mk.task(answer=mk.BAD), mk.ticket()).verdict == "ignored_by_model"

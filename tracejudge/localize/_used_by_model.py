@@ -199,6 +199,15 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     stale = _stale(ctx, m, reading, required, may_be_stale)
     echoed = reading.echoed
     cited = reading.cites(m, label)
+    cut = cut_short(answer)
+    if cut is not None and (stale or agree):
+        # What the answer states past the cut is unknown: it may take back a superseded value it stated,
+        # or state one after the required value.
+        detail = f"the answer may have been cut short ({cut}): what it states past the cut is unknown"
+        wanted = "the whole answer (raise the exporter's OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)"
+        return stage_result(
+            "used_by_model", "unconfirmed", detail, evidence=[*stale, *agree, *echoed], missing=[wanted]
+        )
     if stale and not agree and not may_agree:
         detail = f"the answer rests on superseded material instead of {label}"
         return stage_result("used_by_model", "fail", detail, evidence=[*stale, *echoed])
