@@ -17,6 +17,7 @@ Resuming without duplicates rests on the same three things as the Langfuse colle
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -58,6 +59,9 @@ LAG = timedelta(minutes=10)
 """How far before the watermark a run lists again (late inserts, long traces)."""
 MAX_PAGE = 1000
 """Phoenix's largest page of spans."""
+_GC_EVERY = 100
+"""Batches stored between two collections of the young objects while a pull holds the cyclic
+garbage collector off (see :class:`_GcPaused`)."""
 
 
 def _iso(dt: datetime) -> str:
@@ -192,6 +196,37 @@ class _Puller:
         return spans
 
 
+class _GcPaused:
+    """Holds Python's cyclic garbage collector off during a pull, and puts it back as it was.
+
+    A pull makes a few dozen container objects per span (its JSON, the record, its attributes),
+    held until its batch is stored and then freed by reference counting: the collector's passes
+    only walk them, and every pass that finds them alive moves them to an older generation that
+    is walked again, up to full collections over everything the process holds. That was a tenth
+    of a pull's CPU (400 traces: 97 -> 88 ms, interleaved, load 5). The little the pull leaves
+    in cycles (about one object per trace, from the HTTP client) is collected every
+    :data:`_GC_EVERY` batches, and by the collector's next pass once the pull ends; a collector
+    the caller had turned off stays off and is not run."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.stored = 0
+
+    def __enter__(self) -> _GcPaused:
+        self.paused = gc.isenabled()
+        gc.disable()
+        return self
+
+    def stored_batch(self) -> None:
+        self.stored += 1
+        if self.paused and self.stored % _GC_EVERY == 0:
+            gc.collect(0)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.paused:
+            gc.enable()
+
+
 class _Fetched(NamedTuple):
     """A batch of traces as fetched, ready to store: their spans (each trace whole) and markers."""
 
@@ -213,6 +248,7 @@ class _Run(ListingTally):
         self, store: Store, puller: _Puller, window: Window, on_trace: Callable[[str, bool], None] | None
     ) -> None:
         self.store = store
+        self.gc = _GcPaused()
         self.puller = puller
         self.options = puller.options
         self.on_trace = on_trace
@@ -297,6 +333,7 @@ class _Run(ListingTally):
         spans = [s for _, b in batches for s in b.spans]
         markers = {k: v for _, b in batches for k, v in b.markers.items()}
         self.spans_new += self.store.put_spans(spans, meta=markers)
+        self.gc.stored_batch()
         for ids, b in batches:
             self.settled.extend(b.settled)
             self.unsettled.extend(b.unsettled)
@@ -379,10 +416,11 @@ def pull_phoenix(
     run = _Run(store, puller, window, on_trace)
     pool = ThreadPoolExecutor(max_workers=max(1, options.concurrency), thread_name_prefix="phoenix")
     try:
-        run.list_and_fetch(window.lower, pool)
-        run.submit(pool)
-        while run.pending:
-            run.store_fetched(wait=True)
+        with run.gc:
+            run.list_and_fetch(window.lower, pool)
+            run.submit(pool)
+            while run.pending:
+                run.store_fetched(wait=True)
     except BaseException:
         run.abandon()
         raise

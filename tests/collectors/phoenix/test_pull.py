@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ import pytest
 from tracejudge import InputError
 from tracejudge.testing.phoenix_server import Fault, synthetic_spans
 from tracejudge_collectors.phoenix import LAG, PullOptions, pull_phoenix
+from tracejudge_collectors.phoenix import _pull as phoenix_pull
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -268,3 +270,65 @@ def test_a_batch_is_stored_when_it_arrives_not_after_those_listed_before_it(serv
     assert set().union(*noting.writes) == {trace_id(i) for i in range(4)}
     assert (report.fetched, report.spans_new, report.complete) == (4, 16, True)
     assert all(store.get_meta("phoenix.trace:" + trace_id(i)) is not None for i in range(4))
+
+
+class _StoreSeeingTheGc:
+    """A store noting whether Python's cyclic garbage collector runs on its own at each write."""
+
+    def __init__(self, store):
+        self._store = store
+        self.gc_enabled: list[bool] = []
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def put_spans(self, spans, **kwargs):
+        self.gc_enabled.append(gc.isenabled())
+        return self._store.put_spans(spans, **kwargs)
+
+
+def test_the_cyclic_gc_is_held_off_while_a_pull_stores_and_put_back_after(
+    server, api_for, store, monkeypatch
+):
+    seed(server, range(6))
+    seeing = _StoreSeeingTheGc(store)
+    # Young objects are still collected every _GC_EVERY batches while it is off.
+    monkeypatch.setattr(phoenix_pull, "_GC_EVERY", 1, raising=False)
+    collected: list[int] = []
+
+    def note(phase, info):
+        if phase == "start" and not gc.isenabled():
+            collected.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        assert gc.isenabled()
+        with api_for(server) as api:
+            report = pull_phoenix(seeing, api, PullOptions(trace_batch=2, concurrency=2))
+    finally:
+        gc.callbacks.remove(note)
+    assert report.fetched == 6
+    assert seeing.gc_enabled
+    assert not any(seeing.gc_enabled)
+    assert gc.isenabled()
+    assert len(collected) >= len(seeing.gc_enabled)
+    assert set(collected) == {0}
+
+
+def test_the_gc_is_put_back_after_a_failed_pull_and_left_off_when_the_caller_had_it_off(
+    server, api_for, store
+):
+    seed(server, range(6))
+    server.inject(Fault("500", path="/spans", times=1, after=2))
+    with api_for(server, max_retries=0) as api:
+        with pytest.raises(Exception, match="500"):
+            pull_phoenix(store, api, PullOptions(trace_batch=2, concurrency=2))
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            report = pull_phoenix(store, api, PullOptions(trace_batch=2, concurrency=2))
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    assert report.complete
+    assert sum(len(store.get_spans(trace_id(i))) for i in range(6)) == 24
