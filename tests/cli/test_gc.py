@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from tracejudge.cli._gc import RUN_THRESHOLD, collected_after_start_up
 
 
@@ -59,4 +61,25 @@ def test_a_disabled_collector_stays_disabled() -> None:
             assert not gc.isenabled()
         assert not gc.isenabled()
     finally:
+        gc.enable()
+
+
+def test_a_process_that_ends_with_the_command_keeps_start_up_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The console entry ends the process after the command: thawing a million objects there only
+    # handed them to the next collection.
+    from tracejudge.cli import _gc
+
+    monkeypatch.setattr(_gc, "_ENDING", [False])
+    gc.unfreeze()
+    threshold = gc.get_threshold()
+    _gc.process_ends_with_the_command()
+    try:
+        with collected_after_start_up() as started:
+            made = [[i] for i in range(100)]
+            started()
+        assert gc.get_freeze_count() >= len(made)
+        assert gc.get_threshold() == RUN_THRESHOLD
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
         gc.enable()

@@ -17,6 +17,7 @@ import click
 
 from tracejudge import __version__
 from tracejudge.cli._app import App, handle_errors, pass_app, print_json
+from tracejudge.cli._gc import process_ends_with_the_command as _process_ends_with_the_command
 from tracejudge.cli._gc import skip_exit_collection as _skip_exit_collection
 from tracejudge.cli._root import LazyCommand as _Lazy
 from tracejudge.cli._root import RootGroup as _RootGroup
@@ -276,6 +277,7 @@ def console_main() -> None:
     printed its output at load 7, 0.03 s without. When another thread still runs (the normal exit
     waits for it), when the exit code is not a number, or when the output cannot be flushed, the
     process exits the usual way."""
+    _process_ends_with_the_command()
     try:
         main()
     except SystemExit as exc:
