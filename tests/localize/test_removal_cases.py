@@ -111,6 +111,8 @@ SENTENCES = "Prepayment shall not exceed 30,000 RMB per order. " * 30
         # Prompts that open like JSON and are none: DSPy's field markers, an instruction tag.
         ("[[ ## context ## ]]\nContract C-17" + "x" * 200, False),
         ("[INST] Can we prepay", False),
+        # A repr that is no literal, whole: TruLens records LangChain's config so.
+        ("{'tags': [], 'callbacks': <CallbackManager object at 0x32bcba750>, 'recursion_limit': 25}", False),
         # Round lengths: text stopping mid-sentence, a whole sentence, a length no limit has, an id.
         (SENTENCES[:128], True),
         (SENTENCES[:1024], True),

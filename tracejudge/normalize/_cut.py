@@ -52,8 +52,12 @@ def _closes(value: str) -> bool:
 
 def cut_short(value: str) -> str | None:
     """Why ``value`` may have been cut short; None when nothing says so."""
-    if _JSON_START.match(value) or _LITERAL_START.match(value):
-        if _closes(value):
+    json_like = _JSON_START.match(value) is not None
+    if json_like or _LITERAL_START.match(value):
+        # A Python-looking value that ends on a closing bracket and still does not parse is a repr that is
+        # no literal ("<… object at 0x…>" inside), not a cut: a cut seldom lands just there.
+        whole = not json_like and value.rstrip().endswith(("]", "}", ")"))
+        if whole or _closes(value):
             return None
         return f"a JSON (or Python) value that stops at {len(value)} characters before it closes"
     # A text exactly as long as a limit that stops mid-sentence. Ids and hashes hit round lengths too (a
