@@ -34,6 +34,7 @@ class App:
         self._console = console
         self._err = err
         self._store: Store | None = None
+        self._reader: Store | None = None  # a read-only SQLite store, for the commands that only read
 
     # Both consoles write through the redactor: no secret reaches the terminal, whoever prints it.
     @property
@@ -78,12 +79,22 @@ class App:
     @property
     def reader(self) -> Store:
         """The store for a command that only reads: one at an older schema is read as it is, not
-        upgraded (an upgrade locks out the older tracejudge processes still using it)."""
-        if self._store is None:
+        upgraded (an upgrade locks out the older tracejudge processes still using it), and an existing
+        SQLite store is opened read-only — nothing written, no file left beside it, readable in a
+        folder this process cannot write (``open_store(read_only=True)``). The store itself when
+        the command has opened it already."""
+        if self._store is not None:
+            return self._store
+        if self._reader is None:
             from tracejudge.store import open_store
 
-            self._store = open_store(self.store_url, upgrade=False)
-        return self._store
+            reader = open_store(self.store_url, upgrade=False, read_only=True)
+            if getattr(reader, "read_only", False):
+                self._reader = reader
+            else:  # a store made on open (new, in memory, PostgreSQL): the one every later use shares
+                self._store = reader
+                return reader
+        return self._reader
 
     def show(self, as_json: bool, data: Any, render: Callable[[], None]) -> None:
         """The one output switch of every command: ``data`` as JSON with ``--json``, else ``render()``."""
@@ -93,9 +104,10 @@ class App:
             render()
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        for store in (self._reader, self._store):
+            if store is not None:
+                store.close()
+        self._reader = self._store = None
 
 
 def _isatty(stream: object) -> bool:

@@ -23,18 +23,26 @@ def resolve_store_url(arg: str | None) -> str:
     return arg or os.environ.get("TRACEJUDGE_STORE") or DEFAULT_STORE
 
 
-def open_store(url: str, *, upgrade: bool = True) -> Store:
+def open_store(url: str, *, upgrade: bool = True, read_only: bool = False) -> Store:
     """Open the store a URL names: ``sqlite:///relative.db``, ``sqlite:////abs.db``, ``sqlite://:memory:``,
     ``postgresql://user:pass@host:5432/db``, or a bare file path.
 
     A store at an older schema is upgraded in place on open, unless ``upgrade=False`` (the commands
-    that only read): then it is read as it is and upgraded only when spans are stored in it."""
+    that only read): then it is read as it is and upgraded only when spans are stored in it.
+    ``read_only=True`` (with it) opens an existing SQLite store without writing it or adding a file
+    beside it, also in a folder that cannot be written (see ``_read_only_connection``); a store that
+    does not exist yet, an in-memory one and PostgreSQL are opened as with ``upgrade=False``."""
     if url.startswith(("postgresql://", "postgres://")):
         from tracejudge.store._postgres import PostgresStore
 
         return PostgresStore(url, upgrade=upgrade)
     path = sqlite_path(url)
-    return SqliteStore(path if url.startswith("sqlite://") else Path(path), upgrade=upgrade)
+    target = path if url.startswith("sqlite://") else Path(path)
+    if read_only:
+        file = Path(split_options(path)[0] if isinstance(target, str) else path)
+        if str(file) != ":memory:" and file.is_file() and file.stat().st_size > 0:
+            return SqliteStore(target, upgrade=False, read_only=True)
+    return SqliteStore(target, upgrade=upgrade)
 
 
 def sqlite_path(url: str) -> str:

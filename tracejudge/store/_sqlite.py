@@ -22,6 +22,7 @@ the commits' syncs for the disk.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from tracejudge._errors import InputError, StoreError
-from tracejudge.store._sql import SqlStore
+from tracejudge.store._sql import _SCHEMA_VERSION, _SESSIONS_INDEXED, SqlStore
 
 __all__ = ["SqliteStore", "Synchronous", "copy_wait", "split_options"]
 
@@ -162,17 +163,29 @@ class _Checkpointer:
 class SqliteStore(SqlStore):
     """Store on a SQLite file (or ``:memory:``). ``synchronous`` (or ``?synchronous=`` on the path)
     chooses the durability; see the module docstring. ``upgrade=False`` leaves a store at an older
-    schema as it is until spans are stored (see :meth:`SqlStore._setup`)."""
+    schema as it is until spans are stored (see :meth:`SqlStore._setup`). ``read_only=True`` opens
+    an existing store for the commands that only read: see :func:`_read_only_connection`."""
 
     _begin = "BEGIN IMMEDIATE"
 
     def __init__(
-        self, path: str | Path, *, synchronous: Synchronous | None = None, upgrade: bool = True
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous | None = None,
+        upgrade: bool = True,
+        read_only: bool = False,
     ) -> None:
         raw, from_path = split_options(str(path)) if isinstance(path, str) else (str(path), None)
         self.path = raw
         self.synchronous: Synchronous = synchronous or from_path or "full"
         self._checkpointer: _Checkpointer | None = None
+        self.read_only = read_only
+        self._query_only = False  # opened read-write with query_only (a folder it can write)
+        """Opened to read only (``query_only``, or ``mode=ro``): every write fails."""
+        if read_only:
+            self._open_read_only()
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -199,6 +212,52 @@ class SqliteStore(SqlStore):
                 hint="check the path given with --store / TRACEJUDGE_STORE is a tracejudge SQLite file",
             ) from exc
 
+    def _open_read_only(self) -> None:
+        """Open the existing store without creating, upgrading or writing anything (no table set-up:
+        the schema version is read, and a store at an older one is read as it is)."""
+        try:
+            conn = _read_only_connection(Path(self.path))
+            self._query_only = bool(conn.execute("PRAGMA query_only").fetchone()[0])
+            super().__init__(conn, self.path)
+            with self._lock:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if "schema_info" not in tables:
+                    raise sqlite3.DatabaseError("it has no tracejudge tables")
+                self._schema = self._stored_schema()
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot read the store {self.path}: {exc}",
+                hint="check the path given with --store / TRACEJUDGE_STORE is a tracejudge SQLite file",
+            ) from exc
+        if self._schema > _SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(
+                f"the store {self.label} has schema version {self._schema}, newer than this tracejudge knows",
+                hint="upgrade tracejudge, or point --store at another store",
+            )
+
+    def _index_sessions(self) -> None:
+        """A store from before the sessions index is indexed on its first session read — a write. A
+        read-only store lifts ``query_only`` for it where it can write (as it did before it read only),
+        and says what to do where it cannot, rather than read a conversation with turns left out."""
+        if not self.read_only or self._sessions_indexed:
+            return super()._index_sessions()
+        if self.get_meta(_SESSIONS_INDEXED) is not None:
+            self._sessions_indexed = True
+            return None
+        if not self._query_only:
+            raise StoreError(
+                f"the store {self.label} has not indexed its sessions yet and cannot be written here",
+                hint="run this command once where the store's folder can be written (it indexes them)",
+            )
+        with self._lock:
+            self._execute("PRAGMA query_only=0")
+        try:
+            return super()._index_sessions()
+        finally:
+            with self._lock:
+                self._execute("PRAGMA query_only=1")
+
     def _committed_spans(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.poke()
@@ -207,3 +266,35 @@ class SqliteStore(SqlStore):
         if self._checkpointer is not None:
             self._checkpointer.stop()
         super().close()
+
+
+def _read_only_connection(path: Path) -> sqlite3.Connection:
+    """A connection that only reads the store at ``path``, adds no file beside it that outlives it,
+    and works in a folder this process cannot write (a read-only mount, a backup copy).
+
+    - Folder and file writable: an ordinary connection with ``query_only`` (SQLite refuses every
+      write through it). Not ``mode=ro``: every WAL reader needs the -wal and -shm files, which a
+      ``mode=ro`` connection creates but cannot remove on close (it cannot checkpoint), so they were
+      left beside the store; an ordinary connection that closes last checkpoints and removes them, as
+      the receiver's does. It reads through SQLite's locks, so a receiver writing the store meanwhile
+      is read consistently (each read a committed snapshot, the WAL's latest commits included).
+    - Not writable, with a -wal (or -journal) beside the store: ``mode=ro``, through the locks and
+      the side files that are there already (a process that can write the folder has it open).
+    - Not writable and no side file: ``immutable=1``, the file alone without locks (``mode=ro`` cannot
+      open a WAL store there: it cannot create the -shm). No process of ours can be writing it: a
+      writer in WAL mode would have made a -wal beside it. Only a process with more rights starting to
+      write it while the read is open could be missed, which a folder we cannot write does not see in
+      the cases this is for (a read-only mount, a backup)."""
+    folder_writable = os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
+    if folder_writable:
+        options = "mode=rw"  # read-write but never create: a store removed meanwhile is not made anew
+    elif any(path.with_name(path.name + s).exists() for s in ("-wal", "-journal")):
+        options = "mode=ro"
+    else:
+        options = "mode=ro&immutable=1"
+    uri = f"{path.resolve().as_uri()}?{options}"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    if folder_writable:
+        conn.execute("PRAGMA query_only=1")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
