@@ -187,7 +187,7 @@ def test_clause_split_across_two_chunks_both_in_the_prompt_is_in_context() -> No
     assert loc.verdict == "no_fault"
     assert st.status == "pass"
     assert "split across two retrieved chunks" in st.detail
-    assert "split between retrieved chunks at rank 0 and 1" in st.evidence[0].note
+    assert "split between retrieved chunks at rank 1 and 2" in st.evidence[0].note
 
 
 def test_clause_split_across_chunks_in_reverse_rank_order() -> None:

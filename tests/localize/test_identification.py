@@ -134,7 +134,7 @@ def test_dspy_outer_retrieve_with_text_and_inner_client_with_ids_is_one_retrieva
     loc = triage(mk, record, manifest(mk))
     assert loc.verdict == "no_fault"
     assert mk.statuses(loc) == ["pass", "pass", "pass", "pass"]
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
 
 
 def test_retriever_ids_are_mapped_to_versions_by_the_manifest_ids(mk: ModuleType) -> None:
@@ -146,7 +146,7 @@ def test_retriever_ids_are_mapped_to_versions_by_the_manifest_ids(mk: ModuleType
     entries = [mk.v1_entry(ids=[87]), mk.entry(ids=[88, 89]), mk.entry(doc_id="C-12/contract", ids=[12])]
     loc = triage(mk, record, entries)
     assert loc.verdict == "no_fault"
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
 
 
 def test_unidentified_returned_documents_leave_retrieved_unconfirmed_never_rank(mk: ModuleType) -> None:
@@ -165,7 +165,7 @@ def test_unidentified_returned_documents_leave_retrieved_unconfirmed_never_rank(
     assert "could not be identified" in retrieved.detail
     # missing names each unidentified document and what would identify it — not the filter/principal.
     assert len(retrieved.missing) == 2
-    assert "rank 0" in retrieved.missing[0]
+    assert "rank 1" in retrieved.missing[0]
     assert "'88'" in retrieved.missing[0]
     assert "ids" in retrieved.missing[0]
     assert "content" in retrieved.missing[0]
@@ -182,7 +182,7 @@ def test_returned_text_without_ids_is_identified_by_manifest_content(
     loc = triage(mk, record, entries)
     if with_content:
         assert loc.verdict == "no_fault"
-        assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+        assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
     else:
         assert loc.verdict == "unconfirmed"
         assert loc.stages[1].status == "unconfirmed"

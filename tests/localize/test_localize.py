@@ -268,6 +268,19 @@ def test_wrong_currency_does_not_agree(mk: ModuleType) -> None:
 # ---------------------------------------------------------------- multi-step and several materials
 
 
+def test_the_first_returned_document_is_shown_at_rank_1(mk: ModuleType) -> None:
+    """People count ranks from 1: the first document returned was shown "at rank 0". The record's
+    ``position`` (the JSON field) stays zero-based."""
+    task = mk.task(retrievals=(mk.retrieval("r1", docs=(mk.doc(), mk.doc(doc_id="faq", position=1))),))
+    assert [d.position for d in task.retrievals[0].documents] == [0, 1]
+    loc = localize(task, mk.ticket())
+    notes = [e.note for s in loc.stages for e in s.evidence if "rank" in e.note]
+    assert notes
+    assert all(f"{mk.DOC}@v2 at rank 1," in n for n in notes), notes
+    assert not any("rank 0" in e.note for s in loc.stages for e in s.evidence)
+    assert task.model_dump(mode="json")["retrievals"][0]["documents"][0]["position"] == 0
+
+
 def test_multi_step_any_retrieval_call_counts(mk: ModuleType) -> None:
     r1 = mk.retrieval("r1", docs=(mk.doc(doc_id="faq"),))
     r2 = mk.retrieval("r2", docs=(mk.doc(doc_id="faq"), mk.doc(position=1)))
@@ -277,7 +290,7 @@ def test_multi_step_any_retrieval_call_counts(mk: ModuleType) -> None:
     assert loc.verdict == "no_fault"
     ret = stage(loc, "retrieved")
     assert [e.span_id for e in ret.evidence] == ["r2"]
-    assert "rank 1" in ret.evidence[0].note
+    assert "rank 2" in ret.evidence[0].note
     ctx = stage(loc, "in_context")
     assert "1 of 2 model calls" in ctx.detail
     assert {e.span_id for e in ctx.evidence} == {"m1", "m2"}
@@ -334,7 +347,7 @@ def test_an_exclusion_in_one_call_beside_another_calls_unidentified_document_is_
     assert "excluded C-17/attachment@v2 from retrieval span r1" in st.detail
     assert "r2 may have returned it" in st.detail
     (wanted,) = st.missing
-    assert wanted.startswith("the identity of the document at rank 0 returned by retrieval span r2")
+    assert wanted.startswith("the identity of the document at rank 1 returned by retrieval span r2")
     assert any("excludes" in e.note and e.span_id == "r1" for e in st.evidence)
     # Identified as another document, r2 did not return v2: the exclusion then decides.
     known = mk.retrieval("r2", docs=(mk.doc(doc_id="C-17/contract", version="v1", content=None),))

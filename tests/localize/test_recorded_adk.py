@@ -34,7 +34,7 @@ def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, file: str, run: s
 def test_the_search_tool_is_the_retrieval_that_returned_v2_first(mk: ModuleType) -> None:
     # The tool is not marked: its result names documents of the manifest, so it is a retrieval.
     loc = mk.triage_framework(FILE.format(run="rag"), mk.policy_manifest("EU"))
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
     # Without a manifest nothing says the tool's records are documents: no verdict.
     assert mk.triage_framework(FILE.format(run="rag"), None).verdict == "unconfirmed"
 

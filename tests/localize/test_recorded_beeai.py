@@ -50,7 +50,7 @@ def test_the_final_answer_tool_call_is_the_answering_calls_output(mk: ModuleType
 def test_the_search_tool_is_the_retrieval_that_returned_v2_first(mk: ModuleType) -> None:
     rag = FILE.format(run="rag")
     loc = mk.triage_framework(rag, mk.policy_manifest("EU"))
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
     # Without a manifest nothing says the tool's records are documents: no verdict.
     assert mk.triage_framework(rag, None).verdict == "unconfirmed"
 

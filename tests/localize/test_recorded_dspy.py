@@ -36,7 +36,7 @@ def test_the_two_retriever_levels_are_one_call_with_the_pid_joined_to_the_text(m
         ("41", "Contract C-17"),
     ]
     loc = mk.triage_framework(FILE.format(run="rag"), mk.policy_manifest("EU", ids="pid"))
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
 
 
 def test_the_passage_text_identifies_the_version_when_the_manifest_has_no_pids(mk: ModuleType) -> None:

@@ -16,7 +16,7 @@ def test_v2_in_the_prompt_and_the_right_answer_is_no_fault(mk: ModuleType, regio
     assert loc.verdict == "no_fault"
     assert mk.statuses(loc) == ["pass", "pass", "pass", "pass"]
     # The version comes from the "doc_id@version" id: the convention records no metadata.
-    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 2" in ev.note for ev in loc.stages[1].evidence)
     # Both chat inputs carried the clause.
     assert len([ev for ev in loc.stages[2].evidence if "in the model input" in ev.note]) == 2
 

@@ -40,7 +40,7 @@ def test_v2_retrieved_but_left_out_of_the_prompt_is_dropped_in_context(
     assert loc.verdict == "dropped_in_context"
     assert mk.statuses(loc) == ["pass", "pass", "fail", "skipped"]
     [retrieved] = [ev for ev in loc.stages[1].evidence if "C-17/attachment@v2" in ev.note]
-    assert "rank 0" in retrieved.note
+    assert "rank 1" in retrieved.note
     assert any("not in this model input" in ev.note for ev in loc.stages[2].evidence)
 
 

@@ -38,7 +38,7 @@ def test_each_fault_gets_its_verdict_and_cause(mk: ModuleType, mode: str, run: s
 def test_v2_retrieved_and_in_the_model_input_under_every_recording(mk: ModuleType, mode: str) -> None:
     loc = mk.triage_framework(f"litellm_{mode}_rag.pb", mk.policy_manifest("EU", ids="chunk"))
     assert mk.statuses(loc)[:3] == ["pass", "pass", "pass"]
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
 
 
 def test_chunk_ids_the_manifest_does_not_list_leave_retrieval_unconfirmed(mk: ModuleType) -> None:

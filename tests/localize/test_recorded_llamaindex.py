@@ -24,7 +24,7 @@ def test_both_versions_in_the_prompt_and_the_right_answer_is_no_fault(
     )
     assert loc.verdict == "no_fault"
     assert mk.statuses(loc) == ["pass", "pass", "pass", "pass"]
-    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 2" in ev.note for ev in loc.stages[1].evidence)
     # One model call: the predict wrapper around the chat span is not counted twice.
     assert len([ev for ev in loc.stages[2].evidence if "in the model input" in ev.note]) == 1
 
@@ -59,7 +59,7 @@ def test_top_k_too_small_without_filter_or_candidates_is_unconfirmed(
         assert any("manifest" in m for m in loc.stages[0].missing)
     else:
         assert mk.statuses(loc)[:2] == ["pass", "unconfirmed"]
-        assert any("C-17/attachment@v1 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+        assert any("C-17/attachment@v1 at rank 1" in ev.note for ev in loc.stages[1].evidence)
         assert any("tracejudge.retrieval.filter" in m for m in loc.stages[1].missing)
 
 

@@ -29,7 +29,7 @@ def test_both_versions_in_the_openai_chat_input_is_no_fault(mk: ModuleType, regi
     assert loc.verdict == "no_fault"
     assert mk.statuses(loc) == ["pass", "pass", "pass", "pass"]
     stages = loc.stages
-    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 2" in ev.note for ev in stages[1].evidence)
     assert len([ev for ev in stages[2].evidence if "in the model input" in ev.note]) == 1
 
 
@@ -58,7 +58,7 @@ def test_v2_not_returned_and_no_filter_recorded_is_unconfirmed_asking_for_the_fi
         assert loc.verdict == "unconfirmed"
         assert mk.statuses(loc)[:2] == ["pass", "unconfirmed"]
         retrieved = loc.stages[1]
-        assert any("C-17/attachment@v1 at rank 0" in ev.note for ev in retrieved.evidence)
+        assert any("C-17/attachment@v1 at rank 1" in ev.note for ev in retrieved.evidence)
         assert any("tracejudge.retrieval.filter" in m for m in retrieved.missing)
     unknown = _triage(mk, f"llamaindex_openllmetry_{run}.pb", None)
     assert unknown.stages[0].status == "unconfirmed"

@@ -16,7 +16,7 @@ def test_retriever_tool_returning_v2_and_the_right_answer_is_no_fault(
     loc = mk.triage_recorded("openai_agents_rag.pb", None if region is None else mk.recorded_manifest(region))
     assert loc.verdict == "no_fault"
     assert mk.statuses(loc) == ["pass", "pass", "pass", "pass"]
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
     # The documents reached the model as the tool's result message.
     assert any("in the model input" in ev.note for ev in loc.stages[2].evidence)
 
@@ -40,7 +40,7 @@ def test_an_unmarked_search_tool_naming_manifest_documents_is_a_retrieval(mk: Mo
     loc = mk.triage_recorded("openai_agents_unmarked_rag.pb", mk.recorded_manifest("EU"))
     assert loc.verdict == "no_fault"
     assert mk.statuses(loc) == ["pass", "pass", "pass", "pass"]
-    assert any("C-17/attachment@v2 at rank 0" in ev.note for ev in loc.stages[1].evidence)
+    assert any("C-17/attachment@v2 at rank 1" in ev.note for ev in loc.stages[1].evidence)
 
 
 def test_an_unmarked_search_tool_without_a_manifest_leaves_retrieval_unconfirmed_not_guessed(

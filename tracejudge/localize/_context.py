@@ -192,11 +192,17 @@ def _find_hits(task: TaskRecord, m: Material) -> Hits:
     return hits
 
 
+def rank(doc: Document) -> int:
+    """A returned document's rank as people count it, the first 1: what every note shows. The
+    record's ``position`` (its JSON field too) stays zero-based."""
+    return doc.position + 1
+
+
 def doc_note(call: RetrievalCall, doc: Document, what: str) -> Evidence:
     """Evidence naming a returned document, its rank and score."""
     score = f", score {doc.score:g}" if doc.score is not None else ""
     ver = f"@{doc.version}" if doc.version else ""
-    return Evidence(span_id=call.span_id, note=f"{what} {doc.doc_id}{ver} at rank {doc.position}{score}")
+    return Evidence(span_id=call.span_id, note=f"{what} {doc.doc_id}{ver} at rank {rank(doc)}{score}")
 
 
 def other_version_notes(hits: Hits, m: Material) -> list[Evidence]:

@@ -11,6 +11,7 @@ from tracejudge.localize._context import (
     doc_match,
     material_label,
     norm_version,
+    rank,
     recording_switch,
     stage_result,
 )
@@ -306,7 +307,7 @@ def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence
         parts = split_clause(a_text, b_text, clause)
         if parts is None:
             continue
-        where = f"chunks at rank {a.position} and {b.position}"
+        where = f"chunks at rank {rank(a)} and {rank(b)}"
         if ca.span_id != cb.span_id:
             where += f" (spans {ca.span_id} and {cb.span_id})"
         found = _inputs_holding_both(ctx, parts, where)

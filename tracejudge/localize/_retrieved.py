@@ -12,6 +12,7 @@ from tracejudge.localize._context import (
     doc_note,
     material_label,
     other_version_notes,
+    rank,
     recording_switch,
     stage_result,
 )
@@ -180,7 +181,7 @@ def _replay_acl(
 
 def _identity_wanted(call: RetrievalCall, doc: Document) -> str:
     """What would identify a returned document: its ids in metadata, or the manifest's ids/content."""
-    what = f"the identity of the document at rank {doc.position} returned by retrieval span {call.span_id}"
+    what = f"the identity of the document at rank {rank(doc)} returned by retrieval span {call.span_id}"
     if doc.content:
         what += f" ({_short(doc.content, 60)!r})"
     ways = ["its doc_id and version in the document's metadata"]
