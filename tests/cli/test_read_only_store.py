@@ -1,6 +1,7 @@
-"""The commands that only read (``traces list``/``show``, ``report``, ``serve``) open an existing SQLite
-store read-only: they work in a folder they cannot write (a read-only mount, a backup copy) and leave
-no file beside the store, and a receiver writing the store meanwhile is read as it commits.
+"""The commands that only read (``traces list``/``show``, ``report``, ``serve``, ``regress build``)
+open an existing SQLite store read-only: they work in a folder they cannot write (a read-only mount,
+a backup copy) and leave no file beside the store, and a receiver writing the store meanwhile is read
+as it commits.
 
 A read-only folder does not stop root (the tests run as root in CI): there the commands run without
 the capabilities that let root write where the folder's mode says no (CAP_DAC_OVERRIDE and
@@ -109,6 +110,14 @@ def test_reading_commands_read_a_store_in_a_folder_they_cannot_write(tmp_path: P
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["tickets"] == 1
     assert "EXP-1" in (out / "r.html").read_text()
+
+    ticket = out / "ticket.yaml"
+    ticket.write_text(json.dumps({"trace_id": TRACE, "required": [{"doc_id": "D"}]}), encoding="utf-8")
+    built = _tracejudge(
+        db, "regress", "build", "--ticket", str(ticket), "--out", str(out / "suite"), "--json", home=out
+    )
+    assert built.returncode == 0, built.stderr
+    assert {"written", "skipped"} <= set(json.loads(built.stdout))
 
     env = {**os.environ, "HOME": str(out)}
     server = subprocess.Popen(

@@ -111,7 +111,7 @@ def build_cmd(
     files = [f for t in tickets for f in ticket_files(t)]
     entries = load_manifest(manifest) if manifest else []
     report = build_suite(
-        app.store,
+        app.reader,
         out,
         tickets=files,
         langfuse_feedback=feedback,
