@@ -10,11 +10,26 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
+from tracejudge.schema import RawSpan
 from tracejudge.store import SqlStore, open_store
+
+_DROPPED = ("dropped_attributes_count", "dropped_events_count", "dropped_links_count")
+
+
+def read_as_before(span: RawSpan) -> dict[str, Any]:
+    """A span's JSON as stores read it before the SDK's dropped counts were kept (the recorded reads of
+    older versions): the counts, 0 for every span those stores hold, left out."""
+    dumped = span.model_dump(mode="json")
+    assert [dumped.pop(key) for key in _DROPPED] == [0, 0, 0]
+    assert [event.pop("dropped_attributes_count") for event in dumped["events"]] == [0] * len(
+        dumped["events"]
+    )
+    return dumped
 
 
 def postgres_admin_url() -> str:

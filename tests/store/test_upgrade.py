@@ -19,6 +19,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tests.store.conftest import read_as_before
 from tracejudge.store import STORE_SCHEMA_VERSION, EncodedSpan, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
 from tracejudge_collectors.otel import encode_protobuf
@@ -47,7 +48,7 @@ def _v1_store(kind: str, tmp_path: Path, postgres: str | None) -> str:
 def _reads(store: SqlStore) -> dict[str, Any]:
     return {
         "traces": [t.model_dump(mode="json") for t in store.list_traces()],
-        "spans": {t: [s.model_dump(mode="json") for s in store.get_spans(t)] for t in store.iter_trace_ids()},
+        "spans": {t: [read_as_before(s) for s in store.get_spans(t)] for t in store.iter_trace_ids()},
         "sessions": {t: store.trace_session(t) for t in store.iter_trace_ids()},
     }
 
@@ -151,10 +152,10 @@ def test_spans_received_after_the_upgrade_are_stored_in_their_own_bytes_beside_t
     try:
         assert store.put_spans(encoded) == 2
         old_trace = next(iter(READS["spans"]))
-        got = [s.model_dump(mode="json") for s in store.get_spans(old_trace)]
+        got = [read_as_before(s) for s in store.get_spans(old_trace)]
         late = next(s for s in encoded if isinstance(s, EncodedSpan) and s.span_id == "5555555555555555")
         assert got == sorted(
-            [*READS["spans"][old_trace], late.decode().model_dump(mode="json")],
+            [*READS["spans"][old_trace], read_as_before(late.decode())],
             key=lambda s: (s["start_time_unix_nano"], s["span_id"]),
         )
         assert [s.span_id for s in store.get_spans(T3.hex())] == ["4444444444444444"]

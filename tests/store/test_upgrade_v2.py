@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.store.conftest import read_as_before
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -52,7 +53,7 @@ def _raw(path: Path, sql: str) -> list[Any]:
 def _reads(store: SqlStore) -> dict[str, Any]:
     return {
         "traces": [t.model_dump(mode="json") for t in store.list_traces()],
-        "spans": {t: [s.model_dump(mode="json") for s in store.get_spans(t)] for t in store.iter_trace_ids()},
+        "spans": {t: [read_as_before(s) for s in store.get_spans(t)] for t in store.iter_trace_ids()},
         "sessions": {t: store.trace_session(t) for t in store.iter_trace_ids()},
     }
 

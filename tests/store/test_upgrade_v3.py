@@ -20,6 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tests.store.conftest import read_as_before
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -56,7 +57,7 @@ def _reads(store: SqlStore) -> dict[str, Any]:
     ids = list(store.iter_trace_ids())
     return {
         "traces": [t.model_dump(mode="json") for t in store.list_traces()],
-        "spans": {t: [s.model_dump(mode="json") for s in store.get_spans(t)] for t in ids},
+        "spans": {t: [read_as_before(s) for s in store.get_spans(t)] for t in ids},
         "sessions": {t: store.trace_session(t) for t in ids},
         "session_traces": {
             sid: [t.model_dump(mode="json") for t in store.session_traces(sid)]

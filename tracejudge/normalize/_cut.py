@@ -1,4 +1,4 @@
-"""Values an exporter may have cut short.
+"""Values an exporter may have cut short, and records an SDK dropped at its limits.
 
 Exporters and backends cap attribute values (the SDKs' ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a
 collector's truncate processor, a backend's column) and mark nothing: the value simply ends at the limit.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tracejudge.schema import RawSpan
@@ -87,3 +87,32 @@ def cut_values(span: RawSpan) -> list[str]:
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes
+
+
+def dropped_note(spans: Iterable[RawSpan]) -> str | None:
+    """What the SDK dropped from these spans at its count limits, with the variables that raise them;
+    None when nothing. An SDK keeps at most 128 attributes and 128 events a span by default and says only
+    how many it dropped (OTLP ``dropped_attributes_count``, ``dropped_events_count``): a retrieval's
+    documents or a model's messages may be among them, so what the span holds is not all it recorded."""
+    attributes = events = event_attributes = 0
+    for span in spans:
+        attributes += span.dropped_attributes_count
+        events += span.dropped_events_count
+        event_attributes += sum(e.dropped_attributes_count for e in span.events)
+    lost = [
+        (n, what, variable)
+        for n, what, variable in (
+            (attributes, "attributes", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"),
+            (events, "events", "OTEL_SPAN_EVENT_COUNT_LIMIT"),
+            (event_attributes, "event attributes", "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT"),
+        )
+        if n
+    ]
+    if not lost:
+        return None
+    counts = " and ".join(f"{n} {what.removesuffix('s') if n == 1 else what}" for n, what, _ in lost)
+    variables = " and ".join(variable for _, _, variable in lost)
+    return (
+        f"the SDK dropped {counts} at its limits (dropped_*_count);"
+        f" to record it: raise {variables} (128 by default)"
+    )

@@ -28,7 +28,7 @@ from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
-from tracejudge.normalize._cut import cut_values
+from tracejudge.normalize._cut import cut_values, dropped_note
 from tracejudge.normalize._genai import system_instructions
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
@@ -415,13 +415,14 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
     levels, fields = _member_records(members)
     docs = join_levels(levels) if levels else None
     _document_gaps(anchor, docs, members)
+    dropped = _dropped_documents(anchor, members)
     filt: Filter | None = fields.pop("filter")
     return RetrievalCall(
         span_id=anchor.span_id,
         span_ids=tuple(v.span_id for v in members),
         name=anchor.raw.name,
         documents=tuple(docs or ()),
-        documents_recorded=docs is not None and not _cut_list(anchor, docs, members),
+        documents_recorded=docs is not None and not _cut_list(anchor, docs, members) and not dropped,
         filter=filt[0] if filt else None,
         filter_raw=filt[1] if filt else None,
         start_time=anchor.start,
@@ -461,6 +462,17 @@ def _cut_list(anchor: SpanView, docs: list[Document], members: list[SpanView]) -
         "retrieval_documents_not_recorded",
         f"the retrieval call lists {len(docs)} of the {returned} documents it returned ({_DOCUMENT_COUNT})",
     )
+    return True
+
+
+def _dropped_documents(anchor: SpanView, members: list[SpanView]) -> bool:
+    """Whether the SDK dropped attributes or events of the call's spans at its limits: the documents it
+    returned (``retrieval.documents.N.*`` attributes, ``db.query.result`` events) may be among them, so
+    the ones recorded do not settle what was returned (a gap says how many and what to raise)."""
+    note = dropped_note(v.raw for v in members if v.step != "embedding")
+    if note is None:
+        return False
+    anchor.gap("retrieval_documents_not_recorded", f"documents it returned may be missing: {note}")
     return True
 
 
@@ -631,7 +643,11 @@ def _input_record(
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
     says which)."""
-    recorded = _Input.read(system, system_redacted, given, cut_values(view.raw))
+    cut = cut_values(view.raw)
+    dropped = dropped_note([view.raw])
+    if dropped is not None:  # last: its switch ends the gap's detail
+        cut.append(f"messages may be among what was dropped: {dropped}")
+    recorded = _Input.read(system, system_redacted, given, cut)
     gap = recorded.gap()
     if gap is not None:
         view.gap(*gap)

@@ -55,6 +55,9 @@ class SpanEvent(_Frozen):
     """When the event happened, nanoseconds since the Unix epoch (0 when unknown)."""
     attributes: dict[str, Any] = Field(default_factory=dict)
     """Event attributes, decoded to plain JSON values."""
+    dropped_attributes_count: int = 0
+    """Attributes the SDK dropped from the event at its limit (OTLP ``Event.dropped_attributes_count``):
+    what they held is not in ``attributes``."""
 
 
 class SpanLink(_Frozen):
@@ -107,6 +110,16 @@ class RawSpan(_Frozen):
     """Instrumentation scope version."""
     source: SpanSource = "otlp"
     """Which collector brought the span in."""
+    dropped_attributes_count: int = 0
+    """Attributes the SDK dropped at its limit (OTLP ``Span.dropped_attributes_count``; the SDK's
+    ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, 128 by default): the span recorded more than ``attributes``
+    holds. 0 from sources that do not say (spans stored as JSON before it was kept)."""
+    dropped_events_count: int = 0
+    """Events the SDK dropped at its limit (OTLP ``Span.dropped_events_count``;
+    ``OTEL_SPAN_EVENT_COUNT_LIMIT``, 128 by default): the span recorded more than ``events`` holds."""
+    dropped_links_count: int = 0
+    """Links the SDK dropped at its limit (OTLP ``Span.dropped_links_count``;
+    ``OTEL_SPAN_LINK_COUNT_LIMIT``)."""
 
 
 _SpanRecord = TypeVar("_SpanRecord", RawSpan, SpanEvent, SpanLink)

@@ -178,7 +178,12 @@ def _events(events: Any) -> tuple[SpanEvent, ...]:
     return tuple(
         built_span_record(
             SpanEvent,
-            {"name": ev.name, "time_unix_nano": ev.time_unix_nano, "attributes": _attributes(ev.attributes)},
+            {
+                "name": ev.name,
+                "time_unix_nano": ev.time_unix_nano,
+                "attributes": _attributes(ev.attributes),
+                "dropped_attributes_count": ev.dropped_attributes_count,
+            },
         )
         for ev in events
     )
@@ -279,6 +284,9 @@ def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
             "scope_name": scope.name,
             "scope_version": scope.version,
             "source": source,
+            "dropped_attributes_count": sp.dropped_attributes_count,
+            "dropped_events_count": sp.dropped_events_count,
+            "dropped_links_count": sp.dropped_links_count,
         },
     )
     return span

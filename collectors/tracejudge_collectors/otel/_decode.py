@@ -290,6 +290,9 @@ def _span_pb(
                 "scope_name": scope.name,
                 "scope_version": scope.version,
                 "source": source,
+                "dropped_attributes_count": sp.dropped_attributes_count,
+                "dropped_events_count": sp.dropped_events_count,
+                "dropped_links_count": sp.dropped_links_count,
             },
         )
     except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
@@ -306,6 +309,7 @@ def _events_pb(events: Iterable[Any], notes: Notes, label: str) -> tuple[SpanEve
                 "name": _name_pb(ev.name, f"{label}: the event name", notes),
                 "time_unix_nano": _time_pb(ev.time_unix_nano),
                 "attributes": attrs_pb(ev.attributes, notes, label),
+                "dropped_attributes_count": ev.dropped_attributes_count,
             },
         )
         for ev in events
@@ -475,6 +479,9 @@ def _span_json(
             scope_name=scope_name,
             scope_version=scope_version,
             source=source,
+            dropped_attributes_count=_count_json(sp, "droppedAttributesCount", "dropped_attributes_count"),
+            dropped_events_count=_count_json(sp, "droppedEventsCount", "dropped_events_count"),
+            dropped_links_count=_count_json(sp, "droppedLinksCount", "dropped_links_count"),
         )
     except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         notes.reject(_where_json(sp), str(exc) or type(exc).__name__)
@@ -508,6 +515,11 @@ def _time_json(d: dict[str, Any], camel: str, snake: str) -> int:
     return int64_json(get(d, camel, snake), camel, unsigned=True)
 
 
+def _count_json(d: dict[str, Any], camel: str, snake: str) -> int:
+    """A dropped count (a number, or a string as some encoders write it); 0 when absent."""
+    return int64_json(get(d, camel, snake), camel, unsigned=True)
+
+
 def _event_json(ev: Any, notes: Notes, label: str) -> SpanEvent:
     if not isinstance(ev, dict):
         raise SpanError("each event must be an object")
@@ -517,6 +529,7 @@ def _event_json(ev: Any, notes: Notes, label: str) -> SpanEvent:
             get(ev, "timeUnixNano", "time_unix_nano"), "event timeUnixNano", unsigned=True
         ),
         attributes=attrs_json(get(ev, "attributes", "attributes"), notes, label),
+        dropped_attributes_count=_count_json(ev, "droppedAttributesCount", "dropped_attributes_count"),
     )
 
 

@@ -158,6 +158,10 @@ def span_to_raw(span: Mapping[str, Any], *, project: str | None = None) -> RawSp
             "scope_name": "",
             "scope_version": "",
             "source": "phoenix",
+            # Phoenix's span API returns no dropped counts.
+            "dropped_attributes_count": 0,
+            "dropped_events_count": 0,
+            "dropped_links_count": 0,
         },
     )
 
@@ -182,6 +186,7 @@ def _events(span: Mapping[str, Any]) -> tuple[SpanEvent, ...]:
                 "name": str(e.get("name") or ""),
                 "time_unix_nano": to_ns(e.get("timestamp")),
                 "attributes": dict(e.get("attributes") or {}),
+                "dropped_attributes_count": 0,
             },
         )
         for e in events

@@ -145,6 +145,41 @@ def test_protobuf_and_json_of_the_same_request_agree() -> None:
     assert from_pb == from_json
 
 
+def test_the_counts_an_sdk_dropped_are_kept_from_protobuf_and_json() -> None:
+    # OTLP/JSON writes uint32 as a number; some encoders quote it. Absent, a count is 0.
+    doc = json.loads(json.dumps(SPEC_EXAMPLE))
+    sp = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    sp.update(droppedAttributesCount=3, droppedEventsCount="2", droppedLinksCount=1)
+    sp["events"][0]["droppedAttributesCount"] = 4
+    (from_json,) = decode_json(json.dumps(doc)).spans
+    counts = (
+        from_json.dropped_attributes_count,
+        from_json.dropped_events_count,
+        from_json.dropped_links_count,
+    )
+    assert counts == (3, 2, 1)
+    assert from_json.events[0].dropped_attributes_count == 4
+    for key in ("traceId", "spanId", "parentSpanId"):
+        sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
+    for ln in sp["links"]:
+        for key in ("traceId", "spanId"):
+            ln[key] = base64.b64encode(bytes.fromhex(ln[key])).decode()
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    msg = json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    assert decode_protobuf(msg.SerializeToString()).spans == [from_json]
+    (plain,) = decode_json(json.dumps(SPEC_EXAMPLE)).spans
+    assert (
+        plain.dropped_attributes_count,
+        plain.dropped_events_count,
+        plain.events[0].dropped_attributes_count,
+    ) == (
+        0,
+        0,
+        0,
+    )
+
+
 def test_json_hex_ids_are_not_base64_decoded() -> None:
     # json_format.Parse would read this 32-char hex id as base64 (24 wrong bytes); we must not.
     body = {
