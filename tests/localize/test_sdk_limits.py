@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.localize import conftest as mk
-from tracejudge.localize import localize
+from tracejudge.localize import UsageJudge, localize
 from tracejudge.normalize import normalize
-from tracejudge.schema import Localization, RawSpan, TaskRecord
+from tracejudge.schema import Evidence, Localization, RawSpan, StageResult, TaskRecord, UsageQuestion
 from tracejudge.store import EncodedSpan, open_store
 from tracejudge_collectors.otel import decode_protobuf, encode_protobuf
 
@@ -30,13 +30,18 @@ _DOCS = [
 
 
 def _trace(
-    *, retriever: SpanLimits | None = None, chat: SpanLimits | None = None, events: bool = False
+    *,
+    retriever: SpanLimits | None = None,
+    chat: SpanLimits | None = None,
+    events: bool = False,
+    parts: tuple[str, ...] = (),
 ) -> bytes:
     """An OpenInference RAG trace (retriever, then chat; the retriever's documents as OpenLLMetry's
     ``db.query.result`` events when ``events``) exported by the real SDK, the retriever and the chat
     span each made by a provider under its ``SpanLimits``, as the OTLP protobuf request the exporter
     sends. The SDK drops a span's oldest attributes and events at its limit: the required document and
-    the message carrying it are recorded first."""
+    the message carrying it are recorded first. With ``parts`` the answer is the chat span's output
+    message in those content parts, its last recorded first, and the root records no output."""
     exporter = InMemorySpanExporter()
 
     def tracer(limits: SpanLimits | None) -> Tracer:
@@ -75,6 +80,8 @@ def _trace(
             span.set_attribute("tracejudge.retrieval.filter", '{"region": "CN"}')
             span.set_attribute("tracejudge.retrieval.principal", "procurement")
         with tracer(chat).start_as_current_span("chat") as span:
+            for i, text in reversed(list(enumerate(parts))):
+                span.set_attribute(f"llm.output_messages.0.message.contents.{i}.message_content.text", text)
             messages = [
                 ("system", f"Context:\n{mk.V2_TEXT}"),
                 ("system", "You answer procurement questions."),
@@ -84,17 +91,19 @@ def _trace(
                 span.set_attribute(f"llm.input_messages.{i}.message.role", role)
                 span.set_attribute(f"llm.input_messages.{i}.message.content", content)
             span.set_attribute("llm.output_messages.0.message.role", "assistant")
-            span.set_attribute("llm.output_messages.0.message.content", mk.GOOD)
+            if not parts:
+                span.set_attribute("llm.output_messages.0.message.content", mk.GOOD)
             span.set_attribute("llm.model_name", "gpt-4.1-mini")
             span.set_attribute("openinference.span.kind", "LLM")
-        root.set_attribute("output.value", mk.GOOD)
+        if not parts:
+            root.set_attribute("output.value", mk.GOOD)
     return encode_spans(exporter.get_finished_spans()).SerializeToString()
 
 
-def _triage(spans: list[RawSpan]) -> Localization:
+def _triage(spans: list[RawSpan], judge: UsageJudge | None = None) -> Localization:
     # Every returned document is in the index: a trace read as whole identifies them all.
     memos = [mk.entry(version, doc_id=doc_id, content=text) for doc_id, version, text in _DOCS[:-1]]
-    return localize(normalize(spans), mk.ticket(), [mk.entry(), mk.v1_entry(), *memos])
+    return localize(normalize(spans), mk.ticket(), [mk.entry(), mk.v1_entry(), *memos], judge=judge)
 
 
 def _decoded(body: bytes, _tmp: Path) -> list[RawSpan]:
@@ -190,3 +199,53 @@ def test_a_model_input_whose_message_the_sdk_dropped_leaves_the_verdict_unconfir
     assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in detail
     # Read as whole, the input held no clause: dropped_in_context.
     assert _triage(spans).verdict == "unconfirmed"
+
+
+# The answer in two content parts: the superseded cap, then the cap in effect. Whole, it states both and a
+# usage judge reads it as resting on v2.
+PARTS = (
+    "Attachment v1 of contract C-17 capped prepayment at 50,000 RMB per order.",
+    "Attachment v2, in effect since 2026-03-01, lowers the cap to 30,000 RMB, so 40,000 RMB is too much.",
+)
+
+
+class _Judge:
+    """A usage judge that reads the answer as resting on v2, citing it."""
+
+    def __init__(self) -> None:
+        self.questions: list[UsageQuestion] = []
+
+    def judge_usage(self, question: UsageQuestion) -> StageResult:
+        self.questions.append(question)
+        evidence = Evidence(span_id=question.answer_span_id or "", note="states v2's 30,000 RMB cap")
+        return StageResult(name="used_by_model", status="pass", detail="applies v2", evidence=(evidence,))
+
+
+@pytest.mark.parametrize("read", READS)
+def test_an_answer_whose_part_the_sdk_dropped_is_not_read_as_all_it_said(read: Read, tmp_path: Path) -> None:
+    whole = read(_trace(parts=PARTS), tmp_path)
+    task = normalize(whole)
+    (call,) = task.model_calls
+    assert task.final_answer_span_id == call.span_id
+    assert "30,000" in (task.final_answer or "")
+    assert not [g for g in task.gaps if g.kind == "model_output_truncated"]
+    judge = _Judge()
+    assert _triage(whole, judge).verdict == "no_fault"
+    assert judge.questions
+    # 11 attributes: a limit of 10 drops the part stating v2's cap, the oldest, and nothing else.
+    spans = read(_trace(chat=SpanLimits(max_attributes=10), parts=PARTS), tmp_path / "limited")
+    chat = next(s for s in spans if s.name == "chat")
+    assert chat.dropped_attributes_count == 1
+    task = normalize(spans)
+    assert task.final_answer == PARTS[0]
+    assert task.final_answer_span_id == chat.span_id
+    detail = _gap(task, chat.span_id, "model_output_truncated")
+    assert "1 attribute " in detail
+    assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in detail
+    # Read as all it said, the answer states only v1's cap: ignored_by_model, the judge not asked.
+    loc = _triage(spans, _Judge())
+    assert loc.verdict == "unconfirmed"
+    (used,) = [s for s in loc.stages if s.name == "used_by_model"]
+    assert used.status == "unconfirmed"
+    assert "may be incomplete" in used.detail
+    assert any("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in m for m in used.missing)

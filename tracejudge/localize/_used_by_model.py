@@ -11,7 +11,7 @@ from tracejudge.localize._context import CheckContext, material_label, norm_vers
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value, mentions
 from tracejudge.localize._text import find_clause, tokenize
 from tracejudge.normalize import cut_short
-from tracejudge.schema import Evidence, Material, StageResult, UsageQuestion, Verdict
+from tracejudge.schema import Evidence, Material, StageResult, TaskRecord, UsageQuestion, Verdict
 
 
 def _facts(items: dict[str, Any]) -> list[tuple[str, FactValue]]:
@@ -34,6 +34,24 @@ def _answer_missing(ctx: CheckContext) -> list[str]:
     if last is not None and not last.output_recorded:
         return [f"output of model span {last.span_id} (content capture was off)"]
     return ["the final answer (root span output or the last model call's output)"]
+
+
+def _incomplete(task: TaskRecord, answer: str) -> tuple[str, str] | None:
+    """Why the final answer may not be all it said, and what would record it whole: a value an exporter
+    cut short, or a model span whose SDK dropped records at its limits (an output message, content part
+    or choice event among them; normalize's ``model_output_truncated`` gap on the answer's span). None
+    when it reads as whole."""
+    cut = cut_short(answer)
+    if cut is not None:
+        detail = f"the answer may have been cut short ({cut}): what it states past the cut is unknown"
+        return detail, "the whole answer (raise the exporter's OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)"
+    span = task.final_answer_span_id
+    for gap in task.gaps:
+        if gap.kind == "model_output_truncated" and span is not None and gap.span_id == span:
+            note, _, switch = gap.detail.partition("; to record it: ")
+            detail = f"the answer may be incomplete (span {span}: {note}): what it stated in them is unknown"
+            return detail, f"the whole answer ({switch})" if switch else "the whole answer"
+    return None
 
 
 def _relevant_superseded(ctx: CheckContext, m: Material) -> list[Material]:
@@ -199,12 +217,11 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     stale = _stale(ctx, m, reading, required, may_be_stale)
     echoed = reading.echoed
     cited = reading.cites(m, label)
-    cut = cut_short(answer)
-    if cut is not None and (stale or agree):
-        # What the answer states past the cut is unknown: it may take back a superseded value it stated,
-        # or state one after the required value.
-        detail = f"the answer may have been cut short ({cut}): what it states past the cut is unknown"
-        wanted = "the whole answer (raise the exporter's OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)"
+    incomplete = _incomplete(ctx.task, answer)
+    if incomplete is not None and (stale or agree):
+        # What the answer states past the cut, or in a record the SDK dropped, is unknown: it may take
+        # back a superseded value it stated, or state one beside the required value.
+        detail, wanted = incomplete
         return stage_result(
             "used_by_model", "unconfirmed", detail, evidence=[*stale, *agree, *echoed], missing=[wanted]
         )

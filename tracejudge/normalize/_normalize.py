@@ -630,6 +630,10 @@ def _output_record(view: SpanView, got: ModelIO) -> tuple[str | None, bool]:
         view.gap("model_output_redacted", "the model output was recorded redacted")
     elif not output_recorded:
         view.gap("model_output_not_recorded", "the LLM span carries no output content")
+    elif (dropped := dropped_note([view.raw])) is not None:
+        # An output message, a content part or a choice event may be among the records dropped: the
+        # output read is not all the model said (localize reads an answer from this span as incomplete).
+        view.gap("model_output_truncated", f"the output may be incomplete: {dropped}")
     return output_text, output_recorded
 
 

@@ -192,6 +192,7 @@ class Gap(_Frozen):
         "model_input_truncated",
         "model_output_not_recorded",
         "model_output_redacted",
+        "model_output_truncated",
         "no_final_answer",
         "missing_parent",
         "attribute_unparseable",
