@@ -20,7 +20,7 @@ from rich.progress import (
 from tracejudge.cli import FROM_HELP, TO_HELP, App, print_json
 from tracejudge.report import RunMetrics
 from tracejudge.schema import RawSpan
-from tracejudge.store import EncodedSpan, Store
+from tracejudge.store import EncodedSpan, MetaSwap, Store
 
 R = TypeVar("R", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,10 +61,14 @@ class _MeteredStore:
         self._on_put = on_put
 
     def put_spans(
-        self, spans: Iterable[RawSpan | EncodedSpan], *, meta: Mapping[str, str] | None = None
+        self,
+        spans: Iterable[RawSpan | EncodedSpan],
+        *,
+        meta: Mapping[str, str] | None = None,
+        swaps: Sequence[MetaSwap] = (),
     ) -> int:
         batch = spans if isinstance(spans, list) else list(spans)
-        new = self._store.put_spans(batch, meta=meta)
+        new = self._store.put_spans(batch, meta=meta, swaps=swaps)
         # Counted after the commit: spans that failed to store were not collected.
         self._on_put(len(batch), new)
         return new

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracejudge.schema import RawSpan
-from tracejudge.store import Store
+from tracejudge.store import MetaSwap, Store
 from tracejudge_collectors._time import parse_time
 
 
@@ -143,18 +143,22 @@ def read_unsettled(store: Store, key: str) -> list[str]:
 
 def write_unsettled(store: Store, key: str, add: Sequence[str], remove: Sequence[str]) -> None:
     """Add and remove trace ids in the unsettled list (compare-and-set: concurrent pulls lose nothing)."""
+    while (swap := unsettled_swap(store, key, add, remove)) is not None:
+        if store.compare_and_set_meta(*swap):
+            return
+
+
+def unsettled_swap(store: Store, key: str, add: Sequence[str], remove: Sequence[str]) -> MetaSwap | None:
+    """The compare-and-set that adds and removes these trace ids in the unsettled list as it is now
+    (None: nothing to change)."""
     if not add and not remove:
-        return
+        return None
     gone = set(remove)
-    while True:
-        raw = store.get_meta(key)
-        current = _unsettled(raw)
-        kept = [t for t in current if t not in gone]
-        kept += [t for t in dict.fromkeys(add) if t not in set(kept)]
-        if kept == current:
-            return
-        if store.compare_and_set_meta(key, raw, json.dumps(kept)):
-            return
+    raw = store.get_meta(key)
+    current = _unsettled(raw)
+    kept = [t for t in current if t not in gone]
+    kept += [t for t in dict.fromkeys(add) if t not in set(kept)]
+    return None if kept == current else (key, raw, json.dumps(kept))
 
 
 def parse_watermark(raw: str | None) -> tuple[datetime | None, datetime] | None:
@@ -197,18 +201,37 @@ class Window:
         """Store the new watermark when the run covered its whole window; the watermark after the run."""
         if not (complete and latest is not None):
             return self.watermark
-        value = json.dumps(
-            {"from": iso(self.coverage_from) if self.coverage_from else None, "upto": iso(latest)}
-        )
         # Compare-and-set: a puller of the same scope that finished meanwhile with a watermark at
         # least as good (starting no later, reaching no earlier) keeps it; otherwise this one wins.
         while True:
-            raw = self.store.get_meta(self.key)
-            theirs = parse_watermark(raw)
-            if theirs is not None and _covers(theirs, self.coverage_from, latest):
-                return theirs[1]
-            if self.store.compare_and_set_meta(self.key, raw, value):
+            swap, theirs = self._swap(latest, iso)
+            if swap is None:
+                return theirs
+            if self.store.compare_and_set_meta(*swap):
                 return latest
+
+    def swap(
+        self, *, complete: bool, latest: datetime | None, iso: Callable[[datetime], str]
+    ) -> MetaSwap | None:
+        """The compare-and-set :meth:`advance` would make now (None: none), for a run's last write to
+        make in its own transaction; :meth:`advance` after it then finds the watermark set."""
+        if not (complete and latest is not None):
+            return None
+        return self._swap(latest, iso)[0]
+
+    def _swap(
+        self, latest: datetime, iso: Callable[[datetime], str]
+    ) -> tuple[MetaSwap | None, datetime | None]:
+        """(the compare-and-set that moves the watermark to ``latest``, or None when the stored one
+        covers as much; the watermark stored now)."""
+        raw = self.store.get_meta(self.key)
+        theirs = parse_watermark(raw)
+        if theirs is not None and _covers(theirs, self.coverage_from, latest):
+            return None, theirs[1]
+        value = json.dumps(
+            {"from": iso(self.coverage_from) if self.coverage_from else None, "upto": iso(latest)}
+        )
+        return (self.key, raw, value), None if theirs is None else theirs[1]
 
 
 def _covers(theirs: tuple[datetime | None, datetime], start: datetime | None, upto: datetime) -> bool:

@@ -179,6 +179,33 @@ def test_compare_and_set_meta_lets_one_of_two_racing_writers_win(make_store: Mak
     assert one.get_meta("wm") == "c"
 
 
+def test_put_spans_swaps_metas_in_its_own_transaction(make_store: MakeStore) -> None:
+    """A pull's last batch carries its watermark: both commit in the one transaction, in order."""
+    one, two = make_store(), make_store()
+    assert (
+        one.put_spans(
+            [span(T1, "a" * 16)], meta={"m:1": "x"}, swaps=[("list", None, "[1]"), ("wm", None, "a")]
+        )
+        == 1
+    )
+    assert (two.get_meta("list"), two.get_meta("wm"), two.get_meta("m:1")) == ("[1]", "a", "x")
+    # "wm" holds "a", not what this writer read: it is left, and so is the swap after it; the spans
+    # and the plain meta commit all the same, as they would before a separate compare-and-set.
+    swaps = [("list", "[1]", "[2]"), ("wm", "stale", "b"), ("after", None, "c")]
+    assert two.put_spans([span(T2, "b" * 16)], meta={"m:2": "y"}, swaps=swaps) == 1
+    assert [s.span_id for s in one.get_spans(T2)] == ["b" * 16]
+    assert (one.get_meta("list"), one.get_meta("wm"), one.get_meta("after"), one.get_meta("m:2")) == (
+        "[2]",
+        "a",
+        None,
+        "y",
+    )
+    # Spans already stored (nothing new): the metas are still written, in one transaction.
+    assert one.put_spans([span(T2, "b" * 16)], swaps=[("wm", "a", "c")]) == 0
+    assert two.put_spans([], meta={"m:3": "z"}, swaps=[("wm", "c", "d"), ("wm", "c", "e")]) == 0
+    assert (one.get_meta("wm"), one.get_meta("m:3")) == ("d", "z")
+
+
 def test_concurrent_read_merge_write_loses_no_update(make_store: MakeStore) -> None:
     """Writers that merge into one meta value with compare-and-set keep every writer's part."""
     stores = [make_store() for _ in range(4)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, otlp_session_id
 from tracejudge.store._inspect import StoreState, inspect_store
 from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url, sqlite_file
-from tracejudge.store._protocol import LogEvent, RunProgress, Store, TraceSummary, TriageEntry
+from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, Store, TraceSummary, TriageEntry
 from tracejudge.store._resolve import resolve_trace_id
 from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
 from tracejudge.store._sqlite import SqliteStore
@@ -18,6 +18,7 @@ __all__ = [
     "STORE_SCHEMA_VERSION",
     "EncodedSpan",
     "LogEvent",
+    "MetaSwap",
     "OtlpEnvelope",
     "RunProgress",
     "SqlStore",

@@ -12,13 +12,13 @@ the server reports anyway is retried.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
 from tracejudge._redact import redact
-from tracejudge.store._protocol import LogEvent
+from tracejudge.store._protocol import LogEvent, MetaSwap
 from tracejudge.store._sql import (
     INSERT_SESSION,
     AnySpan,
@@ -147,11 +147,17 @@ class PostgresStore(SqlStore):
                     raise
         raise AssertionError("unreachable")
 
-    def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+    def put_spans(
+        self,
+        spans: Iterable[AnySpan],
+        *,
+        meta: Mapping[str, str] | None = None,
+        swaps: Sequence[MetaSwap] = (),
+    ) -> int:
         self._ready_for_spans()
         batch = dedup_spans(spans)
         if not batch:
-            self.set_metas(dict(meta or {}))
+            self._put_metas(meta, swaps)
             return 0
         columns = _span_columns([batch[k] for k in sorted(batch)])  # key order: no waits in a cycle
         now = datetime.now(UTC).isoformat()
@@ -164,6 +170,7 @@ class PostgresStore(SqlStore):
                 if pairs := session_pairs(inserted):
                     cur.executemany(INSERT_SESSION.replace("?", "%s"), pairs)
             self._write_meta(cur, meta)
+            self._swap_metas(cur, swaps)
             return len(inserted)
 
         new = int(self._write(work))

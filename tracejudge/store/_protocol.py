@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,14 +127,27 @@ class RunProgress(BaseModel):
     """Whether the run's budget stopped it: no worker claims more."""
 
 
+MetaSwap: TypeAlias = tuple[str, str | None, str]
+"""(key, expected, value): set ``key`` to ``value`` only if it still holds ``expected`` (None:
+only if unset), as :meth:`Store.compare_and_set_meta` does."""
+
+
 class Store(Protocol):
     """Where raw spans and run state live."""
 
     def put_spans(
-        self, spans: Iterable[RawSpan | EncodedSpan], *, meta: Mapping[str, str] | None = None
+        self,
+        spans: Iterable[RawSpan | EncodedSpan],
+        *,
+        meta: Mapping[str, str] | None = None,
+        swaps: Sequence[MetaSwap] = (),
     ) -> int:
         """Store spans in one transaction; a span already stored is kept as it was. ``meta`` keys
         are set in the same transaction (a pull's markers: set if and only if the spans are stored).
+        ``swaps`` are compare-and-sets (:meth:`compare_and_set_meta`'s, in order) after them in that
+        transaction, so a pull's last batch and its watermark share one commit: one that finds its
+        key changed is not made, nor any after it, and the spans and ``meta`` commit all the same;
+        what each left shows in the key (a writer reads it back, as after a failed compare-and-set).
         An :class:`EncodedSpan` (the OTLP receiver's) is stored in its own bytes and read back as the
         :class:`RawSpan` its :meth:`EncodedSpan.decode` gives.
 

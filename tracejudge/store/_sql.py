@@ -27,7 +27,7 @@ from tracejudge.schema import (
     span_session_id,
 )
 from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
-from tracejudge.store._protocol import LogEvent, RunProgress, TraceSummary, TriageEntry
+from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
 _DDL = (
@@ -315,6 +315,19 @@ _INSERT_SESSION_4 = "INSERT INTO trace_sessions (trace_seq, session_id) VALUES (
 # SQLite's span rows. An EncodedSpan (a tuple) with its trace's seq and the time appended is the row
 # as it is, its fields bound by number: building a row tuple field by field cost a third of
 # put_spans' Python. ?8, the session, is bound and not stored.
+# Compare-and-set of one meta key, one statement either way: the engine checks the condition on the
+# row it writes, so of two writers starting from the same value exactly one succeeds.
+_INSERT_META_IF_UNSET = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+_UPDATE_META_IF = "UPDATE meta SET value = ? WHERE key = ? AND value = ?"
+
+
+def _meta_swap(key: str, expected: str | None, value: str) -> tuple[str, tuple[str, ...]]:
+    """The statement (and its parameters) of a compare-and-set of one meta key."""
+    if expected is None:
+        return _INSERT_META_IF_UNSET, (key, value)
+    return _UPDATE_META_IF, (value, key, expected)
+
+
 _INSERT_ENCODED = (
     "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns, end_ns, source,"
     " payload, otlp, received_at) VALUES (?10, ?2, ?1, ?3, ?4, ?5, ?6, ?7, '', ?9, ?11)"
@@ -675,12 +688,38 @@ class SqlStore:
                 sorted(meta.items()),  # key order: two writers never wait on each other in a cycle
             )
 
-    def put_spans(self, spans: Iterable[AnySpan], *, meta: Mapping[str, str] | None = None) -> int:
+    def _swap_metas(self, cur: Any, swaps: Sequence[MetaSwap]) -> None:
+        """:meth:`compare_and_set_meta` for each in order, in the caller's transaction, up to the first
+        whose key no longer holds what it expects (the ones after may rest on it: a pull's list of
+        traces to fetch again is written before the watermark that moves past them)."""
+        for key, expected, value in swaps:
+            sql, params = _meta_swap(key, expected, value)
+            cur.execute(self._sql(sql), params)
+            if cur.rowcount != 1:
+                return
+
+    def _put_metas(self, meta: Mapping[str, str] | None, swaps: Sequence[MetaSwap]) -> None:
+        """A span write's ``meta`` and ``swaps`` when it has no spans: one transaction, if any."""
+        if meta or swaps:
+
+            def work(cur: Any) -> None:
+                self._write_meta(cur, meta)
+                self._swap_metas(cur, swaps)
+
+            self._transaction(work)
+
+    def put_spans(
+        self,
+        spans: Iterable[AnySpan],
+        *,
+        meta: Mapping[str, str] | None = None,
+        swaps: Sequence[MetaSwap] = (),
+    ) -> int:
         # SQLite's, one writer at a time (PostgreSQL's concurrent writers have their own).
         self._ready_for_spans()
         by_trace = spans_by_trace(spans)
         if not by_trace:
-            self.set_metas(dict(meta or {}))
+            self._put_metas(meta, swaps)
             return 0
         now = datetime.now(UTC).isoformat()
 
@@ -696,6 +735,7 @@ class SqlStore:
                     seqs.update(zip(new, range(top + 1, top + 1 + len(new)), strict=True))
                 stored = self._write_spans(cur, fresh, old, seqs, now)
             self._write_meta(cur, meta)
+            self._swap_metas(cur, swaps)
             return stored
 
         new = int(self._transaction(work))
@@ -1036,14 +1076,7 @@ class SqlStore:
             self._transaction(lambda cur: self._write_meta(cur, values))
 
     def compare_and_set_meta(self, key: str, expected: str | None, value: str) -> bool:
-        # One statement either way: the engine checks the condition on the row it writes, so of two
-        # writers starting from the same value exactly one succeeds.
-        if expected is None:
-            sql = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
-            params: tuple[str, ...] = (key, value)
-        else:
-            sql = "UPDATE meta SET value = ? WHERE key = ? AND value = ?"
-            params = (value, key, expected)
+        sql, params = _meta_swap(key, expected, value)
         with self._lock:
             return bool(self._execute(sql, params).rowcount == 1)
 

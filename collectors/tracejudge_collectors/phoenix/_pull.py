@@ -11,8 +11,9 @@ Resuming without duplicates rests on the same three things as the Langfuse colle
   (a span whose parent has not arrived: another service, a late flush) is fetched again on later
   runs, listed or not, and only its new spans are stored (``_pull_common``);
 * the watermark (meta ``phoenix.watermark:<scope>``, scope = server and project) advances only when
-  a run listed and stored everything in its window; the next run lists from the watermark minus
-  :data:`LAG` (Phoenix inserts spans asynchronously, and a long trace's root arrives at its end).
+  a run listed and stored everything in its window, in its last batch's transaction (one commit
+  after the last answer, not two); the next run lists from the watermark minus :data:`LAG`
+  (Phoenix inserts spans asynchronously, and a long trace's root arrives at its end).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tracejudge import InputError
 from tracejudge.schema import RawSpan
-from tracejudge.store import Store
+from tracejudge.store import MetaSwap, Store
 from tracejudge.write import PhoenixApi, PhoenixApiError
 from tracejudge_collectors._pull_common import (
     ListingTally,
@@ -46,6 +47,7 @@ from tracejudge_collectors._pull_common import (
     seen,
     summary_tail,
     unsettled_key,
+    unsettled_swap,
     write_unsettled,
 )
 from tracejudge_collectors._time import parse_time
@@ -248,6 +250,7 @@ class _Run(ListingTally):
         self, store: Store, puller: _Puller, window: Window, on_trace: Callable[[str, bool], None] | None
     ) -> None:
         self.store = store
+        self.window = window
         self.gc = _GcPaused()
         self.puller = puller
         self.options = puller.options
@@ -265,6 +268,10 @@ class _Run(ListingTally):
         # Batches being fetched while the listing goes on; stored as they arrive, by this thread only.
         self.pending: _Pending = []
         self.max_pending = max(1, self.options.concurrency) * 2
+        self.listing_done = False
+        """Every trace the run will fetch is listed: a store that leaves nothing to fetch is the last."""
+        self.abandoned = False
+        """The run failed: what arrived is stored, with no closing writes."""
 
     def markers(self, trace_ids: Iterable[str]) -> dict[str, str]:
         """The markers of these traces that are set, by trace id: one read for a page of the listing
@@ -298,19 +305,39 @@ class _Run(ListingTally):
     def store_fetched(self, *, wait: bool) -> None:
         """Store every batch fetched so far, in the order they arrived rather than the order they
         were listed (a batch answered early is not held for a slower one listed before it, so after
-        the last answer only that batch is left to store): one transaction for their spans (each
+        the last answer only that batch is left to store; while the listing goes on, the one
+        submitted last is held: see :meth:`_storable`): one transaction for their spans (each
         trace whole) and markers. ``wait``: when none has arrived yet, wait for the first. A batch
         whose fetch failed raises here, after the others that arrived are stored."""
-        if wait and self.pending and not any(f.done() for _, f in self.pending):
-            futures_wait([f for _, f in self.pending], return_when=FIRST_COMPLETED)
-        arrived = [(ids, f) for ids, f in self.pending if f.done()]
+        storable = self._storable()
+        if wait and storable and not any(f.done() for _, f in storable):
+            futures_wait([f for _, f in storable], return_when=FIRST_COMPLETED)
+        arrived = [(ids, f) for ids, f in storable if f.done()]
         if not arrived:
             return
-        self.pending = [(ids, f) for ids, f in self.pending if not f.done()]
+        taken = {id(f) for _, f in arrived}
+        self.pending = [(ids, f) for ids, f in self.pending if id(f) not in taken]
         failed = next((exc for _, f in arrived if (exc := f.exception()) is not None), None)
-        self._store([(ids, f.result()) for ids, f in arrived if f.exception() is None])
+        batches = [(ids, f.result()) for ids, f in arrived if f.exception() is None]
+        # The last store: no batch left to fetch or store after it (one that failed: none is last).
+        last = (
+            self.listing_done
+            and not self.abandoned
+            and not self.pending
+            and not self.batch
+            and failed is None
+        )
+        self._store(batches, last=last)
         if failed is not None:
             raise failed
+
+    def _storable(self) -> _Pending:
+        """The batches :meth:`store_fetched` may store. While the listing goes on, all but the one
+        submitted last: however fast the fetches, a batch is then left to store once the listing is
+        done, and carries the run's closing writes (see :meth:`_closing`)."""
+        if self.listing_done or self.abandoned:
+            return self.pending
+        return self.pending[:-1]
 
     def fetch(self, trace_ids: list[str], before: dict[str, Seen | None]) -> _Fetched:
         """Fetch a batch and make its markers, in the fetching thread: after the last answer, only
@@ -327,12 +354,13 @@ class _Run(ListingTally):
             batch.markers[_marker_key(t)] = orjson.dumps(marker).decode()  # a sixth of json.dumps' time
         return batch
 
-    def _store(self, batches: Sequence[tuple[list[str], _Fetched]]) -> None:
+    def _store(self, batches: Sequence[tuple[list[str], _Fetched]], *, last: bool = False) -> None:
         if not batches:
             return
         spans = [s for _, b in batches for s in b.spans]
         markers = {k: v for _, b in batches for k, v in b.markers.items()}
-        self.spans_new += self.store.put_spans(spans, meta=markers)
+        swaps = self._closing(batches) if last else []
+        self.spans_new += self.store.put_spans(spans, meta=markers, swaps=swaps)
         self.gc.stored_batch()
         for ids, b in batches:
             self.settled.extend(b.settled)
@@ -341,6 +369,19 @@ class _Run(ListingTally):
             if self.on_trace is not None:
                 for trace_id in ids:
                     self.on_trace(trace_id, True)
+
+    def _closing(self, batches: Sequence[tuple[list[str], _Fetched]]) -> list[MetaSwap]:
+        """What the run writes after its last batch, made in that batch's transaction (one commit and
+        fsync after the last answer instead of two): the unsettled list, then the watermark when the
+        window is covered. In that order, as :func:`pull_phoenix` writes them: a swap that fails
+        stops those after it, so the watermark never passes a trace the list does not name yet;
+        :func:`pull_phoenix` then writes them on their own, as it does when no batch was fetched
+        (and finds nothing left to do when they were made)."""
+        add = self.unsettled + [t for _, b in batches for t in b.unsettled]
+        remove = self.settled + [t for _, b in batches for t in b.settled]
+        unsettled = unsettled_swap(self.store, self.ukey, add=add, remove=remove)
+        watermark = self.window.swap(complete=self.complete, latest=self.latest, iso=_iso)
+        return [s for s in (unsettled, watermark) if s is not None]
 
     def submit(self, pool: ThreadPoolExecutor) -> None:
         if not self.batch:
@@ -354,7 +395,7 @@ class _Run(ListingTally):
             done: Future[_Fetched] = Future()
             done.set_result(self.fetch(ids, before))
             self.pending.append((ids, done))
-        while len(self.pending) > self.max_pending or any(f.done() for _, f in self.pending):
+        while len(self.pending) > self.max_pending or any(f.done() for _, f in self._storable()):
             self.store_fetched(wait=len(self.pending) > self.max_pending)
 
     def admit(self, trace_id: str, pool: ThreadPoolExecutor) -> bool:
@@ -389,6 +430,7 @@ class _Run(ListingTally):
     def abandon(self) -> None:
         """Keep what was fetched before a failure (a rerun then skips it): batches not started are
         cancelled, those under way waited for, and every one that arrived whole is stored."""
+        self.abandoned = True
         for _, future in self.pending:
             future.cancel()
         self.pending = [(ids, f) for ids, f in self.pending if not f.cancelled()]
@@ -418,6 +460,7 @@ def pull_phoenix(
     try:
         with run.gc:
             run.list_and_fetch(window.lower, pool)
+            run.listing_done = True
             run.submit(pool)
             while run.pending:
                 run.store_fetched(wait=True)
