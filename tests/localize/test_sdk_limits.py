@@ -210,15 +210,20 @@ PARTS = (
 
 
 class _Judge:
-    """A usage judge that reads the answer as resting on v2, citing it."""
+    """A usage judge that reads the answer as resting on v2 when it states v2's cap, and as not when it
+    does not, citing it."""
 
     def __init__(self) -> None:
         self.questions: list[UsageQuestion] = []
 
     def judge_usage(self, question: UsageQuestion) -> StageResult:
         self.questions.append(question)
-        evidence = Evidence(span_id=question.answer_span_id or "", note="states v2's 30,000 RMB cap")
-        return StageResult(name="used_by_model", status="pass", detail="applies v2", evidence=(evidence,))
+        if "30,000" in question.answer:
+            status, note = "pass", "states v2's 30,000 RMB cap"
+        else:
+            status, note = "fail", "the answer does not state the cap in effect"
+        evidence = Evidence(span_id=question.answer_span_id or "", note=note)
+        return StageResult(name="used_by_model", status=status, detail=note, evidence=(evidence,))
 
 
 @pytest.mark.parametrize("read", READS)
@@ -249,3 +254,19 @@ def test_an_answer_whose_part_the_sdk_dropped_is_not_read_as_all_it_said(read: R
     assert used.status == "unconfirmed"
     assert "may be incomplete" in used.detail
     assert any("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in m for m in used.missing)
+
+
+@pytest.mark.parametrize("read", READS)
+def test_a_judge_is_not_asked_to_read_an_answer_the_sdk_dropped_part_of(read: Read, tmp_path: Path) -> None:
+    parts = ("No.", PARTS[1])
+    # Whole, the answer states v2's cap: no_fault.
+    assert _triage(read(_trace(parts=parts), tmp_path), _Judge()).verdict == "no_fault"
+    spans = read(_trace(chat=SpanLimits(max_attributes=10), parts=parts), tmp_path / "limited")
+    assert normalize(spans).final_answer == "No."
+    # "No." states no fact; asked, the judge reads it as not stating the cap in effect: ignored_by_model.
+    judge = _Judge()
+    loc = _triage(spans, judge)
+    assert loc.verdict == "unconfirmed"
+    assert judge.questions == []
+    (used,) = [s for s in loc.stages if s.name == "used_by_model"]
+    assert "may be incomplete" in used.detail

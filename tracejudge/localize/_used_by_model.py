@@ -218,9 +218,10 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     echoed = reading.echoed
     cited = reading.cites(m, label)
     incomplete = _incomplete(ctx.task, answer)
-    if incomplete is not None and (stale or agree):
+    if incomplete is not None and (stale or agree or ctx.judge is not None):
         # What the answer states past the cut, or in a record the SDK dropped, is unknown: it may take
-        # back a superseded value it stated, or state one beside the required value.
+        # back a superseded value it stated, or state one beside the required value; nor is a judge
+        # asked to read part of an answer as all of it ("it does not state the cap" may be the cut).
         detail, wanted = incomplete
         return stage_result(
             "used_by_model", "unconfirmed", detail, evidence=[*stale, *agree, *echoed], missing=[wanted]
