@@ -35,9 +35,9 @@ _JSON_START = re.compile(r'\s*(\{\s*"|\[\s*(\{\s*"|"|\[\s*[\[{"]))')
 _LITERAL_START = re.compile(r"\s*(\{\s*'|\[\s*(\{\s*'|'|\(\s*'))")
 
 
-def _closes(value: str) -> bool:
-    """Whether a value that opens like JSON (or a Python literal) closes as one."""
-    if _JSON_START.match(value):
+def _closes(value: str, json_like: bool) -> bool:
+    """Whether a value that opens like JSON (``json_like``) or a Python literal closes as one."""
+    if json_like:
         try:
             json.loads(value)
         except (ValueError, RecursionError):
@@ -57,7 +57,7 @@ def cut_short(value: str) -> str | None:
         # A Python-looking value that ends on a closing bracket and still does not parse is a repr that is
         # no literal ("<… object at 0x…>" inside), not a cut: a cut seldom lands just there.
         whole = not json_like and value.rstrip().endswith(("]", "}", ")"))
-        if whole or _closes(value):
+        if whole or _closes(value, json_like):
             return None
         return f"a JSON (or Python) value that stops at {len(value)} characters before it closes"
     # A text exactly as long as a limit that stops mid-sentence. Ids and hashes hit round lengths too (a

@@ -600,8 +600,9 @@ def _model_call(view: SpanView) -> ModelCall:
     given = _model_io(PRECEDENCE.input_messages, lambda c: c.input_messages(view))
     got = _model_io(PRECEDENCE.output_messages, lambda c: c.output_messages(view))
     inputs, outputs = given.messages or (), got.messages or ()
-    input_text, redacted, partial = _input_record(view, system, system_redacted, given)
-    output_text, output_recorded = _output_record(view, got)
+    dropped = dropped_note([view.raw])
+    input_text, redacted, partial = _input_record(view, system, system_redacted, given, dropped)
+    output_text, output_recorded = _output_record(view, got, dropped)
     return ModelCall(
         span_id=view.span_id,
         name=view.raw.name,
@@ -621,8 +622,9 @@ def _model_call(view: SpanView) -> ModelCall:
     )
 
 
-def _output_record(view: SpanView, got: ModelIO) -> tuple[str | None, bool]:
-    """The model output's text and whether any output was recorded (a gap says when not)."""
+def _output_record(view: SpanView, got: ModelIO, dropped: str | None) -> tuple[str | None, bool]:
+    """The model output's text and whether any output was recorded (a gap says when not); ``dropped``:
+    what the SDK dropped from the span (:func:`dropped_note`)."""
     outputs = got.messages or ()
     output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
     output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
@@ -630,7 +632,7 @@ def _output_record(view: SpanView, got: ModelIO) -> tuple[str | None, bool]:
         view.gap("model_output_redacted", "the model output was recorded redacted")
     elif not output_recorded:
         view.gap("model_output_not_recorded", "the LLM span carries no output content")
-    elif (dropped := dropped_note([view.raw])) is not None:
+    elif dropped is not None:
         # An output message, a content part or a choice event may be among the records dropped: the
         # output read is not all the model said (localize reads an answer from this span as incomplete).
         view.gap("model_output_truncated", f"the output may be incomplete: {dropped}")
@@ -643,12 +645,11 @@ def _redacted(record: ModelIO) -> bool:
 
 
 def _input_record(
-    view: SpanView, system: str | None, system_redacted: bool, given: ModelIO
+    view: SpanView, system: str | None, system_redacted: bool, given: ModelIO, dropped: str | None
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
-    says which)."""
+    says which; ``dropped``: what the SDK dropped from the span, :func:`dropped_note`)."""
     cut = cut_values(view.raw)
-    dropped = dropped_note([view.raw])
     if dropped is not None:  # last: its switch ends the gap's detail
         cut.append(f"messages may be among what was dropped: {dropped}")
     recorded = _Input.read(system, system_redacted, given, cut)

@@ -177,6 +177,16 @@ def hosted_search(view: SpanView) -> str | None:
     return None
 
 
+def _texts(given: list[str] | None) -> ModelIO | None:
+    """A model call's input or output recorded as plain texts (``llm.prompts``, ``llm.choices``): the
+    texts, hidden ones (``__REDACTED__``) marking it redacted; None when there are none."""
+    if not given:
+        return None
+    return ModelIO(
+        texts=tuple(t for t in given if t and t != REDACTED), redacted=any(t == REDACTED for t in given)
+    )
+
+
 def usage(view: SpanView) -> dict[str, Any]:
     return {
         "input": view.attrs.get("llm.token_count.prompt"),
@@ -197,23 +207,13 @@ class OpenInference(NoRecords):
         found = messages(view, "llm.input_messages")
         if found is not None:
             return ModelIO(messages=tuple(found))
-        given = prompts(view)
-        if not given:
-            return None
-        return ModelIO(
-            texts=tuple(p for p in given if p and p != REDACTED), redacted=any(p == REDACTED for p in given)
-        )
+        return _texts(prompts(view))
 
     def output_messages(self, view: SpanView) -> ModelIO | None:
         found = messages(view, "llm.output_messages")
         if found is not None:
             return ModelIO(messages=tuple(found))
-        given = choices(view)
-        if not given:
-            return None
-        return ModelIO(
-            texts=tuple(c for c in given if c and c != REDACTED), redacted=any(c == REDACTED for c in given)
-        )
+        return _texts(choices(view))
 
     def documents(self, view: SpanView) -> list[Document] | None:
         return documents(view, "retrieval.documents")
