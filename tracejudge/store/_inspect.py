@@ -11,6 +11,7 @@ from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
 from tracejudge.store._open import sqlite_file
+from tracejudge.store._sqlite import has_side_file
 
 __all__ = ["StoreState", "inspect_store"]
 
@@ -54,18 +55,17 @@ def _inspect_sqlite(path: Path) -> StoreState:
     into the file, so it counts only when no WAL appeared and the file's size and mtime are the same
     after it; otherwise (a process has the store open) it is read through SQLite's locks, whose side
     files are there already."""
-    side_files = [path.with_name(path.name + suffix) for suffix in ("-wal", "-journal")]
     for _ in range(3):
-        if any(f.exists() for f in side_files):
+        if has_side_file(path):
             break
         before = _stamp(path)
         try:
             state = _read_sqlite(path, "mode=ro&immutable=1")
         except sqlite3.DatabaseError:
-            if _stamp(path) == before and not any(f.exists() for f in side_files):
+            if _stamp(path) == before and not has_side_file(path):
                 raise  # the file as it is, not a torn read
             continue
-        if _stamp(path) == before and not any(f.exists() for f in side_files):
+        if _stamp(path) == before and not has_side_file(path):
             return state
     return _read_sqlite(path, "mode=ro")
 

@@ -32,7 +32,7 @@ from typing import Literal, cast
 from tracejudge._errors import InputError, StoreError
 from tracejudge.store._sql import _SCHEMA_VERSION, _SESSIONS_INDEXED, SqlStore
 
-__all__ = ["SqliteStore", "Synchronous", "copy_wait", "split_options"]
+__all__ = ["SqliteStore", "Synchronous", "copy_wait", "has_side_file", "split_options"]
 
 Synchronous = Literal["full", "normal"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("full", "normal")
@@ -268,6 +268,12 @@ class SqliteStore(SqlStore):
         super().close()
 
 
+def has_side_file(path: Path) -> bool:
+    """Whether a -wal or -journal file lies beside the SQLite file at ``path``: a process that can write
+    the store has it open (or left a transaction behind), so a read goes through SQLite's locks."""
+    return any(path.with_name(path.name + suffix).exists() for suffix in ("-wal", "-journal"))
+
+
 def _read_only_connection(path: Path) -> sqlite3.Connection:
     """A connection that only reads the store at ``path``, adds no file beside it that outlives it,
     and works in a folder this process cannot write (a read-only mount, a backup copy).
@@ -288,7 +294,7 @@ def _read_only_connection(path: Path) -> sqlite3.Connection:
     folder_writable = os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
     if folder_writable:
         options = "mode=rw"  # read-write but never create: a store removed meanwhile is not made anew
-    elif any(path.with_name(path.name + s).exists() for s in ("-wal", "-journal")):
+    elif has_side_file(path):
         options = "mode=ro"
     else:
         options = "mode=ro&immutable=1"
