@@ -144,9 +144,9 @@ def json_element(data: Any, *, depth: int) -> bytes | None:
     except TypeError:
         return None
     raw = raw.replace(b"\n", b"\n" + b"  " * depth)
-    if raw.isascii() and b"\x7f" not in raw:  # nothing to escape (the common case, without a scan)
+    if raw.isascii() and b"\x7f" not in raw:  # nothing to escape (the common case, without a decode)
         return raw
-    return _NOT_ASCII.sub(_escape, raw.decode()).encode()
+    return _ascii(raw.decode()).encode()
 
 
 def print_json_elements(data: dict[str, Any], key: str, elements: list[bytes]) -> bool:
@@ -159,9 +159,7 @@ def print_json_elements(data: dict[str, Any], key: str, elements: list[bytes]) -
         text = orjson.dumps(body, default=str, option=_ORJSON).decode()
     except TypeError:
         return False
-    if not text.isascii() or "\x7f" in text:
-        text = _NOT_ASCII.sub(_escape, text)
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(_ascii(text) + "\n")
     return True
 
 
@@ -192,7 +190,14 @@ def _dumps(data: Any, *, ensure_ascii: bool) -> str:
     except TypeError:  # orjson.JSONEncodeError is one
         # What orjson refuses and json writes: integers past 64 bits, lone surrogates.
         return json.dumps(data, indent=2, default=str, ensure_ascii=ensure_ascii)
-    return _NOT_ASCII.sub(_escape, text) if ensure_ascii else text
+    return _ascii(text) if ensure_ascii else text
+
+
+def _ascii(text: str) -> str:
+    """``text`` with what ``json.dumps(ensure_ascii=True)`` escapes escaped (no scan when there is none)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _NOT_ASCII.sub(_escape, text)
 
 
 def exit_unless(ok: bool) -> None:
