@@ -225,7 +225,10 @@ def test_a_large_plain_body_is_held_once(store: SqliteStore) -> None:
             tracemalloc.stop()
     assert resp.status_code == 413, resp.text[:300]
     assert "would take about" in resp.json()["message"]
-    assert peak < 1.5 * len(plain)
+    # tracemalloc counts the whole process — the client's send and the server thread's reads in flight
+    # beside the buffer (grown 1.125x at a time): 1.3-1.7x measured, across runs and loads. The body
+    # held twice (its chunks and their join, then its text) is 2x and more.
+    assert peak < 1.8 * len(plain)
 
 
 @pytest.mark.parametrize(
