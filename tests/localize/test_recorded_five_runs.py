@@ -27,7 +27,10 @@ RECORDINGS = {
     "agentops": ("agentops_{run}.pb", None),
     "openlit_agents": ("openlit_agents_{run}.pb", None),
     "openlit_langchain": ("openlit_langchain_{run}.pb", "chunk"),
+    "langfuse": ("langfuse_{run}.pb", None),
 }
+# recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
+FILTER_KEYS = {"langfuse": "langfuse.observation.metadata.tracejudge.retrieval.filter"}
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {
     "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
@@ -64,8 +67,10 @@ def test_never_indexed_is_told_by_the_manifest_not_the_trace(mk: ModuleType, rec
 def test_the_recorded_filter_is_needed(mk: ModuleType, recording: str) -> None:
     pattern, ids = RECORDINGS[recording]
     spans = mk.recorded_spans(pattern.format(run="filtered"))
+    key = FILTER_KEYS.get(recording, "tracejudge.retrieval.filter")
+    assert any(key in s.attributes for s in spans)
     loc = mk.localize(
-        mk.normalize(mk.drop_attribute(spans, "tracejudge.retrieval.filter")),
+        mk.normalize(mk.drop_attribute(spans, key)),
         mk.ticket(),
         mk.policy_manifest("EU", ids=ids),
     )
