@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_intake.py
 	$(BIN)/python benchmarks/bench_normalize.py
 	$(BIN)/python benchmarks/bench_triage.py
+	$(BIN)/python benchmarks/bench_sweep.py  # 10k and 100k traces, each phase twice: ~3.5 min of CPU
 	$(BIN)/python benchmarks/bench_langfuse_pull.py
 	$(BIN)/python benchmarks/bench_phoenix_pull.py
 	$(BIN)/python benchmarks/bench_langfuse_client.py
