@@ -1,7 +1,8 @@
 """Triage on traces recorded outside this repository (tests/fixtures/outside/README.md names each
 source, commit and licence): OpenInference spans of the OpenAI SDK recorded by envoyproxy/ai-gateway, the
 Vercel AI SDK's spans captured by Arize-ai/openinference, TruLens' LlamaIndex and LangChain RAG events, and
-Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search. Each goes through the commands
+Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search, and the AI SDK's own telemetry
+test snapshots of a tool it ran (``ai.toolCall``). Each goes through the commands
 a user runs — ``collect file``, ``traces show --json``, ``triage --json`` with a ticket whose material is
 taken from the trace itself — and what they read is pinned. The OpenAI and AI SDK traces record no
 retrieval, nor does the hosted search record what it found, so no verdict on them may be definite; the
@@ -158,7 +159,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every outside trace collected from files into one store, as a user would."""
     folder = tmp_path_factory.mktemp("outside")
     files = []
-    for case in [*CASES, *TRULENS, *LOGFIRE]:
+    for case in [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS]:
         path = folder / (case.name.replace("/", "-") + ".json")
         path.write_text(json.dumps(case.request()))
         files.append(str(path))
@@ -609,6 +610,76 @@ def test_a_trace_without_a_retrieval_gives_no_definite_verdict(
         assert any(INCLUDE in m for m in given["stages"][1]["missing"])
 
 
+# ----------------------------------------------------------------------------- Vercel AI SDK tools
+
+# vercel/ai's own telemetry test (packages/otel): streamText over a mock model that asks for tool1, the SDK
+# running it (an ai.toolCall span), and — with stopWhen: 2 steps — a second request carrying its result.
+_LEGACY = "LegacyOpenTelemetry integration with streamText"
+TWO_STEPS, ONE_STEP = "0000000000000000000000000000a101", "0000000000000000000000000000a102"
+VERCEL_TOOLS = [
+    Outside(
+        "vercel-ai/tool-two-steps",
+        lambda: fmt.vercel_mock(
+            f"{_LEGACY} stopWhen (2 steps) > should record telemetry data for each step", TWO_STEPS, T0
+        ),
+        TWO_STEPS,
+        {"required": [{"doc_id": "tool1-result", "version": "v1", "clause": "result1"}]},
+        [_entry("tool1-result", "v1", "result1")],
+    ),
+    Outside(
+        "vercel-ai/tool-call",
+        lambda: fmt.vercel_mock(f"{_LEGACY} > should record successful tool call", ONE_STEP, T0),
+        ONE_STEP,
+        {"required": [{"doc_id": "tool1-result", "version": "v1", "clause": "value-result"}]},
+        [_entry("tool1-result", "v1", "value-result")],
+    ),
+]
+VERCEL_TOOL_IDS = [c.name for c in VERCEL_TOOLS]
+
+
+def test_vercel_ai_sdk_tool_call_span_is_the_tool_call_the_model_asked_for(store: Path) -> None:
+    record = _show(store, TWO_STEPS)
+    # ai.toolCall: ai.toolCall.name, .id (the model's), .args and .result as JSON text. It was read as no
+    # step at all: the trace held no tool call.
+    (tool,) = record["tool_calls"]
+    assert (tool["name"], tool["call_id"], tool["arguments"], tool["result"]) == (
+        "tool1",
+        "call-1",
+        {"value": "value"},
+        "result1",
+    )
+    first, second = record["model_calls"]
+    assert [t["name"] for m in first["output_messages"] for t in m["tool_calls"]] == ["tool1"]
+    # The second request sends the call back (AI SDK parts: tool-call, tool-result {type, value}): the tool
+    # message holds the result, not a message whose content was lost.
+    assert [(m["role"], m["content"]) for m in second["input_messages"]] == [
+        ("user", "test-input"),
+        ("assistant", "thinking"),
+        ("tool", "result1"),
+    ]
+    assert [t["id"] for t in second["input_messages"][1]["tool_calls"]] == ["call-1"]
+    assert not second["input_partial"]
+    assert (record["input"], record["final_answer"]) == ("test-input", "Hello, world!")
+    assert "model_input_not_recorded" not in {g["kind"] for g in record["gaps"]}
+    one = _show(store, ONE_STEP)
+    assert [(t["name"], t["result"]) for t in one["tool_calls"]] == [("tool1", "value-result")]
+
+
+@pytest.mark.parametrize("case", VERCEL_TOOLS, ids=VERCEL_TOOL_IDS)
+def test_a_tool_that_is_no_retrieval_gives_no_definite_verdict(
+    store: Path, tmp_path: Path, case: Outside
+) -> None:
+    # The tool returned the material, but nothing marks it a retrieval: where it came from is unknown.
+    record = _show(store, case.trace_id)
+    assert record["retrievals"] == []
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    assert any("a retrieval span" in m for m in given["stages"][1]["missing"])
+
+
 # ----------------------------------------------------------------------------- removal property
 
 
@@ -701,7 +772,11 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("case", [*CASES, *TRULENS, *LOGFIRE], ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS])
+@pytest.mark.parametrize(
+    "case",
+    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS],
+    ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS, *VERCEL_TOOL_IDS],
+)
 def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside, variant: str) -> None:
     case = _variant(case, variant)
     spans = _spans(case)

@@ -27,6 +27,7 @@ from tracejudge.normalize import _logfire as logfire
 from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
+from tracejudge.normalize import _vercel as vercel
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._cut import cut_values, dropped_note
 from tracejudge.normalize._genai import system_instructions
@@ -734,6 +735,7 @@ def _usage(view: SpanView) -> dict[str, int]:
 def _tool_call(view: SpanView) -> ToolCall:
     a = view.attrs
     name = as_str(view.get("tool.name", "gen_ai.tool.name")) or logfire.tool_name(view)
+    name = name or vercel.tool_name(view)
     if name is None and a.get(oll.KIND) == "tool":
         name = as_str(a.get("traceloop.entity.name"))
     arguments = _first_read(PRECEDENCE.tool_arguments, lambda c: c.tool_arguments(view))
@@ -743,7 +745,8 @@ def _tool_call(view: SpanView) -> ToolCall:
     return ToolCall(
         span_id=view.span_id,
         name=name or view.raw.name,
-        call_id=as_str(view.get("gen_ai.tool.call.id", "tool.id", "tool_call.id")),
+        call_id=as_str(view.get("gen_ai.tool.call.id", "tool.id", "tool_call.id"))
+        or vercel.tool_call_id(view),
         arguments=maybe_json(arguments),
         result=parsed,
         documents=tuple(docs) if docs else None,

@@ -4,8 +4,16 @@ A call (``ai.operationId`` ``ai.generateText``, ``ai.streamText``, ``ai.generate
 ``ai.streamObject``) opens a span recording ``ai.prompt`` — JSON ``{"prompt": "…"}`` or ``{"system",
 "messages"}`` — and the result, ``ai.response.text`` or ``ai.response.object``; each request to the
 provider is a child ``….doGenerate`` / ``….doStream`` span recording ``ai.prompt.messages`` (the message
-list sent, content as text parts) and ``ai.response.text`` / ``ai.response.toolCalls``. The child is the
-model call; the call's own span is the user's request and answer when it is the trace's root.
+list sent: content as ``text`` parts, the model's earlier calls as ``tool-call`` parts and their results as
+``tool-result`` parts) and ``ai.response.text`` / ``ai.response.toolCalls``. The child is the model call; the
+call's own span is the user's request and answer when it is the trace's root.
+
+Each tool the SDK runs for the model is an ``ai.toolCall`` span (vercel/ai's
+``packages/otel/src/legacy-open-telemetry.ts``): ``ai.toolCall.name``, ``ai.toolCall.id`` (the model's call
+id), ``ai.toolCall.args`` (the arguments, JSON text) and ``ai.toolCall.result`` (the return value, JSON
+text), the last two only where inputs and outputs are recorded (``recordInputs`` / ``recordOutputs``). A
+tool call, whose result may name the manifest's documents (a search tool): it is not read as a retrieval
+unless marked as one.
 """
 
 from __future__ import annotations
@@ -25,12 +33,66 @@ MESSAGES = "ai.prompt.messages"
 TEXT = "ai.response.text"
 OBJECT = "ai.response.object"
 TOOL_CALLS = "ai.response.toolCalls"
+TOOL_CALL = "ai.toolCall"
+TOOL_NAME = "ai.toolCall.name"
+TOOL_ID = "ai.toolCall.id"
+TOOL_ARGS = "ai.toolCall.args"
+TOOL_RESULT = "ai.toolCall.result"
 _CALLS = frozenset({"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"})
 _REQUESTS = frozenset(f"{call}.{step}" for call in _CALLS for step in ("doGenerate", "doStream"))
 
 
 def _operation(view: SpanView) -> str | None:
     return as_str(view.attrs.get(OPERATION))
+
+
+def _runs_tool(view: SpanView) -> bool:
+    return _operation(view) == TOOL_CALL
+
+
+def tool_name(view: SpanView) -> str | None:
+    """The tool an ``ai.toolCall`` span ran; None on any other span."""
+    return as_str(view.attrs.get(TOOL_NAME)) if _runs_tool(view) else None
+
+
+def tool_call_id(view: SpanView) -> str | None:
+    """The model's id of the call an ``ai.toolCall`` span ran; None on any other span."""
+    return as_str(view.attrs.get(TOOL_ID)) if _runs_tool(view) else None
+
+
+def _part(part: Any) -> Any:
+    """An AI SDK content part in the shape the shared readers know: ``tool-call`` (``toolCallId``,
+    ``toolName``, ``input`` / ``args``) a tool call, ``tool-result`` (``output`` ``{type, value}``, or
+    ``result``) a tool result; any other part as it is."""
+    if not isinstance(part, dict):
+        return part
+    kind = part.get("type")
+    if kind == "tool-call":
+        arguments = part.get("input", part.get("args"))
+        return {
+            "type": "tool_call",
+            "id": part.get("toolCallId"),
+            "name": part.get("toolName"),
+            "arguments": arguments,
+        }
+    if kind == "tool-result":
+        output = part.get("output", part.get("result"))
+        if isinstance(output, dict) and "value" in output and isinstance(output.get("type"), str):
+            output = output["value"]  # LanguageModelV2ToolResultOutput: {type: text | json | …, value}
+        return {"type": "tool_result", "result": output}
+    return part
+
+
+def _prompt_messages(value: Any) -> Any:
+    """``ai.prompt.messages`` with each message's content parts in the shared readers' shapes."""
+    if not isinstance(value, list):
+        return value
+    return [
+        m | {"content": [_part(p) for p in m["content"]]}
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        else m
+        for m in value
+    ]
 
 
 def _tool_call(item: Any) -> dict[str, Any] | None:
@@ -45,17 +107,27 @@ def _tool_call(item: Any) -> dict[str, Any] | None:
 
 
 class Vercel(NoRecords):
-    """The AI SDK: its provider requests are the model calls, its call span the request and answer."""
+    """The AI SDK: its provider requests are the model calls, its call span the request and answer, its
+    ``ai.toolCall`` spans the tools it ran."""
 
     name = "vercel-ai"
 
     def classify(self, view: SpanView) -> StepKind | None:
-        return "model" if _operation(view) in _REQUESTS else None
+        operation = _operation(view)
+        if operation == TOOL_CALL:
+            return "tool"
+        return "model" if operation in _REQUESTS else None
+
+    def tool_arguments(self, view: SpanView) -> Any | None:
+        return view.attrs.get(TOOL_ARGS) if _runs_tool(view) else None
+
+    def tool_result(self, view: SpanView) -> Any | None:
+        return view.attrs.get(TOOL_RESULT) if _runs_tool(view) else None
 
     def input_messages(self, view: SpanView) -> ModelIO | None:
         if _operation(view) not in _REQUESTS or MESSAGES not in view.attrs:
             return None
-        found = messages_from_value(view.json(MESSAGES, view.attrs[MESSAGES]))
+        found = messages_from_value(_prompt_messages(view.json(MESSAGES, view.attrs[MESSAGES])))
         if found is None:
             view.gap("attribute_unparseable", f"{MESSAGES}: not a message list")
             return None
