@@ -15,6 +15,7 @@ import orjson
 
 from tracejudge._errors import InputError, MissingDependencyError, TracejudgeError
 from tracejudge._redact import redact
+from tracejudge.judge._reexports import reexports_on_use
 from tracejudge.schema import JudgeConfig
 
 
@@ -174,7 +175,10 @@ class OpenAIJudgeClient:
         self, config: JudgeConfig, *, concurrency: int = 8, transport: Transport | None = None
     ) -> None:
         try:
-            import openai
+            # Without the ~470 type modules openai's packages re-export, which no call of ours uses
+            # (its post with the body read as bytes): they were half of its import, before the first call.
+            with reexports_on_use("openai.types", "openai.lib"):
+                import openai
         except ImportError as exc:  # pragma: no cover - openai is a core dependency
             raise MissingDependencyError("openai", "dev") from exc
         self._openai = openai
