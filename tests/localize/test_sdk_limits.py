@@ -247,13 +247,21 @@ def test_an_answer_whose_part_the_sdk_dropped_is_not_read_as_all_it_said(read: R
     detail = _gap(task, chat.span_id, "model_output_truncated")
     assert "1 attribute " in detail
     assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in detail
+    # The limit to raise is on the gap's record, and its detail ends with it.
+    (gap,) = [g for g in task.gaps if g.kind == "model_output_truncated"]
+    assert gap.switch == "raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (128 by default)"
+    assert (
+        gap.note
+        == "the output may be incomplete: the SDK dropped 1 attribute at its limits (dropped_*_count)"
+    )
+    assert gap.detail == f"{gap.note}; to record it: {gap.switch}"
     # Read as all it said, the answer states only v1's cap: ignored_by_model, the judge not asked.
     loc = _triage(spans, _Judge())
     assert loc.verdict == "unconfirmed"
     (used,) = [s for s in loc.stages if s.name == "used_by_model"]
     assert used.status == "unconfirmed"
-    assert "may be incomplete" in used.detail
-    assert any("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in m for m in used.missing)
+    assert used.detail.startswith(f"the answer may be incomplete (span {chat.span_id}: {gap.note}): what it")
+    assert "the whole answer (raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (128 by default))" in used.missing
 
 
 @pytest.mark.parametrize("read", READS)

@@ -14,7 +14,7 @@ import pytest
 from tests.normalize.test_conventions import root, span
 from tracejudge.normalize import normalize
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, SWITCHES, Switch, producer
-from tracejudge.schema import TaskRecord
+from tracejudge.schema import Gap, TaskRecord
 from tracejudge_collectors.otel import read_otlp_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +52,30 @@ def test_every_switch_a_hint_names_exists(switch: Switch) -> None:
     for name in switch.names:
         assert name in text, f"{name} not found in {switch.source}"
         assert name in switch.text
+
+
+def test_a_switch_a_gap_names_is_on_its_record() -> None:
+    """Readers (triage's ``missing``, an answer the SDK cut) take a gap's switch from ``Gap.switch``, never
+    out of its text: every gap of the recorded traces whose detail names one carries it there too."""
+    named = 0
+    for path in sorted(TRACES.glob("*.pb")):
+        for gap in normalize(list(read_otlp_file(path))).gaps:
+            where = (path.name, gap)
+            if "; to record it: " in gap.detail:
+                assert gap.switch, where
+                assert gap.detail == f"{gap.note}; to record it: {gap.switch}", where
+                named += 1
+            elif ". Mark them: " in gap.detail:  # tools to mark as retrievers: named on the way
+                assert gap.detail.endswith(f". Mark them: {gap.switch}"), where
+                named += 1
+            else:
+                assert gap.switch == "", where
+    assert named > 100
+
+
+def test_a_gap_without_a_detail_is_its_switch() -> None:
+    gap = Gap(kind="no_model_span").switched("set X=1")
+    assert (gap.detail, gap.switch, gap.note) == ("set X=1", "set X=1", "")
 
 
 def gaps(record: TaskRecord, kind: str) -> list[str]:

@@ -223,19 +223,12 @@ def candidate(call: RetrievalCall, m: Material) -> Candidate | None:
     return None
 
 
-_SWITCH_MARKERS = ("; to record it: ", ". Mark them: ")
-
-
 def recording_switch(task: TaskRecord, kind: str, span_id: str | None = None) -> str:
     """``"; to record it: …"``: the switch the trace's gap of ``kind`` names (normalize names the one
     of the instrumentation that produced the span), or "" when it names none."""
     for gap in task.gaps:
-        if gap.kind != kind or (span_id is not None and gap.span_id != span_id):
-            continue
-        for marker in _SWITCH_MARKERS:
-            _, found, switch = gap.detail.partition(marker)
-            if found:
-                return f"; to record it: {switch}"
+        if gap.kind == kind and (span_id is None or gap.span_id == span_id) and gap.switch:
+            return f"; to record it: {gap.switch}"
     return ""
 
 

@@ -48,9 +48,10 @@ def _incomplete(task: TaskRecord, answer: str) -> tuple[str, str] | None:
     span = task.final_answer_span_id
     for gap in task.gaps:
         if gap.kind == "model_output_truncated" and span is not None and gap.span_id == span:
-            note, _, switch = gap.detail.partition("; to record it: ")
-            detail = f"the answer may be incomplete (span {span}: {note}): what it stated in them is unknown"
-            return detail, f"the whole answer ({switch})" if switch else "the whole answer"
+            detail = (
+                f"the answer may be incomplete (span {span}: {gap.note}): what it stated in them is unknown"
+            )
+            return detail, f"the whole answer ({gap.switch})" if gap.switch else "the whole answer"
     return None
 
 

@@ -13,7 +13,7 @@ import ast
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracejudge.schema import RawSpan
 
@@ -89,7 +89,16 @@ def cut_values(span: RawSpan) -> list[str]:
     return notes
 
 
-def dropped_note(spans: Iterable[RawSpan]) -> str | None:
+class Dropped(NamedTuple):
+    """What an SDK dropped from spans at its count limits (:func:`dropped_note`)."""
+
+    note: str
+    """How many of what it dropped: ``"the SDK dropped 3 attributes at its limits (dropped_*_count)"``."""
+    switch: str
+    """The limits to raise to record them: ``"raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (128 by default)"``."""
+
+
+def dropped_note(spans: Iterable[RawSpan]) -> Dropped | None:
     """What the SDK dropped from these spans at its count limits, with the variables that raise them;
     None when nothing. An SDK keeps at most 128 attributes and 128 events a span by default and says only
     how many it dropped (OTLP ``dropped_attributes_count``, ``dropped_events_count``): a retrieval's
@@ -112,7 +121,6 @@ def dropped_note(spans: Iterable[RawSpan]) -> str | None:
         return None
     counts = " and ".join(f"{n} {what.removesuffix('s') if n == 1 else what}" for n, what, _ in lost)
     variables = " and ".join(variable for _, _, variable in lost)
-    return (
-        f"the SDK dropped {counts} at its limits (dropped_*_count);"
-        f" to record it: raise {variables} (128 by default)"
+    return Dropped(
+        f"the SDK dropped {counts} at its limits (dropped_*_count)", f"raise {variables} (128 by default)"
     )

@@ -305,9 +305,9 @@ def _ranked(producers: Iterable[Producer | None]) -> list[Producer | None]:
 
 
 def _with_switch(gap: Gap, switch: Switch) -> Gap:
-    """The gap ending with the switch, unless its detail already names it or names its own (a reader that
-    knows what its instrumentation needs: a model's hosted search asks the API for its results)."""
-    if all(name in gap.detail for name in switch.names) or "; to record it: " in gap.detail:
+    """The gap ending with the switch, unless its detail already names it or ends with its own (a reader
+    that knows what its instrumentation needs: a model's hosted search asks the API for its results). A
+    switch the detail only names on the way (tools to mark as retrievers) gives way to the producer's."""
+    if all(name in gap.detail for name in switch.names) or (gap.switch and gap.note != gap.detail):
         return gap
-    detail = f"{gap.detail}; to record it: {switch.text}" if gap.detail else switch.text
-    return gap.model_copy(update={"detail": detail})
+    return gap.switched(switch.text)

@@ -191,7 +191,8 @@ class Logfire(NoRecords):
             view.gap(
                 "retrieval_documents_not_recorded",
                 f"the model ran OpenAI's hosted file_search (queries {queries!r}) and the trace does not"
-                f" hold what it returned; to record it: {HOSTED_FILE_SEARCH.text}",
+                " hold what it returned",
+                HOSTED_FILE_SEARCH.text,
             )
         found = [m for m in (_message(e, output=True) for e in events[n:]) if m is not None]
         return ModelIO(messages=tuple(found))

@@ -29,7 +29,7 @@ from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize import _vercel as vercel
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
-from tracejudge.normalize._cut import cut_values, dropped_note
+from tracejudge.normalize._cut import Dropped, cut_values, dropped_note
 from tracejudge.normalize._genai import system_instructions
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
@@ -40,6 +40,7 @@ from tracejudge.normalize._view import Gaps, SpanView
 from tracejudge.schema import (
     ContextAssembly,
     Document,
+    Gap,
     Message,
     ModelCall,
     RawSpan,
@@ -136,9 +137,13 @@ def incompleteness(task: TaskRecord) -> list[str]:
 
 def _trace_gaps(gaps: Gaps, views: list[SpanView], steps: _Steps) -> None:
     if not steps.retrievals:
-        detail = "no span of the trace is a retrieval step" + _unmarked(steps.tools)
-        detail += _hosted(views)
-        gaps.add("no_retrieval_span", None, detail)
+        unmarked, mark = _unmarked(steps.tools)
+        hosted, record = _hosted(views)
+        gap = Gap(
+            kind="no_retrieval_span", detail=f"no span of the trace is a retrieval step{unmarked}{hosted}"
+        )
+        # A hosted search's results are in no span whatever is marked: its switch is the one to name.
+        gaps.add_gap(gap.switched(record) if record else gap.model_copy(update={"switch": mark}))
     if not steps.models:
         detail = "no span of the trace is an LLM call"
         if any(oll.KIND in v.attrs for v in views):
@@ -473,7 +478,9 @@ def _dropped_documents(anchor: SpanView, members: list[SpanView]) -> bool:
     note = dropped_note(v.raw for v in members if v.step != "embedding")
     if note is None:
         return False
-    anchor.gap("retrieval_documents_not_recorded", f"documents it returned may be missing: {note}")
+    anchor.gap(
+        "retrieval_documents_not_recorded", f"documents it returned may be missing: {note.note}", note.switch
+    )
     return True
 
 
@@ -623,7 +630,7 @@ def _model_call(view: SpanView) -> ModelCall:
     )
 
 
-def _output_record(view: SpanView, got: ModelIO, dropped: str | None) -> tuple[str | None, bool]:
+def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tuple[str | None, bool]:
     """The model output's text and whether any output was recorded (a gap says when not); ``dropped``:
     what the SDK dropped from the span (:func:`dropped_note`)."""
     outputs = got.messages or ()
@@ -636,7 +643,7 @@ def _output_record(view: SpanView, got: ModelIO, dropped: str | None) -> tuple[s
     elif dropped is not None:
         # An output message, a content part or a choice event may be among the records dropped: the
         # output read is not all the model said (localize reads an answer from this span as incomplete).
-        view.gap("model_output_truncated", f"the output may be incomplete: {dropped}")
+        view.gap("model_output_truncated", f"the output may be incomplete: {dropped.note}", dropped.switch)
     return output_text, output_recorded
 
 
@@ -646,17 +653,20 @@ def _redacted(record: ModelIO) -> bool:
 
 
 def _input_record(
-    view: SpanView, system: str | None, system_redacted: bool, given: ModelIO, dropped: str | None
+    view: SpanView, system: str | None, system_redacted: bool, given: ModelIO, dropped: Dropped | None
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
     says which; ``dropped``: what the SDK dropped from the span, :func:`dropped_note`)."""
     cut = cut_values(view.raw)
     if dropped is not None:  # last: its switch ends the gap's detail
-        cut.append(f"messages may be among what was dropped: {dropped}")
+        cut.append(f"messages may be among what was dropped: {dropped.note}")
     recorded = _Input.read(system, system_redacted, given, cut)
     gap = recorded.gap()
     if gap is not None:
-        view.gap(*gap)
+        kind, detail = gap
+        # The limits to raise belong to the truncated gap, whose detail ends with what was dropped.
+        switch = dropped.switch if dropped is not None and kind == "model_input_truncated" else ""
+        view.gap(kind, detail, switch)
     return recorded.text, recorded.redacted, recorded.partial
 
 
@@ -754,26 +764,25 @@ def _tool_call(view: SpanView) -> ToolCall:
     )
 
 
-def _hosted(views: list[SpanView]) -> str:
+def _hosted(views: list[SpanView]) -> tuple[str, str]:
     """Model calls that searched inside themselves (OpenAI's hosted file or web search), when nothing is a
-    retrieval: no span can be marked, and what they found is in no span — say so, and what would record it."""
+    retrieval: no span can be marked, and what they found is in no span — say so, and what would record it
+    (the hint and the switch; both "" when none did)."""
     hosted = dict.fromkeys(logfire.hosted_search_spans(views), "file_search")
     for view in views:
         kind = oi.hosted_search(view) if view.step == "model" else None
         if kind is not None:
             hosted.setdefault(view.span_id, kind)
     if not hosted:
-        return ""
+        return "", ""
     listed = ", ".join(f"{span_id} ({kind})" for span_id, kind in hosted.items())
     switch = HOSTED_FILE_SEARCH if "file_search" in hosted.values() else HOSTED_WEB_SEARCH
-    return (
-        f"; model calls ran a hosted search whose results the trace does not hold: {listed};"
-        f" to record it: {switch.text}"
-    )
+    return f"; model calls ran a hosted search whose results the trace does not hold: {listed}", switch.text
 
 
-def _unmarked(tools: list[ToolCall]) -> str:
-    """A hint naming tools whose result reads as documents with ids, when nothing is a retrieval.
+def _unmarked(tools: list[ToolCall]) -> tuple[str, str]:
+    """A hint naming tools whose result reads as documents with ids, when nothing is a retrieval, and the
+    marks it names (both "" when none does).
 
     Such a tool is not read as a retrieval: a list of records with ids may be orders or tickets as
     well as documents, and a wrong retrieval would give a confident wrong verdict. Marking it is cheap.
@@ -784,12 +793,15 @@ def _unmarked(tools: list[ToolCall]) -> str:
         if docs and all(d.doc_id is not None for d in docs):
             names.setdefault(call.name, len(docs))
     if not names:
-        return ""
+        return "", ""
     listed = ", ".join(f"{name} ({count} documents)" for name, count in names.items())
-    return (
-        f"; tools returned documents with ids but are not marked as retrievers: {listed}."
-        " Mark them: OpenInference span kind RETRIEVER (openai-agents instrumentation:"
+    mark = (
+        "OpenInference span kind RETRIEVER (openai-agents instrumentation:"
         " tool_span_kinds={name: 'RETRIEVER'}), gen_ai.tool.type = datastore, or tracejudge.step = retrieval"
+    )
+    return (
+        f"; tools returned documents with ids but are not marked as retrievers: {listed}. Mark them: {mark}",
+        mark,
     )
 
 

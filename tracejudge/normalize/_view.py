@@ -25,12 +25,17 @@ class Gaps:
         self._items: list[Gap] = []
         self._seen: set[tuple[str, str | None, str]] = set()
 
-    def add(self, kind: str, span_id: str | None, detail: str = "") -> None:
-        key = (kind, span_id, detail)
+    def add(self, kind: str, span_id: str | None, detail: str = "", switch: str = "") -> None:
+        """A gap of ``kind``; with ``switch``, its detail goes on to name it (``Gap.switched``)."""
+        gap = Gap.model_validate({"kind": kind, "span_id": span_id, "detail": detail})
+        self.add_gap(gap.switched(switch) if switch else gap)
+
+    def add_gap(self, gap: Gap) -> None:
+        key = (gap.kind, gap.span_id, gap.detail)
         if key in self._seen:
             return
         self._seen.add(key)
-        self._items.append(Gap.model_validate({"kind": kind, "span_id": span_id, "detail": detail}))
+        self._items.append(gap)
 
     def items(self) -> tuple[Gap, ...]:
         return tuple(self._items)
@@ -144,5 +149,5 @@ class SpanView:
             self._groups = group_indexed(self.attrs)
         return self._groups.get(prefix)
 
-    def gap(self, kind: str, detail: str = "") -> None:
-        self.gaps.add(kind, self.span_id, detail)
+    def gap(self, kind: str, detail: str = "", switch: str = "") -> None:
+        self.gaps.add(kind, self.span_id, detail, switch)

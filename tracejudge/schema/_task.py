@@ -179,6 +179,10 @@ class ToolCall(_Frozen):
     """When the call started."""
 
 
+# How a gap's detail goes on to name its switch (``Gap.switched``).
+TO_RECORD = "; to record it: "
+
+
 class Gap(_Frozen):
     """Something the trace did not record, or recorded redacted: what a check may need and not have."""
 
@@ -201,7 +205,22 @@ class Gap(_Frozen):
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""
-    """Human-readable detail."""
+    """Human-readable detail (ending with ``"; to record it: "`` and ``switch`` when it names one)."""
+    switch: str = ""
+    """What would record what is missing (a limit to raise, a setting to turn on, a span to mark), as
+    ``detail`` names it; "" when it names none. Readers take it from here, never out of ``detail``'s text."""
+
+    def switched(self, switch: str) -> Gap:
+        """This gap naming ``switch``: its detail ends with ``"; to record it: <switch>"``."""
+        detail = f"{self.detail}{TO_RECORD}{switch}" if self.detail else switch
+        return self.model_copy(update={"detail": detail, "switch": switch})
+
+    @property
+    def note(self) -> str:
+        """The detail without the switch it ends with (all of it when it ends with none)."""
+        if self.detail == self.switch:
+            return ""
+        return self.detail.removesuffix(f"{TO_RECORD}{self.switch}") if self.switch else self.detail
 
 
 class SpanNode(_Frozen):
