@@ -28,9 +28,13 @@ RECORDINGS = {
     "openlit_agents": ("openlit_agents_{run}.pb", None),
     "openlit_langchain": ("openlit_langchain_{run}.pb", "chunk"),
     "langfuse": ("langfuse_{run}.pb", None),
+    "langfuse_langchain": ("langfuse_langchain_{run}.pb", None),
 }
 # recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
-FILTER_KEYS = {"langfuse": "langfuse.observation.metadata.tracejudge.retrieval.filter"}
+FILTER_KEYS = {
+    "langfuse": "langfuse.observation.metadata.tracejudge.retrieval.filter",
+    "langfuse_langchain": "langfuse.observation.metadata.tracejudge.retrieval.filter",
+}
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {
     "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),

@@ -1,10 +1,13 @@
-"""LangChain 1.x tools under openinference-instrumentation-langchain (0.1.80).
+"""LangChain 1.x tools under openinference-instrumentation-langchain (0.1.80) and under the Langfuse SDK's
+LangChain ``CallbackHandler`` (langfuse 5.2).
 
 A tool run by a LangChain agent (``create_agent``'s tool node, LangGraph's ``ToolNode``) returns a
 ``ToolMessage``; the tool span (TOOL) records it as ``output.value`` in LangChain's serialized form,
-``{"type": "tool", "data": {"content": ..., "tool_call_id": ..., ...}}``. The tool's result is that
+``{"type": "tool", "data": {"content": ..., "tool_call_id": ..., ...}}``. The Langfuse handler's ``tool``
+observation records it as ``langfuse.observation.output``, the message's fields at the top level:
+``{"content": ..., "type": "tool", "tool_call_id": ..., "status": ...}``. The tool's result is that
 ``content`` (JSON text when the tool returned documents). Model calls, retrievers and chains are plain
-OpenInference.
+OpenInference (or plain Langfuse observations).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracejudge.normalize._convention import NoRecords
+from tracejudge.normalize._langfuse import OUTPUT as LANGFUSE_OUTPUT
+from tracejudge.normalize._langfuse import TYPE as LANGFUSE_TYPE
 from tracejudge.normalize._shapes import documents_from_value
 from tracejudge.normalize._values import REDACTED, maybe_json
 from tracejudge.normalize._view import SpanView
@@ -31,14 +36,22 @@ class LangChain(NoRecords):
         return None if result is None else documents_from_value(view, maybe_json(result))
 
     def tool_result(self, view: SpanView) -> Any | None:
-        if view.raw.scope_name != SCOPE or view.attrs.get("openinference.span.kind") != "TOOL":
-            return None
-        value = view.attrs.get("output.value")
-        parsed = None if value is None or value == REDACTED else maybe_json(value)
-        if not isinstance(parsed, dict) or parsed.get("type") != "tool":
-            return None
-        data = parsed.get("data")
-        return data.get("content") if isinstance(data, dict) else None
+        if view.raw.scope_name == SCOPE and view.attrs.get("openinference.span.kind") == "TOOL":
+            parsed = _parsed(view.attrs.get("output.value"))
+            data = parsed.get("data") if isinstance(parsed, dict) and parsed.get("type") == "tool" else None
+            return data.get("content") if isinstance(data, dict) else None
+        kind = view.attrs.get(LANGFUSE_TYPE)
+        if isinstance(kind, str) and kind.upper() == "TOOL":
+            # Only a ToolMessage's dump (its type and the call it answers): a tool observation of any other
+            # output is the tool's own value, read as such by the free-form reader.
+            parsed = _parsed(view.attrs.get(LANGFUSE_OUTPUT))
+            if isinstance(parsed, dict) and parsed.get("type") == "tool" and "tool_call_id" in parsed:
+                return parsed.get("content")
+        return None
+
+
+def _parsed(value: Any) -> Any:
+    return None if value is None or value == REDACTED else maybe_json(value)
 
 
 CONVENTION = LangChain()

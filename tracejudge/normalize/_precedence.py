@@ -29,7 +29,8 @@ Why this order:
 - ``tool_arguments`` / ``tool_result``: OpenLIT's agents instrumentation's Python reprs read as literals
   (it writes ``gen_ai.tool.call.*`` as ``str()`` of the value, so GenAI's reader would keep the text),
   GenAI's ``gen_ai.tool.call.*``, a framework's own attributes or events (ADK, Strands), AG2's
-  ``[success, {"content"}]`` tool output, the ``content`` of a LangChain tool's serialized ``ToolMessage``,
+  ``[success, {"content"}]`` tool output, the ``content`` of a LangChain tool's ``ToolMessage`` (serialized,
+  or dumped by Langfuse's LangChain handler),
   the ``result`` of Agno's ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope
   ``@ops.trace`` function's ``mirascope.trace.*`` (below the root it is read as a tool call), then the
   free-form input/output.

@@ -154,8 +154,25 @@ def messages_from_value(value: Any) -> list[Message] | None:
     items = _message_items(value) if isinstance(value, dict) else value
     if not isinstance(items, list) or not items or not all(_message_like(item) for item in items):
         return None
-    found = [m for m in (message_from_dict(item) for item in items) if m is not None]
+    found = [
+        m for m in (message_from_dict(item) for item in items if not _tool_declaration(item)) if m is not None
+    ]
     return found or None
+
+
+def _tool_declaration(item: dict[str, Any]) -> bool:
+    """Whether a listed "message" is a tool the request declared: Langfuse's LangChain ``CallbackHandler``
+    (5.2) appends a model call's tool definitions to its input as ``{"role": "tool", "content": {"type":
+    "function", "function": {...}}}``. Not a message the model was sent (a tool's result answers a call,
+    ``tool_call_id``), so not one whose content is missing either."""
+    content = item.get("content")
+    return (
+        item.get("role") == "tool"
+        and "tool_call_id" not in item
+        and isinstance(content, dict)
+        and content.get("type") == "function"
+        and isinstance(content.get("function"), dict)
+    )
 
 
 def _message_items(value: dict[str, Any]) -> Any:
