@@ -1,6 +1,12 @@
 """tracejudge: localize why a retrieval-augmented agent answered wrong, from its traces."""
 
-from tracejudge._errors import InputError, MissingDependencyError, StoreError, TracejudgeError
+from tracejudge._errors import (
+    InputError,
+    MissingDependencyError,
+    StoreError,
+    StoreUnreachableError,
+    TracejudgeError,
+)
 from tracejudge._redact import redact, redact_data
 
 __version__ = "0.1.0"
@@ -9,6 +15,7 @@ __all__ = [
     "InputError",
     "MissingDependencyError",
     "StoreError",
+    "StoreUnreachableError",
     "TracejudgeError",
     "__version__",
     "redact",

@@ -33,6 +33,12 @@ class StoreError(TracejudgeError):
     """The store cannot be opened or written."""
 
 
+class StoreUnreachableError(StoreError):
+    """The store's server dropped the connection (a PostgreSQL restart, a failover) or does not take a
+    new one yet. Nothing of the statement's transaction was committed — or, when its COMMIT was under
+    way, it may have been: whoever repeats the work must be able to tell. A later statement may work."""
+
+
 class MissingDependencyError(TracejudgeError):
     """An optional third-party package is needed for this command."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,13 +28,15 @@ class _Blip(SqliteStore):
 
     renewals = 0
 
-    def renew_run_lease(self, run_id: str, *, worker: str, lease_s: float) -> None:
+    def renew_run_lease(
+        self, run_id: str, *, worker: str, lease_s: float, items: Collection[str] | None = None
+    ) -> None:
         self.renewals += 1
         if self.renewals == 1:
             raise StoreError(
                 "the store lost its connection: terminating connection due to administrator command"
             )
-        super().renew_run_lease(run_id, worker=worker, lease_s=lease_s)
+        super().renew_run_lease(run_id, worker=worker, lease_s=lease_s, items=items)
 
 
 def test_a_failed_renewal_does_not_stop_the_heartbeat(

@@ -130,3 +130,35 @@ def test_a_write_back_writes_items_stored_after_it_began(postgres_url: str) -> N
     assert report.written == 26
     assert store.take_run_write_backs("late", worker="b", n=10, lease_s=30) == []
     store.close()
+
+
+def test_a_renewal_given_the_items_held_leaves_any_other_claim_to_run_out(
+    make_store: Callable[[], SqlStore],
+) -> None:
+    # A claim whose answer the worker never got (the connection dropped as it committed) is not among
+    # the items it holds: renewing by name lets that claim's lease run out, where renewing every claim
+    # of the worker kept the item its own for as long as it lived.
+    store = make_store()
+    _joined(store, "renew", ("w1",))
+    held = store.claim_run_items("renew", worker="w1", n=2, lease_s=30)
+    unheard = store.claim_run_items("renew", worker="w1", n=2, lease_s=-1)  # its lease as good as over
+    store.renew_run_lease("renew", worker="w1", lease_s=30, items=held)
+    assert store.claim_run_items("renew", worker="w2", n=4, lease_s=30) == unheard + IDS[4:6]
+    store.renew_run_lease("renew", worker="w1", lease_s=30, items=[])  # the worker alive, nothing held
+    store.renew_run_lease("renew", worker="w1", lease_s=-1)  # every claim of the worker, as before
+    assert store.claim_run_items("renew", worker="w2", n=2, lease_s=30) == held
+
+
+def test_storing_an_item_again_tells_the_workers_own_from_anothers(
+    make_store: Callable[[], SqlStore],
+) -> None:
+    # A worker whose commit went through as its connection dropped stores the item again: it is its
+    # own (reported as stored), not another worker's (not), and counted once.
+    store = make_store()
+    _joined(store, "again", ("a",))
+    (item,) = store.claim_run_items("again", worker="a", n=1, lease_s=30)
+    result = ItemResult(run_id="again", trace_id=item, verdict="pass")
+    assert store.finish_run_item(result, worker="a")
+    assert store.finish_run_item(result, worker="a")
+    assert not store.finish_run_item(result, worker="b")
+    assert store.run_progress("again").done == 1

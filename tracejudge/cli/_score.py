@@ -320,6 +320,17 @@ def _render_run(app: App, out: ScoreOutcome) -> None:
     metavar="SECONDS",
     help="With --run: how soon the items of a worker that stopped renewing (it died) go to the others.",
 )
+@click.option(
+    "--reconnect-timeout",
+    "reconnect_s",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    envvar="TRACEJUDGE_SCORE_RECONNECT_TIMEOUT",
+    show_default=True,
+    metavar="SECONDS",
+    help="With --run: how long a worker waits for PostgreSQL to come back when it dropped the"
+    " connection (a restart) before it exits 1 (env TRACEJUDGE_SCORE_RECONNECT_TIMEOUT; 0: at once).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
@@ -345,6 +356,7 @@ def score(
     targets: tuple[str, ...],
     run_name: str | None,
     lease_s: float,
+    reconnect_s: float,
     as_json: bool,
 ) -> None:
     """Score stored traces with a rubric: hard checks, then an LLM judge for the rest."""
@@ -361,6 +373,7 @@ def score(
             use_cache=not no_cache,
             run_name=run_name,
             lease_s=lease_s,
+            reconnect_s=reconnect_s,
         )
         trace_ids = _stored_trace_ids(app, trace_ids)
         rendered = _RenderedItems() if as_json else None

@@ -179,7 +179,9 @@ def score_traces(
     items = tuple(mine) if options.run_name is not None else _in_trace_order(mine)
     if options.run_name is not None:
         # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
-        reports = write_back_shared_run(store, run, targets, lease_s=options.lease_s)
+        reports = write_back_shared_run(
+            store, run, targets, lease_s=options.lease_s, reconnect_s=options.reconnect_s
+        )
     else:
         reports = tuple(write_back(t, run, items) for t in targets)
     verdict = None

@@ -77,6 +77,9 @@ class ScoreOptions:
     """Share the run of this name with every worker started with it (``score --run NAME``)."""
     lease_s: float = 30.0
     """In a shared run, how long a worker that stops renewing (it died) keeps its claimed items."""
+    reconnect_s: float = 60.0
+    """In a shared run, how long a worker waits for a store that dropped its connection (a PostgreSQL
+    restart) to take a new one before it exits; 0: at once."""
 
 
 def series_key(rubric: Rubric) -> str:

@@ -6,6 +6,13 @@ lease runs out and the others claim its items. A result is stored once (the firs
 wins), and the budget is the run's: each worker checks the totals of all stored results before it
 launches an item, and the first to see the budget spent stops the run for everyone. A worker
 leaves when nothing is left that it could claim or wait for, and reports the whole run.
+
+When the store's server drops the connection (a PostgreSQL restart, a failover), a worker rides it
+out: each store call that finds it gone is made again, backing off, until the store answers or
+``ScoreOptions.reconnect_s`` has passed (then it exits as before: a rerun resumes). Every call it
+repeats is safe to: an item's result is stored once whoever repeats it (one the worker stored in a
+commit whose answer it never got reads as its own), and an item it claimed in such a commit is not
+renewed (it renews only the items it holds), so that claim's lease runs out and the item goes back.
 """
 
 from __future__ import annotations
@@ -14,15 +21,18 @@ import asyncio
 import contextlib
 import functools
 import os
+import random
 import re
 import socket
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import ParamSpec, TypeVar
 
-from tracejudge._errors import InputError, StoreError
+from tracejudge._errors import InputError, StoreError, StoreUnreachableError
 from tracejudge.judge import JudgeClient
 from tracejudge.runs._run import (
     Loader,
@@ -45,6 +55,72 @@ __all__ = ["score_shared_run_async", "worker_id", "write_back_shared_run"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 # Items claimed at once: small, so a dead worker strands few and live workers share the tail evenly.
 _CLAIM = 4
+# Waits between tries while the store is gone: doubling from the first to the longest, each shortened
+# by up to half at random so that K workers that lost it at once do not all come back at once.
+_FIRST_WAIT = 0.1
+_LONGEST_WAIT = 2.0
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+@dataclass
+class _RideOut:
+    """A worker's patience with a store whose server dropped the connection: a call that finds it
+    gone (:class:`StoreUnreachableError`) is made again, backing off, until the store answers or
+    ``limit_s`` seconds have passed since it stopped answering — counted once for all the worker's
+    calls, so that its concurrent items do not each wait the whole time. Only for calls safe to
+    repeat (see the module docstring)."""
+
+    limit_s: float
+    down_since: float | None = None
+
+    def _wait(self, exc: StoreUnreachableError, attempt: int) -> float:
+        """Seconds to wait before trying again; the error to exit with once the time is up."""
+        now = time.monotonic()
+        if self.down_since is None:
+            self.down_since = now
+        left = self.down_since + self.limit_s - now
+        if left <= 0:
+            if self.limit_s <= 0:
+                raise exc
+            raise StoreUnreachableError(
+                f"{exc.message} (waited {now - self.down_since:.0f} s for it to come back)",
+                hint="check that PostgreSQL is up, then run the command again: `score --run` resumes its"
+                " run. To wait longer for a restart, raise --reconnect-timeout"
+                " (env TRACEJUDGE_SCORE_RECONNECT_TIMEOUT)",
+            ) from None
+        return min(left, _LONGEST_WAIT, _FIRST_WAIT * 2.0 ** min(attempt, 8)) * random.uniform(0.5, 1.0)
+
+    async def run(self, attempt_once: Callable[[], Awaitable[_T]]) -> _T:
+        """``attempt_once()`` until it does not find the store gone."""
+        attempt = 0
+        while True:
+            try:
+                result = await attempt_once()
+            except StoreUnreachableError as exc:
+                await asyncio.sleep(self._wait(exc, attempt))
+                attempt += 1
+                continue
+            self.down_since = None
+            return result
+
+    async def call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` in a thread, until it does not find the store gone."""
+        return await self.run(lambda: asyncio.to_thread(fn, *args, **kwargs))
+
+    def call_sync(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` here, until it does not find the store gone."""
+        attempt = 0
+        while True:
+            try:
+                result = fn(*args, **kwargs)
+            except StoreUnreachableError as exc:
+                time.sleep(self._wait(exc, attempt))
+                attempt += 1
+                continue
+            self.down_since = None
+            return result
 
 
 def worker_id() -> str:
@@ -120,7 +196,8 @@ def _over_budget(p: RunProgress, options: ScoreOptions) -> bool:
 @dataclass
 class _SharedWorker:
     """This worker's part in a shared run: it claims a few items at a time (one at a time under a
-    budget, checked before each launch), scores them through ``score`` and renews its lease while alive."""
+    budget, checked before each launch), scores them through ``score`` and renews its lease while alive
+    — on the items it holds (claimed, or being scored) only."""
 
     store: Store
     name: str
@@ -128,10 +205,15 @@ class _SharedWorker:
     options: ScoreOptions
     score: Callable[[str], Awaitable[ItemResult]]
     on_item: Callable[[ItemResult], None] | None
+    ride: _RideOut
     claimed: deque[str] = field(default_factory=deque)
     refill: asyncio.Lock = field(default_factory=asyncio.Lock)
-    in_flight: int = 0
+    scoring: set[str] = field(default_factory=set)
     stopped: bool = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.scoring)
 
     @property
     def budgeted(self) -> bool:
@@ -158,7 +240,7 @@ class _SharedWorker:
             if self.stopped:
                 return False
             n = 1 if self.budgeted else _CLAIM
-            got = await asyncio.to_thread(
+            got = await self.ride.call(
                 self.store.claim_run_items, self.name, worker=self.worker, n=n, lease_s=self.lease
             )
             if got:
@@ -172,26 +254,28 @@ class _SharedWorker:
     async def _nothing_to_wait_for(self) -> bool:
         """Nothing to claim: done when no other live worker holds items (a dead one's run out and are
         claimable, so this waits for them rather than leaving them behind)."""
-        progress = await asyncio.to_thread(self.store.run_progress, self.name)
+        progress = await self.ride.call(self.store.run_progress, self.name)
         return progress.stopped or (progress.pending == 0 and progress.claimed <= self.in_flight)
 
     async def _budget_spent(self) -> bool:
         """Whether the run's totals leave no budget for one more item; the first to see it stops the run."""
-        progress = await asyncio.to_thread(self.store.run_progress, self.name)
+        progress = await self.ride.call(self.store.run_progress, self.name)
         if not _over_budget(progress, self.options):
             return False
         self.stopped = True
-        await asyncio.to_thread(self.store.stop_run, self.name)
+        await self.ride.call(self.store.stop_run, self.name)
         return True
 
     async def work(self) -> None:
         while (trace_id := await self.take()) is not None:
-            self.in_flight += 1
+            self.scoring.add(trace_id)
             try:
-                item = await self.score(trace_id)
-                stored = await asyncio.to_thread(self.store.finish_run_item, item, worker=self.worker)
+                # Scored again if loading it (or its cached reply) found the store gone: no reply was
+                # had then, or its caching failed and only that call is made again.
+                item = await self.ride.run(functools.partial(self.score, trace_id))
+                stored = await self.ride.call(self.store.finish_run_item, item, worker=self.worker)
             finally:
-                self.in_flight -= 1
+                self.scoring.discard(trace_id)
             if stored and self.on_item is not None:
                 self.on_item(item)
 
@@ -201,9 +285,10 @@ class _SharedWorker:
             # One failed renewal (a dropped connection; the next statement reconnects) must not end
             # the heartbeat: the leases would run out and the others score this worker's items again.
             # A store that stays down fails the worker's own claims and writes, which say so.
+            held = [*self.claimed, *self.scoring]
             with contextlib.suppress(StoreError):
                 await asyncio.to_thread(
-                    self.store.renew_run_lease, self.name, worker=self.worker, lease_s=self.lease
+                    self.store.renew_run_lease, self.name, worker=self.worker, lease_s=self.lease, items=held
                 )
 
 
@@ -226,14 +311,15 @@ async def score_shared_run_async(
     _check_name(name)
     repeat = options.repeat or rubric.repeat
     worker = worker_id()
-    mine = new_run_record(rubric, store, options, run_id=name, repeat=repeat)
+    ride = _RideOut(options.reconnect_s)
+    mine = await ride.call(new_run_record, rubric, store, options, run_id=name, repeat=repeat)
     # The selection matters only to the worker that creates the run.
-    ids = _trace_ids(sources) if store.get_run(name) is None else None
-    run = await asyncio.to_thread(store.join_run, mine, ids, worker=worker, lease_s=options.lease_s)
+    ids = _trace_ids(sources) if await ride.call(store.get_run, name) is None else None
+    run = await ride.call(store.join_run, mine, ids, worker=worker, lease_s=options.lease_s)
     try:
         _check_same_run(run, mine)
     except InputError:
-        await asyncio.to_thread(store.leave_run, name, worker=worker)
+        await ride.call(store.leave_run, name, worker=worker)
         raise
     async with run_client(rubric, client, options) as client:
         score = functools.partial(
@@ -245,25 +331,32 @@ async def score_shared_run_async(
             repeat=repeat,
             manifest=options.manifest,
         )
-        me = _SharedWorker(store, name, worker, options, score, on_item)
+        me = _SharedWorker(store, name, worker, options, score, on_item, ride)
         beat = asyncio.create_task(me.heartbeat())
         try:
             await asyncio.gather(*(me.work() for _ in range(max(1, options.concurrency))))
+        except BaseException:
+            # Leaving hands its claimed items to the others at once; a store gone for good (or a
+            # Ctrl-C meanwhile) is not waited for again here: the leases run out instead.
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(store.leave_run, name, worker=worker)
+            raise
+        else:
+            await ride.call(store.leave_run, name, worker=worker)
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-            await asyncio.to_thread(store.leave_run, name, worker=worker)
-    await _settled(store, name, options.lease_s)
-    return await asyncio.to_thread(run_state, store, run)
+    await _settled(store, name, options.lease_s, ride)
+    return await ride.call(run_state, store, run)
 
 
-async def _settled(store: Store, name: str, lease_s: float) -> None:
+async def _settled(store: Store, name: str, lease_s: float, ride: _RideOut) -> None:
     """Once the budget stopped the run, wait for the items other live workers still have in flight
     (a dead worker's lease runs out), so every worker reports, and records, the same final run —
     not a snapshot that the others' last items change after it was printed."""
     poll = max(0.05, min(1.0, lease_s / 4))
-    while (progress := await asyncio.to_thread(store.run_progress, name)).stopped and progress.claimed:
+    while (progress := await ride.call(store.run_progress, name)).stopped and progress.claimed:
         await asyncio.sleep(poll)
 
 
@@ -279,23 +372,28 @@ def write_back_shared_run(
     targets: Sequence[str],
     *,
     lease_s: float,
+    reconnect_s: float = 0.0,
     write: Callable[[str, RunRecord, Sequence[ItemResult]], WriteReport] = write_back,
 ) -> tuple[WriteReport, ...]:
     """Write back the shared run's stored items that no worker has: the ones this worker stored, and
     those a worker that was stopped (Ctrl-C) or died (``kill -9``) left — each item taken by one
-    worker, so written once. Items whose write fails are left for the next worker (or a rerun)."""
+    worker, so written once. Items whose write fails are left for the next worker (or a rerun).
+
+    A store that drops the connection is waited for up to ``reconnect_s`` seconds, as by the scoring;
+    items taken in a commit whose answer never came are left to the next worker once their lease ends."""
     reports = {t: WriteReport(target=t) for t in targets}
     if not targets:
         return ()
     worker = worker_id()
+    ride = _RideOut(reconnect_s)
     stored: dict[str, ItemResult] | None = None
-    while taken := store.take_run_write_backs(
-        run.run_id, worker=worker, n=_WRITE_BACK_CHUNK, lease_s=lease_s
+    while taken := ride.call_sync(
+        store.take_run_write_backs, run.run_id, worker=worker, n=_WRITE_BACK_CHUNK, lease_s=lease_s
     ):
         if stored is None or any(t not in stored for t in taken):
             # Read again when a take holds an item stored since: another worker's, stored after the
             # last read and then left by it (stopped, or its lease ran out).
-            stored = {i.trace_id: i for i in store.iter_score_items(run.run_id)}
+            stored = ride.call_sync(lambda: {i.trace_id: i for i in store.iter_score_items(run.run_id)})
         items = [stored[t] for t in taken if t in stored]
         written = False
         try:
@@ -311,7 +409,7 @@ def write_back_shared_run(
                 )
             written = all(r.ok for r in reports.values())
         finally:
-            store.finish_run_write_backs(run.run_id, taken, written=written)
+            ride.call_sync(store.finish_run_write_backs, run.run_id, taken, written=written)
         if not written:
             break  # the rest stay for the next worker; taking them again now would fail again
     return tuple(reports.values())

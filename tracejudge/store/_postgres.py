@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tracejudge._errors import MissingDependencyError, StoreError
+from tracejudge._errors import MissingDependencyError, StoreError, StoreUnreachableError
 from tracejudge._redact import redact
 from tracejudge.store._protocol import LogEvent, MetaSwap
 from tracejudge.store._sql import (
@@ -215,7 +215,7 @@ def _connect(url: str, label: str, *, again: bool = False) -> Any:
         return psycopg.connect(url, autocommit=True)
     except psycopg.Error as exc:
         if again:
-            raise StoreError(
+            raise StoreUnreachableError(
                 f"the store {label} lost its connection and cannot reconnect: {_first_line(exc)}",
                 hint=f"check that PostgreSQL is up; {_AGAIN}",
             ) from None
@@ -248,11 +248,11 @@ class _Reconnecting:
             self._conn = _connect(self._url, self._label, again=True)
         return _Cursor(self._conn.cursor(), self)
 
-    def lost(self, exc: BaseException) -> StoreError | None:
+    def lost(self, exc: BaseException) -> StoreUnreachableError | None:
         """The error to raise for ``exc`` when it means the connection is gone, else None."""
         if not (self._conn.closed or self._conn.broken):
             return None
-        return StoreError(
+        return StoreUnreachableError(
             f"the store {self._label} lost its connection: {_first_line(exc)}",
             hint="check that PostgreSQL is up (the next statement reconnects; what this one wrote was"
             f" not committed); {_AGAIN}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeAlias
 
@@ -230,13 +230,18 @@ class Store(Protocol):
         once the run is stopped."""
         ...
 
-    def renew_run_lease(self, run_id: str, *, worker: str, lease_s: float) -> None:
-        """The worker is alive: extend its heartbeat and the leases of the items it holds."""
+    def renew_run_lease(
+        self, run_id: str, *, worker: str, lease_s: float, items: Collection[str] | None = None
+    ) -> None:
+        """The worker is alive: extend its heartbeat and the leases of the items it holds — of
+        ``items`` only, when given: an item claimed in a transaction whose answer the worker never got
+        (the connection dropped as it committed) is the store's alone, and its lease runs out."""
         ...
 
     def finish_run_item(self, item: ItemResult, *, worker: str) -> bool:
-        """Store a shared run's item result unless one is stored already (then False), and add it
-        to the run's totals."""
+        """Store a shared run's item result unless one is stored already (then False, unless this
+        worker stored it: a repeat of a write whose commit went through as the connection dropped),
+        and add it to the run's totals."""
         ...
 
     def run_progress(self, run_id: str) -> RunProgress:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -1409,21 +1409,27 @@ class SqlStore:
 
         return self._transaction(work)  # type: ignore[no-any-return]
 
-    def renew_run_lease(self, run_id: str, *, worker: str, lease_s: float) -> None:
+    def renew_run_lease(
+        self, run_id: str, *, worker: str, lease_s: float, items: Collection[str] | None = None
+    ) -> None:
         q = self._sql
         lease_ms = int(lease_s * 1000)
+        held = list(items) if items is not None else None
 
         def work(cur: Any) -> None:
             cur.execute(
                 q(f"UPDATE run_workers SET alive_until = {self._now_ms} + ? WHERE run_id = ? AND worker = ?"),  # noqa: S608
                 (lease_ms, run_id, worker),
             )
+            if held == []:
+                return
+            only = f" AND trace_id IN ({', '.join('?' * len(held))})" if held else ""
             cur.execute(
                 q(
                     f"UPDATE run_queue SET lease_until = {self._now_ms} + ?"  # noqa: S608
-                    " WHERE run_id = ? AND worker = ? AND state = 'claimed'"
+                    f" WHERE run_id = ? AND worker = ? AND state = 'claimed'{only}"
                 ),
-                (lease_ms, run_id, worker),
+                (lease_ms, run_id, worker, *(held or ())),
             )
 
         self._transaction(work)
@@ -1440,7 +1446,14 @@ class SqlStore:
                 (item.run_id, item.trace_id, item.verdict, item.model_dump_json()),
             )
             if cur.rowcount != 1:
-                return False  # another worker, whose lease this one outlived, stored it first
+                # Another worker, whose lease this one outlived, stored it first — or this one did, in
+                # a transaction whose COMMIT went through as the connection dropped (then repeated).
+                cur.execute(
+                    q("SELECT worker FROM run_queue WHERE run_id = ? AND trace_id = ? AND state = 'done'"),
+                    (item.run_id, item.trace_id),
+                )
+                row = cur.fetchone()
+                return row is not None and row[0] == worker
             cur.execute(
                 q("UPDATE run_queue SET state = 'done', worker = ? WHERE run_id = ? AND trace_id = ?"),
                 (worker, item.run_id, item.trace_id),

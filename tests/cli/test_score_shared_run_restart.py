@@ -1,0 +1,149 @@
+"""``score --run NAME`` workers ride out a PostgreSQL restart: every session of the store ended and none
+taken for a while (what a restart or a failover does to a client; the shared test server is not
+restarted, other tests use it). The workers exited 1 on the first statement that found their connection
+gone; now they wait for the store (``--reconnect-timeout``, 60 s by default) and finish the run, each
+item's result stored once. A store gone for longer than that still ends a worker, and a rerun resumes."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.cli.test_score_shared_run import (
+    _copies,
+    _finish,
+    _held_by,
+    _stored,
+    _stored_by,
+    _worker,
+    judge,  # noqa: F401 - the slow scripted judge
+)
+from tests.store.conftest import (
+    postgres_admin_url,
+    postgres_url,  # noqa: F401 - the fresh-database fixture
+)
+from tracejudge.store import open_store
+from tracejudge.testing.openai_server import ScriptedOpenAIServer
+
+
+@contextlib.contextmanager
+def _store_down(url: str) -> Iterator[None]:
+    """The store's database down as far as its clients can tell: every session of it ended, no new one
+    accepted until the block ends."""
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_admin_url(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            yield
+        finally:
+            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+
+
+def _totals(url: str, run: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT done FROM run_totals WHERE run_id = %s", (run,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_workers_ride_out_a_restart_and_store_each_item_once(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,  # noqa: F811
+) -> None:
+    spans = _copies(6)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    everything = sorted({s.trace_id for s in spans})
+    args = ("--run", "restarted", "--lease", "2", "--concurrency", "2")
+    workers = [_worker(postgres_url, judge, *args) for _ in range(2)]
+    try:
+        for w in workers:
+            _stored_by(postgres_url, "restarted", w, 1)
+        # Down for longer than the lease: the workers' claims run out meanwhile, and each may find an
+        # item it holds taken by the other when the store is back.
+        with _store_down(postgres_url):
+            time.sleep(3)
+            assert all(w.poll() is None for w in workers), "a worker exited while the store was down"
+        done = [_finish(w) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert sorted(_stored(postgres_url, "restarted")) == everything
+    assert _totals(postgres_url, "restarted") == len(everything)  # each result counted once
+    theirs = [{i["trace_id"] for i in data["items"]} for data in done]
+    assert not theirs[0] & theirs[1]
+    assert sorted(theirs[0] | theirs[1]) == everything  # what each stored, it reported
+    assert {d["status"] for d in done} == {"complete"}
+    assert max(d["summary"]["n"] for d in done) == len(everything)
+
+
+def test_a_store_down_longer_than_the_reconnect_timeout_ends_the_worker_and_a_rerun_resumes(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,  # noqa: F811
+) -> None:
+    spans = _copies(2)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    args = ("--run", "gone", "--concurrency", "2", "--lease", "2")
+    worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "1"})
+    try:
+        _stored_by(postgres_url, "gone", worker, 2)
+        done_before = _held_by(postgres_url, "gone", worker.pid)[0]
+        with _store_down(postgres_url):
+            _, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 1, err[-2000:]
+    assert "lost its connection" in err or "cannot reconnect" in err, err[-2000:]
+    assert "waited 1 s for it to come back" in err, err[-2000:]
+    assert "--reconnect-timeout" in err
+    assert "resumes" in err
+    assert "tracejudge:tracejudge@" not in err  # the password never shows
+    rerun = _finish(_worker(postgres_url, judge, *args))
+    assert rerun["status"] == "complete"
+    assert len(rerun["items"]) <= 28 - done_before
+    assert sorted(_stored(postgres_url, "gone")) == sorted({s.trace_id for s in spans})
+    assert _totals(postgres_url, "gone") == 28
+
+
+@pytest.mark.parametrize("given", ["--reconnect-timeout=0", "env"])
+def test_a_reconnect_timeout_of_0_exits_on_the_first_lost_connection(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,  # noqa: F811
+    given: str,
+) -> None:
+    """As before workers rode restarts out; the argument wins over the environment."""
+    spans = _copies(2)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    args = ("--run", "at-once", "--concurrency", "2", "--lease", "2")
+    if given == "env":
+        worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "0"})
+    else:
+        env = {"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "600"}
+        worker = _worker(postgres_url, judge, *args, given, env=env)
+    try:
+        _stored_by(postgres_url, "at-once", worker, 1)
+        with _store_down(postgres_url):
+            # Waiting 600 s (the environment's) would time this out.
+            _, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 1, err[-2000:]
+    assert "waited" not in err
+    assert "run a stopped command again" in err
