@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import io
 import logging
+import os
 import signal
 import socket
 import sqlite3
+import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -460,6 +463,35 @@ class _Body:
 
 # ---------------------------------------------------------------- serving
 
+# glibc's mallopt parameters (malloc.h) and the values serve() sets: see _reuse_freed_memory.
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest
+_TRIM_THRESHOLD = 64 * 1024 * 1024
+
+
+def _reuse_freed_memory() -> None:
+    """Make glibc's malloc hand a request's freed buffers to the next request instead of returning
+    them to the operating system: at most 64 MiB kept free in the heap, buffers up to 32 MiB taken
+    from it. By default glibc maps a buffer over 128 KiB (later: over the largest one freed) anew
+    and unmaps it when freed, and trims the heap's top beyond twice that -- so each export request's
+    body and the socket reads, parser buffers and copies it passes through were fresh pages, each
+    zeroed by the kernel on its first write: a third of the event loop's CPU (perf: page faults,
+    clear_page, unmapping), ~375 faults per 1.3 MB request. Other allocators and platforms: nothing
+    to do."""
+    if sys.platform != "linux":
+        return
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, ValueError):
+        return
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+
 
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port). Port 0 means any free port."""
@@ -545,6 +577,7 @@ def serve(
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, stop)
+    _reuse_freed_memory()
     # What is alive now (imports, the app) lives as long as the server: keep it out of the garbage
     # collector's full passes, which each request's spans would otherwise trigger over it.
     gc.freeze()
