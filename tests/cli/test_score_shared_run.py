@@ -389,3 +389,39 @@ def test_a_worker_with_another_budget_rubric_or_manifest_is_refused_before_any_j
     assert len(judge.requests) == calls  # refused before any judge call
     again = _finish(_worker(postgres_url, judge, "--run", "cfg", "--budget-usd", "1"))
     assert (again["status"], again["summary"], again["items"]) == ("complete", first["summary"], [])
+
+
+def test_a_worker_with_another_selection_is_refused_and_a_relative_from_started_later_is_not(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,
+) -> None:
+    """The first worker's selection is the run's items: a worker started with another --from, --sample,
+    --limit or none was let in without a word and scored the run's items, not the ones it asked for. The
+    same relative --from (3650d), read as each worker starts, is the same selection."""
+    store = open_store(postgres_url)
+    store.put_spans(_copies(2))
+    store.close()
+    args = ("--run", "sel", "--from", "3650d", "--sample", "0.5")
+    first = _finish(_worker(postgres_url, judge, *args))
+    assert first["status"] == "complete"
+    assert 0 < first["summary"]["n"] < 28
+    calls = len(judge.requests)
+    refusals = [
+        (("--from", "7300d", "--sample", "0.5"), "this worker has --from "),
+        (("--from", "3650d"), "--sample 0.5; this worker has --from "),
+        (("--from", "3650d", "--sample", "0.6"), "--sample 0.6"),
+        (("--sample", "0.5"), "this worker has --sample 0.5"),
+        (("--from", "3650d", "--sample", "0.5", "--limit", "5"), "--sample 0.5 --limit 5"),
+        ((), "this worker has no selection (every stored trace)"),
+    ]
+    for extra, said in refusals:
+        proc = _worker(postgres_url, judge, "--run", "sel", *extra)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, (extra, err[-2000:])
+        assert "run sel was started with --from " in err, err
+        assert said in err, err
+        assert "the first worker's selection is the run's" in err
+        assert out == ""
+    assert len(judge.requests) == calls  # refused before any judge call
+    again = _finish(_worker(postgres_url, judge, *args))
+    assert (again["status"], again["summary"], again["items"]) == ("complete", first["summary"], [])

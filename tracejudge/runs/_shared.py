@@ -29,8 +29,8 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import ParamSpec, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, ParamSpec, TypeVar
 
 from tracejudge._errors import InputError, StoreError, StoreUnreachableError
 from tracejudge.judge import JudgeClient
@@ -166,6 +166,48 @@ def _check_same_run(stored: RunRecord, mine: RunRecord) -> None:
             hint="the budget is the run's: start every worker of a run with the same --budget-usd and"
             " --budget-tokens, or give --run a new name",
         )
+    # The first worker's selection is the run's items: a worker started with another one (--from 48h
+    # for 24h, another --sample) was let in and scored the run's items, not the ones it was asked for.
+    if not _same_selection(stored, mine):
+        raise InputError(
+            f"run {stored.run_id} was started with {_selection_text(stored.selection)};"
+            f" this worker has {_selection_text(mine.selection)}",
+            hint="the first worker's selection is the run's: start every worker of a run with the same"
+            " trace ids, --name, --from, --to, --sample and --limit (a relative --from such as 24h is the"
+            " same however far apart the workers start), or give --run a new name",
+        )
+
+
+# A relative --from/--to (24h) is read as each worker starts, so the same option gives workers started
+# apart times that far apart: a time that moved forward by no more than the run's age (give or take the
+# minute a worker may take from reading its options to joining, and clocks a little apart) is the same.
+_SLACK = timedelta(minutes=1)
+_TIMES = ("since", "until")
+
+
+def _same_selection(stored: RunRecord, mine: RunRecord) -> bool:
+    theirs, ours = stored.selection, mine.selection
+    if any(theirs.get(k) != ours.get(k) for k in set(theirs) | set(ours) if k not in _TIMES):
+        return False
+    age = mine.created_at - stored.created_at
+    for key in _TIMES:
+        then, now = theirs.get(key), ours.get(key)
+        if then is None or now is None:
+            if then != now:
+                return False
+            continue
+        moved = datetime.fromisoformat(now) - datetime.fromisoformat(then)
+        if not -_SLACK <= moved <= age + _SLACK:
+            return False
+    return True
+
+
+def _selection_text(selection: dict[str, Any]) -> str:
+    """A run's selection as the options that make it."""
+    options = {"name": "--name", "since": "--from", "until": "--to", "sample": "--sample", "limit": "--limit"}
+    parts = [f"{len(selection['trace_ids'])} trace id(s)"] if selection.get("trace_ids") else []
+    parts += [f"{flag} {selection[key]}" for key, flag in options.items() if selection.get(key) is not None]
+    return " ".join(parts) or "no selection (every stored trace)"
 
 
 def _manifest_text(digest: str | None) -> str:
