@@ -323,6 +323,33 @@ def test_the_command_leaves_the_garbage_collector_as_it_found_it(
     assert (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()) == before
 
 
+def test_a_run_imports_only_what_scoring_uses(server: ScriptedOpenAIServer, store_url: str) -> None:
+    # In a fresh interpreter, as a user runs it: what start-up imports comes before the first judge
+    # call. Neither the records of audit, regress and sweep nor openai's ~470 type modules are used.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from tracejudge.cli import cli\n"
+        "try:\n"
+        "    cli.main(sys.argv[1:], prog_name='tracejudge', standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print()\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('tracejudge.schema.', 'openai')))))\n"
+    )
+    args = ["--store", store_url, "score", "--rubric", str(EXAMPLE / "rubric.yaml"), "--json"]
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True)
+    *shown, modules = out.stdout.strip().splitlines()
+    assert json.loads("\n".join(shown))["summary"]["judge_calls"] > 0
+    loaded = set(modules.split())
+    assert "tracejudge.schema._score" in loaded
+    assert not loaded & {"tracejudge.schema._audit", "tracejudge.schema._regress", "tracejudge.schema._sweep"}
+    assert "openai" in loaded
+    assert "openai.types.responses.response" not in loaded
+
+
 def test_bad_rubric_is_exit_2_naming_the_line(tmp_path: Path, store_url: str) -> None:
     bad = tmp_path / "r.yaml"
     bad.write_text("name: x\nversion: 1\ncriteria:\n  - {name: a, description: d, threshold: 12}\n")

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,10 +16,12 @@ from tracejudge.schema import (
     RawSpan,
     RunRecord,
     SpanEvent,
-    StoredReport,
-    TuningMark,
 )
 from tracejudge.store._encoded import EncodedSpan
+
+if TYPE_CHECKING:
+    # Audit's records, imported where used: a command that stores no report (score) does not build them.
+    from tracejudge.schema import StoredReport, TuningMark
 
 
 class TraceSummary(BaseModel):

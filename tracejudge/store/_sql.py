@@ -10,7 +10,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -22,12 +22,14 @@ from tracejudge.schema import (
     RunRecord,
     SpanEvent,
     SpanLink,
-    StoredReport,
-    TuningMark,
     span_session_id,
 )
 from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
+
+if TYPE_CHECKING:
+    # Audit's records, imported where used: a command that stores no report (score) does not build them.
+    from tracejudge.schema import StoredReport, TuningMark
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
 _DDL = (
@@ -1197,6 +1199,8 @@ class SqlStore:
             "created_at DESC, report_id DESC",
             limit,
         )
+        from tracejudge.schema import StoredReport
+
         return [StoredReport.model_validate_json(r[0]) for r in rows]
 
     def put_tuning_marks(self, marks: Iterable[TuningMark]) -> None:
@@ -1224,6 +1228,8 @@ class SqlStore:
                 raise
 
     def tuning_marks(self, rubric_name: str) -> list[TuningMark]:
+        from tracejudge.schema import TuningMark
+
         with self._lock:
             rows = self._execute(
                 "SELECT rubric_name, item_key, calibration_id, kind, rubric_version, marked_at"
