@@ -11,7 +11,7 @@ from tracejudge.localize._context import CheckContext, material_label, norm_vers
 from tracejudge.localize._facts import FactValue, cites_version, extract_values, fact_value, mentions
 from tracejudge.localize._text import find_clause, tokenize
 from tracejudge.normalize import cut_short
-from tracejudge.schema import Evidence, Material, StageResult, TaskRecord, UsageQuestion, Verdict
+from tracejudge.schema import Evidence, Gap, Material, StageResult, TaskRecord, UsageQuestion, Verdict
 
 
 def _facts(items: dict[str, Any]) -> list[tuple[str, FactValue]]:
@@ -34,6 +34,13 @@ def _answer_missing(ctx: CheckContext) -> list[str]:
     if last is not None and not last.output_recorded:
         return [f"output of model span {last.span_id} (content capture was off)"]
     return ["the final answer (root span output or the last model call's output)"]
+
+
+def _empty_answer(task: TaskRecord) -> Gap | None:
+    """The ``model_output_empty`` gap of the last model call when the trace has no answer: the model's
+    output, the answer the user got, was recorded and is empty (not missing); None otherwise."""
+    last = task.model_calls[-1].span_id if task.model_calls else None
+    return next((g for g in task.gaps if g.kind == "model_output_empty" and g.span_id == last), None)
 
 
 def _incomplete(task: TaskRecord, answer: str) -> tuple[str, str] | None:
@@ -201,6 +208,15 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     label = material_label(m.doc_id, m.version)
     answer = ctx.task.final_answer
     if answer is None:
+        empty = _empty_answer(ctx.task)
+        if empty is not None:
+            # An empty answer states nothing: whether the material was used cannot be read from it, and no
+            # judge is asked to read nothing as "ignored".
+            detail = (
+                f"the answer was recorded empty (span {empty.span_id}: {empty.detail}): it states nothing"
+            )
+            missing = [f"an answer with text (model span {empty.span_id} returned none)"]
+            return stage_result("used_by_model", "unconfirmed", detail, missing=missing)
         return stage_result(
             "used_by_model", "unconfirmed", "no final answer recorded", missing=_answer_missing(ctx)
         )

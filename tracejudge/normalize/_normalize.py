@@ -79,8 +79,12 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     _trace_gaps(gaps, views, steps)
     tools = _with_call_ids(steps.tools, steps.models)
     root = tree.root
-    answer, answer_span = _final_answer(views, root, steps.models)
-    if answer is None:
+    last = steps.models[-1].span_id if steps.models else None
+    empty = any(g.kind == "model_output_empty" and g.span_id == last for g in gaps.items())
+    answer, answer_span = _final_answer(views, root, [] if empty else steps.models)
+    # The last model call's output recorded empty is the answer the user got: its gap says so. An earlier
+    # call's text is not read in its place (it was not the answer, and would read as one).
+    if answer is None and not empty:
         gaps.add("no_final_answer", None, "neither the root span nor a model call recorded an output")
 
     start, end, duration = _bounds(views)
@@ -636,8 +640,13 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
     outputs = got.messages or ()
     output_text = next((m.content for m in outputs if m.content), None) or next(iter(got.texts), None)
     output_recorded = output_text is not None or any(m.tool_calls for m in outputs)
+    empty = None if output_recorded or _redacted(got) else _empty_output(view, outputs)
     if _redacted(got):
         view.gap("model_output_redacted", "the model output was recorded redacted")
+    elif empty is not None:
+        # Content capture was on and the model said nothing: no switch records more (nor is there an
+        # answer to read; localize leaves used_by_model unconfirmed).
+        view.gap("model_output_empty", f"the model output was recorded empty: {empty}")
     elif not output_recorded:
         view.gap("model_output_not_recorded", "the LLM span carries no output content")
     elif dropped is not None:
@@ -645,6 +654,18 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
         # output read is not all the model said (localize reads an answer from this span as incomplete).
         view.gap("model_output_truncated", f"the output may be incomplete: {dropped.note}", dropped.switch)
     return output_text, output_recorded
+
+
+def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
+    """How a model output recorded with no text and no tool call came to be empty, when the span shows it
+    was recorded (a message whose content is the empty text, or OpenInference's response body whose
+    choices hold none); None when nothing shows that: then it was not recorded."""
+    if any(m.content == "" for m in outputs):
+        return "its message's content is the empty text"
+    ended = oi.empty_response(view)
+    if ended is not None:
+        return f"the response's message has no text (finish_reason {ended})"
+    return None
 
 
 def _redacted(record: ModelIO) -> bool:

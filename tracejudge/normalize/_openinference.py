@@ -160,6 +160,28 @@ def choices(view: SpanView) -> list[str] | None:
     return [c for c in (as_str(i.get("completion.text")) for i in ordered(items)) if c]
 
 
+def empty_response(view: SpanView) -> str | None:
+    """How the chat completion ``output.value`` holds (the whole response body) ended, when no choice's
+    message holds text or a tool call: the model returned nothing to read (the instrumentation records
+    no ``message.content`` for an empty one, only its role). None when any holds something, or the value
+    is no chat completion (hidden, cut, another API's)."""
+    if view.attrs.get("output.mime_type") != "application/json":
+        return None
+    body = maybe_json(view.attrs.get(OUTPUT))
+    found = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(found, list) or not found or not all(isinstance(c, dict) for c in found):
+        return None
+    reasons = []
+    for choice in found:
+        message = choice.get("message")
+        if not isinstance(message, dict) or message.get("content") not in ("", None):
+            return None
+        if message.get("tool_calls") or message.get("function_call") or message.get("refusal"):
+            return None
+        reasons.append(as_str(choice.get("finish_reason")) or "not recorded")
+    return ", ".join(dict.fromkeys(reasons))
+
+
 def hosted_search(view: SpanView) -> str | None:
     """The search a model call ran inside itself, by its request (``llm.invocation_parameters``): OpenAI's
     ``web_search_options``, or a ``web_search…`` / ``file_search`` tool; None when it ran none. What such a

@@ -195,13 +195,15 @@ class Gap(_Frozen):
         "model_input_redacted",
         "model_input_truncated",
         "model_output_not_recorded",
+        "model_output_empty",
         "model_output_redacted",
         "model_output_truncated",
         "no_final_answer",
         "missing_parent",
         "attribute_unparseable",
     ]
-    """What is missing."""
+    """What is missing (``model_output_empty``: nothing is, the model output was recorded and holds no text;
+    no switch records more)."""
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""

@@ -1,0 +1,138 @@
+"""A model output recorded empty is read as empty, not as missing: its gap says the model returned no text
+(no content-capture switch is named — capture was on), and ``used_by_model`` stays unconfirmed, no judge
+asked and no earlier call's text read as the answer (DESIGN 5.5: an empty answer states nothing a verdict
+can rest on). Through the real openinference-instrumentation-openai and openai client against the local
+OpenAI stand-in, the real SDK's OTLP encoder and tracejudge's decoder."""
+
+from __future__ import annotations
+
+import openai
+from openinference.instrumentation import TraceConfig
+from openinference.instrumentation.openai import OpenAIInstrumentor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.localize import conftest as mk
+from tracejudge.localize import localize
+from tracejudge.normalize import normalize
+from tracejudge.schema import Evidence, Localization, RawSpan, StageResult, TaskRecord, UsageQuestion
+from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge_collectors.otel import decode_protobuf
+
+# What the first of two calls says before the last answers: it states v1's cap, as an agent's draft may.
+DRAFT = "Checking: attachment v1 allowed prepayment up to 50,000 RMB; let me confirm the current terms."
+
+
+def _trace(replies: list[Rule], config: TraceConfig | None = None) -> list[RawSpan]:
+    """A RAG trace (root CHAIN, the retriever returning v2, then one chat call per reply, each sent v2's
+    clause) whose chat calls the OpenInference OpenAI instrumentation records; the root records no output,
+    so the answer is the last call's."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("rag-app")
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, config=config or TraceConfig())
+    try:
+        with ScriptedOpenAIServer(replies) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-not-a-secret", max_retries=0)
+            with tracer.start_as_current_span("agent") as root:
+                root.set_attribute("openinference.span.kind", "CHAIN")
+                root.set_attribute("input.value", mk.QUESTION)
+                with tracer.start_as_current_span("retrieve") as span:
+                    span.set_attribute("openinference.span.kind", "RETRIEVER")
+                    span.set_attribute("retrieval.documents.0.document.id", f"{mk.DOC}@v2")
+                    span.set_attribute("retrieval.documents.0.document.content", mk.V2_TEXT)
+                for _ in replies:
+                    client.chat.completions.create(
+                        model="scripted-model",
+                        messages=[
+                            {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
+                            {"role": "user", "content": mk.QUESTION},
+                        ],
+                    )
+    finally:
+        instrumentor.uninstrument()
+    return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
+
+
+class _Judge:
+    """A usage judge that reads any answer not stating v2's cap as not resting on v2."""
+
+    def __init__(self) -> None:
+        self.questions: list[UsageQuestion] = []
+
+    def judge_usage(self, question: UsageQuestion) -> StageResult:
+        self.questions.append(question)
+        status = "pass" if "30,000" in question.answer else "fail"
+        evidence = Evidence(span_id=question.answer_span_id or "", note="read the answer")
+        return StageResult(name="used_by_model", status=status, detail="judged", evidence=(evidence,))
+
+
+def _triage(task: TaskRecord, judge: _Judge) -> Localization:
+    return localize(task, mk.ticket(), [mk.entry(acl=None), mk.v1_entry()], judge=judge)
+
+
+def _used(loc: Localization) -> StageResult:
+    return next(s for s in loc.stages if s.name == "used_by_model")
+
+
+def test_an_empty_model_output_reads_empty_not_missing() -> None:
+    task = normalize(_trace([Rule(reply="", finish_reason="length")]))
+    (call,) = task.model_calls
+    assert task.final_answer is None
+    gaps = {g.kind: g for g in task.gaps}
+    assert "model_output_not_recorded" not in gaps
+    assert "no_final_answer" not in gaps
+    empty = gaps["model_output_empty"]
+    assert empty.span_id == call.span_id
+    assert (
+        empty.detail
+        == "the model output was recorded empty: the response's message has no text (finish_reason length)"
+    )
+    assert empty.switch == ""
+    # Content capture was on: no gap asks to turn it on.
+    assert not [g for g in task.gaps if "OPENINFERENCE_HIDE" in g.detail]
+
+    judge = _Judge()
+    loc = _triage(task, judge)
+    assert loc.verdict == "unconfirmed"
+    used = _used(loc)
+    assert used.status == "unconfirmed"
+    assert used.detail.startswith(f"the answer was recorded empty (span {call.span_id}: the model output was")
+    assert used.missing == (f"an answer with text (model span {call.span_id} returned none)",)
+    assert "content capture" not in " ".join(used.missing)
+    assert judge.questions == []
+
+
+def test_an_empty_last_output_is_the_answer_not_an_earlier_calls_text() -> None:
+    # The draft states v1's cap: read as the answer, used_by_model would fail it (ignored_by_model).
+    task = normalize(_trace([Rule(reply=DRAFT, times=1), Rule(reply="")]))
+    first, last = task.model_calls
+    assert first.output_text == DRAFT
+    assert task.final_answer is None
+    assert [g.span_id for g in task.gaps if g.kind == "model_output_empty"] == [last.span_id]
+    judge = _Judge()
+    loc = _triage(task, judge)
+    assert loc.verdict == "unconfirmed"
+    assert _used(loc).status == "unconfirmed"
+    assert judge.questions == []
+
+
+def test_an_answer_with_text_is_read_as_before() -> None:
+    task = normalize(_trace([Rule(reply=mk.GOOD)]))
+    assert task.final_answer == mk.GOOD
+    assert not [g for g in task.gaps if g.kind in ("model_output_empty", "model_output_not_recorded")]
+    assert _triage(task, _Judge()).verdict == "no_fault"
+
+
+def test_a_hidden_output_still_asks_for_the_switch() -> None:
+    # Hidden, the response body is gone too: nothing shows the output was empty, so it reads as not recorded.
+    task = normalize(_trace([Rule(reply="")], TraceConfig(hide_outputs=True)))
+    kinds = {g.kind for g in task.gaps}
+    assert "model_output_empty" not in kinds
+    assert kinds & {"model_output_not_recorded", "model_output_redacted"}
+    assert any("OPENINFERENCE_HIDE_OUTPUTS" in g.detail for g in task.gaps)
+    assert _used(_triage(task, _Judge())).status == "unconfirmed"
