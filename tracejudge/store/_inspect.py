@@ -11,7 +11,7 @@ from typing import Any
 
 from tracejudge._errors import MissingDependencyError, StoreError
 from tracejudge.store._open import sqlite_file
-from tracejudge.store._sqlite import has_side_file
+from tracejudge.store._sqlite import IMMUTABLE, has_side_file, read_only_connection, read_only_options
 
 __all__ = ["StoreState", "inspect_store"]
 
@@ -45,22 +45,22 @@ def inspect_store(url: str) -> StoreState:
 
 
 def _inspect_sqlite(path: Path) -> StoreState:
-    """Read a SQLite store without adding a file beside it or needing to write its folder.
+    """Read a SQLite store as the read-only store opens it (:func:`read_only_options`: one policy), adding
+    no file beside it and needing no write to its folder.
 
-    A WAL-mode store read through ``mode=ro`` gets the -wal and -shm files every WAL reader needs
-    created beside it (and a read-only connection cannot remove them on close), or cannot be read
-    when its folder is not writable. So a store with no -wal (or -journal) file, whose every commit
-    is in the file itself, is read as ``immutable``: the file alone, no locks, no side files. Such a
-    read would miss commits a writer puts in a WAL meanwhile, or tear on a checkpoint copying pages
-    into the file, so it counts only when no WAL appeared and the file's size and mtime are the same
-    after it; otherwise (a process has the store open) it is read through SQLite's locks, whose side
-    files are there already."""
+    Where that reads the file alone (``immutable``: a folder this process cannot write, no -wal or
+    -journal beside the store), a read would miss commits a writer with more rights puts in a WAL
+    meanwhile, or tear on a checkpoint copying pages into the file. A read that is over at once can
+    check: it counts only when no side file appeared and the file's size and mtime are the same after
+    it; otherwise it is tried again, and at last read through SQLite's locks (``mode=ro``, whose side
+    files are there by then)."""
     for _ in range(3):
-        if has_side_file(path):
-            break
+        options = read_only_options(path)
+        if options != IMMUTABLE:
+            return _read_sqlite(path, options)  # through SQLite's locks: a committed snapshot
         before = _stamp(path)
         try:
-            state = _read_sqlite(path, "mode=ro&immutable=1")
+            state = _read_sqlite(path, options)
         except sqlite3.DatabaseError:
             if _stamp(path) == before and not has_side_file(path):
                 raise  # the file as it is, not a torn read
@@ -76,7 +76,7 @@ def _stamp(path: Path) -> tuple[int, int, int]:
 
 
 def _read_sqlite(path: Path, options: str) -> StoreState:
-    conn = sqlite3.connect(f"{path.as_uri()}?{options}", uri=True)
+    conn = read_only_connection(path, options)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         return _state(conn.cursor(), tables)

@@ -30,7 +30,7 @@ def open_store(url: str, *, upgrade: bool = True, read_only: bool = False) -> St
     A store at an older schema is upgraded in place on open, unless ``upgrade=False`` (the commands
     that only read): then it is read as it is and upgraded only when spans are stored in it.
     ``read_only=True`` (with it) opens an existing SQLite store without writing it or adding a file
-    beside it, also in a folder that cannot be written (see ``_read_only_connection``); a store that
+    beside it, also in a folder that cannot be written (see ``read_only_options``); a store that
     does not exist yet, an in-memory one and PostgreSQL are opened as with ``upgrade=False``."""
     if url.startswith(("postgresql://", "postgres://")):
         from tracejudge.store._postgres import PostgresStore

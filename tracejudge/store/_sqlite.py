@@ -32,7 +32,16 @@ from typing import Literal, cast
 from tracejudge._errors import InputError, StoreError
 from tracejudge.store._sql import _SCHEMA_VERSION, _SESSIONS_INDEXED, SqlStore
 
-__all__ = ["SqliteStore", "Synchronous", "copy_wait", "has_side_file", "split_options"]
+__all__ = [
+    "IMMUTABLE",
+    "SqliteStore",
+    "Synchronous",
+    "copy_wait",
+    "has_side_file",
+    "read_only_connection",
+    "read_only_options",
+    "split_options",
+]
 
 Synchronous = Literal["full", "normal"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("full", "normal")
@@ -164,7 +173,7 @@ class SqliteStore(SqlStore):
     """Store on a SQLite file (or ``:memory:``). ``synchronous`` (or ``?synchronous=`` on the path)
     chooses the durability; see the module docstring. ``upgrade=False`` leaves a store at an older
     schema as it is until spans are stored (see :meth:`SqlStore._setup`). ``read_only=True`` opens
-    an existing store for the commands that only read: see :func:`_read_only_connection`."""
+    an existing store for the commands that only read: see :func:`read_only_options`."""
 
     _begin = "BEGIN IMMEDIATE"
 
@@ -216,7 +225,7 @@ class SqliteStore(SqlStore):
         """Open the existing store without creating, upgrading or writing anything (no table set-up:
         the schema version is read, and a store at an older one is read as it is)."""
         try:
-            conn = _read_only_connection(Path(self.path))
+            conn = read_only_connection(Path(self.path))
             self._query_only = bool(conn.execute("PRAGMA query_only").fetchone()[0])
             super().__init__(conn, self.path)
             with self._lock:
@@ -274,12 +283,14 @@ def has_side_file(path: Path) -> bool:
     return any(path.with_name(path.name + suffix).exists() for suffix in ("-wal", "-journal"))
 
 
-def _read_only_connection(path: Path) -> sqlite3.Connection:
-    """A connection that only reads the store at ``path``, adds no file beside it that outlives it,
-    and works in a folder this process cannot write (a read-only mount, a backup copy).
+def read_only_options(path: Path) -> str:
+    """How to open the store at ``path`` to only read it (the URI options), adding no file beside it that
+    outlives the read, in a folder this process may not be able to write (a read-only mount, a backup
+    copy). The one policy of every read that must change nothing: the read-only store
+    (:func:`read_only_connection`) and ``doctor`` (``store._inspect``).
 
-    - Folder and file writable: an ordinary connection with ``query_only`` (SQLite refuses every
-      write through it). Not ``mode=ro``: every WAL reader needs the -wal and -shm files, which a
+    - Folder and file writable: ``mode=rw``, an ordinary connection with ``query_only`` (SQLite refuses
+      every write through it). Not ``mode=ro``: every WAL reader needs the -wal and -shm files, which a
       ``mode=ro`` connection creates but cannot remove on close (it cannot checkpoint), so they were
       left beside the store; an ordinary connection that closes last checkpoints and removes them, as
       the receiver's does. It reads through SQLite's locks, so a receiver writing the store meanwhile
@@ -290,17 +301,26 @@ def _read_only_connection(path: Path) -> sqlite3.Connection:
       open a WAL store there: it cannot create the -shm). No process of ours can be writing it: a
       writer in WAL mode would have made a -wal beside it. Only a process with more rights starting to
       write it while the read is open could be missed, which a folder we cannot write does not see in
-      the cases this is for (a read-only mount, a backup)."""
-    folder_writable = os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
-    if folder_writable:
-        options = "mode=rw"  # read-write but never create: a store removed meanwhile is not made anew
-    elif has_side_file(path):
-        options = "mode=ro"
-    else:
-        options = "mode=ro&immutable=1"
+      the cases this is for (a read-only mount, a backup); a reader that reads once can also check the
+      file did not change under it (``doctor`` does)."""
+    if os.access(path.parent, os.W_OK) and os.access(path, os.W_OK):
+        return "mode=rw"  # read-write but never create: a store removed meanwhile is not made anew
+    if has_side_file(path):
+        return "mode=ro"
+    return IMMUTABLE
+
+
+# The options of a read of the file alone, without SQLite's locks (:func:`read_only_options`).
+IMMUTABLE = "mode=ro&immutable=1"
+
+
+def read_only_connection(path: Path, options: str | None = None) -> sqlite3.Connection:
+    """A connection that only reads the store at ``path``, opened with ``options`` (by default
+    :func:`read_only_options`'s)."""
+    options = options or read_only_options(path)
     uri = f"{path.resolve().as_uri()}?{options}"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-    if folder_writable:
+    if options == "mode=rw":
         conn.execute("PRAGMA query_only=1")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
