@@ -29,6 +29,7 @@ RECORDINGS = {
     "openlit_langchain": ("openlit_langchain_{run}.pb", "chunk"),
     "langfuse": ("langfuse_{run}.pb", None),
     "langfuse_langchain": ("langfuse_langchain_{run}.pb", None),
+    "llamaindex_agent": ("llamaindex_agent_{run}.pb", None),
 }
 # recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
 FILTER_KEYS = {

@@ -12,6 +12,8 @@ Why this order:
   writes ``gen_ai.operation.name`` values the GenAI table does not know — ``execute_task``,
   ``vector_db_retrieve`` — beside ``traceloop.*``). A span no tier classifies is a model call when
   it names a model, else "other"; an "other" span with ``tracejudge.retrieval.*`` is a retrieval.
+  LlamaIndex's ``*._prepare_chat_with_tools`` LLM spans (they build a request, send nothing) are chain steps,
+  decided before OpenInference calls them LLM.
 - model input/output: structured message lists before completion prompts before free-form I/O,
   which often holds a framework's whole argument object rather than what the model was sent.
 - ``documents``: indexed OpenInference documents, GenAI documents, OpenLLMetry result events,
@@ -30,13 +32,14 @@ Why this order:
   (it writes ``gen_ai.tool.call.*`` as ``str()`` of the value, so GenAI's reader would keep the text),
   GenAI's ``gen_ai.tool.call.*``, a framework's own attributes or events (ADK, Strands), AG2's
   ``[success, {"content"}]`` tool output, the ``content`` of a LangChain tool's ``ToolMessage`` (serialized,
-  or dumped by Langfuse's LangChain handler),
+  or dumped by Langfuse's LangChain handler), the ``raw_output`` of a LlamaIndex tool's ``ToolOutput``,
   the ``result`` of Agno's ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope
   ``@ops.trace`` function's ``mirascope.trace.*`` (below the root it is read as a tool call), then the
   free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
-  the whole ``CrewOutput``: the answer is its ``raw``); a Mirascope ``@ops.trace`` root (its arguments and
+  the whole ``CrewOutput``: the answer is its ``raw``); a LlamaIndex agent root (its ``StopEvent`` repr's
+  response text); a Mirascope ``@ops.trace`` root (its arguments and
   return value); Instructor's structured output (the root's free-form answer, but written by the model
   call whose one tool call is the object Instructor returned, so it comes before the free-form read that
   would name the root); the root's free-form I/O; a
@@ -70,6 +73,7 @@ from tracejudge.normalize._instructor import CONVENTION as INSTRUCTOR
 from tracejudge.normalize._langchain import CONVENTION as LANGCHAIN
 from tracejudge.normalize._langfuse import CONVENTION as LANGFUSE
 from tracejudge.normalize._litellm import CONVENTION as LITELLM
+from tracejudge.normalize._llamaindex import CONVENTION as LLAMAINDEX
 from tracejudge.normalize._logfire import CONVENTION as LOGFIRE
 from tracejudge.normalize._mirascope import CONVENTION as MIRASCOPE
 from tracejudge.normalize._mlflow import CONVENTION as MLFLOW
@@ -107,7 +111,19 @@ PRECEDENCE = Precedence(
     classify=(
         (TRACEJUDGE,),
         (LANGFUSE,),
-        (OPENINFERENCE, GENAI, OPENLLMETRY, LITELLM, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS, LOGFIRE),
+        (
+            LLAMAINDEX,
+            OPENINFERENCE,
+            GENAI,
+            OPENLLMETRY,
+            LITELLM,
+            MIRASCOPE,
+            TRULENS,
+            VERCEL,
+            MLFLOW,
+            AGENTOPS,
+            LOGFIRE,
+        ),
     ),
     input_messages=(
         OPENINFERENCE,
@@ -146,6 +162,7 @@ PRECEDENCE = Precedence(
         STRANDS,
         AG2,
         LANGCHAIN,
+        LLAMAINDEX,
         AGNO,
         MIRASCOPE,
         TRULENS,
@@ -164,6 +181,7 @@ PRECEDENCE = Precedence(
         STRANDS,
         AG2,
         LANGCHAIN,
+        LLAMAINDEX,
         AGNO,
         MIRASCOPE,
         MLFLOW,
@@ -177,6 +195,7 @@ PRECEDENCE = Precedence(
         LANGFUSE,
         HAYSTACK,
         CREWAI,
+        LLAMAINDEX,
         MIRASCOPE,
         INSTRUCTOR,
         TRULENS,
