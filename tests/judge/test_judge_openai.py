@@ -401,3 +401,35 @@ def test_a_refused_connection_is_a_connection_error(transport: Transport) -> Non
         transport=transport,
     )
     assert item.replies[0].error == "connection_error"
+
+
+def test_an_http_judge_over_aiohttp_makes_no_ssl_context(
+    server: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # openai's aiohttp transport made an SSL context (loading the CA certificates) for any URL; an
+    # http:// judge takes the verifying one aiohttp made on import. An https:// judge makes its own.
+    import ssl
+
+    import aiohttp  # its own contexts are made on import, before counting
+
+    assert aiohttp.__version__
+    made: list[ssl.SSLContext] = []
+    new = ssl.SSLContext.__new__
+
+    def counted(cls: type[ssl.SSLContext], *args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(context := new(cls, *args, **kwargs))
+        return context
+
+    monkeypatch.setattr(ssl.SSLContext, "__new__", counted)
+    rubric = rubric_for(server)
+    assert rubric.judge is not None
+    assert (rubric.judge.base_url or "").startswith("http://")
+    server.set_rules([], default_reply=json.dumps(good()))
+    item = score(rubric, transport="aiohttp")
+    assert item.verdict == "pass", item
+    assert made == []
+    https = rubric.judge.model_copy(update={"base_url": "https://judge.example/v1"})
+    OpenAIJudgeClient(https, transport="aiohttp")
+    assert len(made) == 1
+    assert made[0].verify_mode == ssl.CERT_REQUIRED
+    assert made[0].check_hostname

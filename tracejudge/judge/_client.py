@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -139,6 +140,21 @@ def _tls_context(client_class: type) -> dict[str, Any]:
     return {"verify": make()} if callable(make) else {}
 
 
+def _plain_http_tls(base_url: str | None) -> dict[str, Any]:
+    """For a judge at an http:// URL, aiohttp's own verifying SSL context, which importing aiohttp
+    made already, rather than one more: openai's aiohttp transport makes its context whatever the URL
+    (loading the CA certificates, ~25 ms of CPU at load 9, before the first call), and an http://
+    judge uses one only if it redirects to https — then verified as ever. Nothing otherwise (an https
+    judge, the default endpoint, an aiohttp without that context): the transport makes its own."""
+    if base_url is None or urlsplit(base_url).scheme.lower() != "http":
+        return {}
+    import ssl
+
+    made = getattr(sys.modules.get("aiohttp.connector"), "_SSL_CONTEXT_VERIFIED", None)
+    ok = isinstance(made, ssl.SSLContext) and made.verify_mode == ssl.CERT_REQUIRED and made.check_hostname
+    return {"verify": made} if ok else {}
+
+
 def _schema_rejected(exc: Exception) -> bool:
     text = str(exc).lower()
     return any(w in text for w in ("response_format", "json_schema", "structured", "schema"))
@@ -204,7 +220,7 @@ class OpenAIJudgeClient:
         api_key = key or "unused"
         if aio is not None:
             # aiohttp's pool hands out a connection without looking at the others: one client will do.
-            http_clients = [aio(timeout=config.timeout_s)]
+            http_clients = [aio(timeout=config.timeout_s, **_plain_http_tls(base_url))]
         else:
             # Calls go round one client per _POOL connections in flight. httpcore looks at every
             # connection of its pool (polling each idle socket) for each request it sends: at 64 calls
