@@ -92,13 +92,14 @@ def test_help_lists_each_command_as_the_command_itself_would_without_importing_i
 
 def test_a_command_loads_only_what_it_uses() -> None:
     # In a fresh interpreter: --help imports no command module; `score` imports its own, not the
-    # others', nor what only other commands need (rich's tables for --json is not needed either).
+    # others', nor what only other commands need (rich's tables for --json is not needed either);
+    # openai and aiohttp are imported when a judge client is made, not for help or the version.
     import subprocess
     import sys
 
     probe = (
         "import sys\n"
-        "PREFIXES = ('tracejudge', 'httpx', 'rich', 'jinja2', 'opentelemetry')\n"
+        "PREFIXES = ('tracejudge', 'httpx', 'rich', 'jinja2', 'opentelemetry', 'openai', 'aiohttp')\n"
         "from tracejudge.cli import cli\n"
         "try:\n"
         "    cli.main(sys.argv[1:], prog_name='tracejudge', standalone_mode=False)\n"
@@ -117,9 +118,11 @@ def test_a_command_loads_only_what_it_uses() -> None:
     assert "tracejudge.cli._score" in scoring
     unused = {"tracejudge.cli._regress", "tracejudge.cli._audit", "tracejudge.cli._serve", "tracejudge.audit"}
     assert not scoring & unused
-    assert not {
-        m for m in scoring if m.startswith(("httpx", "jinja2", "opentelemetry", "tracejudge.write._langfuse"))
-    }
+    judge_client = ("openai", "aiohttp")
+    elsewhere = ("httpx", "jinja2", "opentelemetry", "tracejudge.write._langfuse")
+    assert not {m for m in scoring if m.startswith(elsewhere + judge_client)}
+    for modules in (shown, loaded("--version")):
+        assert not {m for m in modules if m.startswith(judge_client)}, modules
 
 
 _CORE = {
