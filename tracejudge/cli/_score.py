@@ -280,7 +280,9 @@ def _render_run(app: App, out: ScoreOutcome) -> None:
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many traces.")
 @click.option("--repeat", type=click.IntRange(min=1), default=None, help="Judge calls per item (stability).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=ScoreOptions.concurrency, show_default=True
+)
 @click.option("--manifest", type=click.Path(path_type=Path), default=None, help="Index manifest (ACL check).")
 @click.option("--budget-usd", type=float, default=None, help="Stop launching items past this judge cost.")
 @click.option("--budget-tokens", type=int, default=None, help="Stop launching items past this many tokens.")
@@ -315,7 +317,7 @@ def _render_run(app: App, out: ScoreOutcome) -> None:
     "--lease",
     "lease_s",
     type=click.FloatRange(min=1),
-    default=30.0,
+    default=ScoreOptions.lease_s,
     show_default=True,
     metavar="SECONDS",
     help="With --run: how soon the items of a worker that stopped renewing (it died) go to the others.",
@@ -324,7 +326,7 @@ def _render_run(app: App, out: ScoreOutcome) -> None:
     "--reconnect-timeout",
     "reconnect_s",
     type=click.FloatRange(min=0),
-    default=60.0,
+    default=ScoreOptions.reconnect_s,
     envvar="TRACEJUDGE_SCORE_RECONNECT_TIMEOUT",
     show_default=True,
     metavar="SECONDS",

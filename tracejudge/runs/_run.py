@@ -55,7 +55,8 @@ Loader = Callable[[str], TaskRecord | str]
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    """How a run goes; resolved at the edge (CLI or caller)."""
+    """How a run goes; resolved at the edge (CLI or caller). Its defaults are the one place for them:
+    ``score``'s options and :func:`write_back_shared_run`'s arguments take theirs from here."""
 
     concurrency: int = 8
     """Judge calls in flight at most."""

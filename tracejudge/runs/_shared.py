@@ -414,7 +414,7 @@ def write_back_shared_run(
     targets: Sequence[str],
     *,
     lease_s: float,
-    reconnect_s: float = 0.0,
+    reconnect_s: float = ScoreOptions.reconnect_s,
     write: Callable[[str, RunRecord, Sequence[ItemResult]], WriteReport] = write_back,
 ) -> tuple[WriteReport, ...]:
     """Write back the shared run's stored items that no worker has: the ones this worker stored, and
