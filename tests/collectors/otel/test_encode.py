@@ -296,6 +296,14 @@ def test_a_span_repeating_a_field_is_kept_as_protobuf_reads_it() -> None:
         ([("session.id", "a"), ("session.id", "b")], "b"),  # the last of a repeated key
         ([("langfuse.session.id", "l-1"), ("session.id", "s-1")], "s-1"),  # session.id first
         ([("session.id.note", "x"), ("my.session.id", "y")], None),  # the hint alone is no key
+        # The span's one session.id: read without the attributes after it.
+        ([("session.id", "s-1"), ("gen_ai.conversation.id", "c-1"), ("input.value", "q")], "s-1"),
+        ([("gen_ai.conversation.id", "c-1"), ("session.id", " s-1 ")], "s-1"),
+        ([("session.id", ""), ("gen_ai.conversation.id", "c-1")], "c-1"),  # no text: read on
+        ([("session.id", 7), ("gen_ai.conversation.id", "c-1")], "7"),
+        # session.id named twice in the bytes (a value, the key repeated): every attribute read.
+        ([("session.id", "a"), ("note", "session.id"), ("session.id", "b")], "b"),
+        ([("session.id", "a"), ("langfuse.session.id", "l-1")], "a"),
     ],
 )
 def test_the_session_a_span_names_is_read_as_from_the_decoded_span(
