@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.store.test_run_queue import _joined, _score
 from tracejudge import StoreUnreachableError
 from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions
 from tracejudge.runs._run import score_run_async
-from tracejudge.schema import ItemResult
+from tracejudge.runs._shared import worker_id, write_back_shared_run
+from tracejudge.schema import ItemResult, RunRecord
 from tracejudge.store import SqliteStore
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
+from tracejudge.write import WriteReport
 
 if TYPE_CHECKING:
     from tests.conftest import Restaurant
@@ -106,5 +109,44 @@ def test_an_unheard_claim_lapses_and_an_unheard_store_is_the_workers_own(
         assert store.run_progress("lost").done == len(ids)
         assert store.renewed
         assert all(r is not None for r in store.renewed)  # what it held, by name
+    finally:
+        store.close()
+
+
+class _LostTake(SqliteStore):
+    """A store whose first write-back take commits, then fails as a dropped connection does."""
+
+    takes = 0
+    unheard: list[str]
+
+    def take_run_write_backs(self, run_id: str, *, worker: str, n: int, lease_s: float) -> list[str]:
+        got = super().take_run_write_backs(run_id, worker=worker, n=n, lease_s=lease_s)
+        self.takes += 1
+        if self.takes == 1:
+            self.unheard = got
+            raise _lost()
+        return got
+
+
+def test_a_write_back_take_whose_answer_was_lost_is_written_by_the_worker_that_took_it(
+    tmp_path: Path,
+) -> None:
+    # Before, the batch stayed taken ('writing') under this worker's lease: this write-back went on
+    # with the rest and left it to the next worker, or a rerun, once the lease ended.
+    store = _LostTake(tmp_path / "s.db")
+    try:
+        run = _joined(store, "lost-take", (worker_id(),))
+        mine = _score(store, "lost-take", worker_id(), 25)  # more than one take
+        written: list[str] = []
+
+        def write(target: str, _run: RunRecord, items: Sequence[ItemResult]) -> WriteReport:
+            written.extend(i.trace_id for i in items)
+            return WriteReport(target=target, written=len(items))
+
+        (report,) = write_back_shared_run(store, run, ["t"], lease_s=30, reconnect_s=60, write=write)
+        assert store.unheard
+        assert sorted(written) == sorted(mine)  # each once, the unheard batch included
+        assert report.written == 25
+        assert store.take_run_write_backs("lost-take", worker="other", n=30, lease_s=-1) == []
     finally:
         store.close()

@@ -92,13 +92,17 @@ def test_write_backs_are_taken_once_from_this_or_a_gone_worker(make_store: Calla
         assert store.take_run_write_backs("wb", worker="c", n=10, lease_s=30) == gone
         store.finish_run_write_backs("wb", gone, written=False)  # a failed write goes back
     assert store.take_run_write_backs("wb", worker="b", n=2, lease_s=30) == gone[:2]
+    store.finish_run_write_backs("wb", gone[:2], written=True)
     assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == [gone[2], *mine]
-    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == []
+    # Taken again before it was finished: a take whose answer was lost (the connection dropped as it
+    # committed) is the worker's own to take again, not left until its lease ends; no other's.
+    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == [gone[2], *mine]
+    assert store.take_run_write_backs("wb", worker="d", n=10, lease_s=30) == []
     store.finish_run_write_backs("wb", gone, written=True)
     store.finish_run_write_backs("wb", mine, written=False)
     # A writer that died mid-write: its lease (here one already run out) ends and the next takes its items.
     assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=-1) == mine
-    assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == mine
+    assert store.take_run_write_backs("wb", worker="d", n=10, lease_s=30) == mine
     store.finish_run_write_backs("wb", mine, written=True)
     assert store.take_run_write_backs("wb", worker="b", n=10, lease_s=30) == []
     # Written items count as done in the run's progress, not as pending.

@@ -422,7 +422,8 @@ def write_back_shared_run(
     worker, so written once. Items whose write fails are left for the next worker (or a rerun).
 
     A store that drops the connection is waited for up to ``reconnect_s`` seconds, as by the scoring;
-    items taken in a commit whose answer never came are left to the next worker once their lease ends."""
+    items taken in a commit whose answer never came are this worker's next take (the store hands a
+    worker back what it took and did not finish), so they are written here, once."""
     reports = {t: WriteReport(target=t) for t in targets}
     if not targets:
         return ()

@@ -261,7 +261,10 @@ class Store(Protocol):
     def take_run_write_backs(self, run_id: str, *, worker: str, n: int, lease_s: float) -> list[str]:
         """Up to ``n`` of the shared run's stored items that no one has written back and no live
         worker is about to — the ones ``worker`` stored, those of workers that stopped or died, and
-        those whose writer died mid-write — held by ``worker`` for ``lease_s`` seconds."""
+        those whose writer died mid-write — held by ``worker`` for ``lease_s`` seconds. A worker
+        finishes each take (:meth:`finish_run_write_backs`) before the next: items it took and did
+        not finish are a take whose answer it never got (the connection dropped as it committed),
+        and are among those taken again."""
         ...
 
     def finish_run_write_backs(self, run_id: str, trace_ids: Sequence[str], *, written: bool) -> None:

@@ -1524,16 +1524,19 @@ class SqlStore:
 
         def work(cur: Any) -> list[str]:
             # A stored item is 'done' until written back ('written'); while a worker writes it, it is
-            # 'writing' under a lease, so a writer that dies leaves it to the next.
+            # 'writing' under a lease, so a writer that dies leaves it to the next. One 'writing' under
+            # this worker's own lease is a take whose answer it never got (the connection dropped as
+            # it committed; a worker finishes each take before the next): taken again, not left to
+            # wait out the lease.
             cur.execute(
                 q(
                     "SELECT trace_id FROM run_queue WHERE run_id = ? AND ("  # noqa: S608
                     " (state = 'done' AND (worker IS NULL OR worker = ? OR worker NOT IN ("
                     f"   SELECT worker FROM run_workers WHERE run_id = ? AND alive_until > {now})))"
-                    f" OR (state = 'writing' AND lease_until < {now}))"
+                    f" OR (state = 'writing' AND (lease_until < {now} OR worker = ?)))"
                     f" ORDER BY position LIMIT ?{self._skip_locked}"
                 ),
-                (run_id, worker, run_id, n),
+                (run_id, worker, run_id, worker, n),
             )
             picked = [str(r[0]) for r in cur.fetchall()]
             if picked:
