@@ -30,6 +30,7 @@ RECORDINGS = {
     "langfuse": ("langfuse_{run}.pb", None),
     "langfuse_langchain": ("langfuse_langchain_{run}.pb", None),
     "llamaindex_agent": ("llamaindex_agent_{run}.pb", None),
+    "langchain_agent_openllmetry": ("langchain_agent_openllmetry_{run}.pb", None),
 }
 # recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
 FILTER_KEYS = {

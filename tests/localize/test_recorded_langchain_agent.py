@@ -2,11 +2,14 @@
 tool's TOOL span records the ``ToolMessage`` it returned, serialized (``{"type": "tool", "data": {"content":
 ...}}``), whose content holds the documents (``_langchain.py``); the graph root's output is the agent state,
 not the answer. The tool records its filter on its own span through the instrumentor's ``get_span``.
-Fixtures from tests/fixtures/traces/record_langchain_agent.py (the app and its runs: _policy.py).
+Fixtures from tests/fixtures/traces/record_langchain_agent.py (the app and its runs: _policy.py); the same
+agent under OpenLLMetry's opentelemetry-instrumentation-langchain from record_langchain_agent_openllmetry.py
+(its five runs' verdicts are in test_recorded_five_runs.py's table).
 """
 
 from __future__ import annotations
 
+import json
 from types import ModuleType
 
 FILE = "langchain_agent_{run}.pb"
@@ -25,3 +28,21 @@ def test_the_tool_messages_content_is_the_result_and_the_state_is_not_the_answer
     # an unmarked tool: without the manifest nothing says its records are documents
     assert record.retrievals == ()
     assert mk.triage_framework(FILE.format(run="rag"), None).verdict == "unconfirmed"
+
+
+def test_under_openllmetry_the_tool_messages_constructor_form_is_read(mk: ModuleType) -> None:
+    # OpenLLMetry's execute_tool span holds {"output": <ToolMessage in LangChain's constructor form>}: its
+    # kwargs.content is the result, the documents v2 then v1.
+    spans = mk.recorded_spans("langchain_agent_openllmetry_rag.pb")
+    [span] = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    result = json.loads(span.attributes["gen_ai.tool.call.result"])
+    assert result["output"]["id"][-1] == "ToolMessage"
+    record = mk.normalize(spans)
+    [tool] = record.tool_calls
+    assert [(d.doc_id, d.version) for d in tool.documents or ()] == [
+        ("C-17/attachment", "v2"),
+        ("C-17/attachment", "v1"),
+    ]
+    # the answer is the last model call's output (the graph's root records no output)
+    assert record.final_answer == ANSWER == record.model_calls[-1].output_text
+    assert mk.triage_framework("langchain_agent_openllmetry_rag.pb", None).verdict == "unconfirmed"

@@ -1,11 +1,15 @@
-"""LangChain 1.x tools under openinference-instrumentation-langchain (0.1.80) and under the Langfuse SDK's
-LangChain ``CallbackHandler`` (langfuse 5.2).
+"""LangChain 1.x tools under openinference-instrumentation-langchain (0.1.80), OpenLLMetry's
+opentelemetry-instrumentation-langchain (0.62) and the Langfuse SDK's LangChain ``CallbackHandler``
+(langfuse 5.2).
 
 A tool run by a LangChain agent (``create_agent``'s tool node, LangGraph's ``ToolNode``) returns a
 ``ToolMessage``; the tool span (TOOL) records it as ``output.value`` in LangChain's serialized form,
 ``{"type": "tool", "data": {"content": ..., "tool_call_id": ..., ...}}``. The Langfuse handler's ``tool``
 observation records it as ``langfuse.observation.output``, the message's fields at the top level:
-``{"content": ..., "type": "tool", "tool_call_id": ..., "status": ...}``. The tool's result is that
+``{"content": ..., "type": "tool", "tool_call_id": ..., "status": ...}``. OpenLLMetry's ``execute_tool`` span
+records ``{"output": <the serialized message>, "kwargs": ...}`` as ``gen_ai.tool.call.result`` (and
+``traceloop.entity.output``), the message in LangChain's constructor form ``{"lc": 1, "type": "constructor",
+"id": [..., "ToolMessage"], "kwargs": {"content": ..., "tool_call_id": ...}}``. The tool's result is that
 ``content`` (JSON text when the tool returned documents). Model calls, retrievers and chains are plain
 OpenInference (or plain Langfuse observations).
 """
@@ -23,6 +27,7 @@ from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document
 
 SCOPE = "openinference.instrumentation.langchain"
+OPENLLMETRY_SCOPE = "opentelemetry.instrumentation.langchain"
 
 
 class LangChain(NoRecords):
@@ -40,6 +45,12 @@ class LangChain(NoRecords):
             parsed = _parsed(view.attrs.get("output.value"))
             data = parsed.get("data") if isinstance(parsed, dict) and parsed.get("type") == "tool" else None
             return data.get("content") if isinstance(data, dict) else None
+        operation = view.attrs.get("gen_ai.operation.name")
+        if view.raw.scope_name == OPENLLMETRY_SCOPE and operation == "execute_tool":
+            value = view.attrs.get("gen_ai.tool.call.result", view.attrs.get("traceloop.entity.output"))
+            parsed = _parsed(value)
+            message = parsed.get("output") if isinstance(parsed, dict) else None
+            return _constructed_content(message)
         kind = view.attrs.get(LANGFUSE_TYPE)
         if isinstance(kind, str) and kind.upper() == "TOOL":
             # Only a ToolMessage's dump (its type and the call it answers): a tool observation of any other
@@ -48,6 +59,16 @@ class LangChain(NoRecords):
             if isinstance(parsed, dict) and parsed.get("type") == "tool" and "tool_call_id" in parsed:
                 return parsed.get("content")
         return None
+
+
+def _constructed_content(message: Any) -> Any | None:
+    """The ``content`` of a ``ToolMessage`` in LangChain's constructor form; None for anything else."""
+    if not isinstance(message, dict) or message.get("type") != "constructor":
+        return None
+    path, kwargs = message.get("id"), message.get("kwargs")
+    if not isinstance(path, list) or not path or path[-1] != "ToolMessage" or not isinstance(kwargs, dict):
+        return None
+    return kwargs.get("content")
 
 
 def _parsed(value: Any) -> Any:

@@ -29,8 +29,10 @@ Why this order:
 - smolagents' model output comes before OpenInference's: a ``final_answer`` tool call is the answer
   text of the call that wrote it.
 - ``tool_arguments`` / ``tool_result``: OpenLIT's agents instrumentation's Python reprs read as literals
-  (it writes ``gen_ai.tool.call.*`` as ``str()`` of the value, so GenAI's reader would keep the text),
-  GenAI's ``gen_ai.tool.call.*``, a framework's own attributes or events (ADK, Strands), AG2's
+  (it writes ``gen_ai.tool.call.*`` as ``str()`` of the value, so GenAI's reader would keep the text), the
+  ``content`` of the ``ToolMessage`` that OpenLLMetry's LangChain tool span wraps in
+  ``gen_ai.tool.call.result`` (so before GenAI, which would keep the wrapper), GenAI's
+  ``gen_ai.tool.call.*``, a framework's own attributes or events (ADK, Strands), AG2's
   ``[success, {"content"}]`` tool output, the ``content`` of a LangChain tool's ``ToolMessage`` (serialized,
   or dumped by Langfuse's LangChain handler), the ``raw_output`` of a LlamaIndex tool's ``ToolOutput``,
   the ``result`` of Agno's ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope
@@ -156,12 +158,12 @@ PRECEDENCE = Precedence(
     ),
     documents=(
         OPENINFERENCE,
+        LANGCHAIN,
         GENAI,
         OPENLLMETRY,
         ADK,
         STRANDS,
         AG2,
-        LANGCHAIN,
         LLAMAINDEX,
         AGNO,
         MIRASCOPE,
@@ -176,11 +178,11 @@ PRECEDENCE = Precedence(
     tool_arguments=(OPENLIT, GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, LOGFIRE, VERCEL, FREEFORM),
     tool_result=(
         OPENLIT,
+        LANGCHAIN,
         GENAI,
         ADK,
         STRANDS,
         AG2,
-        LANGCHAIN,
         LLAMAINDEX,
         AGNO,
         MIRASCOPE,
