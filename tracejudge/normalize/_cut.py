@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from tracejudge.schema import RawSpan
@@ -77,13 +77,17 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def cut_values(span: RawSpan) -> list[str]:
-    """A note for each attribute of the span (its events' included) whose value may have been cut."""
+def cut_values(span: RawSpan, parsed: Mapping[int, str] | None = None) -> list[str]:
+    """A note for each attribute of the span (its events' included) whose value may have been cut.
+    ``parsed``: texts a reader already parsed as JSON, by ``id`` (``SpanView.parsed``) — each closes, so
+    it is not parsed again (a model call's messages are most of a trace's bytes)."""
+    known = parsed or {}
     items = [(key, value) for key, value in span.attributes.items()]
     items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
     notes = []
     for key, value in items:
-        why = next((w for w in map(cut_short, _strings(value)) if w is not None), None)
+        texts = (t for t in _strings(value) if known.get(id(t)) is not t or not _JSON_START.match(t))
+        why = next((w for w in map(cut_short, texts) if w is not None), None)
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes

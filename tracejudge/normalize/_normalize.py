@@ -678,7 +678,7 @@ def _input_record(
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
     says which; ``dropped``: what the SDK dropped from the span, :func:`dropped_note`)."""
-    cut = cut_values(view.raw)
+    cut = cut_values(view.raw, view.parsed)
     if dropped is not None:  # last: its switch ends the gap's detail
         cut.append(f"messages may be among what was dropped: {dropped.note}")
     recorded = _Input.read(system, system_redacted, given, cut)

@@ -77,7 +77,18 @@ def _run_metadata(value: str, extra: dict[str, Any]) -> None:
 class SpanView:
     """A raw span with the attributes every convention reads (Langfuse metadata merged in)."""
 
-    __slots__ = ("_groups", "attrs", "convention", "gaps", "raw", "resource", "span_id", "start", "step")
+    __slots__ = (
+        "_groups",
+        "attrs",
+        "convention",
+        "gaps",
+        "parsed",
+        "raw",
+        "resource",
+        "span_id",
+        "start",
+        "step",
+    )
 
     def __init__(self, raw: RawSpan, gaps: Gaps) -> None:
         self.raw = raw
@@ -85,6 +96,9 @@ class SpanView:
         self.span_id = raw.span_id
         self.start: datetime | None = nanos_to_datetime(raw.start_time_unix_nano)
         self.resource: dict[str, Any] = raw.resource
+        self.parsed: dict[int, str] = {}
+        """Texts :meth:`json` parsed as JSON, by ``id``: each closes as a JSON document, which ``cut_values``
+        then need not parse again to know (the text is held, so its id is not reused meanwhile)."""
         self.attrs = self._merge(raw.attributes)
         self._groups: dict[str, dict[int, dict[str, Any]]] | None = None
         self.step: StepKind = "other"
@@ -133,6 +147,8 @@ class SpanView:
         if not ok:
             self.gap("attribute_unparseable", f"{key}: not valid JSON")
             return None
+        if isinstance(value, str) and not python_literal:  # parsed by json.loads, not as a Python literal
+            self.parsed[id(value)] = value
         return parsed
 
     def get(self, *keys: str) -> Any:
