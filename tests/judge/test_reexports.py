@@ -128,6 +128,24 @@ def test_a_reexporting_package_imports_a_submodule_when_its_name_is_used(tmp_pat
     assert json.loads(shown) == [False, "b", "c", False, "b", names, False]
 
 
+def test_a_star_import_takes_every_name_the_eager_import_binds(tmp_path: Path) -> None:
+    _package(tmp_path, "pkg_star", "from .a import A as A\nfrom .b import B\n", a="A = 'a'\n", b="B = 'b'\n")
+    shown = _run(
+        """
+        import json
+        from tracejudge.judge._reexports import reexports_on_use
+        with reexports_on_use("pkg_star", "openai.types"):
+            import openai
+            import pkg_star
+        from pkg_star import *
+        from openai.types.chat import *
+        print(json.dumps([A, B, sorted(n for n in ("a", "b") if n in globals()), ChatCompletion.__name__]))
+        """,
+        path=tmp_path,
+    )
+    assert json.loads(shown) == ["a", "b", ["a", "b"], "ChatCompletion"]
+
+
 def test_a_package_doing_more_than_reexport_is_imported_as_usual(tmp_path: Path) -> None:
     _package(tmp_path, "pkg_busy", "from .a import A as A\nLOADED = True\n", a="A = 'a'\n")
     shown = _run(

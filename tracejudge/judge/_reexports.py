@@ -84,6 +84,10 @@ class _OnUse(types.ModuleType):
         ):
             # A submodule: those the eager import loads (its own, and the ones they import) are bound.
             value = importlib.import_module(f"{self.__name__}.{name}")
+        elif name == "__all__":
+            # `from package import *`: every public name the eager import binds, not only those looked
+            # up so far (without __all__ a star import takes what the module holds). Not kept.
+            return [n for n in self.__dir__() if not n.startswith("_")]
         else:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
         setattr(self, name, value)
