@@ -1,11 +1,13 @@
 """Triage on traces recorded outside this repository (tests/fixtures/outside/README.md names each
 source, commit and licence): OpenInference spans of the OpenAI SDK recorded by envoyproxy/ai-gateway, the
 Vercel AI SDK's spans captured by Arize-ai/openinference, TruLens' LlamaIndex and LangChain RAG events, and
-Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search, and the AI SDK's own telemetry
-test snapshots of a tool it ran (``ai.toolCall``). Each goes through the commands
+Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search, pydantic-ai's recorded Responses
+API calls with that search (with and without its results) replayed under OpenInference, and the AI SDK's own
+telemetry test snapshots of a tool it ran (``ai.toolCall``). Each goes through the commands
 a user runs — ``collect file``, ``traces show --json``, ``triage --json`` with a ticket whose material is
 taken from the trace itself — and what they read is pinned. The OpenAI and AI SDK traces record no
-retrieval, nor does the hosted search record what it found, so no verdict on them may be definite; the
+retrieval, nor does a hosted search record what it found unless asked (asked, its results are the retrieval,
+and what the model was given inside the call stays unrecorded), so no verdict on them may be definite; the
 TruLens traces record their retrievals as texts without ids (identified by the manifest's content), and
 removing any one record of any of them leaves the verdict or makes it ``unconfirmed`` (DESIGN 5.5).
 """
@@ -159,7 +161,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every outside trace collected from files into one store, as a user would."""
     folder = tmp_path_factory.mktemp("outside")
     files = []
-    for case in [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS]:
+    for case in [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES]:
         path = folder / (case.name.replace("/", "-") + ".json")
         path.write_text(json.dumps(case.request()))
         files.append(str(path))
@@ -610,6 +612,133 @@ def test_a_trace_without_a_retrieval_gives_no_definite_verdict(
         assert any(INCLUDE in m for m in given["stages"][1]["missing"])
 
 
+# ----------------------------------------------------------------------------- OpenAI's hosted file search
+
+# pydantic-ai's VCR cassettes of the Responses API with OpenAI's hosted file_search over a vector store
+# holding one file ("Paris is the capital of France. It is known for the Eiffel Tower."), replayed through
+# the openai client under openinference-instrumentation-openai: one asked for the search's results
+# (include=["file_search_call.results"]), the other did not (two turns, each searching).
+WITH_RESULTS = "test_openai_responses_model_file_search_tool_with_results"
+WITHOUT_RESULTS = "test_openai_responses_model_file_search_tool"
+PARIS = "Paris is the capital of France. It is known for the Eiffel Tower."
+EIFFEL = "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars."
+FS_RESULTS, FS_NOT_RETURNED = "0000000000000000000000000000b001", "0000000000000000000000000000b002"
+FS_FIRST, FS_SECOND = "0000000000000000000000000000b003", "0000000000000000000000000000b004"
+PARIS_TICKET = {
+    "required": [{"doc_id": "paris", "version": "v1", "clause": "Paris is the capital of France"}]
+}
+FILE_SEARCH_CASES = [
+    Outside(
+        "openai-file-search/results",
+        lambda: fmt.openai_responses(WITH_RESULTS, 0, FS_RESULTS),
+        FS_RESULTS,
+        PARIS_TICKET,
+        [_entry("paris", "v1", PARIS)],
+    ),
+    # The same recording, a ticket whose material the search did not return.
+    Outside(
+        "openai-file-search/results-not-returned",
+        lambda: fmt.openai_responses(WITH_RESULTS, 0, FS_NOT_RETURNED),
+        FS_NOT_RETURNED,
+        {
+            "required": [
+                {"doc_id": "eiffel", "version": "v1", "clause": "The Eiffel Tower is 330 metres tall"}
+            ]
+        },
+        [_entry("paris", "v1", PARIS), _entry("eiffel", "v1", EIFFEL)],
+    ),
+    Outside(
+        "openai-file-search/no-results",
+        lambda: fmt.openai_responses(WITHOUT_RESULTS, 0, FS_FIRST),
+        FS_FIRST,
+        PARIS_TICKET,
+        [_entry("paris", "v1", PARIS)],
+    ),
+    Outside(
+        "openai-file-search/no-results-second-turn",
+        lambda: fmt.openai_responses(WITHOUT_RESULTS, 1, FS_SECOND),
+        FS_SECOND,
+        {"required": [{"doc_id": "paris", "version": "v1", "clause": "It is known for the Eiffel Tower"}]},
+        [_entry("paris", "v1", PARIS)],
+    ),
+]
+FILE_SEARCH_IDS = [c.name for c in FILE_SEARCH_CASES]
+
+
+def test_a_hosted_file_search_s_requested_results_are_what_it_retrieved(store: Path) -> None:
+    record = _show(store, FS_RESULTS)
+    # The Responses API's file_search_call item, in the response OpenInference records whole (output.value).
+    (call,) = record["model_calls"]
+    (retrieval,) = record["retrievals"]
+    assert retrieval["span_id"] == call["span_id"]
+    assert retrieval["query"] == "What is the capital of France?"
+    ((doc_id, content, score, metadata),) = [
+        (d["doc_id"], d["content"], d["score"], d["metadata"]) for d in retrieval["documents"]
+    ]
+    assert (doc_id, content, score) == ("file-2b6dRdmXnzSrqiEbhVJZRU", PARIS, 0.9716)
+    assert metadata["filename"] == "tmpd_9a5dki.txt"
+    # What the model was given inside the call is not its request's messages: its input reads as partial.
+    assert [m["role"] for m in call["input_messages"]] == ["system", "user"]
+    assert call["input_partial"]
+    gaps = {g["kind"]: g["detail"] for g in record["gaps"]}
+    assert "hosted file_search inside the call" in gaps["model_input_truncated"]
+    assert "no_retrieval_span" not in gaps
+    assert record["final_answer"] == "The capital of France is Paris."
+
+
+def test_a_hosted_file_search_without_its_results_names_what_to_request(store: Path) -> None:
+    for trace_id, queries in (
+        (FS_FIRST, "['What is the capital of France?']"),
+        (FS_SECOND, "['Eiffel Tower']"),
+    ):
+        record = _show(store, trace_id)
+        assert record["retrievals"] == []
+        gaps = {g["kind"]: g["detail"] for g in record["gaps"]}
+        assert INCLUDE in gaps["retrieval_documents_not_recorded"]
+        assert queries in gaps["retrieval_documents_not_recorded"]
+        # The request's tools are in llm.tools (not llm.invocation_parameters): the search is named.
+        assert "(file_search)" in gaps["no_retrieval_span"]
+        assert INCLUDE in gaps["no_retrieval_span"]
+
+
+def test_material_the_hosted_search_returned_stops_at_what_the_model_was_given(
+    store: Path, tmp_path: Path
+) -> None:
+    case = FILE_SEARCH_CASES[0]
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "pass", "unconfirmed", "skipped"],
+    )
+    assert "returned paris@v1 at rank 1" in given["stages"][1]["evidence"][0]["note"]
+    assert any("hosted file_search inside the call" in m for m in given["stages"][2]["missing"])
+
+
+def test_material_the_hosted_search_did_not_return_is_not_returned_pending_its_filter(
+    store: Path, tmp_path: Path
+) -> None:
+    # The search returned paris only: eiffel was not returned, and whether a filter or the ranking left it
+    # out is not recorded.
+    given = _triage(store, tmp_path, FILE_SEARCH_CASES[1], manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    assert any("metadata filter" in m for m in given["stages"][1]["missing"])
+
+
+@pytest.mark.parametrize("case", FILE_SEARCH_CASES[2:], ids=FILE_SEARCH_IDS[2:])
+def test_a_hosted_search_without_results_gives_no_definite_verdict(
+    store: Path, tmp_path: Path, case: Outside
+) -> None:
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    assert any(INCLUDE in m for m in given["stages"][1]["missing"])
+
+
 # ----------------------------------------------------------------------------- Vercel AI SDK tools
 
 # vercel/ai's own telemetry test (packages/otel): streamText over a mock model that asks for tool1, the SDK
@@ -757,8 +886,14 @@ _WRONG_MANIFEST = (
     " returned (the manifest is wrong for this trace): without it the trace is one of a never-indexed"
     " document (DESIGN 5.5: indistinguishable from a real fault; cf. tests/localize/test_removal_property.py)"
 )
+_WRONG_MANIFEST_HOSTED = (
+    "the manifest says paris was never indexed and only the response OpenInference recorded (output.value)"
+    " shows the hosted file_search returned it (the manifest is wrong for this trace): without it the trace"
+    " is one of a never-indexed document (DESIGN 5.5: indistinguishable from a real fault)"
+)
 # (case, removed record) -> why the trace without it is indistinguishable from a real fault.
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    ("openai-file-search/results@never-indexed", "attr Response:output.value"): _WRONG_MANIFEST_HOSTED,
     ("trulens/chain-unmarked-llm@never-indexed", f"span {_RETRIEVER}"): _WRONG_MANIFEST,
     (
         "trulens/chain-unmarked-llm@never-indexed",
@@ -774,8 +909,8 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     "case",
-    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS],
-    ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS, *VERCEL_TOOL_IDS],
+    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES],
+    ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS, *VERCEL_TOOL_IDS, *FILE_SEARCH_IDS],
 )
 def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside, variant: str) -> None:
     case = _variant(case, variant)

@@ -131,6 +131,22 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
         for case, names in _TRULENS_RETRIEVALS.items()
         for name in names
     },
+    # OpenAI's hosted file_search, its results in the response OpenInference records whole (output.value):
+    # hidden or cut short, the response no longer shows the search returned the material.
+    **{
+        ("outside/openai-file-search/results@never-indexed", label): _NEVER_INDEXED
+        for label in (
+            "content outputs",
+            "content all",
+            "redact outputs",
+            "redact all",
+            "redact Response:output.value",
+            "truncate Response:output.value@128",
+            "truncate Response:output.value@1024",
+            "truncate all@128",
+            "truncate all@1024",
+        )
+    },
 }
 
 

@@ -256,6 +256,15 @@ class _Steps:
     def _model(self, view: SpanView) -> None:
         if view.span_id not in self._wrappers:
             self.models.append(_model_call(view))
+        for search in oi.file_searches(view):
+            if search.results is not None:
+                self.retrievals.append(_hosted_retrieval(view, search))
+            else:
+                view.gap(
+                    "retrieval_documents_not_recorded",
+                    f"the model ran OpenAI's hosted file_search (queries {list(search.queries)!r}) and the"
+                    f" trace does not hold what it returned; to record it: {HOSTED_FILE_SEARCH.text}",
+                )
 
     def _tool(self, view: SpanView) -> None:
         call = _tool_call(view)
@@ -440,6 +449,21 @@ def _retrieval(anchor: SpanView, members: list[SpanView]) -> RetrievalCall:
     )
 
 
+def _hosted_retrieval(view: SpanView, search: oi.FileSearch) -> RetrievalCall:
+    """A hosted file search the model ran inside its call, its results recorded with the response: a
+    retrieval call anchored on the model call's span. What the model was then given is not recorded (the
+    model call's input reads as partial: ``_hosted_note``)."""
+    return RetrievalCall(
+        span_id=view.span_id,
+        span_ids=(view.span_id,),
+        name=f"{view.raw.name} (file_search)",
+        query="\n".join(search.queries) or None,
+        documents=tuple(oi.file_search_documents(view, search)),
+        documents_recorded=not _dropped_documents(view, [view]),
+        start_time=view.start,
+    )
+
+
 def _member_records(members: list[SpanView]) -> tuple[list[list[Document]], dict[str, Any]]:
     """The documents each member of a retrieval call returned (one level per member that recorded
     them) and the call's fields, read member by member (embedding spans hold none)."""
@@ -613,7 +637,9 @@ def _model_call(view: SpanView) -> ModelCall:
     got = _model_io(PRECEDENCE.output_messages, lambda c: c.output_messages(view))
     inputs, outputs = given.messages or (), got.messages or ()
     dropped = dropped_note([view.raw])
-    input_text, redacted, partial = _input_record(view, system, system_redacted, given, dropped)
+    input_text, redacted, partial = _input_record(
+        view, system, system_redacted, given, dropped, _hosted_note(view)
+    )
     output_text, output_recorded = _output_record(view, got, dropped)
     return ModelCall(
         span_id=view.span_id,
@@ -673,15 +699,35 @@ def _redacted(record: ModelIO) -> bool:
     return record.redacted or any(m.redacted for m in record.messages or ())
 
 
+def _hosted_note(view: SpanView) -> str | None:
+    """Why a model call's recorded input is not all the model was given: it ran a hosted file search
+    inside the call, whose results the API handed the model there (never a message of the request)."""
+    searches = oi.file_searches(view)
+    if not searches:
+        return None
+    queries = [q for search in searches for q in search.queries]
+    return (
+        f"the model ran OpenAI's hosted file_search inside the call (queries {queries!r}) and was given what"
+        " it found there: the request's messages are not all its input, and the trace does not hold the"
+        " input the search's results were placed in"
+    )
+
+
 def _input_record(
-    view: SpanView, system: str | None, system_redacted: bool, given: ModelIO, dropped: Dropped | None
+    view: SpanView,
+    system: str | None,
+    system_redacted: bool,
+    given: ModelIO,
+    dropped: Dropped | None,
+    hosted: str | None,
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
-    says which; ``dropped``: what the SDK dropped from the span, :func:`dropped_note`)."""
+    says which; ``dropped``: what the SDK dropped from the span, :func:`dropped_note`; ``hosted``: a search
+    the model ran inside the call, :func:`_hosted_note`)."""
     cut = cut_values(view.raw, view.parsed)
     if dropped is not None:  # last: its switch ends the gap's detail
         cut.append(f"messages may be among what was dropped: {dropped.note}")
-    recorded = _Input.read(system, system_redacted, given, cut)
+    recorded = _Input.read(system, system_redacted, given, cut, hosted)
     gap = recorded.gap()
     if gap is not None:
         kind, detail = gap
@@ -702,9 +748,13 @@ class _Input(NamedTuple):
     """Only the system instructions were recorded (a chat call always sends messages)."""
     cut: list[str]
     """The span's values an exporter may have cut short (``cut_values``)."""
+    hosted: str | None
+    """What the model was given inside the call besides the request (``_hosted_note``), if anything."""
 
     @classmethod
-    def read(cls, system: str | None, system_redacted: bool, given: ModelIO, cut: list[str]) -> _Input:
+    def read(
+        cls, system: str | None, system_redacted: bool, given: ModelIO, cut: list[str], hosted: str | None
+    ) -> _Input:
         inputs = given.messages or ()
         pieces = [system] if system else []
         pieces.extend(m.content for m in inputs if m.content)
@@ -715,6 +765,7 @@ class _Input(NamedTuple):
             lost=_lost_inputs(inputs),
             only_system=bool(system) and not inputs and not given.texts,
             cut=cut,
+            hosted=hosted,
         )
 
     def gap(self) -> tuple[str, str] | None:
@@ -728,14 +779,17 @@ class _Input(NamedTuple):
             return "model_input_not_recorded", detail
         if self.only_system:
             return "model_input_not_recorded", "only the system instructions were recorded, no input message"
-        if self.cut:
-            return "model_input_truncated", f"the input may have been cut short: {'; '.join(self.cut)}"
+        if self.cut or self.hosted:
+            cut = [f"the input may have been cut short: {'; '.join(self.cut)}"] if self.cut else []
+            return "model_input_truncated", "; ".join([*([self.hosted] if self.hosted else []), *cut])
         return None
 
     @property
     def partial(self) -> bool:
         """Some of the input reached the trace, and some was lost (or may have been: a value cut short)."""
-        lost = bool(self.lost) or (self.only_system and not self.redacted) or bool(self.cut)
+        lost = (
+            bool(self.lost) or (self.only_system and not self.redacted) or bool(self.cut) or bool(self.hosted)
+        )
         return bool(self.text) and lost
 
 
@@ -791,6 +845,8 @@ def _hosted(views: list[SpanView]) -> tuple[str, str]:
     (the hint and the switch; both "" when none did)."""
     hosted = dict.fromkeys(logfire.hosted_search_spans(views), "file_search")
     for view in views:
+        if view.step == "model" and oi.file_searches(view):  # its results not requested: none is a retrieval
+            hosted.setdefault(view.span_id, "file_search")
         kind = oi.hosted_search(view) if view.step == "model" else None
         if kind is not None:
             hosted.setdefault(view.span_id, kind)

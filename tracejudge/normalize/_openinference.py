@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
@@ -183,20 +184,84 @@ def empty_response(view: SpanView) -> str | None:
 
 
 def hosted_search(view: SpanView) -> str | None:
-    """The search a model call ran inside itself, by its request (``llm.invocation_parameters``): OpenAI's
-    ``web_search_options``, or a ``web_search…`` / ``file_search`` tool; None when it ran none. What such a
-    search found comes back to no span (the API returns the answer and, at most, citations)."""
+    """The search a model call ran inside itself, by its request: OpenAI's ``web_search_options``, or a
+    ``web_search…`` / ``file_search`` tool (``llm.invocation_parameters``' tools, or ``llm.tools``, where the
+    instrumentation writes a Responses API request's tools); None when it ran none. What a web search found
+    comes back to no span (the API returns the answer and, at most, citations); a file search's results
+    only when asked (:func:`file_searches`)."""
     params = maybe_json(view.attrs.get("llm.invocation_parameters"))
-    if not isinstance(params, dict):
-        return None
-    if params.get("web_search_options") is not None:
+    if isinstance(params, dict) and params.get("web_search_options") is not None:
         return "web_search"
-    tools = params.get("tools")
-    for tool in tools if isinstance(tools, list) else []:
+    tools = params.get("tools") if isinstance(params, dict) else None
+    listed = [maybe_json(t.get("tool.json_schema")) for t in ordered(view.indexed("llm.tools") or {})]
+    for tool in [*(tools if isinstance(tools, list) else []), *listed]:
         kind = as_str(tool.get("type")) if isinstance(tool, dict) else None
         if kind is not None and (kind.startswith("web_search") or kind == "file_search"):
             return "web_search" if kind.startswith("web_search") else "file_search"
     return None
+
+
+@dataclass(frozen=True)
+class FileSearch:
+    """One run of OpenAI's hosted ``file_search`` inside a Responses API call."""
+
+    queries: tuple[str, ...]
+    results: tuple[Any, ...] | None
+    """What it returned, in rank order; None when the request did not ask for it (``include``)."""
+
+
+def file_searches(view: SpanView) -> list[FileSearch]:
+    """The hosted file searches a model call ran, read from the Responses API response that
+    ``output.value`` records whole (openinference-instrumentation-openai): each ``file_search_call``
+    output item's ``queries`` and ``results`` (null unless the request had
+    ``include=["file_search_call.results"]``). Empty for any other span or a value that does not parse
+    (cut short: what was found is then unknown, and nothing is read as found)."""
+    value = view.attrs.get("output.value")
+    if not isinstance(value, str) or "file_search_call" not in value:
+        return []
+    response = maybe_json(value)
+    if not isinstance(response, dict) or response.get("object") != "response":
+        return []
+    items = response.get("output")
+    found = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or item.get("type") != "file_search_call":
+            continue
+        queries = item.get("queries")
+        results = item.get("results")
+        found.append(
+            FileSearch(
+                queries=tuple(q for q in queries if isinstance(q, str)) if isinstance(queries, list) else (),
+                results=tuple(results) if isinstance(results, list) else None,
+            )
+        )
+    return found
+
+
+def file_search_documents(view: SpanView, search: FileSearch) -> list[Document]:
+    """A hosted file search's results as documents: ``file_id`` the id a manifest may list, ``text`` the
+    chunk, ``score``; the vector store file's ``attributes`` the metadata (``doc_id`` / ``version`` there
+    name the document), beside ``filename`` and ``vector_store_id``."""
+    docs = []
+    for position, result in enumerate(search.results or ()):
+        if not isinstance(result, dict):
+            continue
+        attributes = result.get("attributes")
+        metadata = {
+            **{k: result[k] for k in ("filename", "vector_store_id") if result.get(k) is not None},
+            **(attributes if isinstance(attributes, dict) else {}),
+        }
+        docs.append(
+            make_document(
+                view,
+                raw_id=result.get("file_id"),
+                content=result.get("text"),
+                score=result.get("score"),
+                metadata=metadata,
+                position=position,
+            )
+        )
+    return docs
 
 
 def _texts(given: list[str] | None) -> ModelIO | None:
