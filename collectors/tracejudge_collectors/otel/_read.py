@@ -21,6 +21,7 @@ from tracejudge_collectors.otel._decode import (
     encode_protobuf,
 )
 from tracejudge_collectors.otel._logs import decode_logs_json_object, decode_logs_protobuf
+from tracejudge_collectors.otel._mlflow import mlflow_request
 from tracejudge_collectors.otel._otlp import MAX_ERRORS, OtlpDecodeError, get, load_json_body
 
 __all__ = ["decode_json_file_chunk", "iter_otlp_file", "iter_otlp_file_for_store", "read_otlp_file"]
@@ -36,6 +37,7 @@ _TracesPb = Callable[[bytes, SpanSource], _Traces]
 def decode_json_file_chunk(body: bytes, *, source: SpanSource = "file") -> DecodeResult:
     """An OTLP/JSON request from a file: a trace request, a log request (``log_events``), or both."""
     obj = load_json_body(body, request="ExportTraceServiceRequest or ExportLogsServiceRequest")
+    obj = mlflow_request(obj) or obj  # MLflow's own trace export: its spans re-wrapped as a request
     _refuse_other_objects(obj)
     result = decode_json_object(obj, source=source)
     if isinstance(obj, dict) and get(obj, "resourceLogs", "resource_logs") is not None:
@@ -64,8 +66,8 @@ class ForeignFormatError(OtlpDecodeError):
 def _refuse_other_objects(obj: object) -> None:
     """A JSON object that holds no request field but others is some other record — one span dumped on its
     own (a test's recorded span, an SDK's console export), or another tool's trace export (Langfuse,
-    MLflow, Phoenix, LangSmith) — not an empty request: read as a request (unknown fields ignored) it
-    would import nothing and say nothing. A JSON array is no request either."""
+    Phoenix, LangSmith; MLflow's is read, one trace at a time) — not an empty request: read as a request
+    (unknown fields ignored) it would import nothing and say nothing. A JSON array is no request either."""
     if isinstance(obj, list):
         raise _foreign_list(obj)
     if not isinstance(obj, dict) or not obj or any(k in obj for k in _REQUEST_KEYS):
@@ -92,11 +94,10 @@ def _foreign_format(obj: dict[str, object]) -> str | None:
         # A page of an API's answer (Phoenix's spans, Langfuse's traces or observations).
         return _foreign_format(data[0])
     if isinstance(obj.get("info"), dict) and isinstance(data, dict) and isinstance(data.get("spans"), list):
+        # Only in a list: a trace on its own is read (mlflow_request).
         return (
-            "it holds an MLflow trace (info and data.spans, as Trace.to_json or `mlflow traces get` write"
-            " it), not OTLP: export MLflow's spans over OTLP instead (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-            " set to `tracejudge collect otlp`'s address, or the OpenTelemetry Collector's file exporter),"
-            " which tracejudge reads with their mlflow.spanType, spanInputs and spanOutputs"
+            "it holds MLflow traces (info and data.spans, as Trace.to_json or `mlflow traces get` write"
+            " them): give one trace per file, or one per line of a .jsonl file"
         )
     if isinstance(obj.get("observations"), list) or (
         "traceId" in obj and obj.get("type") in ("GENERATION", "SPAN", "EVENT", "RETRIEVER", "TOOL", "AGENT")

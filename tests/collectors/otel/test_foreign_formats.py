@@ -1,8 +1,9 @@
 """``collect file`` on another tool's trace export: refused (exit 2) naming the format and the command or
 exporter that brings those traces in — they were refused as "no resourceSpans … the file is truncated or
 not OTLP/JSON; re-export it", or a JSON array as "must be a JSON object". Langfuse's and Phoenix's are the
-JSON their APIs return (the local, spec-checked servers); MLflow's and LangSmith's follow their documented
-shapes (``Trace.to_json``: ``info`` and ``data.spans``; a run: ``run_type``, ``inputs``, ``outputs``)."""
+JSON their APIs return (the local, spec-checked servers); LangSmith's follows its documented shape (a run:
+``run_type``, ``inputs``, ``outputs``). MLflow's own export is read, one trace at a time (a list of them is
+refused)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def test_spans_saved_from_phoenix_s_api_name_collect_phoenix(tmp_path: Path) -> 
     _refused(_collect(tmp_path, "spans.json", json.dumps(page["data"])), "Phoenix", "collect phoenix")
 
 
-def test_an_mlflow_trace_names_mlflow_s_otlp_export(tmp_path: Path) -> None:
+def test_mlflow_traces_in_a_json_array_say_to_give_one_a_file(tmp_path: Path) -> None:
+    # One MLflow trace (Trace.to_json) is read (tests/collectors/otel/test_mlflow_export.py); a list of them,
+    # as a script might dump, is not one request.
     span = {
         "trace_id": "2Bu6Kqg7AnyY3NNCUXDiVA==",
         "span_id": "Z1JNjmjyXWs=",
@@ -79,9 +82,7 @@ def test_an_mlflow_trace_names_mlflow_s_otlp_export(tmp_path: Path) -> None:
         "info": {"trace_id": "tr-d81bba2aa83b027c98dcd3425170e254", "state": "OK"},
         "data": {"spans": [span]},
     }
-    _refused(
-        _collect(tmp_path, "trace.json", json.dumps(trace)), "MLflow", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-    )
+    _refused(_collect(tmp_path, "traces.json", json.dumps([trace, trace])), "MLflow", "one per line")
 
 
 def test_a_langsmith_run_says_tracejudge_reads_none(tmp_path: Path) -> None:
