@@ -26,6 +26,7 @@ from tests.store.conftest import (
     postgres_admin_url,
     postgres_url,  # noqa: F401 - the fresh-database fixture
 )
+from tests.store.test_postgres_network import BlackHoleProxy
 from tracejudge.store import open_store
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
@@ -147,3 +148,36 @@ def test_a_reconnect_timeout_of_0_exits_on_the_first_lost_connection(
     assert worker.returncode == 1, err[-2000:]
     assert "waited" not in err
     assert "run a stopped command again" in err
+
+
+def test_a_server_that_stops_answering_ends_the_worker_after_its_reconnect_timeout_and_the_bounds(
+    postgres_url: str,  # noqa: F811
+    judge: ScriptedOpenAIServer,  # noqa: F811
+) -> None:
+    """The store's server silent at the network level (its connections cut, new ones never answered):
+    before, each reconnect waited psycopg's ~130 s, past this test's 60 s, whatever --reconnect-timeout
+    said; now the worker gives up within its reconnect timeout and the connect timeout (10 s)."""
+    spans = _copies(2)
+    store = open_store(postgres_url)
+    store.put_spans(spans)
+    store.close()
+    proxy = BlackHoleProxy(postgres_url)
+    args = ("--run", "silent", "--concurrency", "2", "--lease", "2")
+    try:
+        worker = _worker(proxy.url(postgres_url), judge, *args, "--reconnect-timeout", "1")
+        try:
+            _stored_by(postgres_url, "silent", worker, 1)
+            proxy.black_hole()
+            _, err = worker.communicate(timeout=60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+    finally:
+        proxy.close()
+    assert worker.returncode == 1, err[-2000:]
+    assert "cannot reconnect" in err, err[-2000:]
+    assert "for it to come back" in err, err[-2000:]
+    assert "tracejudge:tracejudge@" not in err
+    rerun = _finish(_worker(postgres_url, judge, *args))
+    assert rerun["status"] == "complete"
+    assert _totals(postgres_url, "silent") == 28

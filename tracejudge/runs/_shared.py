@@ -75,11 +75,13 @@ class _RideOut:
     limit_s: float
     down_since: float | None = None
 
-    def _wait(self, exc: StoreUnreachableError, attempt: int) -> float:
-        """Seconds to wait before trying again; the error to exit with once the time is up."""
+    def _wait(self, exc: StoreUnreachableError, attempt: int, started: float) -> float:
+        """Seconds to wait before trying again; the error to exit with once the time is up. The time
+        counts from when the call that failed began: a server that stopped answering at the network
+        level holds a statement until the connection's bounds end it (store._postgres)."""
         now = time.monotonic()
         if self.down_since is None:
-            self.down_since = now
+            self.down_since = started
         left = self.down_since + self.limit_s - now
         if left <= 0:
             if self.limit_s <= 0:
@@ -96,10 +98,11 @@ class _RideOut:
         """``attempt_once()`` until it does not find the store gone."""
         attempt = 0
         while True:
+            started = time.monotonic()
             try:
                 result = await attempt_once()
             except StoreUnreachableError as exc:
-                await asyncio.sleep(self._wait(exc, attempt))
+                await asyncio.sleep(self._wait(exc, attempt, started))
                 attempt += 1
                 continue
             self.down_since = None
@@ -113,10 +116,11 @@ class _RideOut:
         """``fn(*args, **kwargs)`` here, until it does not find the store gone."""
         attempt = 0
         while True:
+            started = time.monotonic()
             try:
                 result = fn(*args, **kwargs)
             except StoreUnreachableError as exc:
-                time.sleep(self._wait(exc, attempt))
+                time.sleep(self._wait(exc, attempt, started))
                 attempt += 1
                 continue
             self.down_since = None

@@ -11,6 +11,7 @@ the server reports anyway is retried.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -206,13 +207,51 @@ _AGAIN = (
     " retry the 503 a receiver answers meanwhile"
 )
 
+# Bounds on a server that stops answering at the network level (its host gone, a partition), which
+# the OS alone waits out for minutes: a connection attempt gives up after CONNECT_TIMEOUT_S (psycopg's
+# default is 130 s; libpq counts it per address the host name resolves to), and a connection whose
+# data goes unacknowledged for STALL_TIMEOUT_S, or whose idle wait for a reply goes unprobed as long
+# (keepalives after 10 s, then every 5 s: a live server's kernel answers them, so a slow statement is
+# not cut), fails as dropped. The URL's own settings win (``?keepalives=0``, ``?connect_timeout=30``),
+# as does PGCONNECT_TIMEOUT.
+CONNECT_TIMEOUT_S = 10
+STALL_TIMEOUT_S = 20
+_NETWORK = {
+    "connect_timeout": str(CONNECT_TIMEOUT_S),
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "2",
+    "tcp_user_timeout": str(STALL_TIMEOUT_S * 1000),
+}
+# libpq before 12 knows no tcp_user_timeout (an unknown option fails the connection).
+_USER_TIMEOUT_SINCE = 120000
+# A connection attempt that failed after this long (nothing answered) is not made again for as long:
+# the statements that queued behind it fail at once with its error rather than each waiting the
+# connect timeout in turn (a worker's calls then give up together once its reconnect time is over).
+_SLOW_FAILURE_S = 1.0
+
+
+def _network_options(url: str) -> dict[str, str]:
+    """The connection bounds the URL (or the environment, for connect_timeout) does not set itself."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = set(conninfo_to_dict(url))
+    if os.environ.get("PGCONNECT_TIMEOUT"):
+        given.add("connect_timeout")
+    if psycopg.pq.version() < _USER_TIMEOUT_SINCE:
+        given.add("tcp_user_timeout")
+    return {k: v for k, v in _NETWORK.items() if k not in given}
+
 
 def _connect(url: str, label: str, *, again: bool = False) -> Any:
     """A new connection; ``again``: the store had one, which the server dropped."""
     import psycopg
+    from psycopg.conninfo import make_conninfo
 
     try:
-        return psycopg.connect(url, autocommit=True)
+        return psycopg.connect(make_conninfo(url, **_network_options(url)), autocommit=True)
     except psycopg.Error as exc:
         if again:
             raise StoreUnreachableError(
@@ -241,12 +280,28 @@ class _Reconnecting:
         self._url = url
         self._label = label
         self._conn: Any = _connect(url, label)
+        self._slow_failure: tuple[float, StoreUnreachableError] | None = None
 
     def cursor(self) -> _Cursor:
         if self._conn.closed or self._conn.broken:
             self._conn.close()
-            self._conn = _connect(self._url, self._label, again=True)
+            self._conn = self._reconnect()
         return _Cursor(self._conn.cursor(), self)
+
+    def _reconnect(self) -> Any:
+        if self._slow_failure is not None:
+            until, error = self._slow_failure
+            if time.monotonic() < until:
+                raise StoreUnreachableError(error.message, hint=error.hint)
+            self._slow_failure = None
+        started = time.monotonic()
+        try:
+            return _connect(self._url, self._label, again=True)
+        except StoreUnreachableError as exc:
+            took = time.monotonic() - started
+            if took >= _SLOW_FAILURE_S:
+                self._slow_failure = (time.monotonic() + _SLOW_FAILURE_S, exc)
+            raise
 
     def lost(self, exc: BaseException) -> StoreUnreachableError | None:
         """The error to raise for ``exc`` when it means the connection is gone, else None."""
