@@ -1,9 +1,9 @@
 """Triage on record_crewai.py's crew under OpenLLMetry (record_crewai_openllmetry.py:
-opentelemetry-instrumentation-crewai and -openai 0.62.4). The instrumentation records the crew, the task and the
-agent, the OpenAI one each model request — and nothing records the tool: the search's result reaches the model as a tool message, but no
-span says what the search returned. So no run gets a retrieval verdict: every one is ``unconfirmed``, the gap
-naming the retrieval span to record (where the same crew under OpenInference, whose CrewAI instrumentation
-records tool spans, gets each fault: test_recorded_frameworks.py).
+opentelemetry-instrumentation-crewai and -openai 0.62.4). The instrumentation records the crew, the task and
+the agent, the OpenAI one each model request — and nothing records the tool: the search's result reaches the
+model as a tool message, but no span says what the search returned. So no run gets a retrieval verdict: every
+one is ``unconfirmed``, the gap naming the retrieval span to record (where the same crew under OpenInference,
+whose CrewAI instrumentation records tool spans, gets each fault: test_recorded_frameworks.py).
 """
 
 from __future__ import annotations
