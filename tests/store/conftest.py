@@ -23,12 +23,13 @@ _DROPPED = ("dropped_attributes_count", "dropped_events_count", "dropped_links_c
 
 def read_as_before(span: RawSpan) -> dict[str, Any]:
     """A span's JSON as stores read it before the SDK's dropped counts were kept (the recorded reads of
-    older versions): the counts, 0 for every span those stores hold, left out."""
+    older versions): the counts, 0 for every span those stores hold, left out, and whether an event came
+    as a log record (merged into its span's events as before)."""
     dumped = span.model_dump(mode="json")
     assert [dumped.pop(key) for key in _DROPPED] == [0, 0, 0]
-    assert [event.pop("dropped_attributes_count") for event in dumped["events"]] == [0] * len(
-        dumped["events"]
-    )
+    for event in dumped["events"]:
+        assert event.pop("dropped_attributes_count") == 0
+        assert isinstance(event.pop("log_record"), bool)
     return dumped
 
 

@@ -104,20 +104,24 @@ class Dropped(NamedTuple):
 
 def dropped_note(spans: Iterable[RawSpan]) -> Dropped | None:
     """What the SDK dropped from these spans at its count limits, with the variables that raise them;
-    None when nothing. An SDK keeps at most 128 attributes and 128 events a span by default and says only
-    how many it dropped (OTLP ``dropped_attributes_count``, ``dropped_events_count``): a retrieval's
-    documents or a model's messages may be among them, so what the span holds is not all it recorded."""
-    attributes = events = event_attributes = 0
+    None when nothing. An SDK keeps at most 128 attributes and 128 events a span by default (and 128
+    attributes a log record, where GenAI events sent as logs reach the span) and says only how many it
+    dropped (OTLP ``dropped_attributes_count``, ``dropped_events_count``): a retrieval's documents or a
+    model's messages may be among them, so what the span holds is not all it recorded."""
+    attributes = events = event_attributes = log_attributes = 0
     for span in spans:
         attributes += span.dropped_attributes_count
         events += span.dropped_events_count
-        event_attributes += sum(e.dropped_attributes_count for e in span.events)
+        event_attributes += sum(e.dropped_attributes_count for e in span.events if not e.log_record)
+        # GenAI events sent as log records (merged into their span's events) drop at the log SDK's limit.
+        log_attributes += sum(e.dropped_attributes_count for e in span.events if e.log_record)
     lost = [
         (n, what, variable)
         for n, what, variable in (
             (attributes, "attributes", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"),
             (events, "events", "OTEL_SPAN_EVENT_COUNT_LIMIT"),
             (event_attributes, "event attributes", "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT"),
+            (log_attributes, "log record attributes", "OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT"),
         )
         if n
     ]

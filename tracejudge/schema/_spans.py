@@ -56,8 +56,12 @@ class SpanEvent(_Frozen):
     attributes: dict[str, Any] = Field(default_factory=dict)
     """Event attributes, decoded to plain JSON values."""
     dropped_attributes_count: int = 0
-    """Attributes the SDK dropped from the event at its limit (OTLP ``Event.dropped_attributes_count``):
-    what they held is not in ``attributes``."""
+    """Attributes the SDK dropped from the event at its limit (OTLP ``Event.dropped_attributes_count``, or a
+    log record's ``LogRecord.dropped_attributes_count``): what they held is not in ``attributes``."""
+    log_record: bool = False
+    """Whether it reached the span as an OTLP log record (a GenAI event sent as a log, merged into its
+    span's events): what it dropped, it dropped at the log SDK's limit
+    (OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT)."""
 
 
 class SpanLink(_Frozen):

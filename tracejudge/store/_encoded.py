@@ -196,6 +196,7 @@ def _events(events: Any) -> tuple[SpanEvent, ...]:
                 "time_unix_nano": ev.time_unix_nano,
                 "attributes": _attributes(ev.attributes),
                 "dropped_attributes_count": ev.dropped_attributes_count,
+                "log_record": False,  # a span's own event
             },
         )
         for ev in events

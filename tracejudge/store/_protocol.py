@@ -84,6 +84,10 @@ class LogEvent(BaseModel):
     """The record's body decoded to a JSON value (None when absent)."""
     attributes: dict[str, Any] = Field(default_factory=dict)
     """The record's attributes, decoded to plain JSON values."""
+    dropped_attributes_count: int = 0
+    """Attributes the SDK dropped from the record at its limit (OTLP ``LogRecord.dropped_attributes_count``,
+    ``LogRecordLimits``: 128 by default): what they held is not in ``attributes``. Not part of
+    :attr:`event_id` (the same record carries the same count)."""
 
     @property
     def event_id(self) -> str:
@@ -107,7 +111,13 @@ class LogEvent(BaseModel):
                 attributes.setdefault(key, value)
         elif self.body is not None:
             attributes.setdefault("body", self.body)
-        return SpanEvent(name=self.name, time_unix_nano=self.time_unix_nano, attributes=attributes)
+        return SpanEvent(
+            name=self.name,
+            time_unix_nano=self.time_unix_nano,
+            attributes=attributes,
+            dropped_attributes_count=self.dropped_attributes_count,
+            log_record=True,
+        )
 
 
 class RunProgress(BaseModel):

@@ -310,6 +310,7 @@ def _events_pb(events: Iterable[Any], notes: Notes, label: str) -> tuple[SpanEve
                 "time_unix_nano": _time_pb(ev.time_unix_nano),
                 "attributes": attrs_pb(ev.attributes, notes, label),
                 "dropped_attributes_count": ev.dropped_attributes_count,
+                "log_record": False,  # a span's own event
             },
         )
         for ev in events

@@ -97,7 +97,14 @@ def _check_span_context(tid: bytes, sid: bytes) -> None:
 
 
 def _event(
-    tid: bytes, sid: bytes, event_name: str, attrs: dict[str, Any], time_ns: int, severity: int, body: Any
+    tid: bytes,
+    sid: bytes,
+    event_name: str,
+    attrs: dict[str, Any],
+    time_ns: int,
+    severity: int,
+    body: Any,
+    dropped: int = 0,
 ) -> LogEvent:
     _check_span_context(tid, sid)
     if time_ns > INT64_MAX:
@@ -113,6 +120,7 @@ def _event(
         severity_number=severity,
         body=body,
         attributes=attrs,
+        dropped_attributes_count=dropped,
     )
 
 
@@ -154,6 +162,7 @@ def _record_pb(lr: Any, notes: Notes) -> LogEvent | None:
             lr.time_unix_nano or lr.observed_time_unix_nano,
             lr.severity_number,
             value,
+            lr.dropped_attributes_count,
         )
     except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         ids = f"span {lr.span_id.hex() or '<none>'} of trace {lr.trace_id.hex() or '<none>'}"
@@ -239,7 +248,12 @@ def _record_json(lr: Any, notes: Notes) -> LogEvent | None:
                 unsigned=True,
             )
         severity = enum_json(get(lr, "severityNumber", "severity_number"), _SEVERITY_NAMES, "severityNumber")
-        return _event(tid, sid, event_name, attrs, time_ns, severity, body)
+        dropped = int64_json(
+            get(lr, "droppedAttributesCount", "dropped_attributes_count"),
+            "droppedAttributesCount",
+            unsigned=True,
+        )
+        return _event(tid, sid, event_name, attrs, time_ns, severity, body, dropped)
     except (SpanError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         notes.reject(where, str(exc) or type(exc).__name__)
         return None

@@ -187,6 +187,7 @@ def _events(span: Mapping[str, Any]) -> tuple[SpanEvent, ...]:
                 "time_unix_nano": to_ns(e.get("timestamp")),
                 "attributes": dict(e.get("attributes") or {}),
                 "dropped_attributes_count": 0,
+                "log_record": False,  # a span's own event
             },
         )
         for e in events

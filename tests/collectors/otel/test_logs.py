@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -85,11 +85,14 @@ def client() -> Iterator[httpx.Client]:
 # ---------------------------------------------------------------- end to end
 
 
-def run_agent(url: str, answer: str, *, mode: str, send_logs: bool = True) -> str:
-    """One agent turn (retrieval span, then a chat call instrumented by openai-v2); returns the trace id."""
+def run_agent(
+    url: str, answer: str, *, mode: str, send_logs: bool = True, limits: LogRecordLimits | None = None
+) -> str:
+    """One agent turn (retrieval span, then a chat call instrumented by openai-v2, its log records under
+    ``limits``); returns the trace id."""
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces")))
-    logger_provider = LoggerProvider()
+    logger_provider = LoggerProvider(log_record_limits=limits)
     if send_logs:
         logger_provider.add_log_record_processor(
             SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"{url}/v1/logs"))
@@ -214,6 +217,61 @@ def test_right_answer_is_no_fault_and_without_the_logs_it_stays_unconfirmed(
     (call,) = cli_json(store_path, "traces", "show", silent)["model_calls"]
     assert call["input_recorded"] is False
     assert triage(store_path, tmp_path, silent)["verdict"] == "unconfirmed"
+
+
+@pytest.mark.usefixtures("content_on")
+@pytest.mark.filterwarnings("ignore::opentelemetry.sdk._logs.LogRecordDroppedAttributesWarning")
+def test_a_log_record_that_dropped_attributes_is_not_read_as_all_it_held(
+    receiver: str, store: SqliteStore, store_path: Path, tmp_path: Path
+) -> None:
+    """The SDK keeps at most 128 attributes a log record (LogRecordLimits) and says only how many it dropped
+    (OTLP LogRecord.dropped_attributes_count): the operation-details record's messages may be among them,
+    so its span's input and output are not read as whole — as a span's or a span event's are not."""
+    wrong = "Up to 50,000 RMB may be prepaid."
+    # 10 attributes, the messages last: a limit of 8 drops the 2 oldest and keeps the messages.
+    trace_id = run_agent(
+        receiver, wrong, mode="event_only", limits=LogRecordLimits(max_log_record_attributes=8)
+    )
+    chat = next(s for s in store.get_spans(trace_id) if s.name.startswith("chat"))
+    (event,) = chat.events
+    assert event.name == "gen_ai.client.inference.operation.details"
+    assert (event.dropped_attributes_count, event.log_record) == (2, True)
+    shown = cli_json(store_path, "traces", "show", trace_id)
+    gaps = {g["kind"]: g for g in shown["gaps"]}
+    assert (
+        gaps["model_output_truncated"]["switch"]
+        == "raise OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT (128 by default)"
+    )
+    assert "2 log record attributes" in gaps["model_input_truncated"]["detail"]
+    # Read as whole, the answer states only v1's cap: ignored_by_model (as without the limit).
+    result = triage(store_path, tmp_path, trace_id)
+    assert result["verdict"] == "unconfirmed", result["summary"]
+    used = result["stages"][3]
+    assert used["status"] == "unconfirmed"
+    assert "the whole answer (raise OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT (128 by default))" in used["missing"]
+
+
+def test_a_log_records_dropped_count_is_decoded_and_kept() -> None:
+    record = {
+        "traceId": TRACE_HEX,
+        "spanId": SPAN.hex(),
+        "eventName": "gen_ai.choice",
+        "body": {"stringValue": "x"},
+    }
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{**record, "droppedAttributesCount": "3"}]}]}]}
+    (event,) = decode_logs_json(json.dumps(body)).events
+    assert event.dropped_attributes_count == 3
+    assert event.to_span_event().dropped_attributes_count == 3
+    # Stored before the count was kept: read as none dropped, with the same id.
+    stored = event.model_dump(mode="json")
+    del stored["dropped_attributes_count"]
+    old = type(event).model_validate(stored)
+    assert (old.dropped_attributes_count, old.event_id) == (0, event.event_id)
+    req = ExportLogsServiceRequest()
+    lr = req.resource_logs.add().scope_logs.add().log_records.add()
+    lr.trace_id, lr.span_id, lr.event_name, lr.dropped_attributes_count = TRACE_ID, SPAN, "gen_ai.choice", 5
+    (event,) = decode_logs_protobuf(req.SerializeToString()).events
+    assert event.dropped_attributes_count == 5
 
 
 # ---------------------------------------------------------------- requests by hand
