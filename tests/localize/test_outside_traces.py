@@ -126,6 +126,20 @@ CASES = [
         },
         [_entry("httpbin", "v1", "https://httpbin.org/base64/dGVzdA== returns test")],
     ),
+    # Calls the API refused (HTTP 400 for a null message and out-of-range parameters, 404 for a model that
+    # does not exist): the span's status is error, its exception event says why.
+    _envoy(
+        "chat-bad-request",
+        7,
+        {"required": [{"doc_id": "nano-limits", "version": "v1", "clause": "max_tokens"}]},
+        [_entry("nano-limits", "v1", "max_tokens is not supported with this model")],
+    ),
+    _envoy(
+        "chat-unknown-model",
+        8,
+        {"required": [{"doc_id": "greeting", "version": "v1", "clause": "Hello!"}]},
+        [_entry("greeting", "v1", "Hello! How can I help you today?")],
+    ),
     Outside(
         "vercel/ai-generateText",
         lambda: fmt.vercel("ai-generateText"),
@@ -245,6 +259,8 @@ def test_every_outside_span_is_stored(store: Path) -> None:
         "envoy/chat-tools": 1,
         "envoy/completion-basic": 1,
         "envoy/chat-web-search": 1,
+        "envoy/chat-bad-request": 1,
+        "envoy/chat-unknown-model": 1,
         "vercel/ai-generateText": 1,
         "vercel/ai-generateText-doGenerate": 1,
     }
@@ -285,6 +301,25 @@ def test_a_model_s_hosted_web_search_is_named_where_the_retrieval_is_missing(sto
     assert "(web_search)" in detail
     assert "search with a tool of your own" in detail
     assert "gen_ai.tool.type = datastore" not in detail  # nothing to mark
+
+
+@pytest.mark.parametrize(
+    ("n", "error"), [(7, "BadRequestError: Error code: 400"), (8, "NotFoundError: Error code: 404")]
+)
+def test_a_model_call_that_failed_is_said_to_have_failed_not_to_have_hidden_its_output(
+    store: Path, n: int, error: str
+) -> None:
+    # Both read as an output the instrumentation hid, naming OPENINFERENCE_HIDE_OUTPUTS to turn off: no
+    # setting records the output of a call that returned none.
+    record = _show(store, f"{n:032x}")
+    (call,) = record["model_calls"]
+    gaps = {g["kind"]: g for g in record["gaps"]}
+    for kind in ("model_output_not_recorded", "no_final_answer"):
+        assert error in gaps[kind]["detail"]
+        assert gaps[kind]["switch"] == ""
+        assert "OPENINFERENCE_HIDE" not in gaps[kind]["detail"]
+    assert gaps["no_final_answer"]["span_id"] == call["span_id"]
+    assert record["final_answer"] is None
 
 
 HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."

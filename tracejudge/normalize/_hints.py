@@ -289,8 +289,13 @@ def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, .
     """The gaps, each ending with the switch that would record what it says is missing."""
     by_id = {span.span_id: producer(span) for span in spans}
     everyone = _ranked(by_id.values())
+    # A model call that failed returned no output: no setting would have recorded one.
+    failed = {span.span_id for span in spans if span.status_code == 2}
     out = []
     for gap in gaps:
+        if gap.span_id in failed and gap.kind in ("model_output_not_recorded", "no_final_answer"):
+            out.append(gap)
+            continue
         own = by_id.get(gap.span_id) if gap.span_id is not None else None
         switch = _switch(gap.kind, [own] if own is not None else everyone)
         out.append(gap if switch is None else _with_switch(gap, switch))

@@ -85,7 +85,12 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     # The last model call's output recorded empty is the answer the user got: its gap says so. An earlier
     # call's text is not read in its place (it was not the answer, and would read as one).
     if answer is None and not empty:
-        gaps.add("no_final_answer", None, "neither the root span nor a model call recorded an output")
+        detail = "neither the root span nor a model call recorded an output"
+        failed = next((v for v in reversed(views) if v.step == "model" and failure(v.raw)), None)
+        if failed is not None:
+            # Nothing to record: no switch is named (_hints.with_switches), the failure is said.
+            detail += f"; model call {failed.span_id} failed and returned none: {failure(failed.raw)}"
+        gaps.add("no_final_answer", failed.span_id if failed else None, detail)
 
     start, end, duration = _bounds(views)
     name = _first(views, "langfuse.trace.name") or root.raw.name or None
@@ -673,6 +678,10 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
         # Content capture was on and the model said nothing: no switch records more (nor is there an
         # answer to read; localize leaves used_by_model unconfirmed).
         view.gap("model_output_empty", f"the model output was recorded empty: {empty}")
+    elif not output_recorded and failure(view.raw):
+        view.gap(
+            "model_output_not_recorded", f"the model call failed and returned no output: {failure(view.raw)}"
+        )
     elif not output_recorded:
         view.gap("model_output_not_recorded", "the LLM span carries no output content")
     elif dropped is not None:
@@ -692,6 +701,21 @@ def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
     if ended is not None:
         return f"the response's message has no text (finish_reason {ended})"
     return None
+
+
+def failure(span: RawSpan) -> str | None:
+    """How a span says it failed (status error): its status message, else its exception event's type and
+    message; None for a span that did not fail."""
+    if span.status_code != 2:
+        return None
+    text = span.status_message
+    if not text:
+        event = next((e for e in span.events if e.name == "exception"), None)
+        if event is not None:
+            kind, message = event.attributes.get("exception.type"), event.attributes.get("exception.message")
+            text = ": ".join(str(v) for v in (kind, message) if v)
+    text = text or "status error, no message"
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _redacted(record: ModelIO) -> bool:
