@@ -39,6 +39,9 @@ _RESPONSE_TEXT = re.compile(
 )
 # The instrumentation's cut: the repr's first 197 characters and "...".
 _CUT = "..."
+_STOP_EVENT = "StopEvent(result=AgentOutput("
+# The LLM span that builds a model call's request beside the call that sends it.
+_PREPARE = "._prepare_chat_with_tools"
 # Fewer characters of a cut answer than this do not single out the model call that wrote it.
 _MIN_PREFIX = 20
 
@@ -50,7 +53,7 @@ class LlamaIndex(NoRecords):
 
     def classify(self, view: SpanView) -> StepKind | None:
         """An LLM's ``_prepare_chat_with_tools`` span is a chain step: it builds a request, sends nothing."""
-        if view.raw.scope_name == SCOPE and view.raw.name.endswith("._prepare_chat_with_tools"):
+        if view.raw.scope_name == SCOPE and view.raw.name.endswith(_PREPARE):
             return "chain"
         return None
 
@@ -69,42 +72,79 @@ class LlamaIndex(NoRecords):
         return None
 
     def final_answer(self, root: SpanView, views: Sequence[SpanView]) -> tuple[str, str] | None:
-        """The text of the agent's response in its root's ``StopEvent`` repr."""
+        """The text of the agent's response in its root's ``StopEvent`` repr. Cut there and completed by no
+        model call's reply: the part shown, the root marked ``model_output_truncated`` (past the cut the
+        answer may take back what the part states, DESIGN 5.5)."""
         if root.raw.scope_name != SCOPE:
             return None
         value = root.attrs.get("output.value")
-        found = _RESPONSE_TEXT.match(value) if isinstance(value, str) else None
-        if found is None or not isinstance(value, str):
+        if not isinstance(value, str) or not value.startswith(_STOP_EVENT):
             return None
-        rest = value[found.end() :]
-        text = _string_literal(rest)
-        if text:
-            return text, root.span_id
-        return _completed(rest, views)
+        found = _RESPONSE_TEXT.match(value)
+        rest = value[found.end() :] if found is not None else ""
+        literal = _string_literal(rest)
+        if literal is not None and literal[1].startswith(")]"):  # the whole text of the only block
+            return (literal[0], root.span_id) if literal[0] else None
+        if not value.endswith(_CUT):
+            return None  # whole, of another shape (a second block): the free-form reader reads the repr
+        shown = literal[0] if literal is not None else _shown(rest)
+        completed = _completed(shown, views) if shown is not None else None
+        if completed is not None:
+            return completed
+        root.gap(
+            "model_output_truncated",
+            f"the agent's answer is cut short in its root's StopEvent repr ({len(value)} characters recorded)"
+            " and no model call's reply completes it",
+            "the reply of the model call that wrote it: its llm.output_messages",
+        )
+        return shown or value, root.span_id
 
 
-def _completed(rest: str, views: Sequence[SpanView]) -> tuple[str, str] | None:
-    """The whole answer of a cut repr: the reply of the last model call that begins with the part shown."""
-    if not rest.endswith(_CUT) or rest[:1] not in ("'", '"'):
+def _shown(rest: str) -> str | None:
+    """The part of a cut response text the repr shows (its literal opened, ``...`` after it), when it holds
+    no escape or quote (then its characters are the answer's as written); None otherwise."""
+    quote, shown = rest[:1], rest[1 : -len(_CUT)]
+    if quote not in ("'", '"') or "\\" in shown or quote in shown:
         return None
-    shown = rest[1 : -len(_CUT)]
-    # An escape or a quote in the part shown: its characters are not the answer's as written.
-    if len(shown) < _MIN_PREFIX or "\\" in shown or rest[0] in shown:
+    return shown
+
+
+def _completed(shown: str, views: Sequence[SpanView]) -> tuple[str, str] | None:
+    """The whole answer of a cut repr: the reply of the agent's last model call that called no tool, when it
+    begins with the part shown. A reply that called tools, or after which a tool ran, was a step of the run,
+    not its response, though its text may begin the same way; nor is an earlier reply read when a model
+    call's span is missing."""
+    if len(shown) < _MIN_PREFIX:
         return None
-    calls = sorted(
-        (v for v in views if v.step == "model" and v.raw.scope_name == SCOPE),
-        key=lambda v: v.raw.end_time_unix_nano,
-    )
-    for view in reversed(calls):
-        reply = view.attrs.get("llm.output_messages.0.message.content")
-        if isinstance(reply, str) and reply.startswith(shown):
-            return reply, view.span_id
-    return None
+    ours = [v for v in views if v.raw.scope_name == SCOPE]
+    calls = sorted((v for v in ours if v.step == "model"), key=lambda v: v.raw.end_time_unix_nano)
+    if any(_unsent(view, calls) for view in ours if view.raw.name.endswith(_PREPARE)):
+        return None
+    answering = [v for v in calls if not _called_tools(v)]
+    if not answering:
+        return None
+    last = answering[-1]
+    if any(v.step == "tool" and v.raw.start_time_unix_nano >= last.raw.end_time_unix_nano for v in views):
+        return None
+    reply = last.attrs.get("llm.output_messages.0.message.content")
+    return (reply, last.span_id) if isinstance(reply, str) and reply.startswith(shown) else None
 
 
-def _string_literal(source: str) -> str | None:
-    """The Python string literal ``source`` starts with; None if it does not start with a whole one (a
-    value cut short at an exporter's limit ends inside it)."""
+def _unsent(prepared: SpanView, calls: Sequence[SpanView]) -> bool:
+    """Whether no model call beside a ``_prepare_chat_with_tools`` span (the same parent, started after it)
+    sent the request it built: that call's span did not arrive."""
+    parent, start = prepared.raw.parent_span_id, prepared.raw.start_time_unix_nano
+    return not any(c.raw.parent_span_id == parent and c.raw.start_time_unix_nano >= start for c in calls)
+
+
+def _called_tools(view: SpanView) -> bool:
+    """Whether a model call's output records a tool call."""
+    return any(k.startswith("llm.output_messages.") and ".message.tool_calls." in k for k in view.attrs)
+
+
+def _string_literal(source: str) -> tuple[str, str] | None:
+    """The Python string literal ``source`` starts with and what follows it; None if it does not start with a
+    whole one (a value cut short ends inside it)."""
     try:
         token = next(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, StopIteration):
@@ -112,7 +152,7 @@ def _string_literal(source: str) -> str | None:
     if token.type != tokenize.STRING:
         return None
     value = ast.literal_eval(token.string)
-    return value if isinstance(value, str) else None
+    return (value, source[len(token.string) :]) if isinstance(value, str) else None
 
 
 CONVENTION = LlamaIndex()
