@@ -136,3 +136,37 @@ def test_a_hidden_output_still_asks_for_the_switch() -> None:
     assert kinds & {"model_output_not_recorded", "model_output_redacted"}
     assert any("OPENINFERENCE_HIDE_OUTPUTS" in g.detail for g in task.gaps)
     assert _used(_triage(task, _Judge())).status == "unconfirmed"
+
+
+def test_a_last_output_not_recorded_is_not_replaced_by_an_earlier_calls_text() -> None:
+    # The last call answered with v2's cap, and its output was lost (an exporter dropped those attributes):
+    # the draft before it, stating v1's cap, is not the answer and read as one it fails used_by_model.
+    spans = _trace([Rule(reply=DRAFT, times=1), Rule(reply=mk.GOOD)])
+    last = max((s for s in spans if s.attributes.get("openinference.span.kind") == "LLM"), key=_started)
+    lost = last.model_copy(
+        update={
+            "attributes": {
+                k: v
+                for k, v in last.attributes.items()
+                if not (k.startswith(("llm.output_messages", "output.")))
+            }
+        }
+    )
+    task = normalize([lost if s is last else s for s in spans])
+    first, second = task.model_calls
+    assert first.output_text == DRAFT
+    assert second.span_id == last.span_id
+    assert not second.output_text
+    assert task.final_answer is None
+    assert [g.span_id for g in task.gaps if g.kind == "no_final_answer"] == [None]
+    judge = _Judge()
+    loc = _triage(task, judge)
+    assert loc.verdict == "unconfirmed"
+    assert _used(loc).status == "unconfirmed"
+    assert judge.questions == []
+    # Whole, the same trace is no fault: the loss moved the verdict toward unconfirmed only.
+    assert _triage(normalize(spans), _Judge()).verdict == "no_fault"
+
+
+def _started(span: RawSpan) -> int:
+    return span.start_time_unix_nano

@@ -982,13 +982,15 @@ def _final_answer(
     views: list[SpanView], root: SpanView, models: list[ModelCall]
 ) -> tuple[str | None, str | None]:
     """What the user got: the first convention's record (``PRECEDENCE.final_answer``), else the
-    last model output of the trace."""
+    output text of the trace's last model call (None when it has none)."""
     found = _first_read(PRECEDENCE.final_answer, lambda c: c.final_answer(root, views))
     if found is not None and found[0]:  # "" is owned and empty: later conventions are not asked
         return found
-    for call in reversed(models):
-        if call.output_text:
-            return call.output_text, call.span_id
+    # Only the last call: when its text was not recorded (hidden, dropped, or it ended in tool calls),
+    # an earlier call's text is a draft or a step, not the answer, and read as one it could state a
+    # superseded value the answer never did (DESIGN 5.5).
+    if models and models[-1].output_text:
+        return models[-1].output_text, models[-1].span_id
     return None, None
 
 
