@@ -436,6 +436,30 @@ def test_a_body_that_stops_arriving_is_408(store: SqliteStore) -> None:
             assert client.post(f"{url}/v1/traces", content=_json_spans(1), headers=JS).status_code == 200
 
 
+def test_a_header_that_keeps_growing_is_refused(store: SqliteStore) -> None:
+    # h11 stops at 16 KiB of unfinished head; httptools buffers a header's value until its line
+    # ends, so the receiver counts the bytes itself (tracejudge._uvicorn.MAX_HEAD_BYTES).
+    with serve_in_thread(store, read_timeout=120) as url:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=20) as sock:
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-Grows: ")
+            try:
+                for _ in range(64):  # 4 MiB of one header's value, no line end
+                    sock.sendall(b"a" * (64 << 10))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused while sending
+            got = b""
+            try:
+                while chunk := sock.recv(65536):
+                    got += chunk
+            except (TimeoutError, ConnectionResetError):
+                pass
+        assert got.startswith(b"HTTP/1.1 400"), got[:200]
+        assert got.endswith(b"Invalid HTTP request received."), got[-200:]
+        with httpx.Client(timeout=30, trust_env=False) as client:
+            assert client.post(f"{url}/v1/traces", content=_json_spans(1), headers=JS).status_code == 200
+
+
 def test_headers_that_never_finish_close_the_connection(store: SqliteStore) -> None:
     with serve_in_thread(store, read_timeout=0.5) as url:
         answer = _raw(url, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
