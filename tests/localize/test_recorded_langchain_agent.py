@@ -46,3 +46,42 @@ def test_under_openllmetry_the_tool_messages_constructor_form_is_read(mk: Module
     # the answer is the last model call's output (the graph's root records no output)
     assert record.final_answer == ANSWER == record.model_calls[-1].output_text
     assert mk.triage_framework("langchain_agent_openllmetry_rag.pb", None).verdict == "unconfirmed"
+
+
+def test_without_the_last_calls_text_an_earlier_reply_is_not_the_answer(mk: ModuleType) -> None:
+    # The first call's reply states v1's cap beside its tool call (a draft); the last call answers with v2's.
+    # Its output lost, the draft was read as the answer: ignored_by_model where the run is no_fault.
+    spans = mk.recorded_spans("langchain_agent_openllmetry_rag.pb")
+    first, last = [s for s in spans if s.name == "ChatOpenAI.chat"]
+    draft = "I recall the cap is 50,000 RMB, so 45,000 RMB is fine; checking the documents."
+    reply = [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "content": draft},
+                {
+                    "type": "tool_call",
+                    "id": "call_1",
+                    "name": "search_documents",
+                    "arguments": {"query": "cap"},
+                },
+            ],
+            "finish_reason": "tool_calls",
+        }
+    ]
+    attributes = {**first.attributes, "gen_ai.output.messages": json.dumps(reply)}
+    spans = [s.model_copy(update={"attributes": attributes}) if s is first else s for s in spans]
+    loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
+    assert loc.verdict == "no_fault"
+    lost = {k: v for k, v in last.attributes.items() if k != "gen_ai.output.messages"}
+    record = mk.normalize([s.model_copy(update={"attributes": lost}) if s is last else s for s in spans])
+    loc = mk.localize(record, mk.ticket(), mk.policy_manifest("EU"))
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "pass", "unconfirmed"])
+    assert record.final_answer is None
+    # The gap names the output missing (an earlier call did record text).
+    [gap] = [g for g in record.gaps if g.kind == "no_final_answer"]
+    assert (
+        gap.note
+        == f"the root span recorded no answer, nor did the last model call ({last.span_id}) record text"
+    )
+    assert loc.stages[3].missing == (f"output of model span {last.span_id} (content capture was off)",)

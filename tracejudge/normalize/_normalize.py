@@ -86,6 +86,9 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     # call's text is not read in its place (it was not the answer, and would read as one).
     if answer is None and not empty:
         detail = "neither the root span nor a model call recorded an output"
+        if any(m.output_text for m in steps.models):
+            # An earlier call's text is no answer (_final_answer): say which output is missing.
+            detail = f"the root span recorded no answer, nor did the last model call ({last}) record text"
         failed = next((v for v in reversed(views) if v.step == "model" and failure(v.raw)), None)
         if failed is not None:
             # Nothing to record: no switch is named (_hints.with_switches), the failure is said.
