@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from types import ModuleType
+
 import pytest
 
 from tracejudge.localize import find_clause, tokenize
-from tracejudge.localize._text import number_values, split_clause
+from tracejudge.localize._text import number_values, prepare, split_clause
 
 CLAUSE = "Prepayment shall not exceed 30,000 RMB"
 
@@ -325,3 +328,16 @@ def test_ambiguous_dates_in_a_large_input() -> None:
     m = find_clause(text, "attachment is effective from 1 March 2026 for all orders")
     assert not m.found
     assert [a.text for a in m.ambiguous] == ["01/03/2026"]
+
+
+def test_a_clause_in_a_tool_results_json_text_is_in_the_model_input(mk: ModuleType) -> None:
+    # A tool's result reaches the model as the JSON text it was sent: the document's line break is "\n"
+    # glued to the clause's first word, and json.dumps writes non-ASCII as \uXXXX. The clause was given
+    # to the model: in_context passes (it read dropped_in_context), at one level of JSON or two.
+    result = {"results": [{"doc_id": mk.DOC, "version": "v2", "content": mk.V2_TEXT}]}
+    for context in (json.dumps(result), json.dumps(json.dumps(result))):
+        loc = mk.localize(mk.task(model_calls=(mk.model(context=context),)), mk.ticket(), [mk.entry()])
+        assert (loc.verdict, mk.statuses(loc)) == ("no_fault", ["pass", "pass", "pass", "pass"])
+    clause = "预付款不得超过30,000元"
+    assert find_clause(prepare(json.dumps({"content": f"附件二。{clause}"})), clause).found
+    assert not find_clause(prepare(json.dumps({"content": "预付款不得超过50,000元"})), clause).found

@@ -116,7 +116,7 @@ class _Scan:
         match = find_clause(ctx.hay(index, call), self.clause)
         if self.best is None or match.matched > self.best[0].matched:
             self.best = (match, call)
-        note = _partial_note(match, len(call.input_text))
+        note = _partial_note(match, len(ctx.hay(index, call).text))
         if call.input_redacted:
             self.missing.append(f"model input of span {call.span_id} (redacted)")
             self.absent.append(Evidence(span_id=call.span_id, note=f"input partly redacted; {note}"))

@@ -693,8 +693,31 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
 
 
 def prepare(text: str) -> _Haystack:
-    """Prepare a text once for several :func:`find_clause` calls."""
-    return _Haystack(text)
+    """Prepare a model input once for several :func:`find_clause` calls, its JSON string escapes read
+    (``json_unescaped``): offsets refer to that text."""
+    return _Haystack(json_unescaped(text))
+
+
+# A JSON string escape: \uXXXX, a control character's, a quote, a slash or a backslash.
+_JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|([nrtbf])|(["/\\]))')
+_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": " ", "f": " "}
+
+
+def _unescape(m: re.Match[str]) -> str:
+    code, control, char = m.groups()
+    return chr(int(code, 16)) if code else _CONTROL[control] if control else char
+
+
+def json_unescaped(text: str) -> str:
+    """``text`` with the escapes of the JSON strings it holds read, at most three levels deep (JSON text in
+    a JSON string). A model input holds a tool's result as the JSON text the model was sent: its documents'
+    line breaks ``\\n`` glued to the next word ("terms.\\nPrepayment") and non-ASCII text as ``\\uXXXX``
+    (Python's json.dumps by default), so a clause the model was given read as absent (DESIGN 5.5)."""
+    for _ in range(3):
+        if "\\" not in text:
+            break
+        text = _JSON_ESCAPE.sub(_unescape, text)
+    return text
 
 
 _SPLIT_CONTEXT = 6
