@@ -17,7 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
-from tracejudge.normalize._shapes import content_and_tools, documents_from_value, messages_from_value
+from tracejudge.normalize._shapes import (
+    content_and_tools,
+    documents_from_value,
+    messages_from_value,
+    unread_parts,
+)
 from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, SpanEvent, StepKind
@@ -150,7 +155,8 @@ def _choice_event(view: SpanView, event: SpanEvent) -> list[Message]:
 
 def _message(role: str, content: Any) -> Message:
     text, tools, redacted = content_and_tools(content)
-    return Message(role=role, content=text, tool_calls=tuple(tools), redacted=redacted)
+    unread = unread_parts(content)
+    return Message(role=role, content=text, tool_calls=tuple(tools), redacted=redacted, unread=unread)
 
 
 _EventReader = Callable[[SpanView, SpanEvent], list[Message]]

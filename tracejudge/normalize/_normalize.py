@@ -777,6 +777,8 @@ class _Input(NamedTuple):
     """The span's values an exporter may have cut short (``cut_values``)."""
     hosted: str | None
     """What the model was given inside the call besides the request (``_hosted_note``), if anything."""
+    unread: dict[int, tuple[str, ...]]
+    """Input messages (by position) carrying parts the trace holds no text of, and those parts' kinds."""
 
     @classmethod
     def read(
@@ -793,6 +795,7 @@ class _Input(NamedTuple):
             only_system=bool(system) and not inputs and not given.texts,
             cut=cut,
             hosted=hosted,
+            unread={i: m.unread for i, m in enumerate(inputs) if m.unread},
         )
 
     def gap(self) -> tuple[str, str] | None:
@@ -806,16 +809,30 @@ class _Input(NamedTuple):
             return "model_input_not_recorded", detail
         if self.only_system:
             return "model_input_not_recorded", "only the system instructions were recorded, no input message"
-        if self.cut or self.hosted:
+        if self.cut or self.hosted or self.unread:
             cut = [f"the input may have been cut short: {'; '.join(self.cut)}"] if self.cut else []
-            return "model_input_truncated", "; ".join([*([self.hosted] if self.hosted else []), *cut])
+            unread = (
+                [
+                    f"input messages {list(self.unread)} carried parts the trace holds no text of"
+                    f" ({', '.join(sorted({k for kinds in self.unread.values() for k in kinds}))}):"
+                    " what they gave the model is unknown"
+                ]
+                if self.unread
+                else []
+            )
+            pieces = [*([self.hosted] if self.hosted else []), *unread, *cut]
+            return "model_input_truncated", "; ".join(pieces)
         return None
 
     @property
     def partial(self) -> bool:
         """Some of the input reached the trace, and some was lost (or may have been: a value cut short)."""
         lost = (
-            bool(self.lost) or (self.only_system and not self.redacted) or bool(self.cut) or bool(self.hosted)
+            bool(self.lost)
+            or (self.only_system and not self.redacted)
+            or bool(self.cut)
+            or bool(self.hosted)
+            or bool(self.unread)
         )
         return bool(self.text) and lost
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
-from tracejudge.normalize._shapes import content_and_tools, make_document
+from tracejudge.normalize._shapes import content_and_tools, make_document, unread_parts
 from tracejudge.normalize._values import REDACTED, as_float, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
@@ -126,7 +126,17 @@ def _message(item: dict[str, Any]) -> Message:
         for call in ordered(nested.get("message.tool_calls"))
     )
     role = as_str(item.get("message.role")) or "unknown"
-    return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted or parts_redacted)
+    # Flattened parts name their kind in message_content.type ("image", ...); a JSON content, in "type".
+    parts = ordered(nested.get("message.contents"))
+    flat = [{"type": p.get("message_content.type")} for p in parts]
+    unread = unread_parts(item.get("message.content")) + unread_parts(flat)
+    return Message(
+        role=role,
+        content=content,
+        tool_calls=tuple(tools),
+        redacted=redacted or parts_redacted,
+        unread=unread,
+    )
 
 
 def _part_texts(parts: list[dict[str, Any]]) -> tuple[list[str], bool]:

@@ -25,7 +25,13 @@ from __future__ import annotations
 from typing import Any
 
 from tracejudge.normalize._convention import Filter, ModelIO, NoRecords
-from tracejudge.normalize._shapes import content_and_tools, documents_from_value, make_document, request_text
+from tracejudge.normalize._shapes import (
+    content_and_tools,
+    documents_from_value,
+    make_document,
+    request_text,
+    unread_parts,
+)
 from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
@@ -90,7 +96,8 @@ def messages(view: SpanView, prefix: str) -> list[Message] | None:
         return None
     out: list[Message] = []
     for item in items:
-        content, tools, redacted = content_and_tools(maybe_json(item.get("content")))
+        raw = maybe_json(item.get("content"))
+        content, tools, redacted = content_and_tools(raw)
         for call in ordered(group_indexed(item).get("tool_calls")):
             tools.append(
                 {
@@ -101,7 +108,10 @@ def messages(view: SpanView, prefix: str) -> list[Message] | None:
             )
         default = "assistant" if prefix == "gen_ai.completion" else "user"
         role = as_str(item.get("role")) or default
-        out.append(Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted))
+        unread = unread_parts(raw)
+        out.append(
+            Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted, unread=unread)
+        )
     return out
 
 

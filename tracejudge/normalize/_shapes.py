@@ -36,7 +36,8 @@ def _tool_call(value: Any) -> dict[str, Any] | None:
 # Content part types (tuples, not sets: a part's "type" may be any JSON value, lists included).
 _TOOL_CALL_PARTS = ("tool_call", "tool_use", "function_call")
 _TOOL_RESULT_PARTS = ("tool_call_response", "tool_result")
-_NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, "image", "image_url", "blob", "file", "uri", "audio", "input_audio")
+_MEDIA_PARTS = ("image", "image_url", "blob", "file", "uri", "audio", "input_audio")
+_NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, *_MEDIA_PARTS)
 
 
 def content_and_tools(content: Any) -> tuple[str | None, list[dict[str, Any]], bool]:
@@ -68,6 +69,18 @@ def _parts_content(parts: list[Any]) -> tuple[str | None, list[dict[str, Any]], 
         elif text is not None:
             texts.append(text)
     return ("\n".join(texts) if texts else None), tools, redacted
+
+
+def unread_parts(content: Any) -> tuple[str, ...]:
+    """The kinds of a content's parts that hold no text the checks can read (an image, a file, audio):
+    a message carrying one gave the model more than its text (a document as a PDF, a screenshot)."""
+    if isinstance(content, str) and content[:1] == "[":
+        content = maybe_json(content)
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return ()
+    return tuple(str(p["type"]) for p in content if isinstance(p, dict) and p.get("type") in _MEDIA_PARTS)
 
 
 def _part_text(part: Any) -> str | None:
@@ -117,7 +130,8 @@ def message_from_dict(value: Any) -> Message | None:
     if value.get("tool_calls"):
         tools.extend(_tool_calls(value["tool_calls"]))
     role = _message_role(role, value.get("parts"))
-    return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted)
+    unread = unread_parts(value.get("parts", value.get("content", value.get("text"))))
+    return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted, unread=unread)
 
 
 def _message_content(value: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], bool] | None:

@@ -122,6 +122,9 @@ class Message(_Frozen):
     """Tool calls requested in this message: ``{"id", "name", "arguments"}``."""
     redacted: bool = False
     """True when the content was redacted (for example OpenInference ``__REDACTED__``)."""
+    unread: tuple[str, ...] = ()
+    """Kinds of the parts the message carried whose content the trace holds no text of (``image_url``,
+    ``file``, ``input_audio``, ...): what they gave the model is unknown."""
 
 
 class ModelCall(_Frozen):
