@@ -341,3 +341,22 @@ def test_a_clause_in_a_tool_results_json_text_is_in_the_model_input(mk: ModuleTy
     clause = "预付款不得超过30,000元"
     assert find_clause(prepare(json.dumps({"content": f"附件二。{clause}"})), clause).found
     assert not find_clause(prepare(json.dumps({"content": "预付款不得超过50,000元"})), clause).found
+
+
+@pytest.mark.parametrize(
+    "clause",
+    [
+        r"the cap is 3 \times 10,000 RMB per order",
+        r"invoices go to C:\new\reports and are paid net 30",
+        r"terms are quoted as \"net 30\" from the invoice date",
+    ],
+)
+def test_a_clause_with_backslashes_of_its_own_is_found_as_written_and_as_json(clause: str) -> None:
+    # The model input's escapes are read (a tool result's JSON text); a clause holding a backslash
+    # sequence of its own ("\times", a Windows path) is read the same way, or the same words given to
+    # the model as written read as absent: dropped_in_context, a definite verdict the trace contradicts.
+    assert find_clause(prepare(f"Context: {clause}."), clause).found
+    assert find_clause(prepare(json.dumps({"content": clause})), clause).found
+    assert find_clause(prepare(json.dumps(json.dumps({"content": clause}))), clause).found
+    other = clause.replace("30", "60").replace("10,000", "20,000")
+    assert not find_clause(prepare(f"Context: {other}."), clause).found

@@ -319,8 +319,10 @@ def _excerpt(text: str, start: int, end: int, pad: int = 40, limit: int = 240) -
 class _Haystack:
     """A text prepared once for several clause searches: lower-cased, tokenized lazily by window."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, unescaped: bool = False) -> None:
         self.text = text
+        # Whether `text` had its JSON escapes read (prepare): a clause searched in it is read so too.
+        self.unescaped = unescaped
         self.low = text.lower()
         # str.lower() can change the length (a handful of characters); offsets then refer to `low`.
         self.shown = text if len(self.low) == len(text) else self.low
@@ -668,6 +670,10 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
     number formats; when absent (and ``partial``), report the longest contiguous run of its tokens
     (so a clause cut off by truncation shows as its first N tokens)."""
     hay = text if isinstance(text, _Haystack) else _Haystack(text)
+    if hay.unescaped:
+        # Read as the text was: a clause holding a backslash sequence of its own ("\\times", "C:\\new")
+        # would otherwise differ from the same words in the input and read as absent (DESIGN 5.5).
+        clause = json_unescaped(clause)
     clause_low = clause.lower()
     clause_yen, text_yen = _yen_readings(hay, clause_low)
     ctoks = _tokens(clause_low, 0, clause_yen)
@@ -695,7 +701,7 @@ def find_clause(text: str | _Haystack, clause: str, *, partial: bool = True) -> 
 def prepare(text: str) -> _Haystack:
     """Prepare a model input once for several :func:`find_clause` calls, its JSON string escapes read
     (``json_unescaped``): offsets refer to that text."""
-    return _Haystack(json_unescaped(text))
+    return _Haystack(json_unescaped(text), unescaped=True)
 
 
 # A JSON string escape: \uXXXX, a control character's, a quote, a slash or a backslash.
