@@ -86,7 +86,16 @@ _TRULENS_RETRIEVALS = {
 }
 # (case, removed record) -> why the trace without it is indistinguishable from a real fault. A removal's
 # label may name several spans of one name: the entry covers each.
+_LAST_CALL = (
+    "the root records no answer, so the answer is the last model call's reply: without the whole span of the"
+    " last call the trace is one whose only call gave the draft as its answer (no record says another call"
+    " followed); losing the last call's output alone reads unconfirmed"
+)
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    **{
+        (f"drafts/{name}", "span ChatCompletion"): _LAST_CALL
+        for name in ("good-after-stale-draft", "stale-after-good-draft")
+    },
     **{
         (
             f"langchain_openllmetry_rag.pb{m}",
@@ -445,6 +454,21 @@ def _dspy_cases() -> Iterator[Case]:
         yield Case(f"dspy/{name}", tuple(record_spans), mk.ticket(), tuple(manifest))
 
 
+def _draft_cases() -> Iterator[Case]:
+    """Two model calls whose first reply (a draft, stating the other version's cap) is not the answer:
+    the last call's reply is (the root records none). Losing the last reply must not make the draft read
+    as the answer (found by hand once: an earlier call's text failed used_by_model, 60a3352)."""
+    from tests.localize import test_empty_answer as empty
+
+    manifest = (mk.entry(acl=None), mk.v1_entry())
+    for name, draft, answer in (
+        ("good-after-stale-draft", empty.DRAFT, mk.GOOD),
+        ("stale-after-good-draft", f"Checking: {mk.GOOD} Let me confirm.", mk.BAD),
+    ):
+        spans = empty._trace([empty.Rule(reply=draft, times=1), empty.Rule(reply=answer)])
+        yield Case(f"drafts/{name}", tuple(spans), mk.ticket(), manifest)
+
+
 @functools.cache
 def corpus() -> tuple[Case, ...]:
     return (
@@ -452,6 +476,7 @@ def corpus() -> tuple[Case, ...]:
         *_second_retrieval_cases(),
         *_procurement_cases(),
         *_dspy_cases(),
+        *_draft_cases(),
         *_outside_cases(),
     )
 
