@@ -21,7 +21,6 @@ from tracejudge.normalize._shapes import (
     content_and_tools,
     documents_from_value,
     messages_from_value,
-    unread_parts,
 )
 from tracejudge.normalize._values import REDACTED, as_str, maybe_json
 from tracejudge.normalize._view import SpanView
@@ -154,9 +153,7 @@ def _choice_event(view: SpanView, event: SpanEvent) -> list[Message]:
 
 
 def _message(role: str, content: Any) -> Message:
-    text, tools, redacted = content_and_tools(content)
-    unread = unread_parts(content)
-    return Message(role=role, content=text, tool_calls=tuple(tools), redacted=redacted, unread=unread)
+    return content_and_tools(content).message(role)
 
 
 _EventReader = Callable[[SpanView, SpanEvent], list[Message]]
@@ -180,8 +177,8 @@ def system_instructions(view: SpanView) -> tuple[str | None, bool]:
     if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
         parsed = view.json("gen_ai.system_instructions", value)
         value = value if parsed is None else parsed
-    content, _, redacted = content_and_tools(value)
-    return content, redacted
+    found = content_and_tools(value)
+    return found.text, found.redacted
 
 
 def retrieval_documents(view: SpanView) -> list[Document] | None:

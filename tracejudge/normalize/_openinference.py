@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracejudge.normalize._convention import ModelIO, NoRecords
-from tracejudge.normalize._shapes import content_and_tools, make_document, unread_parts
+from tracejudge.normalize._shapes import content_and_tools, make_document, media_kind
 from tracejudge.normalize._values import REDACTED, as_float, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
@@ -113,42 +113,39 @@ def messages(view: SpanView, prefix: str) -> list[Message] | None:
 def _message(item: dict[str, Any]) -> Message:
     """One ``message.*`` item: its content, then the texts of its ``message.contents`` parts."""
     nested = group_indexed(item)
-    content, tools, redacted = content_and_tools(item.get("message.content"))
-    texts, parts_redacted = _part_texts(ordered(nested.get("message.contents")))
-    if texts:
-        content = "\n".join(([content] if content else []) + texts)
-    tools.extend(
+    found = content_and_tools(item.get("message.content"))
+    texts, parts_redacted, parts_unread = _parts(ordered(nested.get("message.contents")))
+    calls = [
         {
             "id": as_str(call.get("tool_call.id")),
             "name": as_str(call.get("tool_call.function.name")),
             "arguments": maybe_json(call.get("tool_call.function.arguments")),
         }
         for call in ordered(nested.get("message.tool_calls"))
+    ]
+    found = found._replace(
+        text="\n".join(([found.text] if found.text else []) + texts) if texts else found.text,
+        redacted=found.redacted or parts_redacted,
+        unread=found.unread + parts_unread,
     )
-    role = as_str(item.get("message.role")) or "unknown"
-    # Flattened parts name their kind in message_content.type ("image", ...); a JSON content, in "type".
-    parts = ordered(nested.get("message.contents"))
-    flat = [{"type": p.get("message_content.type")} for p in parts]
-    unread = unread_parts(item.get("message.content")) + unread_parts(flat)
-    return Message(
-        role=role,
-        content=content,
-        tool_calls=tuple(tools),
-        redacted=redacted or parts_redacted,
-        unread=unread,
-    )
+    return found.message(as_str(item.get("message.role")) or "unknown", calls)
 
 
-def _part_texts(parts: list[dict[str, Any]]) -> tuple[list[str], bool]:
-    """The texts of ``message.contents`` parts, and whether any was redacted."""
+def _parts(parts: list[dict[str, Any]]) -> tuple[list[str], bool, tuple[str, ...]]:
+    """The texts of ``message.contents`` parts, whether any was redacted, and the kinds of those holding
+    no text (flattened parts name their kind in ``message_content.type``: "image", ...)."""
     texts: list[str] = []
     redacted = False
+    unread: list[str] = []
     for part in parts:
-        text, _, part_redacted = content_and_tools(part.get("message_content.text"))
-        redacted = redacted or part_redacted
-        if text:
-            texts.append(text)
-    return texts, redacted
+        found = content_and_tools(part.get("message_content.text"))
+        redacted = redacted or found.redacted
+        if found.text:
+            texts.append(found.text)
+        kind = media_kind(part.get("message_content.type"))
+        if kind is not None:
+            unread.append(kind)
+    return texts, redacted, tuple(unread)
 
 
 def prompts(view: SpanView) -> list[str] | None:

@@ -30,7 +30,6 @@ from tracejudge.normalize._shapes import (
     documents_from_value,
     make_document,
     request_text,
-    unread_parts,
 )
 from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
 from tracejudge.normalize._view import SpanView
@@ -96,22 +95,17 @@ def messages(view: SpanView, prefix: str) -> list[Message] | None:
         return None
     out: list[Message] = []
     for item in items:
-        raw = maybe_json(item.get("content"))
-        content, tools, redacted = content_and_tools(raw)
-        for call in ordered(group_indexed(item).get("tool_calls")):
-            tools.append(
-                {
-                    "id": as_str(call.get("id")),
-                    "name": as_str(call.get("name")),
-                    "arguments": maybe_json(call.get("arguments")),
-                }
-            )
+        calls = [
+            {
+                "id": as_str(call.get("id")),
+                "name": as_str(call.get("name")),
+                "arguments": maybe_json(call.get("arguments")),
+            }
+            for call in ordered(group_indexed(item).get("tool_calls"))
+        ]
         default = "assistant" if prefix == "gen_ai.completion" else "user"
         role = as_str(item.get("role")) or default
-        unread = unread_parts(raw)
-        out.append(
-            Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted, unread=unread)
-        )
+        out.append(content_and_tools(maybe_json(item.get("content"))).message(role, calls))
     return out
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracejudge.normalize._values import REDACTED, as_float, as_str, maybe_json, text_of
 from tracejudge.normalize._view import SpanView
@@ -40,47 +41,75 @@ _MEDIA_PARTS = ("image", "image_url", "blob", "file", "uri", "audio", "input_aud
 _NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, *_MEDIA_PARTS)
 
 
-def content_and_tools(content: Any) -> tuple[str | None, list[dict[str, Any]], bool]:
-    """Text of a message content (string or parts list), tool calls found among parts, and redaction."""
+class Content(NamedTuple):
+    """What a message's content holds, read in one walk over its parts."""
+
+    text: str | None
+    """The parts' texts joined (a string content as is); None when none holds text."""
+    tool_calls: tuple[dict[str, Any], ...]
+    """The tool calls found among its parts."""
+    redacted: bool
+    """Whether its text (or a part's) was redacted."""
+    unread: tuple[str, ...] = ()
+    """The kinds of its parts that hold no text the checks can read (an image, a file, audio): a
+    message carrying one gave the model more than its text (a document as a PDF, a screenshot)."""
+
+    def message(self, role: str, tool_calls: Iterable[dict[str, Any]] = ()) -> Message:
+        """The message of ``role`` holding this content, with ``tool_calls`` recorded beside it."""
+        return Message(
+            role=role,
+            content=self.text,
+            tool_calls=(*self.tool_calls, *tool_calls),
+            redacted=self.redacted,
+            unread=self.unread,
+        )
+
+
+def content_and_tools(content: Any) -> Content:
+    """Text of a message content (string or parts list), tool calls found among parts, redaction, and
+    the kinds of parts holding no text."""
     if isinstance(content, str) and content[:1] == "[":
         parts = maybe_json(content)
         if isinstance(parts, list):
             found = _parts_content(parts)
+            if found.text is not None or found.tool_calls or found.redacted:
+                return found
             # A JSON list holding no content part (a tool's result: a list of records, such as documents
             # with ``page_content``) is the message's text, not parts whose text is missing.
-            return found if found != (None, [], False) else (content, [], False)
+            return Content(content, (), False, found.unread)
     if isinstance(content, dict):
         content = [content]
     if isinstance(content, list):
         return _parts_content(content)
     if isinstance(content, str):
-        return (None, [], True) if content == REDACTED else (content, [], False)
-    return as_str(content), [], False
+        return Content(None, (), True) if content == REDACTED else Content(content, (), False)
+    return Content(as_str(content), (), False)
 
 
-def _parts_content(parts: list[Any]) -> tuple[str | None, list[dict[str, Any]], bool]:
-    """``content_and_tools`` of a parts list: the parts' texts joined, their tool calls, redaction."""
-    tools = _tool_calls(p for p in parts if isinstance(p, dict) and p.get("type") in _TOOL_CALL_PARTS)
+def _parts_content(parts: list[Any]) -> Content:
+    """``content_and_tools`` of a parts list: the parts' texts joined, their tool calls, redaction and
+    the kinds of its media parts (which ``_part_text`` passes over as ``_NO_TEXT_PARTS``)."""
     texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    unread: list[str] = []
     redacted = False
-    for text in map(_part_text, parts):
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _TOOL_CALL_PARTS:
+            calls.append(part)
+        elif (media := media_kind(kind)) is not None:
+            unread.append(media)
+        text = _part_text(part)
         if text == REDACTED:
             redacted = True
         elif text is not None:
             texts.append(text)
-    return ("\n".join(texts) if texts else None), tools, redacted
+    return Content(("\n".join(texts) if texts else None), tuple(_tool_calls(calls)), redacted, tuple(unread))
 
 
-def unread_parts(content: Any) -> tuple[str, ...]:
-    """The kinds of a content's parts that hold no text the checks can read (an image, a file, audio):
-    a message carrying one gave the model more than its text (a document as a PDF, a screenshot)."""
-    if isinstance(content, str) and content[:1] == "[":
-        content = maybe_json(content)
-    if isinstance(content, dict):
-        content = [content]
-    if not isinstance(content, list):
-        return ()
-    return tuple(str(p["type"]) for p in content if isinstance(p, dict) and p.get("type") in _MEDIA_PARTS)
+def media_kind(kind: Any) -> str | None:
+    """A part's kind, when it is one of the media kinds holding no text the checks can read."""
+    return str(kind) if kind in _MEDIA_PARTS else None
 
 
 def _part_text(part: Any) -> str | None:
@@ -125,16 +154,11 @@ def message_from_dict(value: Any) -> Message | None:
             return message_from_dict({"role": role, **value["kwargs"]})  # LangChain's serialized message
         if role is None:
             return None
-        found = None, [], False
-    content, tools, redacted = found
-    if value.get("tool_calls"):
-        tools.extend(_tool_calls(value["tool_calls"]))
-    role = _message_role(role, value.get("parts"))
-    unread = unread_parts(value.get("parts", value.get("content", value.get("text"))))
-    return Message(role=role, content=content, tool_calls=tuple(tools), redacted=redacted, unread=unread)
+        found = Content(None, (), False)
+    return found.message(_message_role(role, value.get("parts")), _tool_calls(value.get("tool_calls") or ()))
 
 
-def _message_content(value: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], bool] | None:
+def _message_content(value: dict[str, Any]) -> Content | None:
     """``content_and_tools`` of a message's GenAI parts or content (text); None when it has neither."""
     if "parts" in value:
         return content_and_tools(value.get("parts"))
