@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pkgutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +152,75 @@ def test_the_import_guard_tells_enclosing_from_foreign(tmp_path: Path) -> None:
     # Outside the tracejudge package (the collectors distribution) the root's private modules are foreign.
     outside = [t for _, t in _private_imports("tracejudge_collectors.otel._x", source, is_package=False)]
     assert outside[0] == "tracejudge._errors"
+
+
+def _typed_imports(path: Path) -> dict[str, str]:
+    """{name: module} of the imports under ``if TYPE_CHECKING:`` at the top of a module (how a package
+    exporting names imported on first use shows them to the type checker)."""
+    typed: dict[str, str] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module:
+                    typed.update({alias.asname or alias.name: stmt.module for alias in stmt.names})
+    return typed
+
+
+LAZY_PACKAGES = sorted(name for name, path, is_package in _modules() if is_package and _typed_imports(path))
+
+# Run in a fresh interpreter, so that no other test has imported (and so set) a lazy name yet.
+_LAZY_PROBE = """
+import importlib, json, sys
+package = importlib.import_module(sys.argv[1])
+eager = set(vars(package))
+listed = sorted(set(dir(package)) - eager)
+exported = list(package.__all__)
+typed = json.loads(sys.argv[2])
+resolved = {
+    name: getattr(package, name) is getattr(importlib.import_module(module), name)
+    for name, module in typed.items()
+}
+print(json.dumps({"eager": sorted(eager), "listed": listed, "all": exported, "resolved": resolved}))
+"""
+
+
+def test_lazy_packages_are_found() -> None:
+    # The packages that import their exports on first use; a fifth is fine, none would be a broken probe.
+    assert {"tracejudge.schema", "tracejudge.write", "tracejudge.report", "tracejudge.cli"} <= set(
+        LAZY_PACKAGES
+    )
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_lazy_exports_agree(package: str) -> None:
+    """A package's names imported on first use stand in three lists (``__all__``, which mypy needs
+    literal; the names under ``TYPE_CHECKING``; the table its ``__getattr__`` reads): they agree, and
+    each name resolves to what the type checker was told."""
+    path = next(p for name, p, is_package in _modules() if name == package and is_package)
+    typed = _typed_imports(path)
+    probe = subprocess.run(
+        [sys.executable, "-c", _LAZY_PROBE, package, json.dumps(typed)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert probe.returncode == 0, f"{package}: a name imported on first use does not resolve:\n{probe.stderr}"
+    found = json.loads(probe.stdout)
+    where = f"{package.replace('.', '/')}/__init__.py"
+    exported, eager = set(found["all"]), set(found["eager"])
+    wrong = sorted(name for name, same in found["resolved"].items() if not same)
+    assert not wrong, f"{where}: {wrong} resolve to other objects than the TYPE_CHECKING imports name"
+    unlisted = sorted(set(typed) - exported)
+    assert not unlisted, f"{where}: {unlisted} are imported under TYPE_CHECKING but not in __all__"
+    untyped = sorted(exported - eager - set(typed))
+    assert not untyped, f"{where}: __all__ names {untyped}, imported on first use but not under TYPE_CHECKING"
+    eagerly = sorted(set(typed) & eager)
+    assert not eagerly, f"{where}: {eagerly} are imported under TYPE_CHECKING but already on import"
+    # A package using tracejudge._lazy lists its table in dir(): the table names exactly these.
+    if found["listed"]:
+        assert set(found["listed"]) == set(typed), (
+            f"{where}: the lazy table and the TYPE_CHECKING imports differ:"
+            f" only in the table {sorted(set(found['listed']) - set(typed))},"
+            f" only under TYPE_CHECKING {sorted(set(typed) - set(found['listed']))}"
+        )
