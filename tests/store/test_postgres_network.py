@@ -7,7 +7,12 @@ itself (the URL wins).
 The black hole here is the kernel's own: a listener whose accept queue is full drops each SYN it is
 sent (nothing answers, as with a host gone), so connecting waits for the timeout. A statement in flight
 on a live TCP connection cannot be black-holed from user space (the proxy's kernel acknowledges what
-it is sent), so the keepalive and user-timeout settings are read back from the connection's socket."""
+it is sent), so the keepalive and user-timeout settings are read back from the connection's socket.
+
+That acknowledging proxy is itself the other case: a server frozen while its kernel still answers TCP
+(the postmaster's backend stopped, a host swapping, a middlebox that stops forwarding). Keepalives
+are answered and no data goes unacknowledged, so only the store's own statement bound
+(``TRACEJUDGE_STORE_STATEMENT_TIMEOUT``) ends such a statement: the proxy's ``freeze()``."""
 
 from __future__ import annotations
 
@@ -15,14 +20,16 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.store.test_postgres_reconnect import _end_every_session, _span
-from tracejudge import StoreUnreachableError
+from tracejudge import InputError, StoreUnreachableError
 from tracejudge.store import SqlStore, open_store
+from tracejudge.store._postgres import PostgresStore
 
 
 class BlackHoleProxy:
@@ -39,6 +46,8 @@ class BlackHoleProxy:
         self._lock = threading.Lock()
         self._accepting = threading.Event()
         self._accepting.set()
+        self._flowing = threading.Event()  # cleared by freeze(): bytes are taken but not passed on
+        self._flowing.set()
         self._closed = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -57,16 +66,20 @@ class BlackHoleProxy:
             if not self._accepting.is_set() or self._closed:
                 client.close()
                 continue
+            if not self._flowing.is_set():
+                with self._lock:  # frozen: the connection is taken and never answered
+                    self._open.append(client)
+                continue
             server = socket.create_connection(self._target)
             with self._lock:
                 self._open += [client, server]
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
+                self._flowing.wait()
                 dst.sendall(data)
         for s in (src, dst):
             with contextlib.suppress(OSError):
@@ -88,9 +101,19 @@ class BlackHoleProxy:
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
 
+    def freeze(self) -> None:
+        """Stop passing bytes on, the connections kept open: what is sent is acknowledged (by this
+        process's kernel) and never answered, as by a frozen server. New connections are taken and
+        never answered either."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        self._flowing.set()
+
     def close(self) -> None:
         self._closed = True
         self._accepting.set()
+        self._flowing.set()
         for s in [*self._fillers, *self._open]:
             s.close()
         with contextlib.suppress(OSError):
@@ -193,3 +216,103 @@ def test_reconnecting_to_a_server_that_does_not_answer_gives_up_and_queued_state
         assert len(attempts) == 1  # one wait for the timeout, not one per statement
     finally:
         store.close()
+
+
+def _in_thread(call: Any) -> list[Any]:
+    """What ``call()`` returned or raised, made in a thread given 60 s (a hung statement fails here)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # reported by the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "a statement still waits for the frozen server"
+    return outcome
+
+
+def _again(call: Any) -> Any:
+    """``call()`` made again while it finds the store unreachable (for up to a minute)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return call()
+        except StoreUnreachableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_a_statement_a_frozen_server_never_answers_fails_after_the_bound_and_the_next_reconnects(
+    postgres_url: str, proxy: BlackHoleProxy
+) -> None:
+    """Before, the statement waited forever: the proxy's kernel acknowledges every byte and answers
+    every keepalive, so neither keepalives nor tcp_user_timeout ever fire."""
+    store = open_store(f"{proxy.url(postgres_url)}?connect_timeout=2", statement_timeout_s=1)
+    assert isinstance(store, SqlStore)
+    try:
+        assert store.put_spans([_span(0)]) == 1
+        proxy.freeze()
+        (error,) = _in_thread(lambda: store.put_spans([_span(1)]))
+        assert isinstance(error, StoreUnreachableError), error
+        assert "did not answer a statement within 1 s" in error.message
+        assert "TRACEJUDGE_STORE_STATEMENT_TIMEOUT" in str(error.hint)
+        assert "tracejudge:tracejudge@" not in str(error)
+        # Still frozen: the new connection is not answered either, and gives up after connect_timeout.
+        (error,) = _in_thread(store.list_traces)
+        assert isinstance(error, StoreUnreachableError), error
+        assert "cannot reconnect" in error.message
+        proxy.thaw()
+        # The write that was cut was not committed; made again, it is, once (made again as a worker
+        # does: the failed reconnect's error stands for a second, so that queued statements share it).
+        assert _again(lambda: store.put_spans([_span(1)])) == 1
+        assert [s.span_id for s in store.get_spans(_span(0).trace_id)] == [_span(0).span_id, _span(1).span_id]
+        (summary,) = store.list_traces()
+        assert summary.span_count == 2
+    finally:
+        store.close()
+
+
+def test_a_slow_answer_within_the_bound_is_waited_for(postgres_url: str) -> None:
+    """The bound cuts only what goes unanswered past it: a statement that takes a while but answers in
+    time keeps its connection (the same one serves the next statement)."""
+    store = open_store(postgres_url, statement_timeout_s=30)
+    assert isinstance(store, SqlStore)
+    try:
+        before: Any = store._conn._conn
+        with store._lock:
+            cur = store._conn.cursor()
+            cur.execute("SELECT pg_sleep(0.5)")
+        assert store.put_spans([_span(0)]) == 1
+        assert store._conn._conn is before
+    finally:
+        store.close()
+
+
+def test_the_statement_bound_resolves_argument_then_environment_then_default(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracejudge.cli import cli
+
+    def resolved(*args: str) -> float:
+        ctx = cli.make_context("tracejudge", ["--store", postgres_url, *args, "traces", "list"])
+        with ctx:
+            assert cli.callback is not None
+            ctx.invoke(cli.callback, **ctx.params)  # the root group's settings, resolved once
+            store = ctx.obj.store
+            assert isinstance(store, PostgresStore)
+            return store.statement_timeout_s
+
+    monkeypatch.delenv("TRACEJUDGE_STORE_STATEMENT_TIMEOUT", raising=False)
+    assert resolved() == 120
+    assert resolved("--store-statement-timeout", "7") == 7
+    monkeypatch.setenv("TRACEJUDGE_STORE_STATEMENT_TIMEOUT", "300")
+    assert resolved() == 300
+    assert resolved("--store-statement-timeout", "0") == 0  # the argument wins; 0: no bound
+    monkeypatch.setenv("TRACEJUDGE_STORE_STATEMENT_TIMEOUT", "soon")
+    with pytest.raises(InputError, match="TRACEJUDGE_STORE_STATEMENT_TIMEOUT='soon' is not a number"):
+        open_store(postgres_url)

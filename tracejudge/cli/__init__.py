@@ -226,12 +226,21 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     metavar="URL",
     help="Store URL (default sqlite:///.tracejudge/tracejudge.db; env TRACEJUDGE_STORE).",
 )
+@click.option(
+    "--store-statement-timeout",
+    "statement_timeout_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="PostgreSQL: close the connection of a statement unanswered this long (a frozen server) and"
+    " fail it as unreachable (env TRACEJUDGE_STORE_STATEMENT_TIMEOUT; default 120; 0: no bound).",
+)
 @click.pass_context
-def cli(ctx: click.Context, store: str | None) -> None:
+def cli(ctx: click.Context, store: str | None, statement_timeout_s: float | None) -> None:
     """tracejudge: find why a retrieval-augmented agent answered wrong, from its traces."""
     from tracejudge.store import resolve_store_url
 
-    app = App(store_url=resolve_store_url(store))
+    app = App(store_url=resolve_store_url(store), statement_timeout_s=statement_timeout_s)
     ctx.obj = app
     ctx.call_on_close(app.close)
 

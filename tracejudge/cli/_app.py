@@ -29,8 +29,17 @@ class App:
     """Settings resolved at the edge, passed to every command as ``ctx.obj``. The consoles and the
     store are made when a command first uses them (``score --json`` never needs a console)."""
 
-    def __init__(self, store_url: str, console: Console | None = None, err: Console | None = None) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        console: Console | None = None,
+        err: Console | None = None,
+        *,
+        statement_timeout_s: float | None = None,
+    ) -> None:
         self.store_url = store_url
+        self.statement_timeout_s = statement_timeout_s
+        """``--store-statement-timeout``; None: the environment's or the default (store._postgres)."""
         self._console = console
         self._err = err
         self._store: Store | None = None
@@ -73,7 +82,7 @@ class App:
         if self._store is None:
             from tracejudge.store import open_store
 
-            self._store = open_store(self.store_url)
+            self._store = open_store(self.store_url, statement_timeout_s=self.statement_timeout_s)
         return self._store
 
     @property
@@ -88,7 +97,9 @@ class App:
         if self._reader is None:
             from tracejudge.store import open_store
 
-            reader = open_store(self.store_url, upgrade=False, read_only=True)
+            reader = open_store(
+                self.store_url, upgrade=False, read_only=True, statement_timeout_s=self.statement_timeout_s
+            )
             if getattr(reader, "read_only", False):
                 self._reader = reader
             else:  # a store made on open (new, in memory, PostgreSQL): the one every later use shares

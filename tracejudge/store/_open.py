@@ -23,7 +23,9 @@ def resolve_store_url(arg: str | None) -> str:
     return arg or os.environ.get("TRACEJUDGE_STORE") or DEFAULT_STORE
 
 
-def open_store(url: str, *, upgrade: bool = True, read_only: bool = False) -> Store:
+def open_store(
+    url: str, *, upgrade: bool = True, read_only: bool = False, statement_timeout_s: float | None = None
+) -> Store:
     """Open the store a URL names: ``sqlite:///relative.db``, ``sqlite:////abs.db``, ``sqlite://:memory:``,
     ``postgresql://user:pass@host:5432/db``, or a bare file path.
 
@@ -31,11 +33,15 @@ def open_store(url: str, *, upgrade: bool = True, read_only: bool = False) -> St
     that only read): then it is read as it is and upgraded only when spans are stored in it.
     ``read_only=True`` (with it) opens an existing SQLite store without writing it or adding a file
     beside it, also in a folder that cannot be written (see ``read_only_options``); a store that
-    does not exist yet, an in-memory one and PostgreSQL are opened as with ``upgrade=False``."""
+    does not exist yet, an in-memory one and PostgreSQL are opened as with ``upgrade=False``.
+
+    ``statement_timeout_s`` (PostgreSQL): how long a statement may go unanswered before its
+    connection is closed and it fails as :class:`~tracejudge.StoreUnreachableError`; default
+    ``TRACEJUDGE_STORE_STATEMENT_TIMEOUT``, else 120 s; 0: no bound."""
     if url.startswith(("postgresql://", "postgres://")):
         from tracejudge.store._postgres import PostgresStore
 
-        return PostgresStore(url, upgrade=upgrade)
+        return PostgresStore(url, upgrade=upgrade, statement_timeout_s=statement_timeout_s)
     path = sqlite_path(url)
     target = path if url.startswith("sqlite://") else Path(path)
     if read_only:

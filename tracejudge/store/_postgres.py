@@ -11,13 +11,16 @@ the server reports anyway is retried.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tracejudge._errors import MissingDependencyError, StoreError, StoreUnreachableError
+from tracejudge._errors import InputError, MissingDependencyError, StoreError, StoreUnreachableError
 from tracejudge._redact import redact
 from tracejudge.store._protocol import LogEvent, MetaSwap
 from tracejudge.store._sql import (
@@ -94,13 +97,15 @@ class PostgresStore(SqlStore):
     # only): concurrent writers dedup on that key before the trace's row, and so its seq, exists.
     _by_seq = False
 
-    def __init__(self, url: str, *, upgrade: bool = True) -> None:
+    def __init__(self, url: str, *, upgrade: bool = True, statement_timeout_s: float | None = None) -> None:
         try:
             import psycopg
         except ImportError as exc:
             raise MissingDependencyError("psycopg", "postgres") from exc
         self.url = redact_url(url)
-        conn = _Reconnecting(url, self.url)
+        self.statement_timeout_s = statement_timeout(statement_timeout_s)
+        """How long a statement may go unanswered before its connection is given up (0: no bound)."""
+        conn = _Reconnecting(url, self.url, self.statement_timeout_s)
         super().__init__(conn, self.url)
         try:
             self._setup(upgrade=upgrade)
@@ -231,6 +236,33 @@ _USER_TIMEOUT_SINCE = 120000
 # connect timeout in turn (a worker's calls then give up together once its reconnect time is over).
 _SLOW_FAILURE_S = 1.0
 
+# A statement the server has not answered after this long ends its connection (_Watchdog): the bound
+# for a server that is frozen while its kernel still answers TCP. Generous: tracejudge's statements
+# take milliseconds, its largest reads seconds. Argument (--store-statement-timeout) > environment >
+# default; 0: no bound.
+STATEMENT_TIMEOUT_S = 120.0
+STATEMENT_TIMEOUT_ENV = "TRACEJUDGE_STORE_STATEMENT_TIMEOUT"
+
+
+def statement_timeout(given: float | None = None) -> float:
+    """The statement bound in seconds: ``given`` > ``TRACEJUDGE_STORE_STATEMENT_TIMEOUT`` > default."""
+    if given is None:
+        text = os.environ.get(STATEMENT_TIMEOUT_ENV, "").strip()
+        if not text:
+            return STATEMENT_TIMEOUT_S
+        try:
+            given = float(text)
+        except ValueError:
+            given = -1.0
+        if not given >= 0 or given == float("inf"):
+            raise InputError(
+                f"{STATEMENT_TIMEOUT_ENV}={text!r} is not a number of seconds",
+                hint=f"give seconds, e.g. {STATEMENT_TIMEOUT_ENV}=300 (0: no bound)",
+            )
+    if not given >= 0:
+        raise InputError(f"a statement timeout of {given!r} s", hint="give seconds >= 0 (0: no bound)")
+    return float(given)
+
 
 def _network_options(url: str) -> dict[str, str]:
     """The connection bounds the URL (or the environment, for connect_timeout) does not set itself."""
@@ -274,13 +306,18 @@ class _Reconnecting:
     of its transaction was committed, or, if its COMMIT was under way, the write is safe to repeat:
     spans are deduplicated by key — so a receiver answers 503 and the sender retries; the next
     statement runs on a new connection. Without this, one restart left every later statement failing
-    for as long as the process lived."""
+    for as long as the process lived.
 
-    def __init__(self, url: str, label: str) -> None:
+    A statement the server has not answered within ``statement_timeout_s`` ends the connection (see
+    :class:`_Watchdog`) and fails the same way, saying how long it waited."""
+
+    def __init__(self, url: str, label: str, statement_timeout_s: float = 0.0) -> None:
         self._url = url
         self._label = label
         self._conn: Any = _connect(url, label)
         self._slow_failure: tuple[float, StoreUnreachableError] | None = None
+        self._timeout_s = statement_timeout_s
+        self._watchdog = _Watchdog(statement_timeout_s) if statement_timeout_s > 0 else None
 
     def cursor(self) -> _Cursor:
         if self._conn.closed or self._conn.broken:
@@ -303,6 +340,48 @@ class _Reconnecting:
                 self._slow_failure = (time.monotonic() + _SLOW_FAILURE_S, exc)
             raise
 
+    def run(self, conn: Any, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``call(*args, **kwargs)``, a statement on ``conn``: a dropped connection fails as
+        :class:`StoreUnreachableError`, and so does a statement left unanswered past the bound."""
+        import psycopg
+
+        dog = self._watchdog
+        if dog is None:
+            try:
+                return call(*args, **kwargs)
+            except psycopg.OperationalError as exc:
+                if (lost := self.lost(exc)) is not None:
+                    raise lost from None
+                raise
+        token = dog.arm(conn)
+        try:
+            result = call(*args, **kwargs)
+        except psycopg.Error as exc:
+            if dog.disarm(token):
+                raise self._unanswered(exc) from None
+            if isinstance(exc, psycopg.OperationalError) and (lost := self.lost(exc)) is not None:
+                raise lost from None
+            raise
+        except BaseException:
+            if dog.disarm(token):
+                conn.close()
+            raise
+        if dog.disarm(token):
+            # Answered as the watchdog ended the connection: the answer stands, the next statement
+            # reconnects rather than find the connection shut.
+            conn.close()
+        return result
+
+    def _unanswered(self, exc: BaseException) -> StoreUnreachableError:
+        return StoreUnreachableError(
+            f"the store {self._label} did not answer a statement within {self._timeout_s:g} s; its"
+            f" connection was closed ({_first_line(exc)})",
+            hint="check that PostgreSQL is up and not frozen or overloaded (the next statement reconnects;"
+            " what this one wrote was not committed, or its COMMIT is repeated safely). A statement that"
+            f" needs longer: raise {STATEMENT_TIMEOUT_ENV} or --store-statement-timeout (0: no bound);"
+            f" {_AGAIN}",
+        )
+
     def lost(self, exc: BaseException) -> StoreUnreachableError | None:
         """The error to raise for ``exc`` when it means the connection is gone, else None."""
         if not (self._conn.closed or self._conn.broken):
@@ -313,37 +392,107 @@ class _Reconnecting:
             f" not committed); {_AGAIN}",
         )
 
+    def gone(self) -> bool:
+        """Whether the connection is closed or broken (the server ends an open transaction with it)."""
+        return bool(self._conn.closed or self._conn.broken)
+
     def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
         self._conn.close()
 
 
+class _Watchdog:
+    """Ends a connection whose statement the server has not answered within ``limit_s``.
+
+    A server that is frozen (stopped, swapped out, its disk hung) or a middlebox that stops forwarding
+    while its kernel still acknowledges what it is sent holds a statement forever: TCP keepalives are
+    answered and no data goes unacknowledged, so neither keepalives nor ``tcp_user_timeout`` fire,
+    and a server-side ``statement_timeout`` is the frozen server's own. One thread per connection
+    watches the statement under way; past its deadline it shuts the connection's socket down, which
+    wakes the waiting statement with an error at once (the server rolls back whatever transaction
+    the connection had open). Statements pay two lock round trips; the thread wakes once per
+    ``limit_s`` when idle, and at the deadline of a statement under way."""
+
+    def __init__(self, limit_s: float) -> None:
+        self._limit_s = limit_s
+        self._cond = threading.Condition(threading.Lock())
+        self._armed: dict[int, tuple[float, Any]] = {}  # token -> (deadline, connection)
+        self._fired: set[int] = set()
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def arm(self, conn: Any) -> int:
+        with self._cond:
+            self._next += 1
+            self._armed[self._next] = (time.monotonic() + self._limit_s, conn)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="tracejudge-store-watchdog", daemon=True
+                )
+                self._thread.start()
+            return self._next
+
+    def disarm(self, token: int) -> bool:
+        """Done with the statement ``token``; whether the watchdog ended its connection."""
+        with self._cond:
+            self._armed.pop(token, None)
+            if token in self._fired:
+                self._fired.discard(token)
+                return True
+            return False
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                # Idle, it looks again after a whole bound: a statement armed meanwhile has a later
+                # deadline, which the next look waits for.
+                wake = now + self._limit_s
+                for token, (deadline, conn) in list(self._armed.items()):
+                    if deadline <= now:
+                        self._end(conn)
+                        for other, (_, c) in list(self._armed.items()):
+                            if c is conn:  # every statement waiting on that connection fails with it
+                                del self._armed[other]
+                                self._fired.add(other)
+                    elif token in self._armed:
+                        wake = min(wake, deadline)
+                self._cond.wait(max(wake - now, 0.0))
+
+    @staticmethod
+    def _end(conn: Any) -> None:
+        """Shut the connection's socket down (not close it: the statement's thread owns the
+        descriptor), so that the statement waiting on it fails at once."""
+        with contextlib.suppress(Exception):
+            fd = conn.pgconn.socket
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 class _Cursor:
-    """A psycopg cursor whose statements report a dropped connection as :class:`StoreError`."""
+    """A psycopg cursor whose statements report a dropped or unanswered connection as
+    :class:`StoreUnreachableError`."""
 
     def __init__(self, cur: Any, owner: _Reconnecting) -> None:
         self._cur = cur
         self._owner = owner
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
-        import psycopg
-
-        try:
-            self._cur.execute(*args, **kwargs)
-        except psycopg.OperationalError as exc:
-            if (lost := self._owner.lost(exc)) is not None:
-                raise lost from None
-            raise
+        if args and args[0] == "ROLLBACK" and self._owner.gone():
+            # The transaction ended with its connection; the error that ended it is the one to report.
+            return self
+        self._owner.run(self._cur.connection, self._cur.execute, args, kwargs)
         return self
 
     def executemany(self, *args: Any, **kwargs: Any) -> None:
-        import psycopg
-
-        try:
-            self._cur.executemany(*args, **kwargs)
-        except psycopg.OperationalError as exc:
-            if (lost := self._owner.lost(exc)) is not None:
-                raise lost from None
-            raise
+        self._owner.run(self._cur.connection, self._cur.executemany, args, kwargs)
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
