@@ -41,6 +41,17 @@ def _copies(n: int) -> list[RawSpan]:
     return out
 
 
+def _put_copies(url: str, n: int) -> list[RawSpan]:
+    """``_copies(n)``, stored in the store at ``url``."""
+    spans = _copies(n)
+    store = open_store(url)
+    try:
+        store.put_spans(spans)
+    finally:
+        store.close()
+    return spans
+
+
 @pytest.fixture
 def judge() -> Iterator[ScriptedOpenAIServer]:
     # A slow judge, so workers overlap and a worker can be killed mid-run.
@@ -115,10 +126,7 @@ def test_three_workers_share_a_run_and_take_over_a_killed_ones_items(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,
 ) -> None:
-    spans = _copies(COPIES)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    spans = _put_copies(postgres_url, COPIES)
     everything = sorted({s.trace_id for s in spans})
     args = ("--run", "nightly-1", "--lease", "2", "--concurrency", "2")
     workers = [_worker(postgres_url, judge, *args) for _ in range(3)]
@@ -175,10 +183,7 @@ def test_a_budget_is_the_runs_not_each_workers(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,
 ) -> None:
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    _put_copies(postgres_url, 2)
     budget = 0.002  # about half the 28 items at the example judge's prices
     args = ("--run", "budgeted", "--concurrency", "2", "--budget-usd", str(budget))
     runs = [_finish(w) for w in [_worker(postgres_url, judge, *args) for _ in range(2)]]
@@ -222,10 +227,7 @@ def test_what_a_stopped_or_killed_worker_scored_is_written_back_once_by_a_later_
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,
 ) -> None:
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    spans = _put_copies(postgres_url, 2)
     everything = {s.trace_id for s in spans}
     langfuse = LangfuseServer(generation="v4").start()
     try:
@@ -274,10 +276,7 @@ def test_sigterm_stops_a_worker_as_ctrl_c_does_and_a_rerun_resumes(
 ) -> None:
     # What Kubernetes, systemd and `timeout` send: the worker died on it at once (143, no word), and
     # the items it had claimed waited out their lease before another worker could take them.
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    spans = _put_copies(postgres_url, 2)
     args = ("--run", "termed", "--concurrency", "2", "--lease", "300")
     worker = _worker(postgres_url, judge, *args)
     _stored_by(postgres_url, "termed", worker, 2)

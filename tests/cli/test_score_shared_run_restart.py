@@ -7,6 +7,7 @@ item's result stored once. A store gone for longer than that still ends a worker
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -14,9 +15,9 @@ import psycopg
 import pytest
 
 from tests.cli.test_score_shared_run import (
-    _copies,
     _finish,
     _held_by,
+    _put_copies,
     _stored,
     _stored_by,
     _worker,
@@ -27,7 +28,6 @@ from tests.store.conftest import (
     postgres_url,  # noqa: F401 - the fresh-database fixture
 )
 from tests.store.test_postgres_network import BlackHoleProxy
-from tracejudge.store import open_store
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -49,6 +49,13 @@ def _store_down(url: str) -> Iterator[None]:
             admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
 
 
+@contextlib.contextmanager
+def _black_holed(proxy: BlackHoleProxy) -> Iterator[None]:
+    """The store's server silent at the network level from the block's start (it stays so)."""
+    proxy.black_hole()
+    yield
+
+
 def _totals(url: str, run: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT done FROM run_totals WHERE run_id = %s", (run,)).fetchone()
@@ -56,18 +63,43 @@ def _totals(url: str, run: str) -> int:
     return int(row[0])
 
 
+@contextlib.contextmanager
+def _reaped(*workers: subprocess.Popen[str]) -> Iterator[None]:
+    """The workers killed on the way out, should the block end before they exit."""
+    try:
+        yield
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+
+
+def _ended_by(
+    outage: contextlib.AbstractContextManager[object],
+    url: str,
+    run: str,
+    worker: subprocess.Popen[str],
+    n: int,
+) -> tuple[int, str]:
+    """Once ``worker`` has stored ``n`` items of ``run`` (and holds more), the store goes away (``outage``)
+    until the worker exits, which must be with 1: the items it had stored then, and its stderr."""
+    with _reaped(worker):
+        _stored_by(url, run, worker, n)
+        done = _held_by(url, run, worker.pid)[0]
+        with outage:
+            _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 1, err[-2000:]
+    return done, err
+
+
 def test_workers_ride_out_a_restart_and_store_each_item_once(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
-    spans = _copies(6)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
-    everything = sorted({s.trace_id for s in spans})
+    everything = sorted({s.trace_id for s in _put_copies(postgres_url, 6)})
     args = ("--run", "restarted", "--lease", "2", "--concurrency", "2")
     workers = [_worker(postgres_url, judge, *args) for _ in range(2)]
-    try:
+    with _reaped(*workers):
         for w in workers:
             _stored_by(postgres_url, "restarted", w, 1)
         # Down for longer than the lease: the workers' claims run out meanwhile, and each may find an
@@ -76,10 +108,6 @@ def test_workers_ride_out_a_restart_and_store_each_item_once(
             time.sleep(3)
             assert all(w.poll() is None for w in workers), "a worker exited while the store was down"
         done = [_finish(w) for w in workers]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
     assert sorted(_stored(postgres_url, "restarted")) == everything
     assert _totals(postgres_url, "restarted") == len(everything)  # each result counted once
     theirs = [{i["trace_id"] for i in data["items"]} for data in done]
@@ -93,21 +121,10 @@ def test_a_store_down_longer_than_the_reconnect_timeout_ends_the_worker_and_a_re
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    spans = _put_copies(postgres_url, 2)
     args = ("--run", "gone", "--concurrency", "2", "--lease", "2")
     worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "1"})
-    try:
-        _stored_by(postgres_url, "gone", worker, 2)
-        done_before = _held_by(postgres_url, "gone", worker.pid)[0]
-        with _store_down(postgres_url):
-            _, err = worker.communicate(timeout=60)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-    assert worker.returncode == 1, err[-2000:]
+    done_before, err = _ended_by(_store_down(postgres_url), postgres_url, "gone", worker, 2)
     assert "lost its connection" in err or "cannot reconnect" in err, err[-2000:]
     assert "waited 1 s for it to come back" in err, err[-2000:]
     assert "--reconnect-timeout" in err
@@ -127,25 +144,15 @@ def test_a_reconnect_timeout_of_0_exits_on_the_first_lost_connection(
     given: str,
 ) -> None:
     """As before workers rode restarts out; the argument wins over the environment."""
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    _put_copies(postgres_url, 2)
     args = ("--run", "at-once", "--concurrency", "2", "--lease", "2")
     if given == "env":
         worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "0"})
     else:
         env = {"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "600"}
         worker = _worker(postgres_url, judge, *args, given, env=env)
-    try:
-        _stored_by(postgres_url, "at-once", worker, 1)
-        with _store_down(postgres_url):
-            # Waiting 600 s (the environment's) would time this out.
-            _, err = worker.communicate(timeout=60)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-    assert worker.returncode == 1, err[-2000:]
+    # Waiting 600 s (the environment's) would time _ended_by's wait for the exit out.
+    _, err = _ended_by(_store_down(postgres_url), postgres_url, "at-once", worker, 1)
     assert "waited" not in err
     assert "run a stopped command again" in err
 
@@ -157,24 +164,14 @@ def test_a_server_that_stops_answering_ends_the_worker_after_its_reconnect_timeo
     """The store's server silent at the network level (its connections cut, new ones never answered):
     before, each reconnect waited psycopg's ~130 s, past this test's 60 s, whatever --reconnect-timeout
     said; now the worker gives up within its reconnect timeout and the connect timeout (10 s)."""
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    _put_copies(postgres_url, 2)
     proxy = BlackHoleProxy(postgres_url)
     args = ("--run", "silent", "--concurrency", "2", "--lease", "2")
     try:
         worker = _worker(proxy.url(postgres_url), judge, *args, "--reconnect-timeout", "1")
-        try:
-            _stored_by(postgres_url, "silent", worker, 1)
-            proxy.black_hole()
-            _, err = worker.communicate(timeout=60)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
+        _, err = _ended_by(_black_holed(proxy), postgres_url, "silent", worker, 1)
     finally:
         proxy.close()
-    assert worker.returncode == 1, err[-2000:]
     assert "cannot reconnect" in err, err[-2000:]
     assert "for it to come back" in err, err[-2000:]
     assert "tracejudge:tracejudge@" not in err

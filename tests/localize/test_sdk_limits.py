@@ -144,24 +144,41 @@ def test_without_a_limit_the_trace_reads_whole_and_the_verdict_is_definite(
     assert _triage(spans).verdict == "no_fault"
 
 
+def _read_as_cut(
+    spans: list[RawSpan], name: str, gap: str, dropped: str, limit: str
+) -> tuple[RawSpan, TaskRecord]:
+    """The span ``name``, which the SDK cut at its limits, and the trace's task: the span's gap of kind
+    ``gap`` says what was dropped (``dropped``: "3 attributes") and the ``limit`` to raise, and the
+    verdict stays unconfirmed."""
+    span = next(s for s in spans if s.name == name)
+    task = normalize(spans)
+    detail = _gap(task, span.span_id, gap)
+    assert dropped in detail
+    assert limit in detail
+    assert _triage(spans).verdict == "unconfirmed"
+    return span, task
+
+
 @pytest.mark.parametrize("read", READS)
 def test_a_retrieval_whose_documents_the_sdk_dropped_leaves_the_verdict_unconfirmed(
     read: Read, tmp_path: Path
 ) -> None:
     # 16 attributes: a limit of 13 drops the required document's three, the oldest, and nothing else.
     spans = read(_trace(retriever=SpanLimits(max_attributes=13)), tmp_path)
-    retriever = next(s for s in spans if s.name == "retrieve")
-    assert retriever.dropped_attributes_count == 3
-    assert not any(mk.DOC in str(v) for v in retriever.attributes.values())
-    task = normalize(spans)
-    (call,) = task.retrievals
-    assert not call.documents_recorded
-    detail = _gap(task, call.span_id, "retrieval_documents_not_recorded")
-    assert "3 attributes" in detail
-    assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in detail
     # Read as whole, the call returned all but the required document, which passed its filter:
     # not_retrieved (rank).
-    assert _triage(spans).verdict == "unconfirmed"
+    retriever, task = _read_as_cut(
+        spans,
+        "retrieve",
+        "retrieval_documents_not_recorded",
+        "3 attributes",
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+    )
+    assert retriever.dropped_attributes_count == 3
+    assert not any(mk.DOC in str(v) for v in retriever.attributes.values())
+    (call,) = task.retrievals
+    assert call.span_id == retriever.span_id
+    assert not call.documents_recorded
 
 
 @pytest.mark.parametrize("read", READS)
@@ -169,17 +186,15 @@ def test_a_retrieval_whose_result_events_the_sdk_dropped_leaves_the_verdict_unco
     read: Read, tmp_path: Path
 ) -> None:
     spans = read(_trace(retriever=SpanLimits(max_events=3), events=True), tmp_path)
-    retriever = next(s for s in spans if s.name == "retrieve")
+    # Read as whole: not_retrieved (rank), as above.
+    retriever, task = _read_as_cut(
+        spans, "retrieve", "retrieval_documents_not_recorded", "1 event ", "OTEL_SPAN_EVENT_COUNT_LIMIT"
+    )
     assert retriever.dropped_events_count == 1
-    task = normalize(spans)
     (call,) = task.retrievals
+    assert call.span_id == retriever.span_id
     assert not call.documents_recorded
     assert all(d.doc_id != mk.DOC for d in call.documents)
-    detail = _gap(task, call.span_id, "retrieval_documents_not_recorded")
-    assert "1 event " in detail
-    assert "OTEL_SPAN_EVENT_COUNT_LIMIT" in detail
-    # Read as whole: not_retrieved (rank), as above.
-    assert _triage(spans).verdict == "unconfirmed"
 
 
 @pytest.mark.parametrize("read", READS)
@@ -188,17 +203,15 @@ def test_a_model_input_whose_message_the_sdk_dropped_leaves_the_verdict_unconfir
 ) -> None:
     # 10 attributes: a limit of 8 drops the context message (role and content), the oldest.
     spans = read(_trace(chat=SpanLimits(max_attributes=8)), tmp_path)
-    chat = next(s for s in spans if s.name == "chat")
+    # Read as whole, the input held no clause: dropped_in_context.
+    chat, task = _read_as_cut(
+        spans, "chat", "model_input_truncated", "2 attributes", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
+    )
     assert chat.dropped_attributes_count == 2
     assert not any(mk.CLAUSE in str(v) for v in chat.attributes.values())
-    task = normalize(spans)
     (call,) = task.model_calls
+    assert call.span_id == chat.span_id
     assert call.input_partial
-    detail = _gap(task, call.span_id, "model_input_truncated")
-    assert "2 attributes" in detail
-    assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in detail
-    # Read as whole, the input held no clause: dropped_in_context.
-    assert _triage(spans).verdict == "unconfirmed"
 
 
 # The answer in two content parts: the superseded cap, then the cap in effect. Whole, it states both and a
