@@ -26,7 +26,7 @@ from typing import Any
 
 from tracejudge_collectors.otel._otlp import OtlpDecodeError
 
-__all__ = ["mlflow_request"]
+__all__ = ["attributes_json", "mlflow_request"]
 
 _SCOPE = "mlflow"
 
@@ -92,7 +92,7 @@ def _span(span: dict[str, Any], n: int) -> dict[str, Any]:
         "kind": 1,
         "startTimeUnixNano": _nanos(start, f"{where}: start time"),
         "endTimeUnixNano": _nanos(end, f"{where}: end time") if end is not None else "0",
-        "attributes": _attributes(span.get("attributes"), where),
+        "attributes": attributes_json(span.get("attributes"), where),
         "events": [_event(e, where) for e in span.get("events") or []],
         "status": {"code": _status(status), **({"message": message} if isinstance(message, str) else {})},
     }
@@ -137,6 +137,7 @@ def _status(code: Any) -> int:
 
 
 def _value(value: Any) -> dict[str, Any]:
+    """A JSON value as an OTLP/JSON ``AnyValue`` (an object as a ``kvlistValue``, null as an empty one)."""
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):
@@ -145,17 +146,25 @@ def _value(value: Any) -> dict[str, Any]:
         return {"doubleValue": value}
     if isinstance(value, list | tuple):
         return {"arrayValue": {"values": [_value(v) for v in value]}}
+    if isinstance(value, dict):
+        return {"kvlistValue": {"values": _key_values(value)}}
     if value is None:
         return {}
     return {"stringValue": value if isinstance(value, str) else str(value)}
 
 
-def _attributes(values: Any, where: str) -> list[dict[str, Any]]:
+def _key_values(values: dict[Any, Any]) -> list[dict[str, Any]]:
+    return [{"key": str(key), "value": _value(value)} for key, value in values.items()]
+
+
+def attributes_json(values: Any, where: str) -> list[dict[str, Any]]:
+    """A span's attributes (an object, or null for none) as OTLP/JSON key-values; ``where`` names the
+    span in the error raised when they are not an object."""
     if values is None:
         return []
     if not isinstance(values, dict):
         raise OtlpDecodeError(f"{where}: attributes are not an object")
-    return [{"key": str(key), "value": _value(value)} for key, value in values.items()]
+    return _key_values(values)
 
 
 def _event(event: Any, where: str) -> dict[str, Any]:
@@ -165,5 +174,5 @@ def _event(event: Any, where: str) -> dict[str, Any]:
     return {
         "name": event.get("name") if isinstance(event.get("name"), str) else "",
         "timeUnixNano": _nanos(time, f"{where}: event time") if time is not None else "0",
-        "attributes": _attributes(event.get("attributes"), where),
+        "attributes": attributes_json(event.get("attributes"), where),
     }

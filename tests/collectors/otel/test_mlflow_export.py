@@ -218,3 +218,14 @@ def test_an_id_mlflow_would_not_write_is_refused_naming_the_span(tmp_path: Path)
     assert result.exit_code == 2, result.output
     assert "MLflow trace: span 0 ('answer')" in result.output
     assert "<redacted>" in result.output
+
+
+def test_an_attribute_given_as_an_object_is_read_as_that_object() -> None:
+    # MLflow writes each attribute as the JSON text of its value; one given as an object (a trace edited
+    # by hand, another tool's dump) was re-wrapped as its Python repr ("{'region': 'CN', ...}"), text no
+    # reader parses as JSON. It is an OTLP kvlistValue now, as the outside fixtures' objects are.
+    exported = _export("rag")
+    meta = {"region": "CN", "ids": [1, {"doc": "prepayment-policy"}], "note": None}
+    exported["data"]["spans"][0]["attributes"]["app.meta"] = meta
+    (span,) = [s for s in _spans(exported) if s.name == "answer"]
+    assert span.attributes["app.meta"] == meta
