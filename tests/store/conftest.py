@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.store.private_postgres import PrivatePostgres
 from tracejudge.schema import RawSpan
 from tracejudge.store import SqlStore, open_store
 
@@ -95,3 +96,14 @@ def make_store(store_url: str) -> Iterator[Callable[[], SqlStore]]:
     yield make
     for s in opened:
         s.close()
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A PostgreSQL server of this test's own, started, to stop and restart (private_postgres.py)."""
+    server = PrivatePostgres()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()

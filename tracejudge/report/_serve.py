@@ -4,13 +4,15 @@ loopback by default, a token when exposed."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracejudge import _serving
+from tracejudge._errors import StoreUnreachableError
 from tracejudge._serving import bind, loopback_host, quiet_server, socket_url, token_matches
 from tracejudge._serving import is_loopback as is_loopback  # re-exported by tracejudge.report
 from tracejudge.report._data import build_report
@@ -18,7 +20,12 @@ from tracejudge.report._html import CSP, render_html
 from tracejudge.report._metrics import CONTENT_TYPE, LatencyCache, store_metrics
 from tracejudge.store import Store
 
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
 DEFAULT_LISTEN = "127.0.0.1:8765"
+
+_log = logging.getLogger(__name__)
 
 _HEADERS = {
     "Cache-Control": "no-store",
@@ -82,13 +89,19 @@ def build_app(
     def report(request: Request) -> Response:
         if (denied := guard(request)) is not None:
             return denied
-        html = render_html(build_report(store, suites=suites, langfuse_url=langfuse_url))
-        return HTMLResponse(html, headers={**_HEADERS, "Content-Security-Policy": CSP})
+        return _from_store(
+            lambda: HTMLResponse(
+                render_html(build_report(store, suites=suites, langfuse_url=langfuse_url)),
+                headers={**_HEADERS, "Content-Security-Policy": CSP},
+            )
+        )
 
     def metrics(request: Request) -> Response:
         if (denied := guard(request)) is not None:
             return denied
-        return Response(store_metrics(store, cache=cache), media_type=CONTENT_TYPE, headers=_HEADERS)
+        return _from_store(
+            lambda: Response(store_metrics(store, cache=cache), media_type=CONTENT_TYPE, headers=_HEADERS)
+        )
 
     def healthz(request: Request) -> Response:
         del request
@@ -101,6 +114,23 @@ def build_app(
             Route("/healthz", healthz, methods=["GET", "HEAD"]),
         ]
     )
+
+
+def _from_store(make: Callable[[], Response]) -> Response:
+    """``make()``, the response read from the store; 503 while the store's server is restarting or
+    unreachable (the next request reconnects). One log line says why — a traceback apiece filled the
+    log while an outage lasted — and the page says only that, not where the store lives."""
+    from starlette.responses import PlainTextResponse
+
+    try:
+        return make()
+    except StoreUnreachableError as exc:
+        _log.warning("reading the store failed, answered 503: %s", exc.message)
+        return PlainTextResponse(
+            "the store is unavailable (its database restarting or unreachable); retry later",
+            status_code=503,
+            headers={**_HEADERS, "Retry-After": "5"},
+        )
 
 
 def serve(
