@@ -3,13 +3,16 @@ source, commit and licence): OpenInference spans of the OpenAI SDK recorded by e
 Vercel AI SDK's spans captured by Arize-ai/openinference, TruLens' LlamaIndex and LangChain RAG events, and
 Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search, pydantic-ai's recorded Responses
 API calls with that search (with and without its results) replayed under OpenInference, and the AI SDK's own
-telemetry test snapshots of a tool it ran (``ai.toolCall``). Each goes through the commands
+telemetry test snapshots of a tool it ran (``ai.toolCall``), and OpenLLMetry's recorded API calls replayed
+under its own instrumentations: a Pinecone RAG run (embed, query, complete) and an Azure OpenAI reply its
+content filter withheld. Each goes through the commands
 a user runs — ``collect file``, ``traces show --json``, ``triage --json`` with a ticket whose material is
 taken from the trace itself — and what they read is pinned. The OpenAI and AI SDK traces record no
 retrieval, nor does a hosted search record what it found unless asked (asked, its results are the retrieval,
 and what the model was given inside the call stays unrecorded), so no verdict on them may be definite; the
-TruLens traces record their retrievals as texts without ids (identified by the manifest's content), and
-removing any one record of any of them leaves the verdict or makes it ``unconfirmed`` (DESIGN 5.5).
+TruLens traces record their retrievals as texts without ids (identified by the manifest's content), the
+Pinecone run its matches with ids and texts, and removing any one record of any of them leaves the verdict
+or makes it ``unconfirmed`` (DESIGN 5.5).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ def _entry(doc_id: str, version: str, content: str, **kw: Any) -> dict[str, Any]
 
 # The material of each ticket is what the trace shows the model had, or answered from.
 PLANNER = "You are a financial research planner."
+AZURE_FILTERED = "0000000000000000000000000000d001"
 CASES = [
     _envoy(
         "chat-basic",
@@ -140,6 +144,15 @@ CASES = [
         {"required": [{"doc_id": "greeting", "version": "v1", "clause": "Hello!"}]},
         [_entry("greeting", "v1", "Hello! How can I help you today?")],
     ),
+    # OpenLLMetry's Azure OpenAI test: the model's reply withheld by Azure's content filter (finish_reason
+    # content_filter, no message), under OpenLLMetry's OpenAI instrumentation.
+    Outside(
+        "openllmetry-azure/content-filter",
+        lambda: fmt.openllmetry_azure_chat("test_chat_content_filtering", AZURE_FILTERED),
+        AZURE_FILTERED,
+        {"required": [{"doc_id": "joke-brief", "version": "v1", "clause": "a joke about opentelemetry"}]},
+        [_entry("joke-brief", "v1", "Tell me a joke about opentelemetry")],
+    ),
     Outside(
         "vercel/ai-generateText",
         lambda: fmt.vercel("ai-generateText"),
@@ -175,7 +188,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every outside trace collected from files into one store, as a user would."""
     folder = tmp_path_factory.mktemp("outside")
     files = []
-    for case in [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES]:
+    for case in [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES, *PINECONE]:
         path = folder / (case.name.replace("/", "-") + ".json")
         path.write_text(json.dumps(case.request()))
         files.append(str(path))
@@ -261,6 +274,7 @@ def test_every_outside_span_is_stored(store: Path) -> None:
         "envoy/chat-web-search": 1,
         "envoy/chat-bad-request": 1,
         "envoy/chat-unknown-model": 1,
+        "openllmetry-azure/content-filter": 1,
         "vercel/ai-generateText": 1,
         "vercel/ai-generateText-doGenerate": 1,
     }
@@ -320,6 +334,20 @@ def test_a_model_call_that_failed_is_said_to_have_failed_not_to_have_hidden_its_
         assert "OPENINFERENCE_HIDE" not in gaps[kind]["detail"]
     assert gaps["no_final_answer"]["span_id"] == call["span_id"]
     assert record["final_answer"] is None
+
+
+def test_openllmetry_output_withheld_by_a_content_filter_is_no_answer(store: Path) -> None:
+    # gen_ai.output.messages holds the choice with no parts and finish_reason content_filter: no answer.
+    record = _show(store, AZURE_FILTERED)
+    (call,) = record["model_calls"]
+    assert [(m["role"], m["content"]) for m in call["input_messages"]] == [
+        ("user", "Tell me a joke about opentelemetry")
+    ]
+    assert [(m["role"], m["content"], m["tool_calls"]) for m in call["output_messages"]] == [
+        ("assistant", None, [])
+    ]
+    assert record["final_answer"] is None
+    assert "no_final_answer" in {g["kind"] for g in record["gaps"]}
 
 
 HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."
@@ -844,6 +872,143 @@ def test_a_tool_that_is_no_retrieval_gives_no_definite_verdict(
     assert any("a retrieval span" in m for m in given["stages"][1]["missing"])
 
 
+# ----------------------------------------------------------------------------- OpenLLMetry's Pinecone RAG
+
+# OpenLLMetry's test_pinecone_retrieval (traceloop/openllmetry, VCR cassette of the real OpenAI and Pinecone
+# APIs) run again under its OpenAI and Pinecone instrumentations: the question embedded, Pinecone's top 3
+# transcript chunks of YouTube videos on sentence transformers (id, score, metadata with the chunk's text),
+# and davinci-002 completing a prompt of the three chunks. Its answer starts "You can use multilingual
+# parallel data, semantic textual similarity data, or negative ranking loss." (then runs on to 400 tokens).
+PINECONE_RAG = "openllmetry/test_pinecone_retrieval.yaml"
+PC_RETURNED, PC_UNSTATED, PC_NOT_RETURNED = (f"0000000000000000000000000000c00{n}" for n in (1, 2, 3))
+TSDAE = "pNvujJ1XyeQ-t418.88"
+
+
+def _pinecone_matches() -> list[dict[str, Any]]:
+    """What the recorded Pinecone query returned (the cassette's response)."""
+    cassette = yaml.safe_load((OUTSIDE / PINECONE_RAG).read_text())
+    (query,) = [i for i in cassette["interactions"] if i["request"]["uri"].endswith("/query")]
+    matches: list[dict[str, Any]] = json.loads(query["response"]["body"]["string"])["matches"]
+    return matches
+
+
+def _pinecone_manifest() -> list[dict[str, Any]]:
+    """The index as the trace shows it: the chunks returned (their ids and texts), and one it did not
+    return — the TSDAE video's next chunk (its text made up here)."""
+    returned = [_entry(m["id"], "v1", m["metadata"]["text"]) for m in _pinecone_matches()]
+    next_chunk = "TSDAE is a denoising auto-encoder: it trains on unlabeled sentences with a deletion noise."
+    return [*returned, _entry("pNvujJ1XyeQ-t568.0", "v1", next_chunk)]
+
+
+PINECONE = [
+    # The chunk the answer's first sentence comes from: returned (rank 2), in the prompt, its fact stated.
+    Outside(
+        "openllmetry-pinecone/returned",
+        lambda: fmt.openllmetry_pinecone(PC_RETURNED),
+        PC_RETURNED,
+        {
+            "required": [
+                {
+                    "doc_id": TSDAE,
+                    "version": "v1",
+                    "clause": "you can use multilingual parallel data",
+                    "facts": {"training_data": "semantic textual similarity data"},
+                }
+            ]
+        },
+        _pinecone_manifest(),
+    ),
+    # Returned (rank 1) and in the prompt, its fact not in the answer: whether the model ignored it is a
+    # judge's call.
+    Outside(
+        "openllmetry-pinecone/returned-unstated",
+        lambda: fmt.openllmetry_pinecone(PC_UNSTATED),
+        PC_UNSTATED,
+        {
+            "required": [
+                {
+                    "doc_id": "WS1uVMGhlWQ-t747.92",
+                    "version": "v1",
+                    "clause": "With S BERT embeddings they could create all the embeddings",
+                    "facts": {"embedding_time": "five seconds"},
+                }
+            ]
+        },
+        _pinecone_manifest(),
+    ),
+    # Indexed but not among the top 3: no filter is recorded, so whether a filter or the ranking left it
+    # out is open.
+    Outside(
+        "openllmetry-pinecone/not-returned",
+        lambda: fmt.openllmetry_pinecone(PC_NOT_RETURNED),
+        PC_NOT_RETURNED,
+        {
+            "required": [
+                {
+                    "doc_id": "pNvujJ1XyeQ-t568.0",
+                    "version": "v1",
+                    "clause": "TSDAE is a denoising auto-encoder",
+                }
+            ]
+        },
+        _pinecone_manifest(),
+    ),
+]
+PINECONE_IDS = [c.name for c in PINECONE]
+
+
+def test_openllmetry_pinecone_matches_are_the_documents_with_their_text(store: Path) -> None:
+    record = _show(store, PC_RETURNED)
+    # Pinecone's db.query.result events carry id, score and str(metadata): the chunk's text is the
+    # metadata's "text". It was read as no content (retrieval_content_not_recorded, 3 of 3).
+    (retrieval,) = record["retrievals"]
+    assert retrieval["name"] == "pinecone.query"
+    matches = _pinecone_matches()
+    assert [(d["doc_id"], d["score"], d["content"]) for d in retrieval["documents"]] == [
+        (m["id"], m["score"], m["metadata"]["text"]) for m in matches
+    ]
+    assert retrieval["documents"][0]["metadata"]["title"] == "Intro to Sentence Embeddings with Transformers"
+    assert retrieval["top_k"] == 3
+    assert "retrieval_content_not_recorded" not in {g["kind"] for g in record["gaps"]}
+    # The completion's prompt holds the three chunks; its text is the answer.
+    (call,) = record["model_calls"]
+    ((prompt,),) = [call["input_messages"]]
+    assert prompt["content"].startswith("Answer the question based on the context below.")
+    assert all(m["metadata"]["text"] in prompt["content"] for m in matches)
+    assert record["final_answer"] == call["output_text"]
+    assert record["final_answer"].startswith(" You can use multilingual parallel data, semantic textual")
+    assert record["input"] == (
+        "Which training method should I use for sentence transformers when I only have pairs of related"
+        " sentences?"
+    )
+
+
+# case -> (verdict and statuses with the manifest, what the first open stage misses)
+PINECONE_VERDICTS: dict[str, tuple[str, list[str], str | None]] = {
+    "openllmetry-pinecone/returned": ("no_fault", ["pass", "pass", "pass", "pass"], None),
+    "openllmetry-pinecone/returned-unstated": (
+        "unconfirmed",
+        ["pass", "pass", "pass", "unconfirmed"],
+        "a usage judge",
+    ),
+    "openllmetry-pinecone/not-returned": (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+        "tracejudge.retrieval.filter",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PINECONE, ids=PINECONE_IDS)
+def test_openllmetry_pinecone_triage(store: Path, tmp_path: Path, case: Outside) -> None:
+    verdict, statuses, missing = PINECONE_VERDICTS[case.name]
+    given = _triage(store, tmp_path, case, manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (verdict, statuses)
+    if missing is not None:
+        open_stage = statuses.index("unconfirmed")
+        assert any(missing in m for m in given["stages"][open_stage]["missing"])
+
+
 # ----------------------------------------------------------------------------- removal property
 
 
@@ -926,8 +1091,19 @@ _WRONG_MANIFEST_HOSTED = (
     " shows the hosted file_search returned it (the manifest is wrong for this trace): without it the trace"
     " is one of a never-indexed document (DESIGN 5.5: indistinguishable from a real fault)"
 )
+_WRONG_MANIFEST_PINECONE = (
+    "the manifest says the chunk was never indexed and only the Pinecone query span, or its one"
+    " db.query.result event, shows it was returned (the manifest is wrong for this trace; the"
+    " instrumentation records no result count to show an event was lost): without it the trace is one of a"
+    " never-indexed document (DESIGN 5.5: indistinguishable from a real fault)"
+)
 # (case, removed record) -> why the trace without it is indistinguishable from a real fault.
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    **{
+        (f"openllmetry-pinecone/{name}@never-indexed", label): _WRONG_MANIFEST_PINECONE
+        for name in ("returned", "returned-unstated")
+        for label in ("span pinecone.query", "event pinecone.query:db.query.result")
+    },
     ("openai-file-search/results@never-indexed", "attr Response:output.value"): _WRONG_MANIFEST_HOSTED,
     ("trulens/chain-unmarked-llm@never-indexed", f"span {_RETRIEVER}"): _WRONG_MANIFEST,
     (
@@ -944,8 +1120,8 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     "case",
-    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES],
-    ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS, *VERCEL_TOOL_IDS, *FILE_SEARCH_IDS],
+    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES, *PINECONE],
+    ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS, *VERCEL_TOOL_IDS, *FILE_SEARCH_IDS, *PINECONE_IDS],
 )
 def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside, variant: str) -> None:
     case = _variant(case, variant)

@@ -156,6 +156,22 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
             "truncate all@1024",
         )
     },
+    # OpenLLMetry's Pinecone query: the matches' texts (its metadata's "text") identify the version returned;
+    # without the instrumentation's span, or with the texts off, hidden or cut short (the metadata is one
+    # Python literal), the trace shows the chunk's id returned in no version the manifest contradicts.
+    **{
+        (f"outside/openllmetry-pinecone/{name}@never-indexed", label): _NEVER_INDEXED
+        for name in ("returned", "returned-unstated")
+        for label in (
+            "scope opentelemetry.instrumentation.pinecone",
+            "content documents",
+            "content all",
+            "redact documents",
+            "redact all",
+            "truncate all@128",
+            "truncate all@1024",
+        )
+    },
 }
 
 

@@ -418,6 +418,7 @@ def _top_k(view: SpanView) -> int | None:
             "gen_ai.request.top_k",
             "db.vector.query.top_k",
             "db.chroma.query.n_results",
+            "pinecone.query.top_k",  # OpenLLMetry's Pinecone instrumentation (0.60)
         )
     )
 

@@ -6,7 +6,8 @@ Attributes read: ``traceloop.span.kind``, ``traceloop.entity.{name,input,output}
 vector stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.chroma.query.n_results``,
 ``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.filter``, and one
 ``db.query.result`` / ``db.search.result`` event per returned document with
-``db.query.result.{id,score,distance,metadata,document}``. LangChain
+``db.query.result.{id,score,distance,metadata,document}`` (Pinecone's events carry no document: its text is
+the metadata's ``text``). LangChain
 (opentelemetry-instrumentation-langchain): ``gen_ai.operation.name = vector_db_retrieve`` marks a
 retriever run, its query in ``traceloop.entity.input`` and its documents in
 ``traceloop.entity.output``; ``execute_task`` spans are tasks.
@@ -42,6 +43,7 @@ OUTPUT = "traceloop.entity.output"
 _STEPS: dict[str, StepKind] = {"workflow": "chain", "task": "chain", "agent": "agent", "tool": "tool"}
 _QUERY_OPERATIONS = frozenset({"query", "_query", "search", "similarity_search", "retrieve", "get"})
 _RESULT_EVENTS = ("db.query.result", "db.search.result")
+_METADATA_TEXT = "text"
 # OpenLLMetry's LangChain instrumentation names a retriever run's operation this way (not an OTel value).
 _RETRIEVE_OPERATIONS = frozenset({"vector_db_retrieve"})
 
@@ -119,13 +121,22 @@ def result_documents(view: SpanView) -> list[Document] | None:
         seen_event = True
         prefix = event.name + "."
         fields = {k[len(prefix) :]: v for k, v in event.attributes.items() if k.startswith(prefix)}
+        metadata = fields.get("metadata")
+        if isinstance(metadata, str):
+            metadata = view.json(event.name + ".metadata", metadata, python_literal=True)
+        content = fields.get("document")
+        if content is None and isinstance(metadata, dict):
+            # Pinecone keeps no document: the text is the match's metadata "text" (the key LangChain's
+            # and Pinecone's own examples store a chunk under), which the Pinecone instrumentation
+            # records as str(metadata).
+            content = metadata.get(_METADATA_TEXT)
         docs.append(
             make_document(
                 view,
                 raw_id=fields.get("id"),
-                content=fields.get("document"),
+                content=content,
                 score=fields.get("score"),
-                metadata=fields.get("metadata"),
+                metadata=metadata,
                 position=len(docs),
             )
         )
