@@ -6,18 +6,21 @@ export for as long as it ran."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import psycopg
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 from tests.collectors.otel.conftest import build_request
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
-from tracejudge.store import open_store
+from tracejudge import StoreUnreachableError
+from tracejudge.store import Store, open_store
 from tracejudge_collectors.otel import serve_in_thread
 
 
@@ -64,3 +67,42 @@ def test_a_restart_answers_503_then_the_receiver_stores_again(
         assert len(store.get_spans((7).to_bytes(16, "big").hex())) == 2
     finally:
         store.close()
+
+
+class _DownFor:
+    """A store whose server is down for its first ``refusals`` writes (as during a restart)."""
+
+    def __init__(self, inner: Any, refusals: int) -> None:
+        self._inner = inner
+        self.refusals = refusals
+
+    def put_spans(self, *args: Any, **kwargs: Any) -> int:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise StoreUnreachableError("the store lost its connection: server closed the connection")
+        return int(self._inner.put_spans(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_an_sdk_exporter_with_its_default_timeout_rides_out_three_refused_exports(tmp_path: Path) -> None:
+    """The OpenTelemetry SDK's exporter honours Retry-After within its export timeout (10 s by
+    default), after which it drops the batch. With Retry-After: 5 it tried twice (at 0 and 5 s) and
+    dropped the spans of a store down for three tries; a shorter wait lets it try at 0, 2, 4 and 6 s."""
+    inner = open_store(f"sqlite:///{tmp_path}/s.db")
+    store = _DownFor(inner, refusals=3)
+    try:
+        with serve_in_thread(cast(Store, store)) as url:
+            exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces")  # the default timeout
+            provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+            tracer = provider.get_tracer("t")
+            span = tracer.start_span("during a restart")
+            span.end()
+            result = exporter.export([cast(ReadableSpan, span)])
+            exporter.shutdown()
+        assert store.refusals == 0
+        assert result == SpanExportResult.SUCCESS
+        assert [t.name for t in inner.list_traces()] == ["during a restart"]
+    finally:
+        inner.close()
