@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -144,16 +145,32 @@ def _render_totals(app: App, s: RunSummary) -> None:
 class _ScoreProgress:
     """The progress bar on a terminal (pass/fail/indeterminate so far) and the optional
     Prometheus push of each item, fed by ``on_item`` while a run scores; ``started`` is called with
-    the first item. Off a terminal there is no
-    bar to draw (rich is not even imported)."""
+    the first item. Off a terminal there is no bar to draw (rich is not even imported): a line now
+    and then instead (``every_s``)."""
 
     def __init__(
-        self, app: App, rubric_name: str, total: int | None, *, started: Callable[[], None] | None = None
+        self,
+        app: App,
+        rubric_name: str,
+        total: int | None,
+        *,
+        started: Callable[[], None] | None = None,
+        every_s: float = 0.0,
+        label: str = "",
     ) -> None:
+        self._app = app
         self._rubric = rubric_name
         self._started = started
         self._progress: Progress | None = None
-        if app.err_is_terminal():
+        # Off a terminal (a CronJob's log, a file): a line every ``every_s`` seconds as items finish,
+        # so that a worker's log shows it alive and how far it got, not nothing until the end.
+        self._every_s = 0.0
+        self._label = label or rubric_name
+        self._began = self._next_line = time.monotonic()
+        if not app.err_is_terminal():
+            self._every_s = every_s
+            self._next_line += every_s
+        else:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(
@@ -193,6 +210,16 @@ class _ScoreProgress:
         if self._progress is not None:
             verdicts = " ".join(f"{k} {v}" for k, v in self._counts.items())
             self._progress.update(self._bar, advance=1, verdicts=verdicts)
+        elif self._every_s > 0 and (now := time.monotonic()) >= self._next_line:
+            self._next_line = now + self._every_s
+            c = self._counts
+            self._app.err.print(
+                escape(
+                    f"scoring {self._label}: {sum(c.values())} scored here so far (pass {c['pass']}, fail"
+                    f" {c['fail']}, indeterminate {c['indeterminate']}) in {now - self._began:.0f} s"
+                ),
+                soft_wrap=True,  # one line each in a log, whatever its width
+            )
         if self._metrics is not None:
             self._metrics.item_scored(item, rubric=self._rubric)
 
@@ -333,6 +360,17 @@ def _render_run(app: App, out: ScoreOutcome) -> None:
     help="With --run: how long a worker waits for PostgreSQL to come back when it dropped the"
     " connection (a restart) before it exits 1 (env TRACEJUDGE_SCORE_RECONNECT_TIMEOUT; 0: at once).",
 )
+@click.option(
+    "--progress-every",
+    "progress_s",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    envvar="TRACEJUDGE_SCORE_PROGRESS_EVERY",
+    show_default=True,
+    metavar="SECONDS",
+    help="Off a terminal (a log file, a CronJob's log): a line on stderr this often, as items finish,"
+    " saying how many this process scored (env TRACEJUDGE_SCORE_PROGRESS_EVERY; 0: none).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
@@ -359,6 +397,7 @@ def score(
     run_name: str | None,
     lease_s: float,
     reconnect_s: float,
+    progress_s: float,
     as_json: bool,
 ) -> None:
     """Score stored traces with a rubric: hard checks, then an LLM judge for the rest."""
@@ -379,7 +418,10 @@ def score(
         )
         trace_ids = _stored_trace_ids(app, trace_ids)
         rendered = _RenderedItems() if as_json else None
-        with _ScoreProgress(app, rubric.name, limit, started=started) as progress:
+        label = f"run {run_name}" if run_name else rubric.name
+        with _ScoreProgress(
+            app, rubric.name, limit, started=started, every_s=progress_s, label=label
+        ) as progress:
             out = score_traces(
                 app.store,
                 rubric,
