@@ -358,7 +358,7 @@ class _Reconnecting:
             result = call(*args, **kwargs)
         except psycopg.Error as exc:
             if dog.disarm(token):
-                raise self._unanswered(exc) from None
+                raise self._unanswered() from None
             if isinstance(exc, psycopg.OperationalError) and (lost := self.lost(exc)) is not None:
                 raise lost from None
             raise
@@ -372,10 +372,11 @@ class _Reconnecting:
             conn.close()
         return result
 
-    def _unanswered(self, exc: BaseException) -> StoreUnreachableError:
+    def _unanswered(self) -> StoreUnreachableError:
         return StoreUnreachableError(
-            f"the store {self._label} did not answer a statement within {self._timeout_s:g} s; its"
-            f" connection was closed ({_first_line(exc)})",
+            # Not the driver's words: "server closed the connection" is this side's own doing here.
+            f"the store {self._label} did not answer a statement within {self._timeout_s:g} s; this"
+            " side closed its connection",
             hint="check that PostgreSQL is up and not frozen or overloaded (the next statement reconnects;"
             " what this one wrote was not committed, or its COMMIT is repeated safely). A statement that"
             f" needs longer: raise {STATEMENT_TIMEOUT_ENV} or --store-statement-timeout (0: no bound);"
