@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tracejudge.schema import RawSpan, span_session_id
+from tracejudge.schema import SESSION_KEYS, RawSpan, span_session_id
 from tracejudge.store import EncodedSpan
 from tracejudge.store._sql import span_payload
 from tracejudge_collectors.otel import (
@@ -71,9 +71,7 @@ def _same_as_decoding(body: bytes, limits: DecodeLimits | None = None) -> list[R
 
 session_values = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6) | st.floats()
 sessions = st.lists(
-    st.tuples(
-        st.sampled_from(["session.id", "gen_ai.conversation.id", "langfuse.session.id"]), session_values
-    ),
+    st.tuples(st.sampled_from(SESSION_KEYS), session_values),
     max_size=4,
 )
 
@@ -296,6 +294,10 @@ def test_a_span_repeating_a_field_is_kept_as_protobuf_reads_it() -> None:
         ([("session.id", "a"), ("session.id", "b")], "b"),  # the last of a repeated key
         ([("langfuse.session.id", "l-1"), ("session.id", "s-1")], "s-1"),  # session.id first
         ([("session.id.note", "x"), ("my.session.id", "y")], None),  # the hint alone is no key
+        # Another key holding the hint (ion.id) first, then a session key or none.
+        ([("region.id", "r"), ("session.id", "s-1")], "s-1"),
+        ([("region.id", "r"), ("gen_ai.conversation.id", "c-1")], "c-1"),
+        ([("region.id", "r"), ("conversation.identity", "c")], None),
         # The span's one session.id: read without the attributes after it.
         ([("session.id", "s-1"), ("gen_ai.conversation.id", "c-1"), ("input.value", "q")], "s-1"),
         ([("gen_ai.conversation.id", "c-1"), ("session.id", " s-1 ")], "s-1"),
