@@ -91,10 +91,12 @@ def _is_indexed_objects(level: dict[str, Any]) -> bool:
     )
 
 
-# How to fold one set of attribute keys: the keys kept as they are, in order, and per base the keys
-# folded under it with what follows the base, and whether the base is itself a key (then they
-# stay flat). Spans of one kind from one instrumentor share their keys, so the plan is made once
-# per set of keys; a bounded cache (emptied when full) keeps odd key sets from growing it.
+# How to fold one set of attribute keys: the keys folded (deleted from a copy of the attributes,
+# which keeps the others in their order: a dict's copy and a few deletions take less than a
+# comprehension over every key kept), and per base the keys folded under it with what follows the
+# base, and whether the base is itself a key (then they stay flat, put back after the others).
+# Spans of one kind from one instrumentor share their keys, so the plan is made once per set of
+# keys; a bounded cache (emptied when full) keeps odd key sets from growing it.
 _Plan = tuple[tuple[str, ...], tuple[tuple[str, tuple[tuple[str, str], ...], bool], ...]]
 _PLANS: dict[tuple[str, ...], _Plan] = {}
 _MAX_PLANS = 1024
@@ -102,12 +104,11 @@ _MAX_PLANS = 1024
 
 def _plan(keys: tuple[str, ...]) -> _Plan:
     bases = {k: b for k in keys if (b := _fold_base(k)) is not None}
-    keep = tuple(k for k in keys if k not in bases)
     groups: dict[str, list[tuple[str, str]]] = {}
     for key, base in bases.items():
         groups.setdefault(base, []).append((key, key[len(base) + 1 :]))
-    kept = set(keep)
-    return keep, tuple((base, tuple(pairs), base in kept) for base, pairs in groups.items())
+    kept = {k for k in keys if k not in bases}
+    return tuple(bases), tuple((base, tuple(pairs), base in kept) for base, pairs in groups.items())
 
 
 def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,10 +119,10 @@ def fold_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         plan = _PLANS[keys] = _plan(keys)
-    keep, groups = plan
-    if not groups:
-        return dict(attributes)
-    out = {k: attributes[k] for k in keep}
+    folded, groups = plan
+    out = dict(attributes)
+    for key in folded:
+        del out[key]
     for base, pairs, base_is_a_key in groups:
         if base_is_a_key:
             # The value was not JSON Phoenix could parse, yet sub-keys exist: keep both as they came.

@@ -338,8 +338,10 @@ class _Run(ListingTally):
     def full(self) -> bool:
         """Whether ``--limit`` allows no more traces."""
         limit = self.options.limit
+        if limit is None:
+            return False  # asked once per listed trace: no walk over the batches in flight
         in_flight = sum(len(ids) for ids, _ in self.pending)
-        return limit is not None and self.fetched + in_flight + len(self.batch) >= limit
+        return self.fetched + in_flight + len(self.batch) >= limit
 
     def take(self, trace_id: str, pool: ThreadPoolExecutor) -> None:
         self.batch.append(trace_id)
