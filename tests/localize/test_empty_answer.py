@@ -170,3 +170,92 @@ def test_a_last_output_not_recorded_is_not_replaced_by_an_earlier_calls_text() -
 
 def _started(span: RawSpan) -> int:
     return span.start_time_unix_nano
+
+
+def _genai_trace(replies: list[Rule]) -> list[RawSpan]:
+    """``_trace``'s app with its chat calls recorded by the OTel GenAI instrumentation
+    (opentelemetry-instrumentation-openai-v2, content on the span: ``gen_ai.input.messages`` /
+    ``gen_ai.output.messages`` as JSON text, GenAI parts); the retriever is the app's own GenAI span."""
+    import os
+
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as GenAIInstrumentor
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("rag-app")
+    env = {
+        "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    instrumentor = GenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with ScriptedOpenAIServer(replies) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-not-a-secret", max_retries=0)
+            with tracer.start_as_current_span("invoke_agent") as root:
+                root.set_attribute("gen_ai.operation.name", "invoke_agent")
+                with tracer.start_as_current_span("retrieval") as span:
+                    span.set_attribute("gen_ai.operation.name", "retrieval")
+                    span.set_attribute(
+                        "gen_ai.retrieval.documents", f'[{{"id": "{mk.DOC}@v2", "score": 0.9}}]'
+                    )
+                for _ in replies:
+                    client.chat.completions.create(
+                        model="scripted-model",
+                        messages=[
+                            {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
+                            {"role": "user", "content": mk.QUESTION},
+                        ],
+                    )
+    finally:
+        instrumentor.uninstrument()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
+
+
+def test_an_empty_genai_output_reads_empty_not_missing() -> None:
+    # The GenAI instrumentation records the reply as one text part whose content is "": the model said
+    # nothing, with content capture on. It read as not recorded, naming the capture switch to turn on.
+    task = normalize(_genai_trace([Rule(reply="", finish_reason="length")]))
+    (call,) = task.model_calls
+    assert call.output_messages[0].content == ""
+    assert task.final_answer is None
+    gaps = {g.kind: g for g in task.gaps}
+    assert "model_output_not_recorded" not in gaps
+    assert "no_final_answer" not in gaps
+    empty = gaps["model_output_empty"]
+    assert (empty.span_id, empty.switch) == (call.span_id, "")
+    assert empty.detail == (
+        "the model output was recorded empty: its message's content is the empty text (finish_reason length)"
+    )
+    assert "CAPTURE_MESSAGE_CONTENT" not in " ".join(g.detail for g in task.gaps)
+    judge = _Judge()
+    loc = _triage(task, judge)
+    assert loc.verdict == "unconfirmed"
+    assert _used(loc).detail.startswith(f"the answer was recorded empty (span {call.span_id}")
+    assert judge.questions == []
+
+
+def test_an_empty_genai_last_output_is_the_answer_not_an_earlier_calls_text() -> None:
+    task = normalize(_genai_trace([Rule(reply=DRAFT, times=1), Rule(reply="")]))
+    first, last = task.model_calls
+    assert first.output_text == DRAFT
+    assert task.final_answer is None
+    assert [g.span_id for g in task.gaps if g.kind == "model_output_empty"] == [last.span_id]
+    judge = _Judge()
+    assert _triage(task, judge).verdict == "unconfirmed"
+    assert judge.questions == []
+
+
+def test_a_genai_answer_with_text_is_read_as_before() -> None:
+    task = normalize(_genai_trace([Rule(reply=mk.GOOD)]))
+    assert task.final_answer == mk.GOOD
+    assert not [g for g in task.gaps if g.kind in ("model_output_empty", "model_output_not_recorded")]
+    assert _triage(task, _Judge()).verdict == "no_fault"

@@ -96,6 +96,7 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
         (f"drafts/{name}", "span ChatCompletion"): _LAST_CALL
         for name in ("good-after-stale-draft", "stale-after-good-draft")
     },
+    ("reading/genai-empty-after-draft", "span chat scripted-model"): _LAST_CALL,
     **{
         (
             f"langchain_openllmetry_rag.pb{m}",
@@ -485,6 +486,23 @@ def _draft_cases() -> Iterator[Case]:
         yield Case(f"drafts/{name}", tuple(spans), mk.ticket(), manifest)
 
 
+def _reading_cases() -> Iterator[Case]:
+    """Traces whose model said nothing in a way only some records show: an empty reply recorded by the GenAI
+    instrumentation (a text part whose content is ""), after a draft stating v1's cap; a refusal, which
+    openinference-instrumentation-openai keeps only in the response body (``output.value``); requests the
+    API refused that sent a null message content or no message (only ``input.value`` shows it)."""
+    from tests.localize import test_bad_request as bad
+    from tests.localize import test_empty_answer as empty
+    from tests.localize import test_refusal as refusal
+
+    manifest = (mk.entry(acl=None), mk.v1_entry())
+    genai = empty._genai_trace([empty.Rule(reply=empty.DRAFT, times=1), empty.Rule(reply="")])
+    yield Case("reading/genai-empty-after-draft", tuple(genai), mk.ticket(), manifest)
+    yield Case("reading/refusal", tuple(refusal.refused_trace()), mk.ticket(), manifest)
+    for name, messages in (("null-content", [{"role": "user", "content": None}]), ("no-messages", [])):
+        yield Case(f"reading/bad-request-{name}", tuple(bad._refused(messages)), mk.ticket(), manifest)
+
+
 @functools.cache
 def corpus() -> tuple[Case, ...]:
     return (
@@ -493,6 +511,7 @@ def corpus() -> tuple[Case, ...]:
         *_procurement_cases(),
         *_dspy_cases(),
         *_draft_cases(),
+        *_reading_cases(),
         *_outside_cases(),
     )
 

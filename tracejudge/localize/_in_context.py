@@ -137,7 +137,13 @@ class _Scan:
 
 
 def _unrecorded(ctx: CheckContext, call: ModelCall) -> str:
-    """What is missing when a model call's input was not recorded (or redacted), with the switch."""
+    """What is missing when a model call's input was not recorded (or redacted), with the switch; or what
+    the request sent when it was recorded holding no text (no switch records more)."""
+    empty = next(
+        (g for g in ctx.task.gaps if g.kind == "model_input_empty" and g.span_id == call.span_id), None
+    )
+    if empty is not None:
+        return f"model input of span {call.span_id} ({empty.detail})"
     why = "redacted" if call.input_redacted else "content capture was off"
     kind = "model_input_redacted" if call.input_redacted else "model_input_not_recorded"
     switch = recording_switch(ctx.task, kind, call.span_id)

@@ -39,6 +39,9 @@ def _model_io(view: SpanView, keys: Iterable[str]) -> ModelIO | None:
             redacted = True
             continue
         parsed = maybe_json(value)
+        if isinstance(parsed, dict) and parsed.get("messages") == []:
+            # A chat request that sent no message: an empty message list, not the request's JSON as text.
+            return ModelIO(messages=(), redacted=redacted)
         messages = messages_from_value(parsed)
         if messages:
             return ModelIO(messages=tuple(messages), redacted=redacted)

@@ -700,7 +700,10 @@ def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
     was recorded (a message whose content is the empty text, or OpenInference's response body whose
     choices hold none); None when nothing shows that: then it was not recorded."""
     if any(m.content == "" for m in outputs):
-        return "its message's content is the empty text"
+        # GenAI: a JSON list, or OpenLLMetry's Python list repr ("['length']").
+        listed = as_str_list(view.attrs.get("gen_ai.response.finish_reasons")) or []
+        reasons = ", ".join(r for r in (r.strip("[]'\" ") for r in listed) if r)
+        return "its message's content is the empty text" + (f" (finish_reason {reasons})" if reasons else "")
     ended = oi.empty_response(view)
     if ended is not None:
         return f"the response's message has no text (finish_reason {ended})"
@@ -757,6 +760,11 @@ def _input_record(
         cut.append(f"messages may be among what was dropped: {dropped.note}")
     recorded = _Input.read(system, system_redacted, given, cut, hosted)
     gap = recorded.gap()
+    sent = oi.empty_request(view) if gap is not None and not recorded.text and not recorded.redacted else None
+    if sent is not None:
+        # The request body shows what was sent held no text (a null content, no message): nothing was
+        # hidden, and no switch records more. The input still reads as not recorded (in_context unconfirmed).
+        gap = "model_input_empty", f"the model input was recorded empty: {sent}"
     if gap is not None:
         kind, detail = gap
         # The limits to raise belong to the truncated gap, whose detail ends with what was dropped.

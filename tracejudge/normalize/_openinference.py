@@ -8,7 +8,10 @@ Attributes read: ``openinference.span.kind``, ``input.value``, ``output.value``,
 ``…message.tool_calls.J.tool_call.{id,function.name,function.arguments}``, ``llm.prompts``,
 ``llm.choices.N.completion.text``,
 ``llm.model_name``, ``llm.token_count.{prompt,completion,total}``, ``tool.{name,id}``,
-``session.id``, ``user.id``, ``tag.tags``, ``metadata``. Hidden values are ``__REDACTED__``.
+``session.id``, ``user.id``, ``tag.tags``, ``metadata``. Hidden values are ``__REDACTED__``. An OpenAI call's
+``input.value`` / ``output.value`` (``application/json``) are the request and response bodies: they show a
+request whose messages held no text (content null, none sent) and a reply's ``refusal``, which the
+``llm.*_messages`` attributes leave out.
 
 Span kinds: ``PROMPT`` ("the rendering of a prompt template") is a context-assembly step; its
 ``output.value`` is the rendered prompt. LlamaIndex node postprocessors (``*._postprocess_nodes``)
@@ -168,6 +171,32 @@ def choices(view: SpanView) -> list[str] | None:
     return [c for c in (as_str(i.get("completion.text")) for i in ordered(items)) if c]
 
 
+def refusals(view: SpanView) -> dict[int, str]:
+    """The refusals of the chat completion ``output.value`` holds (the whole response body), by choice
+    position: OpenAI returns a refusal in the message's ``refusal`` field with ``content`` null, and the
+    instrumentation records only the message's role in ``llm.output_messages``. Empty for any other value."""
+    if view.attrs.get("output.mime_type") != "application/json":
+        return {}
+    body = maybe_json(view.attrs.get(OUTPUT))
+    found = body.get("choices") if isinstance(body, dict) else None
+    out: dict[int, str] = {}
+    for i, choice in enumerate(found if isinstance(found, list) else []):
+        message = choice.get("message") if isinstance(choice, dict) else None
+        refusal = as_str(message.get("refusal")) if isinstance(message, dict) else None
+        if refusal:
+            out[i] = refusal
+    return out
+
+
+def _with_refusals(view: SpanView, found: list[Message]) -> list[Message]:
+    """Output messages holding nothing (no text, no tool call) given the refusal the response body holds
+    at their position: the model's reply, recorded (not hidden)."""
+    if any(m.content or m.tool_calls or m.redacted for m in found):
+        return found
+    refused = refusals(view)
+    return [m.model_copy(update={"content": refused[i]}) if i in refused else m for i, m in enumerate(found)]
+
+
 def empty_response(view: SpanView) -> str | None:
     """How the chat completion ``output.value`` holds (the whole response body) ended, when no choice's
     message holds text or a tool call: the model returned nothing to read (the instrumentation records
@@ -188,6 +217,25 @@ def empty_response(view: SpanView) -> str | None:
             return None
         reasons.append(as_str(choice.get("finish_reason")) or "not recorded")
     return ", ".join(dict.fromkeys(reasons))
+
+
+def empty_request(view: SpanView) -> str | None:
+    """What the chat completion request ``input.value`` holds (the whole request body) sent, when no message
+    of it holds text: no message at all, or messages whose ``content`` is null (the instrumentation records
+    no ``message.content`` for those, only the role). None when any message holds something (text, parts,
+    a tool call), or the value is no chat request (hidden, cut, another API's)."""
+    if view.attrs.get("input.mime_type") != "application/json":
+        return None
+    body = maybe_json(view.attrs.get(INPUT))
+    sent = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(sent, list) or not all(isinstance(m, dict) for m in sent):
+        return None
+    if not sent:
+        return "the request sent no messages"
+    if any(m.get("content") is not None or m.get("tool_calls") or m.get("function_call") for m in sent):
+        return None
+    listed = ", ".join(f"{i} ({as_str(m.get('role')) or 'no role'})" for i, m in enumerate(sent))
+    return f"the request sent message{'s' if len(sent) > 1 else ''} {listed} with content null"
 
 
 def hosted_search(view: SpanView) -> str | None:
@@ -306,7 +354,7 @@ class OpenInference(NoRecords):
     def output_messages(self, view: SpanView) -> ModelIO | None:
         found = messages(view, "llm.output_messages")
         if found is not None:
-            return ModelIO(messages=tuple(found))
+            return ModelIO(messages=tuple(_with_refusals(view, found)))
         return _texts(choices(view))
 
     def documents(self, view: SpanView) -> list[Document] | None:

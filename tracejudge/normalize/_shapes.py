@@ -104,7 +104,19 @@ def _parts_content(parts: list[Any]) -> Content:
             redacted = True
         elif text is not None:
             texts.append(text)
+    if not texts and any(map(_empty_text_part, parts)):
+        # A text part recorded with the empty text: the message said nothing (not a part without text).
+        return Content("", tuple(_tool_calls(calls)), redacted, tuple(unread))
     return Content(("\n".join(texts) if texts else None), tuple(_tool_calls(calls)), redacted, tuple(unread))
+
+
+def _empty_text_part(part: Any) -> bool:
+    """Whether a content part is a text recorded as the empty text ("", or a text part whose text is "")."""
+    if isinstance(part, str):
+        return part == ""
+    if not isinstance(part, dict) or part.get("type") in (*_NO_TEXT_PARTS, *_TOOL_RESULT_PARTS):
+        return False
+    return part.get("content", part.get("text")) == ""
 
 
 def media_kind(kind: Any) -> str | None:
@@ -155,6 +167,10 @@ def message_from_dict(value: Any) -> Message | None:
         if role is None:
             return None
         found = Content(None, (), False)
+    refusal = as_str(value.get("refusal"))
+    if found.text is None and refusal:
+        # OpenAI's chat message: a refusal comes in place of the content (null), and is the model's reply.
+        found = found._replace(text=refusal)
     return found.message(_message_role(role, value.get("parts")), _tool_calls(value.get("tool_calls") or ()))
 
 
@@ -291,6 +307,8 @@ class _TextReader:
             return self.text(inner, depth + 1)
         if self.strict and isinstance(value, dict | list):
             return None
+        if isinstance(value, dict) and value.get("messages") == []:
+            return None  # a chat request that sent no message holds no text (not its JSON as the text)
         return text_of(value)
 
 

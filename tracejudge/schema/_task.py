@@ -195,6 +195,7 @@ class Gap(_Frozen):
         "retrieval_content_not_recorded",
         "no_model_span",
         "model_input_not_recorded",
+        "model_input_empty",
         "model_input_redacted",
         "model_input_truncated",
         "model_output_not_recorded",
@@ -205,8 +206,9 @@ class Gap(_Frozen):
         "missing_parent",
         "attribute_unparseable",
     ]
-    """What is missing (``model_output_empty``: nothing is, the model output was recorded and holds no text;
-    no switch records more)."""
+    """What is missing (``model_input_empty`` / ``model_output_empty``: nothing is, the model input or output
+    was recorded and holds no text — a request whose messages were sent with content null or none, a reply
+    with no text; no switch records more)."""
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""
