@@ -132,7 +132,8 @@ def _tool_retrievals(task: TaskRecord, index: _Index) -> Iterator[RetrievalCall]
                 span_ids=(tool.span_id,),
                 name=tool.name,
                 documents=docs,
-                documents_recorded=True,
+                # A result that may be cut (an MCP tools/call span) settles what was returned, not what not.
+                documents_recorded=not tool.result_partial,
                 start_time=tool.start_time,
             )
 

@@ -880,6 +880,16 @@ def _tool_call(view: SpanView) -> ToolCall:
     result = _first_read(PRECEDENCE.tool_result, lambda c: c.tool_result(view))
     parsed = maybe_json(result)
     docs = documents_from_value(view, parsed) if isinstance(parsed, list | dict) else None
+    partial = oll.mcp_result(view) is not None
+    if partial and docs is None and isinstance(parsed, dict):
+        docs = documents_from_value(view, [parsed])  # the first item: a document of a list sent item by item
+    if partial and docs:
+        view.gap(
+            "retrieval_documents_not_recorded",
+            "the tool's result may hold only the first of the items it returned (an MCP tools/call span):"
+            " a document it lacks may have been returned",
+            oll.MCP_WHOLE,
+        )
     return ToolCall(
         span_id=view.span_id,
         name=name or view.raw.name,
@@ -888,6 +898,7 @@ def _tool_call(view: SpanView) -> ToolCall:
         arguments=maybe_json(arguments),
         result=parsed,
         documents=tuple(docs) if docs else None,
+        result_partial=partial,
         start_time=view.start,
     )
 

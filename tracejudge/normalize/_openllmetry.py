@@ -12,6 +12,11 @@ the metadata's ``text``). LangChain
 retriever run, its query in ``traceloop.entity.input`` and its documents in
 ``traceloop.entity.output``; ``execute_task`` spans are tasks.
 
+MCP (opentelemetry-instrumentation-mcp): a client's ``tools/call`` request is a tool span
+``<tool>.tool`` whose ``traceloop.entity.output`` is ``{"result": <text>}`` — the text of the result's first
+content item only (a tool returning a list sends an item per element): what it holds was returned, what it
+lacks may have been too (:func:`mcp_result`).
+
 LlamaIndex (opentelemetry-instrumentation-llamaindex) records every instrumented call as a
 ``<Class>.task`` / ``<Class>.workflow`` span whose ``traceloop.entity.input`` is the call's bound
 arguments as JSON and whose ``traceloop.entity.output`` its result: a retriever's result is a JSON
@@ -204,6 +209,32 @@ def node_query(view: SpanView) -> str | None:
     return request_text(given) if given else None
 
 
+MCP_SCOPE = "opentelemetry.instrumentation.mcp.instrumentation"
+
+
+def mcp_result(view: SpanView) -> Any | None:
+    """What an MCP client's ``tools/call`` span (opentelemetry-instrumentation-mcp, a ``traceloop.span.kind``
+    tool span) records of the tool's result: ``traceloop.entity.output`` is ``{"result": <the first content
+    item's text>}`` (``"is_error": true`` beside it for a tool error) — the text, parsed when JSON; None for
+    any other span (the instrumentation's server-side tool span records every item, as a list)."""
+    if view.raw.scope_name != MCP_SCOPE or view.attrs.get(KIND) != "tool":
+        return None
+    value = view.attrs.get(OUTPUT)
+    if not isinstance(value, str) or value == REDACTED:
+        return None
+    parsed = maybe_json(value)
+    if not isinstance(parsed, dict) or "result" not in parsed:
+        return None
+    return maybe_json(parsed["result"])
+
+
+# What records a tools/call result whole, for the gap of a result that may be cut.
+MCP_WHOLE = (
+    "return the tool's result as one content item (one text: opentelemetry-instrumentation-mcp records"
+    " the first item of a tools/call result only), or record what it returned on a retrieval span of your own"
+)
+
+
 class OpenLLMetry(NoRecords):
     """OpenLLMetry: ``traceloop.*`` kinds, ``gen_ai.prompt.N`` / ``gen_ai.completion.N``, vector stores."""
 
@@ -225,6 +256,9 @@ class OpenLLMetry(NoRecords):
 
     def retrieval_filter(self, view: SpanView) -> Filter | None:
         return store_filter(view)
+
+    def tool_result(self, view: SpanView) -> Any | None:
+        return mcp_result(view)
 
 
 CONVENTION = OpenLLMetry()

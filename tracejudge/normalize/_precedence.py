@@ -36,8 +36,8 @@ Why this order:
   ``[success, {"content"}]`` tool output, the ``content`` of a LangChain tool's ``ToolMessage`` (serialized,
   or dumped by Langfuse's LangChain handler), the ``raw_output`` of a LlamaIndex tool's ``ToolOutput``,
   the ``result`` of Agno's ``FunctionExecutionResult`` text (OpenLLMetry's Agno tool span), a Mirascope
-  ``@ops.trace`` function's ``mirascope.trace.*`` (below the root it is read as a tool call), then the
-  free-form input/output.
+  ``@ops.trace`` function's ``mirascope.trace.*`` (below the root it is read as a tool call), the text inside
+  an MCP ``tools/call`` span's ``{"result": ...}`` (OpenLLMetry), then the free-form input/output.
 - ``task_input`` / ``final_answer``: the trace's own Langfuse input/output; a Haystack pipeline
   root (its free-form I/O is per-component, so it owns the root); a CrewAI crew root (its output is
   the whole ``CrewOutput``: the answer is its ``raw``); a LlamaIndex agent root (its ``StopEvent`` repr's
@@ -190,6 +190,7 @@ PRECEDENCE = Precedence(
         AGENTOPS,
         LOGFIRE,
         VERCEL,
+        OPENLLMETRY,
         FREEFORM,
     ),
     task_input=(LANGFUSE, HAYSTACK, CREWAI, MIRASCOPE, TRULENS, VERCEL, MLFLOW, AGENTOPS, FREEFORM, GENAI),

@@ -178,6 +178,10 @@ class ToolCall(_Frozen):
     documents: tuple[Document, ...] | None = None
     """The result read as documents, when it has that shape (a retrieval when they name manifest
     documents, DESIGN 5.4); None when it has not."""
+    result_partial: bool = False
+    """Whether the result recorded may be only part of what the tool returned (an MCP ``tools/call`` span
+    of opentelemetry-instrumentation-mcp keeps the first content item): a document it holds was returned,
+    one it lacks may have been too."""
     start_time: datetime | None = None
     """When the call started."""
 
