@@ -267,6 +267,11 @@ def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
     for r in out.write_back:
         for f in r.failed[:5]:
             app.err.print(f"write-back {r.target} failed for {escape(f.key)}: {escape(f.reason)}")
+    if out.write_back_pending:
+        app.err.print(
+            f"write-back: {out.write_back_pending} of the run's stored items are not written back yet —"
+            " another worker is writing them, or run the command again to write them"
+        )
     if out.run.summary.overall.n == 0:
         app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")
     if out.gate is not None and not as_json:

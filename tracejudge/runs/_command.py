@@ -44,6 +44,10 @@ class ScoreOutcome:
     """One report per write-back target."""
     gate: RunGate | None = None
     """Whether the run clears ``--gate``, or None without one."""
+    write_back_pending: int | None = None
+    """A shared run with write-back: how many of the whole run's stored items are not written back
+    yet once this worker is done (another worker writing them, or one that stopped or died left
+    them to the next); 0: the whole run is written back. None otherwise."""
 
     @property
     def gate_failed(self) -> bool:
@@ -55,6 +59,8 @@ class ScoreOutcome:
         caller that rendered them already)."""
         data = run_json(self.run, self.items if items else ())
         data["write_back"] = [r.model_dump(mode="json") for r in self.write_back]
+        if self.write_back_pending is not None:
+            data["write_back_pending"] = self.write_back_pending
         if self.gate is not None:
             data["gate"] = self.gate.json()
         return data
@@ -86,6 +92,19 @@ def _selection(
         "limit": limit,
     }
     return {k: v for k, v in given.items() if v is not None}
+
+
+def _write_backs(
+    store: Store, run: RunRecord, items: Sequence[ItemResult], targets: Sequence[str], options: ScoreOptions
+) -> tuple[tuple[WriteReport, ...], int | None]:
+    """Write-back's reports, and for a shared run what of the whole run is left to write after it."""
+    if options.run_name is None:
+        return tuple(write_back(t, run, items) for t in targets), None
+    # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
+    reports = write_back_shared_run(
+        store, run, targets, lease_s=options.lease_s, reconnect_s=options.reconnect_s
+    )
+    return reports, (store.run_unwritten(run.run_id) if targets else None)
 
 
 def _in_trace_order(items: Sequence[ItemResult]) -> tuple[ItemResult, ...]:
@@ -177,16 +196,10 @@ def score_traces(
     # run's items are the ones just scored, in trace id order as the store lists them (not read back:
     # 2,000 items took 0.2 s to read and validate again after the last reply).
     items = tuple(mine) if options.run_name is not None else _in_trace_order(mine)
-    if options.run_name is not None:
-        # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
-        reports = write_back_shared_run(
-            store, run, targets, lease_s=options.lease_s, reconnect_s=options.reconnect_s
-        )
-    else:
-        reports = tuple(write_back(t, run, items) for t in targets)
+    reports, pending = _write_backs(store, run, items, targets, options)
     verdict = None
     if gate is not None:
         from tracejudge.audit import gate_run
 
         verdict = gate_run(run, gate)
-    return ScoreOutcome(run=run, items=items, write_back=reports, gate=verdict)
+    return ScoreOutcome(run=run, items=items, write_back=reports, gate=verdict, write_back_pending=pending)

@@ -282,6 +282,11 @@ class Store(Protocol):
         with), or not (any worker may take them again)."""
         ...
 
+    def run_unwritten(self, run_id: str) -> int:
+        """How many of the shared run's stored items are not written back yet: waiting for a
+        writer, or being written by one."""
+        ...
+
     def put_score_item(self, item: ItemResult) -> None:
         """Record one item's result within its run."""
         ...

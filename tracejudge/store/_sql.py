@@ -1552,6 +1552,13 @@ class SqlStore:
 
         return self._transaction(work)  # type: ignore[no-any-return]
 
+    def run_unwritten(self, run_id: str) -> int:
+        with self._lock:
+            row = self._execute(
+                "SELECT count(*) FROM run_queue WHERE run_id = ? AND state IN ('done', 'writing')", (run_id,)
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
     def finish_run_write_backs(self, run_id: str, trace_ids: Sequence[str], *, written: bool) -> None:
         if not trace_ids:
             return
