@@ -24,6 +24,7 @@ import os
 import random
 import re
 import socket
+import threading
 import time
 import uuid
 from collections import deque
@@ -239,6 +240,74 @@ def _over_budget(p: RunProgress, options: ScoreOptions) -> bool:
     return projected_over_budget(options, usd=p.usd, tokens=p.tokens, done=p.done, ahead=p.claimed + 1)
 
 
+class _Membership:
+    """This worker's place in the run as the store holds it (joined, holding claimed items) and its
+    leaving, which hands the items back to the others at once.
+
+    A join or claim runs in a thread that an interruption cannot stop: Ctrl-C or SIGTERM cancels the
+    task waiting for it, and the call goes on and may commit after the worker left — its items then
+    stayed claimed by a worker that was gone until their lease ran out (a rerun or the others waited
+    that long; on SQLite a join left the run refused to a rerun for the lease). So a join or claim
+    sent once leaving began takes nothing; one under way that commits after the worker left leaves
+    again at once; and leaving returns only when every such call is done, so that the items are back
+    before the worker goes on to exit (and its store is closed)."""
+
+    def __init__(self, store: Store, name: str, worker: str) -> None:
+        self.store = store
+        self.name = name
+        self.worker = worker
+        self._cond = threading.Condition()
+        self._under_way = 0
+        self._leaving = False
+
+    def join(self, mine: RunRecord, ids: list[str] | None, *, lease_s: float) -> RunRecord:
+        """Join the run (creating it with ``ids`` when no worker has); the run as stored."""
+        with self._cond:
+            self._under_way += 1
+        return self._under_way_call(
+            lambda: self.store.join_run(mine, ids, worker=self.worker, lease_s=lease_s)
+        )
+
+    def claim(self, n: int, *, lease_s: float) -> list[str]:
+        """Up to ``n`` items claimed under a lease of ``lease_s``; none once leaving began."""
+        with self._cond:
+            if self._leaving:
+                return []
+            self._under_way += 1
+        return self._under_way_call(
+            lambda: self.store.claim_run_items(self.name, worker=self.worker, n=n, lease_s=lease_s)
+        )
+
+    def _under_way_call(self, take: Callable[[], _T]) -> _T:
+        try:
+            return take()
+        finally:
+            # Read once the call is over: leaving began before its leave_run did, so a call that
+            # committed after leave_run sees it here, and one that committed before, leave_run handed
+            # back. A call that failed too: a dropped connection may have committed what it took.
+            with self._cond:
+                late = self._leaving
+            try:
+                if late:
+                    with contextlib.suppress(StoreError):
+                        self.store.leave_run(self.name, worker=self.worker)
+            finally:
+                with self._cond:
+                    self._under_way -= 1
+                    self._cond.notify_all()
+
+    def leave(self) -> None:
+        """Leave the run (again: safe to repeat) once no join or claim is under way."""
+        with self._cond:
+            self._leaving = True
+        try:
+            self.store.leave_run(self.name, worker=self.worker)
+        finally:
+            with self._cond:
+                while self._under_way:
+                    self._cond.wait()
+
+
 @dataclass
 class _SharedWorker:
     """This worker's part in a shared run: it claims a few items at a time (one at a time under a
@@ -247,7 +316,7 @@ class _SharedWorker:
 
     store: Store
     name: str
-    worker: str
+    member: _Membership
     options: ScoreOptions
     score: Callable[[str], Awaitable[ItemResult]]
     on_item: Callable[[ItemResult], None] | None
@@ -286,9 +355,7 @@ class _SharedWorker:
             if self.stopped:
                 return False
             n = 1 if self.budgeted else _CLAIM
-            got = await self.ride.call(
-                self.store.claim_run_items, self.name, worker=self.worker, n=n, lease_s=self.lease
-            )
+            got = await self.ride.call(self.member.claim, n, lease_s=self.lease)
             if got:
                 self.claimed.extend(got)
                 return True
@@ -319,7 +386,7 @@ class _SharedWorker:
                 # Scored again if loading it (or its cached reply) found the store gone: no reply was
                 # had then, or its caching failed and only that call is made again.
                 item = await self.ride.run(functools.partial(self.score, trace_id))
-                stored = await self.ride.call(self.store.finish_run_item, item, worker=self.worker)
+                stored = await self.ride.call(self.store.finish_run_item, item, worker=self.member.worker)
             finally:
                 self.scoring.discard(trace_id)
             if stored and self.on_item is not None:
@@ -334,7 +401,11 @@ class _SharedWorker:
             held = [*self.claimed, *self.scoring]
             with contextlib.suppress(StoreError):
                 await asyncio.to_thread(
-                    self.store.renew_run_lease, self.name, worker=self.worker, lease_s=self.lease, items=held
+                    self.store.renew_run_lease,
+                    self.name,
+                    worker=self.member.worker,
+                    lease_s=self.lease,
+                    items=held,
                 )
 
 
@@ -356,17 +427,42 @@ async def score_shared_run_async(
     assert name is not None
     _check_name(name)
     repeat = options.repeat or rubric.repeat
-    worker = worker_id()
     ride = _RideOut(options.reconnect_s)
     mine = await ride.call(new_run_record, rubric, store, options, run_id=name, repeat=repeat)
     # The selection matters only to the worker that creates the run.
     ids = _trace_ids(sources) if await ride.call(store.get_run, name) is None else None
-    run = await ride.call(store.join_run, mine, ids, worker=worker, lease_s=options.lease_s)
+    member = _Membership(store, name, worker_id())
     try:
+        run = await ride.call(member.join, mine, ids, lease_s=options.lease_s)
         _check_same_run(run, mine)
+        await _take_part(member, rubric, client, options, loader, on_item, ride, repeat)
     except InputError:
-        await ride.call(store.leave_run, name, worker=worker)
+        await ride.call(member.leave)
         raise
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failed: leaving hands its claimed items to the others at
+        # once, those of a claim still under way included (see _Membership); a store gone for good
+        # (or a second Ctrl-C meanwhile) is not waited for again here: the leases run out instead.
+        with contextlib.suppress(StoreError):
+            await asyncio.to_thread(member.leave)
+        raise
+    await ride.call(member.leave)
+    await _settled(store, name, options.lease_s, ride)
+    return await ride.call(run_state, store, run)
+
+
+async def _take_part(
+    member: _Membership,
+    rubric: Rubric,
+    client: JudgeClient | None,
+    options: ScoreOptions,
+    loader: Loader | None,
+    on_item: Callable[[ItemResult], None] | None,
+    ride: _RideOut,
+    repeat: int,
+) -> None:
+    """Score the run's items with the others until none is left to claim or wait for."""
+    store, name = member.store, member.name
     async with run_client(rubric, client, options) as client:
         score = functools.partial(
             score_source,
@@ -377,24 +473,14 @@ async def score_shared_run_async(
             repeat=repeat,
             manifest=options.manifest,
         )
-        me = _SharedWorker(store, name, worker, options, score, on_item, ride)
+        me = _SharedWorker(store, name, member, options, score, on_item, ride)
         beat = asyncio.create_task(me.heartbeat())
         try:
             await asyncio.gather(*(me.work() for _ in range(max(1, options.concurrency))))
-        except BaseException:
-            # Leaving hands its claimed items to the others at once; a store gone for good (or a
-            # Ctrl-C meanwhile) is not waited for again here: the leases run out instead.
-            with contextlib.suppress(StoreError):
-                await asyncio.to_thread(store.leave_run, name, worker=worker)
-            raise
-        else:
-            await ride.call(store.leave_run, name, worker=worker)
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-    await _settled(store, name, options.lease_s, ride)
-    return await ride.call(run_state, store, run)
 
 
 async def _settled(store: Store, name: str, lease_s: float, ride: _RideOut) -> None:
