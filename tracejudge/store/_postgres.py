@@ -343,6 +343,17 @@ class _Reconnecting:
     def run(self, conn: Any, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``call(*args, **kwargs)``, a statement on ``conn``: a dropped connection fails as
         :class:`StoreUnreachableError`, and so does a statement left unanswered past the bound."""
+        try:
+            return self._statement(conn, call, args, kwargs)
+        except (KeyboardInterrupt, SystemExit):
+            # Ctrl-C or SIGTERM (the CLI raises KeyboardInterrupt) landed in the statement: it may have
+            # been sent and never answered, and then every later statement failed with "another command
+            # is already in progress" — a stopped score --run worker's leave_run among them, its claims
+            # left for their lease. The next statement reconnects (the server rolls back what was open).
+            conn.close()
+            raise
+
+    def _statement(self, conn: Any, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         import psycopg
 
         dog = self._watchdog
