@@ -725,7 +725,34 @@ FILE_SEARCH_CASES = [
         [_entry("paris", "v1", PARIS)],
     ),
 ]
+# The recording with the search's results, replayed under OpenLLMetry's OpenAI instrumentation instead: it
+# records the answer and finish_reason tool_call, and neither the request's tools nor the search's item.
+FS_OPENLLMETRY = "0000000000000000000000000000b005"
+FILE_SEARCH_CASES.append(
+    Outside(
+        "openai-file-search/openllmetry",
+        lambda: fmt.openai_responses(WITH_RESULTS, 0, FS_OPENLLMETRY, openllmetry=True),
+        FS_OPENLLMETRY,
+        PARIS_TICKET,
+        [_entry("paris", "v1", PARIS)],
+    )
+)
 FILE_SEARCH_IDS = [c.name for c in FILE_SEARCH_CASES]
+
+
+def test_a_hosted_search_openllmetry_drops_leaves_the_model_s_input_partial(store: Path) -> None:
+    record = _show(store, FS_OPENLLMETRY)
+    (call,) = record["model_calls"]
+    assert [(m["role"], m["content"]) for m in call["input_messages"]] == [
+        ("system", "You are a helpful assistant."),
+        ("user", "What is the capital of France?"),
+    ]
+    assert record["final_answer"] == "The capital of France is Paris."
+    assert record["retrievals"] == []
+    # The search ran inside the call and nothing holds what it gave the model: the input was read as whole.
+    assert call["input_partial"]
+    gaps = {g["kind"]: g["detail"] for g in record["gaps"]}
+    assert "finish_reason tool_call" in gaps["model_input_truncated"]
 
 
 def test_a_hosted_file_search_s_requested_results_are_what_it_retrieved(store: Path) -> None:
@@ -790,7 +817,7 @@ def test_material_the_hosted_search_did_not_return_is_not_returned_pending_its_f
     assert any("metadata filter" in m for m in given["stages"][1]["missing"])
 
 
-@pytest.mark.parametrize("case", FILE_SEARCH_CASES[2:], ids=FILE_SEARCH_IDS[2:])
+@pytest.mark.parametrize("case", FILE_SEARCH_CASES[2:4], ids=FILE_SEARCH_IDS[2:4])
 def test_a_hosted_search_without_results_gives_no_definite_verdict(
     store: Path, tmp_path: Path, case: Outside
 ) -> None:
@@ -800,6 +827,15 @@ def test_a_hosted_search_without_results_gives_no_definite_verdict(
         ["pass", "unconfirmed", "skipped", "skipped"],
     )
     assert any(INCLUDE in m for m in given["stages"][1]["missing"])
+
+
+def test_a_hosted_search_no_record_names_gives_no_definite_verdict(store: Path, tmp_path: Path) -> None:
+    given = _triage(store, tmp_path, FILE_SEARCH_CASES[4], manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    assert any("a retrieval span" in m for m in given["stages"][1]["missing"])
 
 
 # ----------------------------------------------------------------------------- Vercel AI SDK tools

@@ -647,7 +647,7 @@ def _model_call(view: SpanView) -> ModelCall:
     inputs, outputs = given.messages or (), got.messages or ()
     dropped = dropped_note([view.raw])
     input_text, redacted, partial = _input_record(
-        view, system, system_redacted, given, dropped, _hosted_note(view)
+        view, system, system_redacted, given, dropped, _hosted_note(view, got.messages or ())
     )
     output_text, output_recorded = _output_record(view, got, dropped)
     return ModelCall(
@@ -730,17 +730,39 @@ def _redacted(record: ModelIO) -> bool:
     return record.redacted or any(m.redacted for m in record.messages or ())
 
 
-def _hosted_note(view: SpanView) -> str | None:
+# A response that ended on a tool call (OpenAI's "tool_calls", the GenAI conventions' "tool_call").
+_TOOL_CALL_ENDS = frozenset({"tool_call", "tool_calls"})
+
+
+def _hosted_note(view: SpanView, outputs: Sequence[Message]) -> str | None:
     """Why a model call's recorded input is not all the model was given: it ran a hosted file search
-    inside the call, whose results the API handed the model there (never a message of the request)."""
+    inside the call, whose results the API handed the model there (never a message of the request); or its
+    response ended on a tool call its recorded output does not hold — a tool the API ran inside the call
+    (OpenLLMetry's OpenAI instrumentation records a Responses API call's hosted file_search so: the
+    answer, ``finish_reason`` tool_call, and neither the tools asked for nor the search's item)."""
     searches = oi.file_searches(view)
     if not searches:
-        return None
+        return _unheld_tool_call(view, outputs)
     queries = [q for search in searches for q in search.queries]
     return (
         f"the model ran OpenAI's hosted file_search inside the call (queries {queries!r}) and was given what"
         " it found there: the request's messages are not all its input, and the trace does not hold the"
         " input the search's results were placed in"
+    )
+
+
+def _unheld_tool_call(view: SpanView, outputs: Sequence[Message]) -> str | None:
+    """The note for a recorded output that holds no tool call although the response ended on one."""
+    if not outputs or any(m.tool_calls for m in outputs):
+        return None
+    value = view.attrs.get("gen_ai.response.finish_reasons")
+    ends = as_str_list(list(value) if isinstance(value, tuple) else value) or []
+    if not _TOOL_CALL_ENDS.intersection(ends):
+        return None
+    return (
+        "the response ended with finish_reason tool_call, and its recorded output holds no tool call: a"
+        " tool the API hosts (file_search, web_search, …) ran inside the call, and what it gave the model is"
+        " not in the trace — the request's messages are not all its input"
     )
 
 
