@@ -9,7 +9,7 @@ import binascii
 import hmac
 import ipaddress
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tracejudge._errors import InputError
@@ -123,9 +123,12 @@ def quiet_server(
     *,
     timeout_graceful_shutdown: int | None = None,
     header_timeout: float = 30.0,
+    warm: Callable[[], Awaitable[object]] | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server for ``app`` without access log or server header, that calls ``on_ready``
-    once it accepts connections and leaves signal handling to its caller.
+    once it accepts connections and leaves signal handling to its caller. ``warm``, when given, is
+    awaited in the server's event loop before ``on_ready`` is called: work the first request would
+    otherwise pay for.
 
     A connection whose request line and headers have not arrived ``header_timeout`` seconds after it
     opened (or after its previous response) is closed: uvicorn itself never times out a slow or
@@ -143,4 +146,4 @@ def quiet_server(
         timeout_graceful_shutdown=timeout_graceful_shutdown,
         http=timed_protocol(header_timeout),
     )
-    return QuietServer(config, on_ready)
+    return QuietServer(config, on_ready, warm)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -90,11 +90,17 @@ def timed_protocol(header_timeout: float) -> type[_TimedProtocol]:
 
 class QuietServer(uvicorn.Server):
     """A uvicorn server that leaves signal handling to its caller and calls ``on_ready`` once it
-    accepts connections."""
+    accepts connections (after awaiting ``warm``, when given, in its event loop)."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[], None],
+        warm: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._warm = warm
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -103,4 +109,6 @@ class QuietServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
+            if self._warm is not None:
+                await self._warm()
             self._on_ready()

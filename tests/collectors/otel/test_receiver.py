@@ -475,3 +475,35 @@ def test_port_in_use_is_an_input_error(store: SqliteStore) -> None:
         port = url.rsplit(":", 1)[1]
         with pytest.raises(InputError, match="cannot listen"), serve_in_thread(store, f"127.0.0.1:{port}"):
             pass
+
+
+_FIRST_REQUEST_WORK = """
+import sys, threading
+from tracejudge.store import SqliteStore
+from tracejudge_collectors.otel import serve_in_thread
+
+store = SqliteStore(sys.argv[1])
+before = threading.active_count()
+with serve_in_thread(store):
+    print("anyio._backends._asyncio" in sys.modules, threading.active_count() - before)
+store.close()
+"""
+
+
+def test_the_receiver_does_its_first_requests_one_time_work_before_it_is_ready(tmp_path: Any) -> None:
+    """Importing anyio's thread backend and starting a worker thread (what the first request's hand-off
+    to a thread did, ~20-70 ms of CPU) happen before the receiver says it is ready, in a fresh
+    interpreter: the first export pays for itself only."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_REQUEST_WORK, str(tmp_path / "s.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    imported, threads = out.stdout.split()
+    # The server's own thread, and the worker thread the warm-up started.
+    assert (imported, int(threads)) == ("True", 2)
