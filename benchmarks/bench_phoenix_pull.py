@@ -8,8 +8,7 @@ neither side), in an order that rotates from round to round:
   convert, store, mark);
 - the ideal: plain `httpx` doing the same fetching and nothing else: the listing pages one after the
   other (each needs the cursor of the one before), each batch of trace ids fetched at the same
-  concurrency as soon as the listing has named it (the last page's in the pull's closing batches,
-  which shrink to the end), every answer parsed as JSON. It must send exactly
+  concurrency as soon as the listing has named it, every answer parsed as JSON. It must send exactly
   the requests the pull sent (checked), so the pull/ideal ratio is what the pull costs beyond its
   HTTP (1.0: nothing);
 - the replay: the pull's recorded requests fetched all at once at the same concurrency, listing
@@ -47,7 +46,6 @@ from tracejudge.store import SqliteStore
 from tracejudge.testing.phoenix_server import PhoenixServer, synthetic_spans
 from tracejudge.write import PhoenixApi, PhoenixCredentials
 from tracejudge_collectors.phoenix import PullOptions, pull_phoenix
-from tracejudge_collectors.phoenix._pull import closing_batches
 
 _Get = tuple[str, tuple[tuple[str, str], ...]]
 _PATH = "/v1/projects/default/spans"
@@ -154,22 +152,19 @@ def _ideal(base_url: str, concurrency: int, n: int) -> tuple[float, float]:
         while True:
             page = client.get(_PATH, params={**listing, **({"cursor": cursor} if cursor else {})}).json()
             rows = page.get("data") or []
-            cursor = page.get("next_cursor")
-            final = not cursor or not rows
             for row in rows:
                 trace_id = str(row["context"]["trace_id"]).lower()
                 if trace_id not in listed:
                     listed.add(trace_id)
                     ids.append(trace_id)
-                    if len(ids) == _BATCH and not final:
+                    if len(ids) == _BATCH:
                         futures.append(pool.submit(batch, ids))
                         ids = []
-            if final:
+            cursor = page.get("next_cursor")
+            if not cursor or not rows:
                 break
-        # The traces of the last page (and any left over) in the pull's closing batches.
-        for size in closing_batches(len(ids), _BATCH):
-            futures.append(pool.submit(batch, ids[:size]))
-            ids = ids[size:]
+        if ids:
+            futures.append(pool.submit(batch, ids))
         sum(f.result() for f in futures)
         end = time.perf_counter()
         timed = end - t0, time.process_time() - c0

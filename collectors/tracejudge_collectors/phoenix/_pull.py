@@ -1,10 +1,8 @@
 """Pull traces from a Phoenix project into the store: list root spans, fetch whole traces, resume.
 
 A trace is pulled whole: root spans (``parent_id=null``) are listed by start time in the window,
-then every span of a batch of those traces is fetched by ``trace_id``; the listing's last page in
-batches that shrink to the end (:func:`closing_batches`), so that little is left to convert and
-store after the last answer. A listed root does not mean the trace is complete: spans another
-service exports (or a late flush) can arrive after it.
+then every span of a batch of those traces is fetched by ``trace_id``. A listed root does not mean
+the trace is complete: spans another service exports (or a late flush) can arrive after it.
 
 Resuming without duplicates rests on the same three things as the Langfuse collector:
 * each trace is stored in one ``put_spans`` transaction (the store dedups on (trace_id, span_id));
@@ -66,36 +64,6 @@ MAX_PAGE = 1000
 _GC_EVERY = 100
 """Batches stored between two collections of the young objects while a pull holds the cyclic
 garbage collector off (see :class:`_GcPaused`)."""
-_SMALLEST_BATCH = 4
-"""The smallest batch the closing batches of a pull shrink to (see :func:`closing_batches`)."""
-
-
-def closing_batches(traces: int, batch: int) -> list[int]:
-    """How many traces each of the batches the last ``traces`` of a pull are fetched in holds, in the
-    order they are asked for: at most ``batch`` each, the last ones ``batch`` / 2, / 4, ... (those
-    of at least :data:`_SMALLEST_BATCH` traces), the smallest last.
-
-    After the last answer a pull still converts and stores what it carried (a batch of 50 traces:
-    ~8 ms of CPU and a commit); the others were stored while it was fetched. A closing batch the
-    server answers while the one before it is converted and stored (half its size: the server
-    spends several times the pull's work on a trace) leaves only the smallest to do after the last
-    answer, for two or three more requests (their traces' spans are fetched once either way)."""
-    tail: list[int] = []
-    left = traces
-    size = batch // 2
-    sizes: list[int] = []
-    while size >= _SMALLEST_BATCH:
-        sizes.append(size)
-        size //= 2
-    for size in reversed(sizes):  # from the last batch back, while as many are left for those before
-        if left < 2 * size:
-            break
-        tail.append(size)
-        left -= size
-    # The rest in as few batches as ``batch`` allows, of even sizes.
-    count = -(-left // batch) if left > 0 else 0
-    head = [left // count + (1 if i < left % count else 0) for i in range(count)]
-    return sorted(head + tail, reverse=True)
 
 
 def _iso(dt: datetime) -> str:
@@ -136,36 +104,28 @@ def _marker_key(trace_id: str) -> str:
     return marker_key("phoenix", trace_id)
 
 
-class _Page(NamedTuple):
-    """A page of a query's rows, and whether another page follows (the last one's is False)."""
-
-    rows: list[dict[str, Any]]
-    more: bool
-
-
-def _pages(api: PhoenixApi, path: str, params: dict[str, Any]) -> Iterator[_Page]:
+def _pages(api: PhoenixApi, path: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
     cursor: str | None = None
     while True:
         page = api.get(path, {**params, "cursor": cursor})
         data = page.get("data") if isinstance(page, dict) else None
         rows = [r for r in data or [] if isinstance(r, dict)]
+        yield rows
         cursor = page.get("next_cursor") if isinstance(page, dict) else None
-        more = bool(cursor and rows)
-        yield _Page(rows, more)
-        if not more:
+        if not cursor or not rows:
             return
 
 
 def _project_names(api: PhoenixApi) -> list[str]:
     names: list[str] = []
-    for rows, _ in _pages(api, "/v1/projects", {"limit": 100}):
+    for rows in _pages(api, "/v1/projects", {"limit": 100}):
         names.extend(str(r.get("name")) for r in rows)
         if len(names) >= 1000:
             break
     return names
 
 
-def _ahead(pages: Iterator[_Page]) -> Iterator[_Page]:
+def _ahead(pages: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
     """The pages, each next one asked for as soon as the one before arrives (its cursor known),
     in a thread of its own: the listing then runs at the server's pace, not waiting while the run
     stores what was fetched (a store's commit waits for the disk), and the batch fetches never wait
@@ -174,9 +134,9 @@ def _ahead(pages: Iterator[_Page]) -> Iterator[_Page]:
     lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="phoenix-list")
     try:
         following = lister.submit(next, pages, None)
-        while (page := following.result()) is not None:
+        while (rows := following.result()) is not None:
             following = lister.submit(next, pages, None)
-            yield page
+            yield rows
     finally:
         # Stopped early (--limit, a failure): no more pages; the one in flight is not waited for.
         lister.shutdown(wait=False, cancel_futures=True)
@@ -197,15 +157,14 @@ class _Puller:
         self.path = f"/v1/projects/{options.project}/spans"
         self.page_size = min(max(options.page_size, 1), MAX_PAGE)
 
-    def roots(self, lower: datetime | None) -> Iterator[tuple[list[tuple[str, datetime | None]], bool]]:
-        """The listing, a page at a time: (trace id, start) of each root span, and whether another
-        page follows."""
+    def roots(self, lower: datetime | None) -> Iterator[list[tuple[str, datetime | None]]]:
+        """The listing, a page at a time: (trace id, start) of each root span."""
         pages = _pages(self.api, self.path, self._root_params(lower))
         if self.options.concurrency > 1:
             pages = _ahead(pages)  # a serial pull (--concurrency 1) keeps its one request at a time
         try:
-            for rows, more in pages:
-                yield list(_root_traces(rows)), more
+            for rows in pages:
+                yield list(_root_traces(rows))
         except PhoenixApiError as exc:
             if exc.status != 404:
                 raise
@@ -232,7 +191,7 @@ class _Puller:
     def fetch(self, trace_ids: Sequence[str]) -> dict[str, list[RawSpan]]:
         spans: dict[str, list[RawSpan]] = {t: [] for t in trace_ids}
         params = {"trace_id": list(trace_ids), "sort": "id", "order": "asc", "limit": self.page_size}
-        for rows, _ in _pages(self.api, self.path, params):
+        for rows in _pages(self.api, self.path, params):
             for row in rows:
                 raw = span_to_raw(row, project=self.options.project)
                 spans.setdefault(raw.trace_id, []).append(raw)
@@ -311,9 +270,6 @@ class _Run(ListingTally):
         self.max_pending = max(1, self.options.concurrency) * 2
         self.listing_done = False
         """Every trace the run will fetch is listed: a store that leaves nothing to fetch is the last."""
-        self.closing = False
-        """The listing's last page is being read: its traces (and those fetched again) are held
-        until the listing is done, then fetched in :func:`closing_batches`."""
         self.abandoned = False
         """The run failed: what arrived is stored, with no closing writes."""
 
@@ -345,19 +301,8 @@ class _Run(ListingTally):
 
     def take(self, trace_id: str, pool: ThreadPoolExecutor) -> None:
         self.batch.append(trace_id)
-        if not self.closing and len(self.batch) >= max(1, self.options.trace_batch):
+        if len(self.batch) >= max(1, self.options.trace_batch):
             self.submit(pool)
-
-    def submit_rest(self, pool: ThreadPoolExecutor) -> None:
-        """Once the listing is done: the traces not fetched yet, in :func:`closing_batches` when
-        batches are fetched at once (a serial pull's fetches do not overlap its stores)."""
-        size = max(1, self.options.trace_batch)
-        if self.options.concurrency > 1:
-            sizes = closing_batches(len(self.batch), size)
-        else:
-            sizes = [size] * -(-len(self.batch) // size)
-        for n in sizes:  # the traces not submitted yet stay queued: the last store knows it is last
-            self.submit(pool, n)
 
     def store_fetched(self, *, wait: bool) -> None:
         """Store every batch fetched so far, in the order they arrived rather than the order they
@@ -440,12 +385,11 @@ class _Run(ListingTally):
         watermark = self.window.swap(complete=self.complete, latest=self.latest, iso=_iso)
         return [s for s in (unsettled, watermark) if s is not None]
 
-    def submit(self, pool: ThreadPoolExecutor, size: int | None = None) -> None:
-        """Fetch the first ``size`` traces queued (None: all) as a batch; store what has arrived."""
+    def submit(self, pool: ThreadPoolExecutor) -> None:
         if not self.batch:
             return
-        ids = self.batch[:size]
-        del self.batch[:size]
+        ids = list(self.batch)
+        self.batch.clear()
         before = {t: self.before.get(t) for t in ids}
         if self.options.concurrency > 1:
             self.pending.append((ids, pool.submit(self.fetch, ids, before)))
@@ -465,10 +409,7 @@ class _Run(ListingTally):
         return True
 
     def list_and_fetch(self, lower: datetime | None, pool: ThreadPoolExecutor) -> None:
-        for page, more in self.puller.roots(lower):
-            # The last page's traces wait for the end of the listing (no request is under way for
-            # it any more): the run's last batches are then made small (submit_rest).
-            self.closing = not more
+        for page in self.puller.roots(lower):
             markers = self.markers(t for t, _ in page if t not in self.listed_ids)
             for trace_id, started in page:
                 self.note_start(started)
@@ -522,7 +463,7 @@ def pull_phoenix(
         with run.gc:
             run.list_and_fetch(window.lower, pool)
             run.listing_done = True
-            run.submit_rest(pool)
+            run.submit(pool)
             while run.pending:
                 run.store_fetched(wait=True)
     except BaseException:
