@@ -356,6 +356,10 @@ class _SharedWorker:
                 return False
             n = 1 if self.budgeted else _CLAIM
             got = await self.ride.call(self.member.claim, n, lease_s=self.lease)
+            # A claim takes any item whose lease ran out, this worker's own among them when it was
+            # starved past its lease (a loaded machine, its heartbeat late): one it holds stays with
+            # the task that has it, or it was scored twice and, both stores its own, reported twice.
+            got = [t for t in got if t not in self.scoring and t not in self.claimed]
             if got:
                 self.claimed.extend(got)
                 return True
