@@ -7,6 +7,7 @@ item's result stored once. A store gone for longer than that still ends a worker
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -126,7 +127,11 @@ def test_a_store_down_longer_than_the_reconnect_timeout_ends_the_worker_and_a_re
     worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "1"})
     done_before, err = _ended_by(_store_down(postgres_url), postgres_url, "gone", worker, 2)
     assert "lost its connection" in err or "cannot reconnect" in err, err[-2000:]
-    assert "waited 1 s for it to come back" in err, err[-2000:]
+    # It gave up once its 1 s were up, not after the default 60 s; how far past 1 s is the machine's
+    # (the last try and the scheduling: 'waited 2 s' on a loaded CI machine).
+    waited = re.search(r"waited (\d+) s for it to come back", err)
+    assert waited is not None, err[-2000:]
+    assert 1 <= int(waited[1]) < 30, err[-2000:]
     assert "--reconnect-timeout" in err
     assert "resumes" in err
     assert "tracejudge:tracejudge@" not in err  # the password never shows
