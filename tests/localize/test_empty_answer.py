@@ -259,3 +259,37 @@ def test_a_genai_answer_with_text_is_read_as_before() -> None:
     assert task.final_answer == mk.GOOD
     assert not [g for g in task.gaps if g.kind in ("model_output_empty", "model_output_not_recorded")]
     assert _triage(task, _Judge()).verdict == "no_fault"
+
+
+def test_a_genai_reply_recorded_with_no_part_reads_empty_not_hidden() -> None:
+    # openai-v2 records a chat refusal (OpenAI's message refusal, content null) as a message with no part and
+    # its finish reason: capture was on, nothing was hidden, and no switch records the refusal.
+    from tests.localize.test_refusal import refusal_body
+
+    task = normalize(_genai_trace([Rule(raw_body=refusal_body())]))
+    (call,) = task.model_calls
+    gaps = {g.kind: g for g in task.gaps}
+    assert "model_output_not_recorded" not in gaps
+    assert (gaps["model_output_empty"].span_id, gaps["model_output_empty"].switch) == (call.span_id, "")
+    assert gaps["model_output_empty"].detail == (
+        "the model output was recorded empty: its message holds no part: no text, tool call or refusal"
+        " (finish_reason stop)"
+    )
+    assert "CAPTURE_MESSAGE_CONTENT" not in " ".join(g.detail for g in task.gaps)
+    assert _triage(task, _Judge()).verdict == "unconfirmed"
+
+
+def test_a_reply_withheld_by_a_content_filter_reads_empty_not_hidden() -> None:
+    # OpenLLMetry's recorded Azure OpenAI reply withheld by the content filter (tests/fixtures/outside): its
+    # gaps asked to set TRACELOOP_TRACE_CONTENT=true, which was set.
+    import json
+
+    from tests.fixtures.outside import _formats as fmt
+    from tracejudge_collectors.otel import decode_json
+
+    request = fmt.openllmetry_azure_chat("test_chat_content_filtering", "0000000000000000000000000000d001")
+    task = normalize(decode_json(json.dumps(request)).spans)
+    gaps = {g.kind: g for g in task.gaps}
+    assert not {"model_output_not_recorded", "no_final_answer"} & set(gaps)
+    assert gaps["model_output_empty"].detail.endswith("(finish_reason content_filter)")
+    assert "TRACELOOP_TRACE_CONTENT" not in " ".join(g.detail for g in task.gaps)

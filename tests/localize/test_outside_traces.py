@@ -337,7 +337,8 @@ def test_a_model_call_that_failed_is_said_to_have_failed_not_to_have_hidden_its_
 
 
 def test_openllmetry_output_withheld_by_a_content_filter_is_no_answer(store: Path) -> None:
-    # gen_ai.output.messages holds the choice with no parts and finish_reason content_filter: no answer.
+    # gen_ai.output.messages holds the choice with no parts and finish_reason content_filter: no answer, the
+    # output recorded empty (not hidden).
     record = _show(store, AZURE_FILTERED)
     (call,) = record["model_calls"]
     assert [(m["role"], m["content"]) for m in call["input_messages"]] == [
@@ -347,7 +348,7 @@ def test_openllmetry_output_withheld_by_a_content_filter_is_no_answer(store: Pat
         ("assistant", None, [])
     ]
     assert record["final_answer"] is None
-    assert "no_final_answer" in {g["kind"] for g in record["gaps"]}
+    assert "model_output_empty" in {g["kind"] for g in record["gaps"]}
 
 
 HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."

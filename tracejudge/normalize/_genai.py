@@ -169,6 +169,22 @@ _OUTPUT_EVENTS: dict[str, _EventReader] = {
 }
 
 
+def empty_output(view: SpanView) -> str | None:
+    """How the model's reply ended when ``gen_ai.output.messages`` records each message with no part and a
+    finish reason (a reply withheld by a content filter; a chat refusal, which opentelemetry-instrumentation-
+    openai-v2 records as no part): the finish reasons. None for any other value (hidden, cut, absent)."""
+    parsed = _per_message_json(maybe_json(view.attrs.get("gen_ai.output.messages")))
+    if not isinstance(parsed, list) or not parsed:
+        return None
+    reasons = []
+    for message in parsed:
+        ended = as_str(message.get("finish_reason")) if isinstance(message, dict) else None
+        if not isinstance(message, dict) or message.get("parts") != [] or not ended:
+            return None
+        reasons.append(ended)
+    return ", ".join(dict.fromkeys(reasons))
+
+
 def system_instructions(view: SpanView) -> tuple[str | None, bool]:
     """``gen_ai.system_instructions`` text (parts joined) and whether it was redacted."""
     value = view.attrs.get("gen_ai.system_instructions")

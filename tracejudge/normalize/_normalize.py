@@ -22,6 +22,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from tracejudge._errors import InputError
 from tracejudge.normalize import _freeform as freeform
+from tracejudge.normalize import _genai as genai
 from tracejudge.normalize import _langfuse as langfuse
 from tracejudge.normalize import _logfire as logfire
 from tracejudge.normalize import _openinference as oi
@@ -697,8 +698,8 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
 
 def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
     """How a model output recorded with no text and no tool call came to be empty, when the span shows it
-    was recorded (a message whose content is the empty text, or OpenInference's response body whose
-    choices hold none); None when nothing shows that: then it was not recorded."""
+    was recorded (a message whose content is the empty text, OpenInference's response body whose choices
+    hold none, GenAI messages with no part); None when nothing shows that: then it was not recorded."""
     if any(m.content == "" for m in outputs):
         # GenAI: a JSON list, or OpenLLMetry's Python list repr ("['length']").
         listed = as_str_list(view.attrs.get("gen_ai.response.finish_reasons")) or []
@@ -707,6 +708,9 @@ def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
     ended = oi.empty_response(view)
     if ended is not None:
         return f"the response's message has no text (finish_reason {ended})"
+    ended = genai.empty_output(view)
+    if ended is not None:
+        return f"its message holds no part: no text, tool call or refusal (finish_reason {ended})"
     return None
 
 
