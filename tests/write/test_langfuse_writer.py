@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from tracejudge.write import (
     LangfuseWriter,
     RecordingWriter,
     ScoreRecord,
+    WriteReport,
     write_triage,
 )
 
@@ -32,12 +35,18 @@ def server(request):
     assert srv.response_errors == []
 
 
-def writer_for(srv: LangfuseServer, sleeps: list[float] | None = None) -> LangfuseWriter:
-    creds = LangfuseCredentials.model_validate(
+def creds_for(srv: LangfuseServer) -> LangfuseCredentials:
+    return LangfuseCredentials.model_validate(
         {"base_url": srv.base_url, "public_key": srv.public_key, "secret_key": srv.secret_key}
     )
+
+
+def writer_for(
+    srv: LangfuseServer, sleeps: list[float] | None = None, *, concurrency: int = 8
+) -> LangfuseWriter:
     return LangfuseWriter(
-        LangfuseApi(creds, sleep=(sleeps if sleeps is not None else []).append, backoff=0.01)
+        LangfuseApi(creds_for(srv), sleep=(sleeps if sleeps is not None else []).append, backoff=0.01),
+        concurrency=concurrency,
     )
 
 
@@ -137,9 +146,161 @@ def test_writes_retry_on_rate_limits_and_resets(server):
     with writer_for(server, sleeps) as w:
         report = w.write_scores(scores(trace["id"], trace["observations"][1]["id"]))
     assert report.written == 3
-    assert sleeps[0] == 3.0
+    # The three are in flight together: the 429's wait is one of the two, not always the first.
+    assert sleeps.count(3.0) == 1
     assert len(sleeps) == 2
     assert len(server.scores) == 3
+
+
+def many_scores(n: int) -> list[ScoreRecord]:
+    """``n`` scores on the stand-in's trace: every third without a timestamp (so it is looked up)."""
+    trace = synthetic_trace(0)
+    obs_ids = [o["id"] for o in trace["observations"]]
+    return [
+        ScoreRecord(
+            trace_id=trace["id"],
+            observation_id=obs_ids[i % len(obs_ids)] if i % 2 else None,
+            name=f"criterion-{i}",
+            value=float(i % 10),
+            data_type="NUMERIC",
+            comment=f"reason {i}",
+            rubric_name="answer-correctness",
+            rubric_version=3,
+            timestamp=None if i % 3 == 0 else T0,
+        )
+        for i in range(n)
+    ]
+
+
+def posted(srv: LangfuseServer) -> dict[str, dict[str, Any]]:
+    """The score bodies POSTed, by id, a looked-up timestamp left out (it is the time of writing)."""
+    out = {}
+    for r in srv.requests:
+        if (r.method, r.path) == ("POST", "/scores") and r.status == 200:
+            body = dict(r.body)
+            if body["timestamp"] != "2026-03-01T09:30:00.000Z":
+                body.pop("timestamp")
+            out[body["id"]] = body
+    return out
+
+
+def test_concurrent_writes_send_and_report_what_one_after_another_does(server):
+    records = many_scores(40)
+    other = LangfuseServer(generation=server.generation).start()
+    try:
+        with writer_for(other, concurrency=1) as w:
+            serial = w.write_scores(records)
+        with writer_for(server) as w:
+            concurrent = w.write_scores(records)
+            stamps = {s["id"]: s["timestamp"] for s in server.scores}
+            server.clear_requests()
+            again = w.write_scores(records)
+        assert posted(server) == posted(other)
+        assert other.response_errors == []
+    finally:
+        other.stop()
+    assert concurrent == serial == again
+    assert concurrent.ids == tuple(r.score_id for r in records)
+    # The rerun replaced each score: the looked-up ones kept the timestamp they were stored with.
+    assert len(server.scores) == 40
+    assert {s["id"]: s["timestamp"] for s in server.scores} == stamps
+    assert server.request_errors == []
+
+
+def test_scores_are_written_several_at_once():
+    srv = LangfuseServer().start()
+    in_flight = threading.Barrier(4, timeout=30)
+
+    class Gated(LangfuseApi):
+        def post(self, path: str, body: Any) -> Any:
+            # The first four posts wait for one another: written one after another, the first
+            # would wait alone and the barrier would break.
+            if body["name"] in {"criterion-1", "criterion-2", "criterion-4", "criterion-5"}:
+                in_flight.wait()
+            return super().post(path, body)
+
+    try:
+        with LangfuseWriter(Gated(creds_for(srv)), concurrency=4) as w:
+            report = w.write_scores([r for r in many_scores(12) if r.timestamp is not None])
+    finally:
+        srv.stop()
+    assert report.written == 8
+    assert not in_flight.broken
+
+
+def test_an_interrupted_batch_stops_starting_scores():
+    srv = LangfuseServer(record=False, validate=False).start()
+    posted_names: list[str] = []
+
+    class Interrupted(LangfuseApi):
+        def post(self, path: str, body: Any) -> Any:
+            posted_names.append(body["name"])
+            if body["name"] == "criterion-1":
+                raise KeyboardInterrupt
+            return super().post(path, body)
+
+    records = [r for r in many_scores(450) if r.timestamp is not None]
+    try:
+        with (
+            LangfuseWriter(Interrupted(creds_for(srv)), concurrency=2) as w,
+            pytest.raises(KeyboardInterrupt),
+        ):
+            w.write_scores(records)
+    finally:
+        srv.stop()
+    # Ctrl-C reaches the caller and the scores not yet started stay unwritten, not all 300 sent
+    # (each is a round trip; only the one other in flight, and what starts before the cancel, go on).
+    assert len(posted_names) < 100
+
+
+def test_the_scores_route_is_probed_once_for_a_batch():
+    srv = LangfuseServer(generation="v3").start()  # no /v3/scores: the probe answers 404
+    try:
+        with writer_for(srv) as w:
+            report = w.write_scores([r for r in many_scores(60) if r.timestamp is None])
+    finally:
+        srv.stop()
+    assert report.written == 20
+    gets = [r.path for r in srv.requests if r.method == "GET"]
+    assert gets.count("/v3/scores") == 1
+    assert gets.count("/v2/scores") == 20
+    assert srv.response_errors == []
+
+
+def test_a_rate_limit_mid_batch_is_honoured(server):
+    sleeps: list[float] = []
+    server.inject(Fault("429", path="^/scores$", method="POST", retry_after=2, after=10, times=3))
+    records = many_scores(30)
+    with writer_for(server, sleeps) as w:
+        report = w.write_scores(records)
+    assert report == WriteReport(target="langfuse", written=30, ids=tuple(r.score_id for r in records))
+    assert sleeps == [2.0, 2.0, 2.0]
+    rejected = [r for r in server.requests if r.path == "/scores" and r.status == 429]
+    assert len(rejected) == 3
+    # Each rate-limited score was sent again and stored.
+    assert len(server.scores) == 30
+
+
+def test_a_failed_score_loses_none_of_the_others(server):
+    records = many_scores(30)
+    bad = ScoreRecord(trace_id="t", name="bad", value="", data_type="CATEGORICAL", timestamp=T0)
+    records.insert(7, bad)
+    # The fifth POST is refused (a 400 is not retried), whichever score it carries.
+    server.inject(Fault("echo", path="^/scores$", method="POST", status=400, after=4))
+    with writer_for(server) as w:
+        report = w.write_scores(records)
+    refused = next(r for r in server.requests if r.path == "/scores" and r.status == 400)
+    failing = {bad.score_id: None, refused.body["id"]: 400}
+    # Failures in input order, each with its status, as one after another reports them.
+    assert [(f.key, f.status) for f in report.failed] == [
+        (r.score_id, failing[r.score_id]) for r in records if r.score_id in failing
+    ]
+    assert report.written == 29
+    assert report.ids == tuple(
+        r.score_id for r in records if r.score_id not in {bad.score_id, refused.body["id"]}
+    )
+    assert len(server.scores) == 29
+    assert server.secret_key not in "".join(f.reason for f in report.failed)
 
 
 def test_dataset_items_upsert_on_deterministic_ids(server):
