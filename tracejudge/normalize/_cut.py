@@ -82,15 +82,27 @@ def cut_values(span: RawSpan, parsed: Mapping[int, str] | None = None) -> list[s
     ``parsed``: texts a reader already parsed as JSON, by ``id`` (``SpanView.parsed``) — each closes, so
     it is not parsed again (a model call's messages are most of a trace's bytes)."""
     known = parsed or {}
-    items = [(key, value) for key, value in span.attributes.items()]
-    items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
+    items = list(span.attributes.items())
+    if span.events:
+        items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
     notes = []
     for key, value in items:
-        texts = (t for t in _strings(value) if known.get(id(t)) is not t or not _JSON_START.match(t))
-        why = next((w for w in map(cut_short, texts) if w is not None), None)
+        why = _cut_text(value, known) if isinstance(value, str) else _cut_list(value, known)
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes
+
+
+def _cut_text(text: str, known: Mapping[int, str]) -> str | None:
+    """``cut_short`` of one text, None for a text a reader parsed as JSON (it closes)."""
+    if known.get(id(text)) is text and _JSON_START.match(text):
+        return None
+    return cut_short(text)
+
+
+def _cut_list(value: Any, known: Mapping[int, str]) -> str | None:
+    """The first note of the texts of a (nested) list value, None when none may have been cut."""
+    return next((w for w in (_cut_text(t, known) for t in _strings(value)) if w is not None), None)
 
 
 class Dropped(NamedTuple):
@@ -112,9 +124,14 @@ def dropped_note(spans: Iterable[RawSpan]) -> Dropped | None:
     for span in spans:
         attributes += span.dropped_attributes_count
         events += span.dropped_events_count
-        event_attributes += sum(e.dropped_attributes_count for e in span.events if not e.log_record)
-        # GenAI events sent as log records (merged into their span's events) drop at the log SDK's limit.
-        log_attributes += sum(e.dropped_attributes_count for e in span.events if e.log_record)
+        for event in span.events:
+            # GenAI events sent as log records (merged into their span's events) drop at the log SDK's limit.
+            if event.log_record:
+                log_attributes += event.dropped_attributes_count
+            else:
+                event_attributes += event.dropped_attributes_count
+    if not (attributes or events or event_attributes or log_attributes):
+        return None  # read for every model call and retrieval: most spans dropped nothing
     lost = [
         (n, what, variable)
         for n, what, variable in (

@@ -287,19 +287,45 @@ def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:
 
 def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, ...]:
     """The gaps, each ending with the switch that would record what it says is missing."""
-    by_id = {span.span_id: producer(span) for span in spans}
-    everyone = _ranked(by_id.values())
-    # A model call that failed returned no output: no setting would have recorded one.
-    failed = {span.span_id for span in spans if span.status_code == 2}
+    if not gaps:
+        return ()
+    by_id = {span.span_id: span for span in spans}
+    producers = _Producers(by_id)
     out = []
     for gap in gaps:
-        if gap.span_id in failed and gap.kind in ("model_output_not_recorded", "no_final_answer"):
+        span = by_id.get(gap.span_id) if gap.span_id is not None else None
+        # A model call that failed returned no output: no setting would have recorded one.
+        if (
+            span is not None
+            and span.status_code == 2
+            and gap.kind in ("model_output_not_recorded", "no_final_answer")
+        ):
             out.append(gap)
             continue
-        own = by_id.get(gap.span_id) if gap.span_id is not None else None
-        switch = _switch(gap.kind, [own] if own is not None else everyone)
+        own = producers.of(span) if span is not None else None
+        switch = _switch(gap.kind, [own] if own is not None else producers.everyone())
         out.append(gap if switch is None else _with_switch(gap, switch))
     return tuple(out)
+
+
+class _Producers:
+    """The producer of each span a gap names, and the trace's (``_ranked``), each worked out once and only
+    when a gap asks (a trace without gaps needs none)."""
+
+    def __init__(self, by_id: dict[str, RawSpan]) -> None:
+        self._spans = by_id.values()
+        self._own: dict[str, Producer | None] = {}
+        self._everyone: list[Producer | None] | None = None
+
+    def of(self, span: RawSpan) -> Producer | None:
+        if span.span_id not in self._own:
+            self._own[span.span_id] = producer(span)
+        return self._own[span.span_id]
+
+    def everyone(self) -> list[Producer | None]:
+        if self._everyone is None:
+            self._everyone = _ranked(self.of(span) for span in self._spans)
+        return self._everyone
 
 
 def _ranked(producers: Iterable[Producer | None]) -> list[Producer | None]:

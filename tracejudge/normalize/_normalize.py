@@ -97,7 +97,8 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         gaps.add("no_final_answer", failed.span_id if failed else None, detail)
 
     start, end, duration = _bounds(views)
-    name = _first(views, "langfuse.trace.name") or root.raw.name or None
+    keys = _Keys.of(views)
+    name = _first(views, "langfuse.trace.name", keys) or root.raw.name or None
     return TaskRecord(
         trace_id=root.raw.trace_id,
         name=as_str(name),
@@ -114,7 +115,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         tool_calls=tuple(tools),
         spans=tuple(_node(v, tree.parent[v.span_id]) for v in views),
         gaps=with_switches(gaps.items(), [v.raw for v in views]),
-        metadata=_metadata(views, root),
+        metadata=_metadata(views, root, keys),
     )
 
 
@@ -1036,7 +1037,26 @@ def _tool_requests(models: list[ModelCall]) -> Iterator[_Request]:
 # --- trace level --------------------------------------------------------------------------------
 
 
-def _first(views: list[SpanView], key: str) -> Any:
+class _Keys(NamedTuple):
+    """The attribute and resource keys any span of the trace carries: a trace-level field is looked for
+    span by span only when some span has its key (a trace carries few of the keys read so)."""
+
+    attrs: frozenset[str]
+    resource: frozenset[str]
+
+    @classmethod
+    def of(cls, views: list[SpanView]) -> _Keys:
+        attrs: set[str] = set()
+        resource: set[str] = set()
+        for view in views:
+            attrs.update(view.attrs)
+            resource.update(view.resource)
+        return cls(frozenset(attrs), frozenset(resource))
+
+
+def _first(views: list[SpanView], key: str, keys: _Keys) -> Any:
+    if key not in keys.attrs:
+        return None
     for view in views:
         value = view.attrs.get(key)
         if value is not None and value != "":
@@ -1095,12 +1115,12 @@ _METADATA_FIELDS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
 _TAG_KEYS = ("langfuse.trace.tags", "tag.tags")
 
 
-def _metadata(views: list[SpanView], root: SpanView) -> dict[str, Any]:
+def _metadata(views: list[SpanView], root: SpanView, keys: _Keys) -> dict[str, Any]:
     ordered_views = [root, *views]
     found: dict[str, Any] = {"service_name": _service_name(views, root)}
-    for field, keys, in_resource in _METADATA_FIELDS:
-        found[field] = _metadata_value(ordered_views, keys, in_resource)
-    found["tags"] = _trace_tags(views)
+    for field, field_keys, in_resource in _METADATA_FIELDS:
+        found[field] = _metadata_value(ordered_views, field_keys, in_resource, keys)
+    found["tags"] = _trace_tags(views, keys)
     return {field: value for field, value in found.items() if value}
 
 
@@ -1112,23 +1132,26 @@ def _service_name(views: list[SpanView], root: SpanView) -> str | None:
     return service
 
 
-def _metadata_value(views: list[SpanView], keys: tuple[str, ...], in_resource: bool) -> str | None:
+def _metadata_value(
+    views: list[SpanView], field_keys: tuple[str, ...], in_resource: bool, keys: _Keys
+) -> str | None:
     """The first key any span records, each key read from the spans' attributes, then (when a
     resource attribute too) from their resources."""
-    for key in keys:
-        value = as_str(_first(views, key))
-        if value is None and in_resource:
+    for key in field_keys:
+        value = as_str(_first(views, key, keys))
+        if value is None and in_resource and key in keys.resource:
             value = next((as_str(v.resource.get(key)) for v in views if v.resource.get(key)), None)
         if value is not None:
             return value
     return None
 
 
-def _trace_tags(views: list[SpanView]) -> list[str]:
+def _trace_tags(views: list[SpanView], keys: _Keys) -> list[str]:
     """Every tag any span gave the trace, once each, in first-seen order."""
+    tag_keys = [key for key in _TAG_KEYS if key in keys.attrs]
     tags: dict[str, None] = {}
-    for view in views:
-        for key in _TAG_KEYS:
+    for view in views if tag_keys else ():
+        for key in tag_keys:
             if view.attrs.get(key) is not None:
                 tags.update(dict.fromkeys(as_str_list(view.attrs[key]) or ()))
     return list(tags)

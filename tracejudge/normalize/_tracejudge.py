@@ -45,7 +45,7 @@ class Tracejudge(NoRecords):
         forced = view.attrs.get(STEP)
         if isinstance(forced, str) and forced in _STEP_KINDS:
             return forced  # type: ignore[return-value]  # checked against StepKind above
-        if any(key.startswith(CONTEXT_PREFIX) for key in view.attrs):
+        if view.has_key_prefix(CONTEXT_PREFIX):
             return "context"
         return None
 
@@ -63,7 +63,7 @@ CONVENTION = Tracejudge()
 
 def has_retrieval_attributes(view: SpanView) -> bool:
     """A span carrying ``tracejudge.retrieval.*`` is a retrieval when no convention says what else it is."""
-    return any(key.startswith(RETRIEVAL_PREFIX) for key in view.attrs)
+    return view.has_key_prefix(RETRIEVAL_PREFIX)
 
 
 def candidates(view: SpanView) -> tuple[Candidate, ...] | None:

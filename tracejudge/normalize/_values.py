@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -183,23 +184,26 @@ def _json_text(value: Any) -> str | None:
         return None
 
 
+# The first dot-separated segment after the first that is an ASCII number (``str.isdigit`` and ``isascii``),
+# with the dot after it or the key's end (``\Z``: ``$`` would also match before a final newline).
+_INDEX_SEGMENT = re.compile(r"\.([0-9]+)(?:\.|\Z)")
+
+
 def group_indexed(attrs: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
     """Group flattened keys ``<prefix>.<N>.<suffix>`` by prefix and index, in one pass.
 
     ``llm.input_messages.0.message.contents.1.message_content.text`` lands in
     ``["llm.input_messages"][0]["message.contents.1.message_content.text"]``; apply again to an
-    item for the next level.
+    item for the next level. Read for most spans of every trace: one regex search a key (the segment
+    found is the first number after the first segment, as a split and a walk over the parts found it).
     """
     out: dict[str, dict[int, dict[str, Any]]] = {}
+    search = _INDEX_SEGMENT.search
     for key, value in attrs.items():
-        parts = key.split(".")
-        for i in range(1, len(parts)):
-            part = parts[i]
-            if part.isdigit() and part.isascii():
-                prefix = ".".join(parts[:i])
-                suffix = ".".join(parts[i + 1 :])
-                out.setdefault(prefix, {}).setdefault(int(part), {})[suffix] = value
-                break
+        found = search(key)
+        if found is not None:
+            group = out.setdefault(key[: found.start()], {})
+            group.setdefault(int(found.group(1)), {})[key[found.end() :]] = value
     return out
 
 

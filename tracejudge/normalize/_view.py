@@ -41,8 +41,11 @@ class Gaps:
         return tuple(self._items)
 
 
-def _copied_keys(attrs: dict[str, Any], extra: dict[str, Any]) -> None:
-    """``tracejudge.*`` keys a tracer copied under its own prefix, without the prefix."""
+def _copied_keys(attrs: dict[str, Any], keys: str, extra: dict[str, Any]) -> None:
+    """``tracejudge.*`` keys a tracer copied under its own prefix, without the prefix (``keys``: the keys
+    joined, ``SpanView.keys``: without "tracejudge." in any, none is such a key)."""
+    if _OWN_PREFIX not in keys:
+        return
     for key, value in attrs.items():
         if key.startswith(_LF_COPIED):
             # The Langfuse SDK JSON-encodes each metadata value, strings included.
@@ -82,6 +85,7 @@ class SpanView:
         "attrs",
         "convention",
         "gaps",
+        "keys",
         "parsed",
         "raw",
         "resource",
@@ -99,6 +103,8 @@ class SpanView:
         self.parsed: dict[int, str] = {}
         """Texts :meth:`json` parsed as JSON, by ``id``: each closes as a JSON document, which ``cut_values``
         then need not parse again to know (the text is held, so its id is not reused meanwhile)."""
+        self.keys = ""
+        """The attribute keys joined by newlines (:meth:`has_key_prefix`)."""
         self.attrs = self._merge(raw.attributes)
         self._groups: dict[str, dict[int, dict[str, Any]]] | None = None
         self.step: StepKind = "other"
@@ -115,9 +121,10 @@ class SpanView:
         on an MLflow span, whose ``tracejudge.*`` values are read decoded from the JSON text MLflow stores.
         """
         extra: dict[str, Any] = {}
+        self.keys = "\n".join(attrs)
         if _LF_METADATA in attrs:
             self._langfuse_metadata(attrs[_LF_METADATA], extra)
-        _copied_keys(attrs, extra)
+        _copied_keys(attrs, self.keys, extra)
         if isinstance(attrs.get(_OI_METADATA), str) and "tracejudge." in attrs[_OI_METADATA]:
             _run_metadata(attrs[_OI_METADATA], extra)
         decoded = _mlflow_encoded(attrs) if _MLFLOW_SPAN_TYPE in attrs else {}
@@ -125,6 +132,7 @@ class SpanView:
             return attrs
         extra.update(attrs)
         extra.update(decoded)
+        self.keys = "\n".join(extra)
         return extra
 
     def _langfuse_metadata(self, value: Any, extra: dict[str, Any]) -> None:
@@ -150,6 +158,11 @@ class SpanView:
         if isinstance(value, str) and not python_literal:  # parsed by json.loads, not as a Python literal
             self.parsed[id(value)] = value
         return parsed
+
+    def has_key_prefix(self, prefix: str) -> bool:
+        """Whether any attribute key starts with ``prefix``. Asked of every span by several conventions: a
+        prefix that is in no key is ruled out by one search of the joined keys, without a walk over them."""
+        return prefix in self.keys and any(key.startswith(prefix) for key in self.attrs)
 
     def get(self, *keys: str) -> Any:
         """The first present, non-empty attribute among ``keys``."""
