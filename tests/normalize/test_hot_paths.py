@@ -60,7 +60,7 @@ def test_group_indexed_edges() -> None:
 @given(
     st.dictionaries(
         st.lists(
-            st.sampled_from(["a", "0", "12", "007", "", "x1", "1\n", "²", "٣", " 1", "_"]), max_size=6
+            st.sampled_from(["a", "0", "12", "007", "", "x1", "1\n", "\n2", "²", "٣", " 1", "_"]), max_size=6
         ).map(".".join),
         st.integers(),
         max_size=8,

@@ -198,7 +198,14 @@ class _Tree:
         the walk closes the loop: that span reads as a root with a gap, so no walk up the tree runs
         forever and the trace still has a root."""
         rooted: set[str] = set()
+        parent = self.parent
         for view in views:
+            if view.span_id in rooted:
+                continue
+            if parent[view.span_id] is None or parent[view.span_id] in rooted:
+                # The walk would stop at the next step (spans come in start order: parents first, mostly).
+                rooted.add(view.span_id)
+                continue
             path: list[str] = []
             on_path: set[str] = set()
             sid: str | None = view.span_id
@@ -349,10 +356,10 @@ def _convention_step(view: SpanView) -> tuple[StepKind, str] | None:
     for tier in PRECEDENCE.classify:
         for candidate in tier:
             found = candidate.classify(view)
-            if found == "other":
+            if found is not None:
+                if found != "other":
+                    return found, candidate.name
                 other = other or (found, candidate.name)
-            elif found is not None:
-                return found, candidate.name
         if other is not None:
             return other
     return None
@@ -891,9 +898,10 @@ def _usage(view: SpanView) -> dict[str, int]:
     usage: dict[str, int] = {}
     for convention in PRECEDENCE.usage:  # merged: per count, the first convention that recorded it
         for key, value in (convention.usage(view) or {}).items():
-            number = as_int(value)
-            if number is not None and key not in usage:
-                usage[key] = number
+            if value is not None and key not in usage:
+                number = as_int(value)
+                if number is not None:
+                    usage[key] = number
     return usage
 
 

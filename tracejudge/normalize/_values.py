@@ -187,6 +187,17 @@ def _json_text(value: Any) -> str | None:
 # The first dot-separated segment after the first that is an ASCII number (``str.isdigit`` and ``isascii``),
 # with the dot after it or the key's end (``\Z``: ``$`` would also match before a final newline).
 _INDEX_SEGMENT = re.compile(r"\.([0-9]+)(?:\.|\Z)")
+# Keys seen, split: (prefix, index, suffix), or _NOT_INDEXED. The same keys come in every span of a kind
+# (``retrieval.documents.0.document.content``): each is searched once (bounded; long keys are not kept).
+_NOT_INDEXED = ("", -1, "")
+_SPLIT_KEYS: dict[str, tuple[str, int, str]] = {}
+_SPLIT_KEYS_MAX = 8192
+_SPLIT_KEY_LENGTH = 256
+
+
+def _split_key(key: str) -> tuple[str, int, str]:
+    found = _INDEX_SEGMENT.search(key)
+    return _NOT_INDEXED if found is None else (key[: found.start()], int(found.group(1)), key[found.end() :])
 
 
 def group_indexed(attrs: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
@@ -194,16 +205,21 @@ def group_indexed(attrs: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]
 
     ``llm.input_messages.0.message.contents.1.message_content.text`` lands in
     ``["llm.input_messages"][0]["message.contents.1.message_content.text"]``; apply again to an
-    item for the next level. Read for most spans of every trace: one regex search a key (the segment
-    found is the first number after the first segment, as a split and a walk over the parts found it).
+    item for the next level. The index is the first number after the first segment (as a split and a walk
+    over the parts finds it); read for most spans of every trace, a key is split once (``_SPLIT_KEYS``).
     """
     out: dict[str, dict[int, dict[str, Any]]] = {}
-    search = _INDEX_SEGMENT.search
     for key, value in attrs.items():
-        found = search(key)
-        if found is not None:
-            group = out.setdefault(key[: found.start()], {})
-            group.setdefault(int(found.group(1)), {})[key[found.end() :]] = value
+        split = _SPLIT_KEYS.get(key)
+        if split is None:
+            split = _split_key(key)
+            if len(key) <= _SPLIT_KEY_LENGTH:
+                if len(_SPLIT_KEYS) >= _SPLIT_KEYS_MAX:
+                    _SPLIT_KEYS.clear()
+                _SPLIT_KEYS[key] = split
+        if split is not _NOT_INDEXED:
+            prefix, index, suffix = split
+            out.setdefault(prefix, {}).setdefault(index, {})[suffix] = value
     return out
 
 

@@ -166,6 +166,8 @@ class SpanView:
 
     def get(self, *keys: str) -> Any:
         """The first present, non-empty attribute among ``keys``."""
+        if self.attrs.keys().isdisjoint(keys):  # most keys asked for are absent: none is looked up in turn
+            return None
         for key in keys:
             value = self.attrs.get(key)
             if value is not None and value != "":
