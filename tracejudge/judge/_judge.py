@@ -8,11 +8,11 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from tracejudge.judge._client import Completion, JudgeCallError, JudgeClient
 from tracejudge.judge._parse import parse_reply
-from tracejudge.judge._prompt import build_messages, messages_hash, reply_schema
+from tracejudge.judge._prompt import build_messages, messages_canon, messages_hash, reply_schema
 from tracejudge.schema import Criterion, JudgeConfig, JudgeReply, Rubric, TaskRecord
 
 
@@ -31,23 +31,32 @@ def resolved_base_url(config: JudgeConfig) -> str | None:
     return config.base_url or os.environ.get("OPENAI_BASE_URL") or None
 
 
-def cache_key(config: JudgeConfig, messages: Sequence[dict[str, str]], repeat: int) -> str:
-    """Key of a reply in the cache: judge configuration + exact prompt + repeat index."""
-    canon = json.dumps(
-        {
-            "model": config.model,
-            "base_url": resolved_base_url(config),
-            "temperature": config.temperature,
-            "max_tokens": config.max_tokens,
-            "response_format": config.response_format,
-            "messages": list(messages),
-            "repeat": repeat,
-        },
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
+def cache_key(
+    config: JudgeConfig, messages: Sequence[dict[str, str]], repeat: int, *, canon: str | None = None
+) -> str:
+    """Key of a reply in the cache: judge configuration + exact prompt + repeat index.
+
+    The sha256 of ``json.dumps`` of these fields with sorted keys, no spaces and no ASCII escapes, written
+    field by field so the messages (``canon``: their ``messages_canon``, when already written) are not
+    serialized again: the same bytes as dumping the whole object (tests/judge/test_cache_key.py)."""
+    fields = {
+        "model": config.model,
+        "base_url": resolved_base_url(config),
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+        "response_format": config.response_format,
+        "messages": None,
+        "repeat": repeat,
+    }
+    listed = messages_canon(messages) if canon is None else canon
+    written = ",".join(
+        f"{json.dumps(key)}:{listed if key == 'messages' else json.dumps(value, **_CANON)}"
+        for key, value in sorted(fields.items())
     )
-    return hashlib.sha256(canon.encode()).hexdigest()
+    return hashlib.sha256(f"{{{written}}}".encode()).hexdigest()
+
+
+_CANON: dict[str, Any] = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
 
 
 class Judge:
@@ -78,18 +87,27 @@ class Judge:
         messages = build_messages(self.rubric, task, criteria, category=category)
         schema = reply_schema(criteria)
         names = [c.name for c in criteria]
+        canon = messages_canon(messages)  # hashed for the prompt and each repeat's cache key
         if repeat == 1:
             # Awaited here, not gathered: a gathered call is a task that starts on the loop's next turn,
             # after every other reply that came back with this one was handled — at 64 calls in flight
             # each wave's calls then all waited for the whole wave's handling.
-            return [await self._one(messages, schema, names, 0)]
-        return list(await asyncio.gather(*(self._one(messages, schema, names, i) for i in range(repeat))))
+            return [await self._one(messages, schema, names, 0, canon)]
+        return list(
+            await asyncio.gather(*(self._one(messages, schema, names, i, canon) for i in range(repeat)))
+        )
 
     async def _one(
-        self, messages: list[dict[str, str]], schema: dict[str, object], names: list[str], repeat: int
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, object],
+        names: list[str],
+        repeat: int,
+        canon: str | None = None,
     ) -> JudgeReply:
-        prompt_hash = messages_hash(messages)
-        key = cache_key(self.config, messages, repeat)
+        canon = messages_canon(messages) if canon is None else canon
+        prompt_hash = messages_hash(messages, canon=canon)
+        key = cache_key(self.config, messages, repeat, canon=canon)
         if self.cache is not None:
             hit = self.cache.get_cached_reply(key)
             if hit is not None:

@@ -110,7 +110,13 @@ def prompt_template_hash(rubric: Rubric) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def messages_hash(messages: Sequence[dict[str, str]]) -> str:
-    """sha256 of the exact messages."""
-    canon = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def messages_canon(messages: Sequence[dict[str, str]]) -> str:
+    """The messages' canonical JSON, which ``messages_hash`` and the reply cache's key (``cache_key``) hash:
+    an item's messages hold its whole material, so it is written once and handed to both."""
+    return json.dumps(list(messages), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def messages_hash(messages: Sequence[dict[str, str]], *, canon: str | None = None) -> str:
+    """sha256 of the exact messages (``canon``: their ``messages_canon``, when already written)."""
+    canon = messages_canon(messages) if canon is None else canon
     return hashlib.sha256(canon.encode()).hexdigest()
