@@ -80,7 +80,7 @@ def _in_context(spans: list[RawSpan]) -> tuple[str, str, tuple[str, ...]]:
     return loc.verdict, stage.status, stage.missing
 
 
-@pytest.mark.parametrize("finish_reasons", [("tool_call",), ["tool_calls"], '["tool_call"]'])
+@pytest.mark.parametrize("finish_reasons", [("tool_call",), ["tool_calls"], '["tool_call"]', "['tool_call']"])
 def test_a_tool_call_the_output_does_not_hold_keeps_in_context_unconfirmed(finish_reasons: Any) -> None:
     spans = _spans(finish_reasons, ANSWER)
     task = normalize(spans)

@@ -348,7 +348,12 @@ def test_openllmetry_output_withheld_by_a_content_filter_is_no_answer(store: Pat
         ("assistant", None, [])
     ]
     assert record["final_answer"] is None
-    assert "model_output_empty" in {g["kind"] for g in record["gaps"]}
+    # Recorded as withheld: it read as not recorded, naming TRACELOOP_TRACE_CONTENT (capture was on).
+    gaps = {g["kind"]: g for g in record["gaps"]}
+    assert "model_output_not_recorded" not in gaps
+    assert "finish_reason content_filter" in gaps["model_output_empty"]["detail"]
+    assert gaps["model_output_empty"]["switch"] == ""
+    assert all("TRACELOOP_TRACE_CONTENT" not in g["detail"] for g in record["gaps"])
 
 
 HAIKU = "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."

@@ -709,10 +709,8 @@ def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
     was recorded (a message whose content is the empty text, OpenInference's response body whose choices
     hold none, GenAI messages with no part); None when nothing shows that: then it was not recorded."""
     if any(m.content == "" for m in outputs):
-        # GenAI: a JSON list, or OpenLLMetry's Python list repr ("['length']").
-        listed = as_str_list(view.attrs.get("gen_ai.response.finish_reasons")) or []
-        reasons = ", ".join(r for r in (r.strip("[]'\" ") for r in listed) if r)
-        return "its message's content is the empty text" + (f" (finish_reason {reasons})" if reasons else "")
+        listed = ", ".join(_finish_reasons(view))
+        return "its message's content is the empty text" + (f" (finish_reason {listed})" if listed else "")
     ended = oi.empty_response(view)
     if ended is not None:
         return f"the response's message has no text (finish_reason {ended})"
@@ -763,13 +761,19 @@ def _hosted_note(view: SpanView, outputs: Sequence[Message]) -> str | None:
     )
 
 
+def _finish_reasons(view: SpanView) -> list[str]:
+    """``gen_ai.response.finish_reasons``: an array, a JSON list, or OpenLLMetry's Python list repr
+    (``"['length']"``)."""
+    value = view.attrs.get("gen_ai.response.finish_reasons")
+    listed = as_str_list(list(value) if isinstance(value, tuple) else value) or []
+    return [r for r in (r.strip("[]'\" ") for r in listed) if r]
+
+
 def _unheld_tool_call(view: SpanView, outputs: Sequence[Message]) -> str | None:
     """The note for a recorded output that holds no tool call although the response ended on one."""
     if not outputs or any(m.tool_calls for m in outputs):
         return None
-    value = view.attrs.get("gen_ai.response.finish_reasons")
-    ends = as_str_list(list(value) if isinstance(value, tuple) else value) or []
-    if not _TOOL_CALL_ENDS.intersection(ends):
+    if not _TOOL_CALL_ENDS.intersection(_finish_reasons(view)):
         return None
     return (
         "the response ended with finish_reason tool_call, and its recorded output holds no tool call: a"
