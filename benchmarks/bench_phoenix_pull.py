@@ -266,9 +266,7 @@ def main() -> None:
         f"  after the last answer: pull {_spread(tail_ms['pull'], ' ms', 1)},"
         f" ideal {_spread(tail_ms['ideal'], ' ms', 1)}"
     )
-    fetching = [
-        (p - t) / i for p, t, i in zip(out["pull"], _TAILS["pull"], out["ideal"], strict=True)
-    ]
+    fetching = [(p - t) / i for p, t, i in zip(out["pull"], _TAILS["pull"], out["ideal"], strict=True)]
     print(f"  pull up to its last answer / ideal {_spread(fetching, 'x')}")
     # CPU depends less on the machine's load than wall time does: what the pull spends beyond the
     # ideal's fetching and parsing (conversion, store, markers) per span it stored.

@@ -286,3 +286,32 @@ def drop_attribute(spans: list[RawSpan], key: str) -> list[RawSpan]:
         s.model_copy(update={"attributes": {k: v for k, v in s.attributes.items() if k != key}})
         for s in spans
     ]
+
+
+def agent_and_retrieval(trace_id: str) -> tuple[RawSpan, RawSpan, int]:
+    """An OpenInference agent root answering with v2's cap (``GOOD``) and a retriever under it returning
+    v2, and the root's start in nanoseconds (a model call of the test's own goes after ``t0 + 2``)."""
+    t0 = int(T0.timestamp()) * 10**9
+    root = RawSpan(
+        trace_id=trace_id,
+        span_id="a" * 16,
+        name="agent",
+        start_time_unix_nano=t0,
+        end_time_unix_nano=t0 + 10**9,
+        attributes={"openinference.span.kind": "AGENT", "input.value": QUESTION, "output.value": GOOD},
+    )
+    retrieval = RawSpan(
+        trace_id=trace_id,
+        span_id="b" * 16,
+        parent_span_id="a" * 16,
+        name="retrieve",
+        start_time_unix_nano=t0 + 1,
+        end_time_unix_nano=t0 + 2,
+        attributes={
+            "openinference.span.kind": "RETRIEVER",
+            "input.value": "prepayment",
+            "retrieval.documents.0.document.id": f"{DOC}@v2",
+            "retrieval.documents.0.document.content": V2_TEXT,
+        },
+    )
+    return root, retrieval, t0

@@ -24,29 +24,7 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4737"
 def _spans(finish_reasons: Any, output_parts: list[dict[str, Any]]) -> list[RawSpan]:
     """A root answering with v2's cap, a retrieval returning v2, and the model call as OpenLLMetry's OpenAI
     instrumentation records a Responses API call (the question alone in its input: no v2 clause)."""
-    t0 = int(mk.T0.timestamp()) * 10**9
-    root = RawSpan(
-        trace_id=TRACE,
-        span_id="a" * 16,
-        name="agent",
-        start_time_unix_nano=t0,
-        end_time_unix_nano=t0 + 10**9,
-        attributes={"openinference.span.kind": "AGENT", "input.value": mk.QUESTION, "output.value": mk.GOOD},
-    )
-    retrieval = RawSpan(
-        trace_id=TRACE,
-        span_id="b" * 16,
-        parent_span_id="a" * 16,
-        name="retrieve",
-        start_time_unix_nano=t0 + 1,
-        end_time_unix_nano=t0 + 2,
-        attributes={
-            "openinference.span.kind": "RETRIEVER",
-            "input.value": "prepayment",
-            "retrieval.documents.0.document.id": f"{mk.DOC}@v2",
-            "retrieval.documents.0.document.content": mk.V2_TEXT,
-        },
-    )
+    root, retrieval, t0 = mk.agent_and_retrieval(TRACE)
     output = [{"role": "assistant", "parts": output_parts, "finish_reason": "tool_call"}]
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",

@@ -25,29 +25,7 @@ PDF = "data:application/pdf;base64," + base64.b64encode(mk.V2_TEXT.encode()).dec
 def _spans(llm_attributes: dict[str, Any]) -> list[RawSpan]:
     """A root answering with v2's cap, a retrieval returning v2, and one LLM span with these attributes
     (whose recorded text does not hold v2's clause)."""
-    t0 = int(mk.T0.timestamp()) * 10**9
-    root = RawSpan(
-        trace_id=TRACE,
-        span_id="a" * 16,
-        name="agent",
-        start_time_unix_nano=t0,
-        end_time_unix_nano=t0 + 10**9,
-        attributes={"openinference.span.kind": "AGENT", "input.value": mk.QUESTION, "output.value": mk.GOOD},
-    )
-    retrieval = RawSpan(
-        trace_id=TRACE,
-        span_id="b" * 16,
-        parent_span_id="a" * 16,
-        name="retrieve",
-        start_time_unix_nano=t0 + 1,
-        end_time_unix_nano=t0 + 2,
-        attributes={
-            "openinference.span.kind": "RETRIEVER",
-            "input.value": "prepayment",
-            "retrieval.documents.0.document.id": f"{mk.DOC}@v2",
-            "retrieval.documents.0.document.content": mk.V2_TEXT,
-        },
-    )
+    root, retrieval, t0 = mk.agent_and_retrieval(TRACE)
     llm = RawSpan(
         trace_id=TRACE,
         span_id="c" * 16,
