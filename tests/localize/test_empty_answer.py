@@ -7,6 +7,7 @@ OpenAI stand-in, the real SDK's OTLP encoder and tracejudge's decoder."""
 from __future__ import annotations
 
 import openai
+import pytest
 from openinference.instrumentation import TraceConfig
 from openinference.instrumentation.openai import OpenAIInstrumentor
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -107,9 +108,18 @@ def test_an_empty_model_output_reads_empty_not_missing() -> None:
     assert judge.questions == []
 
 
-def test_an_empty_last_output_is_the_answer_not_an_earlier_calls_text() -> None:
+# OpenInference's instrumentation, and OTel GenAI's (openai-v2) defined below: each the real one.
+_RECORDERS = [pytest.param("openinference", id="openinference"), pytest.param("genai", id="genai")]
+
+
+def _recorded(recorder: str, replies: list[Rule]) -> list[RawSpan]:
+    return _trace(replies) if recorder == "openinference" else _genai_trace(replies)
+
+
+@pytest.mark.parametrize("recorder", _RECORDERS)
+def test_an_empty_last_output_is_the_answer_not_an_earlier_calls_text(recorder: str) -> None:
     # The draft states v1's cap: read as the answer, used_by_model would fail it (ignored_by_model).
-    task = normalize(_trace([Rule(reply=DRAFT, times=1), Rule(reply="")]))
+    task = normalize(_recorded(recorder, [Rule(reply=DRAFT, times=1), Rule(reply="")]))
     first, last = task.model_calls
     assert first.output_text == DRAFT
     assert task.final_answer is None
@@ -121,8 +131,9 @@ def test_an_empty_last_output_is_the_answer_not_an_earlier_calls_text() -> None:
     assert judge.questions == []
 
 
-def test_an_answer_with_text_is_read_as_before() -> None:
-    task = normalize(_trace([Rule(reply=mk.GOOD)]))
+@pytest.mark.parametrize("recorder", _RECORDERS)
+def test_an_answer_with_text_is_read_as_before(recorder: str) -> None:
+    task = normalize(_recorded(recorder, [Rule(reply=mk.GOOD)]))
     assert task.final_answer == mk.GOOD
     assert not [g for g in task.gaps if g.kind in ("model_output_empty", "model_output_not_recorded")]
     assert _triage(task, _Judge()).verdict == "no_fault"
@@ -241,24 +252,6 @@ def test_an_empty_genai_output_reads_empty_not_missing() -> None:
     assert loc.verdict == "unconfirmed"
     assert _used(loc).detail.startswith(f"the answer was recorded empty (span {call.span_id}")
     assert judge.questions == []
-
-
-def test_an_empty_genai_last_output_is_the_answer_not_an_earlier_calls_text() -> None:
-    task = normalize(_genai_trace([Rule(reply=DRAFT, times=1), Rule(reply="")]))
-    first, last = task.model_calls
-    assert first.output_text == DRAFT
-    assert task.final_answer is None
-    assert [g.span_id for g in task.gaps if g.kind == "model_output_empty"] == [last.span_id]
-    judge = _Judge()
-    assert _triage(task, judge).verdict == "unconfirmed"
-    assert judge.questions == []
-
-
-def test_a_genai_answer_with_text_is_read_as_before() -> None:
-    task = normalize(_genai_trace([Rule(reply=mk.GOOD)]))
-    assert task.final_answer == mk.GOOD
-    assert not [g for g in task.gaps if g.kind in ("model_output_empty", "model_output_not_recorded")]
-    assert _triage(task, _Judge()).verdict == "no_fault"
 
 
 def test_a_genai_reply_recorded_with_no_part_reads_empty_not_hidden() -> None:
