@@ -84,8 +84,9 @@ class Fault:
     """Only this HTTP method, if given."""
     times: int | None = 1
     """How many requests it hits; None: unlimited."""
-    retry_after: int = 1
-    """Seconds in the ``Retry-After`` header of a 429."""
+    retry_after: int | None = 1
+    """Seconds in the ``Retry-After`` header of a 429; None: a 429 that says no wait (no
+    ``Retry-After``, nor Langfuse's ``X-RateLimit-Reset``)."""
     delay: float = 0.0
     """Seconds a ``slow`` fault waits before answering."""
     status: int = 500
@@ -270,6 +271,11 @@ class ApiServer:
         """Add faults; each matching request takes the first fault that still hits."""
         with self._lock:
             self.faults.extend(faults)
+
+    def lift(self, *faults: Fault) -> None:
+        """Remove injected faults: one without a count (``times=None``) hits until lifted."""
+        with self._lock:
+            self.faults = [f for f in self.faults if all(f is not g for g in faults)]
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -426,6 +426,8 @@ class LangfuseServer(ApiServer):
             return self._error(500, "Internal Server Error")
         if fault.kind != "429":
             return None
+        if fault.retry_after is None:
+            return JSONResponse({"message": "Rate limit exceeded", "code": "rate_limited"}, status_code=429)
         reset = int(time.time()) + fault.retry_after
         return JSONResponse(
             {

@@ -493,9 +493,8 @@ class PhoenixServer(ApiServer):
 
     def _fault_response(self, fault: Fault) -> Response | None:
         if fault.kind == "429":
-            return Response(
-                "Too Many Requests", status_code=429, headers={"Retry-After": str(fault.retry_after)}
-            )
+            wait = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            return Response("Too Many Requests", status_code=429, headers=wait)
         if fault.kind == "500":
             return Response("Internal Server Error", status_code=500)
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -79,9 +80,46 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (params or {}).items() if v is not None and v != []}
 
 
+class _RateLimitPause:
+    """A client-wide pause after a 429: the thread whose request got it waits (``Retry-After``, else
+    the backoff) and sends again; every other thread holds its next request until that one is answered
+    without a 429, so a rate-limited server sees one request per wait, not one per thread in flight.
+
+    The thread holding the pause is the only one the pause lets through; it ends the pause on any
+    other answer, on an error, or when it gives up (then the next 429 starts another pause)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._holder: int | None = None
+
+    def enter(self) -> None:
+        """Return once this thread may send: no pause, or this thread holds it."""
+        me = threading.get_ident()
+        with self._cond:
+            while self._holder is not None and self._holder != me:
+                self._cond.wait()
+
+    def limited(self) -> bool:
+        """This thread's request got a 429: True when it holds the pause (it waits and probes);
+        False when another thread already does (this one waits for that one's answer)."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._holder is None:
+                self._holder = me
+            return self._holder == me
+
+    def end(self) -> None:
+        """End the pause if this thread holds it."""
+        with self._cond:
+            if self._holder == threading.get_ident():
+                self._holder = None
+                self._cond.notify_all()
+
+
 class RetryingJsonClient:
     """Sends JSON requests with retries: 429 honours ``Retry-After``; the other retry statuses and
-    connection errors back off exponentially with jitter. Thread-safe (one ``httpx.Client``).
+    connection errors back off exponentially with jitter. Thread-safe (one ``httpx.Client``): a 429
+    pauses every thread's requests (:class:`_RateLimitPause`), and the counters are kept under a lock.
 
     Subclasses set the class attributes and build the ``httpx.Client`` (base URL, auth)."""
 
@@ -114,7 +152,11 @@ class RetryingJsonClient:
         self.retries = 0
         """Retries made so far (rate limits, server errors, resets)."""
         self.waits: list[float] = []
-        """Each wait before a retry, in seconds, in order."""
+        """Each wait slept before a retry, in seconds, in order (a request held by another thread's
+        rate-limit pause waits for that one's answer instead, with no entry here)."""
+        # The counters move from every thread sending (writers and pulls send several at once).
+        self._counted = threading.Lock()
+        self._pause = _RateLimitPause()
         self._client = client
 
     def __enter__(self) -> Self:
@@ -141,13 +183,21 @@ class RetryingJsonClient:
         json_body: Any = None,
         allow_404: bool = False,
     ) -> Any:
+        try:
+            return self._send(method, path, query=_query(params), json_body=json_body, allow_404=allow_404)
+        finally:
+            # However this request ends (an answer, an error, Ctrl-C in a wait), a pause it holds ends.
+            self._pause.end()
+
+    def _send(self, method: str, path: str, *, query: dict[str, Any], json_body: Any, allow_404: bool) -> Any:
         where = f"{method} {self.shown_prefix}{path}"
-        query = _query(params)
         attempt = 0
         while True:
+            self._pause.enter()
             try:
                 response = self._client.request(method, path, params=query, json=json_body)
             except httpx.TransportError as exc:
+                self._pause.end()
                 if attempt >= self.max_retries:
                     raise self.error_type(
                         f"{self.name} at {self._base_url} could not be reached for {where}: "
@@ -156,8 +206,16 @@ class RetryingJsonClient:
                     ) from None
                 delay = None
             else:
-                if response.status_code not in self.retry_status or attempt >= self.max_retries:
+                status = response.status_code
+                if status not in self.retry_status or attempt >= self.max_retries:
                     return self._answer(where, response, allow_404=allow_404)
+                if status == 429 and not self._pause.limited():
+                    # Another thread holds the pause: this request waits for its answer, then goes again.
+                    self._count(None)
+                    attempt += 1
+                    continue
+                if status != 429:
+                    self._pause.end()
                 delay = retry_after(response, rate_limit_headers=self.rate_limit_headers)
             self._wait(attempt, delay)
             attempt += 1
@@ -187,9 +245,15 @@ class RetryingJsonClient:
             delay = min(self.backoff * 2**attempt, self.max_backoff) + random.uniform(0, self.backoff)
         else:
             delay = retry_after
-        self.retries += 1
-        self.waits.append(delay)
+        self._count(delay)
         self._sleep(delay)
+
+    def _count(self, delay: float | None) -> None:
+        """Count a retry, and the wait slept before it (None: it waited on another thread's pause)."""
+        with self._counted:
+            self.retries += 1
+            if delay is not None:
+                self.waits.append(delay)
 
     def _message(self, response: httpx.Response) -> str:
         """What the error body says, redacted before it is cut short (so a cut never leaves half a

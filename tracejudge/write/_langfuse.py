@@ -54,7 +54,7 @@ def score_body(score: ScoreRecord, *, timestamp: datetime, environment: str | No
 DEFAULT_SCORE_CONCURRENCY = 8
 """Scores in flight at once: each is one or two round trips, so one after another a run's 2,100
 scores took ~2.5 min against the local Langfuse stand-in; a few in flight overlap the waits while
-staying well inside Langfuse's rate limits (a 429 is still honoured by the request that got it)."""
+staying well inside Langfuse's rate limits (a 429 pauses them all: see ``RetryingJsonClient``)."""
 
 
 class LangfuseWriter:
