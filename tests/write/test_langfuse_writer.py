@@ -332,6 +332,60 @@ def test_dataset_items_upsert_on_deterministic_ids(server):
     assert items[0].item_id("regressions") != items[0].item_id("other")
 
 
+def many_items(n: int) -> list[DatasetItemRecord]:
+    trace = synthetic_trace(0)
+    return [
+        DatasetItemRecord(key=f"rs-{i:06d}", input={"q": f"question {i}"}, source_trace_id=trace["id"])
+        for i in range(n)
+    ]
+
+
+def test_dataset_items_are_written_several_at_once():
+    srv = LangfuseServer().start()
+    in_flight = threading.Barrier(4, timeout=30)
+
+    class Gated(LangfuseApi):
+        def post(self, path: str, body: Any) -> Any:
+            # The first four items wait for one another: written one after another, the first
+            # would wait alone and the barrier would break.
+            if path == "/dataset-items" and body["metadata"]["key"] in {f"rs-{i:06d}" for i in range(4)}:
+                in_flight.wait()
+            return super().post(path, body)
+
+    try:
+        with LangfuseWriter(Gated(creds_for(srv)), concurrency=4) as w:
+            report = w.write_dataset_items("regressions", many_items(12))
+    finally:
+        srv.stop()
+    assert report.written == 12
+    assert not in_flight.broken
+    assert len(srv.dataset_items) == 12
+
+
+def test_concurrent_dataset_items_report_what_one_after_another_does(server):
+    items = many_items(30)
+    # The ninth item POSTed is refused (a 400 is not retried), whichever item it carries.
+    server.inject(Fault("echo", path="^/dataset-items$", method="POST", status=400, after=8))
+    with writer_for(server) as w:
+        report = w.write_dataset_items("regressions", items)
+    refused = next(r for r in server.requests if r.path == "/dataset-items" and r.status == 400)
+    bad_key = refused.body["metadata"]["key"]
+    # Ids in input order, the failure with its key and status, as one after another reports them.
+    assert report.ids == tuple(i.item_id("regressions") for i in items if i.key != bad_key)
+    assert [(f.key, f.status) for f in report.failed] == [(bad_key, 400)]
+    assert len(server.dataset_items) == 29
+    other = LangfuseServer(generation=server.generation).start()
+    try:
+        with writer_for(other, concurrency=1) as w:
+            serial = w.write_dataset_items("regressions", items)
+        bodies = {r.body["id"]: r.body for r in other.requests if r.path == "/dataset-items"}
+    finally:
+        other.stop()
+    assert serial.ids == tuple(i.item_id("regressions") for i in items)
+    # The same bodies, whichever way they were sent.
+    assert {r.body["id"]: r.body for r in server.requests if r.path == "/dataset-items"} == bodies
+
+
 def localization(trace_id: str, verdict: str = "dropped_in_context") -> Localization:
     return Localization(
         ticket="EXP-311",

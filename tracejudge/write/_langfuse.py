@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from tracejudge import __version__
 from tracejudge.write._langfuse_api import LangfuseApi, LangfuseApiError, LangfuseCredentials
@@ -17,6 +17,8 @@ from tracejudge.write._records import (
     WriteReport,
     checked_value,
 )
+
+_T = TypeVar("_T")
 
 
 def _iso(dt: datetime) -> str:
@@ -59,7 +61,7 @@ staying well inside Langfuse's rate limits (a 429 pauses them all: see ``Retryin
 
 class LangfuseWriter:
     """Writes scores and dataset items through Langfuse's public API, reporting failures per item;
-    up to ``concurrency`` scores are written at once (1: one after another)."""
+    up to ``concurrency`` scores (or dataset items) are written at once (1: one after another)."""
 
     def __init__(
         self,
@@ -120,17 +122,22 @@ class LangfuseWriter:
             return WriteFailure(key=sid, reason=exc.message, status=exc.status)
         return None
 
+    def _each(
+        self, write: Callable[[_T], WriteFailure | None], items: Sequence[_T], name: str
+    ) -> list[WriteFailure | None]:
+        """``write(item)`` for every item, up to ``concurrency`` at once; the outcomes in input order."""
+        if self.concurrency == 1 or len(items) <= 1:
+            return [write(item) for item in items]
+        with ThreadPoolExecutor(
+            max_workers=min(self.concurrency, len(items)), thread_name_prefix=f"langfuse-{name}"
+        ) as pool:
+            # map keeps the input order, so the report reads as it did one after another; on
+            # Ctrl-C (or an unexpected error) it cancels the items not yet started, so only
+            # those in flight finish, as the loop one after another stopped.
+            return list(pool.map(write, items))
+
     def write_scores(self, scores: Sequence[ScoreRecord]) -> WriteReport:
-        if self.concurrency == 1 or len(scores) <= 1:
-            outcomes = [self._write_score(s) for s in scores]
-        else:
-            with ThreadPoolExecutor(
-                max_workers=min(self.concurrency, len(scores)), thread_name_prefix="langfuse-scores"
-            ) as pool:
-                # map keeps the input order, so the report reads as it did one after another; on
-                # Ctrl-C (or an unexpected error) it cancels the scores not yet started, so only
-                # those in flight finish, as the loop one after another stopped.
-                outcomes = list(pool.map(self._write_score, scores))
+        outcomes = self._each(self._write_score, scores, "scores")
         written = tuple(s.score_id for s, failure in zip(scores, outcomes, strict=True) if failure is None)
         failed = tuple(failure for failure in outcomes if failure is not None)
         return WriteReport(target="langfuse", written=len(written), ids=written, failed=failed)
@@ -151,28 +158,38 @@ class LangfuseWriter:
                     for i in items
                 ),
             )
-        written: list[str] = []
-        failed: list[WriteFailure] = []
-        for item in items:
-            item_body: dict[str, Any] = {
-                "id": item.item_id(dataset),
-                "datasetName": dataset,
-                "input": item.input,
-                "expectedOutput": item.expected_output,
-                "metadata": {**item.metadata, "tracejudge_version": __version__, "key": item.key},
-                "status": item.status,
-            }
-            if item.source_trace_id is not None:
-                item_body["sourceTraceId"] = item.source_trace_id
-            if item.source_observation_id is not None:
-                item_body["sourceObservationId"] = item.source_observation_id
+
+        def write(item: DatasetItemRecord) -> WriteFailure | None:
             try:
-                self.api.post("/dataset-items", item_body)
+                self.api.post("/dataset-items", _dataset_item_body(dataset, item))
             except LangfuseApiError as exc:
-                failed.append(WriteFailure(key=item.key, reason=exc.message, status=exc.status))
-                continue
-            written.append(item_body["id"])
-        return WriteReport(target="langfuse", written=len(written), ids=tuple(written), failed=tuple(failed))
+                return WriteFailure(key=item.key, reason=exc.message, status=exc.status)
+            return None
+
+        # The dataset exists now: its items go up to ``concurrency`` at once, as scores do.
+        outcomes = self._each(write, items, "items")
+        written = tuple(
+            i.item_id(dataset) for i, failure in zip(items, outcomes, strict=True) if failure is None
+        )
+        failed = tuple(failure for failure in outcomes if failure is not None)
+        return WriteReport(target="langfuse", written=len(written), ids=written, failed=failed)
+
+
+def _dataset_item_body(dataset: str, item: DatasetItemRecord) -> dict[str, Any]:
+    """The ``POST /api/public/dataset-items`` body for an item of ``dataset``."""
+    body: dict[str, Any] = {
+        "id": item.item_id(dataset),
+        "datasetName": dataset,
+        "input": item.input,
+        "expectedOutput": item.expected_output,
+        "metadata": {**item.metadata, "tracejudge_version": __version__, "key": item.key},
+        "status": item.status,
+    }
+    if item.source_trace_id is not None:
+        body["sourceTraceId"] = item.source_trace_id
+    if item.source_observation_id is not None:
+        body["sourceObservationId"] = item.source_observation_id
+    return body
 
 
 def _first_timestamp(page: Any) -> datetime | None:
