@@ -28,7 +28,10 @@ and measures, each phase in its own process so peak memory is its own:
            wait for the disk once a request). For each intake phase, the MB the receiver wrote
            while it ran (/proc's write_bytes: for SQLite the WAL and the checkpoints' copies), and
            its event loop's CPU vs the ideal's (the main thread: uvicorn receiving and parsing the
-           requests; decoding and storing run in other threads, after the body has arrived)
+           requests; decoding and storing run in other threads, after the body has arrived), and
+           the time spent inside put_spans (the store's, or the floor's stand-in) as wall time vs
+           the ideal's and as that thread's CPU vs the ideal's: its wall less its CPU is the wait
+           for the disk's sync
   read-json, read  every trace read back (store.get_spans) from the store-json and store phases
            stores: what reading costs in each stored form
   normalize  every stored trace through tracejudge.normalize.normalize (read time, per trace)
@@ -388,15 +391,27 @@ def serve_counting(store_url: str, floor: str | None = None) -> None:
         os.fdatasync(sink)
         return len(spans)
 
+    # Wall and thread CPU seconds spent inside put_spans (the store's share of each request; the
+    # group commit calls it on one thread at a time): wall minus CPU is the wait for the disk.
+    in_store = [0.0, 0.0]
+
+    def put(spans: Any, **kw: Any) -> int:
+        if floor == "null":
+            return len(spans)
+        if floor == "file":
+            return append(spans)
+        return int(store.put_spans(spans, **kw))
+
     class Counting:
         def put_spans(self, spans: Any, **kw: Any) -> int:
             commits[0] += 1
             taken[0] += len(spans)
-            if floor == "null":
-                return len(spans)
-            if floor == "file":
-                return append(spans)
-            return store.put_spans(spans, **kw)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return put(spans, **kw)
+            finally:
+                in_store[0] += time.perf_counter() - wall
+                in_store[1] += time.thread_time() - cpu
 
         def __getattr__(self, name: str) -> Any:
             return getattr(store, name)
@@ -404,7 +419,12 @@ def serve_counting(store_url: str, floor: str | None = None) -> None:
     otel.serve(Counting(), "127.0.0.1:0", on_ready=lambda url: print(f"listening {url}", flush=True))  # type: ignore[arg-type]
     store.close()
     os.close(sink)
-    print(json.dumps({"commits": commits[0], "spans": taken[0]}), flush=True)
+    print(
+        json.dumps(
+            {"commits": commits[0], "spans": taken[0], "store_s": in_store[0], "store_cpu": in_store[1]}
+        ),
+        flush=True,
+    )
 
 
 def _written_of(pid: int) -> int:
@@ -506,6 +526,7 @@ def phase_intake(
         out, _ = proc.communicate(timeout=30)
     counts = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     commits = counts.get("commits")
+    store_s, store_cpu = counts.get("store_s"), counts.get("store_cpu")
     if floor:
         stored, norm = counts.get("spans", 0), None
     else:
@@ -524,6 +545,8 @@ def phase_intake(
         "commits": commits,
         "written_mb": written / 1e6,
         "loop_cpu": loop,
+        "store_s": store_s,
+        "store_cpu": store_cpu,
         "normalize": norm,
     }
 
@@ -657,8 +680,14 @@ def main() -> None:
                     per_request = r["commits"] / r["requests"]
                     name += (
                         f" [{per_request:.2f} commits/request, {r['written_mb']:.0f} MB written,"
-                        f" event loop {r['loop_cpu'] / base_cpu:.2f}x CPU]"
+                        f" event loop {r['loop_cpu'] / base_cpu:.2f}x CPU"
                     )
+                    if r.get("store_s") is not None:
+                        name += (
+                            f", put_spans {r['store_s'] / base:.2f}x wall"
+                            f" / {r['store_cpu'] / base_cpu:.2f}x CPU"
+                        )
+                    name += "]"
                 rows.append(
                     (
                         f"{n:,}",
