@@ -56,6 +56,11 @@ _MANIFEST_DOCUMENTS = (
     " recorded, content capture off, or cut short and unreadable) the trace is a filter fault whose"
     " retrieval did not record its documents"
 )
+_MANIFEST_NAMESPACE = (
+    "the manifest puts v2 in a namespace other than the one the query searched, and only the recorded match"
+    " showed it was returned anyway (the manifest is wrong for this trace): without it (its event lost, its"
+    " metadata off, hidden or cut short) the trace is a query of another namespace, a filter fault"
+)
 _SYSTEM_CONTEXT = (
     "the retrieved context was sent as the system instructions: a chat without them is a chat whose"
     " application sent no context at all, which is a real drop"
@@ -155,6 +160,18 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
             "truncate Response:output.value@1024",
             "truncate all@128",
             "truncate all@1024",
+        )
+    },
+    # A Pinecone query in namespace "procurement" returned v2, which the manifest puts in "legal".
+    **{
+        ("pinecone/returned@legal", label): _MANIFEST_NAMESPACE
+        for label in (
+            "event pinecone.query:db.query.result",
+            "content documents",
+            "content all",
+            "redact documents",
+            "redact all",
+            "truncate all@128",
         )
     },
     # OpenLLMetry's Pinecone query: the matches' texts (its metadata's "text") identify the version returned;
@@ -501,6 +518,33 @@ def _reading_cases() -> Iterator[Case]:
     yield Case("reading/refusal", tuple(refusal.refused_trace()), mk.ticket(), manifest)
     for name, messages in (("null-content", [{"role": "user", "content": None}]), ("no-messages", [])):
         yield Case(f"reading/bad-request-{name}", tuple(bad._refused(messages)), mk.ticket(), manifest)
+    yield from _pinecone_cases()
+
+
+def _pinecone_cases() -> Iterator[Case]:
+    """OpenLLMetry's Pinecone query with its filter and namespace (tests/localize/test_pinecone.py): the
+    material returned, a filter excluding it, no match under a filter excluding or admitting it, a namespace
+    the manifest does not put it in, and the default namespace against a named one."""
+    from tests.localize import test_pinecone as pc
+
+    wide = {"region": {"$in": ["CN", "EU"]}}
+    stale = [pc.match("v1", "CN", 0.8)]
+    traces = {
+        "returned": pc.pinecone_trace([pc.match("v2", "EU", 0.91)], flt=pc.EU_FILTER),
+        "filtered": pc.pinecone_trace([pc.match("v1", "CN", 0.88)], flt=pc.CN_FILTER, answer=mk.BAD),
+        "no-match-filtered": pc.pinecone_trace([], flt=pc.CN_FILTER, answer=pc.NO_ANSWER),
+        "no-match-admitted": pc.pinecone_trace([], flt=pc.EU_FILTER, answer=pc.NO_ANSWER),
+        "ranked-out": pc.pinecone_trace(stale, flt=wide, answer=mk.BAD),
+        "default-namespace": pc.pinecone_trace(stale, flt=wide, namespace=None, answer=mk.BAD),
+    }
+    manifests = {
+        "": pc.manifest(),
+        "@legal": pc.manifest(namespace="legal"),
+        "@none": pc.manifest(namespace=None),
+    }
+    for name, spans in traces.items():
+        for suffix, entries in manifests.items():
+            yield Case(f"pinecone/{name}{suffix}", tuple(spans), mk.ticket(), tuple(entries))
 
 
 @functools.cache

@@ -95,14 +95,16 @@ def _call_outcome(
         ev.append(Evidence(span_id=span, note=note))
     passes_filter = _replay_filter(call, label, entry, ev, missing)
     allowed = _replay_acl(call, label, entry, ev, missing)
-    if passes_filter is False:
+    in_namespace = _replay_namespace(call, label, entry, ev, missing)
+    if passes_filter is False or in_namespace is False:
         return _Outcome("filter", ev, [])
     if allowed is False:
         return _Outcome("permission", ev, [])
     if unread is not None:
         # Candidates it could not read may say a filter or an ACL excluded the material: not rank.
         return _Outcome(None, ev, [f"the candidates of retrieval span {span}, readable ({unread})"])
-    return _not_excluded(call, label, ev, missing, switch, admitted=bool(passes_filter and allowed))
+    admitted = bool(passes_filter and allowed and in_namespace)
+    return _not_excluded(call, label, ev, missing, switch, admitted=admitted)
 
 
 def _not_excluded(
@@ -117,6 +119,17 @@ def _not_excluded(
         return _Outcome(None, ev, missing if call.documents_recorded else [documents, *missing])
     if not call.documents_recorded:
         return _Outcome(None, ev, [documents])
+    if not call.documents and call.namespace is not None:
+        # A Pinecone query (a namespace is read for it, "" the default) returns its top_k nearest matches
+        # among what its filter admits, with no score threshold: no match at all says the namespace held
+        # nothing the filter admits, so ranking did not cut the material — what it searched did not hold
+        # it, whatever the manifest says. (A retriever with a score threshold may return nothing by rank.)
+        note = f"returned no match, though its filter admits {label}"
+        wanted = (
+            f"why retrieval span {call.span_id} returned no match: whether the index and namespace it"
+            f" searched held {label} then"
+        )
+        return _Outcome(None, [*ev, Evidence(span_id=call.span_id, note=note)], [wanted])
     note = f"returned {len(call.documents)} documents, {label} not among them"
     return _Outcome("rank", [*ev, Evidence(span_id=call.span_id, note=note)], [])
 
@@ -177,6 +190,33 @@ def _replay_acl(
     note = f"principal {call.principal!r} {verb} in the manifest acl {list(entry.acl)} of {label}"
     ev.append(Evidence(span_id=call.span_id, note=note))
     return allowed
+
+
+def _replay_namespace(
+    call: RetrievalCall, label: str, entry: ManifestEntry | None, ev: list[Evidence], missing: list[str]
+) -> bool | None:
+    """Whether the namespace the call searched holds the material, by the manifest metadata's
+    ``namespace`` (None: cannot tell). A store without namespaces, or a manifest that names none for the
+    material, leaves it to the filter (the manifest describes what the query searched). A Pinecone query
+    that records no namespace searched the default one or lost the attribute: not replayed."""
+    if call.namespace is None or entry is None or "namespace" not in entry.metadata:
+        return True
+    held = entry.metadata["namespace"]
+    span = call.span_id
+    if call.namespace == "":
+        missing.append(
+            f"the namespace retrieval span {span} searched (pinecone.query.namespace: none recorded, which is"
+            f" the default namespace or a lost attribute; the manifest puts {label} in {held!r})"
+        )
+        return None
+    inside = bool(call.namespace == held)
+    verb = "holds" if inside else "does not hold"
+    ev.append(
+        Evidence(
+            span_id=span, note=f"namespace {call.namespace!r} {verb} {label} (manifest namespace {held!r})"
+        )
+    )
+    return inside
 
 
 def _identity_wanted(call: RetrievalCall, doc: Document) -> str:

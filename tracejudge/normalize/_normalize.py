@@ -445,6 +445,7 @@ _RETRIEVAL_FIELDS: dict[str, Callable[[SpanView], Any]] = {
     "candidates": tj.candidates,
     "top_k": _top_k,
     "data_source": _data_source,
+    "namespace": oll.pinecone_namespace,
 }
 
 
@@ -532,7 +533,13 @@ def _dropped_documents(anchor: SpanView, members: list[SpanView]) -> bool:
 
 def _document_gaps(anchor: SpanView, docs: list[Document] | None, members: list[SpanView]) -> None:
     if docs is None:
-        anchor.gap("retrieval_documents_not_recorded", "the retrieval call did not record what it returned")
+        failed = failure(anchor.raw)
+        detail = (
+            "the retrieval call did not record what it returned"
+            if failed is None
+            else f"the retrieval call failed ({failed}): it recorded no documents"
+        )
+        anchor.gap("retrieval_documents_not_recorded", detail)
         return
     missing = sum(1 for d in docs if d.content is None)
     if missing:

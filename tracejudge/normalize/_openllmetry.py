@@ -7,7 +7,11 @@ vector stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.
 ``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.filter``, and one
 ``db.query.result`` / ``db.search.result`` event per returned document with
 ``db.query.result.{id,score,distance,metadata,document}`` (Pinecone's events carry no document: its text is
-the metadata's ``text``). LangChain
+the metadata's ``text``). Pinecone (opentelemetry-instrumentation-pinecone 0.60) sets no ``db.operation``:
+its query is the ``pinecone.query`` span (``db.system`` ``Pinecone``), with ``pinecone.query.filter`` (the
+filter as JSON), ``pinecone.query.namespace`` (left out for the default namespace, ``""``) and
+``pinecone.query.top_k``; it adds one ``db.query.result`` event per match and then sets the status OK, so
+a query whose status is OK and that has no result event returned no match. LangChain
 (opentelemetry-instrumentation-langchain): ``gen_ai.operation.name = vector_db_retrieve`` marks a
 retriever run, its query in ``traceloop.entity.input`` and its documents in
 ``traceloop.entity.output``; ``execute_task`` spans are tasks.
@@ -76,7 +80,32 @@ def _is_retrieval(view: SpanView) -> bool:
     if any(event.name in _RESULT_EVENTS for event in view.raw.events):
         return True
     operation_name = a.get("gen_ai.operation.name")
-    return isinstance(operation_name, str) and operation_name in _RETRIEVE_OPERATIONS
+    if isinstance(operation_name, str) and operation_name in _RETRIEVE_OPERATIONS:
+        return True
+    return pinecone_query(view)
+
+
+PINECONE_SCOPE = "opentelemetry.instrumentation.pinecone"
+PINECONE_NAMESPACE = "pinecone.query.namespace"
+
+
+def pinecone_query(view: SpanView) -> bool:
+    """A query of OpenLLMetry's Pinecone instrumentation: the ``pinecone.query`` span of its scope, or one
+    whose ``db.system`` is Pinecone (its upsert and delete spans are named otherwise)."""
+    if view.raw.name != "pinecone.query":
+        return False
+    system = view.attrs.get("db.system")
+    return view.raw.scope_name == PINECONE_SCOPE or (isinstance(system, str) and system.lower() == "pinecone")
+
+
+def pinecone_namespace(view: SpanView) -> str | None:
+    """The namespace a Pinecone query searched: ``pinecone.query.namespace``; ``""`` for a Pinecone query
+    that records none (the default namespace, which the instrumentation leaves out — or the attribute was
+    lost: the two read alike); None for any other span."""
+    recorded = as_str(view.attrs.get(PINECONE_NAMESPACE))
+    if recorded:
+        return recorded
+    return "" if pinecone_query(view) else None
 
 
 def _kind_step(view: SpanView, kind: str) -> StepKind:
@@ -147,13 +176,21 @@ def result_documents(view: SpanView) -> list[Document] | None:
         )
     if not seen_event:
         count = view.attrs.get("db.vector.query.result_count")
-        return [] if count == 0 else None
+        return [] if count == 0 or _pinecone_no_match(view) else None
     return docs
 
 
+def _pinecone_no_match(view: SpanView) -> bool:
+    """A Pinecone query that returned no match: its status is OK (the instrumentation sets it once it has
+    recorded the response's matches, one event each) and it holds no result event. A query that failed
+    (status error) or whose response was not read (status unset) did not say what it returned."""
+    return view.raw.status_code == 1 and pinecone_query(view)
+
+
 def store_filter(view: SpanView) -> tuple[object, str | None] | None:
-    """The vector store's own filter: (parsed, raw string) or None when not recorded."""
-    for key in ("db.chroma.query.where", "db.milvus.search.filter"):
+    """The vector store's own filter: (parsed, raw string) or None when not recorded. Chroma's is
+    ``str(dict)``, Pinecone's ``json.dumps`` of the filter (both parse here)."""
+    for key in ("db.chroma.query.where", "pinecone.query.filter", "db.milvus.search.filter"):
         value = view.attrs.get(key)
         if value is None:
             continue

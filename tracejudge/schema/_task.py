@@ -73,6 +73,11 @@ class RetrievalCall(_Frozen):
     """Requested number of results, if recorded."""
     data_source: str | None = None
     """Index or data source id, if recorded."""
+    namespace: str | None = None
+    """The namespace of the index the query searched (Pinecone's ``pinecone.query.namespace``): ``""`` for a
+    query that records none (the default namespace, which the instrumentation leaves out, or a lost
+    attribute); None for a store without namespaces. Replayed against the manifest metadata's
+    ``namespace`` when the manifest names one."""
     start_time: datetime | None = None
     """When the call started."""
 
