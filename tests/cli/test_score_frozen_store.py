@@ -12,17 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli.test_score_shared_run import (
-    _copies,
-    _finish,
-    _stored,
-    _stored_by,
-    _worker,
-    judge,  # noqa: F401 - the slow scripted judge
-)
+from tests.cli import score_workers as sw
+from tests.cli.score_workers import judge  # noqa: F401 - the slow scripted judge
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
 from tests.store.test_postgres_network import BlackHoleProxy
-from tracejudge.store import open_store
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -40,30 +33,24 @@ def test_a_worker_on_a_frozen_server_exits_with_what_happened_and_a_rerun_resume
     judge: ScriptedOpenAIServer,  # noqa: F811
     proxy: BlackHoleProxy,
 ) -> None:
-    spans = _copies(2)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    spans = sw.put_copies(postgres_url, 2)
     through_proxy = f"{proxy.url(postgres_url)}?connect_timeout=2"
     args = ("--run", "frozen", "--concurrency", "2", "--lease", "2")
     env = {"TRACEJUDGE_STORE_STATEMENT_TIMEOUT": "1", "TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "2"}
-    worker = _worker(through_proxy, judge, *args, env=env)
-    try:
-        _stored_by(postgres_url, "frozen", worker, 2)
+    worker = sw.start_worker(through_proxy, judge, *args, env=env)
+    with sw.reaped(worker):
+        sw.wait_stored(postgres_url, "frozen", worker, 2)
         proxy.freeze()
         try:
             _, err = worker.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             pytest.fail("the worker still waits for the frozen server")
-    finally:
-        if worker.poll() is None:
-            worker.kill()
     assert worker.returncode == 1, err[-2000:]
     assert "did not answer a statement within 1 s" in err or "cannot reconnect" in err, err[-2000:]
     assert "for it to come back" in err, err[-2000:]
     assert "resumes" in err
     assert "tracejudge:tracejudge@" not in err  # the password never shows
     proxy.thaw()
-    rerun = _finish(_worker(through_proxy, judge, *args))
+    rerun = sw.finish(sw.start_worker(through_proxy, judge, *args))
     assert rerun["status"] == "complete"
-    assert sorted(_stored(postgres_url, "frozen")) == sorted({s.trace_id for s in spans})
+    assert sorted(sw.stored_ids(postgres_url, "frozen")) == sorted({s.trace_id for s in spans})

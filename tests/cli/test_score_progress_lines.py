@@ -9,13 +9,9 @@ from __future__ import annotations
 import json
 import re
 
-from tests.cli.test_score_shared_run import (
-    _copies,
-    _worker,
-    judge,  # noqa: F401 - the slow scripted judge
-)
+from tests.cli import score_workers as sw
+from tests.cli.score_workers import judge  # noqa: F401 - the slow scripted judge
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
-from tracejudge.store import open_store
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -23,11 +19,9 @@ def test_a_worker_off_a_terminal_says_how_far_it_got_as_it_goes(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
-    store = open_store(postgres_url)
-    store.put_spans(_copies(1))
-    store.close()
+    sw.put_copies(postgres_url, 1)
     # Each judge call takes 0.25 s: every item finishes more than 0.01 s after the line before it.
-    worker = _worker(
+    worker = sw.start_worker(
         postgres_url, judge, "--run", "nightly", "--concurrency", "1", "--progress-every", "0.01"
     )
     out, err = worker.communicate(timeout=300)
@@ -42,10 +36,10 @@ def test_a_worker_off_a_terminal_says_how_far_it_got_as_it_goes(
 
 
 def test_no_lines_with_progress_every_0(postgres_url: str, judge: ScriptedOpenAIServer) -> None:  # noqa: F811
-    store = open_store(postgres_url)
-    store.put_spans(_copies(1))
-    store.close()
-    worker = _worker(postgres_url, judge, "--concurrency", "4", env={"TRACEJUDGE_SCORE_PROGRESS_EVERY": "0"})
+    sw.put_copies(postgres_url, 1)
+    worker = sw.start_worker(
+        postgres_url, judge, "--concurrency", "4", env={"TRACEJUDGE_SCORE_PROGRESS_EVERY": "0"}
+    )
     _, err = worker.communicate(timeout=300)
     assert worker.returncode == 0, err[-2000:]
     assert "scoring " not in err

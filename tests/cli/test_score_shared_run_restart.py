@@ -15,15 +15,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from tests.cli.test_score_shared_run import (
-    _finish,
-    _held_by,
-    _put_copies,
-    _stored,
-    _stored_by,
-    _worker,
-    judge,  # noqa: F401 - the slow scripted judge
-)
+from tests.cli import score_workers as sw
+from tests.cli.score_workers import judge  # noqa: F401 - the slow scripted judge
 from tests.store.conftest import (
     postgres_admin_url,
     postgres_url,  # noqa: F401 - the fresh-database fixture
@@ -64,17 +57,6 @@ def _totals(url: str, run: str) -> int:
     return int(row[0])
 
 
-@contextlib.contextmanager
-def _reaped(*workers: subprocess.Popen[str]) -> Iterator[None]:
-    """The workers killed on the way out, should the block end before they exit."""
-    try:
-        yield
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-
-
 def _ended_by(
     outage: contextlib.AbstractContextManager[object],
     url: str,
@@ -84,9 +66,9 @@ def _ended_by(
 ) -> tuple[int, str]:
     """Once ``worker`` has stored ``n`` items of ``run`` (and holds more), the store goes away (``outage``)
     until the worker exits, which must be with 1: the items it had stored then, and its stderr."""
-    with _reaped(worker):
-        _stored_by(url, run, worker, n)
-        done = _held_by(url, run, worker.pid)[0]
+    with sw.reaped(worker):
+        sw.wait_stored(url, run, worker, n)
+        done = sw.held_by(url, run, worker.pid)[0]
         with outage:
             _, err = worker.communicate(timeout=60)
     assert worker.returncode == 1, err[-2000:]
@@ -97,19 +79,19 @@ def test_workers_ride_out_a_restart_and_store_each_item_once(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
-    everything = sorted({s.trace_id for s in _put_copies(postgres_url, 6)})
+    everything = sorted({s.trace_id for s in sw.put_copies(postgres_url, 6)})
     args = ("--run", "restarted", "--lease", "2", "--concurrency", "2")
-    workers = [_worker(postgres_url, judge, *args) for _ in range(2)]
-    with _reaped(*workers):
+    workers = [sw.start_worker(postgres_url, judge, *args) for _ in range(2)]
+    with sw.reaped(*workers):
         for w in workers:
-            _stored_by(postgres_url, "restarted", w, 1)
+            sw.wait_stored(postgres_url, "restarted", w, 1)
         # Down for longer than the lease: the workers' claims run out meanwhile, and each may find an
         # item it holds taken by the other when the store is back.
         with _store_down(postgres_url):
             time.sleep(3)
             assert all(w.poll() is None for w in workers), "a worker exited while the store was down"
-        done = [_finish(w) for w in workers]
-    assert sorted(_stored(postgres_url, "restarted")) == everything
+        done = [sw.finish(w) for w in workers]
+    assert sorted(sw.stored_ids(postgres_url, "restarted")) == everything
     assert _totals(postgres_url, "restarted") == len(everything)  # each result counted once
     theirs = [{i["trace_id"] for i in data["items"]} for data in done]
     assert not theirs[0] & theirs[1]
@@ -122,9 +104,9 @@ def test_a_store_down_longer_than_the_reconnect_timeout_ends_the_worker_and_a_re
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
-    spans = _put_copies(postgres_url, 2)
+    spans = sw.put_copies(postgres_url, 2)
     args = ("--run", "gone", "--concurrency", "2", "--lease", "2")
-    worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "1"})
+    worker = sw.start_worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "1"})
     done_before, err = _ended_by(_store_down(postgres_url), postgres_url, "gone", worker, 2)
     assert "lost its connection" in err or "cannot reconnect" in err, err[-2000:]
     # It gave up once its 1 s were up, not after the default 60 s; how far past 1 s is the machine's
@@ -135,10 +117,10 @@ def test_a_store_down_longer_than_the_reconnect_timeout_ends_the_worker_and_a_re
     assert "--reconnect-timeout" in err
     assert "resumes" in err
     assert "tracejudge:tracejudge@" not in err  # the password never shows
-    rerun = _finish(_worker(postgres_url, judge, *args))
+    rerun = sw.finish(sw.start_worker(postgres_url, judge, *args))
     assert rerun["status"] == "complete"
     assert len(rerun["items"]) <= 28 - done_before
-    assert sorted(_stored(postgres_url, "gone")) == sorted({s.trace_id for s in spans})
+    assert sorted(sw.stored_ids(postgres_url, "gone")) == sorted({s.trace_id for s in spans})
     assert _totals(postgres_url, "gone") == 28
 
 
@@ -149,13 +131,13 @@ def test_a_reconnect_timeout_of_0_exits_on_the_first_lost_connection(
     given: str,
 ) -> None:
     """As before workers rode restarts out; the argument wins over the environment."""
-    _put_copies(postgres_url, 2)
+    sw.put_copies(postgres_url, 2)
     args = ("--run", "at-once", "--concurrency", "2", "--lease", "2")
     if given == "env":
-        worker = _worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "0"})
+        worker = sw.start_worker(postgres_url, judge, *args, env={"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "0"})
     else:
         env = {"TRACEJUDGE_SCORE_RECONNECT_TIMEOUT": "600"}
-        worker = _worker(postgres_url, judge, *args, given, env=env)
+        worker = sw.start_worker(postgres_url, judge, *args, given, env=env)
     # Waiting 600 s (the environment's) would time _ended_by's wait for the exit out.
     _, err = _ended_by(_store_down(postgres_url), postgres_url, "at-once", worker, 1)
     assert "waited" not in err
@@ -169,17 +151,17 @@ def test_a_server_that_stops_answering_ends_the_worker_after_its_reconnect_timeo
     """The store's server silent at the network level (its connections cut, new ones never answered):
     before, each reconnect waited psycopg's ~130 s, past this test's 60 s, whatever --reconnect-timeout
     said; now the worker gives up within its reconnect timeout and the connect timeout (10 s)."""
-    _put_copies(postgres_url, 2)
+    sw.put_copies(postgres_url, 2)
     proxy = BlackHoleProxy(postgres_url)
     args = ("--run", "silent", "--concurrency", "2", "--lease", "2")
     try:
-        worker = _worker(proxy.url(postgres_url), judge, *args, "--reconnect-timeout", "1")
+        worker = sw.start_worker(proxy.url(postgres_url), judge, *args, "--reconnect-timeout", "1")
         _, err = _ended_by(_black_holed(proxy), postgres_url, "silent", worker, 1)
     finally:
         proxy.close()
     assert "cannot reconnect" in err, err[-2000:]
     assert "for it to come back" in err, err[-2000:]
     assert "tracejudge:tracejudge@" not in err
-    rerun = _finish(_worker(postgres_url, judge, *args))
+    rerun = sw.finish(sw.start_worker(postgres_url, judge, *args))
     assert rerun["status"] == "complete"
     assert _totals(postgres_url, "silent") == 28

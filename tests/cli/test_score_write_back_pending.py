@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_score_shared_run import (
-    _copies,
-    _finish,
-    _worker,
-    judge,  # noqa: F401 - the slow scripted judge
-)
+from tests.cli import score_workers as sw
+from tests.cli.score_workers import judge  # noqa: F401 - the slow scripted judge
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
-from tracejudge.store import open_store
-from tracejudge.testing.langfuse_server import LangfuseServer
 from tracejudge.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -24,21 +18,14 @@ def test_a_worker_says_how_much_of_the_run_is_left_to_write_back(
     postgres_url: str,  # noqa: F811
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
-    spans = _copies(1)
-    store = open_store(postgres_url)
-    store.put_spans(spans)
-    store.close()
+    spans = sw.put_copies(postgres_url, 1)
     everything = {s.trace_id for s in spans}
-    langfuse = LangfuseServer(generation="v4").start()
-    try:
-        env = {
-            "LANGFUSE_BASE_URL": langfuse.base_url,
-            "LANGFUSE_PUBLIC_KEY": langfuse.public_key,
-            "LANGFUSE_SECRET_KEY": langfuse.secret_key,
-        }
+    with sw.langfuse() as (langfuse, env):
         args = ("--run", "pending", "--concurrency", "4", "--write-back", "langfuse")
         # A wrong key: every score is refused, and the run's items stay for a later worker.
-        refused = _worker(postgres_url, judge, *args, env={**env, "LANGFUSE_SECRET_KEY": "sk-lf-wrong"})
+        refused = sw.start_worker(
+            postgres_url, judge, *args, env={**env, "LANGFUSE_SECRET_KEY": "sk-lf-wrong"}
+        )
         out, err = refused.communicate(timeout=300)
         assert refused.returncode == 0, err[-2000:]
         first = json.loads(out)
@@ -46,9 +33,7 @@ def test_a_worker_says_how_much_of_the_run_is_left_to_write_back(
         assert first["write_back_pending"] == len(everything)
         assert f"write-back: {len(everything)} of the run's stored items are not written back yet" in err
         # A later worker of the run, its key right, writes them all: nothing of the run is left.
-        last = _finish(_worker(postgres_url, judge, *args, env=env))
-    finally:
-        langfuse.stop()
+        last = sw.finish(sw.start_worker(postgres_url, judge, *args, env=env))
     assert last["items"] == []
     assert last["write_back_pending"] == 0
     assert {s["traceId"] for s in langfuse.scores} == everything

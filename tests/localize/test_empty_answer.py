@@ -26,6 +26,18 @@ from tracejudge_collectors.otel import decode_protobuf
 DRAFT = "Checking: attachment v1 allowed prepayment up to 50,000 RMB; let me confirm the current terms."
 
 
+def _ask(client: openai.OpenAI, times: int) -> None:
+    """``times`` chat calls, each sending v2's clause as the context and the question."""
+    for _ in range(times):
+        client.chat.completions.create(
+            model="scripted-model",
+            messages=[
+                {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
+                {"role": "user", "content": mk.QUESTION},
+            ],
+        )
+
+
 def _trace(replies: list[Rule], config: TraceConfig | None = None) -> list[RawSpan]:
     """A RAG trace (root CHAIN, the retriever returning v2, then one chat call per reply, each sent v2's
     clause) whose chat calls the OpenInference OpenAI instrumentation records; the root records no output,
@@ -46,14 +58,7 @@ def _trace(replies: list[Rule], config: TraceConfig | None = None) -> list[RawSp
                     span.set_attribute("openinference.span.kind", "RETRIEVER")
                     span.set_attribute("retrieval.documents.0.document.id", f"{mk.DOC}@v2")
                     span.set_attribute("retrieval.documents.0.document.content", mk.V2_TEXT)
-                for _ in replies:
-                    client.chat.completions.create(
-                        model="scripted-model",
-                        messages=[
-                            {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
-                            {"role": "user", "content": mk.QUESTION},
-                        ],
-                    )
+                _ask(client, len(replies))
     finally:
         instrumentor.uninstrument()
     return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
@@ -213,14 +218,7 @@ def _genai_trace(replies: list[Rule]) -> list[RawSpan]:
                     span.set_attribute(
                         "gen_ai.retrieval.documents", f'[{{"id": "{mk.DOC}@v2", "score": 0.9}}]'
                     )
-                for _ in replies:
-                    client.chat.completions.create(
-                        model="scripted-model",
-                        messages=[
-                            {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
-                            {"role": "user", "content": mk.QUESTION},
-                        ],
-                    )
+                _ask(client, len(replies))
     finally:
         instrumentor.uninstrument()
         for key, value in saved.items():

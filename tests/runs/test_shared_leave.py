@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tests.conftest import Restaurant
 
 _LEASE = 300.0  # far longer than the test: an item left claimed stays claimed while it runs
+_OPTIONS = ScoreOptions(run_name="late", lease_s=_LEASE, concurrency=1, use_cache=False)
 
 
 class _Held(SqlStore):
@@ -120,19 +121,23 @@ async def _sigterm(run: asyncio.Task[RunRecord], store: _Held) -> None:
     raise KeyboardInterrupt
 
 
-def _interrupted(store: _Held, restaurant: Restaurant, interrupt: Interrupt, options: ScoreOptions) -> None:
-    """Score the run until the held call is sent, then interrupt the worker."""
+def _interrupted(store: _Held, restaurant: Restaurant, interrupt: Interrupt, held: str) -> list[str]:
+    """Store the example's traces and score them as a run until the ``held`` call is sent, then interrupt
+    the worker; the run's items."""
+    store.put_spans(restaurant.spans)
     ids = sorted({s.trace_id for s in restaurant.spans})
+    store.held = held
     rubric = load_rubric(restaurant.rubric)
 
     async def main() -> None:
-        await interrupt(asyncio.create_task(score_run_async(rubric, store, ids, options=options)), store)
+        await interrupt(asyncio.create_task(score_run_async(rubric, store, ids, options=_OPTIONS)), store)
 
     with pytest.raises(KeyboardInterrupt) if interrupt is _sigterm else contextlib.nullcontext():
         asyncio.run(main())
+    return ids
 
 
-def _rerun(store: _Held, restaurant: Restaurant, options: ScoreOptions) -> list[str]:
+def _rerun(store: _Held, restaurant: Restaurant) -> list[str]:
     """A rerun's items; it completes the run."""
     ids = sorted({s.trace_id for s in restaurant.spans})
     seen: list[str] = []
@@ -141,7 +146,7 @@ def _rerun(store: _Held, restaurant: Restaurant, options: ScoreOptions) -> list[
             load_rubric(restaurant.rubric),
             store,
             ids,
-            options=options,
+            options=_OPTIONS,
             on_item=lambda i: seen.append(i.trace_id),
         )
     )
@@ -158,24 +163,18 @@ def judge(restaurant: Restaurant, monkeypatch: pytest.MonkeyPatch) -> Iterator[S
         yield server
 
 
-_OPTIONS = ScoreOptions(run_name="late", lease_s=_LEASE, concurrency=1, use_cache=False)
-
-
 @pytest.mark.parametrize("interrupt", [_ctrl_c, _sigterm], ids=["ctrl-c", "sigterm"])
 def test_a_claim_that_commits_after_the_worker_left_goes_back_at_once(
     store: _Held, interrupt: Interrupt, restaurant: Restaurant, judge: ScriptedOpenAIServer
 ) -> None:
-    store.put_spans(restaurant.spans)
-    ids = sorted({s.trace_id for s in restaurant.spans})
-    store.held = "claim"
-    _interrupted(store, restaurant, interrupt, _OPTIONS)
+    ids = _interrupted(store, restaurant, interrupt, "claim")
     assert store.late, "the held claim took nothing"
     progress = store.run_progress("late")
     # Before, the held claim's items stayed claimed by the departed worker for _LEASE seconds.
     assert progress.claimed == 0
     assert 0 < progress.done < len(ids)
     assert progress.pending == len(ids) - progress.done
-    seen = _rerun(store, restaurant, _OPTIONS)
+    seen = _rerun(store, restaurant)
     assert len(seen) == len(set(seen)) == len(ids) - progress.done  # each item stored once
 
 
@@ -183,10 +182,7 @@ def test_a_claim_that_commits_after_the_worker_left_goes_back_at_once(
 def test_a_join_that_commits_after_the_worker_was_stopped_leaves_again(
     store: _Held, interrupt: Interrupt, restaurant: Restaurant, judge: ScriptedOpenAIServer
 ) -> None:
-    store.put_spans(restaurant.spans)
-    ids = sorted({s.trace_id for s in restaurant.spans})
-    store.held = "join"
-    _interrupted(store, restaurant, interrupt, _OPTIONS)
+    ids = _interrupted(store, restaurant, interrupt, "join")
     assert store.run_progress("late").pending == len(ids)  # the join went through, nothing scored
     # Before, on SQLite the rerun was refused ('being scored by another worker') for _LEASE seconds.
-    assert sorted(_rerun(store, restaurant, _OPTIONS)) == ids
+    assert sorted(_rerun(store, restaurant)) == ids

@@ -21,14 +21,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.cli.test_score_shared_run import (
-    _copies,
-    _finish,
-    _stored,
-    _stored_by,
-    _worker,
-    judge,  # noqa: F401 - the slow scripted judge
-)
+from tests.cli import score_workers as sw
+from tests.cli.score_workers import judge  # noqa: F401 - the slow scripted judge
 from tests.store.conftest import private_postgres  # noqa: F401 - the private server fixture
 from tests.store.private_postgres import PrivatePostgres
 from tracejudge.store import open_store
@@ -116,26 +110,19 @@ def test_workers_ride_out_a_real_restart_and_store_each_item_once(
     judge: ScriptedOpenAIServer,  # noqa: F811
 ) -> None:
     url = private_postgres.url
-    spans = _copies(4)
-    store = open_store(url)
-    store.put_spans(spans)
-    store.close()
+    spans = sw.put_copies(url, 4)
     everything = sorted({s.trace_id for s in spans})
     args = ("--run", "restarted", "--lease", "2", "--concurrency", "2")
-    workers = [_worker(url, judge, *args) for _ in range(2)]
-    try:
+    workers = [sw.start_worker(url, judge, *args) for _ in range(2)]
+    with sw.reaped(*workers):
         for w in workers:
-            _stored_by(url, "restarted", w, 1)
+            sw.wait_stored(url, "restarted", w, 1)
         private_postgres.stop()
         time.sleep(2)  # down for as long as the lease: the workers' claims run out meanwhile
         assert all(w.poll() is None for w in workers), "a worker exited while the store was down"
         private_postgres.start()
-        done = [_finish(w) for w in workers]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-    assert sorted(_stored(url, "restarted")) == everything
+        done = [sw.finish(w) for w in workers]
+    assert sorted(sw.stored_ids(url, "restarted")) == everything
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT done FROM run_totals WHERE run_id = 'restarted'").fetchone()
     assert row == (len(everything),)  # each result counted once
