@@ -105,7 +105,7 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 5
         assert _reads(store) == READS
     finally:
         store.close()
@@ -117,7 +117,7 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     again = open_store(v1_url)  # a second open finds nothing left to upgrade
     assert isinstance(again, SqlStore)
     try:
-        assert again.schema_version() == 4
+        assert again.schema_version() == STORE_SCHEMA_VERSION
         assert _reads(again) == READS
     finally:
         again.close()
@@ -186,7 +186,7 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION
         assert _reads(store) == READS
     finally:
         store.close()
@@ -195,13 +195,14 @@ def test_an_interrupted_upgrade_leaves_the_store_as_it_was_and_the_next_open_fin
 def test_a_store_newer_than_this_tracejudge_is_refused_untouched(v1_url: str) -> None:
     if v1_url.startswith("sqlite:///"):
         conn = sqlite3.connect(v1_url.removeprefix("sqlite:///"))
-        conn.execute("UPDATE schema_info SET version = 5")
+        conn.execute("UPDATE schema_info SET version = ?", (STORE_SCHEMA_VERSION + 1,))
         conn.commit()
         conn.close()
     else:
         with psycopg.connect(v1_url, autocommit=True) as pg:
-            pg.execute("UPDATE schema_info SET version = 5")
-    with pytest.raises(Exception, match="schema version 5, newer than this tracejudge knows"):
+            pg.execute("UPDATE schema_info SET version = %s", (STORE_SCHEMA_VERSION + 1,))
+    newer = STORE_SCHEMA_VERSION + 1
+    with pytest.raises(Exception, match=f"schema version {newer}, newer than this tracejudge knows"):
         open_store(v1_url)
     assert "otlp" not in _columns(v1_url)[0]
 

@@ -77,7 +77,7 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
 ) -> None:
     store = _open(v2_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 5
         assert _reads(store) == READS
     finally:
         store.close()
@@ -91,7 +91,7 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
     assert _raw(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
     again = _open(v2_path)  # a second open finds nothing left to upgrade
     try:
-        assert again.schema_version() == 4
+        assert again.schema_version() == STORE_SCHEMA_VERSION
         assert _reads(again) == READS
     finally:
         again.close()
@@ -116,7 +116,7 @@ def test_an_upgrade_interrupted_after_the_copy_leaves_schema_2_and_the_next_open
     monkeypatch.setattr(sql_module, "_upgrades", real)
     store = _open(v2_path)
     try:
-        assert store.schema_version() == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION
         assert _reads(store) == READS
     finally:
         store.close()
@@ -186,7 +186,7 @@ def test_opened_for_reading_a_schema_2_store_is_read_as_it_is_until_spans_are_st
         assert "trace_seq" not in {r[1] for r in _raw(v2_path, "PRAGMA table_info(spans)")}
         new = encode_protobuf(_request(T4, "7777777777777777", "root", 1_790_000_300_000_000_000))
         assert store.put_spans(new.spans) == 1
-        assert store.schema_version() == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION
         assert [s.name for s in store.get_spans(T4.hex())] == ["root"]
         assert {t: v for t, v in _reads(store)["spans"].items() if t != T4.hex()} == READS["spans"]
     finally:
@@ -207,7 +207,7 @@ def test_a_reader_opened_at_schema_2_reads_what_a_writer_stored_after_upgrading_
         try:
             new = encode_protobuf(_request(T4, "7777777777777777", "root", 1_790_000_300_000_000_000))
             assert writer.put_spans(new.spans) == 1
-            assert writer.schema_version() == 4
+            assert writer.schema_version() == STORE_SCHEMA_VERSION
             assert _reads(reader) == _reads(writer)
         finally:
             writer.close()

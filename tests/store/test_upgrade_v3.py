@@ -104,7 +104,7 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     seqs = dict(_raw(v3_path, "SELECT trace_id, seq FROM traces"))
     store = _open(v3_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 5
         assert _reads(store) == READS
     finally:
         store.close()
@@ -122,7 +122,7 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     assert not {t for t in _tables(v3_path) if t.endswith("_4")}
     again = _open(v3_path)  # a second open finds nothing left to upgrade
     try:
-        assert again.schema_version() == 4
+        assert again.schema_version() == STORE_SCHEMA_VERSION
         assert _reads(again) == READS
     finally:
         again.close()
@@ -149,7 +149,7 @@ def test_an_upgrade_interrupted_after_the_swap_leaves_schema_3_and_the_next_open
     monkeypatch.setattr(sql_module, "_upgrades", real)
     store = _open(v3_path)
     try:
-        assert store.schema_version() == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION
         assert _reads(store) == READS
     finally:
         store.close()
@@ -235,7 +235,7 @@ def test_opened_for_reading_a_schema_3_store_is_read_as_it_is_until_spans_are_st
             _request(T7, "bbbbbbbbbbbbbbbb", "agent.run", 1_790_000_300_000_000_000, "session-7")
         )
         assert store.put_spans(new.spans) == 1
-        assert store.schema_version() == 4
+        assert store.schema_version() == STORE_SCHEMA_VERSION
         assert [t.trace_id for t in store.session_traces("session-7")] == [T1, T5, T7.hex()]
     finally:
         store.close()

@@ -229,6 +229,8 @@ async def score_task(
         cost_usd=_cost(rubric, tin, tout),
         latency_ms=(time.perf_counter() - t0) * 1000,
         scored_at=datetime.now(UTC),
+        # Its spans' times are UTC: the stamp the item's write-back scores carry (ItemResult.task_time).
+        task_time=task.start_time,
     )
 
 

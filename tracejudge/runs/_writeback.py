@@ -41,7 +41,9 @@ def _comment(reasoning: str, reason: str) -> str | None:
 
 @dataclass(frozen=True)
 class _Scores:
-    """Builds a run's score records: every one carries the run's provenance."""
+    """Builds a run's score records: every one carries the run's provenance, and its item's
+    ``task_time`` as its timestamp (so the writer need not look up a stored score's; an item stored
+    without one leaves it None, and the writer looks it up as before)."""
 
     rubric_name: str
     common: dict[str, Any]
@@ -89,6 +91,7 @@ class _Scores:
             comment=_comment(c.reasoning, c.reason),
             prompt_hash=prompt_hash if numeric or c.decided_by == "judge" else None,
             metadata=meta,
+            timestamp=item.task_time,
             **self.common,
         )
 
@@ -106,6 +109,7 @@ class _Scores:
                 "decided_by": "check",
                 "type": check.type,
             },
+            timestamp=item.task_time,
             **self.common,
         )
 
@@ -120,6 +124,7 @@ class _Scores:
             comment=_comment(item.reason, f"checks: {checks}" if checks else ""),
             prompt_hash=prompt_hash,
             metadata={**self.base_meta, "category": item.category, "mean_score": item.mean_score},
+            timestamp=item.task_time,
             **self.common,
         )
 

@@ -549,6 +549,12 @@ class ItemResult(_Frozen):
     """Wall time scoring the item."""
     scored_at: datetime | None = None
     """When the item was scored."""
+    task_time: datetime | None = None
+    """The trace's start, stamped when the item is scored: the timestamp its write-back
+    scores carry, the same on every rerun, so each replaces the last (Langfuse keeps one score per
+    id, name and UTC day of its timestamp) with no lookup. None when the trace had no start (or
+    could not be loaded), and in items stored before store schema 5: their write-back looks up the
+    time of the score already written, as before."""
 
 
 class Provenance(_Frozen):

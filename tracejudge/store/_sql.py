@@ -166,12 +166,14 @@ _DDL_BEFORE_4 = (
     "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
     "CREATE INDEX IF NOT EXISTS trace_sessions_trace ON trace_sessions (trace_id)",
 )
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 """1: spans as JSON (``payload``). 2: a span may instead be its own OTLP bytes (``otlp``, with
 ``payload`` empty; see :mod:`tracejudge.store._encoded`). 3: on SQLite, spans are keyed by their
 trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (PostgreSQL's as at 2).
 4: on SQLite, ``traces`` is keyed by its ``seq`` (the table's rowid) with a unique index on
-``trace_id``, and ``trace_sessions`` by (``trace_seq``, ``session_id``) (PostgreSQL's as at 2)."""
+``trace_id``, and ``trace_sessions`` by (``trace_seq``, ``session_id``) (PostgreSQL's as at 2).
+5: a scored item (``score_items.payload``) may carry ``task_time``, the stamp of its write-back
+scores, which tracejudge at 4 refuses to read; the tables are unchanged (no step)."""
 _SESSIONS_INDEXED = "index:sessions"
 
 # Schema 3 on SQLite. With a random trace id at the head of the spans' key, the spans of one commit
@@ -309,6 +311,9 @@ def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
         2: (f"ALTER TABLE spans ADD COLUMN otlp {blob}", "DROP INDEX IF EXISTS spans_start"),
         3: spans_3 if by_seq else (),
         4: traces_4 if by_seq else (),
+        # Only the version: older tracejudge then refuses the store by name ("newer than this
+        # tracejudge knows") instead of failing on the first item that carries task_time.
+        5: (),
     }
 
 
