@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.collectors.otel.conftest import build_request  # noqa: E402
 from tests.conftest import load_module  # noqa: E402
-from tests.store.conftest import drop_database  # noqa: E402
+from tests.store.conftest import create_database, drop_database  # noqa: E402
 from tracejudge.schema import RawSpan  # noqa: E402
 from tracejudge.store import open_store  # noqa: E402
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer  # noqa: E402
@@ -64,9 +64,7 @@ def database(store: str | None) -> Iterator[str]:
     admin = os.environ.get("TRACEJUDGE_TEST_POSTGRES")
     if not admin:
         sys.exit("set TRACEJUDGE_TEST_POSTGRES (a user that may CREATE DATABASE) or give --store")
-    name = f"tjbench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+    name = create_database(admin, "tjbench")
     try:
         yield admin.rsplit("/", 1)[0] + "/" + name
     finally:

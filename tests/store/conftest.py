@@ -6,7 +6,9 @@ test gets a database of its own, dropped afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from tests.store.private_postgres import PrivatePostgres
 from tracejudge.schema import RawSpan
@@ -52,23 +55,87 @@ def drop_database(admin: str, name: str) -> None:
     ("must be a member of the role whose process is being terminated or member of pg_signal_backend")
     whenever autovacuum happens to be visiting — a test that passed then errored in its teardown.
     A plain DROP DATABASE stops an autovacuum worker itself (and waits for it), so this ends our own
-    sessions (waiting for each to exit), then drops."""
+    sessions (waiting for each to exit), then drops. A session of ours that opened in between (a
+    client of the test reconnecting) fails the drop ("is being accessed by other users"): ended in
+    turn, and the drop made again."""
     with psycopg.connect(admin, autocommit=True) as conn:
+        for attempt in range(3):
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            try:
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")
+                return
+            except psycopg.errors.ObjectInUse:
+                if attempt == 2:
+                    raise
+
+
+# Every test database says which process made it, so that one a killed test process left (a timeout,
+# kill -9, a cancelled CI job: no teardown ran) is dropped by the next test process on this host rather
+# than left on the shared server for good.
+_MADE_BY = "tracejudge test database of "
+_swept: list[str] = []
+
+
+def _made_by_me() -> str:
+    return f"{_MADE_BY}{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def drop_orphaned_databases(admin: str) -> list[str]:
+    """Drop the test databases that a test process of this host made and did not live to drop (the
+    process is gone and no session is in them); their names."""
+    mine = f"{_MADE_BY}{socket.gethostname()}:"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT d.datname, shobj_description(d.oid, 'pg_database') FROM pg_database d"
+            " WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)"
+        ).fetchall()
+    dropped = []
+    for name, made_by in rows:
+        if not (made_by or "").startswith(mine):
+            continue
+        pid = made_by[len(mine) :]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(psycopg.Error):  # another process's sweep got there first
+            drop_database(admin, name)
+            dropped.append(name)
+    return dropped
+
+
+def create_database(admin: str, prefix: str = "tj") -> str:
+    """A new, empty database on ``admin``'s server, marked as this process's; its name. Drop it with
+    :func:`drop_database`."""
+    if admin not in _swept:  # once a process
+        _swept.append(admin)
+        drop_orphaned_databases(admin)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
         conn.execute(
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
-            " WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()",
-            (name,),
+            sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(_made_by_me()))
         )
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+    return name
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test."""
     admin = postgres_admin_url()
-    name = f"tj_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+    name = create_database(admin)
     base = admin.rsplit("/", 1)[0]
     try:
         yield f"{base}/{name}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from tests.store.conftest import create_database, drop_database, postgres_admin_url
 from tracejudge.schema import RawSpan
 from tracejudge.store import EncodedSpan, SqlStore, open_store
 from tracejudge.store._sql import read_spans, stored_forms
@@ -99,14 +99,10 @@ def test_every_recorded_fixture_reads_back_the_same_from_either_form(fixture: Pa
 
 def test_the_fixtures_read_back_the_same_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     """PostgreSQL hands the OTLP bytes back as its own type (bytea): one database per form."""
-    import psycopg
-
-    second = f"tj_{uuid.uuid4().hex[:12]}"
-    admin, base = postgres_url, postgres_url.rsplit("/", 1)[0]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {second}")
+    admin = postgres_admin_url()
+    second = create_database(admin)
     try:
-        urls = {"json": postgres_url, "otlp": f"{base}/{second}"}
+        urls = {"json": postgres_url, "otlp": f"{admin.rsplit('/', 1)[0]}/{second}"}
 
         def open_one(name: str) -> SqlStore:
             store = open_store(urls[name])
@@ -118,8 +114,7 @@ def test_the_fixtures_read_back_the_same_on_postgresql(postgres_url: str, tmp_pa
         assert kept
         _same(json_form, otlp_form)
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {second} WITH (FORCE)")
+        drop_database(admin, second)  # not WITH (FORCE), which autovacuum fails: see there
 
 
 # ---------------------------------------------------------------- edge cases
