@@ -162,3 +162,24 @@ def test_a_tool_call_output_and_a_document_without_id_are_shown_as_what_they_are
     assert result.exit_code == 0, result.output
     assert "doc (no id): Recent work has achieved" in result.output
     assert "None" not in result.output
+
+
+def test_a_refusal_is_shown_as_one(db: Path) -> None:
+    # OpenLLMetry's OpenAI instrumentation writes a chat refusal as a GenAI "refusal" part.
+    refusal = "I'm sorry, I can't help with that."
+    parts = [
+        {"role": "assistant", "parts": [{"type": "refusal", "content": refusal}], "finish_reason": "stop"}
+    ]
+    call = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "Cap?"}]}]
+        ),
+        "gen_ai.output.messages": json.dumps(parts),
+    }
+    _store(db, _span(TRACE, "openai.chat", **call))
+    shown = _run(db, "traces", "show", TRACE)
+    assert shown.exit_code == 0, shown.output
+    assert f"refusal: {refusal}" in shown.output
+    record = json.loads(_run(db, "traces", "show", TRACE, "--json").output)
+    assert record["model_calls"][0]["output_messages"][0]["refusal"] == refusal

@@ -6,6 +6,8 @@ OpenAI stand-in, the real SDK's OTLP encoder and tracejudge's decoder."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 import pytest
 from openinference.instrumentation import TraceConfig
@@ -38,16 +40,19 @@ def _ask(client: openai.OpenAI, times: int) -> None:
         )
 
 
-def _trace(replies: list[Rule], config: TraceConfig | None = None) -> list[RawSpan]:
+def _trace(replies: list[Rule], config: TraceConfig | None = None, instrumentor: Any = None) -> list[RawSpan]:
     """A RAG trace (root CHAIN, the retriever returning v2, then one chat call per reply, each sent v2's
-    clause) whose chat calls the OpenInference OpenAI instrumentation records; the root records no output,
-    so the answer is the last call's."""
+    clause) whose chat calls the OpenInference OpenAI instrumentation records (or ``instrumentor``, another
+    instrumentation of the openai client); the root records no output, so the answer is the last call's."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("rag-app")
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider, config=config or TraceConfig())
+    if instrumentor is None:
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=provider, config=config or TraceConfig())
+    else:
+        instrumentor.instrument(tracer_provider=provider)
     try:
         with ScriptedOpenAIServer(replies) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-not-a-secret", max_retries=0)

@@ -516,6 +516,9 @@ def _reading_cases() -> Iterator[Case]:
     genai = empty._genai_trace([empty.Rule(reply=empty.DRAFT, times=1), empty.Rule(reply="")])
     yield Case("reading/genai-empty-after-draft", tuple(genai), mk.ticket(), manifest)
     yield Case("reading/refusal", tuple(refusal.refused_trace()), mk.ticket(), manifest)
+    yield Case(
+        "reading/refusal-openllmetry", tuple(refusal.openllmetry_refused_trace()), mk.ticket(), manifest
+    )
     for name, messages in (("null-content", [{"role": "user", "content": None}]), ("no-messages", [])):
         yield Case(f"reading/bad-request-{name}", tuple(bad._refused(messages)), mk.ticket(), manifest)
     yield from _pinecone_cases()

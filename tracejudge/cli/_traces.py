@@ -103,10 +103,12 @@ def _output(m: ModelCall) -> str:
 
 
 def _model_lines(m: ModelCall) -> list[str]:
+    refused = any(msg.refusal for msg in m.output_messages)
+    label = "[red]refusal[/red]" if refused else "[green]output[/green]"
     return [
         f"model: {escape(m.model or '-')}",
         *(f"{escape(msg.role)}: {_short(msg.content)}" for msg in m.input_messages),
-        f"[green]output[/green]: {_output(m)}",
+        f"{label}: {_output(m)}",
     ]
 
 

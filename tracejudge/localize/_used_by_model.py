@@ -249,6 +249,9 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     if agree and not stale and not may_be_stale:
         detail = f"the answer agrees with {label} ({', '.join(agreed)})"
         return stage_result("used_by_model", "pass", detail, evidence=[*agree, *cited, *echoed])
+    refused = _refusal(ctx.task, answer)
+    if refused is not None and not agree and not stale:
+        return _refused(reading, label, refused, [*may_agree, *may_be_stale, *echoed])
     if (stale and may_agree) or (agree and may_be_stale):
         detail = (
             f"the answer states values of {label} or superseded material, and a bare number that may"
@@ -265,6 +268,29 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         else "a usage judge to read the answer (its facts do not settle it)"
     )
     return stage_result("used_by_model", "unconfirmed", detail, evidence=evidence, missing=[wanted])
+
+
+def _refusal(task: TaskRecord, answer: str) -> str | None:
+    """The refusal the final answer is (a model call's output message the model marked a refusal, recorded
+    as such: OpenAI's ``refusal``), None when the answer is no refusal."""
+    for call in reversed(task.model_calls):
+        for message in call.output_messages:
+            refusal = message.refusal
+            if refusal and (call.span_id == task.final_answer_span_id or refusal.strip() == answer.strip()):
+                return refusal
+    return None
+
+
+def _refused(reading: _Reading, label: str, refusal: str, evidence: list[Evidence]) -> StageResult:
+    """Fail: the model was given the material (in_context passed before this stage ran) and refused to
+    answer, stating none of its facts. The refusal is the model's own record (the API's ``refusal``), not
+    a reading of the answer's words; the ticket says the material should have been used."""
+    detail = (
+        f"the model refused to answer, though {label} was in its input: the refusal states none of its"
+        " facts (the fix is the prompt or the model's refusal behaviour)"
+    )
+    note = reading.note(f"refused: {refusal[:300]!r}")
+    return stage_result("used_by_model", "fail", detail, evidence=[note, *evidence])
 
 
 def _unsettled(

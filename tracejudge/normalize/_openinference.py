@@ -194,7 +194,10 @@ def _with_refusals(view: SpanView, found: list[Message]) -> list[Message]:
     if any(m.content or m.tool_calls or m.redacted for m in found):
         return found
     refused = refusals(view)
-    return [m.model_copy(update={"content": refused[i]}) if i in refused else m for i, m in enumerate(found)]
+    return [
+        m.model_copy(update={"content": refused[i], "refusal": refused[i]}) if i in refused else m
+        for i, m in enumerate(found)
+    ]
 
 
 def empty_response(view: SpanView) -> str | None:

@@ -39,6 +39,8 @@ _TOOL_CALL_PARTS = ("tool_call", "tool_use", "function_call")
 _TOOL_RESULT_PARTS = ("tool_call_response", "tool_result")
 _MEDIA_PARTS = ("image", "image_url", "blob", "file", "uri", "audio", "input_audio")
 _NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, *_MEDIA_PARTS)
+# OpenLLMetry's OpenAI instrumentation records a chat refusal as a GenAI part of this type.
+_REFUSAL_PART = "refusal"
 
 
 class Content(NamedTuple):
@@ -53,6 +55,9 @@ class Content(NamedTuple):
     unread: tuple[str, ...] = ()
     """The kinds of its parts that hold no text the checks can read (an image, a file, audio): a
     message carrying one gave the model more than its text (a document as a PDF, a screenshot)."""
+    refusal: str | None = None
+    """The text of its ``refusal`` parts (a GenAI part OpenLLMetry records for OpenAI's refusal), joined;
+    their text is in ``text`` too."""
 
     def message(self, role: str, tool_calls: Iterable[dict[str, Any]] = ()) -> Message:
         """The message of ``role`` holding this content, with ``tool_calls`` recorded beside it."""
@@ -62,6 +67,7 @@ class Content(NamedTuple):
             tool_calls=(*self.tool_calls, *tool_calls),
             redacted=self.redacted,
             unread=self.unread,
+            refusal=self.refusal,
         )
 
 
@@ -92,6 +98,7 @@ def _parts_content(parts: list[Any]) -> Content:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     unread: list[str] = []
+    refused: list[str] = []
     redacted = False
     for part in parts:
         kind = part.get("type") if isinstance(part, dict) else None
@@ -104,10 +111,14 @@ def _parts_content(parts: list[Any]) -> Content:
             redacted = True
         elif text is not None:
             texts.append(text)
+            if kind == _REFUSAL_PART:
+                refused.append(text)
     if not texts and any(map(_empty_text_part, parts)):
         # A text part recorded with the empty text: the message said nothing (not a part without text).
         return Content("", tuple(_tool_calls(calls)), redacted, tuple(unread))
-    return Content(("\n".join(texts) if texts else None), tuple(_tool_calls(calls)), redacted, tuple(unread))
+    joined = "\n".join(texts) if texts else None
+    refusal = "\n".join(refused) if refused else None
+    return Content(joined, tuple(_tool_calls(calls)), redacted, tuple(unread), refusal)
 
 
 def _empty_text_part(part: Any) -> bool:
@@ -168,9 +179,9 @@ def message_from_dict(value: Any) -> Message | None:
             return None
         found = Content(None, (), False)
     refusal = as_str(value.get("refusal"))
-    if found.text is None and refusal:
+    if refusal:
         # OpenAI's chat message: a refusal comes in place of the content (null), and is the model's reply.
-        found = found._replace(text=refusal)
+        found = found._replace(text=found.text or refusal, refusal=refusal)
     return found.message(_message_role(role, value.get("parts")), _tool_calls(value.get("tool_calls") or ()))
 
 

@@ -130,6 +130,10 @@ class Message(_Frozen):
     unread: tuple[str, ...] = ()
     """Kinds of the parts the message carried whose content the trace holds no text of (``image_url``,
     ``file``, ``input_audio``, ...): what they gave the model is unknown."""
+    refusal: str | None = None
+    """The model's refusal, when the message is one: OpenAI's message ``refusal`` (the response body
+    OpenInference keeps in ``output.value``, any recorded OpenAI message dict) or a GenAI ``refusal`` part
+    (OpenLLMetry's OpenAI instrumentation). Also the message's ``content`` when it holds no other text."""
 
 
 class ModelCall(_Frozen):
