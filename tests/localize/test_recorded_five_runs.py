@@ -31,11 +31,15 @@ RECORDINGS = {
     "langfuse_langchain": ("langfuse_langchain_{run}.pb", None),
     "llamaindex_agent": ("llamaindex_agent_{run}.pb", None),
     "langchain_agent_openllmetry": ("langchain_agent_openllmetry_{run}.pb", None),
+    "chroma": ("chroma_{run}.pb", None),
+    "milvus": ("milvus_{run}.pb", None),
 }
 # recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
 FILTER_KEYS = {
     "langfuse": "langfuse.observation.metadata.tracejudge.retrieval.filter",
     "langfuse_langchain": "langfuse.observation.metadata.tracejudge.retrieval.filter",
+    "chroma": "db.chroma.query.where",
+    "milvus": "db.milvus.search.filter",
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {

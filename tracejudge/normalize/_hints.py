@@ -31,6 +31,8 @@ Producer = Literal[
     "griptape",
     "agent-framework",
     "mlflow",
+    "qdrant",
+    "lancedb",
 ]
 
 
@@ -142,6 +144,25 @@ _RECORD_DOCUMENTS = Switch(
     "tracejudge",
 )
 
+_RETURN_FROM_TASK = (
+    ": return what it found from a function traced as a traceloop task (traceloop-sdk's @task; its"
+    " traceloop.entity.output is read as what the search returned), or record it on a span of your own"
+    " (retrieval.documents.N.document.id / .content), with the filter as tracejudge.retrieval.filter"
+)
+_QDRANT_RESULTS = Switch(
+    "opentelemetry-instrumentation-qdrant records a search's collection and limit only — no point it"
+    " returned, no filter, no query" + _RETURN_FROM_TASK,
+    ("traceloop.entity.output", "retrieval.documents", "tracejudge.retrieval.filter"),
+    "tracejudge",
+)
+_LANCEDB_RESULTS = Switch(
+    "opentelemetry-instrumentation-lancedb traces LanceTable.search, which only builds the query (where,"
+    " limit and to_list run after its span ends): no row it returned, no filter, no limit"
+    + _RETURN_FROM_TASK,
+    ("traceloop.entity.output", "retrieval.documents", "tracejudge.retrieval.filter"),
+    "tracejudge",
+)
+
 HOSTED_FILE_SEARCH = Switch(
     'request include=["file_search_call.results"] from the Responses API (it returns what a hosted'
     " file_search found only when asked)",
@@ -199,6 +220,8 @@ SWITCHES: dict[str, dict[Producer | None, Switch]] = {
         "agent-framework": _AGENT_FRAMEWORK_CONTENT,
         "griptape": _GRIPTAPE,
         "mlflow": _MLFLOW_GENAI,
+        "qdrant": _QDRANT_RESULTS,
+        "lancedb": _LANCEDB_RESULTS,
         None: _RECORD_DOCUMENTS,
     },
     "no_final_answer": {**_CONTENT, "griptape": _GRIPTAPE},
@@ -246,6 +269,9 @@ _MARKS = (
     _Mark("pydantic-ai", scopes=("pydantic-ai", "pydantic_ai")),
     _Mark("semantic-kernel", prefixes=("semantic_kernel",)),
     _Mark("langfuse", prefixes=("langfuse",), span=_langfuse_span),
+    # OpenLLMetry's vector-store instrumentations that record no result whatever its content switch says.
+    _Mark("qdrant", scopes=("opentelemetry.instrumentation.qdrant",)),
+    _Mark("lancedb", scopes=("opentelemetry.instrumentation.lancedb",)),
     _Mark("openllmetry", prefixes=("traceloop", "opentelemetry.instrumentation."), span=_traceloop_span),
     _Mark("griptape", span=_griptape_span),
     _Mark("mlflow", scopes=("mlflow.tracing.provider",)),

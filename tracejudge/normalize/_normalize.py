@@ -428,6 +428,7 @@ def _top_k(view: SpanView) -> int | None:
             "db.vector.query.top_k",
             "db.chroma.query.n_results",
             "pinecone.query.top_k",  # OpenLLMetry's Pinecone instrumentation (0.60)
+            "db.milvus.search.limit",  # OpenLLMetry's Milvus instrumentation (0.60)
         )
     )
 

@@ -4,10 +4,12 @@ Attributes read: ``traceloop.span.kind``, ``traceloop.entity.{name,input,output}
 ``gen_ai.prompt.N.{role,content}``, ``gen_ai.completion.N.{role,content,tool_calls.J.{id,name,arguments}}``,
 ``llm.request.type``, ``llm.usage.total_tokens``, ``gen_ai.usage.{prompt_tokens,completion_tokens}``;
 vector stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.chroma.query.n_results``,
-``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.filter``, and one
-``db.query.result`` / ``db.search.result`` event per returned document with
-``db.query.result.{id,score,distance,metadata,document}`` (Pinecone's events carry no document: its text is
-the metadata's ``text``). Pinecone (opentelemetry-instrumentation-pinecone 0.60) sets no ``db.operation``:
+``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.{filter,limit}`` (a
+Milvus expression, on Milvus spans only), and one ``db.query.result`` / ``db.search.result`` event per
+returned document with ``db.query.result.{id,score,distance,metadata,document}`` (Pinecone's and Milvus'
+events carry no document: its text is the metadata's — Milvus: the ``entity``'s — ``text``); Qdrant's
+spans, which record no ``db.operation``, by their name (``_vectorstores.py`` says what each store's
+instrumentation records). Pinecone (opentelemetry-instrumentation-pinecone 0.60) sets no ``db.operation``:
 its query is the ``pinecone.query`` span (``db.system`` ``Pinecone``), with ``pinecone.query.filter`` (the
 filter as JSON), ``pinecone.query.namespace`` (left out for the default namespace, ``""``) and
 ``pinecone.query.top_k``; it adds one ``db.query.result`` event per match and then sets the status OK, so
@@ -42,6 +44,7 @@ from tracejudge.normalize._shapes import (
     request_text,
 )
 from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
+from tracejudge.normalize._vectorstores import milvus_filter, milvus_filter_text, named_search
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
@@ -77,7 +80,7 @@ def _is_retrieval(view: SpanView) -> bool:
         and operation.lower() in _QUERY_OPERATIONS
     ):
         return True
-    if any(event.name in _RESULT_EVENTS for event in view.raw.events):
+    if any(event.name in _RESULT_EVENTS for event in view.raw.events) or named_search(view):
         return True
     operation_name = a.get("gen_ai.operation.name")
     if isinstance(operation_name, str) and operation_name in _RETRIEVE_OPERATIONS:
@@ -155,14 +158,16 @@ def result_documents(view: SpanView) -> list[Document] | None:
         seen_event = True
         prefix = event.name + "."
         fields = {k[len(prefix) :]: v for k, v in event.attributes.items() if k.startswith(prefix)}
-        metadata = fields.get("metadata")
+        # Milvus records a hit's output fields as its ``entity`` (str(dict)), the others as ``metadata``.
+        key = "metadata" if "metadata" in fields else "entity"
+        metadata = fields.get(key)
         if isinstance(metadata, str):
-            metadata = view.json(event.name + ".metadata", metadata, python_literal=True)
+            metadata = view.json(f"{event.name}.{key}", metadata, python_literal=True)
         content = fields.get("document")
         if content is None and isinstance(metadata, dict):
-            # Pinecone keeps no document: the text is the match's metadata "text" (the key LangChain's
-            # and Pinecone's own examples store a chunk under), which the Pinecone instrumentation
-            # records as str(metadata).
+            # Pinecone and Milvus keep no document: the text is the match's metadata (Milvus: output field)
+            # "text" (the key LangChain's and Pinecone's own examples store a chunk under), which their
+            # instrumentations record as str(metadata).
             content = metadata.get(_METADATA_TEXT)
         docs.append(
             make_document(
@@ -189,14 +194,15 @@ def _pinecone_no_match(view: SpanView) -> bool:
 
 def store_filter(view: SpanView) -> tuple[object, str | None] | None:
     """The vector store's own filter: (parsed, raw string) or None when not recorded. Chroma's is
-    ``str(dict)``, Pinecone's ``json.dumps`` of the filter (both parse here)."""
-    for key in ("db.chroma.query.where", "pinecone.query.filter", "db.milvus.search.filter"):
+    ``str(dict)``, Pinecone's ``json.dumps`` of the filter (both parse here), Milvus' a boolean expression."""
+    expression = milvus_filter_text(view)
+    if expression is not None:
+        # Milvus filters are boolean expressions, not JSON: read as $-operators where they translate.
+        return milvus_filter(expression), expression
+    for key in ("db.chroma.query.where", "pinecone.query.filter"):
         value = view.attrs.get(key)
         if value is None:
             continue
-        if key == "db.milvus.search.filter":
-            # Milvus filters are boolean expressions, not JSON: keep the text only.
-            return None, as_str(value)
         if not isinstance(value, str):
             return value, None
         parsed = view.json(key, value, python_literal=True)

@@ -1,0 +1,70 @@
+"""Triage over searches recorded by OpenLLMetry's vector-store instrumentations (real clients in-process:
+tests/fixtures/traces/record_{qdrant,lancedb}.py; Chroma's and Milvus' recordings, whose spans record what the
+search returned and its filter, are rows of test_recorded_five_runs.py).
+
+Qdrant's and LanceDB's instrumentations record neither the filter nor what a search returned. With the app's
+``retrieve`` function traced as a traceloop task, its output (the texts) says what came back: the faults the
+texts settle get their verdicts, the filter fault stays ``unconfirmed`` (no record says a filter ran). Without
+that task nothing says what came back, and every verdict past *indexed* is ``unconfirmed``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from tests.normalize.test_vectorstores import without_task
+from tracejudge.schema import Localization
+
+STORES = ("qdrant", "lancedb")
+UNCONFIRMED = ("unconfirmed", None, ["pass", "unconfirmed", "skipped", "skipped"])
+# run -> (verdict, cause, stage statuses) under the recordings' index, with the app's retrieve task
+WITH_TASK = {
+    "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
+    "ignored": ("ignored_by_model", None, ["pass", "pass", "pass", "fail"]),
+    "filtered": UNCONFIRMED,
+    "dropped": ("dropped_in_context", None, ["pass", "pass", "fail", "skipped"]),
+    "never_indexed": UNCONFIRMED,
+}
+
+
+def _triage(
+    mk: ModuleType, store: str, run: str, *, task: bool = True, never_indexed: bool = False
+) -> Localization:
+    spans = mk.recorded_spans(f"{store}_{run}.pb")
+    manifest = mk.never_indexed_manifest() if never_indexed else mk.policy_manifest("EU")
+    return mk.localize(mk.normalize(spans if task else without_task(spans)), mk.ticket(), manifest)
+
+
+@pytest.mark.parametrize("run", list(WITH_TASK))
+@pytest.mark.parametrize("store", STORES)
+def test_the_tasks_output_settles_what_it_holds(mk: ModuleType, store: str, run: str) -> None:
+    loc = _triage(mk, store, run)
+    assert (loc.verdict, loc.cause, mk.statuses(loc)) == WITH_TASK[run]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_the_filter_fault_is_unconfirmed_and_says_the_filter_is_missing(mk: ModuleType, store: str) -> None:
+    loc = _triage(mk, store, "filtered")
+    assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
+    # The task's own input names the region it was given; that is no record of a filter the store ran.
+    assert '"region": "CN"' in str(mk.recorded_spans(f"{store}_filtered.pb"))
+
+
+@pytest.mark.parametrize("run", list(WITH_TASK))
+@pytest.mark.parametrize("store", STORES)
+def test_without_the_task_every_verdict_past_indexed_is_unconfirmed(
+    mk: ModuleType, store: str, run: str
+) -> None:
+    loc = _triage(mk, store, run, task=False)
+    assert (loc.verdict, loc.cause, mk.statuses(loc)) == UNCONFIRMED
+    (documents,) = [item for item in loc.stages[1].missing if item.startswith("the documents returned")]
+    assert f"opentelemetry-instrumentation-{store}" in documents
+
+
+@pytest.mark.parametrize("task", [True, False])
+@pytest.mark.parametrize("store", STORES)
+def test_never_indexed_is_told_by_the_manifest(mk: ModuleType, store: str, task: bool) -> None:
+    loc = _triage(mk, store, "never_indexed", task=task, never_indexed=True)
+    assert (loc.verdict, mk.statuses(loc)) == ("not_indexed", ["fail", "skipped", "skipped", "skipped"])
