@@ -68,3 +68,22 @@ def test_without_the_task_every_verdict_past_indexed_is_unconfirmed(
 def test_never_indexed_is_told_by_the_manifest(mk: ModuleType, store: str, task: bool) -> None:
     loc = _triage(mk, store, "never_indexed", task=task, never_indexed=True)
     assert (loc.verdict, mk.statuses(loc)) == ("not_indexed", ["fail", "skipped", "skipped", "skipped"])
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_the_filter_the_gap_asks_for_settles_the_filter_fault(mk: ModuleType, store: str) -> None:
+    # What the gap says to do: the app sets tracejudge.retrieval.filter on its retrieve task's span.
+    spans = [
+        s.model_copy(
+            update={"attributes": {**s.attributes, "tracejudge.retrieval.filter": '{"region": "CN"}'}}
+        )
+        if s.name == "retrieve.task"
+        else s
+        for s in mk.recorded_spans(f"{store}_filtered.pb")
+    ]
+    loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
+    assert (loc.verdict, loc.cause, mk.statuses(loc)) == (
+        "filtered",
+        "filter",
+        ["pass", "fail", "skipped", "skipped"],
+    )

@@ -145,9 +145,9 @@ _RECORD_DOCUMENTS = Switch(
 )
 
 _RETURN_FROM_TASK = (
-    ": return what it found from a function traced as a traceloop task (traceloop-sdk's @task; its"
-    " traceloop.entity.output is read as what the search returned), or record it on a span of your own"
-    " (retrieval.documents.N.document.id / .content), with the filter as tracejudge.retrieval.filter"
+    ": return what it found from a function traced as a traceloop task (traceloop-sdk's @task; with content"
+    " tracing on, its traceloop.entity.output is read as what the search returned), or record it on a span of"
+    " your own (retrieval.documents.N.document.id / .content), with the filter as tracejudge.retrieval.filter"
 )
 _QDRANT_RESULTS = Switch(
     "opentelemetry-instrumentation-qdrant records a search's collection and limit only — no point it"
