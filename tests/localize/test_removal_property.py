@@ -96,7 +96,17 @@ _LAST_CALL = (
     " last call the trace is one whose only call gave the draft as its answer (no record says another call"
     " followed); losing the last call's output alone reads unconfirmed"
 )
+_POST_ANSWER = (
+    "the model call made after the answer (a memory summary, a title) is the only record that another reply"
+    " may have been the answer: without its span the trace is one whose last call answered after a tool"
+    " step, as an agent's does, and that call's reply is read"
+)
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    **{
+        (f"post_answer_{run}.pb{m}", "span chat gpt-4.1-nano"): _POST_ANSWER
+        for run in ("rag", "ignored")
+        for m in ("", "@CN", "@EU", "@policy")
+    },
     **{
         (f"drafts/{name}", "span ChatCompletion"): _LAST_CALL
         for name in ("good-after-stale-draft", "stale-after-good-draft")

@@ -532,6 +532,23 @@ def test_span_order_does_not_matter() -> None:
 
 
 def test_final_answer_falls_back_to_last_model_call() -> None:
+    # The second call sent the first's prompt again after it returned (a retry): its reply is the answer.
+    first = span("c1", {"openinference.span.kind": "LLM", "input.value": "P", "output.value": "first"})
+    first = first.model_copy(update={"end_time_unix_nano": first.start_time_unix_nano + 1})
+    record = normalize(
+        [
+            root(),
+            first,
+            span("c2", {"openinference.span.kind": "LLM", "input.value": "P", "output.value": "second"}),
+        ]
+    )
+    assert record.final_answer == "second"
+    assert record.final_answer_span_id == "00000000000000c2"
+    assert "answer_uncertain" not in kinds(record)
+
+
+def test_an_earlier_reply_whose_input_was_not_recorded_leaves_the_answer_open() -> None:
+    # Nothing shows the last call continued the first: the first's reply may be the one the user got.
     record = normalize(
         [
             root(),
@@ -539,8 +556,11 @@ def test_final_answer_falls_back_to_last_model_call() -> None:
             span("c2", {"openinference.span.kind": "LLM", "output.value": "second"}),
         ]
     )
-    assert record.final_answer == "second"
-    assert record.final_answer_span_id == "00000000000000c2"
+    assert (record.final_answer, record.final_answer_span_id) == (None, None)
+    (gap,) = [g for g in record.gaps if g.kind == "answer_uncertain"]
+    assert gap.span_id == "00000000000000c2"
+    assert "model call 00000000000000c1" in gap.note
+    assert "no_final_answer" not in kinds(record)
 
 
 def test_no_spans_is_an_input_error() -> None:

@@ -208,6 +208,13 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     label = material_label(m.doc_id, m.version)
     answer = ctx.task.final_answer
     if answer is None:
+        uncertain = next((g for g in ctx.task.gaps if g.kind == "answer_uncertain"), None)
+        if uncertain is not None:
+            # Which call's reply the user got is open: the last call's may be a title or a grader's, and
+            # read as the answer it would fail or pass the material on text the user never saw.
+            detail = f"which reply is the answer is not recorded: {uncertain.note}"
+            wanted = uncertain.switch or "the reply the user got, as the root span's output"
+            return stage_result("used_by_model", "unconfirmed", detail, missing=[wanted])
         empty = _empty_answer(ctx.task)
         if empty is not None:
             # An empty answer states nothing: whether the material was used cannot be read from it, and no

@@ -29,6 +29,7 @@ from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize import _vercel as vercel
+from tracejudge.normalize._answer import RECORD_ANSWER, earlier_answers
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._cut import Dropped, cut_values, dropped_note
 from tracejudge.normalize._genai import system_instructions
@@ -82,10 +83,11 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     root = tree.root
     last = steps.models[-1].span_id if steps.models else None
     empty = any(g.kind == "model_output_empty" and g.span_id == last for g in gaps.items())
-    answer, answer_span = _final_answer(views, root, [] if empty else steps.models)
+    answer, answer_span = _final_answer(views, root, [] if empty else steps.models, gaps)
     # The last model call's output recorded empty is the answer the user got: its gap says so. An earlier
     # call's text is not read in its place (it was not the answer, and would read as one).
-    if answer is None and not empty:
+    uncertain = any(g.kind == "answer_uncertain" for g in gaps.items())
+    if answer is None and not empty and not uncertain:
         detail = "neither the root span nor a model call recorded an output"
         if any(m.output_text for m in steps.models):
             # An earlier call's text is no answer (_final_answer): say which output is missing.
@@ -1085,19 +1087,33 @@ def _first(views: list[SpanView], key: str, keys: _Keys) -> Any:
 
 
 def _final_answer(
-    views: list[SpanView], root: SpanView, models: list[ModelCall]
+    views: list[SpanView], root: SpanView, models: list[ModelCall], gaps: Gaps
 ) -> tuple[str | None, str | None]:
     """What the user got: the first convention's record (``PRECEDENCE.final_answer``), else the
-    output text of the trace's last model call (None when it has none)."""
+    output text of the trace's last model call when no earlier call may have given the answer (``_answer``;
+    when one may, the ``answer_uncertain`` gap names them and no answer is read)."""
     found = _first_read(PRECEDENCE.final_answer, lambda c: c.final_answer(root, views))
     if found is not None and found[0]:  # "" is owned and empty: later conventions are not asked
         return found
     # Only the last call: when its text was not recorded (hidden, dropped, or it ended in tool calls),
     # an earlier call's text is a draft or a step, not the answer, and read as one it could state a
     # superseded value the answer never did (DESIGN 5.5).
-    if models and models[-1].output_text:
-        return models[-1].output_text, models[-1].span_id
-    return None, None
+    if not models or not models[-1].output_text:
+        return None, None
+    last = models[-1]
+    times = {v.span_id: (v.raw.start_time_unix_nano, v.raw.end_time_unix_nano) for v in views}
+    rivals = earlier_answers(models, times)
+    if rivals:
+        named = ", ".join(call.span_id for call in rivals)
+        detail = (
+            f"no span records the answer, and the last model call ({last.span_id}) may have been made after"
+            f" it (a title, suggestions, a summary, a grader): the reply the user got may be that of model"
+            f" call {named}, which no later call continues (re-sends its messages unchanged or adds only tool"
+            " steps)"
+        )
+        gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
+        return None, None
+    return last.output_text, last.span_id
 
 
 def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) -> str | None:

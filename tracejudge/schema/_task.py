@@ -216,12 +216,15 @@ class Gap(_Frozen):
         "model_output_redacted",
         "model_output_truncated",
         "no_final_answer",
+        "answer_uncertain",
         "missing_parent",
         "attribute_unparseable",
     ]
     """What is missing (``model_input_empty`` / ``model_output_empty``: nothing is, the model input or output
     was recorded and holds no text — a request whose messages were sent with content null or none, a reply
-    with no text; no switch records more)."""
+    with no text; no switch records more. ``answer_uncertain``: no span records the answer and the last
+    model call may have been made after it — a title, a summary, a grader — so no answer is read; the
+    detail names the earlier calls whose reply the user may have got)."""
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""
@@ -282,7 +285,8 @@ class TaskRecord(_Frozen):
     input: str | None = None
     """The user's request (root span input, else the last user message of the first model call)."""
     final_answer: str | None = None
-    """The final answer (root span output, else the last model call's output)."""
+    """The final answer (root span output, else the last model call's output when no earlier call may have
+    given the answer: an ``answer_uncertain`` gap says when one may, and then no answer is read)."""
     final_answer_span_id: str | None = None
     """The span the final answer was read from."""
     retrievals: tuple[RetrievalCall, ...] = ()

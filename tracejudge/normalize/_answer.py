@@ -1,0 +1,118 @@
+"""Whether the last model call's reply is the answer, when no convention records the answer.
+
+An application often calls the model after it has answered: a title for the conversation, follow-up
+suggestions, a summary for memory, a guardrail, a grader or an eval. The last call's reply is then no
+answer the user got, and a verdict read from it (``ignored_by_model`` from a judge reading a title,
+``no_fault`` from a summary restating a value) would rest on the wrong text (DESIGN 5.5).
+
+The last call's reply is read as the answer only when no earlier call of the trace may have given it. An
+earlier call gave no answer when a later call continues it: the later call's recorded input re-sends every
+message the earlier call was sent, in order, and adds only tool steps (assistant messages asking for tools
+and the messages carrying their results) — the agent went on with the same request. Sent again with
+nothing added, the earlier call must have returned before the later was sent (a retry); calls that overlap
+in time are two answers to one request, either of which the user may have got.
+
+Anything else — an earlier reply the later calls do not continue (the last call reads the answer back, as
+a title or grader prompt does, or sends other instructions), a tool request whose result no recorded call
+read (the call that read it and answered is missing), an input not recorded whole, calls that overlap —
+leaves the answer open: the ``answer_uncertain`` gap names the calls that may have given it, and no check
+reads an answer from the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tracejudge.schema import Message, ModelCall
+
+__all__ = ["RECORD_ANSWER", "earlier_answers"]
+
+# What would settle which reply the user got: the application recording it where the conventions read it.
+RECORD_ANSWER = (
+    "the reply the user got, as the root span's output (OpenInference output.value, GenAI"
+    " gen_ai.output.messages on the agent span, the Langfuse trace output)"
+)
+_ASSISTANT = frozenset({"assistant", "model", "ai", "bot"})
+_SYSTEM = frozenset({"system", "developer"})
+_TOOL = frozenset({"tool", "function", "ipython"})
+
+# One item of what a call was sent: a role (or "system" / "prompt"), the text, the tools it asked for.
+_Item = tuple[str, str, tuple[str, ...]]
+
+
+def earlier_answers(models: Sequence[ModelCall], times: Mapping[str, tuple[int, int]]) -> list[ModelCall]:
+    """The model calls before the last one (in start order) that may have given the answer the user got
+    instead of it: those no later call continues; empty when the last call's reply is the answer.
+    ``times``: each span's start and end (Unix nanoseconds, 0 when not recorded)."""
+    sent = {call.span_id: _items(call) for call in models}
+    return [
+        call
+        for i, call in enumerate(models[:-1])
+        if not any(_continues(later, call, sent, times) for later in models[i + 1 :])
+    ]
+
+
+def _continues(
+    later: ModelCall,
+    earlier: ModelCall,
+    sent: Mapping[str, list[_Item] | None],
+    times: Mapping[str, tuple[int, int]],
+) -> bool:
+    """Whether ``later`` was sent all ``earlier`` was, in order, and only tool steps besides (and, when
+    nothing besides, after ``earlier`` returned). With tool steps added the instructions may differ: an
+    agent handed the run, its tool steps and all, to another agent."""
+    was, resent = sent[earlier.span_id], sent[later.span_id]
+    if was is None or resent is None:
+        return False
+    if resent[: len(was)] == was:
+        added = resent[len(was) :]
+        if added:
+            return _tool_steps(added)
+        ended = times.get(earlier.span_id, (0, 0))[1]
+        started = times.get(later.span_id, (0, 0))[0]
+        return 0 < ended <= started
+    was, resent = _unsystem(was), _unsystem(resent)
+    return resent[: len(was)] == was and bool(resent[len(was) :]) and _tool_steps(resent[len(was) :])
+
+
+def _unsystem(items: list[_Item]) -> list[_Item]:
+    return [item for item in items if item[0] not in _SYSTEM]
+
+
+def _items(call: ModelCall) -> list[_Item] | None:
+    """What the call was sent, item by item; None when its input was not recorded whole (not recorded,
+    redacted, a message without its content, a value cut short): it cannot be told what it continues."""
+    if not call.input_recorded or call.input_redacted or call.input_partial:
+        return None
+    items: list[_Item] = []
+    if call.system_instructions:
+        items.append(("system", call.system_instructions, ()))
+    items.extend(_item(message) for message in call.input_messages)
+    if not call.input_messages:  # a completion's prompt, recorded as text only
+        items.append(("prompt", call.input_text, ()))
+    return items
+
+
+def _item(message: Message) -> _Item:
+    role = message.role.casefold()
+    role = "assistant" if role in _ASSISTANT else role
+    tools = tuple(str(request.get("name") or "") for request in message.tool_calls)
+    # Texts compare as recorded: a call re-sending a message, recorded by the same instrumentation, records
+    # it alike (and comparing refers to the strings the records hold, copying none).
+    return role, message.content or "", tools
+
+
+def _tool_steps(added: list[_Item]) -> bool:
+    """Whether the items are tool steps only: assistant messages asking for tools and the messages carrying
+    tool results (a ``tool`` message — OpenLIT records it without the request before it —, or a user
+    message after a request, as pydantic-ai and smolagents send results) — never an assistant reply
+    without a tool request, nor instructions or a user message before any request."""
+    asked = False
+    for role, _, tools in added:
+        if role == "assistant":
+            if not tools:
+                return False
+            asked = True
+        elif role not in _TOOL and (not asked or role in _SYSTEM or role == "prompt"):
+            return False
+    return True
