@@ -6,6 +6,7 @@ OpenAI stand-in, the real SDK's OTLP encoder and tracejudge's decoder."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -40,10 +41,16 @@ def _ask(client: openai.OpenAI, times: int) -> None:
         )
 
 
-def _trace(replies: list[Rule], config: TraceConfig | None = None, instrumentor: Any = None) -> list[RawSpan]:
+def _trace(
+    replies: list[Rule],
+    config: TraceConfig | None = None,
+    instrumentor: Any = None,
+    ask: Callable[[openai.OpenAI], None] | None = None,
+) -> list[RawSpan]:
     """A RAG trace (root CHAIN, the retriever returning v2, then one chat call per reply, each sent v2's
-    clause) whose chat calls the OpenInference OpenAI instrumentation records (or ``instrumentor``, another
-    instrumentation of the openai client); the root records no output, so the answer is the last call's."""
+    clause — or the calls ``ask`` makes) whose chat calls the OpenInference OpenAI instrumentation records
+    (or ``instrumentor``, another instrumentation of the openai client); the root records no output, so the
+    answer is the last call's."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -63,7 +70,10 @@ def _trace(replies: list[Rule], config: TraceConfig | None = None, instrumentor:
                     span.set_attribute("openinference.span.kind", "RETRIEVER")
                     span.set_attribute("retrieval.documents.0.document.id", f"{mk.DOC}@v2")
                     span.set_attribute("retrieval.documents.0.document.content", mk.V2_TEXT)
-                _ask(client, len(replies))
+                if ask is None:
+                    _ask(client, len(replies))
+                else:
+                    ask(client)
     finally:
         instrumentor.uninstrument()
     return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans

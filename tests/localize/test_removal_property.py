@@ -517,7 +517,9 @@ def _reading_cases() -> Iterator[Case]:
     """Traces whose model said nothing in a way only some records show: an empty reply recorded by the GenAI
     instrumentation (a text part whose content is ""), after a draft stating v1's cap; a refusal, which
     openinference-instrumentation-openai keeps only in the response body (``output.value``); requests the
-    API refused that sent a null message content or no message (only ``input.value`` shows it)."""
+    API refused that sent a null message content or no message (only ``input.value`` shows it); a request
+    history with an assistant turn of content null (a tool call, a legacy function call, a refusal) under
+    each OpenAI instrumentation (test_null_message)."""
     from tests.localize import test_bad_request as bad
     from tests.localize import test_empty_answer as empty
     from tests.localize import test_refusal as refusal
@@ -532,6 +534,13 @@ def _reading_cases() -> Iterator[Case]:
     for name, messages in (("null-content", [{"role": "user", "content": None}]), ("no-messages", [])):
         yield Case(f"reading/bad-request-{name}", tuple(bad._refused(messages)), mk.ticket(), manifest)
     yield from _pinecone_cases()
+    from tests.localize import test_null_message as null
+
+    for recorder in null.RECORDERS:
+        for history in null.HISTORIES:
+            for material, text in (("", mk.V2_TEXT), ("-v1", mk.V1_TEXT)):
+                spans = tuple(null.recorded(recorder, history, text))
+                yield Case(f"reading/null-{history}{material}-{recorder}", spans, mk.ticket(), manifest)
 
 
 def _pinecone_cases() -> Iterator[Case]:

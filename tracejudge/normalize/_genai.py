@@ -73,19 +73,58 @@ def classify(view: SpanView) -> StepKind | None:
     return step
 
 
-def _messages_attr(view: SpanView, key: str) -> tuple[list[Message] | None, str | None]:
-    """Messages of a ``gen_ai.*.messages`` attribute; raw text when it is not a message list."""
+def _messages_attr(
+    view: SpanView, key: str, *, sent: bool = False
+) -> tuple[list[Message] | None, str | None]:
+    """Messages of a ``gen_ai.*.messages`` attribute; raw text when it is not a message list. ``sent``: the
+    request's messages, where one recorded with no part said nothing (:func:`_no_part`)."""
     value = view.attrs.get(key)
     if value is None:
         return None, None
     parsed = view.json(key, value)
     if parsed is None:
         return None, _raw_text(value)
-    found = messages_from_value(_per_message_json(parsed))
+    listed = _per_message_json(parsed)
+    found = messages_from_value(listed)
     if found is None and parsed != []:
         view.gap("attribute_unparseable", f"{key}: not a message list")
         return None, _raw_text(value)
+    if sent and found:
+        found = _no_part(view, listed, found)
     return found or [], None
+
+
+# OpenLLMetry's OpenAI instrumentation (0.62) records a message of a role other than system, developer,
+# user, assistant and tool not at all: the ``function`` message answering a legacy ``function_call``.
+_DROPS_FUNCTION_MESSAGES = ("opentelemetry.instrumentation.openai.",)
+
+
+def _no_part(view: SpanView, listed: list[Any], found: list[Message]) -> list[Message]:
+    """The request's messages, each recorded with ``parts: []`` read as having said nothing (content "")
+    rather than as having lost its content: the instrumentation saw no part it records — an assistant's
+    refusal, legacy ``function_call`` or audio (content null: opentelemetry-instrumentation-openai-v2 and
+    OpenLLMetry write such a message so). Hidden or cut values never read as ``[]``. Not for OpenLLMetry's
+    OpenAI spans' assistant messages: there the function message answering a legacy call (the material,
+    maybe) is not recorded at all, and that message is all that shows the loss."""
+    if len(listed) != len(found):
+        return found  # a listed item read as no message: positions do not line up
+    drops = view.raw.scope_name.startswith(_DROPS_FUNCTION_MESSAGES)
+    out = []
+    for item, message in zip(listed, found, strict=True):
+        empty = isinstance(item, dict) and item.get("parts") == [] and message.content is None
+        if empty and not message.tool_calls:
+            # OpenLLMetry's: what it stands for is unknown (an unread part, so the input reads partial, with
+            # no content switch named: capture was on).
+            unread = (*message.unread, _UNRECORDED_TURN) if drops and message.role == "assistant" else ()
+            message = message.model_copy(update={"content": "", "unread": unread or message.unread})
+        out.append(message)
+    return out
+
+
+_UNRECORDED_TURN = (
+    "an assistant turn recorded with no part: a refusal, or a legacy function_call whose function message"
+    " OpenLLMetry does not record"
+)
 
 
 def _raw_text(value: Any) -> str | None:
@@ -101,7 +140,7 @@ def _per_message_json(parsed: Any) -> Any:
 
 
 def input_messages(view: SpanView) -> tuple[list[Message] | None, str | None]:
-    found, raw = _messages_attr(view, "gen_ai.input.messages")
+    found, raw = _messages_attr(view, "gen_ai.input.messages", sent=True)
     if found is None and raw is None:
         found = _event_messages(view, output=False)
     return found, raw

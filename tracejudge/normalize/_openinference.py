@@ -126,6 +126,11 @@ def _message(item: dict[str, Any]) -> Message:
         }
         for call in ordered(nested.get("message.tool_calls"))
     ]
+    function = as_str(item.get("message.function_call_name"))
+    if function is not None:
+        # OpenAI's legacy ``function_call`` (content null): a call the ``function`` message answers.
+        arguments = maybe_json(item.get("message.function_call_arguments_json"))
+        calls.append({"id": None, "name": function, "arguments": arguments})
     found = found._replace(
         text="\n".join(([found.text] if found.text else []) + texts) if texts else found.text,
         redacted=found.redacted or parts_redacted,
@@ -220,6 +225,41 @@ def empty_response(view: SpanView) -> str | None:
             return None
         reasons.append(as_str(choice.get("finish_reason")) or "not recorded")
     return ", ".join(dict.fromkeys(reasons))
+
+
+def _role_only(message: Message) -> bool:
+    return message.content is None and not message.tool_calls and not message.redacted
+
+
+def _sent_empty(view: SpanView, found: list[Message]) -> list[Message]:
+    """Input messages recorded with their role only, read by what the request body (``input.value``) shows
+    was sent at their place: content null with a ``refusal`` (an assistant's earlier refusal: its text) or
+    with nothing else (it said nothing: content ""). The instrumentation records no ``message.content`` for
+    either. A body whose messages do not line up with the recorded ones (count, roles), that is hidden, cut
+    or absent, or that shows text (or a tool call the attributes lost) sent there leaves the message lost."""
+    if not any(map(_role_only, found)) or view.attrs.get("input.mime_type") != "application/json":
+        return found
+    body = maybe_json(view.attrs.get(INPUT))
+    sent = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(sent, list) or len(sent) != len(found):
+        return found
+    if any(
+        not isinstance(s, dict) or as_str(s.get("role")) != m.role for s, m in zip(sent, found, strict=True)
+    ):
+        return found
+    out = []
+    for message, item in zip(found, sent, strict=True):
+        said = item.get("content")
+        if (
+            _role_only(message)
+            and said in (None, "")
+            and not item.get("tool_calls")
+            and not item.get("function_call")
+        ):
+            refusal = as_str(item.get("refusal"))
+            message = message.model_copy(update={"content": refusal or "", "refusal": refusal})
+        out.append(message)
+    return out
 
 
 def empty_request(view: SpanView) -> str | None:
@@ -351,7 +391,7 @@ class OpenInference(NoRecords):
     def input_messages(self, view: SpanView) -> ModelIO | None:
         found = messages(view, "llm.input_messages")
         if found is not None:
-            return ModelIO(messages=tuple(found))
+            return ModelIO(messages=tuple(_sent_empty(view, found)))
         return _texts(prompts(view))
 
     def output_messages(self, view: SpanView) -> ModelIO | None:
