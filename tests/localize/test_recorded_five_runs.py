@@ -33,6 +33,7 @@ RECORDINGS = {
     "langchain_agent_openllmetry": ("langchain_agent_openllmetry_{run}.pb", None),
     "chroma": ("chroma_{run}.pb", None),
     "milvus": ("milvus_{run}.pb", None),
+    "langchain_chroma": ("langchain_chroma_{run}.pb", None),
 }
 # recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
 FILTER_KEYS = {
@@ -40,6 +41,7 @@ FILTER_KEYS = {
     "langfuse_langchain": "langfuse.observation.metadata.tracejudge.retrieval.filter",
     "chroma": "db.chroma.query.where",
     "milvus": "db.milvus.search.filter",
+    "langchain_chroma": "db.chroma.query.where",
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {

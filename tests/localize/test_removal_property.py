@@ -113,10 +113,8 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
     },
     ("reading/genai-empty-after-draft", "span chat scripted-model"): _LAST_CALL,
     **{
-        (
-            f"langchain_openllmetry_rag.pb{m}",
-            "attr ChatOpenAI.chat:gen_ai.system_instructions",
-        ): _SYSTEM_CONTEXT
+        (f"{name}.pb{m}", "attr ChatOpenAI.chat:gen_ai.system_instructions"): _SYSTEM_CONTEXT
+        for name in ("langchain_openllmetry_rag", "langchain_chroma_rag", "langchain_chroma_ignored")
         for m in ("", "@CN", "@EU", "@policy")
     },
     **{

@@ -267,3 +267,24 @@ def test_a_translated_expression_passes_the_documents_milvus_passes(
 ) -> None:
     text, tree = expression
     assert evaluate_filter(milvus_filter(text), metadata) is _holds(tree, metadata)
+
+
+def test_langchain_over_chroma_is_one_retrieval_and_the_filter_is_chromas() -> None:
+    spans = spans_of("langchain_chroma", "filtered")
+    call = the_retrieval(normalize(spans))
+    names = {s.span_id: s.name for s in spans}
+    assert [names[i] for i in call.span_ids] == ["vector_db_retrieve VectorStoreRetriever", "chroma.query"]
+    assert (call.query, call.top_k, call.filter) == (QUERY, 2, {"region": "CN"})
+    assert [(d.raw_id, d.doc_id, d.version, d.content) for d in call.documents] == [
+        ("chunk-041", "C-17/attachment", "v1", V1),
+        ("chunk-044", "C-09/framework", "v1", C09),
+    ]
+    # LangChain's span alone (the Chroma instrumentation not installed): the documents, no filter, no ids.
+    alone = the_retrieval(
+        normalize([s for s in spans if s.scope_name != "opentelemetry.instrumentation.chromadb"])
+    )
+    assert (alone.filter, alone.top_k) == (None, None)
+    assert [(d.raw_id, d.doc_id, d.content) for d in alone.documents] == [
+        (None, "C-17/attachment", V1),
+        (None, "C-09/framework", C09),
+    ]
