@@ -109,7 +109,11 @@ class Judge:
         prompt_hash = messages_hash(messages, canon=canon)
         key = cache_key(self.config, messages, repeat, canon=canon)
         if self.cache is not None:
-            hit = self.cache.get_cached_reply(key)
+            if getattr(self.cache, "queues_writes", False):
+                hit = self.cache.get_cached_reply(key)
+            else:
+                # A store's read (a PostgreSQL round trip): off the event loop, as its write below.
+                hit = await asyncio.to_thread(self.cache.get_cached_reply, key)
             if hit is not None:
                 self.cache_hits += 1
                 comp = Completion(**json.loads(hit))

@@ -20,6 +20,7 @@ from tracejudge.runs._report import run_json
 from tracejudge.runs._run import ScoreOptions, score_run_async
 from tracejudge.runs._select import select_trace_ids
 from tracejudge.runs._shared import write_back_shared_run
+from tracejudge.runs._signals import run_to_a_safe_stop
 from tracejudge.runs._writeback import check_target, write_back
 from tracejudge.schema import ItemResult, Rubric, RunRecord
 from tracejudge.store import Store
@@ -191,7 +192,9 @@ def score_traces(
         if on_item is not None:
             on_item(item)
 
-    run = asyncio.run(_beside(later, score_run_async(rubric, store, ids, options=options, on_item=seen)))
+    run = run_to_a_safe_stop(
+        _beside(later, score_run_async(rubric, store, ids, options=options, on_item=seen))
+    )
     # A shared run's summary is the whole run's; its items (and write-back) are this worker's. A local
     # run's items are the ones just scored, in trace id order as the store lists them (not read back:
     # 2,000 items took 0.2 s to read and validate again after the last reply).

@@ -368,7 +368,7 @@ class _Progress:
         )
 
 
-def _given(loaded: TaskRecord | str) -> Loader:
+def given_loader(loaded: TaskRecord | str) -> Loader:
     """A loader for a source loaded already."""
     return lambda _trace_id: loaded
 
@@ -406,7 +406,7 @@ class _LocalRun:
                     src,
                     self.rubric,
                     run_id=self.run.run_id,
-                    load=_given(loaded),
+                    load=given_loader(loaded),
                     judge=self.judge,
                     repeat=self.repeat,
                     manifest=self.opts.manifest,

@@ -38,6 +38,7 @@ from tracejudge.judge import JudgeClient
 from tracejudge.runs._run import (
     Loader,
     ScoreOptions,
+    given_loader,
     make_judge,
     new_run_record,
     projected_over_budget,
@@ -390,11 +391,20 @@ class _SharedWorker:
                 # Scored again if loading it (or its cached reply) found the store gone: no reply was
                 # had then, or its caching failed and only that call is made again.
                 item = await self.ride.run(functools.partial(self.score, trace_id))
-                stored = await self.ride.call(self.store.finish_run_item, item, worker=self.member.worker)
+                stored = await self.ride.run(functools.partial(self._finish, item))
             finally:
                 self.scoring.discard(trace_id)
             if stored and self.on_item is not None:
                 self.on_item(item)
+
+    async def _finish(self, item: ItemResult) -> bool:
+        """Store the item's result (False: another worker had). Once sent, the store call is waited for
+        even when the worker is stopped meanwhile (the stop then goes on): the judge was paid for the
+        result, so it is kept rather than scored again by a rerun, and the worker leaves the run only
+        once the item is done."""
+        return await _to_the_end(
+            asyncio.to_thread(self.store.finish_run_item, item, worker=self.member.worker)
+        )
 
     async def heartbeat(self) -> None:
         while True:
@@ -411,6 +421,21 @@ class _SharedWorker:
                     lease_s=self.lease,
                     items=held,
                 )
+
+
+async def _to_the_end(call: Awaitable[_T]) -> _T:
+    """``call``'s result, waited for to its end even when this task is cancelled meanwhile: the
+    cancellation is raised once it has ended (whatever the call's outcome)."""
+    future = asyncio.ensure_future(call)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return future.result()
 
 
 async def score_shared_run_async(
@@ -467,16 +492,25 @@ async def _take_part(
 ) -> None:
     """Score the run's items with the others until none is left to claim or wait for."""
     store, name = member.store, member.name
+    load = loader or store_loader(store)
     async with run_client(rubric, client, options) as client:
-        score = functools.partial(
-            score_source,
-            rubric=rubric,
-            run_id=name,
-            load=loader or store_loader(store),
-            judge=make_judge(rubric, client, store, options),
-            repeat=repeat,
-            manifest=options.manifest,
-        )
+        judge = make_judge(rubric, client, store, options)
+
+        async def score(trace_id: str) -> ItemResult:
+            # Loaded in a thread: on the loop's thread the store's read (a PostgreSQL round trip) and
+            # the normalizing held up every reply in flight, and it was where a SIGTERM raised
+            # KeyboardInterrupt inside this worker's own task.
+            loaded = await asyncio.to_thread(load, trace_id)
+            return await score_source(
+                trace_id,
+                rubric,
+                run_id=name,
+                load=given_loader(loaded),
+                judge=judge,
+                repeat=repeat,
+                manifest=options.manifest,
+            )
+
         me = _SharedWorker(store, name, member, options, score, on_item, ride)
         beat = asyncio.create_task(me.heartbeat())
         try:
