@@ -16,12 +16,12 @@ against the local OpenAI stand-in, the real SDK's OTLP encoder and tracejudge's 
   ``input.value``), openai-v2 and OpenLLMetry ``parts: []``.
 
 Each read as lost (``model_input_not_recorded`` naming a content switch, though capture was on), so a
-clause sent in no message could not be concluded absent: ``in_context`` unconfirmed, not failed. Now a
-message recorded with no part said nothing (openai-v2), and one OpenInference records by its role alone is
-read by the request body at its place. OpenLLMetry's no-part assistant message still leaves the input
-partial (it may stand for a function call whose result was dropped), its gap saying so, no switch named.
-A message whose content is lost reads as before: the body shows text sent there, or no body says what was
-sent."""
+clause sent in no message could not be concluded absent: ``in_context`` unconfirmed, not failed. Now
+OpenInference's turn is read whole: its function call as a call, its role-only message by the request body
+at its place. A ``parts: []`` message stays one the trace holds no text of (the input partial), its gap
+saying what it may have been and naming no switch: openai-v2 writes ``parts: []`` for content given as parts
+too (text included), and after OpenLLMetry's the function message is missing. A message whose content is
+lost reads as before: the body shows text sent there, or no body says what was sent."""
 
 from __future__ import annotations
 
@@ -68,11 +68,19 @@ def history(name: str, material: str = mk.V2_TEXT) -> list[dict[str, Any]]:
             {"role": "assistant", "content": None, "refusal": REFUSED},
             ASK,
         ],
+        # Not a null message: content given as parts, which openai-v2 records as no part either.
+        "content-parts": [
+            SYSTEM,
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": f"{mk.QUESTION}\n\nContract:\n{material}"}],
+            },
+        ],
     }
     return histories[name]
 
 
-HISTORIES = ("tool-call", "function-call", "refusal")
+HISTORIES = ("tool-call", "function-call", "refusal", "content-parts")
 RECORDERS = ("openinference", "openai-v2", "openllmetry")
 
 
@@ -113,6 +121,17 @@ def the_call(spans: list[RawSpan]) -> ModelCall:
     return call
 
 
+# (recorder, history) -> what the trace leaves of the input: whole, or partial (a message it holds no text
+# of) and where v2's clause then is — in a recorded message or only in the one whose text is missing.
+PARTIAL = {
+    ("openai-v2", "function-call"): "recorded",
+    ("openai-v2", "refusal"): "recorded",
+    ("openai-v2", "content-parts"): "missing",
+    ("openllmetry", "function-call"): "missing",  # the function message is not recorded at all
+    ("openllmetry", "refusal"): "recorded",
+}
+
+
 @pytest.fixture(scope="module")
 def traces() -> dict[tuple[str, str], list[RawSpan]]:
     return {(r, h): recorded(r, h) for r in RECORDERS for h in HISTORIES}
@@ -120,35 +139,42 @@ def traces() -> dict[tuple[str, str], list[RawSpan]]:
 
 @pytest.mark.parametrize("recorder", RECORDERS)
 @pytest.mark.parametrize("history", HISTORIES)
-def test_a_null_content_turn_reads_whole(
+def test_a_null_content_turn_reads_as_the_trace_shows_it(
     traces: dict[tuple[str, str], list[RawSpan]], recorder: str, history: str
 ) -> None:
     spans = traces[recorder, history]
     call = the_call(spans)
     task = normalize(spans)
-    if recorder == "openllmetry" and history != "tool-call":
-        # Capture was on: the gap says what the message may stand for, and names no content switch.
-        (gap,) = [g for g in task.gaps if g.kind.startswith("model_input")]
-        assert gap.kind == "model_input_truncated"
-        assert "legacy function_call whose function message OpenLLMetry does not record" in gap.detail
-        assert "TRACELOOP_TRACE_CONTENT" not in gap.detail + gap.switch
-    if (recorder, history) == ("openllmetry", "function-call"):
-        # OpenLLMetry records the assistant's function call as a message with no part and the function's
-        # result not at all: v2's clause is not in the trace, so the input stays partial.
-        assert [m.role for m in call.input_messages] == ["system", "user", "assistant"]
-        assert call.input_partial
-        assert triage(spans).stages[2].status == "unconfirmed"
-        return
-    if (recorder, history) == ("openllmetry", "refusal"):
-        # The same no-part assistant message: from OpenLLMetry it may be a function call whose result was
-        # dropped, so it stays lost — the clause (in the system message) is still found.
-        assert call.input_partial
-        assert triage(spans).verdict == "ignored_by_model"
-        return
-    assert not call.input_partial
-    assert "model_input_not_recorded" not in {g.kind for g in task.gaps}
+    partial = PARTIAL.get((recorder, history))
+    assert call.input_partial is (partial is not None)
+    inputs = [g for g in task.gaps if g.kind.startswith("model_input")]
+    if partial is None:
+        assert inputs == []
+    else:
+        # Capture was on: the gap says what the message may have been and names no content switch.
+        (gap,) = inputs
+        assert (gap.kind, gap.switch) == ("model_input_truncated", "")
+        assert "recorded with no part" in gap.detail
     loc = triage(spans)
-    assert (loc.verdict, mk.statuses(loc)) == ("ignored_by_model", ["pass", "pass", "pass", "fail"])
+    if partial == "missing":
+        assert (loc.verdict, loc.stages[2].status) == ("unconfirmed", "unconfirmed")
+    else:
+        assert (loc.verdict, mk.statuses(loc)) == ("ignored_by_model", ["pass", "pass", "pass", "fail"])
+
+
+@pytest.mark.parametrize("recorder", RECORDERS)
+@pytest.mark.parametrize("history", HISTORIES)
+def test_a_clause_in_no_message_is_dropped_only_where_the_input_reads_whole(
+    recorder: str, history: str
+) -> None:
+    # v1's text sent where v2's clause should have been. Read whole, the clause is absent from the input
+    # (OpenInference's function call and refusal read unconfirmed before: their turn read as a message whose
+    # content was lost); partial, the message the trace holds no text of may have held it.
+    loc = triage(recorded(recorder, history, material=mk.V1_TEXT))
+    if (recorder, history) in PARTIAL:
+        assert (loc.verdict, loc.stages[2].status) == ("unconfirmed", "unconfirmed")
+    else:
+        assert (loc.verdict, mk.statuses(loc)) == ("dropped_in_context", ["pass", "pass", "fail", "skipped"])
 
 
 def test_openinference_reads_a_legacy_function_call_as_the_call_it_was(
@@ -171,14 +197,14 @@ def test_openinference_reads_an_earlier_refusal_from_the_request_body(
     assert (assistant.role, assistant.content, assistant.refusal) == ("assistant", REFUSED, REFUSED)
 
 
-def test_openai_v2_records_no_part_and_the_message_said_nothing(
+def test_openai_v2_records_no_part_for_null_content_and_for_content_parts(
     traces: dict[tuple[str, str], list[RawSpan]],
 ) -> None:
-    spans = traces["openai-v2", "refusal"]
-    (chat,) = [s for s in spans if s.name.startswith("chat")]
-    sent = json.loads(str(chat.attributes["gen_ai.input.messages"]))
-    assert sent[2] == {"role": "assistant", "parts": []}
-    assert the_call(spans).input_messages[2].content == ""
+    # Why openai-v2's no-part message cannot be read as having said nothing: content parts look the same.
+    for history, at in (("refusal", 2), ("content-parts", 1)):
+        (chat,) = [s for s in traces["openai-v2", history] if s.name.startswith("chat")]
+        sent = json.loads(str(chat.attributes["gen_ai.input.messages"]))
+        assert sent[at]["parts"] == []
 
 
 def _without(spans: list[RawSpan], *keys: str) -> list[RawSpan]:
@@ -224,20 +250,3 @@ def test_a_lost_function_call_is_not_taken_for_a_null_message(
         traces["openinference", "function-call"], "llm.input_messages.2.message.function_call_name"
     )
     assert the_call(spans).input_partial
-
-
-@pytest.mark.parametrize(
-    ("recorder", "name"),
-    [
-        ("openinference", "function-call"),
-        ("openinference", "refusal"),
-        ("openai-v2", "function-call"),
-        ("openai-v2", "refusal"),
-    ],
-)
-def test_a_clause_in_no_message_beside_a_null_turn_was_dropped(recorder: str, name: str) -> None:
-    # v1's text sent where v2's clause should have been: the input is whole, so the clause is absent from it
-    # (it read unconfirmed: the null turn read as a message whose content was lost).
-    spans = recorded(recorder, name, material=mk.V1_TEXT)
-    loc = triage(spans)
-    assert (loc.verdict, mk.statuses(loc)) == ("dropped_in_context", ["pass", "pass", "fail", "skipped"])

@@ -77,7 +77,7 @@ def _messages_attr(
     view: SpanView, key: str, *, sent: bool = False
 ) -> tuple[list[Message] | None, str | None]:
     """Messages of a ``gen_ai.*.messages`` attribute; raw text when it is not a message list. ``sent``: the
-    request's messages, where one recorded with no part said nothing (:func:`_no_part`)."""
+    request's messages, whose no-part messages hold what the trace has no text of (:func:`_no_part`)."""
     value = view.attrs.get(key)
     if value is None:
         return None, None
@@ -97,34 +97,35 @@ def _messages_attr(
 # OpenLLMetry's OpenAI instrumentation (0.62) records a message of a role other than system, developer,
 # user, assistant and tool not at all: the ``function`` message answering a legacy ``function_call``.
 _DROPS_FUNCTION_MESSAGES = ("opentelemetry.instrumentation.openai.",)
+_NO_PART = (
+    "a message recorded with no part: content null (a refusal, a legacy function_call) or content parts the"
+    " instrumentation does not record (opentelemetry-instrumentation-openai-v2 records a text part for string"
+    " content only)"
+)
+_NO_PART_DROPPED = (
+    "an assistant turn recorded with no part: a refusal, or a legacy function_call whose function message"
+    " OpenLLMetry does not record"
+)
 
 
 def _no_part(view: SpanView, listed: list[Any], found: list[Message]) -> list[Message]:
-    """The request's messages, each recorded with ``parts: []`` read as having said nothing (content "")
-    rather than as having lost its content: the instrumentation saw no part it records — an assistant's
-    refusal, legacy ``function_call`` or audio (content null: opentelemetry-instrumentation-openai-v2 and
-    OpenLLMetry write such a message so). Hidden or cut values never read as ``[]``. Not for OpenLLMetry's
-    OpenAI spans' assistant messages: there the function message answering a legacy call (the material,
-    maybe) is not recorded at all, and that message is all that shows the loss."""
+    """The request's messages, each recorded with ``parts: []`` read as a message the trace holds no text of
+    (an unread part: the input reads partial, its gap saying what the message may have been, no content
+    switch named — capture was on) rather than as one whose content capture lost. Not as one that said
+    nothing: opentelemetry-instrumentation-openai-v2 writes ``parts: []`` for content null (an assistant's
+    refusal or legacy ``function_call``) and for content given as a list of parts, text included; and after
+    OpenLLMetry's no-part assistant turn the ``function`` message answering it is not recorded at all."""
     if len(listed) != len(found):
         return found  # a listed item read as no message: positions do not line up
-    drops = view.raw.scope_name.startswith(_DROPS_FUNCTION_MESSAGES)
+    dropping = view.raw.scope_name.startswith(_DROPS_FUNCTION_MESSAGES)
     out = []
     for item, message in zip(listed, found, strict=True):
         empty = isinstance(item, dict) and item.get("parts") == [] and message.content is None
         if empty and not message.tool_calls:
-            # OpenLLMetry's: what it stands for is unknown (an unread part, so the input reads partial, with
-            # no content switch named: capture was on).
-            unread = (*message.unread, _UNRECORDED_TURN) if drops and message.role == "assistant" else ()
-            message = message.model_copy(update={"content": "", "unread": unread or message.unread})
+            why = _NO_PART_DROPPED if dropping and message.role == "assistant" else _NO_PART
+            message = message.model_copy(update={"content": "", "unread": (*message.unread, why)})
         out.append(message)
     return out
-
-
-_UNRECORDED_TURN = (
-    "an assistant turn recorded with no part: a refusal, or a legacy function_call whose function message"
-    " OpenLLMetry does not record"
-)
 
 
 def _raw_text(value: Any) -> str | None:
