@@ -1,11 +1,12 @@
 """Triage over searches recorded by OpenLLMetry's vector-store instrumentations (real clients in-process:
-tests/fixtures/traces/record_{qdrant,lancedb}.py; Chroma's and Milvus' recordings, whose spans record what the
-search returned and its filter, are rows of test_recorded_five_runs.py).
+tests/fixtures/traces/record_{qdrant,lancedb,llamaindex_qdrant}.py; Chroma's and Milvus' recordings, whose
+spans record what the search returned and its filter, are rows of test_recorded_five_runs.py).
 
 Qdrant's and LanceDB's instrumentations record neither the filter nor what a search returned. With the app's
 ``retrieve`` function traced as a traceloop task, its output (the texts) says what came back: the faults the
 texts settle get their verdicts, the filter fault stays ``unconfirmed`` (no record says a filter ran). Without
-that task nothing says what came back, and every verdict past *indexed* is ``unconfirmed``.
+that task nothing says what came back, and every verdict past *indexed* is ``unconfirmed``. Under LlamaIndex
+(its OpenLLMetry instrumentation) the Qdrant span sits inside the retriever's, whose nodes say what came back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from tests.normalize.test_vectorstores import without_task
 from tracejudge.schema import Localization
 
 STORES = ("qdrant", "lancedb")
+# recordings whose search a span around the store's records: the app's traceloop task, LlamaIndex's retriever
+RECORDINGS = (*STORES, "llamaindex_qdrant")
 UNCONFIRMED = ("unconfirmed", None, ["pass", "unconfirmed", "skipped", "skipped"])
 # run -> (verdict, cause, stage statuses) under the recordings' index, with the app's retrieve task
 WITH_TASK = {
@@ -38,18 +41,23 @@ def _triage(
 
 
 @pytest.mark.parametrize("run", list(WITH_TASK))
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("store", RECORDINGS)
 def test_the_tasks_output_settles_what_it_holds(mk: ModuleType, store: str, run: str) -> None:
     loc = _triage(mk, store, run)
     assert (loc.verdict, loc.cause, mk.statuses(loc)) == WITH_TASK[run]
 
 
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("store", RECORDINGS)
 def test_the_filter_fault_is_unconfirmed_and_says_the_filter_is_missing(mk: ModuleType, store: str) -> None:
     loc = _triage(mk, store, "filtered")
     assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_the_region_the_task_was_given_is_no_filter_record(mk: ModuleType, store: str) -> None:
     # The task's own input names the region it was given; that is no record of a filter the store ran.
     assert '"region": "CN"' in str(mk.recorded_spans(f"{store}_filtered.pb"))
+    assert _triage(mk, store, "filtered").verdict == "unconfirmed"
 
 
 @pytest.mark.parametrize("run", list(WITH_TASK))
@@ -63,8 +71,9 @@ def test_without_the_task_every_verdict_past_indexed_is_unconfirmed(
     assert f"opentelemetry-instrumentation-{store}" in documents
 
 
-@pytest.mark.parametrize("task", [True, False])
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize(
+    ("store", "task"), [*((s, t) for s in STORES for t in (True, False)), ("llamaindex_qdrant", True)]
+)
 def test_never_indexed_is_told_by_the_manifest(mk: ModuleType, store: str, task: bool) -> None:
     loc = _triage(mk, store, "never_indexed", task=task, never_indexed=True)
     assert (loc.verdict, mk.statuses(loc)) == ("not_indexed", ["fail", "skipped", "skipped", "skipped"])
@@ -80,6 +89,23 @@ def test_the_filter_the_gap_asks_for_settles_the_filter_fault(mk: ModuleType, st
         if s.name == "retrieve.task"
         else s
         for s in mk.recorded_spans(f"{store}_filtered.pb")
+    ]
+    loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
+    assert (loc.verdict, loc.cause, mk.statuses(loc)) == (
+        "filtered",
+        "filter",
+        ["pass", "fail", "skipped", "skipped"],
+    )
+
+
+def test_llamaindex_over_qdrant_settles_the_filter_given_as_an_association_property(mk: ModuleType) -> None:
+    # Traceloop.set_association_properties({"tracejudge.retrieval.filter": ...}) stamps every span after it.
+    key = "traceloop.association.properties.tracejudge.retrieval.filter"
+    spans = [
+        s.model_copy(update={"attributes": {**s.attributes, key: '{"region": "CN"}'}})
+        if s.scope_name != "traceloop.tracer"
+        else s
+        for s in mk.recorded_spans("llamaindex_qdrant_filtered.pb")
     ]
     loc = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
     assert (loc.verdict, loc.cause, mk.statuses(loc)) == (

@@ -288,3 +288,18 @@ def test_langchain_over_chroma_is_one_retrieval_and_the_filter_is_chromas() -> N
         (None, "C-17/attachment", V1),
         (None, "C-09/framework", C09),
     ]
+
+
+@pytest.mark.parametrize("run", list(RETURNED))
+def test_llamaindex_over_qdrant_is_one_retrieval_with_the_retrievers_nodes(run: str) -> None:
+    spans = spans_of("llamaindex_qdrant", run)
+    record = normalize(spans)
+    call = the_retrieval(record)
+    names = {s.span_id: s.name for s in spans}
+    assert "qdrant.query_points" in [
+        names[i] for i in call.span_ids
+    ]  # inside the retriever: no call of its own
+    assert (call.query, call.top_k, call.filter, call.documents_recorded) == (QUERY, 2, None, True)
+    assert [d.content for d in call.documents] == RETURNED[run]
+    assert all(d.doc_id is not None and d.version is not None for d in call.documents)
+    assert not [g for g in record.gaps if g.kind.startswith("retrieval")]
