@@ -450,6 +450,48 @@ def test_a_result_batch_waits_for_a_quiet_loop() -> None:
     assert [i.trace_id for i in store.iter_score_items("r")] == ["t" * 32]
 
 
+def test_a_result_batch_the_interruption_cut_and_what_was_queued_behind_it_are_written() -> None:
+    """An interrupted run cancels its result writer's task while a batch is on its way to the store.
+    Its write was dropped when no thread had taken it up yet (asyncio.to_thread cancelled with the
+    task), and the cancellation was kept as a failed write, so close_now skipped what was queued behind
+    the batch: items and judge replies lost (the flake of
+    test_a_run_interrupted_mid_way_resumes_from_the_cache_without_duplicates: 2 of 15 runs)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracejudge.runs._results import ResultWriter
+
+    store = SqliteStore(":memory:")
+    first, second = (
+        ItemResult(run_id="r", trace_id=c * 32, verdict="pass", reason="", scored_at=datetime.now(UTC))
+        for c in "ab"
+    )
+    busy = threading.Event()
+
+    async def interrupted() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(1))
+        blocker = loop.run_in_executor(None, busy.wait, 60)  # the one thread busy: the batch waits
+        writer = ResultWriter(store)
+        writer.add(first)
+        for _ in range(10):
+            await asyncio.sleep(0)  # the writer's task takes the batch and hands it on
+        writer.put_cached_reply("k", '{"text": "a"}')
+        writer.add(second)
+        drain = writer._task
+        assert drain is not None
+        drain.cancel()  # what asyncio.run does to every task left when the run is interrupted
+        busy.set()
+        with pytest.raises(asyncio.CancelledError):
+            await drain
+        await blocker
+        writer.close_now()  # the interrupted run's finally
+
+    asyncio.run(interrupted())  # asyncio.run waits for the executor's calls
+    assert sorted(i.trace_id for i in store.iter_score_items("r")) == ["a" * 32, "b" * 32]
+    assert store.get_cached_reply("k") == '{"text": "a"}'
+
+
 def test_workers_start_a_loop_turn_apart_so_a_call_goes_out_before_the_next_is_prepared(
     server: ScriptedOpenAIServer,
 ) -> None:

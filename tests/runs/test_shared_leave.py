@@ -114,8 +114,9 @@ async def _ctrl_c(run: asyncio.Task[RunRecord], store: _Held) -> None:
 
 
 async def _sigterm(run: asyncio.Task[RunRecord], store: _Held) -> None:
-    """What the CLI's SIGTERM handler does: KeyboardInterrupt out of the event loop, after which
-    asyncio.run cancels every task left (the command's among them) and waits for them."""
+    """KeyboardInterrupt out of the event loop (what the CLI's SIGTERM handler did before score ran its
+    loop through run_to_a_safe_stop, and what a second Ctrl-C still does), after which asyncio.run
+    cancels every task left (the command's among them) and waits for them."""
     await asyncio.to_thread(store.sent.wait)
     store.ended.set()  # the command ends with the loop; asyncio.run still runs its cancellation
     raise KeyboardInterrupt

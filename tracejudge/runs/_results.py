@@ -13,6 +13,7 @@ import asyncio
 import threading
 
 from tracejudge.runs._quiet import Quiet
+from tracejudge.runs._signals import in_thread_to_the_end
 from tracejudge.schema import ItemResult
 from tracejudge.store import Store
 
@@ -78,8 +79,11 @@ class ResultWriter:
                 await self._quiet.wait(at_most=self._wait_s)
             items, replies = self._take()
             try:
-                await asyncio.to_thread(self._store.put_score_items, items, cached_replies=replies)
-            except BaseException as exc:
+                # To its end: cancelled (the run interrupted) before a thread took it up, the write was
+                # dropped with the batch taken from the queue; and a cancellation is no failed write,
+                # so close_now still writes what is queued behind the batch.
+                await in_thread_to_the_end(self._store.put_score_items, items, cached_replies=replies)
+            except Exception as exc:
                 self._error = exc
                 raise
             with self._lock:

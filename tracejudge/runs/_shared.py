@@ -46,6 +46,7 @@ from tracejudge.runs._run import (
     score_source,
     store_loader,
 )
+from tracejudge.runs._signals import in_thread_to_the_end
 from tracejudge.runs._summary import SummaryBuilder
 from tracejudge.runs._writeback import write_back
 from tracejudge.schema import ItemResult, Rubric, RunRecord, RunStatus, TaskRecord
@@ -402,9 +403,7 @@ class _SharedWorker:
         even when the worker is stopped meanwhile (the stop then goes on): the judge was paid for the
         result, so it is kept rather than scored again by a rerun, and the worker leaves the run only
         once the item is done."""
-        return await _to_the_end(
-            asyncio.to_thread(self.store.finish_run_item, item, worker=self.member.worker)
-        )
+        return await in_thread_to_the_end(self.store.finish_run_item, item, worker=self.member.worker)
 
     async def heartbeat(self) -> None:
         while True:
@@ -421,21 +420,6 @@ class _SharedWorker:
                     lease_s=self.lease,
                     items=held,
                 )
-
-
-async def _to_the_end(call: Awaitable[_T]) -> _T:
-    """``call``'s result, waited for to its end even when this task is cancelled meanwhile: the
-    cancellation is raised once it has ended (whatever the call's outcome)."""
-    future = asyncio.ensure_future(call)
-    cancelled = False
-    while not future.done():
-        try:
-            await asyncio.wait((future,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return future.result()
 
 
 async def score_shared_run_async(

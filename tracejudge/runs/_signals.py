@@ -4,15 +4,39 @@ the command at the loop's next turn, not by an exception raised wherever the mai
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["run_to_a_safe_stop"]
+__all__ = ["in_thread_to_the_end", "run_to_a_safe_stop"]
 
+_P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+
+async def in_thread_to_the_end(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """``fn(*args, **kwargs)`` in the loop's default executor, waited for to its end even when the task
+    awaiting it is cancelled meanwhile (the cancellation is raised once it has ended, whatever its
+    outcome) — for a store write that a stop must not cut: a result already paid for.
+
+    Not ``asyncio.to_thread``: cancelled before a thread took its call up, it drops the call; and when a
+    KeyboardInterrupt escapes the loop, asyncio.run cancels every task left, a task made to hold the
+    call among them. The call is handed to the executor here and now, and asyncio.run waits for the
+    executor's calls before it returns."""
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return future.result()
 
 
 def run_to_a_safe_stop(main: Coroutine[Any, Any, _T]) -> _T:
