@@ -113,3 +113,43 @@ def test_llamaindex_over_qdrant_settles_the_filter_given_as_an_association_prope
         "filter",
         ["pass", "fail", "skipped", "skipped"],
     )
+
+
+@pytest.mark.parametrize(
+    ("run", "verdict"),
+    [
+        ("rag", "no_fault"),
+        ("ignored", "ignored_by_model"),
+        ("filtered", "filtered"),
+        ("dropped", "dropped_in_context"),
+    ],
+)
+def test_a_store_query_under_another_instrumentations_tool_is_that_tools_search(
+    mk: ModuleType, run: str, verdict: str
+) -> None:
+    # A LlamaIndex agent traced by OpenInference (its FunctionTool span records the result and, in filtered,
+    # tracejudge.retrieval.filter) whose tool queries Qdrant under OpenLLMetry's Qdrant instrumentation: the
+    # recorded qdrant.query_points span, put under the tool's span: one search, not a second one.
+    spans = mk.recorded_spans(f"llamaindex_agent_{run}.pb")
+    tool = next(s for s in spans if s.name == "FunctionTool.acall")
+    (store,) = [s for s in mk.recorded_spans("qdrant_rag.pb") if s.name == "qdrant.query_points"]
+    inside = store.model_copy(
+        update={
+            "trace_id": tool.trace_id,
+            "parent_span_id": tool.span_id,
+            "start_time_unix_nano": tool.start_time_unix_nano + 1,
+            "end_time_unix_nano": tool.end_time_unix_nano - 1,
+        }
+    )
+    before = mk.localize(mk.normalize(spans), mk.ticket(), mk.policy_manifest("EU"))
+    task = mk.normalize([*spans, inside])
+    (call,) = task.retrievals
+    assert (call.span_ids, call.top_k) == ((inside.span_id, tool.span_id), 2)
+    assert not [g for g in task.gaps if g.kind.startswith("retrieval")]
+    after = mk.localize(task, mk.ticket(), mk.policy_manifest("EU"))
+    assert (after.verdict, after.cause, mk.statuses(after)) == (
+        before.verdict,
+        before.cause,
+        mk.statuses(before),
+    )
+    assert after.verdict == verdict

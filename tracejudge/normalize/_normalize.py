@@ -288,9 +288,13 @@ class _Steps:
     def _tool(self, view: SpanView) -> None:
         call = _tool_call(view)
         self.tools.append(call)
-        if call.documents and tj.has_retrieval_attributes(view):
+        if call.documents and tj.has_retrieval_attributes(view) and not self._wraps_store_search(view):
             # tracejudge.retrieval.* on a tool returning documents marks it a retrieval.
             self.retrievals.append(_retrieval(view, [view]))
+
+    def _wraps_store_search(self, view: SpanView) -> bool:
+        """Whether a vector store's query span is the tool's child: that call reads the tool as its member."""
+        return any(_store_search_in_tool(child, view) for child in self._tree.children.get(view.span_id, []))
 
     def _rerank(self, view: SpanView, returned: dict[str, Document]) -> None:
         self.rerankings.append(_reranking(view, returned))
@@ -301,10 +305,10 @@ class _Steps:
         if anchor_parent is not None and anchor_parent.step == "retrieval":
             return  # read as part of the enclosing retrieval call
         members = _members(view, tree.children)
-        if (
-            anchor_parent is not None
-            and oll.KIND not in view.attrs  # a traceloop task records its own query
-            and _is_retriever_task(anchor_parent)
+        if anchor_parent is not None and (
+            # a traceloop task records its own query
+            (oll.KIND not in view.attrs and _is_retriever_task(anchor_parent))
+            or _store_search_in_tool(view, anchor_parent)
         ):
             members.append(anchor_parent)
         self.retrievals.append(_retrieval(view, members))
@@ -394,6 +398,13 @@ def _members(anchor: SpanView, children: dict[str, list[SpanView]]) -> list[Span
 def _is_retriever_task(view: SpanView) -> bool:
     """An OpenLLMetry task/tool span around a vector-store query: it holds the query text the store lacks."""
     return view.step in ("chain", "tool") and view.attrs.get(oll.KIND) in ("task", "tool")
+
+
+def _store_search_in_tool(view: SpanView, parent: SpanView) -> bool:
+    """A vector store's query span (``db.system``: OpenLLMetry's store instrumentations) right under a tool
+    span of any instrumentation: one search, whose result (and the filter a tool records) is the tool's — one
+    retrieval call, as nested retriever spans are, not a second call that recorded nothing."""
+    return view.step == "retrieval" and parent.step == "tool" and isinstance(view.attrs.get("db.system"), str)
 
 
 def _first_read(line: Line, read: Callable[[Convention], _T | None]) -> _T | None:
