@@ -1,8 +1,8 @@
 """Triage over an agent that calls the model again after answering (a memory summary, a title), traced by
 the real opentelemetry-instrumentation-openai-v2: the post-answer reply is never read as the answer. With no
 span recording the answer, which reply the user got is open and ``used_by_model`` stays unconfirmed, no
-judge asked; with the answer on the agent span, triage reads it. Fixtures from
-tests/fixtures/traces/record_post_answer.py."""
+judge asked; with the answer on the agent span, triage reads it, and a clause only the post-answer call was
+sent did not reach it (dropped_in_context). Fixtures from tests/fixtures/traces/record_post_answer.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.fixtures.traces._recording import ANSWER_RIGHT, ANSWER_STALE
+from tests.fixtures.traces._recording import ANSWER_RIGHT, ANSWER_STALE, CLAUSE_V2
 from tests.localize.test_empty_answer import _Judge  # fails any answer not stating v2's cap, as on a title
 from tracejudge.schema import RawSpan, TaskRecord
 
@@ -53,11 +53,16 @@ def test_a_reply_after_the_answer_is_not_read_as_the_answer(
     judge = _Judge()
     loc = _triage(mk, spans, region, judge)
     assert loc.verdict == "unconfirmed"  # type: ignore[attr-defined]
-    assert mk.statuses(loc) == ["pass", "pass", "pass", "unconfirmed"]
-    used = loc.stages[3]  # type: ignore[attr-defined]
-    assert used.detail.startswith("which reply is the answer is not recorded: ")
-    assert answered.span_id in used.detail
-    assert used.missing == (gap.switch,)
+    # The clause reached the call that answered but not the one after it, whose reply the user may have got:
+    # whether it reached the answer's input is as open as which reply is the answer.
+    assert mk.statuses(loc) == ["pass", "pass", "unconfirmed", "skipped"]
+    in_context = loc.stages[2]  # type: ignore[attr-defined]
+    assert in_context.detail.startswith(
+        f"the clause of C-17/attachment@v2 reached the model input of model calls {tool_request.span_id},"
+        f" {answered.span_id}, and the trace does not say which call's reply the user got: that of model call"
+        f" {after.span_id} (which no later call continues) may be the answer"
+    )
+    assert in_context.missing == (gap.switch,)
     assert "gen_ai.output.messages on the agent span" in gap.switch
     # No judge is asked to read a summary or a title as the answer.
     assert judge.questions == []
@@ -73,12 +78,43 @@ def test_the_answer_the_agent_span_records_is_read(mk: ModuleType, region: str |
     assert (loc.verdict, mk.statuses(loc)) == ("no_fault", ["pass", "pass", "pass", "pass"])  # type: ignore[attr-defined]
     # Without the agent span's record the summary (which states v1's cap) is not read in its place: the
     # answer is open, where the last call's reply read as the answer gave ignored_by_model (DESIGN 5.5).
+    loc = _triage(mk, _without_answer(spans), region)
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])  # type: ignore[attr-defined]
+
+
+def _without_answer(spans: list[RawSpan]) -> list[RawSpan]:
+    """The spans without the agent span's record of the answer."""
     agent = next(s for s in spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent")
     bare = agent.model_copy(
         update={"attributes": {k: v for k, v in agent.attributes.items() if k != "gen_ai.output.messages"}}
     )
-    loc = _triage(mk, [bare if s is agent else s for s in spans], region)
-    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "pass", "unconfirmed"])  # type: ignore[attr-defined]
+    return [bare if s is agent else s for s in spans]
+
+
+@pytest.mark.parametrize("region", REGIONS)
+def test_the_clause_only_a_call_after_the_answer_was_sent_did_not_reach_the_answer(
+    mk: ModuleType, region: str | None
+) -> None:
+    # The answering calls were sent v1's excerpt only; the memory summary, made after the answer (recorded on
+    # the agent span), was sent both. Counted as reaching the model, the summary's input passed in_context
+    # and the stale answer read ignored_by_model: the context that answered had dropped v2's clause.
+    spans = _spans(mk, "post_answer_dropped.pb")
+    task = mk.normalize(spans)
+    _, answered, after = task.model_calls
+    assert task.final_answer == answered.output_text == ANSWER_STALE
+    assert CLAUSE_V2 in after.input_text
+    assert CLAUSE_V2 not in answered.input_text
+    loc = _triage(mk, spans, region)
+    assert (loc.verdict, mk.statuses(loc)) == ("dropped_in_context", ["pass", "pass", "fail", "skipped"])  # type: ignore[attr-defined]
+    in_context = loc.stages[2]  # type: ignore[attr-defined]
+    assert "none of the 2 recorded model inputs up to the call that wrote the answer" in in_context.detail
+    (note,) = [e.note for e in in_context.evidence if e.span_id == after.span_id]
+    assert note.endswith(f"made after the call that wrote the answer ({answered.span_id}): not its input")
+    # Without the agent span's record, which reply the user got is open, and with it whether the clause
+    # reached the answer: unconfirmed, naming the call that may have answered without it.
+    loc = _triage(mk, _without_answer(spans), region)
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])  # type: ignore[attr-defined]
+    assert f"that of model call {answered.span_id} (which no later call continues)" in loc.stages[2].detail  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from tracejudge.localize._answering import Answering, answering, flat
 from tracejudge.localize._context import (
     CheckContext,
     Hits,
@@ -16,6 +17,7 @@ from tracejudge.localize._context import (
     stage_result,
 )
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, split_clause
+from tracejudge.normalize import RECORD_ANSWER
 from tracejudge.schema import Document, Evidence, Material, ModelCall, RetrievalCall, StageResult, Verdict
 
 
@@ -150,11 +152,12 @@ def _unrecorded(ctx: CheckContext, call: ModelCall) -> str:
     return f"model input of span {call.span_id} ({why}{switch})"
 
 
-def _scan(ctx: CheckContext, clause: str, source: str) -> _Scan:
-    calls = ctx.task.model_calls
+def _scan(ctx: CheckContext, clause: str, source: str, skip: frozenset[str]) -> _Scan:
+    """What the inputs of the model calls show of ``clause``, but those of the calls in ``skip``."""
+    calls = [(i, call) for i, call in enumerate(ctx.task.model_calls) if call.span_id not in skip]
     exact = [
         find_clause(ctx.hay(i, call), clause, partial=False) if call.input_recorded else None
-        for i, call in enumerate(calls)
+        for i, call in calls
     ]
     scan = _Scan(
         clause,
@@ -162,7 +165,7 @@ def _scan(ctx: CheckContext, clause: str, source: str) -> _Scan:
         settled=any(x is not None and x.found for x in exact),
         recorded=sum(x is not None for x in exact),
     )
-    for i, (call, match) in enumerate(zip(calls, exact, strict=True)):
+    for (i, call), match in zip(calls, exact, strict=True):
         scan.add(ctx, i, call, match)
     return scan
 
@@ -184,27 +187,124 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     if not calls:
         wanted = "a model (LLM) span in the trace"
         return stage_result("in_context", "unconfirmed", "the trace records no model call", missing=[wanted])
-    scan = _scan(ctx, clause, source)
-    split = None if scan.seen or m.clause is None else _split_in_input(ctx, m.clause, hits)
-    if split is not None:
-        detail = (
-            f"{source} of {label}, split across two retrieved chunks, reached the model input"
-            f" of {len(split)} of {len(calls)} model calls"
-        )
-        return stage_result("in_context", "pass", detail, evidence=split)
-    if scan.seen:
-        detail = (
-            f"{source} of {label} reached the model input of {len(scan.seen)} of {len(calls)} model calls"
-        )
-        return stage_result("in_context", "pass", detail, evidence=[*scan.seen, *scan.absent])
+    found, scan, after = _held(ctx, m, clause, source, label)
+    if found is not None:
+        return found
     if scan.unsure:
         return _unsure(scan, source, label)
     if scan.missing:
         return _not_all_recorded(scan, len(calls), label)
-    answering = _retrieved_after_every_call(ctx, m) or _answering_call_recorded(ctx)
-    if answering is not None:
-        return stage_result("in_context", "unconfirmed", answering, evidence=scan.absent, missing=[answering])
-    return _absent(ctx, m, scan, source, label)
+    unread = _retrieved_after_every_call(ctx, m) or _answering_call_recorded(ctx)
+    if unread is not None:
+        return stage_result("in_context", "unconfirmed", unread, evidence=scan.absent, missing=[unread])
+    return _absent(ctx, m, scan, source, label, after)
+
+
+def _held(
+    ctx: CheckContext, m: Material, clause: str, source: str, label: str
+) -> tuple[StageResult | None, _Scan, list[Evidence]]:
+    """The result when an input that counts holds the material (pass) or one that may not does (unconfirmed);
+    else None, what the inputs that count show, and notes on the calls made after the answering call that
+    hold it (they do not count)."""
+    calls = ctx.task.model_calls
+    skip: frozenset[str] = frozenset()
+    after: list[Evidence] = []
+    while True:  # twice at most: the calls made after the answering call are skipped the second time
+        scan, split = _search(ctx, m, clause, source, skip)
+        held = split or scan.seen
+        if not held:
+            return None, scan, after
+        ids = {e.span_id for e in held if e.span_id is not None}
+        # The call the answer was read from holding it settles it (most traces): no chain is worked out.
+        reached = (
+            None
+            if ctx.task.final_answer_span_id in ids
+            else _reached(ctx, answering(ctx.task), ids, source, label)
+        )
+        if isinstance(reached, StageResult):
+            return reached, scan, after
+        if reached is None and split:
+            detail = (
+                f"{source} of {label}, split across two retrieved chunks, reached the model input"
+                f" of {len(split)} of {len(calls)} model calls"
+            )
+            return stage_result("in_context", "pass", detail, evidence=split), scan, after
+        if reached is None:
+            detail = (
+                f"{source} of {label} reached the model input of {len(scan.seen)} of {len(calls)} model calls"
+            )
+            return (
+                stage_result("in_context", "pass", detail, evidence=[*scan.seen, *scan.absent]),
+                scan,
+                after,
+            )
+        # Only calls made after the answering call hold it: whether it reached the answer is in the others.
+        after = [
+            e.model_copy(update={"note": f"{e.note} — {reached.get(e.span_id or '', '')}"}) for e in held
+        ]
+        skip = frozenset(reached)
+
+
+def _search(
+    ctx: CheckContext, m: Material, clause: str, source: str, skip: frozenset[str]
+) -> tuple[_Scan, list[Evidence] | None]:
+    """The inputs holding the clause whole, else split across two retrieved chunks (but those of ``skip``)."""
+    scan = _scan(ctx, clause, source, skip)
+    split = None if scan.seen or m.clause is None else _split_in_input(ctx, m.clause, ctx.hits(m), skip)
+    return scan, split
+
+
+def _reached(
+    ctx: CheckContext, ans: Answering, held: set[str], source: str, label: str
+) -> StageResult | dict[str, str] | None:
+    """Whether the calls whose input holds the material (``held``) show it reached the call that wrote the
+    answer: None when it reached every call that may have (the call or one it continues holds it); the calls
+    made after the answering call (span id: why they do not count) when only such calls hold it; else an
+    unconfirmed result — the answer's call is open, or a call before it holds it that it does not continue
+    (a sub-agent, a compression or rewrite step: its reply may or may not have carried the material on)."""
+    holding = [call for call, chain in zip(ans.calls, ans.chains, strict=True) if chain & held]
+    if len(holding) == len(ans.calls):
+        return None
+    named = _named(call.span_id for call in ctx.task.model_calls if call.span_id in held)
+    if not ans.known:
+        lacking = _named(call.span_id for call in ans.calls if call not in holding)
+        detail = (
+            f"{source} of {label} reached the model input of {named}, and the trace does not say which call's"
+            f" reply the user got: that of {lacking} (which no later call continues) may be the answer, and"
+            " neither its input nor that of a call it continues (re-sends the messages of, adding only tool"
+            " steps) holds it"
+        )
+        return stage_result("in_context", "unconfirmed", detail, missing=[RECORD_ANSWER])
+    answer = ans.calls[0]
+    calls = ctx.task.model_calls
+    made_after = {
+        call.span_id: f"made after the call that wrote the answer ({answer.span_id}): not its input"
+        for call in calls
+        if _started_after(call, answer)
+    }
+    if held <= made_after.keys():
+        return made_after
+    detail = (
+        f"{source} of {label} reached the model input of {named} but not that of the call that"
+        f" wrote the answer ({answer.span_id}) nor of a call it continues: the trace does not show whether"
+        " that call's reply carried it on (a sub-agent's, a compression or rewrite step's) or the material"
+        " was dropped before the answer"
+    )
+    wanted = f"the model input of the call that wrote the answer ({answer.span_id}) holding {source} or not"
+    return stage_result("in_context", "unconfirmed", detail, missing=[wanted])
+
+
+def _named(span_ids: Iterable[str]) -> str:
+    """``model call X`` or ``model calls X, Y``."""
+    ids = list(span_ids)
+    return f"model call{'s' if len(ids) > 1 else ''} {', '.join(ids)}"
+
+
+def _started_after(call: ModelCall, answer: ModelCall) -> bool:
+    """Whether ``call`` started after ``answer`` did (then nothing it returned was in ``answer``'s input)."""
+    return (
+        call.start_time is not None and answer.start_time is not None and call.start_time > answer.start_time
+    )
 
 
 def _not_all_recorded(scan: _Scan, calls: int, label: str) -> StageResult:
@@ -232,14 +332,19 @@ def _unsure(scan: _Scan, source: str, label: str) -> StageResult:
     )
 
 
-def _absent(ctx: CheckContext, m: Material, scan: _Scan, source: str, label: str) -> StageResult:
-    """Fail: every input was recorded and none holds the clause; what dropped it, and the best match."""
-    calls = ctx.task.model_calls
+def _absent(
+    ctx: CheckContext, m: Material, scan: _Scan, source: str, label: str, after: list[Evidence]
+) -> StageResult:
+    """Fail: every input was recorded and none holds the clause; what dropped it, and the best match.
+    ``after``: the calls made after the answering call whose input holds it (they cannot have given it)."""
     hits = ctx.hits(m)
     best = scan.best
     absent = scan.absent
     drops = _drop_notes(ctx, m)
-    detail = f"{source} of {label} is in none of the {len(calls)} recorded model inputs"
+    detail = f"{source} of {label} is in none of the {scan.recorded} recorded model inputs"
+    if after:
+        held = ", ".join(e.span_id or "" for e in after)
+        detail += f" up to the call that wrote the answer (model call {held}, made after it, was sent it)"
     if hits.exact:
         detail += " although the retriever returned it"
     if best is not None and best[0].matched:
@@ -247,14 +352,10 @@ def _absent(ctx: CheckContext, m: Material, scan: _Scan, source: str, label: str
         if best[0].differs is not None:
             text, wanted = best[0].differs
             detail += f", where the input has {text!r} for the clause's {wanted!r}"
-    return stage_result("in_context", "fail", detail, evidence=[*drops, *absent])
+    return stage_result("in_context", "fail", detail, evidence=[*drops, *absent, *after])
 
 
 _SPLIT_CHUNKS = 16
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def _answering_call_recorded(ctx: CheckContext) -> str | None:
@@ -298,14 +399,16 @@ def _asked_for_tool(call: ModelCall) -> bool:
 def _output_of_none(final_answer: str | None, calls: Sequence[ModelCall]) -> bool:
     """The final answer is known, outputs were recorded, and none of them is it (or holds it, or is
     held in it)."""
-    answer = _flat(final_answer or "")
-    outputs = [_flat(c.output_text) for c in calls if c.output_text]
+    answer = flat(final_answer or "")
+    outputs = [flat(c.output_text) for c in calls if c.output_text]
     if not answer or not outputs:
         return False
     return not any(o and (o in answer or answer in o) for o in outputs)
 
 
-def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence] | None:
+def _split_in_input(
+    ctx: CheckContext, clause: str, hits: Hits, skip: frozenset[str]
+) -> list[Evidence] | None:
     """Evidence that the clause reached a model input in two parts: the end of one retrieved chunk
     of the material and the start of another (a splitter cut the clause), both in one input."""
     chunks = _distinct_chunks(hits)
@@ -316,7 +419,7 @@ def _split_in_input(ctx: CheckContext, clause: str, hits: Hits) -> list[Evidence
         where = f"chunks at rank {rank(a)} and {rank(b)}"
         if ca.span_id != cb.span_id:
             where += f" (spans {ca.span_id} and {cb.span_id})"
-        found = _inputs_holding_both(ctx, parts, where)
+        found = _inputs_holding_both(ctx, parts, where, skip)
         if found:
             return found
     return None
@@ -331,12 +434,14 @@ def _distinct_chunks(hits: Hits) -> list[tuple[RetrievalCall, Document, str]]:
     return chunks[:_SPLIT_CHUNKS]
 
 
-def _inputs_holding_both(ctx: CheckContext, parts: tuple[str, str], where: str) -> list[Evidence]:
+def _inputs_holding_both(
+    ctx: CheckContext, parts: tuple[str, str], where: str, skip: frozenset[str]
+) -> list[Evidence]:
     """A note for each recorded model input holding both parts of a clause split between the chunks
     ``where`` names."""
     found: list[Evidence] = []
     for i, call in enumerate(ctx.task.model_calls):
-        if not call.input_recorded:
+        if not call.input_recorded or call.span_id in skip:
             continue
         hay = ctx.hay(i, call)
         first, second = (find_clause(hay, part, partial=False) for part in parts)

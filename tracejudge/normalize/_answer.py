@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from tracejudge.schema import Message, ModelCall
 
-__all__ = ["RECORD_ANSWER", "earlier_answers"]
+__all__ = ["RECORD_ANSWER", "continued", "earlier_answers"]
 
 # What would settle which reply the user got: the application recording it where the conventions read it.
 RECORD_ANSWER = (
@@ -50,6 +50,20 @@ def earlier_answers(models: Sequence[ModelCall], times: Mapping[str, tuple[int, 
         for i, call in enumerate(models[:-1])
         if not any(_continues(later, call, sent, times) for later in models[i + 1 :])
     ]
+
+
+def continued(
+    models: Sequence[ModelCall], answering: ModelCall, times: Mapping[str, tuple[int, int]]
+) -> list[ModelCall]:
+    """``answering`` and the earlier calls it continues, directly or through calls between (in start order):
+    the calls whose input went on into its input. ``times`` as for ``earlier_answers``."""
+    at = next(i for i, call in enumerate(models) if call is answering)
+    sent = {call.span_id: _items(call) for call in models[: at + 1]}
+    chain = [answering]
+    for call in reversed(models[:at]):
+        if any(_continues(later, call, sent, times) for later in chain):
+            chain.append(call)
+    return chain[::-1]
 
 
 def _continues(
