@@ -14,7 +14,15 @@ from tracejudge.localize._identify import identify
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge, find_quote, usage_messages
 from tracejudge.localize._load import load_manifest, load_ticket, parse_ticket, ticket_files
-from tracejudge.localize._localize import PIPELINE, STAGES, Stage, localize, task_time, trace_not_stored
+from tracejudge.localize._localize import (
+    PIPELINE,
+    STAGES,
+    STILL_ARRIVING,
+    Stage,
+    localize,
+    task_time,
+    trace_not_stored,
+)
 from tracejudge.localize._session import SessionContext, localize_session, prior_user_turns
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, tokenize
@@ -24,6 +32,7 @@ __all__ = [
     "NOT_STORED_HINT",
     "PIPELINE",
     "STAGES",
+    "STILL_ARRIVING",
     "AmbiguousDate",
     "CheckContext",
     "ClauseMatch",

@@ -104,6 +104,10 @@ class CheckContext:
     session_missing: str | None = None
     """In a conversation: the earlier turns that are not stored (as ``missing`` names them), or None
     when every turn the history shows is stored (or the trace is no turn of a session)."""
+    incomplete: str | None = None
+    """What says the trace may still be arriving (its root span, or a span's parent, not received, and its
+    last span ended a short while ago: ``_localize.still_arriving``), or None: what it does not hold is then
+    not concluded absent."""
     _hay: dict[int, _Haystack] = field(default_factory=dict)
     _hits: dict[int, Hits] = field(default_factory=dict)
     _answer_values: list[FactValue] | None = None

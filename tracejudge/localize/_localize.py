@@ -16,12 +16,14 @@ A fault on one material is established even when another is unconfirmed. With no
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from tracejudge.localize import _in_context, _indexed, _retrieved, _used_by_model
 from tracejudge.localize._context import CheckContext, material_label, stage_result, task_time, utc
 from tracejudge.localize._identify import identify
 from tracejudge.localize._judge import UsageJudge
+from tracejudge.normalize import incompleteness
 from tracejudge.schema import (
     Localization,
     ManifestEntry,
@@ -34,7 +36,7 @@ from tracejudge.schema import (
     Verdict,
 )
 
-__all__ = ["PIPELINE", "STAGES", "Stage", "localize", "task_time", "trace_not_stored"]
+__all__ = ["PIPELINE", "STAGES", "STILL_ARRIVING", "Stage", "localize", "task_time", "trace_not_stored"]
 
 
 class Stage(NamedTuple):
@@ -71,7 +73,7 @@ def _material(ctx: CheckContext, m: Material) -> MaterialResult:
             why = "failed" if stop.status == "fail" else "is unconfirmed"
             stages.append(stage_result(stage.name, "skipped", f"not checked: {stop.name} {why}"))
             continue
-        result = stage.check(ctx, m)
+        result = _check(ctx, stage, m)
         stages.append(result)
         if result.status == "fail":
             verdict = stage.fault(ctx, m, result)
@@ -82,6 +84,78 @@ def _material(ctx: CheckContext, m: Material) -> MaterialResult:
     return MaterialResult(
         doc_id=m.doc_id, version=m.version, verdict=verdict or "no_fault", cause=cause, stages=tuple(stages)
     )
+
+
+STILL_ARRIVING = timedelta(minutes=10)
+"""How long after its last span ended a trace that lacks spans (a parent, its root) is read as still
+arriving. Exporters send a span when it ends, batched (the SDKs' BatchSpanProcessor: 5 s; a collector's
+batch and tail-sampling processors: up to ~30 s), and retry a failed export for about a minute; past this a
+missing span is not on its way — lost, or never exported (a span filter, a service exporting elsewhere) —
+and the trace reads as it is, its notes saying what it lacks."""
+
+
+def still_arriving(task: TaskRecord, now: datetime | None) -> str | None:
+    """What says ``task``'s trace may still be arriving (:func:`~tracejudge.normalize.incompleteness`),
+    when its last span ended less than :data:`STILL_ARRIVING` before ``now``, or ``now`` is not known; else
+    None."""
+    notes = incompleteness(task)
+    if not notes:
+        return None
+    end, at = utc(task.end_time), utc(now)
+    if end is not None and at is not None and at - end >= STILL_ARRIVING:
+        return None
+    return "; ".join(notes)
+
+
+_NOT_YET: dict[StageName, str] = {
+    "indexed": "a retrieval not yet received may show it returned, and so indexed",
+    "retrieved": "a retrieval not yet received may have returned it",
+    "in_context": "a model call not yet received may have been given it",
+}
+
+
+def _check(ctx: CheckContext, stage: Stage, m: Material) -> StageResult:
+    """``stage.check``, where a trace that may still be arriving settles nothing by what it does not hold.
+
+    Exporters send spans as they end, a batch at a time and each service on its own, so the first spans
+    of a trace are stored (and may be triaged) before the rest: its root ends last. While a span's parent
+    is still to come (:func:`still_arriving`), a retrieval or a model call not yet received may have
+    returned the material or been given it, and a later call may have given the answer the user got — so
+    "not returned", "not in the model input", "not indexed" (a manifest the trace contradicts once a
+    retrieval shows the material returned is not read) and what an answer read from a model call states
+    are unconfirmed. What the received records show (returned, in the input) stands."""
+    late = ctx.incomplete
+    if late is None:
+        return stage.check(ctx, m)
+    missing = f"the rest of the trace ({late}): triage again once it has arrived"
+    if stage.name == "used_by_model":
+        answer = ctx.task.final_answer_span_id
+        if ctx.task.final_answer is None or _from_root(ctx.task, answer):
+            return stage.check(ctx, m)
+        # Not asked of a judge either: the reply read may be a draft the user never got.
+        detail = (
+            f"the answer was read from span {answer}, but {late}: a later record not yet received may"
+            " hold the answer the user got"
+        )
+        return stage_result("used_by_model", "unconfirmed", detail, missing=[missing])
+    result = stage.check(ctx, m)
+    if result.status != "fail" or stage.fault(ctx, m, result) == "basis_not_in_effect":
+        # Material not in effect at task time is the ticket's and the manifest's word, not the trace's.
+        return result
+    detail = f"{result.detail}; but {late}: {_NOT_YET[stage.name]}"
+    return stage_result(
+        stage.name, "unconfirmed", detail, evidence=list(result.evidence), missing=[missing, *result.missing]
+    )
+
+
+def _from_root(task: TaskRecord, span_id: str | None) -> bool:
+    """Whether ``span_id`` is the trace's root as recorded (a span that names no parent): what it says the
+    task answered is its own, whatever spans under it are still to come."""
+    node = next((n for n in task.spans if n.span_id == span_id), None)
+    if node is None or node.parent_span_id is not None:
+        return False
+    # A span whose parent was not received is read as a root (SpanNode.parent_span_id None) with a gap.
+    return not any(g.kind == "missing_parent" and g.span_id in (None, span_id) for g in task.gaps)
 
 
 def _deciding_stage(r: MaterialResult) -> int:
@@ -122,14 +196,19 @@ def localize(
     *,
     judge: UsageJudge | None = None,
     session_missing: str | None = None,
+    now: datetime | None = None,
 ) -> Localization:
     """Localize why the answer of ``task`` was wrong, for the material ``ticket`` says applied.
 
     ``session_missing`` (set by :func:`~tracejudge.localize.localize_session`) names earlier turns of
-    the conversation that are not stored: "not returned" is then not concluded."""
+    the conversation that are not stored: "not returned" is then not concluded. ``now``: when the triage
+    runs; a trace that lacks spans (a parent, its root) and whose last span ended less than
+    :data:`STILL_ARRIVING` before it (or at any time, when None) may still be arriving, and what it does
+    not hold is then not concluded absent (:func:`_check`)."""
     if ticket.status == "draft":
         verified = ticket.model_copy(update={"status": "verified"})
-        return _unverified(localize(task, verified, manifest, judge=judge, session_missing=session_missing))
+        again = localize(task, verified, manifest, judge=judge, session_missing=session_missing, now=now)
+        return _unverified(again)
     task = identify(task, manifest or ())
     ctx = CheckContext(
         task=task,
@@ -138,6 +217,7 @@ def localize(
         task_time=task_time(task, ticket),
         judge=judge,
         session_missing=session_missing,
+        incomplete=still_arriving(task, now),
     )
     if not ticket.required:
         stages = [

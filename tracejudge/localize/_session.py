@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._localize import localize
@@ -128,10 +129,12 @@ def localize_session(
     manifest: Sequence[ManifestEntry] | None = None,
     *,
     judge: UsageJudge | None = None,
+    now: datetime | None = None,
 ) -> Localization:
     """:func:`~tracejudge.localize.localize` over ``task`` with its session's earlier turns read too."""
     missing = _missing_turns(task, session)
-    loc = localize(_merged(task, session.earlier), ticket, manifest, judge=judge, session_missing=missing)
+    merged = _merged(task, session.earlier)
+    loc = localize(merged, ticket, manifest, judge=judge, session_missing=missing, now=now)
     loc = _turn_notes(loc, session.earlier)
     turns = tuple(SessionTurn(trace_id=t.trace_id, start_time=t.start_time) for t in (*session.earlier, task))
     return loc.model_copy(update={"session_id": session.session_id, "turns": turns})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -135,14 +136,15 @@ def _triage_one(
         if batch:
             return None
         raise InputError(f"no spans stored for trace {trace_id}", hint=NOT_STORED_HINT)
+    now = datetime.now(UTC)  # a trace that lacks spans may still be arriving (localize.STILL_ARRIVING)
     task = normalize(spans)
     sid = session_id or ticket.session_id or task.metadata.get("session_id") or store.trace_session(trace_id)
     if not sid:
-        return _with_notes(localize(task, ticket, manifest, judge=judge), task)
+        return _with_notes(localize(task, ticket, manifest, judge=judge, now=now), task)
     session = SessionContext(
         session_id=str(sid), earlier=tuple(_earlier_turns(store, str(sid), trace_id, task))
     )
-    return _with_notes(localize_session(task, session, ticket, manifest, judge=judge), task)
+    return _with_notes(localize_session(task, session, ticket, manifest, judge=judge, now=now), task)
 
 
 def _earlier_turns(store: Store, session_id: str, trace_id: str, task: TaskRecord) -> Iterator[TaskRecord]:
