@@ -5,7 +5,8 @@ Logfire's spans of an OpenAI Agents SDK run with OpenAI's hosted file search, py
 API calls with that search (with and without its results) replayed under OpenInference, and the AI SDK's own
 telemetry test snapshots of a tool it ran (``ai.toolCall``), and OpenLLMetry's recorded API calls replayed
 under its own instrumentations: a Pinecone RAG run (embed, query, complete) and an Azure OpenAI reply its
-content filter withheld. Each goes through the commands
+content filter withheld, and the OTel GenAI OpenAI instrumentation's recorded test calls replayed under it
+(a stream closed early, two choices, a tool round trip). Each goes through the commands
 a user runs — ``collect file``, ``traces show --json``, ``triage --json`` with a ticket whose material is
 taken from the trace itself — and what they read is pinned. The OpenAI and AI SDK traces record no
 retrieval, nor does a hosted search record what it found unless asked (asked, its results are the retrieval,
@@ -79,6 +80,21 @@ def _entry(doc_id: str, version: str, content: str, **kw: Any) -> dict[str, Any]
     }
 
 
+def _contrib(name: str, n: int, clause: str, content: str) -> Outside:
+    trace_id = f"{0xC0 + n:032x}"
+    short = name.removeprefix("test_chat_completion_").replace("_", "-")
+    ticket = {"required": [{"doc_id": short, "version": "v1", "clause": clause}]}
+    return Outside(
+        f"genai-openai/{short}",
+        lambda: fmt.genai_openai_chat(name, trace_id),
+        trace_id,
+        ticket,
+        [_entry(short, "v1", content)],
+    )
+
+
+CONTRIB_TEST = "This is a test! How can I assist you further?"
+CONTRIB_WEATHER = "Seattle: 50 degrees and raining. San Francisco: 70 degrees and sunny."
 # The material of each ticket is what the trace shows the model had, or answered from.
 PLANNER = "You are a financial research planner."
 AZURE_FILTERED = "0000000000000000000000000000d001"
@@ -174,6 +190,19 @@ CASES = [
             ]
         },
         [_entry("haiku-brief", "v1", "Write a haiku about programming.")],
+    ),
+    # opentelemetry-instrumentation-openai-v2 replaying its own tests' cassettes: a stream the app closed
+    # after two chunks, a call asking for two choices (n=2), a tool round trip (two calls).
+    *(
+        _contrib(name, n, clause, content)
+        for n, (name, clause, content) in enumerate(
+            [
+                ("test_chat_completion_streaming_not_complete", "Say this is a test", "Say this is a test."),
+                ("test_chat_completion_multiple_choices", "How can I assist you further?", CONTRIB_TEST),
+                ("test_chat_completion_tool_calls_with_content", "50 degrees and raining", CONTRIB_WEATHER),
+            ],
+            start=1,
+        )
     ),
 ]
 IDS = [c.name for c in CASES]
@@ -277,6 +306,10 @@ def test_every_outside_span_is_stored(store: Path) -> None:
         "openllmetry-azure/content-filter": 1,
         "vercel/ai-generateText": 1,
         "vercel/ai-generateText-doGenerate": 1,
+        # The replay's root (app) and each call's span.
+        "genai-openai/streaming-not-complete": 2,
+        "genai-openai/multiple-choices": 2,
+        "genai-openai/tool-calls-with-content": 3,
     }
 
 
@@ -394,6 +427,42 @@ def test_a_tool_call_output_is_read_as_a_tool_call_not_an_answer(store: Path) ->
     ]
     assert record["final_answer"] is None
     assert "no_final_answer" in {g["kind"] for g in record["gaps"]}
+
+
+def test_a_stream_the_app_closed_early_is_an_answer_that_may_be_incomplete(store: Path) -> None:
+    # The test reads two chunks ("", "This") and closes the stream: the instrumentation records "This" with
+    # finish_reason "error". It read as the whole answer, with no gap.
+    record = _show(store, f"{0xC1:032x}")
+    (call,) = record["model_calls"]
+    assert [(m["role"], m["content"]) for m in call["output_messages"]] == [("assistant", "This")]
+    assert record["final_answer"] == "This"
+    (gap,) = [g for g in record["gaps"] if g["kind"] == "model_output_truncated"]
+    assert (gap["span_id"], gap["switch"]) == (call["span_id"], "")
+    assert "finish_reason error" in gap["detail"]
+
+
+def test_a_call_with_two_choices_records_both(store: Path) -> None:
+    record = _show(store, f"{0xC2:032x}")
+    (call,) = record["model_calls"]
+    assert [(m["role"], m["content"]) for m in call["output_messages"]] == [
+        ("assistant", "This is a test."),
+        ("assistant", CONTRIB_TEST),
+    ]
+
+
+def test_a_genai_tool_round_trip_answers_with_the_second_call(store: Path) -> None:
+    # The replay's root span (app) records nothing: the answer is the last call's reply.
+    record = _show(store, f"{0xC3:032x}")
+    first, second = record["model_calls"]
+    (asked,) = first["output_messages"]
+    assert [(t["name"], t["arguments"]) for t in asked["tool_calls"]] == [
+        ("get_current_weather", {"location": "Seattle, WA"}),
+        ("get_current_weather", {"location": "San Francisco, CA"}),
+    ]
+    assert [m["role"] for m in second["input_messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert second["input_messages"][3]["content"] == "50 degrees and raining"
+    assert record["final_answer"] == second["output_text"]
+    assert record["final_answer"].startswith("Today, the weather in Seattle is 50 degrees and raining")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

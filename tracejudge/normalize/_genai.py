@@ -225,6 +225,16 @@ def empty_output(view: SpanView) -> str | None:
     return ", ".join(dict.fromkeys(reasons))
 
 
+def output_finish_reasons(view: SpanView) -> list[str]:
+    """The finish reason of each output message ``gen_ai.output.messages`` records (JSON text, or one JSON
+    text per message), and of each deprecated ``gen_ai.choice`` event; empty when none is recorded."""
+    parsed = _per_message_json(maybe_json(view.attrs.get("gen_ai.output.messages")))
+    messages = parsed if isinstance(parsed, list) else []
+    reasons = [m.get("finish_reason") for m in messages if isinstance(m, dict)]
+    reasons += [e.attributes.get("finish_reason") for e in view.raw.events if e.name == "gen_ai.choice"]
+    return [r for r in (as_str(r) for r in reasons) if r]
+
+
 def system_instructions(view: SpanView) -> tuple[str | None, bool]:
     """``gen_ai.system_instructions`` text (parts joined) and whether it was redacted."""
     value = view.attrs.get("gen_ai.system_instructions")

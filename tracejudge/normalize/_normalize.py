@@ -722,6 +722,15 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
         # An output message, a content part or a choice event may be among the records dropped: the
         # output read is not all the model said (localize reads an answer from this span as incomplete).
         view.gap("model_output_truncated", f"the output may be incomplete: {dropped.note}", dropped.switch)
+    elif _BROKEN_OFF.intersection(_finish_reasons(view) + genai.output_finish_reasons(view)):
+        # A stream that ended before the model finished (opentelemetry-instrumentation-openai-v2 records the
+        # finish reason "error" for a reply whose stream broke off or that the app closed early): what the
+        # model said past the break is not in the record, nor is it known what it would have stated.
+        view.gap(
+            "model_output_truncated",
+            "the output may be incomplete: the reply ended with finish_reason error (its stream broke off,"
+            " or the app closed it, before the model finished)",
+        )
     return output_text, output_recorded
 
 
@@ -780,6 +789,10 @@ def _hosted_note(view: SpanView, outputs: Sequence[Message]) -> str | None:
         " it found there: the request's messages are not all its input, and the trace does not hold the"
         " input the search's results were placed in"
     )
+
+
+# The finish reason an instrumentation records for a reply whose stream ended before the model finished.
+_BROKEN_OFF = frozenset({"error"})
 
 
 def _finish_reasons(view: SpanView) -> list[str]:
