@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +17,44 @@ from tracejudge.testing.openai_server import Rule
 
 ROOT = Path(__file__).resolve().parents[1]
 RESTAURANT = ROOT / "examples" / "restaurant"
+
+# The openai client's classes whose methods OpenLLMetry's OpenAI instrumentation wraps.
+_OPENAI_WRAPPED = (
+    "openai.resources.chat.completions.completions",
+    "openai.resources.completions",
+    "openai.resources.embeddings",
+    "openai.resources.images",
+    "openai.resources.responses.responses",
+    "openai.resources.beta.assistants",
+    "openai.resources.beta.threads.messages",
+    "openai.resources.beta.threads.runs.runs",
+    "openai.resources.beta.realtime.realtime",
+)
+
+
+def unwrap_openllmetry_openai() -> None:
+    """Undo what OpenLLMetry's OpenAI instrumentation (opentelemetry-instrumentation-openai 0.62) leaves when
+    uninstrumented: every openai method it wrapped stays wrapped (its unwrap names the openai modules of
+    old), so each later call in the process got a span from the tracer provider that instrumented it, one
+    the later recording's exporter never sees — its spans had a parent not received."""
+    if "opentelemetry.instrumentation.openai" not in sys.modules:
+        return
+    for name in _OPENAI_WRAPPED:
+        module = sys.modules.get(name)
+        for cls in vars(module).values() if module is not None else ():
+            if not isinstance(cls, type) or cls.__module__ != name:
+                continue
+            for attr, value in list(vars(cls).items()):
+                wrapper = getattr(value, "_self_wrapper", None)
+                if getattr(wrapper, "__module__", "").startswith("opentelemetry.instrumentation.openai"):
+                    setattr(cls, attr, value.__wrapped__)
+
+
+@pytest.fixture(autouse=True)
+def _no_openllmetry_wrapper_outlives_its_test() -> Iterator[None]:
+    """No test's OpenLLMetry recording reaches into the next one's (:func:`unwrap_openllmetry_openai`)."""
+    yield
+    unwrap_openllmetry_openai()
 
 
 def load_module(path: Path, name: str) -> ModuleType:

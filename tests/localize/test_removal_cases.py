@@ -61,6 +61,9 @@ def test_a_message_whose_role_was_lost_may_still_be_the_request(mk: ModuleType, 
         # Plain text: the system prompt holding the excerpts, cut mid-sentence at a round length.
         ("haystack_rag.pb", "llm.input_messages.0.message.content", 128),
         ("haystack_rag.pb", "llm.input_messages.0.message.content", 256),
+        # OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=300 or 500: round figures users set (read whole before).
+        ("haystack_rag.pb", "llm.input_messages.0.message.content", 300),
+        ("atomic_agents_rag.pb", "llm.input_messages.0.message.content", 300),
     ],
 )
 def test_a_model_input_cut_at_a_length_limit_is_not_read_as_whole(
@@ -116,6 +119,9 @@ SENTENCES = "Prepayment shall not exceed 30,000 RMB per order. " * 30
         # Round lengths: text stopping mid-sentence, a whole sentence, a length no limit has, an id.
         (SENTENCES[:128], True),
         (SENTENCES[:1024], True),
+        (("Clause 4. " + SENTENCES)[:300], True),
+        (("Clause 4. " + SENTENCES)[:1500], True),
+        (("Clause 4. " + SENTENCES)[:333], False),
         (SENTENCES[:127] + ".", False),
         (SENTENCES[:129], False),
         ("a" * 128, False),

@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.conftest import unwrap_openllmetry_openai
 from tests.localize import conftest as mk
 from tracejudge._demo import load_example
 from tracejudge.localize import load_manifest, load_ticket, localize
@@ -555,9 +556,9 @@ def _reading_cases() -> Iterator[Case]:
     genai = empty._genai_trace([empty.Rule(reply=empty.DRAFT, times=1), empty.Rule(reply="")])
     yield Case("reading/genai-empty-after-draft", tuple(genai), mk.ticket(), manifest)
     yield Case("reading/refusal", tuple(refusal.refused_trace()), mk.ticket(), manifest)
-    yield Case(
-        "reading/refusal-openllmetry", tuple(refusal.openllmetry_refused_trace()), mk.ticket(), manifest
-    )
+    openllmetry = tuple(refusal.openllmetry_refused_trace())
+    unwrap_openllmetry_openai()  # what it left wrapped would record into the traces made after it
+    yield Case("reading/refusal-openllmetry", openllmetry, mk.ticket(), manifest)
     for name, messages in (("null-content", [{"role": "user", "content": None}]), ("no-messages", [])):
         yield Case(f"reading/bad-request-{name}", tuple(bad._refused(messages)), mk.ticket(), manifest)
     yield from _pinecone_cases()
@@ -567,6 +568,7 @@ def _reading_cases() -> Iterator[Case]:
         for history in null.HISTORIES:
             for material, text in (("", mk.V2_TEXT), ("-v1", mk.V1_TEXT)):
                 spans = tuple(null.recorded(recorder, history, text))
+                unwrap_openllmetry_openai()
                 yield Case(f"reading/null-{history}{material}-{recorder}", spans, mk.ticket(), manifest)
 
 
