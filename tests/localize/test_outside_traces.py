@@ -448,6 +448,11 @@ def test_a_call_with_two_choices_records_both(store: Path) -> None:
         ("assistant", "This is a test."),
         ("assistant", CONTRIB_TEST),
     ]
+    # The app got both replies and the replay's root records neither: which the user got is open (the
+    # first choice was read as the answer before).
+    assert (record["final_answer"], record["final_answer_span_id"]) == (None, None)
+    (gap,) = [g for g in record["gaps"] if g["kind"] == "answer_uncertain"]
+    assert (gap["span_id"], "returned 2 choices" in gap["detail"]) == (call["span_id"], True)
 
 
 def test_a_genai_tool_round_trip_answers_with_the_second_call(store: Path) -> None:

@@ -10,7 +10,9 @@ The calls that count for a call are the call and those it *continues* (``normali
 re-sends theirs, adding only tool steps), whose inputs went on into its own. The answering call is the one the
 answer was read from; where the answer is the root's, the one call whose reply is that text when every other
 call's reply was recorded whole; else — no answer read, or no reply is it — every call no later call continues
-may have given it (``earlier_answers``), the last among them.
+may have given it (``earlier_answers``: and those whose order against the last the trace's skewed times
+leave open), the last among them. A call that returned several choices may have given any of them: the root's
+answer names it when any choice is that text.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracejudge.normalize import continued, earlier_answers
+from tracejudge.normalize import continued, earlier_answers, out_of_order
 from tracejudge.schema import ModelCall, TaskRecord
 
-__all__ = ["Answering", "answering", "flat"]
+__all__ = ["Answering", "answering", "flat", "replies"]
 
 _OUTPUT_NOT_WHOLE = frozenset(
     {"model_output_not_recorded", "model_output_redacted", "model_output_truncated"}
@@ -50,7 +52,10 @@ def answering(task: TaskRecord) -> Answering:
     # Only start times are kept on the record: a retry (the same input sent again) then reads as not
     # continued, which changes nothing here — its input holds the clause exactly when the retry's does.
     times = {call.span_id: (_ns(call.start_time), 0) for call in models}
-    calls = _named(task, models) or [*earlier_answers(models, times), models[-1]]
+    parents = {span.span_id: span.parent_span_id for span in task.spans}
+    spans = {span.span_id: (_ns(span.start_time), _ns(span.end_time)) for span in task.spans}
+    unordered = out_of_order(models, parents, spans)
+    calls = _named(task, models) or [*earlier_answers(models, times, unordered), models[-1]]
     chains = tuple(frozenset(c.span_id for c in continued(models, call, times)) for call in calls)
     return Answering(tuple(calls), chains)
 
@@ -62,13 +67,18 @@ def _named(task: TaskRecord, models: Sequence[ModelCall]) -> list[ModelCall]:
     if found or not task.final_answer:
         return found
     answer = flat(task.final_answer)
-    same = [call for call in models if flat(call.output_text or "") == answer]
+    same = [call for call in models if answer in replies(call)]
     # A reply not recorded, or recorded in part, may be the answer as well (a draft may read as it).
     unknown = {g.span_id for g in task.gaps if g.kind in _OUTPUT_NOT_WHOLE}
     others = [call for call in models if call not in same]
     if len(same) == 1 and all(call.output_recorded and call.span_id not in unknown for call in others):
         return same
     return []
+
+
+def replies(call: ModelCall) -> set[str]:
+    """The call's replies, flattened: its output text and every choice's."""
+    return {flat(text) for text in (call.output_text, *(m.content for m in call.output_messages)) if text}
 
 
 def flat(text: str) -> str:

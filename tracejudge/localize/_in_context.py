@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from tracejudge.localize._answering import Answering, answering, flat
+from tracejudge.localize._answering import Answering, answering, flat, replies
 from tracejudge.localize._context import (
     CheckContext,
     Hits,
@@ -400,7 +400,8 @@ def _output_of_none(final_answer: str | None, calls: Sequence[ModelCall]) -> boo
     """The final answer is known, outputs were recorded, and none of them is it (or holds it, or is
     held in it)."""
     answer = flat(final_answer or "")
-    outputs = [flat(c.output_text) for c in calls if c.output_text]
+    # Every choice of a call asked for several: the root's answer may be any of them.
+    outputs = [text for call in calls for text in replies(call)]
     if not answer or not outputs:
         return False
     return not any(o and (o in answer or answer in o) for o in outputs)

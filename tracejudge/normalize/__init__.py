@@ -1,7 +1,15 @@
 """Raw spans -> TaskRecord, reading every convention of DESIGN 5.4."""
 
-from tracejudge.normalize._answer import RECORD_ANSWER, continued, earlier_answers
+from tracejudge.normalize._answer import RECORD_ANSWER, continued, earlier_answers, out_of_order
 from tracejudge.normalize._cut import cut_short
 from tracejudge.normalize._normalize import incompleteness, normalize
 
-__all__ = ["RECORD_ANSWER", "continued", "cut_short", "earlier_answers", "incompleteness", "normalize"]
+__all__ = [
+    "RECORD_ANSWER",
+    "continued",
+    "cut_short",
+    "earlier_answers",
+    "incompleteness",
+    "normalize",
+    "out_of_order",
+]

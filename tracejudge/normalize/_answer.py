@@ -17,6 +17,18 @@ a title or grader prompt does, or sends other instructions), a tool request whos
 read (the call that read it and answered is missing), an input not recorded whole, calls that overlap —
 leaves the answer open: the ``answer_uncertain`` gap names the calls that may have given it, and no check
 reads an answer from the trace.
+
+Which call is last is read from the spans' times, and the retry rule above compares them too: both rest on
+clocks agreeing. Spans from one process share a clock; a span recorded elsewhere (another service, a host
+whose clock is off, an exporter that rewrites times) may not, and shifted by seconds or hours it can put a
+draft last. The trace shows it: a span that starts before its parent starts, or ends after it ends. When such
+a span lies on the tree path between a call and the last one (below the spans they share), their order is
+not known, and that call may have given the answer unless the last call's input continues it by what it
+re-sends (the order the messages show; not a retry, which is told by times).
+
+A call that returned several choices (OpenAI ``n``, recorded as several output messages with text) gave
+the application several replies: which one the user got is not recorded, and no reply of it is read as the
+answer (``choices``).
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from collections.abc import Mapping, Sequence
 
 from tracejudge.schema import Message, ModelCall
 
-__all__ = ["RECORD_ANSWER", "continued", "earlier_answers"]
+__all__ = ["RECORD_ANSWER", "SKEW_TOLERANCE_NS", "choices", "continued", "earlier_answers", "out_of_order"]
 
 # What would settle which reply the user got: the application recording it where the conventions read it.
 RECORD_ANSWER = (
@@ -36,20 +48,89 @@ _ASSISTANT = frozenset({"assistant", "model", "ai", "bot"})
 _SYSTEM = frozenset({"system", "developer"})
 _TOOL = frozenset({"tool", "function", "ipython"})
 
+# How far a span may start before its parent, or end after it, with clocks that agree. Recorded traces of
+# one process show up to about 0.6 ms (an instrumentation ending a span from a callback after its parent
+# returned: atomic-agents' chat span ends 0.1 ms past its parent), and Langfuse keeps times to the
+# millisecond. 10 ms is well past both; the skews that reorder calls are seconds or hours.
+SKEW_TOLERANCE_NS = 10_000_000
+
 # One item of what a call was sent: a role (or "system" / "prompt"), the text, the tools it asked for.
 _Item = tuple[str, str, tuple[str, ...]]
 
 
-def earlier_answers(models: Sequence[ModelCall], times: Mapping[str, tuple[int, int]]) -> list[ModelCall]:
+def earlier_answers(
+    models: Sequence[ModelCall],
+    times: Mapping[str, tuple[int, int]],
+    unordered: Mapping[str, str] | None = None,
+) -> list[ModelCall]:
     """The model calls before the last one (in start order) that may have given the answer the user got
-    instead of it: those no later call continues; empty when the last call's reply is the answer.
-    ``times``: each span's start and end (Unix nanoseconds, 0 when not recorded)."""
+    instead of it: those no later call continues, and those whose order against the last one the trace's
+    times cannot tell (``unordered``, from ``out_of_order``) that the last call does not continue by what it
+    re-sends; empty when the last call's reply is the answer. ``times``: each span's start and end (Unix
+    nanoseconds, 0 when not recorded)."""
     sent = {call.span_id: _items(call) for call in models}
+    last = models[-1] if models else None
+    unordered = unordered or {}
     return [
         call
         for i, call in enumerate(models[:-1])
         if not any(_continues(later, call, sent, times) for later in models[i + 1 :])
+        or (call.span_id in unordered and last is not None and not _continues(last, call, sent, {}))
     ]
+
+
+def choices(call: ModelCall) -> int:
+    """How many replies the call returned: its output messages with text (one per choice)."""
+    return sum(1 for message in call.output_messages if message.content)
+
+
+def out_of_order(
+    models: Sequence[ModelCall],
+    parents: Mapping[str, str | None],
+    times: Mapping[str, tuple[int, int]],
+) -> dict[str, str]:
+    """The calls (span id) whose order against the last one (in start order) rests on times the trace shows
+    are skewed, each with a span outside its parent's time range on the tree path between the two.
+    ``parents``: each span's parent (None for a root); ``times`` as for ``earlier_answers``."""
+    if len(models) < 2:
+        return {}
+    skewed = {
+        span for span, parent in parents.items() if parent is not None and _outside(span, parent, times)
+    }
+    if not skewed:
+        return {}
+    last = _path(models[-1].span_id, parents)
+    out: dict[str, str] = {}
+    for call in models[:-1]:
+        mine = _path(call.span_id, parents)
+        shared = set(mine).intersection(last)
+        # The spans below the ones both calls share: their times order the two calls.
+        between = [span for span in (*mine, *last) if span not in shared and span in skewed]
+        if between:
+            out[call.span_id] = between[0]
+    return out
+
+
+def _path(span: str, parents: Mapping[str, str | None]) -> list[str]:
+    """The span and its ancestors, nearest first (a loop, which normalize cuts, ends the walk)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    current: str | None = span
+    while current is not None and current not in seen:
+        seen.add(current)
+        out.append(current)
+        current = parents.get(current)
+    return out
+
+
+def _outside(span: str, parent: str, times: Mapping[str, tuple[int, int]]) -> bool:
+    """Whether the span starts before its parent starts or ends after it ends, past the tolerance (a time
+    not recorded, 0, shows nothing)."""
+    start, end = times.get(span, (0, 0))
+    p_start, p_end = times.get(parent, (0, 0))
+    early = start > 0 and p_start > 0 and p_start - start > SKEW_TOLERANCE_NS
+    late = end > 0 and p_end > 0 and end - p_end > SKEW_TOLERANCE_NS
+    return early or late
 
 
 def continued(

@@ -29,7 +29,7 @@ from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize import _vercel as vercel
-from tracejudge.normalize._answer import RECORD_ANSWER, earlier_answers
+from tracejudge.normalize._answer import RECORD_ANSWER, choices, earlier_answers, out_of_order
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._cut import Dropped, cut_values, dropped_note
 from tracejudge.normalize._genai import system_instructions
@@ -83,7 +83,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     root = tree.root
     last = steps.models[-1].span_id if steps.models else None
     empty = any(g.kind == "model_output_empty" and g.span_id == last for g in gaps.items())
-    answer, answer_span = _final_answer(views, root, [] if empty else steps.models, gaps)
+    answer, answer_span = _final_answer(views, tree, [] if empty else steps.models, gaps)
     # The last model call's output recorded empty is the answer the user got: its gap says so. An earlier
     # call's text is not read in its place (it was not the answer, and would read as one).
     uncertain = any(g.kind == "answer_uncertain" for g in gaps.items())
@@ -1111,11 +1111,13 @@ def _first(views: list[SpanView], key: str, keys: _Keys) -> Any:
 
 
 def _final_answer(
-    views: list[SpanView], root: SpanView, models: list[ModelCall], gaps: Gaps
+    views: list[SpanView], tree: _Tree, models: list[ModelCall], gaps: Gaps
 ) -> tuple[str | None, str | None]:
     """What the user got: the first convention's record (``PRECEDENCE.final_answer``), else the
-    output text of the trace's last model call when no earlier call may have given the answer (``_answer``;
-    when one may, the ``answer_uncertain`` gap names them and no answer is read)."""
+    output text of the trace's last model call when no earlier call may have given the answer and it
+    returned one reply (``_answer``; else the ``answer_uncertain`` gap names the calls and no answer is
+    read)."""
+    root = tree.root
     found = _first_read(PRECEDENCE.final_answer, lambda c: c.final_answer(root, views))
     if found is not None and found[0]:  # "" is owned and empty: later conventions are not asked
         return found
@@ -1126,7 +1128,8 @@ def _final_answer(
         return None, None
     last = models[-1]
     times = {v.span_id: (v.raw.start_time_unix_nano, v.raw.end_time_unix_nano) for v in views}
-    rivals = earlier_answers(models, times)
+    unordered = out_of_order(models, tree.parent, times)
+    rivals = earlier_answers(models, times, unordered)
     if rivals:
         named = ", ".join(call.span_id for call in rivals)
         detail = (
@@ -1134,6 +1137,23 @@ def _final_answer(
             f" it (a title, suggestions, a summary, a grader): the reply the user got may be that of model"
             f" call {named}, which no later call continues (re-sends its messages unchanged or adds only tool"
             " steps)"
+        )
+        skew = [f"{unordered[c.span_id]} (for {c.span_id})" for c in rivals if c.span_id in unordered]
+        if skew:
+            detail += (
+                "; which call came last is not known: the trace's times are skewed, span "
+                + ", ".join(skew)
+                + " lying outside its parent's time range"
+            )
+        gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
+        return None, None
+    if choices(last) > 1:
+        # Asked for several choices (OpenAI n), the application got several replies and showed the user one
+        # of them, or another it made of them: reading the first as the answer would judge text the user
+        # may never have seen.
+        detail = (
+            f"no span records the answer, and the last model call ({last.span_id}) returned {choices(last)}"
+            " choices (several output messages): which one the user got is not recorded"
         )
         gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
         return None, None

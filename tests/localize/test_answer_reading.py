@@ -1,0 +1,169 @@
+"""The answer read from the last model call is only read when the trace says it is the reply the user got
+(DESIGN 5.5). Two ways a recorded trace does not: the call returned several choices (OpenAI ``n``), or which
+call is last rests on times the trace shows are skewed (a span outside its parent's time range). Both leave
+the answer open — ``answer_uncertain`` naming the call, ``used_by_model`` unconfirmed — unless the root
+records the answer. Recorded through the real openinference-instrumentation-openai and openai client against
+the local OpenAI stand-in (``test_empty_answer._trace``), then changed as a real trace can be: a second
+choice recorded beside the first, one call's subtree shifted in time as a clock that is off shifts it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.localize import conftest as mk
+from tests.localize import test_empty_answer as empty
+from tracejudge.localize import localize
+from tracejudge.normalize import normalize
+from tracejudge.schema import Localization, RawSpan
+from tracejudge.testing.openai_server import Rule
+
+SECOND = 2 * 10**9
+HOUR = 3600 * 10**9
+MS = 10**6
+
+
+def _triage(spans: list[RawSpan]) -> Localization:
+    return localize(normalize(spans), mk.ticket(), [mk.entry(acl=None), mk.v1_entry()])
+
+
+def _gap(spans: list[RawSpan]) -> str:
+    (gap,) = [g for g in normalize(spans).gaps if g.kind == "answer_uncertain"]
+    return gap.note
+
+
+def _llm(spans: list[RawSpan]) -> list[RawSpan]:
+    return sorted(
+        (s for s in spans if s.attributes.get("openinference.span.kind") == "LLM"),
+        key=lambda s: s.start_time_unix_nano,
+    )
+
+
+def _with(spans: list[RawSpan], span: RawSpan, **attributes: object) -> list[RawSpan]:
+    changed = span.model_copy(update={"attributes": {**span.attributes, **attributes}})
+    return [changed if s.span_id == span.span_id else s for s in spans]
+
+
+def _shifted(spans: list[RawSpan], span: RawSpan, delta: int) -> list[RawSpan]:
+    """The spans with ``span`` and its subtree moved by ``delta`` nanoseconds (a clock that is off)."""
+    moved = {span.span_id}
+    for s in sorted(spans, key=lambda s: s.start_time_unix_nano):
+        if s.parent_span_id in moved:
+            moved.add(s.span_id)
+    return [
+        s.model_copy(
+            update={
+                "start_time_unix_nano": s.start_time_unix_nano + delta,
+                "end_time_unix_nano": s.end_time_unix_nano + delta,
+            }
+        )
+        if s.span_id in moved
+        else s
+        for s in spans
+    ]
+
+
+# --- several choices -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_call() -> list[RawSpan]:
+    """One chat call replying v2's cap (the root records no answer)."""
+    return empty._trace([Rule(reply=mk.GOOD)])
+
+
+def _two_choices(spans: list[RawSpan], first: str, second: str) -> list[RawSpan]:
+    # OpenInference records each choice as an output message (llm.output_messages.N, N the choice index).
+    (llm,) = _llm(spans)
+    second_choice = "llm.output_messages.1.message."
+    return _with(
+        spans,
+        llm,
+        **{
+            "llm.output_messages.0.message.content": first,
+            second_choice + "role": "assistant",
+            second_choice + "content": second,
+        },
+    )
+
+
+@pytest.mark.parametrize(("first", "second"), [(mk.GOOD, mk.BAD), (mk.BAD, mk.GOOD)])
+def test_a_call_with_two_choices_gives_no_answer(one_call: list[RawSpan], first: str, second: str) -> None:
+    # Read from choice 0 alone it was no_fault (GOOD first) or ignored_by_model (BAD first): the user may
+    # have been shown the other one.
+    assert _triage(one_call).verdict == "no_fault"
+    spans = _two_choices(one_call, first, second)
+    task = normalize(spans)
+    (llm,) = task.model_calls
+    assert (task.final_answer, task.final_answer_span_id) == (None, None)
+    (gap,) = [g for g in task.gaps if g.kind == "answer_uncertain"]
+    assert gap.span_id == llm.span_id
+    assert "returned 2 choices" in gap.note
+    loc = _triage(spans)
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "pass", "unconfirmed"])
+    assert llm.span_id in loc.stages[3].detail
+
+
+@pytest.mark.parametrize(("answer", "verdict"), [(mk.GOOD, "no_fault"), (mk.BAD, "ignored_by_model")])
+def test_the_roots_answer_says_which_choice(one_call: list[RawSpan], answer: str, verdict: str) -> None:
+    # The root's answer is choice 1 or choice 0: the call is named as the answering call either way.
+    spans = _two_choices(one_call, mk.GOOD, mk.BAD)
+    root = next(s for s in spans if s.parent_span_id is None)
+    loc = _triage(_with(spans, root, **{"output.value": answer}))
+    assert loc.verdict == verdict
+
+
+# --- skewed times ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drafts() -> dict[str, list[RawSpan]]:
+    """Two calls sent the same input, the first replying a draft, the last the answer: the draft read
+    stale (v1's cap) before a good answer, and a draft stating v2's cap before a stale answer."""
+    return {
+        "good-after-stale-draft": empty._trace([Rule(reply=empty.DRAFT, times=1), Rule(reply=mk.GOOD)]),
+        "stale-after-good-draft": empty._trace(
+            [Rule(reply=f"Checking: {mk.GOOD} Let me confirm.", times=1), Rule(reply=mk.BAD)]
+        ),
+    }
+
+
+SKEWS = [
+    # (which call's subtree, by how much): each puts the call outside its parent's time range, and the
+    # first two put the draft last.
+    ("answer", -HOUR),
+    ("answer", -SECOND),
+    ("draft", HOUR),
+    ("draft", SECOND),
+    ("answer", HOUR),
+    ("draft", -SECOND),
+]
+
+
+@pytest.mark.parametrize("name", ["good-after-stale-draft", "stale-after-good-draft"])
+@pytest.mark.parametrize(("which", "delta"), SKEWS)
+def test_calls_ordered_by_skewed_times_give_no_answer(
+    drafts: dict[str, list[RawSpan]], name: str, which: str, delta: int
+) -> None:
+    spans = drafts[name]
+    before = _triage(spans).verdict
+    assert before == ("no_fault" if name.startswith("good") else "ignored_by_model")
+    draft, answer = _llm(spans)
+    skewed = _shifted(spans, answer if which == "answer" else draft, delta)
+    loc = _triage(skewed)
+    assert (loc.verdict, loc.stages[3].status) == ("unconfirmed", "unconfirmed")
+    assert "the trace's times are skewed" in _gap(skewed)
+
+
+@pytest.mark.parametrize("delta", [-5 * MS, 5 * MS])
+def test_a_few_milliseconds_past_the_parent_is_no_skew(drafts: dict[str, list[RawSpan]], delta: int) -> None:
+    # Within one process an instrumentation may end a span just after its parent (up to ~0.6 ms in the
+    # recordings) and Langfuse keeps milliseconds: the tolerance (10 ms) keeps such a trace definite.
+    spans = drafts["good-after-stale-draft"]
+    root = next(s for s in spans if s.parent_span_id is None)
+    draft, answer = _llm(spans)
+    edge = (
+        root.model_copy(update={"end_time_unix_nano": answer.end_time_unix_nano + delta})
+        if delta < 0
+        else root.model_copy(update={"start_time_unix_nano": draft.start_time_unix_nano + delta})
+    )
+    assert _triage([edge if s.span_id == root.span_id else s for s in spans]).verdict == "no_fault"
