@@ -8,6 +8,8 @@ choice recorded beside the first, one call's subtree shifted in time as a clock 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.localize import conftest as mk
@@ -101,6 +103,23 @@ def test_a_call_with_two_choices_gives_no_answer(one_call: list[RawSpan], first:
     loc = _triage(spans)
     assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "pass", "unconfirmed"])
     assert llm.span_id in loc.stages[3].detail
+
+
+def test_a_second_choice_lost_is_still_asked_for(one_call: list[RawSpan]) -> None:
+    # The request recorded n=2 (llm.invocation_parameters): losing the second choice's record (an attribute
+    # dropped, content capture cut) leaves the answer open, not read from the one choice left.
+    (llm,) = _llm(one_call)
+    params = json.loads(str(llm.attributes["llm.invocation_parameters"]))
+    spans = _with(one_call, llm, **{"llm.invocation_parameters": json.dumps(params | {"n": 2})})
+    task = normalize(spans)
+    assert task.final_answer is None
+    assert "was asked for 2 choices (OpenAI n), 1 of them recorded" in _gap(spans)
+    assert _triage(spans).verdict == "unconfirmed"
+    two = _two_choices(spans, mk.GOOD, mk.BAD)
+    (llm,) = _llm(two)
+    attrs = {k: v for k, v in llm.attributes.items() if not k.startswith("llm.output_messages.1.")}
+    lost = [llm.model_copy(update={"attributes": attrs}) if s.span_id == llm.span_id else s for s in two]
+    assert _triage(lost).verdict == "unconfirmed"
 
 
 @pytest.mark.parametrize(("answer", "verdict"), [(mk.GOOD, "no_fault"), (mk.BAD, "ignored_by_model")])

@@ -1147,17 +1147,34 @@ def _final_answer(
             )
         gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
         return None, None
-    if choices(last) > 1:
+    got, asked = choices(last), _asked_choices(tree.by_id[last.span_id])
+    if max(got, asked) > 1:
         # Asked for several choices (OpenAI n), the application got several replies and showed the user one
         # of them, or another it made of them: reading the first as the answer would judge text the user
-        # may never have seen.
+        # may never have seen. The request says so too when a choice's record was lost.
+        what = (
+            f"returned {got} choices (several output messages)"
+            if got > 1
+            else f"was asked for {asked} choices (OpenAI n), {got} of them recorded"
+        )
         detail = (
-            f"no span records the answer, and the last model call ({last.span_id}) returned {choices(last)}"
-            " choices (several output messages): which one the user got is not recorded"
+            f"no span records the answer, and the last model call ({last.span_id}) {what}: which one the user"
+            " got is not recorded"
         )
         gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
         return None, None
     return last.output_text, last.span_id
+
+
+def _asked_choices(view: SpanView) -> int:
+    """How many choices the call asked for: GenAI ``gen_ai.request.choice.count`` (openai-v2 records it),
+    or OpenAI's ``n`` in OpenInference's ``llm.invocation_parameters``; 1 when neither is recorded."""
+    params = maybe_json(view.attrs.get("llm.invocation_parameters"))
+    asked = (
+        as_int(view.attrs.get("gen_ai.request.choice.count")),
+        as_int(params.get("n")) if isinstance(params, dict) else None,
+    )
+    return max((n for n in asked if n is not None), default=1)
 
 
 def _task_input(views: list[SpanView], root: SpanView, models: list[ModelCall]) -> str | None:
