@@ -43,6 +43,13 @@ def _render(app: App, report: SweepReport) -> None:
         if report.scanned
         else safe_text("no stored trace in the window: collect traces first, or widen --from/--to")
     )
+    if report.still_arriving:
+        app.console.print(
+            safe_text(
+                f"{len(report.still_arriving)} trace(s) not judged: they may still be arriving and their"
+                " answer may be a draft; sweep again once they have arrived"
+            )
+        )
 
 
 def run_sweep(

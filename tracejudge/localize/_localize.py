@@ -36,7 +36,17 @@ from tracejudge.schema import (
     Verdict,
 )
 
-__all__ = ["PIPELINE", "STAGES", "STILL_ARRIVING", "Stage", "localize", "task_time", "trace_not_stored"]
+__all__ = [
+    "PIPELINE",
+    "STAGES",
+    "STILL_ARRIVING",
+    "Stage",
+    "answer_still_arriving",
+    "localize",
+    "still_arriving",
+    "task_time",
+    "trace_not_stored",
+]
 
 
 class Stage(NamedTuple):
@@ -107,6 +117,19 @@ def still_arriving(task: TaskRecord, now: datetime | None) -> str | None:
     return "; ".join(notes)
 
 
+def answer_still_arriving(task: TaskRecord, now: datetime | None) -> str | None:
+    """What says the answer read from ``task`` may be a draft the user never got: the trace may still be
+    arriving (:func:`still_arriving`) and the answer was read from a model call, not recorded by the root
+    (a later record not yet received may hold the answer given); else None. Triage does not judge such an
+    answer (:func:`_check`), nor do ``triage --sweep`` and ``score``: they say so; a later run reads it."""
+    late = still_arriving(task, now)
+    return None if late is None or not _answer_may_be_draft(task) else late
+
+
+def _answer_may_be_draft(task: TaskRecord) -> bool:
+    return task.final_answer is not None and not _from_root(task, task.final_answer_span_id)
+
+
 _NOT_YET: dict[StageName, str] = {
     "indexed": "a retrieval not yet received may show it returned, and so indexed",
     "retrieved": "a retrieval not yet received may have returned it",
@@ -130,7 +153,7 @@ def _check(ctx: CheckContext, stage: Stage, m: Material) -> StageResult:
     missing = f"the rest of the trace ({late}): triage again once it has arrived"
     if stage.name == "used_by_model":
         answer = ctx.task.final_answer_span_id
-        if ctx.task.final_answer is None or _from_root(ctx.task, answer):
+        if not _answer_may_be_draft(ctx.task):
             return stage.check(ctx, m)
         # Not asked of a judge either: the reply read may be a draft the user never got.
         detail = (

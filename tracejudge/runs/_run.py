@@ -276,7 +276,26 @@ async def score_source(
     task = load(src)
     if isinstance(task, str):
         return _unloadable(run_id, src, task)
+    late = _still_arriving(task)
+    if late is not None:
+        return _unloadable(run_id, src, late)
     return await score_task(task, rubric, run_id=run_id, judge=judge, repeat=repeat, manifest=manifest)
+
+
+def _still_arriving(task: TaskRecord, now: datetime | None = None) -> str | None:
+    """Why a stored trace is not scored yet: it may still be arriving (exporters send spans as they end,
+    the root last) and its answer was read from a model call — maybe a draft the user never got, which
+    no check or judge should pass or fail. A later run scores it (DESIGN 5.5)."""
+    # Imported at the first item, not at start-up (the score command loads only what scoring uses).
+    from tracejudge.localize import answer_still_arriving
+
+    late = answer_still_arriving(task, now or datetime.now(UTC))
+    if late is None:
+        return None
+    return (
+        f"still_arriving: the answer was read from span {task.final_answer_span_id}, not the root, and"
+        f" {late}: score it again once the rest of the trace has arrived"
+    )
 
 
 def new_run_record(

@@ -102,12 +102,16 @@ class SweepFlag(_Frozen):
 
 
 class SweepReport(_Frozen):
-    """``triage --sweep --json``: ``{"flagged": [...], "scanned": N}``."""
+    """``triage --sweep --json``: ``{"flagged": [...], "scanned": N, "still_arriving": [...]}``."""
 
     flagged: tuple[SweepFlag, ...] = ()
     """Flagged traces, in the order scanned."""
     scanned: int = 0
     """Traces read in the window."""
+    still_arriving: tuple[str, ...] = ()
+    """Traces read but not judged (counted in ``scanned``): they may still be arriving and their answer was
+    read from a model call, not the root — maybe a draft the user never got (DESIGN 5.5). A sweep after the
+    rest has arrived (or ``STILL_ARRIVING`` after their last span ended) reads them."""
 
 
 class SweepCount(_Frozen):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tracejudge._errors import InputError
-from tracejudge.localize import identify
+from tracejudge.localize import answer_still_arriving, identify
 from tracejudge.normalize import normalize
 from tracejudge.schema import (
     DraftTicket,
@@ -54,11 +54,13 @@ def _need_content(index: VersionIndex) -> None:
         )
 
 
-def flag_trace(task: TaskRecord, index: VersionIndex) -> list[SweepFlag]:
+def flag_trace(task: TaskRecord, index: VersionIndex, now: datetime | None = None) -> list[SweepFlag]:
     """The sweep's verdict on one trace: a flag per document its answer states stale values of, or cites
-    a stale version of, each with evidence and a draft ticket. Empty when nothing rests on stale material."""
+    a stale version of, each with evidence and a draft ticket. Empty when nothing rests on stale material,
+    or when the answer may be a draft of a trace still arriving at ``now`` (or at any time, when None:
+    :func:`~tracejudge.localize.answer_still_arriving`)."""
     t = task_time_of(task)
-    if t is None:
+    if t is None or answer_still_arriving(task, now) is not None:
         return []
     flags = []
     got = set(retrieved_versions(task, index))
@@ -109,9 +111,13 @@ def iter_sweep(
     since: datetime | None = None,
     until: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
+    arriving: Callable[[str], None] | None = None,
+    now: datetime | None = None,
 ) -> Iterator[SweepFlag | int]:
     """Stream the sweep: every flag as found, then the number of traces scanned (one trace in memory at
-    a time). ``progress(scanned, flagged)`` is called after each trace."""
+    a time). ``progress(scanned, flagged)`` is called after each trace; ``arriving(trace_id)`` for each
+    trace not judged because, at ``now`` (None: when it is read), it may still be arriving and its answer
+    may be a draft (:func:`~tracejudge.localize.answer_still_arriving`)."""
     index = VersionIndex.build(manifest)
     _need_content(index)
     window = _Window(utc(since), utc(until))
@@ -122,7 +128,11 @@ def iter_sweep(
             continue
         scanned += 1
         # Returned documents are identified as triage identifies them: by id, manifest ids or content.
-        for flag in flag_trace(identify(normalize(spans), manifest), index):
+        task = identify(normalize(spans), manifest)
+        at = now or datetime.now(UTC)
+        if arriving is not None and answer_still_arriving(task, at) is not None:
+            arriving(trace_id)
+        for flag in flag_trace(task, index, at):
             flagged += 1
             yield flag
         if progress is not None:
@@ -137,17 +147,23 @@ def sweep(
     since: datetime | None = None,
     until: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
+    now: datetime | None = None,
 ) -> SweepReport:
     """``triage --sweep``: every stored trace in the window (start in [since, until)) whose answer rests on
-    a document version not in effect at its task time (DESIGN 5.5, Sweep)."""
+    a document version not in effect at its task time (DESIGN 5.5, Sweep); those that may still be
+    arriving at ``now`` (None: when read) with an answer that may be a draft are listed, not judged."""
     flags: list[SweepFlag] = []
+    late: list[str] = []
     scanned = 0
-    for item in iter_sweep(store, manifest, since=since, until=until, progress=progress):
+    items = iter_sweep(
+        store, manifest, since=since, until=until, progress=progress, arriving=late.append, now=now
+    )
+    for item in items:
         if isinstance(item, int):
             scanned = item
         else:
             flags.append(item)
-    return SweepReport(flagged=tuple(flags), scanned=scanned)
+    return SweepReport(flagged=tuple(flags), scanned=scanned, still_arriving=tuple(late))
 
 
 def summarize(

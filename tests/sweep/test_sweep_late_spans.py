@@ -1,0 +1,73 @@
+"""The sweep and a trace still arriving: exporters send spans as they end, a batch at a time, the root
+last (DESIGN 5.5). A first batch whose answer is read from a model call — maybe a draft the user never got —
+is not judged while the rest may be on its way; the sweep lists it, and a later sweep reads it. The batches
+are the real SDK's BatchSpanProcessor's (the builder of tests/localize/test_late_spans.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from tests.fixtures.outside._formats import encode_spans_json
+from tests.localize import conftest as mk
+from tests.localize.test_late_spans import RUNS, _batches
+from tracejudge.cli import cli
+from tracejudge.localize import STILL_ARRIVING
+from tracejudge.normalize import normalize
+from tracejudge.store import SqliteStore
+from tracejudge.sweep import sweep
+
+# The versions with their text, as a sweep needs them.
+MANIFEST = [
+    mk.entry(acl=None, content=mk.V2_TEXT),
+    mk.v1_entry(acl=None, content=mk.V1_TEXT),
+]
+
+
+def _cli(db: Path, *args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    out: dict[str, Any] = json.loads(result.output)
+    return out
+
+
+def test_a_first_batch_whose_draft_states_the_old_cap_is_not_flagged_while_the_rest_may_arrive(
+    tmp_path: Path,
+) -> None:
+    # The first call's reply is a draft stating v1's cap; the root, and the answer the user got, come later.
+    run = next(r for r in RUNS if r.name == "draft-then-answer")
+    first, rest = _batches(run)
+    trace_id = f"{first[0].context.trace_id:032x}"
+    db, manifest = tmp_path / "s.db", tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(e.model_dump_json() + "\n" for e in MANIFEST))
+
+    def collect(n: int, batch: Any) -> None:
+        path = tmp_path / f"batch-{n}.json"
+        path.write_text(json.dumps(encode_spans_json(batch)))
+        _cli(db, "collect", "file", str(path))
+
+    collect(0, first)
+    got = _cli(db, "triage", "--sweep", "--manifest", str(manifest))
+    assert got["flagged"] == []
+    assert got["scanned"] == 1
+    assert got["still_arriving"] == [trace_id]
+
+    # Long after its last span ended, the missing spans are not on their way: the trace reads as it is, and
+    # the draft's stale cap is flagged (what it was before this rule).
+    store = SqliteStore(db)
+    try:
+        end = normalize(store.get_spans(trace_id)).end_time
+        assert end is not None
+        late = sweep(store, MANIFEST, now=end + STILL_ARRIVING)
+        assert [(f.trace_id, f.used) for f in late.flagged] == [(trace_id, "v1")]
+        assert late.still_arriving == ()
+    finally:
+        store.close()
+
+    # Once the rest has arrived, the answer the user got (v2's cap) is read: nothing to flag or wait for.
+    collect(1, rest)
+    got = _cli(db, "triage", "--sweep", "--manifest", str(manifest))
+    assert (got["flagged"], got["still_arriving"]) == ([], [])
