@@ -182,6 +182,13 @@ def _cli(db: Path, *args: str) -> dict[str, Any]:
     return out
 
 
+def collect_batch(db: Path, path: Path, batch: Sequence[ReadableSpan]) -> None:
+    """One exported batch into the store ``db`` as a collector receives it: ``collect file`` of its OTLP
+    JSON, written to ``path``."""
+    path.write_text(json.dumps(encode_spans_json(batch)))
+    _cli(db, "collect", "file", str(path))
+
+
 def _triage(db: Path, tmp_path: Path, run: Run, trace_id: str) -> dict[str, Any]:
     ticket = tmp_path / "ticket.yaml"
     ticket.write_text(
@@ -216,9 +223,7 @@ def test_a_trace_whose_root_has_not_arrived_concludes_nothing_from_what_it_lacks
     trace_id = f"{first[0].context.trace_id:032x}"
     db = tmp_path / "s.db"
     for n, batch in enumerate((first, rest)):
-        path = tmp_path / f"batch-{n}.json"
-        path.write_text(json.dumps(encode_spans_json(batch)))
-        _cli(db, "collect", "file", str(path))
+        collect_batch(db, tmp_path / f"batch-{n}.json", batch)
         got = _triage(db, tmp_path, run, trace_id)
         if n == 0:
             # It was run.first: a verdict the rest of the trace overturns.

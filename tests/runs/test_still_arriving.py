@@ -11,8 +11,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from tests.fixtures.outside._formats import encode_spans_json
-from tests.localize.test_late_spans import RUNS, _batches
+from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tracejudge.cli import cli
 
 # A hard check only: no judge is needed, and the draft (v1's 50,000 RMB) fails it.
@@ -43,10 +42,7 @@ def test_a_first_batch_whose_answer_may_be_a_draft_is_scored_once_the_rest_has_a
     rubric.write_text(RUBRIC)
     verdicts = []
     for n, batch in enumerate((first, rest)):
-        path = tmp_path / f"batch-{n}.json"
-        path.write_text(json.dumps(encode_spans_json(batch)))
-        got = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", "collect", "file", str(path)])
-        assert got.exit_code == 0, got.output
+        collect_batch(db, tmp_path / f"batch-{n}.json", batch)
         item = _score(db, rubric, trace_id)
         verdicts.append(item["verdict"])
         if n == 0:

@@ -11,9 +11,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from tests.fixtures.outside._formats import encode_spans_json
 from tests.localize import conftest as mk
-from tests.localize.test_late_spans import RUNS, _batches
+from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tracejudge.cli import cli
 from tracejudge.localize import STILL_ARRIVING
 from tracejudge.normalize import normalize
@@ -43,13 +42,7 @@ def test_a_first_batch_whose_draft_states_the_old_cap_is_not_flagged_while_the_r
     trace_id = f"{first[0].context.trace_id:032x}"
     db, manifest = tmp_path / "s.db", tmp_path / "manifest.jsonl"
     manifest.write_text("".join(e.model_dump_json() + "\n" for e in MANIFEST))
-
-    def collect(n: int, batch: Any) -> None:
-        path = tmp_path / f"batch-{n}.json"
-        path.write_text(json.dumps(encode_spans_json(batch)))
-        _cli(db, "collect", "file", str(path))
-
-    collect(0, first)
+    collect_batch(db, tmp_path / "batch-0.json", first)
     got = _cli(db, "triage", "--sweep", "--manifest", str(manifest))
     assert got["flagged"] == []
     assert got["scanned"] == 1
@@ -68,6 +61,6 @@ def test_a_first_batch_whose_draft_states_the_old_cap_is_not_flagged_while_the_r
         store.close()
 
     # Once the rest has arrived, the answer the user got (v2's cap) is read: nothing to flag or wait for.
-    collect(1, rest)
+    collect_batch(db, tmp_path / "batch-1.json", rest)
     got = _cli(db, "triage", "--sweep", "--manifest", str(manifest))
     assert (got["flagged"], got["still_arriving"]) == ([], [])
