@@ -217,18 +217,23 @@ class Case:
     manifest: tuple[ManifestEntry, ...] | None
 
 
-Kind = Literal["span", "attr", "event", "subtree", "batch", "scope", "content", "redact", "truncate"]
+Kind = Literal["span", "attr", "event", "subtree", "batch", "skew", "scope", "content", "redact", "truncate"]
 KINDS: tuple[Kind, ...] = (
     "span",
     "attr",
     "event",
     "subtree",
     "batch",
+    "skew",
     "scope",
     "content",
     "redact",
     "truncate",
 )
+# How far a span's clock may be off (another service, a host whose clock drifts, an exporter rewriting times):
+# a subtree shifted by each, back and forth. Not a loss, but the times that order a trace's calls are a record
+# the trace may get wrong, and a wrong one must only move a verdict toward unconfirmed too.
+SKEWS = (-3600 * 10**9, -2 * 10**9, 2 * 10**9, 3600 * 10**9)
 # What a redacting processor or a hide switch leaves in place of a hidden value.
 REDACTED = "__REDACTED__"
 
@@ -281,6 +286,21 @@ def _ends(spans: tuple[RawSpan, ...]) -> list[int]:
     return sorted({s.end_time_unix_nano for s in spans})
 
 
+def _shifted(span: RawSpan, by: int) -> RawSpan:
+    """The span with its times (and its events') moved by ``by`` nanoseconds."""
+    events = [
+        e.model_copy(update={"time_unix_nano": e.time_unix_nano + by}) if e.time_unix_nano else e
+        for e in span.events
+    ]
+    return span.model_copy(
+        update={
+            "start_time_unix_nano": span.start_time_unix_nano + by,
+            "end_time_unix_nano": span.end_time_unix_nano + by,
+            "events": events,
+        }
+    )
+
+
 def _descendants(spans: tuple[RawSpan, ...], index: int) -> set[int]:
     """The span at ``index`` and every span under it."""
     out, frontier = {index}, [spans[index].span_id]
@@ -298,7 +318,8 @@ class Removal:
     """One loss: a span, an attribute, an event (the first three kinds); a span with its subtree (a dropped
     batch, a sampled-out child); every span that ended after a time (the trace triaged on its first batch:
     exporters send spans as they end, the root last; ``span`` is the index of the last end time kept, in
-    :func:`_ends`); every span of one instrumentation scope (an instrumentor not installed),
+    :func:`_ends`); a span's subtree with its times shifted by ``key`` nanoseconds (a clock that is off:
+    ``SKEWS``); every span of one instrumentation scope (an instrumentor not installed),
     a content family on every span (capture switched off), one content attribute or a content family
     hidden (``REDACTED`` in its place), one attribute or all cut at a length limit."""
 
@@ -318,6 +339,8 @@ class Removal:
             return f"truncate all@{self.limit}"
         if self.kind == "batch":
             return f"batch {self.span + 1} of {len(_ends(case.spans))} end times"
+        if self.kind == "skew":
+            return f"skew {case.spans[self.span].name} by {int(self.key) / 1e9:+g} s"
         span = case.spans[self.span]
         if self.kind == "span":
             return f"span {span.name}"
@@ -342,6 +365,9 @@ class Removal:
         elif self.kind == "batch":
             last = _ends(case.spans)[self.span]
             spans = [s for s in spans if s.end_time_unix_nano <= last]
+        elif self.kind == "skew":
+            moved, by = _descendants(case.spans, self.span), int(self.key)
+            spans = [_shifted(s, by) if i in moved else s for i, s in enumerate(spans)]
         elif self.kind == "scope":
             spans = [s for s in spans if s.scope_name != self.key]
         elif self.kind == "content":
@@ -634,6 +660,14 @@ def _span_removals(spans: tuple[RawSpan, ...], kinds: tuple[Kind, ...]) -> Itera
         )
     if "batch" in kinds:
         yield from (Removal("batch", i) for i in range(len(_ends(spans)) - 1))
+    if "skew" in kinds:  # a span under a parent in the trace, with everything under it
+        ids = {s.span_id for s in spans}
+        yield from (
+            Removal("skew", i, by)
+            for i, span in enumerate(spans)
+            if span.parent_span_id in ids
+            for by in SKEWS
+        )
 
 
 def removals(case: Case, kinds: tuple[Kind, ...] = KINDS) -> list[Removal]:
