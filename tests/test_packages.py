@@ -224,3 +224,40 @@ def test_lazy_exports_agree(package: str) -> None:
             f" only in the table {sorted(set(found['listed']) - set(typed))},"
             f" only under TYPE_CHECKING {sorted(set(typed) - set(found['listed']))}"
         )
+
+
+def _imports_from(module: str) -> Iterator[tuple[str, int, str]]:
+    """(importing file, line, name) for each name a module of ours imports from ``module`` by name."""
+    for _, path, _ in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == module:
+                for alias in node.names:
+                    yield str(path.relative_to(ROOT)), node.lineno, alias.name
+
+
+# Private modules whose ``__all__`` is their interface to the rest of their package: the names the package
+# re-exports and the names its other modules import. (Most private modules still have none: each added
+# here is held to it.)
+INTERFACES = ["tracejudge.runs._run", "tracejudge.runs._shared", "tracejudge.runs._command"]
+
+
+@pytest.mark.parametrize("module", INTERFACES)
+def test_a_private_modules_all_is_what_its_package_imports_from_it(module: str) -> None:
+    imported = importlib.import_module(module)
+    exported = getattr(imported, "__all__", None)
+    path = module.replace(".", "/") + ".py"
+    assert exported is not None, f"{path}: add __all__ listing what its package imports from it"
+    assert sorted(exported) == list(exported), f"{path}: keep __all__ sorted"
+    missing = [name for name in exported if not hasattr(imported, name)]
+    assert not missing, f"{path}: __all__ names {missing}, which it does not define"
+    unlisted = sorted(
+        f"{where}:{line} imports {name}"
+        for where, line, name in _imports_from(module)
+        if name not in exported
+    )
+    assert not unlisted, (
+        f"{path}: names imported from it are not in its __all__:\n  "
+        + "\n  ".join(unlisted)
+        + "\nadd them to __all__, or keep them private (a leading underscore) and do not import them"
+    )

@@ -49,6 +49,24 @@ from tracejudge.schema import (
 )
 from tracejudge.store import Store
 
+__all__ = [
+    "Loader",
+    "ScoreOptions",
+    "given_loader",
+    "make_judge",
+    "new_run_id",
+    "new_run_record",
+    "projected_over_budget",
+    "provenance",
+    "run_client",
+    "score_run",
+    "score_run_async",
+    "score_source",
+    "score_task",
+    "series_key",
+    "store_loader",
+]
+
 Loader = Callable[[str], TaskRecord | str]
 """Turns a trace id into its task record, or a reason it cannot (shown as indeterminate)."""
 
@@ -98,7 +116,7 @@ def series_key(rubric: Rubric) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def manifest_hash(manifest: Sequence[ManifestEntry] | None) -> str | None:
+def _manifest_hash(manifest: Sequence[ManifestEntry] | None) -> str | None:
     """sha256 of the index manifest's entries as read (None without one): the permission check's input."""
     if manifest is None:
         return None
@@ -126,7 +144,7 @@ def provenance(rubric: Rubric, *, repeat: int, manifest: Sequence[ManifestEntry]
         temperature=judge.temperature if judge else None,
         repeat=repeat,
         tracejudge_version=__version__,
-        manifest_hash=manifest_hash(manifest),
+        manifest_hash=_manifest_hash(manifest),
     )
 
 
