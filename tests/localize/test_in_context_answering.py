@@ -108,3 +108,36 @@ def test_an_agent_loop_whose_answer_continues_the_call_holding_the_clause_passes
     task = task.model_copy(update={"final_answer_span_id": "root"})
     loc = mk.localize(task, mk.ticket(), None)
     assert (loc.verdict, mk.statuses(loc)[:3]) == ("no_fault", ["pass", "pass", "pass"])
+
+
+def test_the_calls_normalize_found_may_have_answered_are_read_from_the_record(mk: ModuleType) -> None:
+    # The clause only in the tool result the second call read. Normalize found the second call alone may
+    # have answered (it continues the first): in_context passes. A record that does not say (built by hand,
+    # answering_calls empty) leaves the first call's reply open as the answer too, and its input lacks it.
+    sent = (Message(role="user", content=f"Question: {mk.QUESTION}"),)
+    asked = Message(role="assistant", content=None, tool_calls=({"id": "c1", "name": "search"},))
+    result = Message(role="tool", content=mk.V2_TEXT)
+    first = ModelCall(
+        span_id="m1",
+        input_messages=sent,
+        input_recorded=True,
+        input_text=sent[0].content or "",
+        output_recorded=True,
+        output_messages=(asked,),
+    )
+    second = ModelCall(
+        span_id="m2",
+        input_messages=(*sent, asked, result),
+        input_recorded=True,
+        input_text=f"{sent[0].content}\n{mk.V2_TEXT}",
+        output_recorded=True,
+        output_text=mk.GOOD,
+    )
+    task = mk.task(
+        model_calls=(_at(first, 1, mk), _at(second, 2, mk)), answer=f"{mk.GOOD}\n-- procurement bot"
+    ).model_copy(update={"final_answer_span_id": "root", "answering_calls": ("m2",)})
+    loc = mk.localize(task, mk.ticket(), None)
+    assert (loc.verdict, mk.statuses(loc)[:3]) == ("no_fault", ["pass", "pass", "pass"])
+    loc = mk.localize(task.model_copy(update={"answering_calls": ()}), mk.ticket(), None)
+    assert (loc.verdict, mk.statuses(loc)[:3]) == ("unconfirmed", ["pass", "pass", "unconfirmed"])
+    assert "that of model call m1 (which no later call continues) may be the answer" in loc.stages[2].detail

@@ -187,6 +187,8 @@ def test_the_last_reply_is_the_answer_only_when_no_earlier_call_may_have_given_i
 ) -> None:
     record = trace(*calls)
     last = record.model_calls[-1]
+    # The record keeps the calls that may have written the answer, for localize to read.
+    assert record.answering_calls == (*(f"{n:016x}" for n in expected or ()), last.span_id)
     if expected is None:
         assert rivals(record) is None
         assert (record.final_answer, record.final_answer_span_id) == (last.output_text, last.span_id)
@@ -203,6 +205,8 @@ def test_an_answer_the_root_records_is_read_whatever_calls_follow() -> None:
     )
     assert (record.final_answer, record.final_answer_span_id) == (ANSWER, ROOT)
     assert rivals(record) is None
+    # Which call's reply the root's answer is, is localize's to read: both calls may have written it.
+    assert record.answering_calls == (f"{1:016x}", f"{2:016x}")
 
 
 def test_removing_the_roots_answer_leaves_it_open_not_the_title() -> None:

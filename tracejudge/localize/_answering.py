@@ -9,10 +9,11 @@ no evidence it was in the input of the call that answered, and read as such ``in
 The calls that count for a call are the call and those it *continues* (``normalize._answer``: its input
 re-sends theirs, adding only tool steps), whose inputs went on into its own. The answering call is the one the
 answer was read from; where the answer is the root's, the one call whose reply is that text when every other
-call's reply was recorded whole; else — no answer read, or no reply is it — every call no later call continues
-may have given it (``earlier_answers``: and those whose order against the last the trace's skewed times
-leave open), the last among them. A call that returned several choices may have given any of them: the root's
-answer names it when any choice is that text.
+call's reply was recorded whole; else — no answer read, or no reply is it — the calls normalize found may have
+given it (``TaskRecord.answering_calls``: the last, every call no later call continues, and those whose order
+against the last the trace's skewed times leave open), or every call of a record that does not say. A call
+that returned several choices may have given any of them: the root's answer names it when any choice is that
+text.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracejudge.normalize import continued, earlier_answers, out_of_order
+from tracejudge.normalize import continued
 from tracejudge.schema import ModelCall, TaskRecord
 
 __all__ = ["Answering", "answering", "flat", "replies"]
@@ -49,15 +50,18 @@ class Answering:
 def answering(task: TaskRecord) -> Answering:
     """The calls of ``task`` (which has model calls) that may have written its answer."""
     models = task.model_calls
+    calls = _named(task, models) or _found(task, models)
     # Only start times are kept on the record: a retry (the same input sent again) then reads as not
     # continued, which changes nothing here — its input holds the clause exactly when the retry's does.
     times = {call.span_id: (_ns(call.start_time), 0) for call in models}
-    parents = {span.span_id: span.parent_span_id for span in task.spans}
-    spans = {span.span_id: (_ns(span.start_time), _ns(span.end_time)) for span in task.spans}
-    unordered = out_of_order(models, parents, spans)
-    calls = _named(task, models) or [*earlier_answers(models, times, unordered), models[-1]]
     chains = tuple(frozenset(c.span_id for c in continued(models, call, times)) for call in calls)
     return Answering(tuple(calls), chains)
+
+
+def _found(task: TaskRecord, models: Sequence[ModelCall]) -> list[ModelCall]:
+    """The calls normalize found may have given the answer, else (a record that does not say) every call."""
+    ids = set(task.answering_calls)
+    return [call for call in models if call.span_id in ids] or list(models)
 
 
 def _named(task: TaskRecord, models: Sequence[ModelCall]) -> list[ModelCall]:

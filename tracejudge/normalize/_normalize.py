@@ -83,7 +83,8 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     root = tree.root
     last = steps.models[-1].span_id if steps.models else None
     empty = any(g.kind == "model_output_empty" and g.span_id == last for g in gaps.items())
-    answer, answer_span = _final_answer(views, tree, [] if empty else steps.models, gaps)
+    rivals = _Rivals.of(views, tree, steps.models)
+    answer, answer_span = _final_answer(views, tree, [] if empty else steps.models, rivals, gaps)
     # The last model call's output recorded empty is the answer the user got: its gap says so. An earlier
     # call's text is not read in its place (it was not the answer, and would read as one).
     uncertain = any(g.kind == "answer_uncertain" for g in gaps.items())
@@ -114,6 +115,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         rerankings=tuple(steps.rerankings),
         context_assemblies=tuple(steps.contexts),
         model_calls=tuple(steps.models),
+        answering_calls=rivals.answering(steps.models),
         tool_calls=tuple(tools),
         spans=tuple(_node(v, tree.parent[v.span_id]) for v in views),
         gaps=with_switches(gaps.items(), [v.raw for v in views]),
@@ -1110,8 +1112,29 @@ def _first(views: list[SpanView], key: str, keys: _Keys) -> Any:
     return None
 
 
+class _Rivals(NamedTuple):
+    """The model calls before the last that may have given the answer instead of it (``earlier_answers``),
+    worked out once from the spans' start and end times, and those whose order against the last rests on
+    skewed times (``out_of_order``: span id -> the skewed span)."""
+
+    calls: list[ModelCall]
+    unordered: dict[str, str]
+
+    @classmethod
+    def of(cls, views: list[SpanView], tree: _Tree, models: list[ModelCall]) -> _Rivals:
+        if len(models) < 2:
+            return cls([], {})
+        times = {v.span_id: (v.raw.start_time_unix_nano, v.raw.end_time_unix_nano) for v in views}
+        unordered = out_of_order(models, tree.parent, times)
+        return cls(earlier_answers(models, times, unordered), unordered)
+
+    def answering(self, models: list[ModelCall]) -> tuple[str, ...]:
+        """``TaskRecord.answering_calls``: these calls and the last."""
+        return (*(call.span_id for call in self.calls), models[-1].span_id) if models else ()
+
+
 def _final_answer(
-    views: list[SpanView], tree: _Tree, models: list[ModelCall], gaps: Gaps
+    views: list[SpanView], tree: _Tree, models: list[ModelCall], rivals: _Rivals, gaps: Gaps
 ) -> tuple[str | None, str | None]:
     """What the user got: the first convention's record (``PRECEDENCE.final_answer``), else the
     output text of the trace's last model call when no earlier call may have given the answer and it
@@ -1127,18 +1150,16 @@ def _final_answer(
     if not models or not models[-1].output_text:
         return None, None
     last = models[-1]
-    times = {v.span_id: (v.raw.start_time_unix_nano, v.raw.end_time_unix_nano) for v in views}
-    unordered = out_of_order(models, tree.parent, times)
-    rivals = earlier_answers(models, times, unordered)
-    if rivals:
-        named = ", ".join(call.span_id for call in rivals)
+    if rivals.calls:
+        named = ", ".join(call.span_id for call in rivals.calls)
         detail = (
             f"no span records the answer, and the last model call ({last.span_id}) may have been made after"
             f" it (a title, suggestions, a summary, a grader): the reply the user got may be that of model"
             f" call {named}, which no later call continues (re-sends its messages unchanged or adds only tool"
             " steps)"
         )
-        skew = [f"{unordered[c.span_id]} (for {c.span_id})" for c in rivals if c.span_id in unordered]
+        unordered = rivals.unordered
+        skew = [f"{unordered[c.span_id]} (for {c.span_id})" for c in rivals.calls if c.span_id in unordered]
         if skew:
             detail += (
                 "; which call came last is not known: the trace's times are skewed, span "

@@ -297,6 +297,13 @@ class TaskRecord(_Frozen):
     """Context-assembly steps in start order."""
     model_calls: tuple[ModelCall, ...] = ()
     """LLM calls in start order."""
+    answering_calls: tuple[str, ...] = ()
+    """The model calls (span ids, in start order) that may have written the answer when no span says which
+    call's reply it is: the last model call and each earlier one no later call continues (re-sends its
+    messages, adding only tool steps), or whose order against the last the trace's skewed times leave open —
+    just the last when its reply is the answer (normalize works them out from the spans' times,
+    ``normalize._answer``). Empty without model calls; a record built otherwise may leave it empty, and then
+    any of its model calls may have written the answer."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Tool executions in start order."""
     spans: tuple[SpanNode, ...] = ()
