@@ -6,10 +6,12 @@ are the real SDK's BatchSpanProcessor's (the builder of tests/localize/test_late
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from opentelemetry.sdk.trace import ReadableSpan
 
 from tests.localize import conftest as mk
 from tests.localize.test_late_spans import RUNS, _batches, collect_batch
@@ -26,6 +28,18 @@ MANIFEST = [
 ]
 
 
+def first_batch_stored(tmp_path: Path) -> tuple[Path, Path, str, Sequence[ReadableSpan]]:
+    """The store (``s.db`` under ``tmp_path``) holding the first batch of a run whose first call's reply is
+    a draft stating v1's cap (the root, and the answer the user got, come later); the manifest file; the
+    trace id; the rest of the run's spans."""
+    run = next(r for r in RUNS if r.name == "draft-then-answer")
+    first, rest = _batches(run)
+    db, manifest = tmp_path / "s.db", tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(e.model_dump_json() + "\n" for e in MANIFEST))
+    collect_batch(db, tmp_path / "batch-0.json", first)
+    return db, manifest, f"{first[0].context.trace_id:032x}", rest
+
+
 def _cli(db: Path, *args: str) -> dict[str, Any]:
     result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", *args, "--json"])
     assert result.exit_code == 0, result.output
@@ -36,13 +50,7 @@ def _cli(db: Path, *args: str) -> dict[str, Any]:
 def test_a_first_batch_whose_draft_states_the_old_cap_is_not_flagged_while_the_rest_may_arrive(
     tmp_path: Path,
 ) -> None:
-    # The first call's reply is a draft stating v1's cap; the root, and the answer the user got, come later.
-    run = next(r for r in RUNS if r.name == "draft-then-answer")
-    first, rest = _batches(run)
-    trace_id = f"{first[0].context.trace_id:032x}"
-    db, manifest = tmp_path / "s.db", tmp_path / "manifest.jsonl"
-    manifest.write_text("".join(e.model_dump_json() + "\n" for e in MANIFEST))
-    collect_batch(db, tmp_path / "batch-0.json", first)
+    db, manifest, trace_id, rest = first_batch_stored(tmp_path)
     got = _cli(db, "triage", "--sweep", "--manifest", str(manifest))
     assert got["flagged"] == []
     assert got["scanned"] == 1

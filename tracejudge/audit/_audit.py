@@ -15,6 +15,7 @@ from typing import Any
 
 from tracejudge._errors import InputError
 from tracejudge._inputfile import json_lines, read_input
+from tracejudge.runs import is_still_arriving
 from tracejudge.schema import (
     AuditReport,
     CriterionResult,
@@ -317,12 +318,19 @@ def _drift_reading(
     change: float | None,
     ci: tuple[float, float] | None,
     same_traces: bool,
+    arriving: tuple[int, int] = (0, 0),
 ) -> str:
     """What a pass-rate change can be read as, given what changed between the two runs."""
     if changes:
         return (
             "the judge or rubric changed (" + ", ".join(changes) + "): this drift cannot be read as an agent"
             " change; score both with one judge and rubric to compare the agent"
+        )
+    if any(arriving):
+        return (
+            f"{arriving[0]} item(s) of this run and {arriving[1]} of the previous were not scored, their"
+            " trace still arriving (counted as not passing): the change may be theirs; score them again once"
+            " their traces have arrived, then audit again"
         )
     if change is None:
         return "no pass rate to compare"
@@ -346,8 +354,8 @@ def drift(store: Store, run: RunRecord) -> Drift | None:
         for f in _PROVENANCE_FIELDS
         if getattr(before.provenance, f) != getattr(run.provenance, f)
     }
-    now_ids = {i.trace_id for i in store.iter_score_items(run.run_id)}
-    then_ids = {i.trace_id for i in store.iter_score_items(before.run_id)}
+    now_ids, now_late = _scored(store, run.run_id)
+    then_ids, then_late = _scored(store, before.run_id)
     change = ci = None
     if now_o.pass_rate is not None and then_o.pass_rate is not None:
         change = now_o.pass_rate - then_o.pass_rate
@@ -360,8 +368,19 @@ def drift(store: Store, run: RunRecord) -> Drift | None:
         change_ci=ci,
         provenance_changes=changes,
         shared_traces=len(now_ids & then_ids),
-        reading=_drift_reading(changes, change, ci, now_ids == then_ids),
+        still_arriving=(now_late, then_late),
+        reading=_drift_reading(changes, change, ci, now_ids == then_ids, (now_late, then_late)),
     )
+
+
+def _scored(store: Store, run_id: str) -> tuple[set[str], int]:
+    """A run's traces, and how many of its items were left unscored, their trace still arriving."""
+    ids: set[str] = set()
+    late = 0
+    for item in store.iter_score_items(run_id):
+        ids.add(item.trace_id)
+        late += is_still_arriving(item)
+    return ids, late
 
 
 def audit_run(store: Store, run_id: str | None = None, *, mismatch_limit: int | None = 50) -> AuditReport:
@@ -393,6 +412,7 @@ def audit_run(store: Store, run_id: str | None = None, *, mismatch_limit: int | 
         stability=stability(items),
         position=position_consistency(pair_decisions(items)),
         drift=drift(store, run),
+        still_arriving=tuple(i.trace_id for i in items if is_still_arriving(i)),
     )
     store.put_report(
         StoredReport(

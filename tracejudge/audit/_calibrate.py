@@ -13,7 +13,7 @@ from typing import Literal
 from tracejudge.audit._labels import LabelSet, group_by_id, in_holdout, item_key, to_task
 from tracejudge.audit._stats import BOOTSTRAP_RESAMPLES, agreement, cohen_kappa
 from tracejudge.judge import Judge, JudgeClient, OpenAIJudgeClient, prompt_template_hash, rubric_hash
-from tracejudge.runs import Loader, score_task, store_loader
+from tracejudge.runs import Loader, is_still_arriving, score_source, store_loader
 from tracejudge.schema import (
     Agreement,
     CalibrationItem,
@@ -145,6 +145,8 @@ class _Judged:
     scores: dict[str, float | None]
     thresholds: dict[str, float]
     reasoning: dict[str, str]
+    arriving: bool = False
+    """Not judged: the stored trace may still have been arriving, its answer maybe a draft."""
 
     def at(self, threshold: float) -> Verdict:
         """The verdict had every judged criterion's threshold been ``threshold``."""
@@ -189,6 +191,7 @@ def _read(item: ItemResult, rubric: Rubric) -> _Judged:
         scores={k: item.criteria[k].score for k in judged},
         thresholds=judged,
         reasoning={k: c.reasoning for k, c in item.criteria.items() if c.reasoning},
+        arriving=is_still_arriving(item),
     )
 
 
@@ -214,12 +217,13 @@ async def judge_labelled(
     load: Loader | None = None,
 ) -> list[ItemResult]:
     """Score labelled items with a rubric (checks, then the judge), in the given order. ``load`` finds
-    the stored trace of an item that names one."""
+    the stored trace of an item that names one; one that may still be arriving, its answer maybe a draft,
+    is not judged (indeterminate, as ``score`` leaves it: :func:`~tracejudge.runs.still_arriving_reason`)."""
     judge = Judge(rubric, client, cache=store, concurrency=concurrency) if client and rubric.judge else None
     return list(
         await asyncio.gather(
             *(
-                score_task(
+                score_source(
                     _task(it, load), rubric, run_id="calibration", judge=judge, repeat=1, manifest=manifest
                 )
                 for it in items
@@ -516,8 +520,17 @@ async def _judge_all(
     return judged, await run(alt)
 
 
-def _flags(headline: Agreement, opts: CalibrateOptions, split: _Split) -> tuple[str, ...]:
+def _flags(
+    headline: Agreement, opts: CalibrateOptions, split: _Split, judged: Sequence[_Judged]
+) -> tuple[str, ...]:
     flags = list(headline.flags)
+    arriving = sum(j.arriving for j in judged)
+    if arriving:
+        flags.append(
+            f"still_arriving: {arriving} item(s) not judged (indeterminate): their stored trace may still be"
+            " arriving and its answer may be a draft the user never got; they are not marked as seen."
+            " Calibrate again once the rest of the trace has arrived"
+        )
     if opts.holdout and not split.holdout:
         flags.append("no_holdout_items: every item in the holdout bucket was already used for tuning")
     if split.seen_by:
@@ -574,8 +587,11 @@ def _items(
     )
 
 
-def _keep(store: Store, rubric: Rubric, report: CalibrationReport, split: _Split) -> None:
-    """Store the report, and mark each item as used for tuning or as a holdout seen by this version."""
+def _keep(
+    store: Store, rubric: Rubric, report: CalibrationReport, split: _Split, unjudged: Sequence[bool]
+) -> None:
+    """Store the report, and mark each item judged as used for tuning or as a holdout seen by this
+    version (one left unjudged, its trace still arriving, was neither: a later calibration judges it)."""
     store.put_report(
         StoredReport(
             report_id=report.calibration_id,
@@ -600,6 +616,7 @@ def _keep(store: Store, rubric: Rubric, report: CalibrationReport, split: _Split
                 marked_at=now,
             )
             for i, key in enumerate(split.keys)
+            if not unjudged[i]
         ]
     )
 
@@ -629,7 +646,7 @@ async def calibrate_async(
     evaluated = split.holdout if held else list(range(len(chosen.items)))
     headline = _subset(judged, label_of, evaluated, opts.band, opts.resamples)
     report = CalibrationReport(
-        **{**headline.model_dump(), "flags": _flags(headline, opts, split)},
+        **{**headline.model_dump(), "flags": _flags(headline, opts, split, judged)},
         calibration_id=new_calibration_id(),
         created_at=datetime.now(UTC),
         rubric_name=rubric.name,
@@ -653,7 +670,7 @@ async def calibrate_async(
         comparison=_compare(opts, judged, other, chosen, evaluated),
         items=_items(chosen, split, judged, other),
     )
-    _keep(store, rubric, report, split)
+    _keep(store, rubric, report, split, [j.arriving for j in judged])
     return report
 
 

@@ -43,6 +43,15 @@ def render_audit(app: App, r: AuditReport) -> None:
             f" first-shown answer picked {_num(p.first_position_rate, '.0%')} of the time"
         )
     c.print(_drift_line(r.drift))
+    if r.still_arriving:
+        c.print(
+            f"not scored: {len(r.still_arriving)} item(s) whose trace may still have been arriving (their"
+            " answer maybe a draft): "
+            + escape(", ".join(x[:24] for x in r.still_arriving[:10]))
+            + "; score them again once they have arrived (a shared run: the same"
+            " `tracejudge score --run NAME` again; else `tracejudge score --trace ID` for each),"
+            " then audit again"
+        )
 
 
 def _mismatch_table(mismatches: Sequence[Mismatch]) -> Table:

@@ -79,7 +79,9 @@ def draft(
     else:
         app.console.print(safe_text(f"wrote draft ticket {out}"))
     if not as_json:
+        if result.still_arriving is not None:
+            app.err.print(safe_text(f"still arriving: {result.still_arriving}"))
         for a in result.ambiguous:
             app.err.print(safe_text(f"to decide: {a.field}: {a.reason}"))
-        if result.ambiguous or out is not None:
+        if result.ambiguous or result.still_arriving is not None or out is not None:
             app.err.print(safe_text("  → check the draft, fill what is left, then set status: verified"))

@@ -4,14 +4,18 @@ repeats and budget, run records with provenance, and the JSON report (DESIGN 5.6
 from tracejudge.runs._command import ScoreOutcome, score_traces
 from tracejudge.runs._report import item_json, run_json
 from tracejudge.runs._run import (
+    STILL_ARRIVING_REASON,
     Loader,
     ScoreOptions,
+    is_still_arriving,
     new_run_id,
     provenance,
     score_run,
     score_run_async,
+    score_source,
     score_task,
     series_key,
+    still_arriving_reason,
     store_loader,
 )
 from tracejudge.runs._select import in_sample, sample_bucket, select_trace_ids
@@ -19,12 +23,14 @@ from tracejudge.runs._summary import SummaryBuilder
 from tracejudge.runs._writeback import evaluation_events, score_records, write_back
 
 __all__ = [
+    "STILL_ARRIVING_REASON",
     "Loader",
     "ScoreOptions",
     "ScoreOutcome",
     "SummaryBuilder",
     "evaluation_events",
     "in_sample",
+    "is_still_arriving",
     "item_json",
     "new_run_id",
     "provenance",
@@ -33,10 +39,12 @@ __all__ = [
     "score_records",
     "score_run",
     "score_run_async",
+    "score_source",
     "score_task",
     "score_traces",
     "select_trace_ids",
     "series_key",
+    "still_arriving_reason",
     "store_loader",
     "write_back",
 ]

@@ -50,9 +50,11 @@ from tracejudge.schema import (
 from tracejudge.store import Store
 
 __all__ = [
+    "STILL_ARRIVING_REASON",
     "Loader",
     "ScoreOptions",
     "given_loader",
+    "is_still_arriving",
     "make_judge",
     "new_run_id",
     "new_run_record",
@@ -64,6 +66,7 @@ __all__ = [
     "score_source",
     "score_task",
     "series_key",
+    "still_arriving_reason",
     "store_loader",
 ]
 
@@ -283,27 +286,39 @@ async def score_source(
     rubric: Rubric,
     *,
     run_id: str,
-    load: Loader,
+    load: Loader | None = None,
     judge: Judge | None,
     repeat: int,
     manifest: Sequence[ManifestEntry] | None,
+    now: datetime | None = None,
 ) -> ItemResult:
-    """Score one trace id (loaded through ``load``) or task record."""
+    """Score one trace id (loaded through ``load``) or task record — unless it may still be arriving
+    at ``now`` (None: when scored) with an answer that may be a draft: then the item is indeterminate,
+    its reason saying why (:func:`still_arriving_reason`)."""
     if isinstance(src, TaskRecord):
-        return await score_task(src, rubric, run_id=run_id, judge=judge, repeat=repeat, manifest=manifest)
-    task = load(src)
+        task: TaskRecord | str = src
+    elif load is None:  # pragma: no cover - caller bug
+        raise TypeError("score_source needs a loader for a trace id")
+    else:
+        task = load(src)
     if isinstance(task, str):
-        return _unloadable(run_id, src, task)
-    late = _still_arriving(task)
+        return _unloadable(run_id, str(src), task)
+    late = still_arriving_reason(task, now)
     if late is not None:
-        return _unloadable(run_id, src, late)
+        return _unloadable(run_id, task.trace_id, late)
     return await score_task(task, rubric, run_id=run_id, judge=judge, repeat=repeat, manifest=manifest)
 
 
-def _still_arriving(task: TaskRecord, now: datetime | None = None) -> str | None:
-    """Why a stored trace is not scored yet: it may still be arriving (exporters send spans as they end,
-    the root last) and its answer was read from a model call — maybe a draft the user never got, which
-    no check or judge should pass or fail. A later run scores it (DESIGN 5.5)."""
+STILL_ARRIVING_REASON = "still_arriving"
+"""How the reason of an item not scored because its trace may still be arriving begins."""
+
+
+def still_arriving_reason(task: TaskRecord, now: datetime | None = None) -> str | None:
+    """Why a stored trace is not scored yet: it may still be arriving at ``now`` (None: the present;
+    exporters send spans as they end, the root last) and its answer was read from a model call — maybe a
+    draft the user never got, which no check or judge should pass or fail. A later run scores it
+    (DESIGN 5.5: :func:`~tracejudge.localize.answer_still_arriving`, the rule triage and the sweep read).
+    None when it may be scored."""
     # Imported at the first item, not at start-up (the score command loads only what scoring uses).
     from tracejudge.localize import answer_still_arriving
 
@@ -311,9 +326,15 @@ def _still_arriving(task: TaskRecord, now: datetime | None = None) -> str | None
     if late is None:
         return None
     return (
-        f"still_arriving: the answer was read from span {task.final_answer_span_id}, not the root, and"
-        f" {late}: score it again once the rest of the trace has arrived"
+        f"{STILL_ARRIVING_REASON}: the answer was read from span {task.final_answer_span_id}, not the root,"
+        f" and {late}: score it again once the rest of the trace has arrived"
     )
+
+
+def is_still_arriving(item: ItemResult) -> bool:
+    """Whether ``item`` was left unscored because its trace may still have been arriving
+    (:func:`still_arriving_reason`): a later run (or worker of a shared run) scores it."""
+    return item.verdict == "indeterminate" and item.reason.startswith(f"{STILL_ARRIVING_REASON}:")
 
 
 def new_run_record(

@@ -348,6 +348,9 @@ class Drift(_Frozen):
     """Provenance fields that differ: (previous, now)."""
     shared_traces: int = 0
     """Traces scored in both runs."""
+    still_arriving: tuple[int, int] = (0, 0)
+    """Items of (this run, the previous run) left indeterminate because their trace may still have been
+    arriving (their answer maybe a draft): each pass rate counts them as not passing."""
     reading: str = ""
     """Whether the change can be read as the agent's."""
 
@@ -381,6 +384,9 @@ class AuditReport(_Frozen):
     """Position consistency (pairwise runs)."""
     drift: Drift | None = None
     """Drift against the previous run of the same rubric."""
+    still_arriving: tuple[str, ...] = ()
+    """Traces of the run not scored (indeterminate) because they may still have been arriving, their
+    answer maybe a draft the user never got (DESIGN 5.5): score them again once they have arrived."""
 
 
 class ProbeResult(_Frozen):

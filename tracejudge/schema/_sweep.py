@@ -80,6 +80,10 @@ class DraftTicket(_Frozen):
     """The ticket as YAML, with a comment on each field left for a person."""
     out: str | None = None
     """The file it was written to, if any."""
+    still_arriving: str | None = None
+    """Why the answer was not read: the trace may still be arriving and the answer was read from a model
+    call, not the root — maybe a draft the user never got (DESIGN 5.5). The basis then rests on the
+    feedback and what the trace retrieved; draft again once the rest of the trace has arrived."""
 
 
 class SweepFlag(_Frozen):

@@ -238,7 +238,7 @@ def draft_ticket_for(
         from tracejudge.sweep._langfuse import langfuse_feedback
 
         feedback = langfuse_feedback(trace_id, langfuse_score)
-    draft = draft_ticket(identify(normalize(spans), manifest), index, feedback)
+    draft = draft_ticket(identify(normalize(spans), manifest), index, feedback, datetime.now(UTC))
     if out is None:
         return draft
     try:

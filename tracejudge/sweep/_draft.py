@@ -18,7 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from tracejudge.localize import cites_version, fact_value, tokenize
+from tracejudge.localize import answer_still_arriving, cites_version, fact_value, tokenize
 from tracejudge.schema import Ambiguity, ChangedValue, DraftTicket, Evidence, SentenceChange, TaskRecord
 from tracejudge.sweep._index import DocVersion, VersionIndex
 from tracejudge.sweep._sweep import Finding, analyse, evidence, retrieved_versions, task_time_of
@@ -422,10 +422,15 @@ class _Yaml:
             self.lines.append(f"{'  - ' if j == 0 else '    '}{key}: {_dump(m[key])}")
 
 
-def render_yaml(ticket: dict[str, Any], ambiguous: Sequence[Ambiguity]) -> str:
-    """The ticket as YAML, each field left for a person preceded by a comment saying why."""
+def render_yaml(
+    ticket: dict[str, Any], ambiguous: Sequence[Ambiguity], still_arriving: str | None = None
+) -> str:
+    """The ticket as YAML, each field left for a person preceded by a comment saying why (and, when the
+    trace may still be arriving, why its answer was not read)."""
     y = _Yaml({a.field: a for a in ambiguous})
     y.lines.append("# Drafted by `tracejudge ticket draft`: check every field, then set status: verified.")
+    if still_arriving is not None:
+        y.lines.append(f"# STILL ARRIVING: {' '.join(still_arriving.splitlines())}")
     y.lines += [f"{key}: {_dump(ticket[key])}" for key in _SCALARS if key in ticket]
     y.note("required[0].doc_id")
     y.lines.append("required:" if ticket["required"] else "required: []")
@@ -455,29 +460,45 @@ def _finding_for(task: TaskRecord, index: VersionIndex, feedback: str, t: dateti
 
 
 def _basis(
-    task: TaskRecord, index: VersionIndex, feedback: str, t: datetime
+    task: TaskRecord, index: VersionIndex, feedback: str, t: datetime, late: str | None
 ) -> tuple[_Draft, list[Evidence]]:
-    f = _finding_for(task, index, feedback, t)
+    # An answer that may be a draft of a trace still arriving is not read (as the sweep does not flag it).
+    f = None if late is not None else _finding_for(task, index, feedback, t)
     if f is None:
         return _without_finding(task, index, feedback, t)
     return draft_from_finding(task, index, f, f.used(set(retrieved_versions(task, index))), feedback)
 
 
-def draft_ticket(task: TaskRecord, index: VersionIndex, feedback: str = "") -> DraftTicket:
+def draft_ticket(
+    task: TaskRecord, index: VersionIndex, feedback: str = "", now: datetime | None = None
+) -> DraftTicket:
     """A draft ticket for a trace (DESIGN 5.5): from a sweep finding when its answer rests on a version
-    not in effect, else from the document the feedback names or the trace retrieved."""
+    not in effect, else from the document the feedback names or the trace retrieved. An answer that may
+    be a draft of a trace still arriving at ``now`` (at any time, when None:
+    :func:`~tracejudge.localize.answer_still_arriving`) is not read; the record says why."""
+    late = answer_still_arriving(task, now)
     t = task_time_of(task)
     if t is None:
-        why = "the trace records no start time: write the task time, then the basis in effect then"
-        d = _Draft(ambiguous=[Ambiguity(field="task_time", reason=why)])
+        no_time = "the trace records no start time: write the task time, then the basis in effect then"
+        d = _Draft(ambiguous=[Ambiguity(field="task_time", reason=no_time)])
         ev: list[Evidence] = []
     else:
-        d, ev = _basis(task, index, feedback, t)
+        d, ev = _basis(task, index, feedback, t, late)
     ticket = _ticket(task, d, feedback, t)
+    unread = None if late is None else _not_read(task, late)
     return DraftTicket(
         trace_id=task.trace_id,
         ticket=ticket,
         ambiguous=tuple(d.ambiguous),
         evidence=tuple(ev),
-        yaml=render_yaml(ticket, d.ambiguous),
+        yaml=render_yaml(ticket, d.ambiguous, unread),
+        still_arriving=unread,
+    )
+
+
+def _not_read(task: TaskRecord, late: str) -> str:
+    return (
+        f"the answer was not read: it was read from span {task.final_answer_span_id}, not the root, and"
+        f" {late}, so it may be a draft the user never got; draft again once the rest of the trace has"
+        " arrived"
     )
