@@ -206,43 +206,33 @@ def _held(
     """The result when an input that counts holds the material (pass) or one that may not does (unconfirmed);
     else None, what the inputs that count show, and notes on the calls made after the answering call that
     hold it (they do not count)."""
-    calls = ctx.task.model_calls
-    skip: frozenset[str] = frozenset()
+    scan, split = _search(ctx, m, clause, source, frozenset())
+    held = split or scan.seen
+    if not held:
+        return None, scan, []
+    ans = _open(ctx, held)
+    later = _made_after(ctx, ans, held) if ans is not None else {}
     after: list[Evidence] = []
-    while True:  # twice at most: the calls made after the answering call are skipped the second time
-        scan, split = _search(ctx, m, clause, source, skip)
+    if later:
+        # Only calls made after the answering call hold it: whether it reached the answer is in the others,
+        # searched again without them (the clause may be there split across two chunks).
+        after = [e.model_copy(update={"note": f"{e.note} — {later.get(e.span_id or '', '')}"}) for e in held]
+        scan, split = _search(ctx, m, clause, source, frozenset(later))
         held = split or scan.seen
         if not held:
             return None, scan, after
-        ids = {e.span_id for e in held if e.span_id is not None}
-        # The call the answer was read from holding it settles it (most traces): no chain is worked out.
-        reached = (
-            None
-            if ctx.task.final_answer_span_id in ids
-            else _reached(ctx, answering(ctx.task), ids, source, label)
+        ans = _open(ctx, held)
+    if ans is not None:
+        return _not_reached(ctx, ans, held, source, label), scan, after
+    calls = ctx.task.model_calls
+    if split:
+        detail = (
+            f"{source} of {label}, split across two retrieved chunks, reached the model input"
+            f" of {len(split)} of {len(calls)} model calls"
         )
-        if isinstance(reached, StageResult):
-            return reached, scan, after
-        if reached is None and split:
-            detail = (
-                f"{source} of {label}, split across two retrieved chunks, reached the model input"
-                f" of {len(split)} of {len(calls)} model calls"
-            )
-            return stage_result("in_context", "pass", detail, evidence=split), scan, after
-        if reached is None:
-            detail = (
-                f"{source} of {label} reached the model input of {len(scan.seen)} of {len(calls)} model calls"
-            )
-            return (
-                stage_result("in_context", "pass", detail, evidence=[*scan.seen, *scan.absent]),
-                scan,
-                after,
-            )
-        # Only calls made after the answering call hold it: whether it reached the answer is in the others.
-        after = [
-            e.model_copy(update={"note": f"{e.note} — {reached.get(e.span_id or '', '')}"}) for e in held
-        ]
-        skip = frozenset(reached)
+        return stage_result("in_context", "pass", detail, evidence=split), scan, after
+    detail = f"{source} of {label} reached the model input of {len(scan.seen)} of {len(calls)} model calls"
+    return stage_result("in_context", "pass", detail, evidence=[*scan.seen, *scan.absent]), scan, after
 
 
 def _search(
@@ -254,20 +244,48 @@ def _search(
     return scan, split
 
 
-def _reached(
-    ctx: CheckContext, ans: Answering, held: set[str], source: str, label: str
-) -> StageResult | dict[str, str] | None:
-    """Whether the calls whose input holds the material (``held``) show it reached the call that wrote the
-    answer: None when it reached every call that may have (the call or one it continues holds it); the calls
-    made after the answering call (span id: why they do not count) when only such calls hold it; else an
-    unconfirmed result — the answer's call is open, or a call before it holds it that it does not continue
-    (a sub-agent, a compression or rewrite step: its reply may or may not have carried the material on)."""
-    holding = [call for call, chain in zip(ans.calls, ans.chains, strict=True) if chain & held]
-    if len(holding) == len(ans.calls):
+def _ids(held: list[Evidence]) -> set[str]:
+    return {e.span_id for e in held if e.span_id is not None}
+
+
+def _open(ctx: CheckContext, held: list[Evidence]) -> Answering | None:
+    """None when the calls whose input holds the material (``held``) show it reached the call that wrote the
+    answer: the call the answer was read from holds it (most traces: no chain is worked out), or every call
+    that may have written it does or a call it continues does; else the calls that may have written it."""
+    ids = _ids(held)
+    if ctx.task.final_answer_span_id in ids:
         return None
-    named = _named(call.span_id for call in ctx.task.model_calls if call.span_id in held)
+    ans = answering(ctx.task)
+    holding = [call for call, chain in zip(ans.calls, ans.chains, strict=True) if chain & ids]
+    return None if len(holding) == len(ans.calls) else ans
+
+
+def _made_after(ctx: CheckContext, ans: Answering, held: list[Evidence]) -> dict[str, str]:
+    """The calls made after the call that wrote the answer (span id: why they do not count) when only such
+    calls hold the material and the trace says which call that was; else empty."""
     if not ans.known:
-        lacking = _named(call.span_id for call in ans.calls if call not in holding)
+        return {}
+    answer = ans.calls[0]
+    made_after = {
+        call.span_id: f"made after the call that wrote the answer ({answer.span_id}): not its input"
+        for call in ctx.task.model_calls
+        if _started_after(call, answer)
+    }
+    return made_after if _ids(held) <= made_after.keys() else {}
+
+
+def _not_reached(
+    ctx: CheckContext, ans: Answering, held: list[Evidence], source: str, label: str
+) -> StageResult:
+    """Unconfirmed: calls whose input holds the material (``held``) do not show it reached the call that wrote
+    the answer — that call is open, or a call before it holds it that it does not continue (a sub-agent, a
+    compression or rewrite step: its reply may or may not have carried the material on)."""
+    ids = _ids(held)
+    named = _named(call.span_id for call in ctx.task.model_calls if call.span_id in ids)
+    if not ans.known:
+        lacking = _named(
+            call.span_id for call, chain in zip(ans.calls, ans.chains, strict=True) if not chain & ids
+        )
         detail = (
             f"{source} of {label} reached the model input of {named}, and the trace does not say which call's"
             f" reply the user got: that of {lacking} (which no later call continues) may be the answer, and"
@@ -276,14 +294,6 @@ def _reached(
         )
         return stage_result("in_context", "unconfirmed", detail, missing=[RECORD_ANSWER])
     answer = ans.calls[0]
-    calls = ctx.task.model_calls
-    made_after = {
-        call.span_id: f"made after the call that wrote the answer ({answer.span_id}): not its input"
-        for call in calls
-        if _started_after(call, answer)
-    }
-    if held <= made_after.keys():
-        return made_after
     detail = (
         f"{source} of {label} reached the model input of {named} but not that of the call that"
         f" wrote the answer ({answer.span_id}) nor of a call it continues: the trace does not show whether"
