@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +28,11 @@ from tracejudge.schema import (
     Ticket,
 )
 from tracejudge_collectors.otel import iter_otlp_file, read_otlp_file
+
+if TYPE_CHECKING:
+    import openai
+
+    from tracejudge.testing.openai_server import Rule
 
 T0 = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
 DOC = "C-17/attachment"
@@ -315,3 +321,62 @@ def agent_and_retrieval(trace_id: str) -> tuple[RawSpan, RawSpan, int]:
         },
     )
     return root, retrieval, t0
+
+
+# What the RAG apps below send the model: v2's clause as the context, and the question.
+RAG_MESSAGES: list[dict[str, str]] = [
+    {"role": "system", "content": f"Context:\n{V2_TEXT}"},
+    {"role": "user", "content": QUESTION},
+]
+
+
+def ask_each(client: openai.OpenAI, times: int) -> None:
+    """``times`` chat calls, each sending ``RAG_MESSAGES``."""
+    for _ in range(times):
+        client.chat.completions.create(model="scripted-model", messages=RAG_MESSAGES)
+
+
+def genai_rag_trace(replies: list[Rule], ask: Callable[[openai.OpenAI], None] | None = None) -> list[RawSpan]:
+    """A RAG app (root ``invoke_agent`` span, its own GenAI retrieval span returning v2) whose chat calls
+    ``ask`` makes (by default one per reply, ``ask_each``) through the real ``openai`` client against the
+    scripted OpenAI stand-in serving ``replies``, recorded by the OTel GenAI instrumentation
+    (opentelemetry-instrumentation-openai-v2, the latest conventions with the content on the span:
+    ``gen_ai.input.messages`` / ``gen_ai.output.messages`` as JSON text, GenAI parts) and the real SDK's
+    OTLP encoder, decoded by tracejudge's decoder."""
+    import openai
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as GenAIInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.fixtures.outside._formats import genai_content_on_span
+    from tracejudge.testing.openai_server import ScriptedOpenAIServer
+    from tracejudge_collectors.otel import decode_protobuf
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("rag-app")
+    with genai_content_on_span():
+        instrumentor = GenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            with ScriptedOpenAIServer(replies) as server:
+                client = openai.OpenAI(
+                    base_url=server.base_url, api_key="sk-test-not-a-secret", max_retries=0
+                )
+                with tracer.start_as_current_span("invoke_agent") as root:
+                    root.set_attribute("gen_ai.operation.name", "invoke_agent")
+                    with tracer.start_as_current_span("retrieval") as span:
+                        span.set_attribute("gen_ai.operation.name", "retrieval")
+                        span.set_attribute(
+                            "gen_ai.retrieval.documents", f'[{{"id": "{DOC}@v2", "score": 0.9}}]'
+                        )
+                    if ask is None:
+                        ask_each(client, len(replies))
+                    else:
+                        ask(client)
+        finally:
+            instrumentor.uninstrument()
+    return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans

@@ -192,7 +192,7 @@ def test_a_few_milliseconds_past_the_parent_is_no_skew(drafts: dict[str, list[Ra
 def test_an_empty_answer_after_a_draft_stays_open_whatever_the_clock(which: str, delta: int) -> None:
     # The GenAI instrumentation records the last reply empty after a draft stating v1's cap: unconfirmed.
     # A skew that put the draft last read it as the answer (ignored_by_model) for 4 of these 6 shifts.
-    spans = empty._genai_trace([Rule(reply=empty.DRAFT, times=1), Rule(reply="")])
+    spans = mk.genai_rag_trace([Rule(reply=empty.DRAFT, times=1), Rule(reply="")])
     assert _triage(spans).verdict == "unconfirmed"
     chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time_unix_nano)
     draft, answer = chats

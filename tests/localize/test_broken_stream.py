@@ -13,22 +13,14 @@ stream, word by word as it sends it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import openai
 import pytest
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.fixtures.outside._formats import genai_content_on_span
 from tests.localize import conftest as mk
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
 from tracejudge.schema import RawSpan
-from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
-from tracejudge_collectors.otel import decode_protobuf
+from tracejudge.testing.openai_server import Rule
 
 STALE_FIRST = (
     "Attachment v1 allowed prepayment up to 50,000 RMB. Under attachment v2, in effect now, prepayment is"
@@ -37,58 +29,30 @@ STALE_FIRST = (
 GOOD_FIRST = f"{mk.GOOD} Attachment v1 allowed up to 50,000 RMB, which no longer applies."
 
 
-@pytest.fixture
-def genai_env() -> Iterator[None]:
-    """The GenAI instrumentation's latest conventions with the content on the span."""
-    with genai_content_on_span():
-        yield
-
-
 def _trace(reply: str, words: int | None) -> list[RawSpan]:
-    """A RAG app (root span, the retriever returning v2) streaming one chat reply; it reads ``words`` words
-    of it and closes the stream (None: reads it to the end)."""
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as GenAIInstrumentor
+    """The GenAI RAG app streaming one chat reply; it reads ``words`` words of it and closes the stream
+    (None: reads it to the end)."""
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("rag-app")
-    instrumentor = GenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        with ScriptedOpenAIServer([Rule(reply=reply)]) as server:
-            client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-not-a-secret", max_retries=0)
-            with tracer.start_as_current_span("invoke_agent") as root:
-                root.set_attribute("gen_ai.operation.name", "invoke_agent")
-                with tracer.start_as_current_span("retrieval") as span:
-                    span.set_attribute("gen_ai.operation.name", "retrieval")
-                    span.set_attribute(
-                        "gen_ai.retrieval.documents", f'[{{"id": "{mk.DOC}@v2", "score": 0.9}}]'
-                    )
-                stream = client.chat.completions.create(
-                    model="scripted-model",
-                    messages=[
-                        {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
-                        {"role": "user", "content": mk.QUESTION},
-                    ],
-                    stream=True,
-                )
-                read = 0
-                for chunk in stream:
-                    read += bool(chunk.choices and chunk.choices[0].delta.content)
-                    if words is not None and read == words:
-                        break
-                stream.close()
-    finally:
-        instrumentor.uninstrument()
-    return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
+    def read(client: openai.OpenAI) -> None:
+        stream = client.chat.completions.create(
+            model="scripted-model",
+            messages=mk.RAG_MESSAGES,
+            stream=True,
+        )
+        seen = 0
+        for chunk in stream:
+            seen += bool(chunk.choices and chunk.choices[0].delta.content)
+            if words is not None and seen == words:
+                break
+        stream.close()
+
+    return mk.genai_rag_trace([Rule(reply=reply)], read)
 
 
 def _verdict(spans: list[RawSpan]) -> str:
     return localize(normalize(spans), mk.ticket(), [mk.entry(acl=None), mk.v1_entry()]).verdict
 
 
-@pytest.mark.usefixtures("genai_env")
 @pytest.mark.parametrize(("reply", "whole"), [(STALE_FIRST, "unconfirmed"), (GOOD_FIRST, "unconfirmed")])
 def test_a_reply_whose_stream_broke_off_states_nothing_definite(reply: str, whole: str) -> None:
     # Read to the end, the reply names both caps (which one it rests on is left to a judge).
@@ -109,7 +73,6 @@ def test_a_reply_whose_stream_broke_off_states_nothing_definite(reply: str, whol
     assert "the answer may be incomplete" in used.detail
 
 
-@pytest.mark.usefixtures("genai_env")
 def test_a_reply_read_to_its_end_is_whole() -> None:
     task = normalize(_trace(mk.GOOD, None))
     assert task.final_answer == mk.GOOD

@@ -29,18 +29,6 @@ from tracejudge_collectors.otel import decode_protobuf
 DRAFT = "Checking: attachment v1 allowed prepayment up to 50,000 RMB; let me confirm the current terms."
 
 
-def _ask(client: openai.OpenAI, times: int) -> None:
-    """``times`` chat calls, each sending v2's clause as the context and the question."""
-    for _ in range(times):
-        client.chat.completions.create(
-            model="scripted-model",
-            messages=[
-                {"role": "system", "content": f"Context:\n{mk.V2_TEXT}"},
-                {"role": "user", "content": mk.QUESTION},
-            ],
-        )
-
-
 def _trace(
     replies: list[Rule],
     config: TraceConfig | None = None,
@@ -71,7 +59,7 @@ def _trace(
                     span.set_attribute("retrieval.documents.0.document.id", f"{mk.DOC}@v2")
                     span.set_attribute("retrieval.documents.0.document.content", mk.V2_TEXT)
                 if ask is None:
-                    _ask(client, len(replies))
+                    mk.ask_each(client, len(replies))
                 else:
                     ask(client)
     finally:
@@ -133,7 +121,7 @@ _RECORDERS = [pytest.param("openinference", id="openinference"), pytest.param("g
 
 
 def _recorded(recorder: str, replies: list[Rule]) -> list[RawSpan]:
-    return _trace(replies) if recorder == "openinference" else _genai_trace(replies)
+    return _trace(replies) if recorder == "openinference" else mk.genai_rag_trace(replies)
 
 
 @pytest.mark.parametrize("recorder", _RECORDERS)
@@ -203,51 +191,10 @@ def _started(span: RawSpan) -> int:
     return span.start_time_unix_nano
 
 
-def _genai_trace(replies: list[Rule]) -> list[RawSpan]:
-    """``_trace``'s app with its chat calls recorded by the OTel GenAI instrumentation
-    (opentelemetry-instrumentation-openai-v2, content on the span: ``gen_ai.input.messages`` /
-    ``gen_ai.output.messages`` as JSON text, GenAI parts); the retriever is the app's own GenAI span."""
-    import os
-
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as GenAIInstrumentor
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("rag-app")
-    env = {
-        "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    instrumentor = GenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        with ScriptedOpenAIServer(replies) as server:
-            client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-not-a-secret", max_retries=0)
-            with tracer.start_as_current_span("invoke_agent") as root:
-                root.set_attribute("gen_ai.operation.name", "invoke_agent")
-                with tracer.start_as_current_span("retrieval") as span:
-                    span.set_attribute("gen_ai.operation.name", "retrieval")
-                    span.set_attribute(
-                        "gen_ai.retrieval.documents", f'[{{"id": "{mk.DOC}@v2", "score": 0.9}}]'
-                    )
-                _ask(client, len(replies))
-    finally:
-        instrumentor.uninstrument()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
-
-
 def test_an_empty_genai_output_reads_empty_not_missing() -> None:
     # The GenAI instrumentation records the reply as one text part whose content is "": the model said
     # nothing, with content capture on. It read as not recorded, naming the capture switch to turn on.
-    task = normalize(_genai_trace([Rule(reply="", finish_reason="length")]))
+    task = normalize(mk.genai_rag_trace([Rule(reply="", finish_reason="length")]))
     (call,) = task.model_calls
     assert call.output_messages[0].content == ""
     assert task.final_answer is None
@@ -272,7 +219,7 @@ def test_a_genai_reply_recorded_with_no_part_reads_empty_not_hidden() -> None:
     # its finish reason: capture was on, nothing was hidden, and no switch records the refusal.
     from tests.localize.test_refusal import refusal_body
 
-    task = normalize(_genai_trace([Rule(raw_body=refusal_body())]))
+    task = normalize(mk.genai_rag_trace([Rule(raw_body=refusal_body())]))
     (call,) = task.model_calls
     gaps = {g.kind: g for g in task.gaps}
     assert "model_output_not_recorded" not in gaps

@@ -579,7 +579,7 @@ def _reading_cases() -> Iterator[Case]:
     from tests.localize import test_refusal as refusal
 
     manifest = (mk.entry(acl=None), mk.v1_entry())
-    genai = empty._genai_trace([empty.Rule(reply=empty.DRAFT, times=1), empty.Rule(reply="")])
+    genai = mk.genai_rag_trace([empty.Rule(reply=empty.DRAFT, times=1), empty.Rule(reply="")])
     yield Case("reading/genai-empty-after-draft", tuple(genai), mk.ticket(), manifest)
     yield Case("reading/refusal", tuple(refusal.refused_trace()), mk.ticket(), manifest)
     openllmetry = tuple(refusal.openllmetry_refused_trace())
