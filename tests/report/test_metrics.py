@@ -106,7 +106,7 @@ def test_charts_escape_labels() -> None:
     assert svg.count("<circle") == 2
 
 
-_SAMPLE = re.compile(r"^([a-z0-9_]+)\{([^}]*)\} (\S+)$")
+_SAMPLE = re.compile(r"^([a-z0-9_]+)(?:\{([^}]*)\})? (\S+)$")
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -115,8 +115,8 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
         if line.startswith("#") or not line:
             continue
         m = _SAMPLE.match(line)
-        assert m, f"not a labelled sample: {line!r}"
-        labels = dict(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        assert m, f"not a sample: {line!r}"
+        labels = dict(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
         out.append((m.group(1), labels, float(m.group(3))))
     return out
 

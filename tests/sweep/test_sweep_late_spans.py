@@ -18,8 +18,10 @@ from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tracejudge.cli import cli
 from tracejudge.localize import STILL_ARRIVING
 from tracejudge.normalize import normalize
+from tracejudge.report import build_report, render_html, store_metrics
+from tracejudge.schema import StoredReport, SweepSummary
 from tracejudge.store import SqliteStore
-from tracejudge.sweep import sweep
+from tracejudge.sweep import latest_sweep, sweep
 
 # The versions with their text, as a sweep needs them.
 MANIFEST = [
@@ -72,3 +74,61 @@ def test_a_first_batch_whose_draft_states_the_old_cap_is_not_flagged_while_the_r
     collect_batch(db, tmp_path / "batch-1.json", rest)
     got = _cli(db, "triage", "--sweep", "--manifest", str(manifest))
     assert (got["flagged"], got["still_arriving"]) == ([], [])
+
+
+BEFORE_COUNT = Path(__file__).with_name("fixtures") / "sweep_before_count.json"
+
+
+def _metric(text: str, name: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(name)]
+
+
+def test_the_recorded_sweep_counts_the_traces_it_did_not_judge_in_the_report_and_metrics(
+    tmp_path: Path,
+) -> None:
+    db, manifest, trace_id, _rest = first_batch_stored(tmp_path)
+    _cli(db, "triage", "--sweep", "--manifest", str(manifest))  # records its summary
+    store = SqliteStore(db)
+    try:
+        summary = latest_sweep(store)
+        assert summary is not None
+        # It counted the trace scanned (1) and nothing flagged; what it passed over was not kept.
+        assert (summary.scanned, summary.flagged_total) == (1, 0)
+        assert (summary.still_arriving, summary.still_arriving_traces) == (1, (trace_id,))
+        metrics = store_metrics(store)
+        html = render_html(build_report(store))
+        # The summary as stored holds what the tracejudge before the count wrote, no more: it forbids
+        # fields it does not know, and would pass over this sweep for an older one.
+        (stored,) = store.list_reports("sweep")
+        before = json.loads(BEFORE_COUNT.read_text(encoding="utf-8"))
+        assert set(stored.payload) == set(before[0]["payload"])
+        SweepSummary.model_validate(stored.payload)
+    finally:
+        store.close()
+    assert _metric(metrics, "tracejudge_sweep_still_arriving_traces") == [
+        "tracejudge_sweep_still_arriving_traces 1"
+    ]
+    text = " ".join(html.split())
+    assert "1 trace(s) scanned but not judged: they may still have been arriving" in text
+    assert "sweep again once they have arrived" in text
+    assert trace_id in text
+
+
+def test_a_sweep_recorded_before_the_count_reads_as_not_counted(tmp_path: Path) -> None:
+    # Recorded by tracejudge at 636bdc0 (tests/sweep/fixtures/make_sweep_before_count.py): it passed over a
+    # trace still arriving and kept no count of it. Read as not counted, not as none.
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        for row in json.loads(BEFORE_COUNT.read_text(encoding="utf-8")):
+            store.put_report(StoredReport.model_validate(row))
+        summary = latest_sweep(store)
+        assert summary is not None
+        assert (summary.scanned, summary.flagged_total) == (3, 1)
+        assert (summary.still_arriving, summary.still_arriving_traces) == (None, ())
+        metrics = store_metrics(store)
+        html = render_html(build_report(store))
+    finally:
+        store.close()
+    assert _metric(metrics, "tracejudge_sweep_still_arriving_traces ") == []
+    assert _metric(metrics, 'tracejudge_sweep_flagged_traces{doc_id="C-17/attachment"') != []
+    assert "not counted (this sweep was recorded by an earlier tracejudge)" in " ".join(html.split())

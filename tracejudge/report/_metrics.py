@@ -297,10 +297,18 @@ def sweep_families(summary: SweepSummary | None) -> list[Family]:
         "gauge",
         "Traces of the latest sweep whose answer rests on a document version not in effect at the task time.",
     )
+    arriving = Family(
+        "tracejudge_sweep_still_arriving_traces",
+        "gauge",
+        "Traces of the latest sweep not judged: they may still have been arriving (their answer a draft).",
+    )
     if summary is not None:
         for c in summary.by_version:
             flagged.add(c.flagged, doc_id=c.doc_id, version_used=c.used, in_effect=c.in_effect or "several")
-    return [flagged]
+        # Not counted by the tracejudge that recorded it: no sample rather than a 0 that was never counted.
+        if summary.still_arriving is not None:
+            arriving.add(summary.still_arriving)
+    return [flagged, arriving]
 
 
 def store_metrics(store: Store, *, cache: LatencyCache | None = None) -> str:

@@ -11,7 +11,7 @@ from tracejudge.schema._spans import SCHEMA_VERSION, _Frozen
 
 LabelValue = Literal["pass", "fail", "borderline"]
 Split = Literal["tuning", "holdout"]
-ReportKind = Literal["calibration", "audit", "probe", "sample", "sweep"]
+ReportKind = Literal["calibration", "audit", "probe", "sample", "sweep", "sweep_arriving"]
 
 
 class LabelItem(_Frozen):

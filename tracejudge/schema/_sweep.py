@@ -150,3 +150,22 @@ class SweepSummary(_Frozen):
     """Flagged traces per document version."""
     flagged: tuple[SweepFlag, ...] = ()
     """The first flags (at most a few hundred), evidence cut to its first note, without tickets."""
+    still_arriving: int | None = None
+    """Traces scanned but not judged because they may still have been arriving, their answer maybe a draft
+    (``SweepReport.still_arriving``); None: not counted (a sweep recorded by a tracejudge before the count).
+    Stored beside the summary (:class:`SweepArriving`), not in it: a tracejudge before the count forbids
+    fields it does not know, and would skip the summary for an older one."""
+    still_arriving_traces: tuple[str, ...] = ()
+    """The first of those traces (at most a few hundred)."""
+
+
+class SweepArriving(_Frozen):
+    """What a recorded sweep did not judge because it may still have been arriving: the stored companion of
+    its :class:`SweepSummary` (``StoredReport`` kind ``sweep_arriving``), read back into it."""
+
+    sweep_report_id: str
+    """The stored sweep summary it belongs to."""
+    still_arriving: int
+    """Traces scanned but not judged."""
+    traces: tuple[str, ...] = ()
+    """The first of them (at most a few hundred)."""

@@ -18,6 +18,7 @@ from tracejudge.schema import (
     ManifestEntry,
     RawSpan,
     StoredReport,
+    SweepArriving,
     SweepCount,
     SweepFlag,
     SweepReport,
@@ -187,32 +188,72 @@ def summarize(
             for (d, u, e), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or ""))
         ),
         flagged=kept,
+        still_arriving=len(report.still_arriving),
+        still_arriving_traces=report.still_arriving[:_KEPT_FLAGS],
     )
+
+
+# The summary's fields kept beside it (SweepArriving), not in its stored payload: a tracejudge from before
+# them forbids fields it does not know, so it would pass over the latest sweep and show an older one.
+_BESIDE = frozenset({"still_arriving", "still_arriving_traces"})
 
 
 def record_sweep(
     store: Store, report: SweepReport, *, since: datetime | None = None, until: datetime | None = None
 ) -> SweepSummary:
-    """Keep a sweep's summary in the store, for ``tracejudge report`` and ``serve``'s ``/metrics``."""
+    """Keep a sweep's summary in the store, for ``tracejudge report`` and ``serve``'s ``/metrics``: the
+    summary as every tracejudge reads it, and beside it what it did not judge (:class:`SweepArriving`)."""
     summary = summarize(report, since=since, until=until)
+    report_id = uuid.uuid4().hex
     store.put_report(
         StoredReport(
-            report_id=uuid.uuid4().hex,
+            report_id=report_id,
             kind="sweep",
             created_at=summary.created_at,
-            payload=summary.model_dump(mode="json"),
+            payload=summary.model_dump(mode="json", exclude=set(_BESIDE)),
+        )
+    )
+    beside = SweepArriving(
+        sweep_report_id=report_id,
+        still_arriving=summary.still_arriving or 0,
+        traces=summary.still_arriving_traces,
+    )
+    store.put_report(
+        StoredReport(
+            report_id=f"{report_id}-arriving",
+            kind="sweep_arriving",
+            created_at=summary.created_at,
+            payload=beside.model_dump(mode="json"),
         )
     )
     return summary
 
 
 def latest_sweep(store: Store) -> SweepSummary | None:
-    """The summary of the latest recorded sweep, if any (one that no longer validates is skipped)."""
+    """The summary of the latest recorded sweep, if any (one that no longer validates is skipped), with
+    what it did not judge (None when that is not stored: recorded by a tracejudge before the count)."""
     for stored in store.list_reports("sweep", limit=5):
         try:
-            return SweepSummary.model_validate(stored.payload)
+            summary = SweepSummary.model_validate(stored.payload)
         except ValueError:
             continue
+        beside = _arriving(store, stored.report_id)
+        if beside is None:
+            return summary
+        return summary.model_copy(
+            update={"still_arriving": beside.still_arriving, "still_arriving_traces": beside.traces}
+        )
+    return None
+
+
+def _arriving(store: Store, sweep_report_id: str) -> SweepArriving | None:
+    """The stored companion of a sweep summary; recorded with it, so among the latest few."""
+    for stored in store.list_reports("sweep_arriving", limit=5):
+        if stored.payload.get("sweep_report_id") == sweep_report_id:
+            try:
+                return SweepArriving.model_validate(stored.payload)
+            except ValueError:
+                return None
     return None
 
 
