@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from tracejudge._errors import InputError
+from tracejudge.normalize import _bedrock as bedrock
 from tracejudge.normalize import _freeform as freeform
 from tracejudge.normalize import _genai as genai
 from tracejudge.normalize import _langfuse as langfuse
@@ -277,6 +278,8 @@ class _Steps:
     def _model(self, view: SpanView) -> None:
         if view.span_id not in self._wrappers:
             self.models.append(_model_call(view))
+        if bedrock.is_retrieve_and_generate(view):
+            self.retrievals.append(_cited_retrieval(view))
         for search in oi.file_searches(view):
             if search.results is not None:
                 self.retrievals.append(_hosted_retrieval(view, search))
@@ -445,11 +448,11 @@ def _top_k(view: SpanView) -> int | None:
             "pinecone.query.top_k",  # OpenLLMetry's Pinecone instrumentation (0.60)
             "db.milvus.search.limit",  # OpenLLMetry's Milvus instrumentation (0.60)
         )
-    )
+    ) or bedrock.top_k(view)
 
 
 def _data_source(view: SpanView) -> str | None:
-    return as_str(view.get("gen_ai.data_source.id", "db.collection.name"))
+    return as_str(view.get("gen_ai.data_source.id", "db.collection.name")) or bedrock.data_source(view)
 
 
 # ``RetrievalCall`` fields read from the call's members, in order, until one records it ("" is none);
@@ -497,6 +500,18 @@ def _hosted_retrieval(view: SpanView, search: oi.FileSearch) -> RetrievalCall:
         documents_recorded=not _dropped_documents(view, [view]),
         start_time=view.start,
     )
+
+
+def _cited_retrieval(view: SpanView) -> RetrievalCall:
+    """The search of a Bedrock ``retrieve_and_generate`` call: its documents are the references the answer
+    cites, not all it retrieved, so one it lacks may have been returned too."""
+    call = _retrieval(view, [view])
+    view.gap(
+        "retrieval_documents_not_recorded",
+        f"{view.raw.name} records the references its answer cites, not every chunk it retrieved",
+        bedrock.RAG_SWITCH,
+    )
+    return call.model_copy(update={"documents_recorded": False})
 
 
 def _member_records(members: list[SpanView]) -> tuple[list[list[Document]], dict[str, Any]]:
@@ -583,6 +598,13 @@ def _reranking(view: SpanView, returned: dict[str, Document]) -> Reranking:
     if inputs is None and outputs is None:
         inputs = _node_documents(view, "input.value", returned)
         outputs = _node_documents(view, "output.value", returned)
+    cohere = (
+        bedrock.rerank_documents(view, list(returned.values()))
+        if inputs is None and outputs is None
+        else None
+    )
+    if cohere is not None:
+        query, inputs, outputs = cohere
     if inputs is None and outputs is None and oll.KIND in view.attrs:
         inputs = _resolved(oll.node_documents(view, "traceloop.entity.input"), returned)
         outputs = _resolved(oll.node_documents(view, "traceloop.entity.output"), returned)
@@ -782,6 +804,8 @@ def _hosted_note(view: SpanView, outputs: Sequence[Message]) -> str | None:
     response ended on a tool call its recorded output does not hold — a tool the API ran inside the call
     (OpenLLMetry's OpenAI instrumentation records a Responses API call's hosted file_search so: the
     answer, ``finish_reason`` tool_call, and neither the tools asked for nor the search's item)."""
+    if bedrock.is_retrieve_and_generate(view):
+        return bedrock.RAG_NOTE
     searches = oi.file_searches(view)
     if not searches:
         return _unheld_tool_call(view, outputs)

@@ -16,6 +16,11 @@ Why this order:
   decided before OpenInference calls them LLM.
 - model input/output: structured message lists before completion prompts before free-form I/O,
   which often holds a framework's whole argument object rather than what the model was sent.
+- Bedrock (``_bedrock.py``) comes first in the third tier of ``classify`` and first on ``documents``: an
+  OpenInference ``retrieve_and_generate`` span is a RETRIEVER that also wrote the answer (a model call), a
+  Cohere rerank under OpenLLMetry records its documents as prompts (a rerank, not a model call), and a
+  knowledge base's chunks nest their own metadata in the instrumentation's; its filter comes after
+  tracejudge's own ``tracejudge.retrieval.filter``.
 - ``documents``: indexed OpenInference documents, GenAI documents, OpenLLMetry result events,
   then the free-form output read by shape.
 - ``usage``: merged; per count the first convention that recorded it wins.
@@ -66,6 +71,7 @@ from tracejudge.normalize._adk import CONVENTION as ADK
 from tracejudge.normalize._ag2 import CONVENTION as AG2
 from tracejudge.normalize._agentops import CONVENTION as AGENTOPS
 from tracejudge.normalize._agno import CONVENTION as AGNO
+from tracejudge.normalize._bedrock import CONVENTION as BEDROCK
 from tracejudge.normalize._convention import Convention
 from tracejudge.normalize._crewai import CONVENTION as CREWAI
 from tracejudge.normalize._freeform import CONVENTION as FREEFORM
@@ -114,6 +120,7 @@ PRECEDENCE = Precedence(
         (TRACEJUDGE,),
         (LANGFUSE,),
         (
+            BEDROCK,
             LLAMAINDEX,
             OPENINFERENCE,
             GENAI,
@@ -157,6 +164,7 @@ PRECEDENCE = Precedence(
         FREEFORM,
     ),
     documents=(
+        BEDROCK,
         OPENINFERENCE,
         LANGCHAIN,
         GENAI,
@@ -174,7 +182,7 @@ PRECEDENCE = Precedence(
     ),
     query=(GENAI, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI, MLFLOW),
-    retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK),
+    retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK, BEDROCK),
     tool_arguments=(OPENLIT, GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, LOGFIRE, VERCEL, FREEFORM),
     tool_result=(
         OPENLIT,

@@ -1,0 +1,132 @@
+"""What normalize reads from AWS Bedrock knowledge-base calls under openinference-instrumentation-bedrock and
+a Cohere rerank under OpenLLMetry (tests/fixtures/traces/record_bedrock.py): the nested chunk metadata, the
+filter in Bedrock's syntax, and the source URI as identity when the sidecar names no document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracejudge.localize._filter import evaluate_filter
+from tracejudge.normalize import normalize
+from tracejudge.normalize._bedrock import bedrock_filter
+from tracejudge.schema import RawSpan
+from tracejudge_collectors.otel import read_otlp_file
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+EU = {"region": "EU", "version": "v2", "year": 2026}
+
+
+def _spans(name: str) -> list[RawSpan]:
+    return list(read_otlp_file(TRACES / name))
+
+
+@pytest.mark.parametrize(
+    ("bedrock", "passes"),
+    [
+        ({"equals": {"key": "region", "value": "EU"}}, True),
+        ({"equals": {"key": "region", "value": "CN"}}, False),
+        ({"notEquals": {"key": "region", "value": "CN"}}, True),
+        ({"in": {"key": "region", "value": ["CN", "US"]}}, False),
+        ({"notIn": {"key": "region", "value": ["CN"]}}, True),
+        ({"greaterThanOrEquals": {"key": "year", "value": 2026}}, True),
+        ({"lessThan": {"key": "year", "value": 2026}}, False),
+        (
+            {
+                "andAll": [
+                    {"equals": {"key": "region", "value": "EU"}},
+                    {"equals": {"key": "version", "value": "v1"}},
+                ]
+            },
+            False,
+        ),
+        (
+            {
+                "orAll": [
+                    {"equals": {"key": "region", "value": "CN"}},
+                    {"equals": {"key": "version", "value": "v2"}},
+                ]
+            },
+            True,
+        ),
+        # operators the replay has no equivalent of settle nothing
+        ({"startsWith": {"key": "region", "value": "E"}}, None),
+        ({"stringContains": {"key": "region", "value": "U"}}, None),
+        (
+            {
+                "andAll": [
+                    {"equals": {"key": "region", "value": "EU"}},
+                    {"listContains": {"key": "tags", "value": "x"}},
+                ]
+            },
+            None,
+        ),
+        ({"equals": "region"}, None),
+    ],
+)
+def test_a_bedrock_filter_replays_as_bedrock_would_apply_it(
+    bedrock: dict[str, Any], passes: bool | None
+) -> None:
+    assert evaluate_filter(bedrock_filter(bedrock), EU) is passes
+
+
+def _with_metadata(spans: list[RawSpan], change: Any) -> list[RawSpan]:
+    """The spans with every retrieval document's metadata JSON changed by ``change``."""
+    out = []
+    for span in spans:
+        attributes = dict(span.attributes)
+        for key, value in span.attributes.items():
+            if key.endswith(".document.metadata"):
+                attributes[key] = json.dumps(change(json.loads(value)))
+        out.append(span.model_copy(update={"attributes": attributes}))
+    return out
+
+
+def test_without_a_sidecar_doc_id_the_source_uri_is_the_identity() -> None:
+    def strip(md: dict[str, Any]) -> dict[str, Any]:
+        inner = {k: v for k, v in md["metadata"].items() if k not in ("doc_id", "version")}
+        return {**md, "metadata": inner}
+
+    [call] = normalize(_with_metadata(_spans("bedrock_kb_rag.pb"), strip)).retrievals
+    assert [(d.doc_id, d.version, d.raw_id) for d in call.documents] == [
+        ("s3://acme-contracts/C-17/attachment/v2.txt", None, "chunk-042"),
+        ("s3://acme-contracts/C-17/attachment/v1.txt", None, "chunk-041"),
+    ]
+
+
+def test_metadata_not_bedrocks_is_read_as_openinference_reads_it() -> None:
+    # A document whose nested metadata carries no x-amz-bedrock-kb-* key is not a knowledge base's chunk.
+    def plain(md: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "doc_id": md["metadata"]["doc_id"],
+            "version": md["metadata"]["version"],
+            "metadata": {"a": 1},
+        }
+
+    [call] = normalize(_with_metadata(_spans("bedrock_kb_rag.pb"), plain)).retrievals
+    assert [(d.doc_id, d.version) for d in call.documents] == [
+        ("C-17/attachment", "v2"),
+        ("C-17/attachment", "v1"),
+    ]
+
+
+def test_a_score_of_zero_is_not_recorded() -> None:
+    [call] = normalize(_spans("bedrock_rerank_rag.pb")).retrievals
+    assert [d.score for d in call.documents] == [0.378, 0.3693, 0.1667, None]
+
+
+def test_implicit_filtering_leaves_the_filter_unknown() -> None:
+    spans = []
+    for span in _spans("bedrock_kb_rag.pb"):
+        attributes = dict(span.attributes)
+        if span.name == "bedrock.retrieve":
+            params = json.loads(attributes["llm.invocation_parameters"])
+            vector = params["retrieval_configuration"]["vectorSearchConfiguration"]
+            vector["implicitFilterConfiguration"] = {"metadataAttributes": [], "modelArn": "m"}
+            attributes["llm.invocation_parameters"] = json.dumps(params)
+        spans.append(span.model_copy(update={"attributes": attributes}))
+    [call] = normalize(spans).retrievals
+    assert call.filter is None
