@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -291,6 +292,8 @@ class _TextReader:
         if depth > 5:
             return None
         value = maybe_json(value)
+        if isinstance(value, str):
+            value = prediction_fields(value) or value
         if value is None or isinstance(value, str):
             return value
         messages = messages_from_value(value)
@@ -321,6 +324,33 @@ class _TextReader:
         if isinstance(value, dict) and value.get("messages") == []:
             return None  # a chat request that sent no message holds no text (not its JSON as the text)
         return text_of(value)
+
+
+def prediction_fields(text: str) -> dict[str, Any] | None:
+    """The fields of a DSPy ``Prediction`` as its ``repr`` prints it (``Prediction(\n    answer='…'\n)``),
+    which older openinference-instrumentation-dspy (0.1.13 does; 0.1.48 writes JSON) records as a module's
+    ``output.value``: a prediction holds the context passed in beside the answer, and read as one text the
+    answer states every passage.
+    None unless the text is such a repr whose every field is a Python literal (read with
+    ``ast.literal_eval``: no code run); a prediction with several completions prints ``(N completions
+    omitted)`` after it and stays text."""
+    if not text.startswith("Prediction(\n") or not text.endswith(")"):
+        return None
+    try:
+        call = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if not isinstance(call, ast.Call) or call.args or not call.keywords:
+        return None
+    fields: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return None
+        try:
+            fields[keyword.arg] = ast.literal_eval(keyword.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return fields
 
 
 def _unwrapped(value: Any) -> Any:
