@@ -48,7 +48,7 @@ def _incomplete(task: TaskRecord, answer: str) -> tuple[str, str] | None:
     cut short, or a model span whose SDK dropped records at its limits (an output message, content part
     or choice event among them; normalize's ``model_output_truncated`` gap on the answer's span). None
     when it reads as whole."""
-    cut = cut_short(answer)
+    cut = cut_short(answer, frozenset(task.cut_lengths))
     if cut is not None:
         detail = f"the answer may have been cut short ({cut}): what it states past the cut is unknown"
         return detail, "the whole answer (raise the exporter's OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)"
@@ -100,6 +100,8 @@ class _Reading:
     """The user's request."""
     question_values: list[FactValue]
     """The values the request states."""
+    cut_lengths: tuple[int, ...]
+    """The lengths the trace shows its values were cut at (``TaskRecord.cut_lengths``)."""
     echoed: list[Evidence] = field(default_factory=list)
     """Values the answer states only as the request did (shown, never counted)."""
     question_cut: str | None = field(init=False)
@@ -107,7 +109,7 @@ class _Reading:
     cut is unknown, so any value the answer states may only echo it."""
 
     def __post_init__(self) -> None:
-        self.question_cut = cut_short(self.question)
+        self.question_cut = cut_short(self.question, frozenset(self.cut_lengths))
 
     def stated(
         self, key: str, fv: FactValue, echo: str, unnamed: list[Evidence], clause: str | None = None
@@ -233,6 +235,7 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         values=ctx.answer_values(),
         question=ctx.task.input or "",
         question_values=ctx.question_values(),
+        cut_lengths=ctx.task.cut_lengths,
     )
     required = _facts(m.facts)
     may_agree: list[Evidence] = []

@@ -3,8 +3,10 @@
 Exporters and backends cap attribute values (the SDKs' ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a
 collector's truncate processor, a backend's column) and mark nothing: the value simply ends at the limit.
 A model input cut that way no longer holds the clause it was sent with, and reading it as whole would
-conclude ``dropped_in_context`` from a record of less than the model saw (DESIGN 5.5). Two signs are
-read: a JSON document that stops before it closes, and a text exactly as long as a limit such caps use.
+conclude ``dropped_in_context`` from a record of less than the model saw (DESIGN 5.5). Three signs are
+read: a JSON document that stops before it closes, a text exactly as long as a limit such caps use, and a
+text exactly as long as the limit the trace itself shows (:func:`shown_limits`: the length its longest values
+share, where a limit set at 250 or 333 left them).
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ def _closes(value: str, json_like: bool) -> bool:
     return True
 
 
-def cut_short(value: str) -> str | None:
-    """Why ``value`` may have been cut short; None when nothing says so."""
+def cut_short(value: str, shown: frozenset[int] = frozenset()) -> str | None:
+    """Why ``value`` may have been cut short; None when nothing says so. ``shown``: the lengths the trace's
+    values show they were cut at (:func:`shown_limits`, ``TaskRecord.cut_lengths``)."""
     json_like = _JSON_START.match(value) is not None
     if json_like or _LITERAL_START.match(value):
         # A Python-looking value that ends on a closing bracket and still does not parse is a repr that is
@@ -63,11 +66,73 @@ def cut_short(value: str) -> str | None:
         return f"a JSON (or Python) value that stops at {len(value)} characters before it closes"
     # A text exactly as long as a limit that stops mid-sentence. Ids and hashes hit round lengths too (a
     # SHA-512 is 128 hex digits): only text with words counts.
-    if len(value) in LIMITS and " " in value and not value.rstrip().endswith(_ENDINGS):
+    if " " not in value or value.rstrip().endswith(_ENDINGS):
+        return None
+    if len(value) in LIMITS:
         return (
             f"text exactly {len(value)} characters long that stops mid-sentence, where exporters cut values"
         )
+    if len(value) in shown:
+        return (
+            f"text exactly {len(value)} characters long that stops mid-sentence, the length the trace's"
+            " longest values share (where its exporter cut them)"
+        )
     return None
+
+
+# A length limit below this is no limit anyone sets for texts: the longest values of a span with ids alone
+# (two UUIDs, two hashes) share their length without having been cut.
+_LEAST_LIMIT = 64
+# (process, event attributes?) -> the longest length of its values and the different texts that have it.
+_Longest = dict[tuple[str, bool], tuple[int, set[str]]]
+
+
+def shown_limits(spans: Iterable[RawSpan]) -> frozenset[int]:
+    """The lengths these spans show their values were cut at. An SDK cuts every attribute value longer than
+    its limit (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, or ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` for span
+    attributes and the general one for event attributes) to exactly that length and marks nothing, so where it
+    cut, the longest values of its spans are all as long as the limit. Per process (the spans' resource) and
+    per record kind (span attributes, event attributes), the longest length is read as the limit when a value
+    that has it opens like JSON (or a Python literal) and stops on no closing bracket, or when two different
+    texts have it: whole values rarely share the longest length exactly (two records of one message list
+    do, each closing as JSON: such values do not count), nor does a whole JSON document stop open. Where only
+    one value was longer than the limit and it is plain text, nothing shows the limit (a limit set to a round
+    figure is read from the length alone: ``LIMITS``)."""
+    longest: _Longest = {}
+    for span in spans:
+        process = repr(sorted(span.resource.items()))
+        _longest_of(longest, (process, False), span.attributes.values())
+        for event in span.events:
+            _longest_of(longest, (process, True), event.attributes.values())
+    return frozenset(
+        length for length, values in longest.values() if length >= _LEAST_LIMIT and _shows(values)
+    )
+
+
+def _shows(values: set[str]) -> bool:
+    """Whether the different values of one length, the longest, show they were cut at it: one JSON (or
+    Python-literal) document that stops open, or two texts that are not whole documents."""
+    texts = 0
+    for value in values:
+        if _JSON_START.match(value) is None and _LITERAL_START.match(value) is None:
+            texts += 1
+        elif not value.rstrip().endswith(("]", "}", ")")):
+            return True  # a document cut short (one whose cut lands on a closing bracket is not told apart)
+    return texts > 1
+
+
+def _longest_of(longest: _Longest, key: tuple[str, bool], values: Iterable[Any]) -> None:
+    """Fold ``values`` (attribute values: texts, lists of them) into ``longest[key]``: the longest length seen
+    and the different texts that have it."""
+    length, texts = longest.get(key, (0, set()))
+    for value in values:
+        for text in _strings(value) if isinstance(value, list) else (value,):
+            if not isinstance(text, str) or len(text) < length:
+                continue
+            if len(text) > length:
+                length, texts = len(text), set()
+            texts.add(text)
+    longest[key] = (length, texts)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -78,32 +143,35 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def cut_values(span: RawSpan, parsed: Mapping[int, str] | None = None) -> list[str]:
+def cut_values(
+    span: RawSpan, parsed: Mapping[int, str] | None = None, shown: frozenset[int] = frozenset()
+) -> list[str]:
     """A note for each attribute of the span (its events' included) whose value may have been cut.
     ``parsed``: texts a reader already parsed as JSON, by ``id`` (``SpanView.parsed``) — each closes, so
-    it is not parsed again (a model call's messages are most of a trace's bytes)."""
+    it is not parsed again (a model call's messages are most of a trace's bytes); ``shown``: the lengths the
+    trace shows its values were cut at (:func:`shown_limits`)."""
     known = parsed or {}
     items = list(span.attributes.items())
     if span.events:
         items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
     notes = []
     for key, value in items:
-        why = _cut_text(value, known) if isinstance(value, str) else _cut_list(value, known)
+        why = _cut_text(value, known, shown) if isinstance(value, str) else _cut_list(value, known, shown)
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes
 
 
-def _cut_text(text: str, known: Mapping[int, str]) -> str | None:
+def _cut_text(text: str, known: Mapping[int, str], shown: frozenset[int]) -> str | None:
     """``cut_short`` of one text, None for a text a reader parsed as JSON (it closes)."""
     if known.get(id(text)) is text and _JSON_START.match(text):
         return None
-    return cut_short(text)
+    return cut_short(text, shown)
 
 
-def _cut_list(value: Any, known: Mapping[int, str]) -> str | None:
+def _cut_list(value: Any, known: Mapping[int, str], shown: frozenset[int]) -> str | None:
     """The first note of the texts of a (nested) list value, None when none may have been cut."""
-    return next((w for w in (_cut_text(t, known) for t in _strings(value)) if w is not None), None)
+    return next((w for w in (_cut_text(t, known, shown) for t in _strings(value)) if w is not None), None)
 
 
 class Dropped(NamedTuple):

@@ -32,7 +32,7 @@ from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize import _vercel as vercel
 from tracejudge.normalize._answer import RECORD_ANSWER, choices, earlier_answers, out_of_order
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
-from tracejudge.normalize._cut import Dropped, cut_values, dropped_note
+from tracejudge.normalize._cut import Dropped, cut_values, dropped_note, shown_limits
 from tracejudge.normalize._genai import system_instructions
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
@@ -77,7 +77,8 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     gaps = Gaps()
     views = _classified_views(spans, gaps)
     tree = _Tree(views)
-    steps = _Steps(views, tree)
+    shown = shown_limits(v.raw for v in views)
+    steps = _Steps(views, tree, shown)
 
     _trace_gaps(gaps, views, steps)
     tools = _with_call_ids(steps.tools, steps.models)
@@ -121,6 +122,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         spans=tuple(_node(v, tree.parent[v.span_id]) for v in views),
         gaps=with_switches(gaps.items(), [v.raw for v in views]),
         metadata=_metadata(views, root, keys),
+        cut_lengths=tuple(sorted(shown)),
     )
 
 
@@ -248,13 +250,14 @@ class _Tree:
 class _Steps:
     """Every span read by its step: retrieval calls, rerankings, context assemblies, model and tool calls."""
 
-    def __init__(self, views: list[SpanView], tree: _Tree) -> None:
+    def __init__(self, views: list[SpanView], tree: _Tree, shown: frozenset[int]) -> None:
         self.retrievals: list[RetrievalCall] = []
         self.rerankings: list[Reranking] = []
         self.contexts: list[ContextAssembly] = []
         self.models: list[ModelCall] = []
         self.tools: list[ToolCall] = []
         self._tree = tree
+        self._shown = shown
         self._wrappers = _wrappers(views, tree)
         rerank_views: list[SpanView] = []
         readers: dict[StepKind, Callable[[SpanView], None]] = {
@@ -277,7 +280,7 @@ class _Steps:
 
     def _model(self, view: SpanView) -> None:
         if view.span_id not in self._wrappers:
-            self.models.append(_model_call(view))
+            self.models.append(_model_call(view, self._shown))
         if bedrock.is_retrieve_and_generate(view):
             self.retrievals.append(_cited_retrieval(view))
         for search in oi.file_searches(view):
@@ -694,14 +697,16 @@ def _model_io(line: Line, read: Callable[[Convention], ModelIO | None]) -> Model
     return ModelIO(redacted=redacted)
 
 
-def _model_call(view: SpanView) -> ModelCall:
+def _model_call(view: SpanView, shown: frozenset[int]) -> ModelCall:
+    """The model call a span records; ``shown``: the lengths the trace shows its values were cut at."""
     system, system_redacted = system_instructions(view)
     given = _model_io(PRECEDENCE.input_messages, lambda c: c.input_messages(view))
     got = _model_io(PRECEDENCE.output_messages, lambda c: c.output_messages(view))
     inputs, outputs = given.messages or (), got.messages or ()
     dropped = dropped_note([view.raw])
+    hosted = _hosted_note(view, got.messages or ())
     input_text, redacted, partial = _input_record(
-        view, system, system_redacted, given, dropped, _hosted_note(view, got.messages or ())
+        view, system, system_redacted, given, dropped, hosted, shown
     )
     output_text, output_recorded = _output_record(view, got, dropped)
     return ModelCall(
@@ -849,11 +854,13 @@ def _input_record(
     given: ModelIO,
     dropped: Dropped | None,
     hosted: str | None,
+    shown: frozenset[int],
 ) -> tuple[str, bool, bool]:
     """The model input as text, whether it was redacted, and whether part of it was lost (a gap
     says which; ``dropped``: what the SDK dropped from the span, :func:`dropped_note`; ``hosted``: a search
-    the model ran inside the call, :func:`_hosted_note`)."""
-    cut = cut_values(view.raw, view.parsed)
+    the model ran inside the call, :func:`_hosted_note`; ``shown``: the lengths the trace shows its values
+    were cut at, :func:`shown_limits`)."""
+    cut = cut_values(view.raw, view.parsed, shown)
     if dropped is not None:  # last: its switch ends the gap's detail
         cut.append(f"messages may be among what was dropped: {dropped.note}")
     recorded = _Input.read(system, system_redacted, given, cut, hosted)

@@ -312,3 +312,7 @@ class TaskRecord(_Frozen):
     """What was not recorded or was redacted."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Trace-level facts: service name, session, user, tags, environment."""
+    cut_lengths: tuple[int, ...] = ()
+    """Lengths the trace shows its exporter cut values at (the length its longest values share, in one
+    process's spans): a text exactly this long that stops mid-sentence may have been longer. Empty when
+    nothing shows a limit (a limit set to a round figure is read from the length alone)."""
