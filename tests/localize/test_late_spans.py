@@ -175,16 +175,17 @@ def _batches(run: Run) -> list[Sequence[ReadableSpan]]:
     return exporter.batches
 
 
-def _cli(db: Path, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", *args, "--json"])
+def _cli(db: Path | str, *args: str) -> dict[str, Any]:
+    store = db if isinstance(db, str) else f"sqlite:///{db}"
+    result = CliRunner().invoke(cli, ["--store", store, *args, "--json"])
     assert result.exit_code == 0, result.output
     out: dict[str, Any] = json.loads(result.output)
     return out
 
 
-def collect_batch(db: Path, path: Path, batch: Sequence[ReadableSpan]) -> None:
-    """One exported batch into the store ``db`` as a collector receives it: ``collect file`` of its OTLP
-    JSON, written to ``path``."""
+def collect_batch(db: Path | str, path: Path, batch: Sequence[ReadableSpan]) -> None:
+    """One exported batch into the store ``db`` (a SQLite file, or a store URL) as a collector receives it:
+    ``collect file`` of its OTLP JSON, written to ``path``."""
     path.write_text(json.dumps(encode_spans_json(batch)))
     _cli(db, "collect", "file", str(path))
 

@@ -166,3 +166,38 @@ def test_storing_an_item_again_tells_the_workers_own_from_anothers(
     assert store.finish_run_item(result, worker="a")
     assert not store.finish_run_item(result, worker="b")
     assert store.run_progress("again").done == 1
+
+
+def test_an_item_kept_as_not_final_waits_then_its_final_result_replaces_it_once(
+    make_store: Callable[[], SqlStore],
+) -> None:
+    store = make_store()
+    _joined(store, "kept", ("a",))
+    first, second = store.claim_run_items("kept", worker="a", n=2, lease_s=30)
+    kept = ItemResult(run_id="kept", trace_id=first, verdict="indeterminate", reason="still_arriving: …")
+    assert store.defer_run_item(kept, worker="a", after_s=600)
+    assert store.defer_run_item(kept, worker="a", after_s=600)  # a repeat (its answer lost) is its own
+    assert not store.defer_run_item(kept.model_copy(update={"trace_id": second}), worker="b", after_s=600)
+    progress = store.run_progress("kept")
+    assert (progress.done, progress.claimed, progress.waiting) == (0, 1, 1)
+    assert progress.waiting_s is not None
+    assert 590 < progress.waiting_s <= 600
+    # Stored (the run shows it, indeterminate), not counted, not written back, not claimed while it waits.
+    assert [(i.trace_id, i.verdict) for i in store.iter_score_items("kept")] == [(first, "indeterminate")]
+    assert store.take_run_write_backs("kept", worker="a", n=10, lease_s=30) == []
+    assert first not in store.claim_run_items("kept", worker="a", n=len(IDS), lease_s=30)
+    # Its wait over, it is claimed again (first in the run's order) and its final result replaces it, once.
+    store.leave_run("kept", worker="a")
+    _joined(store, "kept", ("c",))
+    store._transaction(
+        lambda cur: cur.execute(store._sql("UPDATE run_queue SET lease_until = 0 WHERE state = 'waiting'"))
+    )
+    assert store.claim_run_items("kept", worker="c", n=1, lease_s=30) == [first]
+    final = ItemResult(run_id="kept", trace_id=first, verdict="pass", cost_usd=0.5, input_tokens=7)
+    assert store.finish_run_item(final, worker="c")
+    assert store.finish_run_item(final, worker="c")  # a repeat
+    assert not store.finish_run_item(final, worker="a")
+    assert [(i.trace_id, i.verdict) for i in store.iter_score_items("kept")] == [(first, "pass")]
+    progress = store.run_progress("kept")
+    assert (progress.done, progress.usd, progress.tokens, progress.waiting) == (1, 0.5, 7, 0)
+    assert store.take_run_write_backs("kept", worker="c", n=10, lease_s=30) == [first]

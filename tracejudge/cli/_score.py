@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -271,6 +272,13 @@ def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
         app.err.print(
             f"write-back: {out.write_back_pending} of the run's stored items are not written back yet —"
             " another worker is writing them, or run the command again to write them"
+        )
+    if out.waiting:
+        minutes = math.ceil((out.waiting_s or 0) / 60)
+        app.err.print(
+            f"{out.waiting} item(s) wait for their trace to arrive (indeterminate, still_arriving): run"
+            f" `score --run {escape(out.run.run_id)}` again in {minutes} min or later to score them"
+            " (items already scored are not scored again)"
         )
     if out.run.summary.overall.n == 0:
         app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")

@@ -50,6 +50,13 @@ class ScoreOutcome:
     yet once this worker is done (another worker writing them, or one that stopped or died left
     them to the next); 0: the whole run is written back. None otherwise."""
 
+    waiting: int | None = None
+    """A shared run: how many of its items wait for their trace to arrive (kept indeterminate, reason
+    ``still_arriving: …``) once this worker is done; a later worker of the run (``score --run NAME``
+    again) scores them once their wait is over. None otherwise."""
+    waiting_s: float | None = None
+    """Seconds until the first of them may be scored (None when none wait)."""
+
     @property
     def gate_failed(self) -> bool:
         """Whether a gate was asked for and the run does not clear it (the command then exits 1)."""
@@ -62,6 +69,8 @@ class ScoreOutcome:
         data["write_back"] = [r.model_dump(mode="json") for r in self.write_back]
         if self.write_back_pending is not None:
             data["write_back_pending"] = self.write_back_pending
+        if self.waiting is not None:
+            data["waiting"] = {"items": self.waiting, "after_s": self.waiting_s}
         if self.gate is not None:
             data["gate"] = self.gate.json()
         return data
@@ -205,4 +214,13 @@ def score_traces(
         from tracejudge.audit import gate_run
 
         verdict = gate_run(run, gate)
-    return ScoreOutcome(run=run, items=items, write_back=reports, gate=verdict, write_back_pending=pending)
+    waiting = store.run_progress(run.run_id) if options.run_name is not None else None
+    return ScoreOutcome(
+        run=run,
+        items=items,
+        write_back=reports,
+        gate=verdict,
+        write_back_pending=pending,
+        waiting=waiting.waiting if waiting is not None else None,
+        waiting_s=waiting.waiting_s if waiting is not None else None,
+    )

@@ -66,6 +66,7 @@ __all__ = [
     "score_source",
     "score_task",
     "series_key",
+    "still_arriving_for",
     "still_arriving_reason",
     "store_loader",
 ]
@@ -329,6 +330,21 @@ def still_arriving_reason(task: TaskRecord, now: datetime | None = None) -> str 
         f"{STILL_ARRIVING_REASON}: the answer was read from span {task.final_answer_span_id}, not the root,"
         f" and {late}: score it again once the rest of the trace has arrived"
     )
+
+
+def still_arriving_for(task: TaskRecord, now: datetime | None = None) -> float:
+    """Seconds from ``now`` (None: the present) until ``task``'s trace, if still arriving, is past
+    :data:`~tracejudge.localize.STILL_ARRIVING` after its last span ended — by then it has arrived, or what
+    it lacks is not on its way and it is scored as it is. At least a second; at most the whole window."""
+    from tracejudge.localize import STILL_ARRIVING
+
+    window = STILL_ARRIVING.total_seconds()
+    end = task.end_time
+    if end is None:
+        return window
+    at = now or datetime.now(UTC)
+    left = ((end if end.tzinfo else end.replace(tzinfo=UTC)) + STILL_ARRIVING - at).total_seconds()
+    return min(max(left, 1.0), window)
 
 
 def is_still_arriving(item: ItemResult) -> bool:

@@ -39,11 +39,13 @@ from tracejudge.runs._run import (
     Loader,
     ScoreOptions,
     given_loader,
+    is_still_arriving,
     make_judge,
     new_run_record,
     projected_over_budget,
     run_client,
     score_source,
+    still_arriving_for,
     store_loader,
 )
 from tracejudge.runs._signals import in_thread_to_the_end
@@ -310,6 +312,15 @@ class _Membership:
                     self._cond.wait()
 
 
+@dataclass(frozen=True)
+class _Later:
+    """An item not scored yet: its trace may still be arriving (the item, indeterminate, says why). It is
+    kept as not final and claimed again, by any worker of the run, once ``after_s`` seconds have passed."""
+
+    item: ItemResult
+    after_s: float
+
+
 @dataclass
 class _SharedWorker:
     """This worker's part in a shared run: it claims a few items at a time (one at a time under a
@@ -320,7 +331,7 @@ class _SharedWorker:
     name: str
     member: _Membership
     options: ScoreOptions
-    score: Callable[[str], Awaitable[ItemResult]]
+    score: Callable[[str], Awaitable[ItemResult | _Later]]
     on_item: Callable[[ItemResult], None] | None
     ride: _RideOut
     claimed: deque[str] = field(default_factory=deque)
@@ -391,8 +402,13 @@ class _SharedWorker:
             try:
                 # Scored again if loading it (or its cached reply) found the store gone: no reply was
                 # had then, or its caching failed and only that call is made again.
-                item = await self.ride.run(functools.partial(self.score, trace_id))
-                stored = await self.ride.run(functools.partial(self._finish, item))
+                scored = await self.ride.run(functools.partial(self.score, trace_id))
+                if isinstance(scored, _Later):
+                    item = scored.item
+                    stored = await self.ride.run(functools.partial(self._defer, scored))
+                else:
+                    item = scored
+                    stored = await self.ride.run(functools.partial(self._finish, item))
             finally:
                 self.scoring.discard(trace_id)
             if stored and self.on_item is not None:
@@ -404,6 +420,13 @@ class _SharedWorker:
         result, so it is kept rather than scored again by a rerun, and the worker leaves the run only
         once the item is done."""
         return await in_thread_to_the_end(self.store.finish_run_item, item, worker=self.member.worker)
+
+    async def _defer(self, later: _Later) -> bool:
+        """Keep the item as not final, to be claimed again once its trace has had time to arrive (False:
+        this worker no longer held it). Waited for once sent, as :meth:`_finish` is."""
+        return await in_thread_to_the_end(
+            self.store.defer_run_item, later.item, worker=self.member.worker, after_s=later.after_s
+        )
 
     async def heartbeat(self) -> None:
         while True:
@@ -480,12 +503,12 @@ async def _take_part(
     async with run_client(rubric, client, options) as client:
         judge = make_judge(rubric, client, store, options)
 
-        async def score(trace_id: str) -> ItemResult:
+        async def score(trace_id: str) -> ItemResult | _Later:
             # Loaded in a thread: on the loop's thread the store's read (a PostgreSQL round trip) and
             # the normalizing held up every reply in flight, and it was where a SIGTERM raised
             # KeyboardInterrupt inside this worker's own task.
             loaded = await asyncio.to_thread(load, trace_id)
-            return await score_source(
+            item = await score_source(
                 trace_id,
                 rubric,
                 run_id=name,
@@ -494,6 +517,10 @@ async def _take_part(
                 repeat=repeat,
                 manifest=options.manifest,
             )
+            # Not final: a later worker of the run (or this one) scores it once the trace has arrived.
+            if is_still_arriving(item) and isinstance(loaded, TaskRecord):
+                return _Later(item, still_arriving_for(loaded))
+            return item
 
         me = _SharedWorker(store, name, member, options, score, on_item, ride)
         beat = asyncio.create_task(me.heartbeat())

@@ -126,9 +126,14 @@ class RunProgress(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     pending: int = 0
-    """Items no live worker holds: never claimed, or claimed by a worker whose lease ran out."""
+    """Items no live worker holds: never claimed, claimed by a worker whose lease ran out, or kept as not
+    final whose wait is over."""
     claimed: int = 0
     """Items a live worker holds (being scored, or claimed next)."""
+    waiting: int = 0
+    """Items kept as not final, their trace still arriving, that no worker may claim yet."""
+    waiting_s: float | None = None
+    """Seconds until the first of them may be claimed (None: none wait)."""
     done: int = 0
     """Items whose result is stored."""
     usd: float = 0.0
@@ -253,7 +258,15 @@ class Store(Protocol):
     def finish_run_item(self, item: ItemResult, *, worker: str) -> bool:
         """Store a shared run's item result unless one is stored already (then False, unless this
         worker stored it: a repeat of a write whose commit went through as the connection dropped),
-        and add it to the run's totals."""
+        and add it to the run's totals. It replaces a result kept as not final (:meth:`defer_run_item`)."""
+        ...
+
+    def defer_run_item(self, item: ItemResult, *, worker: str, after_s: float) -> bool:
+        """Keep a shared run's item that ``worker`` holds as not final (its trace may still be arriving:
+        ``item`` is indeterminate and says why) and hand it back to be claimed again, by any worker of
+        the run, once ``after_s`` seconds have passed. ``item`` is stored until its final result
+        replaces it; the run's totals are not touched. False when the worker no longer holds it
+        (another took it over, or stored its final result), unless it deferred it already (a repeat)."""
         ...
 
     def run_progress(self, run_id: str) -> RunProgress:

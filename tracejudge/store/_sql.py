@@ -317,6 +317,11 @@ def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
     }
 
 
+# A shared run's item result: a final one replaces the one kept while its trace was still arriving.
+_UPSERT_ITEM = (
+    "INSERT INTO score_items (run_id, trace_id, verdict, payload) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (run_id, trace_id) DO UPDATE SET verdict = excluded.verdict, payload = excluded.payload"
+)
 INSERT_SESSION = "INSERT INTO trace_sessions (session_id, trace_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 _INSERT_SESSION_4 = "INSERT INTO trace_sessions (trace_seq, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 # SQLite's span rows. An EncodedSpan (a tuple) with its trace's seq and the time appended is the row
@@ -1397,10 +1402,12 @@ class SqlStore:
             # LIMIT n FOR UPDATE SKIP LOCKED)`) PostgreSQL may run the pick once per row of the run
             # (a nested-loop semi-join, its plan whenever the run is new to the table's statistics),
             # each run locking the next n: one worker then claimed a whole run.
+            # A claim whose lease ran out, and an item kept as not final whose wait is over, are free.
             cur.execute(
                 q(
                     "SELECT trace_id FROM run_queue WHERE run_id = ?"  # noqa: S608
-                    f" AND (state = 'pending' OR (state = 'claimed' AND lease_until < {self._now_ms}))"
+                    " AND (state = 'pending'"
+                    f" OR (state IN ('claimed', 'waiting') AND lease_until < {self._now_ms}))"
                     f" ORDER BY position LIMIT ?{self._skip_locked}"
                 ),
                 (run_id, n),
@@ -1449,26 +1456,21 @@ class SqlStore:
         q = self._sql
 
         def work(cur: Any) -> bool:
+            # The queue row decides who stores the final result: the first to mark it done (a second
+            # worker's update waits on the row, then finds it done). An item kept as not final
+            # (defer_run_item) is claimed again before it is finished, and its kept result replaced.
             cur.execute(
                 q(
-                    "INSERT INTO score_items (run_id, trace_id, verdict, payload) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (run_id, trace_id) DO NOTHING"
+                    "UPDATE run_queue SET state = 'done', worker = ? WHERE run_id = ? AND trace_id = ?"
+                    " AND state IN ('pending', 'claimed', 'waiting')"
                 ),
-                (item.run_id, item.trace_id, item.verdict, item.model_dump_json()),
+                (worker, item.run_id, item.trace_id),
             )
             if cur.rowcount != 1:
                 # Another worker, whose lease this one outlived, stored it first — or this one did, in
                 # a transaction whose COMMIT went through as the connection dropped (then repeated).
-                cur.execute(
-                    q("SELECT worker FROM run_queue WHERE run_id = ? AND trace_id = ? AND state = 'done'"),
-                    (item.run_id, item.trace_id),
-                )
-                row = cur.fetchone()
-                return row is not None and row[0] == worker
-            cur.execute(
-                q("UPDATE run_queue SET state = 'done', worker = ? WHERE run_id = ? AND trace_id = ?"),
-                (worker, item.run_id, item.trace_id),
-            )
+                return self._left_by(cur, item, "done", worker)
+            cur.execute(q(_UPSERT_ITEM), (item.run_id, item.trace_id, item.verdict, item.model_dump_json()))
             cur.execute(
                 q(
                     "UPDATE run_totals SET done = done + 1, usd = usd + ?, tokens = tokens + ?"
@@ -1480,23 +1482,59 @@ class SqlStore:
 
         return self._transaction(work)  # type: ignore[no-any-return]
 
+    def defer_run_item(self, item: ItemResult, *, worker: str, after_s: float) -> bool:
+        q = self._sql
+
+        def work(cur: Any) -> bool:
+            # Only while this worker holds it: one whose lease ran out may be another's now, or final.
+            # The worker stays on the row, so a repeat (the first answer lost) knows it as its own.
+            cur.execute(
+                q(
+                    f"UPDATE run_queue SET state = 'waiting', lease_until = {self._now_ms} + ?"  # noqa: S608
+                    " WHERE run_id = ? AND trace_id = ? AND state = 'claimed' AND worker = ?"
+                ),
+                (int(after_s * 1000), item.run_id, item.trace_id, worker),
+            )
+            if cur.rowcount != 1:
+                return self._left_by(cur, item, "waiting", worker)
+            # Kept so that the run's items and summary show it (indeterminate, saying why) until its final
+            # result replaces it; not counted in the totals, which the budget is checked against.
+            cur.execute(q(_UPSERT_ITEM), (item.run_id, item.trace_id, item.verdict, item.model_dump_json()))
+            return True
+
+        return self._transaction(work)  # type: ignore[no-any-return]
+
+    def _left_by(self, cur: Any, item: ItemResult, state: str, worker: str) -> bool:
+        """Whether ``worker`` left the item in ``state`` (its write repeated: the first one's answer lost)."""
+        cur.execute(
+            self._sql("SELECT worker FROM run_queue WHERE run_id = ? AND trace_id = ? AND state = ?"),
+            (item.run_id, item.trace_id, state),
+        )
+        row = cur.fetchone()
+        return row is not None and row[0] == worker
+
     def run_progress(self, run_id: str) -> RunProgress:
         with self._lock:
             totals = self._execute(
                 "SELECT done, usd, tokens, stopped FROM run_totals WHERE run_id = ?", (run_id,)
             ).fetchone()
             counts = self._execute(
-                "SELECT state, CASE WHEN lease_until > " + self._now_ms + " THEN 1 ELSE 0 END, count(*)"  # noqa: S608
-                " FROM run_queue WHERE run_id = ? AND state IN ('pending', 'claimed') GROUP BY 1, 2",
+                "SELECT state, CASE WHEN lease_until > " + self._now_ms + " THEN 1 ELSE 0 END, count(*),"  # noqa: S608
+                f" min(lease_until - {self._now_ms})"
+                " FROM run_queue WHERE run_id = ? AND state IN ('pending', 'claimed', 'waiting')"
+                " GROUP BY 1, 2",
                 (run_id,),
             ).fetchall()
-        pending = sum(int(c) for state, live, c in counts if state == "pending" or not int(live))
-        claimed = sum(int(c) for state, live, c in counts if state == "claimed" and int(live))
+        pending = sum(int(c) for state, live, c, _ in counts if state == "pending" or not int(live))
+        claimed = sum(int(c) for state, live, c, _ in counts if state == "claimed" and int(live))
+        waits = [(int(c), int(ms)) for state, live, c, ms in counts if state == "waiting" and int(live)]
+        waiting = {"waiting": waits[0][0], "waiting_s": waits[0][1] / 1000} if waits else {}
         if totals is None:
-            return RunProgress(pending=pending, claimed=claimed)
+            return RunProgress(pending=pending, claimed=claimed, **waiting)
         return RunProgress(
             pending=pending,
             claimed=claimed,
+            **waiting,
             done=int(totals[0]),
             usd=float(totals[1]),
             tokens=int(totals[2]),

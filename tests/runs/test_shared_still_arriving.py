@@ -1,0 +1,117 @@
+"""A shared run (``score --run NAME``) and a trace still arriving (DESIGN 5.5). An item whose trace may still
+be arriving, its answer maybe a draft, is kept as not final — indeterminate, saying why — and handed back to
+the run's queue until the trace has had time to arrive; a later worker of the run (``score --run NAME``
+again) scores it then, and scores nothing already final. Its kept result is replaced by the final one, which
+is stored and counted once (the run's totals, which its budget is checked against, count it once). On
+SQLite and on a real PostgreSQL; the batches are the real SDK's BatchSpanProcessor's
+(tests/localize/test_late_spans.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from tests.localize.test_late_spans import RUNS, _batches, collect_batch
+from tests.runs.test_still_arriving import RUBRIC
+from tests.store.conftest import postgres_url, store_url  # noqa: F401 - the store fixtures
+from tracejudge.cli import cli
+from tracejudge.schema import ItemResult
+from tracejudge.store import SqlStore, open_store
+
+RUN = "nightly"
+
+
+def _score(url: str, rubric: Path, *trace_ids: str) -> tuple[dict[str, Any], str]:
+    args = ["--store", url, "score", "--rubric", str(rubric), "--run", RUN, "--json"]
+    for t in trace_ids:
+        args += ["--trace", t]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out, " ".join(result.stderr.split())
+
+
+def _stored(url: str) -> tuple[dict[str, ItemResult], Any]:
+    store = open_store(url)
+    try:
+        return {i.trace_id: i for i in store.iter_score_items(RUN)}, store.run_progress(RUN)
+    finally:
+        store.close()
+
+
+def _wait_over(url: str) -> None:
+    """The time the kept items wait has passed (on the store's clock): as a later worker finds it."""
+    store = open_store(url)
+    assert isinstance(store, SqlStore)
+    try:
+        store._transaction(  # the queue's own column; no test waits ten minutes
+            lambda cur: cur.execute(
+                store._sql("UPDATE run_queue SET lease_until = 0 WHERE run_id = ? AND state = 'waiting'"),
+                (RUN,),
+            )
+        )
+    finally:
+        store.close()
+
+
+def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
+    store_url: str,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    run = next(r for r in RUNS if r.name == "draft-then-answer")
+    first, rest = _batches(run)  # the draft (v1's 50,000 RMB) first, the root and the answer later
+    whole = [s for batch in _batches(run) for s in batch]  # another run of the agent, all of it arrived
+    late, done = f"{first[0].context.trace_id:032x}", f"{whole[0].context.trace_id:032x}"
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(RUBRIC)
+    collect_batch(store_url, tmp_path / "first.json", first)
+    collect_batch(store_url, tmp_path / "whole.json", whole)
+
+    out, said = _score(store_url, rubric, late, done)
+    verdicts = {i["trace_id"]: (i["verdict"], i["reason"]) for i in out["items"]}
+    assert verdicts[done] == ("pass", "")
+    assert verdicts[late][0] == "indeterminate"
+    assert verdicts[late][1].startswith("still_arriving: the answer was read from span ")
+    assert out["waiting"]["items"] == 1
+    assert 0 < out["waiting"]["after_s"] <= 600
+    assert (
+        f"1 item(s) wait for their trace to arrive (indeterminate, still_arriving): run `score --run {RUN}`"
+        in said
+    )
+    items, progress = _stored(store_url)
+    # Kept, not final: shown with the run (its summary counts it indeterminate), not in its totals.
+    assert items[late].verdict == "indeterminate"
+    assert (progress.done, progress.pending, progress.claimed, progress.waiting) == (1, 0, 0, 1)
+    scored_at = items[done].scored_at
+
+    # Run again before the wait is over: nothing to score (the final item is not scored again).
+    out, _ = _score(store_url, rubric, late, done)
+    assert out["items"] == []
+    assert out["waiting"]["items"] == 1
+
+    # The wait is over but the trace still lacks its root and ended moments ago: kept again, not final.
+    _wait_over(store_url)
+    out, _ = _score(store_url, rubric, late, done)
+    assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "indeterminate")]
+    assert _stored(store_url)[1].done == 1
+
+    # The rest arrives and the wait is over: a later worker scores it, and only it; stored and counted once.
+    collect_batch(store_url, tmp_path / "rest.json", rest)
+    _wait_over(store_url)
+    out, said = _score(store_url, rubric, late, done)
+    assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "pass")]
+    assert out["waiting"] == {"items": 0, "after_s": None}
+    assert "wait for their trace" not in said
+    assert (out["summary"]["n"], out["summary"]["pass"], out["status"]) == (2, 2, "complete")
+    items, progress = _stored(store_url)
+    assert {t: i.verdict for t, i in items.items()} == {late: "pass", done: "pass"}
+    assert items[done].scored_at == scored_at
+    assert (progress.done, progress.pending, progress.claimed, progress.waiting) == (2, 0, 0, 0)
+
+    # Nothing is left: a rerun scores nothing.
+    out, _ = _score(store_url, rubric, late, done)
+    assert out["items"] == []
+    assert _stored(store_url)[1].done == 2
