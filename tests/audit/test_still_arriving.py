@@ -93,3 +93,19 @@ def test_audit_names_the_items_left_unscored_and_reads_no_drift_from_them(tmp_pa
     assert drift["still_arriving"] == [0, 1]
     assert drift["reading"].startswith("0 item(s) of this run and 1 of the previous were not scored")
     assert "the change may be theirs" in drift["reading"]
+
+
+def test_calibrate_sample_leaves_out_a_trace_whose_answer_may_be_a_draft(tmp_path: Path) -> None:
+    db, late, _rest = _first_batch(tmp_path)
+    whole = [s for batch in _batches(next(r for r in RUNS if r.name == "draft-then-answer")) for s in batch]
+    done = f"{whole[0].context.trace_id:032x}"
+    collect_batch(db, tmp_path / "whole.json", whole)
+    _invoke(db, "score", "--rubric", str(tmp_path / "rubric.yaml"), "--trace", late, "--trace", done)
+
+    got = _json(db, "calibrate", "sample", "--n", "5")
+    # It was in the sample with the draft (v1's 50,000 RMB) as the answer to label.
+    assert [r["trace_id"] for r in got["rows"]] == [done]
+    assert got["still_arriving"] == [late]
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", "calibrate", "sample", "--n", "5"])
+    assert "left out 1 trace(s) that may still be arriving" in " ".join(result.stderr.split())
+    assert "sample again once they have arrived" in " ".join(result.stderr.split())

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from tracejudge._errors import InputError
-from tracejudge.runs import Loader, sample_bucket, store_loader
+from tracejudge.runs import Loader, is_still_arriving, sample_bucket, still_arriving_reason, store_loader
 from tracejudge.schema import ItemResult, Rubric, StoredReport, TaskRecord
 from tracejudge.store import Store
 
@@ -55,6 +55,9 @@ class LabellingSample:
     """The scoring run the bands come from."""
     report_id: str
     """Id of the stored record of the sample."""
+    still_arriving: tuple[str, ...] = ()
+    """Traces left out: they may still be arriving, their answer maybe a draft the user never got (left
+    unscored by the run, or still arriving as the sample is drawn). Sample again once they have arrived."""
 
 
 def band(item: ItemResult, thresholds: Mapping[str, float], default: float = 7.0) -> str:
@@ -97,16 +100,20 @@ def labelling_sample(
 ) -> LabellingSample:
     """Pick ``n`` traces of a scoring run (default: the newest, of ``rubric`` when given)."""
     run_id = _sampled_run(store, run_id, rubric)
-    by_band = _traces_by_band(store, run_id, rubric)
+    late: list[str] = []
+    by_band = _traces_by_band(store, run_id, rubric, late)
     available = {b: len(v) for b, v in by_band.items()}
     quota = allocate(n, available)
     load = store_loader(store)
+    rows = []
     # Hash order: reproducible, and unrelated to when or how the traces arrived.
-    rows = [
-        _sample_row(load, trace_id)
-        for b in BANDS
-        for trace_id in sorted(by_band[b], key=sample_bucket)[: quota[b]]
-    ]
+    for b in BANDS:
+        for trace_id in sorted(by_band[b], key=sample_bucket)[: quota[b]]:
+            row = _sample_row(load, trace_id)
+            if row is None:
+                late.append(trace_id)
+            else:
+                rows.append(row)
     report_id = f"sample-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     picked = {b: quota[b] for b in BANDS}
     store.put_report(
@@ -125,24 +132,39 @@ def labelling_sample(
         )
     )
     return LabellingSample(
-        rows=tuple(rows), bands=picked, available=available, run_id=run_id, report_id=report_id
+        rows=tuple(rows),
+        bands=picked,
+        available=available,
+        run_id=run_id,
+        report_id=report_id,
+        still_arriving=tuple(late),
     )
 
 
-def _traces_by_band(store: Store, run_id: str, rubric: Rubric | None) -> dict[str, list[str]]:
-    """The run's trace ids in each score band (against the rubric's thresholds when given)."""
+def _traces_by_band(
+    store: Store, run_id: str, rubric: Rubric | None, late: list[str]
+) -> dict[str, list[str]]:
+    """The run's trace ids in each score band (against the rubric's thresholds when given); those the run
+    left unscored as still arriving go to ``late`` instead (an answer to label may be a draft)."""
     thresholds = {c.name: c.threshold for c in rubric.criteria} if rubric else {}
     by_band: dict[str, list[str]] = {b: [] for b in BANDS}
     for item in store.iter_score_items(run_id):
-        by_band[band(item, thresholds)].append(item.trace_id)
+        if is_still_arriving(item):
+            late.append(item.trace_id)
+        else:
+            by_band[band(item, thresholds)].append(item.trace_id)
     return by_band
 
 
-def _sample_row(load: Loader, trace_id: str) -> dict[str, Any]:
-    """A labels line to fill in: the trace as a labeller sees it (ids only when it no longer loads)."""
+def _sample_row(load: Loader, trace_id: str) -> dict[str, Any] | None:
+    """A labels line to fill in: the trace as a labeller sees it (ids only when it no longer loads); None
+    when it may still be arriving, its answer maybe a draft (:func:`~tracejudge.runs.still_arriving_reason`):
+    no one should label that."""
     row: dict[str, Any] = {"id": trace_id, "trace_id": trace_id, "label": None, "rater": None}
     task = load(trace_id)
     if not isinstance(task, str):
+        if still_arriving_reason(task) is not None:
+            return None
         row.update(_row_fields(task))
     return row
 

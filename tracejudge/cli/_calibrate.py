@@ -330,6 +330,7 @@ def _sample_summary(sample: LabellingSample, out: Path | None, queued: Queued | 
         "queue": None
         if queued is None
         else {"id": queued.queue_id, "queued": queued.queued, "already": queued.already},
+        "still_arriving": list(sample.still_arriving),
     }
 
 
@@ -341,6 +342,11 @@ def _render_sample(
         sys.stdout.write(lines)
     bands = ", ".join(f"{k} {v}/{sample.available[k]}" for k, v in sample.bands.items())
     app.err.print(f"picked {len(sample.rows)} traces of run {sample.run_id}: {bands}")
+    if sample.still_arriving:
+        app.err.print(
+            f"left out {len(sample.still_arriving)} trace(s) that may still be arriving (their answer maybe a"
+            " draft the user never got): sample again once they have arrived"
+        )
     if out is not None:
         app.err.print(
             f"fill in `label` (pass/fail) and `rater` in {out}, then: tracejudge calibrate --labels {out}"
