@@ -1177,6 +1177,21 @@ DSPY = [
         _dspy_manifest(),
     ),
 ]
+# The same instrumentation's test_react (its cassette of three gpt-4o-mini calls) replayed with dspy
+# 2.6.23 and openinference-instrumentation-dspy 0.1.23, the versions of its recording:
+# dspy.ReAct("question -> answer") with an `add` tool — the model asks add(2, 2), the tool returns 4 (a TOOL
+# span `add.__call__`), the model finishes, and ChainOfThought extracts the answer "4" from the trajectory.
+# No retrieval.
+DSPY_REACT = "000000000000000000000000000d5902"
+DSPY.append(
+    Outside(
+        "dspy/react-tool",
+        lambda: fmt.dspy("test_react"),
+        DSPY_REACT,
+        {"required": [{"doc_id": "arithmetic", "version": "v1", "clause": "2 + 2 equals 4"}]},
+        [_entry("arithmetic", "v1", "2 + 2 equals 4")],
+    )
+)
 DSPY_IDS = [c.name for c in DSPY]
 # case -> (verdict and statuses with the manifest, what the first open stage misses)
 DSPY_VERDICTS: dict[str, tuple[str, list[str], str | None]] = {
@@ -1188,6 +1203,8 @@ DSPY_VERDICTS: dict[str, tuple[str, list[str], str | None]] = {
         ["pass", "unconfirmed", "skipped", "skipped"],
         "tracejudge.retrieval.filter",
     ),
+    # retrieved stays open: the tool's result is no retrieval, and nothing marks where the clause came from.
+    "dspy/react-tool": ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"], "a retrieval span"),
 }
 
 
@@ -1208,6 +1225,23 @@ def test_dspy_prediction_repr_is_read_as_its_answer_field(store: Path) -> None:
     assert [d["doc_id"] for d in retrieval["documents"]] == ["1918771", "3377468", "953799"]
     prompt = " ".join(m["content"] for m in call["input_messages"])
     assert all(d["content"] not in prompt for d in retrieval["documents"])
+
+
+def test_dspy_react_reads_the_question_the_tool_and_the_extracted_answer(store: Path) -> None:
+    record = _show(store, DSPY_REACT)
+    # ReAct.forward(**input_args): its input was read as the JSON of {"input_args": {"question": ...}}.
+    assert record["input"] == "What is 2 + 2?"
+    # Its output, the Prediction's repr (trajectory and answer), read as its answer field.
+    assert record["final_answer"] == "4"
+    assert [(t["name"], t["arguments"], t["result"]) for t in record["tool_calls"]] == [
+        ("add.__call__", {"kwargs": {"x": 2, "y": 2}}, "4"),
+        ("finish.__call__", {"kwargs": {}}, "Completed."),
+    ]
+    # Three LM calls; the trajectory (the tool's observation) reaches the later ones in the user message.
+    _, second, third = record["model_calls"]
+    assert "[[ ## observation_0 ## ]]\n4" in second["input_messages"][1]["content"]
+    assert "[[ ## answer ## ]]\n4" in third["output_text"]
+    assert record["retrievals"] == []
 
 
 @pytest.mark.parametrize("case", DSPY, ids=DSPY_IDS)

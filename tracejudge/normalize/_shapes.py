@@ -259,7 +259,7 @@ def _message_like(item: Any) -> bool:
 # --- free-form input and output -----------------------------------------------------------------
 
 _ANSWER_KEYS = ("output", "answer", "final_answer", "response", "result", "content", "text", "outputs")
-# The last three are LlamaIndex's argument names (OpenLLMetry records a call's bound arguments).
+# The three after user_input are LlamaIndex's argument names (OpenLLMetry records a call's bound arguments).
 _INPUT_KEYS = (
     "input",
     "query",
@@ -270,7 +270,10 @@ _INPUT_KEYS = (
     "str_or_query_bundle",
     "query_bundle",
     "query_str",
+    "input_args",
 )
+# The last is DSPy's ``ReAct.forward(**input_args)``: openinference-instrumentation-dspy records its keyword
+# arguments under that name (``{"input_args": {"question": …}}``).
 
 
 # A wrapper's inner value: ``_unwrapped`` found none.
