@@ -64,3 +64,35 @@ def test_filter_from_run_metadata_tells_filter_from_rank(mk: ModuleType, instrum
     # Were v2 CN, the filter would have let it through: it lost on rank.
     ranked = mk.triage_recorded(f"langchain_{instrumentation}_filtered.pb", mk.recorded_manifest("CN"))
     assert (ranked.verdict, ranked.cause) == ("not_retrieved", "rank")
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict"),
+    [
+        ("langchain_openllmetry_rag.pb", "no_fault"),
+        ("langchain_chroma_rag.pb", "no_fault"),
+        ("langchain_chroma_ignored.pb", "ignored_by_model"),
+    ],
+)
+def test_a_chat_whose_system_message_was_not_recorded_was_still_sent_the_prompt(
+    mk: ModuleType, name: str, verdict: str
+) -> None:
+    # OpenLLMetry's LangChain instrumentation records the stuffed system message (the context) as the chat's
+    # gen_ai.system_instructions. Lost (a processor, a limit), the chat read as sent the question alone:
+    # dropped_in_context. The ChatPromptTemplate's run just before it records the prompt it rendered, a
+    # SystemMessage first, and that prompt is what the chat was sent: its input is partial, unconfirmed.
+    spans = mk.recorded_spans(name)
+    manifest = mk.policy_manifest("EU")
+    assert mk.localize(mk.normalize(spans), mk.ticket(), manifest).verdict == verdict
+    lost = mk.drop_attribute(spans, "gen_ai.system_instructions")
+    record = mk.normalize(lost)
+    loc = mk.localize(record, mk.ticket(), manifest)
+    assert loc.verdict == "unconfirmed"
+    assert loc.stages[2].status == "unconfirmed"
+    [gap] = [g for g in record.gaps if g.kind == "model_input_truncated"]
+    assert "ChatPromptTemplate" in gap.detail
+    assert "system" in gap.detail
+    # Without the template's run nothing shows a system message was sent: a chat sent the question alone
+    # is a real drop of the context, read as such.
+    alone = [s for s in lost if s.name != "execute_task ChatPromptTemplate"]
+    assert mk.localize(mk.normalize(alone), mk.ticket(), manifest).verdict == "dropped_in_context"

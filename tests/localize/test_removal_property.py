@@ -63,10 +63,6 @@ _MANIFEST_NAMESPACE = (
     " showed it was returned anyway (the manifest is wrong for this trace): without it (its event lost, its"
     " metadata off, hidden or cut short) the trace is a query of another namespace, a filter fault"
 )
-_SYSTEM_CONTEXT = (
-    "the retrieved context was sent as the system instructions: a chat without them is a chat whose"
-    " application sent no context at all, which is a real drop"
-)
 _NEVER_INDEXED = (
     "the manifest says the material was never indexed and only the retrieval shows it was returned (the"
     " manifest is wrong for this trace): without the retrieval's spans the trace is one whose retriever"
@@ -114,11 +110,6 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
         for name in ("good-after-stale-draft", "stale-after-good-draft")
     },
     ("reading/genai-empty-after-draft", "span chat scripted-model"): _LAST_CALL,
-    **{
-        (f"{name}.pb{m}", "attr ChatOpenAI.chat:gen_ai.system_instructions"): _SYSTEM_CONTEXT
-        for name in ("langchain_openllmetry_rag", "langchain_chroma_rag", "langchain_chroma_ignored")
-        for m in ("", "@CN", "@EU", "@policy")
-    },
     **{
         (f"genai_agent.json{m}", label): _MANIFEST_DOCUMENTS
         for m in ("@EU", "@policy")

@@ -12,6 +12,11 @@ records ``{"output": <the serialized message>, "kwargs": ...}`` as ``gen_ai.tool
 "id": [..., "ToolMessage"], "kwargs": {"content": ..., "tool_call_id": ...}}``. The tool's result is that
 ``content`` (JSON text when the tool returned documents). Model calls, retrievers and chains are plain
 OpenInference (or plain Langfuse observations).
+
+A prompt template's run (OpenLLMetry's ``execute_task ChatPromptTemplate``) records the prompt it rendered as
+``traceloop.entity.output``: ``{"outputs": <a ChatPromptValue in constructor form>}``, its ``kwargs.messages``
+each in constructor form (``SystemMessage``, ``HumanMessage`` …). In a ``prompt | model`` sequence that prompt
+is what the chat model was sent (:func:`rendered_roles`).
 """
 
 from __future__ import annotations
@@ -69,6 +74,39 @@ def _constructed_content(message: Any) -> Any | None:
     if not isinstance(path, list) or not path or path[-1] != "ToolMessage" or not isinstance(kwargs, dict):
         return None
     return kwargs.get("content")
+
+
+# A rendered prompt's message classes -> their roles.
+_ROLES = {"SystemMessage": "system", "HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool"}
+
+
+def rendered_roles(view: SpanView) -> list[str] | None:
+    """The roles of the messages of the ``ChatPromptValue`` a LangChain step returned (a prompt template's
+    run under OpenLLMetry: ``traceloop.entity.output`` ``{"outputs": ...}``), in order (a message class not
+    known here by its class name); None for a span that returned no rendered prompt."""
+    value = view.attrs.get("traceloop.entity.output")
+    if not isinstance(value, str) or "ChatPromptValue" not in value:
+        return None  # decided on the raw text: most task outputs are no prompt
+    parsed = _parsed(value)
+    prompt = parsed.get("outputs") if isinstance(parsed, dict) else None
+    if not isinstance(prompt, dict) or prompt.get("type") != "constructor":
+        return None
+    path, kwargs = prompt.get("id"), prompt.get("kwargs")
+    messages = kwargs.get("messages") if isinstance(kwargs, dict) else None
+    if (
+        not isinstance(path, list)
+        or not path
+        or path[-1] != "ChatPromptValue"
+        or not isinstance(messages, list)
+    ):
+        return None
+    return [
+        _ROLES.get(str(m["id"][-1]), str(m["id"][-1])) if _constructed(m) else "unknown" for m in messages
+    ]
+
+
+def _constructed(message: Any) -> bool:
+    return isinstance(message, dict) and isinstance(message.get("id"), list) and bool(message["id"])
 
 
 def _parsed(value: Any) -> Any:

@@ -24,6 +24,7 @@ from tracejudge._errors import InputError
 from tracejudge.normalize import _bedrock as bedrock
 from tracejudge.normalize import _freeform as freeform
 from tracejudge.normalize import _genai as genai
+from tracejudge.normalize import _langchain as langchain
 from tracejudge.normalize import _langfuse as langfuse
 from tracejudge.normalize import _logfire as logfire
 from tracejudge.normalize import _openinference as oi
@@ -280,7 +281,7 @@ class _Steps:
 
     def _model(self, view: SpanView) -> None:
         if view.span_id not in self._wrappers:
-            self.models.append(_model_call(view, self._shown))
+            self.models.append(_prompted(view, _model_call(view, self._shown), self._tree))
         if bedrock.is_retrieve_and_generate(view):
             self.retrievals.append(_cited_retrieval(view))
         for search in oi.file_searches(view):
@@ -726,6 +727,43 @@ def _model_call(view: SpanView, shown: frozenset[int]) -> ModelCall:
         prompt=langfuse.prompt(view),
         start_time=view.start,
     )
+
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def _prompted(view: SpanView, call: ModelCall, tree: _Tree) -> ModelCall:
+    """The call, its input partial when the prompt that fed it shows a system message its span does not
+    record. In a LangChain ``prompt | model`` sequence the template's run, the step just before the call,
+    records the prompt it rendered (``langchain.rendered_roles``), and that prompt is what the model was
+    sent: a chat whose span records no system message (OpenLLMetry's ``gen_ai.system_instructions`` lost,
+    hidden by a processor, dropped at a limit) was still sent the one the prompt holds — the context, often.
+    Read as the whole input, the clause in it was "not in the model input" (``dropped_in_context``)."""
+    if not call.input_text or call.input_partial or call.input_redacted or call.system_instructions:
+        return call
+    if any(m.role in _SYSTEM_ROLES for m in call.input_messages):
+        return call
+    prompt = _step_before(view, tree)
+    roles = langchain.rendered_roles(prompt) if prompt is not None else None
+    if prompt is None or roles is None or "system" not in roles:
+        return call
+    view.gap(
+        "model_input_truncated",
+        f"the prompt the call was sent (span {prompt.span_id}, {prompt.raw.name}: {roles}) holds a system"
+        " message the call's span does not record: what it gave the model is not in the input read",
+    )
+    return call.model_copy(update={"input_partial": True})
+
+
+def _step_before(view: SpanView, tree: _Tree) -> SpanView | None:
+    """The span's sibling (same parent) that ended last before it started: the step whose output it took
+    in a sequence. None for a root, or when no sibling ended before it."""
+    parent = tree.parent[view.span_id]
+    if parent is None:
+        return None
+    start = view.raw.start_time_unix_nano
+    before = [v for v in tree.children.get(parent, []) if v is not view and v.raw.end_time_unix_nano <= start]
+    return max(before, key=lambda v: v.raw.end_time_unix_nano, default=None)
 
 
 def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tuple[str | None, bool]:
