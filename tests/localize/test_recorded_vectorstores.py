@@ -20,7 +20,7 @@ from tracejudge.schema import Localization
 
 STORES = ("qdrant", "lancedb")
 # recordings whose search a span around the store's records: the app's traceloop task, LlamaIndex's retriever
-RECORDINGS = (*STORES, "llamaindex_qdrant")
+RECORDINGS = (*STORES, "lancedb_text", "llamaindex_qdrant")
 UNCONFIRMED = ("unconfirmed", None, ["pass", "unconfirmed", "skipped", "skipped"])
 # run -> (verdict, cause, stage statuses) under the recordings' index, with the app's retrieve task
 WITH_TASK = {

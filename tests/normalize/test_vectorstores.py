@@ -40,6 +40,8 @@ STORES: dict[str, tuple[str, int | None, tuple[str, Any] | None]] = {
     "milvus": ("milvus.search", 2, ('region == "CN"', {"region": {"$eq": "CN"}})),
     "qdrant": ("qdrant.query_points", 2, None),
     "lancedb": ("lancedb.search", None, None),
+    # The same store searched by the query's text (record_lancedb.py --text).
+    "lancedb_text": ("lancedb.search", None, None),
 }
 # store -> the retriever's id of each returned document, where the store's span records them
 CHUNK_IDS = {
@@ -107,6 +109,32 @@ def test_lancedb_writes_its_query_vector_where_milvus_writes_a_filter_and_it_is_
     assert vector.startswith("[0.0, ")
     call = the_retrieval(normalize(spans))
     assert (call.filter, call.filter_raw) == (None, None)
+
+
+@pytest.mark.parametrize("run", list(RETURNED))
+def test_lancedb_writes_a_text_query_where_milvus_writes_a_filter_and_it_is_read_as_the_query(
+    run: str,
+) -> None:
+    # Searched by text, LanceDB's span holds the text under db.milvus.search.filter: the search's query, which
+    # the store's span alone now gives (it was the task's input only). A vector there is no query.
+    spans = without_task(spans_of("lancedb_text", run))
+    (search,) = [s for s in spans if s.name == "lancedb.search"]
+    assert search.attributes["db.milvus.search.filter"] == QUERY
+    call = the_retrieval(normalize(spans))
+    assert (call.query, call.filter, call.filter_raw) == (QUERY, None, None)
+    assert the_retrieval(normalize(without_task(spans_of("lancedb", run)))).query is None
+
+
+@pytest.mark.parametrize("store", ["chroma", "milvus"])
+def test_a_distance_is_not_read_as_a_score(store: str) -> None:
+    # Chroma's and Milvus' result events record a distance and not its metric: Chroma's cosine distance is
+    # nearer when lower, Milvus' COSINE one a similarity (nearer when higher). Read as a score it would say
+    # the wrong document ranked higher half the time: no document has one, the order is the rank.
+    spans = spans_of(store, "rag")
+    distances = [k for s in spans for e in s.events for k in e.attributes if k.endswith(".distance")]
+    assert len(distances) == len(RETURNED["rag"])
+    call = the_retrieval(normalize(spans))
+    assert [(d.position, d.score) for d in call.documents] == [(0, None), (1, None)]
 
 
 @pytest.mark.parametrize("store", ["qdrant", "lancedb"])

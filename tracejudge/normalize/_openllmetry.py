@@ -2,21 +2,22 @@
 
 Attributes read: ``traceloop.span.kind``, ``traceloop.entity.{name,input,output}``,
 ``gen_ai.prompt.N.{role,content}``, ``gen_ai.completion.N.{role,content,tool_calls.J.{id,name,arguments}}``,
-``llm.request.type``, ``llm.usage.total_tokens``, ``gen_ai.usage.{prompt_tokens,completion_tokens}``;
-vector stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.chroma.query.n_results``,
-``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.{filter,limit}`` (a
-Milvus expression, on Milvus spans only), and one ``db.query.result`` / ``db.search.result`` event per
-returned document with ``db.query.result.{id,score,distance,metadata,document}`` (Pinecone's and Milvus'
-events carry no document: its text is the metadata's — Milvus: the ``entity``'s — ``text``); Qdrant's
-spans, which record no ``db.operation``, by their name (``_vectorstores.py`` says what each store's
-instrumentation records). Pinecone (opentelemetry-instrumentation-pinecone 0.60) sets no ``db.operation``:
-its query is the ``pinecone.query`` span (``db.system`` ``Pinecone``), with ``pinecone.query.filter`` (the
-filter as JSON), ``pinecone.query.namespace`` (left out for the default namespace, ``""``) and
-``pinecone.query.top_k``; it adds one ``db.query.result`` event per match and then sets the status OK, so
-a query whose status is OK and that has no result event returned no match. LangChain
-(opentelemetry-instrumentation-langchain): ``gen_ai.operation.name = vector_db_retrieve`` marks a
-retriever run, its query in ``traceloop.entity.input`` and its documents in
-``traceloop.entity.output``; ``execute_task`` spans are tasks.
+``llm.request.type``, ``llm.usage.total_tokens``, ``gen_ai.usage.{prompt_tokens,completion_tokens}``; vector
+stores: ``db.system``, ``db.operation``, ``db.vector.query.top_k``, ``db.chroma.query.n_results``,
+``db.chroma.query.where`` (a Python literal: ``str(dict)``), ``db.milvus.search.{filter,limit}`` (a Milvus
+expression, on Milvus spans only; on a LanceDB span the query, read when it is text), and one
+``db.query.result`` / ``db.search.result`` event per returned document with
+``db.query.result.{id,score,metadata,document}`` (a ``distance`` is not read: ``_vectorstores.py`` says why;
+Pinecone's and Milvus' events carry no document: its text is the metadata's — Milvus: the ``entity``'s —
+``text``); Qdrant's spans, which record no ``db.operation``, by their name (``_vectorstores.py`` says what
+each store's instrumentation records). Pinecone (opentelemetry-instrumentation-pinecone 0.60) sets no
+``db.operation``: its query is the ``pinecone.query`` span (``db.system`` ``Pinecone``), with
+``pinecone.query.filter`` (the filter as JSON), ``pinecone.query.namespace`` (left out for the default
+namespace, ``""``) and ``pinecone.query.top_k``; it adds one ``db.query.result`` event per match and then sets
+the status OK, so a query whose status is OK and that has no result event returned no match. LangChain
+(opentelemetry-instrumentation-langchain): ``gen_ai.operation.name = vector_db_retrieve`` marks a retriever
+run, its query in ``traceloop.entity.input`` and its documents in ``traceloop.entity.output``;
+``execute_task`` spans are tasks.
 
 MCP (opentelemetry-instrumentation-mcp): a client's ``tools/call`` request is a tool span
 ``<tool>.tool`` whose ``traceloop.entity.output`` is ``{"result": <text>}`` — the text of the result's first
@@ -44,7 +45,7 @@ from tracejudge.normalize._shapes import (
     request_text,
 )
 from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
-from tracejudge.normalize._vectorstores import milvus_filter, milvus_filter_text, named_search
+from tracejudge.normalize._vectorstores import lancedb_query, milvus_filter, milvus_filter_text, named_search
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
@@ -299,6 +300,9 @@ class OpenLLMetry(NoRecords):
 
     def retrieval_filter(self, view: SpanView) -> Filter | None:
         return store_filter(view)
+
+    def query(self, view: SpanView) -> str | None:
+        return lancedb_query(view)
 
     def tool_result(self, view: SpanView) -> Any | None:
         return mcp_result(view)

@@ -23,6 +23,8 @@ Why this order:
   tracejudge's own ``tracejudge.retrieval.filter``.
 - ``documents``: indexed OpenInference documents, GenAI documents, OpenLLMetry result events,
   then the free-form output read by shape.
+- ``query``: GenAI's ``gen_ai.retrieval.query.text``, a LanceDB search's text (OpenLLMetry), then the
+  frameworks' and the free-form input.
 - ``usage``: merged; per count the first convention that recorded it wins.
 - Framework conventions whose records look like another convention's (Strands' and Semantic
   Kernel's GenAI-named events hold content blocks or JSON-text bodies) come before GenAI on the lines
@@ -180,7 +182,7 @@ PRECEDENCE = Precedence(
         AGENTOPS,
         FREEFORM,
     ),
-    query=(GENAI, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
+    query=(GENAI, OPENLLMETRY, MIRASCOPE, TRULENS, MLFLOW, FREEFORM),
     usage=(LANGFUSE, OPENINFERENCE, GENAI, MLFLOW),
     retrieval_filter=(TRACEJUDGE, OPENLLMETRY, HAYSTACK, BEDROCK),
     tool_arguments=(OPENLIT, GENAI, ADK, STRANDS, MIRASCOPE, MLFLOW, AGENTOPS, LOGFIRE, VERCEL, FREEFORM),

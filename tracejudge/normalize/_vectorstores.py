@@ -8,12 +8,18 @@ Seen on real clients traced offline (tests/fixtures/traces/record_{chroma,qdrant
   query and nothing of the points returned.
 - ``opentelemetry-instrumentation-lancedb`` 0.62 wraps ``LanceTable.search``, which builds the query and
   returns before ``where``/``limit``/``to_list`` run it; it writes ``str(query)`` — the query vector or text —
-  under ``db.milvus.search.filter`` (:func:`milvus_filter_text` reads that key for Milvus only).
+  under ``db.milvus.search.filter`` (:func:`milvus_filter_text` reads that key for Milvus only;
+  :func:`lancedb_query` reads a text there as the search's query, never a vector's or an object's repr).
 - ``opentelemetry-instrumentation-milvus`` 0.60 records the search's ``filter`` (a Milvus boolean expression,
   :func:`milvus_filter`), its ``limit``, and one ``db.search.result`` event per hit whose ``entity`` is
   ``str()`` of the output fields (read as the document's metadata; its ``text`` as the content).
 - ``opentelemetry-instrumentation-chromadb`` 0.62 records ``where`` as ``str(dict)`` and one
   ``db.query.result`` event per result with the document's text (read in ``_openllmetry.py``).
+
+Chroma's and Milvus' result events record a ``distance``, not a score, and not the metric it was measured by:
+Chroma's cosine distance is nearer when lower, Milvus' COSINE "distance" is a similarity (nearer when higher),
+its L2 a distance again. Which way is nearer cannot be read from the span, so a distance is not read as a
+document's score (nothing orders or explains a ranking by it); the documents' order is the rank.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tracejudge.normalize._values import as_str
+from tracejudge.normalize._values import REDACTED, as_str
 from tracejudge.normalize._view import SpanView
 
-__all__ = ["milvus_filter", "milvus_filter_text", "named_search"]
+__all__ = ["lancedb_query", "milvus_filter", "milvus_filter_text", "named_search"]
 
 # db.system (lower-cased) -> the client methods that search, for instrumentations that record the method
 # only in the span name ("<system>.<method>"). Qdrant's scroll lists points without a query: not a search.
@@ -67,6 +73,26 @@ def milvus_filter_text(view: SpanView) -> str | None:
     if not isinstance(system, str) or system.lower() != "milvus":
         return None
     return as_str(view.attrs.get("db.milvus.search.filter"))
+
+
+# A repr that is no query text: a vector (a list's, a tuple's, numpy's "[0.  0.57 ...]", pyarrow's), an
+# object's ("<PIL.Image.Image ...>") or a constructor's ("MatchQuery(query='…', column='text')").
+_NUMBER = r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|\.\.\.)"
+_VECTOR = re.compile(rf"[\s\[\](),]*(?:{_NUMBER}[\s\[\](),]*)+", re.IGNORECASE)
+_OBJECT = re.compile(r"<.*>|[A-Za-z_][\w.]*\(.*\)", re.DOTALL)
+
+
+def lancedb_query(view: SpanView) -> str | None:
+    """The text a LanceDB search ran with: ``db.milvus.search.filter`` of a LanceDB span (the instrumentation
+    writes ``str(query)`` there) when it is text; None for a vector's or an object's repr, and for any other
+    span."""
+    system = view.attrs.get("db.system")
+    if not isinstance(system, str) or system.lower() != "lancedb":
+        return None
+    text = as_str(view.attrs.get("db.milvus.search.filter"))
+    if not text or text == REDACTED or _VECTOR.fullmatch(text) or _OBJECT.fullmatch(text.strip()):
+        return None
+    return text
 
 
 # --- Milvus boolean expressions -> $-operators ---------------------------------------------------------
