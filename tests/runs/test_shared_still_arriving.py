@@ -1,10 +1,10 @@
 """A shared run (``score --run NAME``) and a trace still arriving (DESIGN 5.5). An item whose trace may still
-be arriving, its answer maybe a draft, is kept as not final — indeterminate, saying why — and handed back to
-the run's queue until the trace has had time to arrive; a later worker of the run (``score --run NAME``
-again) scores it then, and scores nothing already final. Its kept result is replaced by the final one, which
-is stored and counted once (the run's totals, which its budget is checked against, count it once). On
-SQLite and on a real PostgreSQL; the batches are the real SDK's BatchSpanProcessor's
-(tests/localize/test_late_spans.py)."""
+be arriving, its answer maybe a draft, is kept as not final — indeterminate, saying why — and handed back
+to the run's queue until the trace has had time to arrive; a later worker of the run (``score --run NAME``
+again) scores it then, or as soon as the rest of it has arrived, and scores nothing already final. Its
+kept result is replaced by the final one, which is stored and counted once (the run's totals, which its
+budget is checked against, count it once). On SQLite and on a real PostgreSQL; the batches are the real
+SDK's BatchSpanProcessor's (tests/localize/test_late_spans.py)."""
 
 from __future__ import annotations
 
@@ -98,9 +98,9 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
     assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "indeterminate")]
     assert _stored(store_url)[1].done == 1
 
-    # The rest arrives and the wait is over: a later worker scores it, and only it; stored and counted once.
+    # The rest arrives: a later worker scores it at once (its wait not over), and only it; stored and
+    # counted once.
     collect_batch(store_url, tmp_path / "rest.json", rest)
-    _wait_over(store_url)
     out, said = _score(store_url, rubric, late, done)
     assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "pass")]
     assert out["waiting"] == {"items": 0, "after_s": None}

@@ -186,12 +186,13 @@ def test_an_item_kept_as_not_final_waits_then_its_final_result_replaces_it_once(
     assert [(i.trace_id, i.verdict) for i in store.iter_score_items("kept")] == [(first, "indeterminate")]
     assert store.take_run_write_backs("kept", worker="a", n=10, lease_s=30) == []
     assert first not in store.claim_run_items("kept", worker="a", n=len(IDS), lease_s=30)
-    # Its wait over, it is claimed again (first in the run's order) and its final result replaces it, once.
+    # Woken (its trace arrived), it is claimed again (first in the run's order) and its final result
+    # replaces it, once.
     store.leave_run("kept", worker="a")
     _joined(store, "kept", ("c",))
-    store._transaction(
-        lambda cur: cur.execute(store._sql("UPDATE run_queue SET lease_until = 0 WHERE state = 'waiting'"))
-    )
+    assert store.run_waiting("kept") == [first]
+    store.wake_run_items("kept", [first])  # its trace has arrived: no need to wait the rest
+    assert store.run_waiting("kept") == []
     assert store.claim_run_items("kept", worker="c", n=1, lease_s=30) == [first]
     final = ItemResult(run_id="kept", trace_id=first, verdict="pass", cost_usd=0.5, input_tokens=7)
     assert store.finish_run_item(final, worker="c")

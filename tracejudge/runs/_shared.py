@@ -46,6 +46,7 @@ from tracejudge.runs._run import (
     run_client,
     score_source,
     still_arriving_for,
+    still_arriving_reason,
     store_loader,
 )
 from tracejudge.runs._signals import in_thread_to_the_end
@@ -500,6 +501,9 @@ async def _take_part(
     """Score the run's items with the others until none is left to claim or wait for."""
     store, name = member.store, member.name
     load = loader or store_loader(store)
+    # Items kept while their trace was still arriving, whose trace has arrived since: scored now, not
+    # once the rest of their wait is over.
+    await ride.call(_wake_arrived, store, name, load)
     async with run_client(rubric, client, options) as client:
         judge = make_judge(rubric, client, store, options)
 
@@ -530,6 +534,16 @@ async def _take_part(
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+
+
+def _wake_arrived(store: Store, name: str, load: Loader) -> None:
+    """End the wait of the run's kept items whose trace is no longer arriving (the rest came, or is lost)."""
+    arrived = []
+    for trace_id in store.run_waiting(name):
+        loaded = load(trace_id)
+        if not isinstance(loaded, TaskRecord) or still_arriving_reason(loaded) is None:
+            arrived.append(trace_id)
+    store.wake_run_items(name, arrived)
 
 
 async def _settled(store: Store, name: str, lease_s: float, ride: _RideOut) -> None:

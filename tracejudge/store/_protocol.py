@@ -269,6 +269,15 @@ class Store(Protocol):
         (another took it over, or stored its final result), unless it deferred it already (a repeat)."""
         ...
 
+    def run_waiting(self, run_id: str) -> list[str]:
+        """The shared run's items kept as not final whose wait is not over, in the run's order."""
+        ...
+
+    def wake_run_items(self, run_id: str, trace_ids: Sequence[str]) -> None:
+        """End the wait of those of ``trace_ids`` kept as not final: their trace has arrived, so any worker
+        of the run may claim them now."""
+        ...
+
     def run_progress(self, run_id: str) -> RunProgress:
         """Counts and totals of a shared run over all workers."""
         ...

@@ -1504,6 +1504,26 @@ class SqlStore:
 
         return self._transaction(work)  # type: ignore[no-any-return]
 
+    def run_waiting(self, run_id: str) -> list[str]:
+        with self._lock:
+            rows = self._execute(
+                "SELECT trace_id FROM run_queue WHERE run_id = ? AND state = 'waiting'"  # noqa: S608
+                f" AND lease_until >= {self._now_ms} ORDER BY position",
+                (run_id,),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def wake_run_items(self, run_id: str, trace_ids: Sequence[str]) -> None:
+        if not trace_ids:
+            return
+        marks = ", ".join("?" * len(trace_ids))
+        with self._lock:
+            self._execute(
+                "UPDATE run_queue SET lease_until = 0"  # noqa: S608
+                f" WHERE run_id = ? AND state = 'waiting' AND trace_id IN ({marks})",
+                (run_id, *trace_ids),
+            )
+
     def _left_by(self, cur: Any, item: ItemResult, state: str, worker: str) -> bool:
         """Whether ``worker`` left the item in ``state`` (its write repeated: the first one's answer lost)."""
         cur.execute(
