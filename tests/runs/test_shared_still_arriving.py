@@ -19,7 +19,7 @@ from tests.runs.test_still_arriving import RUBRIC
 from tests.store.conftest import postgres_url, store_url  # noqa: F401 - the store fixtures
 from tracejudge.cli import cli
 from tracejudge.schema import ItemResult
-from tracejudge.store import SqlStore, open_store
+from tracejudge.store import open_store
 
 RUN = "nightly"
 
@@ -43,16 +43,10 @@ def _stored(url: str) -> tuple[dict[str, ItemResult], Any]:
 
 
 def _wait_over(url: str) -> None:
-    """The time the kept items wait has passed (on the store's clock): as a later worker finds it."""
+    """The time the kept items wait has passed: as a later worker finds it (no test waits ten minutes)."""
     store = open_store(url)
-    assert isinstance(store, SqlStore)
     try:
-        store._transaction(  # the queue's own column; no test waits ten minutes
-            lambda cur: cur.execute(
-                store._sql("UPDATE run_queue SET lease_until = 0 WHERE run_id = ? AND state = 'waiting'"),
-                (RUN,),
-            )
-        )
+        store.wake_run_items(RUN, store.run_waiting(RUN))
     finally:
         store.close()
 
