@@ -1111,7 +1111,13 @@ def test_openllmetry_pinecone_matches_are_the_documents_with_their_text(store: P
 
 # case -> (verdict and statuses with the manifest, what the first open stage misses)
 PINECONE_VERDICTS: dict[str, tuple[str, list[str], str | None]] = {
-    "openllmetry-pinecone/returned": ("no_fault", ["pass", "pass", "pass", "pass"], None),
+    # The answer states the fact, but the completion stopped at max_tokens (finish_reason length): what it
+    # states past the cut is unknown, so the answer is not read as all it said.
+    "openllmetry-pinecone/returned": (
+        "unconfirmed",
+        ["pass", "pass", "pass", "unconfirmed"],
+        "the whole answer",
+    ),
     "openllmetry-pinecone/returned-unstated": (
         "unconfirmed",
         ["pass", "pass", "pass", "unconfirmed"],

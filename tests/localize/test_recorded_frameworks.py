@@ -50,6 +50,16 @@ FRAMEWORKS = {
     # a Strands agent traced by its built-in tracing: messages and the tool's result are span events holding
     # Bedrock content blocks.
     "strands": "strands_{run}.pb",
+    # a hand-written tool-use loop over the ``anthropic`` client (messages.create, the instructions as the
+    # ``system`` parameter) traced by openinference-instrumentation-anthropic: the app's search is a TOOL
+    # span whose ``output.value`` holds the documents, sent back as a ``tool_result`` block.
+    "anthropic_openinference_tool": "anthropic_openinference_tool_{run}.pb",
+    # the same app under OpenLLMetry's opentelemetry-instrumentation-anthropic (the latest GenAI form:
+    # ``gen_ai.system_instructions``, ``tool_call_response`` parts); the search a traceloop tool span.
+    "anthropic_openllmetry_tool": "anthropic_openllmetry_tool_{run}.pb",
+    # the app streamed (messages.stream), its tool result ``search_result`` blocks with citations on.
+    "anthropic_openinference_search_results": "anthropic_openinference_search_results_{run}.pb",
+    "anthropic_openllmetry_search_results": "anthropic_openllmetry_search_results_{run}.pb",
 }
 # run -> (verdict, cause, stage statuses)
 RUNS = {

@@ -108,8 +108,12 @@ class _Reading:
     """Why the request may have been cut short (an exporter's length limit): what it stated past the
     cut is unknown, so any value the answer states may only echo it."""
 
+    question_partial: str | None = None
+    """Why the request may hold more than its recorded text: the user message carrying it had parts whose
+    text is not on the trace (a document block, a lost text part), which may state any value."""
+
     def __post_init__(self) -> None:
-        self.question_cut = cut_short(self.question, frozenset(self.cut_lengths))
+        self.question_cut = cut_short(self.question, frozenset(self.cut_lengths)) or self.question_partial
 
     def stated(
         self, key: str, fv: FactValue, echo: str, unnamed: list[Evidence], clause: str | None = None
@@ -236,6 +240,7 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         question=ctx.task.input or "",
         question_values=ctx.question_values(),
         cut_lengths=ctx.task.cut_lengths,
+        question_partial=_request_partial(ctx.task),
     )
     required = _facts(m.facts)
     may_agree: list[Evidence] = []
@@ -278,6 +283,22 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         else "a usage judge to read the answer (its facts do not settle it)"
     )
     return stage_result("used_by_model", "unconfirmed", detail, evidence=evidence, missing=[wanted])
+
+
+def _request_partial(task: TaskRecord) -> str | None:
+    """Why the user message carrying the request holds more than the trace's text of it: it had parts the
+    trace holds no text of (``Message.unread``); None when every such message reads whole."""
+    if not task.input:
+        return None
+    for call in task.model_calls:
+        for message in call.input_messages:
+            if message.role != "user" or task.input not in (message.content or ""):
+                continue
+            if message.unread:
+                return f"its message had {', '.join(message.unread)} parts with no text on the trace"
+            if message.redacted:
+                return "its message had parts recorded redacted"
+    return None
 
 
 def _refusal(task: TaskRecord, answer: str) -> str | None:

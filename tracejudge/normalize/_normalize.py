@@ -784,21 +784,48 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
             "model_output_not_recorded", f"the model call failed and returned no output: {failure(view.raw)}"
         )
     elif not output_recorded:
-        view.gap("model_output_not_recorded", "the LLM span carries no output content")
+        view.gap("model_output_not_recorded", "the LLM span carries no output content" + _refused_note(view))
     elif dropped is not None:
         # An output message, a content part or a choice event may be among the records dropped: the
         # output read is not all the model said (localize reads an answer from this span as incomplete).
         view.gap("model_output_truncated", f"the output may be incomplete: {dropped.note}", dropped.switch)
-    elif _BROKEN_OFF.intersection(_finish_reasons(view) + genai.output_finish_reasons(view)):
+    elif not any(m.refusal for m in outputs) and (stopped := _stopped_early(view)) is not None:
+        view.gap("model_output_truncated", f"the output may be incomplete: {stopped}")
+    return output_text, output_recorded
+
+
+def _refused_note(view: SpanView) -> str:
+    """What the finish reasons of a span with no output say of it: Anthropic's refusal with no content block,
+    for which OpenLLMetry records no output message (the span alone does not tell it from content capture
+    off); "" for any other."""
+    if not _REFUSED.intersection(_finish_reasons(view)):
+        return ""
+    return ", and the reply ended with finish_reason refusal (a refusal without text records no output)"
+
+
+def _stopped_early(view: SpanView) -> str | None:
+    """How a reply with text ended before the model finished, by its finish reasons; None when it did not."""
+    reasons = _finish_reasons(view) + genai.output_finish_reasons(view)
+    ended = (_AT_LIMIT | _REFUSED).intersection(reasons)
+    if ended:
+        # The reply stopped at the request's max_tokens (Anthropic's stop_reason ``max_tokens``, OpenAI's and
+        # the GenAI conventions' ``length``) or the API's refusal classifier stopped it mid-reply: what the
+        # model would have said past it — a taken back value, the required one beside a superseded one — is
+        # not in the record.
+        listed = ", ".join(sorted(ended))
+        return (
+            f"the reply stopped before the model finished (finish_reason {listed}: the token limit, or the"
+            " API's refusal classifier)"
+        )
+    if _BROKEN_OFF.intersection(reasons):
         # A stream that ended before the model finished (opentelemetry-instrumentation-openai-v2 records the
         # finish reason "error" for a reply whose stream broke off or that the app closed early): what the
         # model said past the break is not in the record, nor is it known what it would have stated.
-        view.gap(
-            "model_output_truncated",
-            "the output may be incomplete: the reply ended with finish_reason error (its stream broke off,"
-            " or the app closed it, before the model finished)",
+        return (
+            "the reply ended with finish_reason error (its stream broke off, or the app closed it, before the"
+            " model finished)"
         )
-    return output_text, output_recorded
+    return None
 
 
 def _empty_output(view: SpanView, outputs: Sequence[Message]) -> str | None:
@@ -862,14 +889,23 @@ def _hosted_note(view: SpanView, outputs: Sequence[Message]) -> str | None:
 
 # The finish reason an instrumentation records for a reply whose stream ended before the model finished.
 _BROKEN_OFF = frozenset({"error"})
+# The finish reasons of a reply that stopped at the request's token limit: OpenAI's and the GenAI
+# conventions' ``length``, Anthropic's ``stop_reason`` ``max_tokens`` (openinference-instrumentation-anthropic
+# records it as is in ``llm.finish_reason``; OpenLLMetry's maps it to ``length``).
+_AT_LIMIT = frozenset({"length", "max_tokens"})
+# A reply the API's classifier stopped (Anthropic's ``stop_reason`` ``refusal``): text before it is a reply
+# cut short; none at all is the refusal (OpenInference's response body shows it, ``anthropic_refusal``).
+_REFUSED = frozenset({"refusal"})
 
 
 def _finish_reasons(view: SpanView) -> list[str]:
     """``gen_ai.response.finish_reasons``: an array, a JSON list, or OpenLLMetry's Python list repr
-    (``"['length']"``)."""
+    (``"['length']"``); and OpenInference's ``llm.finish_reason`` (one value: Anthropic's ``stop_reason``),
+    which the Anthropic response body in ``output.value`` holds too."""
     value = view.attrs.get("gen_ai.response.finish_reasons")
     listed = as_str_list(list(value) if isinstance(value, tuple) else value) or []
-    return [r for r in (r.strip("[]'\" ") for r in listed) if r]
+    single = [r for r in (as_str(view.attrs.get("llm.finish_reason")), oi.stop_reason(view)) if r]
+    return [r for r in (r.strip("[]'\" ") for r in [*listed, *single]) if r]
 
 
 def _unheld_tool_call(view: SpanView, outputs: Sequence[Message]) -> str | None:

@@ -146,14 +146,41 @@ def _parts(parts: list[dict[str, Any]]) -> tuple[list[str], bool, tuple[str, ...
     redacted = False
     unread: list[str] = []
     for part in parts:
-        found = content_and_tools(part.get("message_content.text"))
+        found = content_and_tools(_block(part))
         redacted = redacted or found.redacted
         if found.text:
             texts.append(found.text)
         kind = media_kind(part.get("message_content.type"))
         if kind is not None:
             unread.append(kind)
+        elif part.get("message_content.type") in _JSON_BLOCKS and not _whole(part):
+            # A document block whose JSON is not on the span, or is cut short: it held text (the retrieved
+            # material, as a rule) the trace does not (all) hold.
+            unread.append(str(part["message_content.type"]))
+        unread.extend(found.unread)
     return texts, redacted, tuple(unread)
+
+
+# Anthropic content blocks openinference-instrumentation-anthropic records whole, as the block's JSON text.
+_JSON_BLOCKS = ("document", "search_result")
+
+
+def _block(part: dict[str, Any]) -> Any:
+    """A ``message.contents`` part's text; an Anthropic ``document`` / ``search_result`` block (recorded as
+    its JSON) as the block, whose text is its source's (a PDF or file source: none: the part is unread)."""
+    text = part.get("message_content.text")
+    if part.get("message_content.type") in _JSON_BLOCKS and isinstance(text, str) and text[:1] == "{":
+        block = maybe_json(text)
+        if isinstance(block, dict) and block.get("type") == part.get("message_content.type"):
+            return block
+    return text
+
+
+def _whole(part: dict[str, Any]) -> bool:
+    """Whether a ``document`` / ``search_result`` block's JSON is on the span, whole as far as its form shows
+    (it parses; a redacted one is read as redacted)."""
+    text = part.get("message_content.text")
+    return text is not None and (text == REDACTED or isinstance(maybe_json(text), dict))
 
 
 def prompts(view: SpanView) -> list[str] | None:
@@ -183,6 +210,9 @@ def refusals(view: SpanView) -> dict[int, str]:
     if view.attrs.get("output.mime_type") != "application/json":
         return {}
     body = maybe_json(view.attrs.get(OUTPUT))
+    refused = anthropic_refusal(body)
+    if refused is not None:
+        return {0: refused}
     found = body.get("choices") if isinstance(body, dict) else None
     out: dict[int, str] = {}
     for i, choice in enumerate(found if isinstance(found, list) else []):
@@ -191,6 +221,36 @@ def refusals(view: SpanView) -> dict[int, str]:
         if refusal:
             out[i] = refusal
     return out
+
+
+def stop_reason(view: SpanView) -> str | None:
+    """The ``stop_reason`` of the Anthropic Messages API response body ``output.value`` holds; None for any
+    other value (hidden, cut, another API's)."""
+    if view.attrs.get("output.mime_type") != "application/json":
+        return None
+    value = view.attrs.get(OUTPUT)
+    if not isinstance(value, str) or '"stop_reason"' not in value:
+        return None
+    body = maybe_json(value)
+    return (
+        as_str(body.get("stop_reason")) if isinstance(body, dict) and body.get("type") == "message" else None
+    )
+
+
+def anthropic_refusal(body: Any) -> str | None:
+    """The refusal an Anthropic Messages API response body is: ``stop_reason`` ``refusal`` (the API's
+    classifier stopped the reply) with no content block, as the text naming it (``stop_details``' category
+    and explanation where given). None for any other body — one holding text before the stop is a reply
+    cut short, read as such from the finish reason."""
+    if not isinstance(body, dict) or body.get("type") != "message" or body.get("stop_reason") != "refusal":
+        return None
+    if body.get("content") != []:
+        return None
+    details = body.get("stop_details")
+    details = details if isinstance(details, dict) else {}
+    category, explanation = as_str(details.get("category")), as_str(details.get("explanation"))
+    said = f"stop_reason refusal{f' ({category})' if category else ''}"
+    return f"{said}: {explanation}" if explanation else said
 
 
 def _with_refusals(view: SpanView, found: list[Message]) -> list[Message]:

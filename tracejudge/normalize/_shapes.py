@@ -42,6 +42,9 @@ _MEDIA_PARTS = ("image", "image_url", "blob", "file", "uri", "audio", "input_aud
 _NO_TEXT_PARTS = (*_TOOL_CALL_PARTS, *_MEDIA_PARTS)
 # OpenLLMetry's OpenAI instrumentation records a chat refusal as a GenAI part of this type.
 _REFUSAL_PART = "refusal"
+# Anthropic's ``document`` content block: its text is its ``source`` (``{"type": "text", "data"}``, or
+# ``{"type": "content", "content": [blocks]}``); a PDF, image or file source holds no text the checks read.
+_DOCUMENT_PART = "document"
 
 
 class Content(NamedTuple):
@@ -107,6 +110,9 @@ def _parts_content(parts: list[Any]) -> Content:
             calls.append(part)
         elif (media := media_kind(kind)) is not None:
             unread.append(media)
+        elif kind == _DOCUMENT_PART and document_text(part) is None:
+            # A document sent as a PDF, an image or a file: the model was given more than the trace's text.
+            unread.append(_DOCUMENT_PART)
         text = _part_text(part)
         if text == REDACTED:
             redacted = True
@@ -131,6 +137,19 @@ def _empty_text_part(part: Any) -> bool:
     return part.get("content", part.get("text")) == ""
 
 
+def document_text(part: dict[str, Any]) -> str | None:
+    """The text of an Anthropic ``document`` block: its plain-text source's ``data``, or the texts of its
+    content source's blocks; None for any other source (base64 PDF, URL, file id, image) or none."""
+    source = part.get("source")
+    if not isinstance(source, dict):
+        return None
+    if source.get("type") == "text" and isinstance(source.get("data"), str):
+        return str(source["data"])
+    if source.get("type") == "content":
+        return text_of(source.get("content"))
+    return None
+
+
 def media_kind(kind: Any) -> str | None:
     """A part's kind, when it is one of the media kinds holding no text the checks can read."""
     return str(kind) if kind in _MEDIA_PARTS else None
@@ -146,6 +165,8 @@ def _part_text(part: Any) -> str | None:
     kind = part.get("type")
     if kind in _TOOL_RESULT_PARTS:
         text = text_of(part.get("response", part.get("result", part.get("content"))))
+    elif kind == _DOCUMENT_PART and "source" in part:
+        text = document_text(part)
     elif kind in _NO_TEXT_PARTS:
         return None
     else:
