@@ -1144,7 +1144,7 @@ def test_openllmetry_pinecone_triage(store: Path, tmp_path: Path, case: Outside)
 # dspy.Retrieve(k=3) returned three wiki17 abstracts, and ChainOfThought(BasicQA) was called with them as
 # `context` — but BasicQA's only input field is `question`, so the ChatAdapter sent the question alone: the
 # recorded chat request holds no passage. gpt-4 answered "Washington, D.C." from what it knew.
-DSPY_RAG = "000000000000000000000000000d5901"
+DSPY_RAG, DSPY_CONTEXT_ATTRIBUTES = "000000000000000000000000000d5901", "000000000000000000000000000d5903"
 US_CAPITAL = "The capital of the United States is Washington, D.C."
 
 
@@ -1170,6 +1170,15 @@ DSPY = [
         "dspy/rag-context-dropped",
         lambda: fmt.dspy("test_rag_module"),
         DSPY_RAG,
+        {"required": [{"doc_id": "1918771", "version": "v1", "clause": US_CAPITAL}]},
+        _dspy_manifest(),
+    ),
+    # The same run recorded again under OpenInference's using_attributes: session, user, metadata, tags and a
+    # prompt template with its variables on every span.
+    Outside(
+        "dspy/rag-context-attributes",
+        lambda: fmt.dspy("test_context_attributes_are_instrumented"),
+        DSPY_CONTEXT_ATTRIBUTES,
         {"required": [{"doc_id": "1918771", "version": "v1", "clause": US_CAPITAL}]},
         _dspy_manifest(),
     ),
@@ -1203,6 +1212,8 @@ DSPY_IDS = [c.name for c in DSPY]
 DSPY_VERDICTS: dict[str, tuple[str, list[str], str | None]] = {
     # in_context fails: the one model call's input was recorded whole and holds no passage.
     "dspy/rag-context-dropped": ("dropped_in_context", ["pass", "pass", "fail", "skipped"], None),
+    # The same: nothing of the context attributes is read as the model's input or the index's filter.
+    "dspy/rag-context-attributes": ("dropped_in_context", ["pass", "pass", "fail", "skipped"], None),
     # retrieved stays open: no filter or candidates recorded.
     "dspy/rag-not-returned": (
         "unconfirmed",
@@ -1259,7 +1270,7 @@ def test_dspy_rag_triage(store: Path, tmp_path: Path, case: Outside) -> None:
     bare = _triage(store, tmp_path, case, manifest=False)
     assert (bare["verdict"], bare["stages"][0]["status"]) == (
         ("dropped_in_context", "pass")
-        if case.name == "dspy/rag-context-dropped"
+        if case.name in ("dspy/rag-context-dropped", "dspy/rag-context-attributes")
         else ("unconfirmed", "unconfirmed")
     )
     _assert_pinned(_triage(store, tmp_path, case, manifest=True), pinned)
@@ -1364,7 +1375,8 @@ _WRONG_MANIFEST_DSPY = (
 # (case, removed record) -> why the trace without it is indistinguishable from a real fault.
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
     **{
-        ("dspy/rag-context-dropped@never-indexed", label): _WRONG_MANIFEST_DSPY
+        (f"dspy/{name}@never-indexed", label): _WRONG_MANIFEST_DSPY
+        for name in ("rag-context-dropped", "rag-context-attributes")
         for label in (
             "subtree Retrieve.forward",
             "content documents",
