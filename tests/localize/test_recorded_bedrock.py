@@ -12,6 +12,9 @@
 - ``bedrock_rerank``: ``Retrieve`` of all four chunks, a Cohere rerank (OpenLLMetry's instrumentation) keeping
   ``top_n``, then ``Converse``: the rerank is a rerank step (its prompts hold every document given, no model
   read them); a rerank that keeps v1 and not v2 is named in the ``dropped_in_context`` verdict.
+- ``bedrock_agent``: ``InvokeAgent`` with its trace: the instrumentation makes a ``knowledge_base`` RETRIEVER
+  span of the lookup and an LLM span whose input is the prompt the agent built, so the faults the references
+  and the prompt settle get their verdicts; the filter the app put in ``sessionState`` is recorded nowhere.
 - ``bedrock_openllmetry``: OpenLLMetry's Bedrock instrumentation records the converse call only; the knowledge
   base search makes no span, so every verdict past *indexed* is ``unconfirmed``, naming the retrieval span.
 """
@@ -52,12 +55,19 @@ VERDICTS: dict[str, dict[str, tuple[str, str | None, list[str]]]] = {
         "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
         "dropped": ("dropped_in_context", None, ["pass", "pass", "fail", "skipped"]),
     },
+    "bedrock_agent": {
+        "rag": ("no_fault", None, ["pass", "pass", "pass", "pass"]),
+        "ignored": ("ignored_by_model", None, ["pass", "pass", "pass", "fail"]),
+        # the filter the app gave in sessionState is recorded nowhere
+        "filtered": UNCONFIRMED_RETRIEVED,
+        "never_indexed": UNCONFIRMED_RETRIEVED,
+    },
     "bedrock_openllmetry": dict.fromkeys(
         ("rag", "ignored", "filtered", "dropped", "never_indexed"), UNCONFIRMED_RETRIEVED
     ),
 }
 CASES = [(recording, run) for recording, table in VERDICTS.items() for run in table]
-NEVER_INDEXED = ("bedrock_kb", "bedrock_rag", "bedrock_openllmetry")
+NEVER_INDEXED = ("bedrock_kb", "bedrock_rag", "bedrock_agent", "bedrock_openllmetry")
 
 
 def _triage(mk: ModuleType, name: str, spans: list | None = None) -> Localization:
@@ -171,3 +181,37 @@ def test_openllmetry_records_the_converse_call_and_no_search(mk: ModuleType) -> 
     assert "Prepayment shall not exceed 30,000 RMB per order." in model.input_text
     loc = _triage(mk, "bedrock_openllmetry_ignored.pb")
     assert any("retrieval span" in item for item in loc.stages[1].missing)
+
+
+def test_the_agents_lookup_is_a_retrieval_and_its_prompt_a_model_input(mk: ModuleType) -> None:
+    record = mk.normalize(mk.recorded_spans("bedrock_agent_filtered.pb"))
+    [call] = record.retrievals
+    assert (call.name, call.query, call.data_source, call.filter) == (
+        "knowledge_base",
+        "prepayment per order",
+        "KB-CONTRACTS",
+        None,
+    )
+    assert [(d.doc_id, d.version) for d in call.documents] == [
+        ("C-17/attachment", "v1"),
+        ("C-09/framework", "v1"),
+    ]
+    [model] = record.model_calls
+    assert "Prepayment shall not exceed 50,000 RMB per order." in model.input_text
+    loc = _triage(mk, "bedrock_agent_filtered.pb")
+    assert any("tracejudge.retrieval.filter" in item for item in loc.stages[1].missing)
+
+
+@pytest.mark.parametrize("run", ["rag", "ignored"])
+def test_the_agents_prompt_cut_where_a_sentence_ends_is_no_drop(mk: ModuleType, run: str) -> None:
+    # Its first 128 characters end a sentence; the LLM span's input.value still holds the whole prompt.
+    key = "llm.input_messages.0.message.content"
+    spans = [
+        s.model_copy(update={"attributes": {**s.attributes, key: s.attributes[key][:128]}})
+        if key in s.attributes
+        else s
+        for s in mk.recorded_spans(f"bedrock_agent_{run}.pb")
+    ]
+    assert any(str(s.attributes.get(key, "")).endswith("question. ") for s in spans)
+    loc = _triage(mk, "", spans)
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])

@@ -50,3 +50,42 @@ def test_a_text_another_reader_parsed_is_judged_as_before() -> None:
     text = "word " * 819 + "w"  # 4096 characters, stopping mid-sentence
     chat = span("b1", {"gen_ai.operation.name": "chat", "note": text})
     assert cut_values(chat, {id(text): text}) == cut_values(chat) != []
+
+
+PROMPT = (
+    "Answer from the contract excerpts you were given. " * 4
+    + "Prepayment shall not exceed 30,000 RMB per order."
+)
+
+
+def test_a_text_cut_where_a_sentence_ends_is_cut_when_the_span_holds_it_longer() -> None:
+    # Cut at 200 characters the message ends a sentence, and input.value holds the whole prompt: the message
+    # was cut (a limit on one key, a collector's truncate processor). At another length nothing says so.
+    cut = PROMPT[:250]
+    llm = span(
+        "b1",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": cut,
+            "input.value": PROMPT,
+        },
+    )
+    assert cut_values(llm) == []  # 250 is no limit's length
+    shorter = PROMPT[:200]
+    assert shorter.rstrip().endswith(".")
+    llm = llm.model_copy(
+        update={"attributes": {**llm.attributes, "llm.input_messages.0.message.content": shorter}}
+    )
+    note = (
+        "llm.input_messages.0.message.content: text exactly 200 characters long that another attribute of the"
+        " span holds longer"
+    )
+    assert cut_values(llm) == [note]
+    task = normalize([root(), llm])
+    assert task.model_calls[0].input_partial
+    # Alone, the same text reads whole: nothing says it went on.
+    alone = llm.model_copy(
+        update={"attributes": {k: v for k, v in llm.attributes.items() if k != "input.value"}}
+    )
+    assert cut_values(alone) == []

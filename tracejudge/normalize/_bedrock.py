@@ -18,6 +18,12 @@ Bedrock (OpenInference; ``bedrock-runtime`` ``converse`` / ``invoke_model`` are 
   not cited is not recorded, so "not returned" is never concluded from them. The filter and the knowledge base
   are in ``retrieveAndGenerateConfiguration.knowledgeBaseConfiguration``.
 
+``bedrock_agent.invoke_agent`` (AGENT, with ``enableTrace``): the instrumentation turns the agent's trace
+events into spans — a ``knowledge_base`` RETRIEVER span per lookup (the query, the references as above,
+``metadata`` naming the knowledge base; the ``sessionState`` filter the app gave is recorded nowhere) and an
+``LLM`` span per model invocation whose input is the prompt the agent built (one message) — read as any
+OpenInference spans.
+
 The filter (``vectorSearchConfiguration.filter``) is Bedrock's: ``{"equals": {"key", "value"}}``,
 ``notEquals``, ``in``, ``notIn``, ``greaterThan(OrEquals)``, ``lessThan(OrEquals)``, ``andAll`` / ``orAll``
 lists; it is read as the ``$``-operators tracejudge replays. ``startsWith``, ``listContains``,
@@ -127,9 +133,14 @@ def top_k(view: SpanView) -> int | None:
 
 
 def data_source(view: SpanView) -> str | None:
-    """The knowledge base searched."""
+    """The knowledge base searched (an agent's lookup names it in the span's ``metadata``)."""
     kb = _kb_config(view)
-    return as_str(kb.get("knowledgeBaseId")) if kb is not None else None
+    if kb is not None:
+        return as_str(kb.get("knowledgeBaseId"))
+    metadata = maybe_json(view.attrs.get("metadata"))
+    if isinstance(metadata, dict) and metadata.get("invocation_type") == "knowledge_base_lookup":
+        return as_str(metadata.get("knowledge_base_id"))
+    return None
 
 
 def bedrock_filter(node: Any) -> Any:

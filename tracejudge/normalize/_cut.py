@@ -155,11 +155,24 @@ def cut_values(
     if span.events:
         items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
     notes = []
+    texts: list[str] | None = None
     for key, value in items:
         why = _cut_text(value, known, shown) if isinstance(value, str) else _cut_list(value, known, shown)
+        if why is None and isinstance(value, str) and (len(value) in LIMITS or len(value) in shown):
+            # A text cut where a sentence ends reads whole, unless the span holds it longer elsewhere (an
+            # OpenInference message beside the same text whole in input.value, a limit applied to one key).
+            texts = texts if texts is not None else [v for _, v in items if isinstance(v, str)]
+            why = _held_longer(value, texts)
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes
+
+
+def _held_longer(text: str, texts: list[str]) -> str | None:
+    """Why ``text`` (as long as a limit) was cut: another value of the span begins with it and goes on."""
+    if " " in text and any(len(other) > len(text) and other.startswith(text) for other in texts):
+        return f"text exactly {len(text)} characters long that another attribute of the span holds longer"
+    return None
 
 
 def _cut_text(text: str, known: Mapping[int, str], shown: frozenset[int]) -> str | None:
