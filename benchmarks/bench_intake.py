@@ -14,11 +14,15 @@ and measures, each phase in its own process so peak memory is its own:
   intake   the real receiver (the `serve` of `tracejudge collect otlp`, uvicorn on loopback) in a
            subprocess, fed over HTTP one request at a time (by a minimal HTTP/1.1 sender, each request
            written before the clock starts: the sender's work is not charged to the receiver, with
-           which it shares the 2 cores); a request counts when its 200 arrives,
-           i.e. when its spans are committed to SQLite -- with the default durability
-           (synchronous=full: an acknowledged span survives power loss, each commit waits for the
-           disk) and with synchronous=normal (it survives any crash of the process, not of the
-           machine); the receiver counts its store transactions (commits per request)
+           which it shares the 2 cores). The receiver answers once a request's spans are durable in
+           the store's spool (one append and its sync) and moves them into SQLite in the background;
+           the clock stops when every span can be read from the store by another process (this one:
+           its read moves what is left, its CPU counted with the receiver's) -- with the default
+           durability (synchronous=full: an acknowledged span survives power loss, each append
+           waits for the disk) and with synchronous=normal (it survives any crash of the process,
+           not of the machine); the receiver counts its spool appends (commits per request)
+  intake-direct  the same, the receiver committing each request into SQLite before answering (the
+           store before the spool)
   intake-4, intake-16  the same with 4 and 16 senders at once (each its own connection, the requests
            dealt round-robin): requests in flight together share a commit (group commit)
   intake-null, intake-file  the floors under intake: the same receiver and sender, its store's

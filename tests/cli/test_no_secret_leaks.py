@@ -54,8 +54,9 @@ def assert_clean(secrets: dict[str, str], **texts: str) -> None:
 
 
 def store_bytes(folder: Path) -> str:
-    """The store file (and its journal) as text, for a search."""
-    return "".join(p.read_bytes().decode("latin-1") for p in sorted(folder.glob("t.db*")))
+    """The store file (its journal, and what its spool holds) as text, for a search."""
+    files = sorted(p for p in [*folder.glob("t.db*"), *folder.glob("t.db-spool/*")] if p.is_file())
+    return "".join(p.read_bytes().decode("latin-1") for p in files)
 
 
 def invoke(args: list[str]) -> Result:
