@@ -4,8 +4,9 @@ Log records (``/v1/logs``) are kept when they carry a span context: the GenAI in
 message content that way (see :mod:`tracejudge_collectors.otel._logs`). Spans and log records are
 committed to the store (in a worker thread) before the 200 goes out, so an acknowledged record is never
 lost; on SQLite, spans are committed to the store's spool (a synced append; moved into the database in
-the background and before any read: :mod:`tracejudge.store._spool`). Requests that arrive while a commit is under way are committed together in the next one (group
-commit): one transaction, one durable sync, for all of them. Bad input gets a 4xx with a
+the background and before any read: :mod:`tracejudge.store._spool`). Requests that arrive while a
+commit is under way are committed together in the next one (group commit): one transaction, one
+durable sync, for all of them. Bad input gets a 4xx with a
 ``google.rpc.Status`` body saying what is wrong; the receiver never answers a 5xx for bad input and
 keeps serving.
 """
