@@ -9,10 +9,12 @@ SDK's BatchSpanProcessor's (tests/localize/test_late_spans.py)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from opentelemetry.sdk.trace import ReadableSpan
 
 from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tests.runs.test_still_arriving import RUBRIC
@@ -51,20 +53,23 @@ def _wait_over(url: str) -> None:
         store.close()
 
 
-def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
-    store_url: str,  # noqa: F811 - the fixture
-    tmp_path: Path,
-) -> None:
+def late_beside_whole(url: str, tmp_path: Path) -> tuple[Sequence[ReadableSpan], str, str, Path]:
+    """A first batch (the draft, v1's 50,000 RMB) and another run of the agent, all of it arrived, collected
+    into the store: the rest of the first (its root and answer, to collect later), the late trace's id, the
+    whole one's, and the rubric."""
     run = next(r for r in RUNS if r.name == "draft-then-answer")
-    first, rest = _batches(run)  # the draft (v1's 50,000 RMB) first, the root and the answer later
-    whole = [s for batch in _batches(run) for s in batch]  # another run of the agent, all of it arrived
-    late, done = f"{first[0].context.trace_id:032x}", f"{whole[0].context.trace_id:032x}"
+    first, rest = _batches(run)
+    whole = [s for batch in _batches(run) for s in batch]
     rubric = tmp_path / "rubric.yaml"
     rubric.write_text(RUBRIC)
-    collect_batch(store_url, tmp_path / "first.json", first)
-    collect_batch(store_url, tmp_path / "whole.json", whole)
+    collect_batch(url, tmp_path / "first.json", first)
+    collect_batch(url, tmp_path / "whole.json", whole)
+    return rest, f"{first[0].context.trace_id:032x}", f"{whole[0].context.trace_id:032x}", rubric
 
-    out, said = _score(store_url, rubric, late, done)
+
+def assert_late_kept(out: dict[str, Any], said: str, late: str, done: str, run: str) -> None:
+    """``score --json``'s output ``out`` and its stderr ``said``: the whole trace scored, the late one kept
+    (indeterminate, still_arriving), and what waits and when to run ``score --run run`` again, said."""
     verdicts = {i["trace_id"]: (i["verdict"], i["reason"]) for i in out["items"]}
     assert verdicts[done] == ("pass", "")
     assert verdicts[late][0] == "indeterminate"
@@ -72,9 +77,19 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
     assert out["waiting"]["items"] == 1
     assert 0 < out["waiting"]["after_s"] <= 600
     assert (
-        f"1 item(s) wait for their trace to arrive (indeterminate, still_arriving): run `score --run {RUN}`"
-        in said
+        "1 item(s) wait for their trace to arrive (indeterminate, still_arriving):"
+        f" run `score --run {run}`" in said
     )
+
+
+def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
+    store_url: str,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    rest, late, done, rubric = late_beside_whole(store_url, tmp_path)
+
+    out, said = _score(store_url, rubric, late, done)
+    assert_late_kept(out, said, late, done, RUN)
     items, progress = _stored(store_url)
     # Kept, not final: shown with the run (its summary counts it indeterminate), not in its totals.
     assert items[late].verdict == "indeterminate"

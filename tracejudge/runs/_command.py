@@ -17,12 +17,18 @@ from tracejudge._errors import InputError
 from tracejudge.checks import read_manifest
 from tracejudge.runs._quiet import QuietQueue
 from tracejudge.runs._report import run_json
-from tracejudge.runs._run import ScoreOptions, score_run_async
+from tracejudge.runs._run import (
+    ScoreOptions,
+    is_still_arriving,
+    score_run_async,
+    still_arriving_for,
+    store_loader,
+)
 from tracejudge.runs._select import select_trace_ids
 from tracejudge.runs._shared import write_back_shared_run
 from tracejudge.runs._signals import run_to_a_safe_stop
 from tracejudge.runs._writeback import check_target, write_back
-from tracejudge.schema import ItemResult, Rubric, RunRecord
+from tracejudge.schema import ItemResult, Rubric, RunRecord, TaskRecord
 from tracejudge.store import Store
 from tracejudge.write import WriteReport
 
@@ -51,9 +57,10 @@ class ScoreOutcome:
     them to the next); 0: the whole run is written back. None otherwise."""
 
     waiting: int | None = None
-    """A shared run: how many of its items wait for their trace to arrive (kept indeterminate, reason
+    """How many of the run's items wait for their trace to arrive (kept indeterminate, reason
     ``still_arriving: …``) once this worker is done; a later worker of the run (``score --run NAME``
-    again) scores them once their wait is over. None otherwise."""
+    again; a local run: ``score --run RUN_ID``) scores them once their trace has arrived or their wait
+    is over. None: not known (an outcome made elsewhere)."""
     waiting_s: float | None = None
     """Seconds until the first of them may be scored (None when none wait)."""
 
@@ -109,12 +116,38 @@ def _write_backs(
 ) -> tuple[tuple[WriteReport, ...], int | None]:
     """Write-back's reports, and for a shared run what of the whole run is left to write after it."""
     if options.run_name is None:
-        return tuple(write_back(t, run, items) for t in targets), None
+        # A local run's items kept as not final are written back once scored (by its resume), not now.
+        final = [i for i in items if not is_still_arriving(i)]
+        reports = tuple(write_back(t, run, final) for t in targets)
+        _keep_waiting(store, run, items, written=bool(targets) and all(r.ok for r in reports))
+        return reports, None
     # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
     reports = write_back_shared_run(
         store, run, targets, lease_s=options.lease_s, reconnect_s=options.reconnect_s
     )
     return reports, (store.run_unwritten(run.run_id) if targets else None)
+
+
+def _keep_waiting(store: Store, run: RunRecord, items: Sequence[ItemResult], *, written: bool) -> None:
+    """A local run that left items unscored, their trace still arriving: kept as not final, each until its
+    trace's last span is STILL_ARRIVING old, so that ``score --run RUN_ID`` (the run's id) resumes it as a
+    later worker of a shared run does — it scores them once their trace has arrived, and nothing final."""
+    kept = [i.trace_id for i in items if is_still_arriving(i)]
+    if not kept:
+        return
+    load = store_loader(store)
+    waits = {}
+    for trace_id in kept:
+        task = load(trace_id)
+        # One that no longer loads waits no more: a resume stores why, as its final result.
+        waits[trace_id] = still_arriving_for(task) if isinstance(task, TaskRecord) else 0.0
+    store.keep_run_items(
+        run.run_id,
+        done=[i for i in items if not is_still_arriving(i)],
+        waiting=waits,
+        written=written,
+        stopped=run.status == "stopped_budget",
+    )
 
 
 def _in_trace_order(items: Sequence[ItemResult]) -> tuple[ItemResult, ...]:
@@ -214,13 +247,14 @@ def score_traces(
         from tracejudge.audit import gate_run
 
         verdict = gate_run(run, gate)
-    waiting = store.run_progress(run.run_id) if options.run_name is not None else None
+    # A local run that left items waiting is resumed as a shared run is (score --run RUN_ID).
+    waiting = store.run_progress(run.run_id)
     return ScoreOutcome(
         run=run,
         items=items,
         write_back=reports,
         gate=verdict,
         write_back_pending=pending,
-        waiting=waiting.waiting if waiting is not None else None,
-        waiting_s=waiting.waiting_s if waiting is not None else None,
+        waiting=waiting.waiting,
+        waiting_s=waiting.waiting_s,
     )

@@ -269,6 +269,21 @@ class Store(Protocol):
         (another took it over, or stored its final result), unless it deferred it already (a repeat)."""
         ...
 
+    def keep_run_items(
+        self,
+        run_id: str,
+        *,
+        done: Sequence[ItemResult],
+        waiting: Mapping[str, float],
+        written: bool,
+        stopped: bool,
+    ) -> None:
+        """A local run (stored, its items stored) left ``waiting`` items kept as not final (trace id ->
+        seconds until its wait is over): it becomes a run that ``score --run RUN_ID`` resumes as a shared
+        run's later worker does — its ``done`` items final and counted in its totals (written back when
+        ``written``), the kept ones claimed once their wait is over; ``stopped``: its budget stopped it."""
+        ...
+
     def run_waiting(self, run_id: str) -> list[str]:
         """The shared run's items kept as not final whose wait is not over, in the run's order."""
         ...

@@ -1513,6 +1513,44 @@ class SqlStore:
 
         return self._transaction(work)  # type: ignore[no-any-return]
 
+    def keep_run_items(
+        self,
+        run_id: str,
+        *,
+        done: Sequence[ItemResult],
+        waiting: Mapping[str, float],
+        written: bool,
+        stopped: bool,
+    ) -> None:
+        q = self._sql
+        final = "written" if written else "done"
+        # In trace id order, the order a local run lists its items in; no worker holds any of them.
+        rows = sorted(
+            [(i.trace_id, final, 0) for i in done]
+            + [(t, "waiting", int(after_s * 1000)) for t, after_s in waiting.items()]
+        )
+
+        def work(cur: Any) -> None:
+            cur.executemany(
+                q(
+                    "INSERT INTO run_queue (run_id, trace_id, position, state, lease_until)"  # noqa: S608
+                    f" VALUES (?, ?, ?, ?, {self._now_ms} + ?)"  # a final item's lease is not read
+                ),
+                [(run_id, t, n, state, ms) for n, (t, state, ms) in enumerate(rows)],
+            )
+            cur.execute(
+                q("INSERT INTO run_totals (run_id, done, usd, tokens, stopped) VALUES (?, ?, ?, ?, ?)"),
+                (
+                    run_id,
+                    len(done),
+                    sum(i.cost_usd for i in done),
+                    sum(i.input_tokens + i.output_tokens for i in done),
+                    int(stopped),
+                ),
+            )
+
+        self._transaction(work)
+
     def run_waiting(self, run_id: str) -> list[str]:
         with self._lock:
             rows = self._execute(
