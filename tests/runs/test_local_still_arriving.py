@@ -9,11 +9,13 @@ On SQLite and on a real PostgreSQL; the batches are the real SDK's BatchSpanProc
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 
+from tests.cli.score_workers import langfuse
 from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tests.runs.test_shared_still_arriving import assert_late_kept, late_beside_whole
 from tests.runs.test_still_arriving import RUBRIC
@@ -98,3 +100,30 @@ def test_a_local_run_with_nothing_still_arriving_says_nothing_waits(
     assert "wait for their trace" not in said
     # Not made a resumable run: the store holds no queue for it.
     assert _stored(url, out["run_id"])[1] == RunProgress()
+
+
+def test_a_local_run_writes_back_an_item_left_still_arriving_once_it_is_scored(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    rest, late, done, rubric = late_beside_whole(url, tmp_path)
+    selection = ("--trace", late, "--trace", done, "--write-back", "langfuse")
+    with langfuse() as (server, env):
+
+        def score(*more: str) -> dict[str, Any]:
+            args = ["--store", url, "score", "--rubric", str(rubric), *selection, *more, "--json"]
+            result = CliRunner().invoke(cli, args, env=env)
+            assert result.exit_code == 0, result.output
+            out: dict[str, Any] = json.loads(result.stdout)
+            return out
+
+        run_id = score()["run_id"]
+        # The kept item is not written back: its verdict is not final.
+        written = Counter(s["traceId"] for s in server.scores)
+        assert set(written) == {done}
+        collect_batch(url, tmp_path / "rest.json", rest)
+        out = score("--run", run_id)
+        assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "pass")]
+        assert out["write_back_pending"] == 0
+        # Written back once it is scored; the final item is not written again.
+        again = Counter(s["traceId"] for s in server.scores)
+        assert again[done] == written[done]
+        assert again[late] > 0
