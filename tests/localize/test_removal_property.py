@@ -7,7 +7,10 @@ the traces recorded outside this repository (every case of test_outside_traces, 
 variants) — take records away as real exporters lose them, and triage again: the verdict stays or becomes
 ``unconfirmed``. The kinds of loss (``KINDS``): one span, one attribute, one event (log records reach a
 trace as span events); a span with its subtree (a dropped batch, a sampled-out child); every span that
-ended after a time (a trace triaged on its first batch, before the rest arrived); every span of one
+ended after a time (a trace triaged on its first batch, before the rest arrived); another recorded run's
+spans merged in under the trace's id (``merge``: a reused trace id — the next trace of the same framework
+and one of another, after, before and during the run; not a loss, but records of another run the trace
+cannot tell from its own must only move the verdict toward ``unconfirmed`` too); every span of one
 instrumentation scope (an instrumentor not installed); a content family on every span and event
 (``CONTENT``: content capture switched off); one content attribute or a content family hidden
 (``REDACTED`` in its place); one attribute, or every value, cut at an exporter's length limit
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -208,7 +212,9 @@ class Case:
     manifest: tuple[ManifestEntry, ...] | None
 
 
-Kind = Literal["span", "attr", "event", "subtree", "batch", "skew", "scope", "content", "redact", "truncate"]
+Kind = Literal[
+    "span", "attr", "event", "subtree", "batch", "skew", "merge", "scope", "content", "redact", "truncate"
+]
 KINDS: tuple[Kind, ...] = (
     "span",
     "attr",
@@ -216,6 +222,7 @@ KINDS: tuple[Kind, ...] = (
     "subtree",
     "batch",
     "skew",
+    "merge",
     "scope",
     "content",
     "redact",
@@ -225,6 +232,10 @@ KINDS: tuple[Kind, ...] = (
 # a subtree shifted by each, back and forth. Not a loss, but the times that order a trace's calls are a record
 # the trace may get wrong, and a wrong one must only move a verdict toward unconfirmed too.
 SKEWS = (-3600 * 10**9, -2 * 10**9, 2 * 10**9, 3600 * 10**9)
+# Where another run's spans are put when merged into a trace under its trace id (a reused trace id): after the
+# run (the next request of a session the app gave one trace id), before it, and at its start (a propagated
+# header reused by concurrent requests).
+PLACEMENTS = ("after", "before", "during")
 # What a redacting processor or a hide switch leaves in place of a hidden value.
 REDACTED = "__REDACTED__"
 
@@ -304,13 +315,71 @@ def _descendants(spans: tuple[RawSpan, ...], index: int) -> set[int]:
     return out
 
 
+def _other_run(spans: tuple[RawSpan, ...], other: tuple[RawSpan, ...], placement: str) -> list[RawSpan]:
+    """Another run's spans as a trace that reuses ``spans``' trace id holds them: their trace id that one,
+    their span ids (and parent ids) re-keyed so none is one of ``spans``' (the other run's generator made
+    its own), their times moved so the run starts 1 s after ``spans`` end, ends 1 s before they start, or
+    starts when they do (``placement``)."""
+    mine, theirs = _bounds(spans), _bounds(other)
+    by = {
+        "after": mine[1] + 10**9 - theirs[0],
+        "before": mine[0] - 10**9 - theirs[1],
+        "during": mine[0] - theirs[0],
+    }[placement]
+
+    def rekey(span_id: str | None) -> str | None:
+        return hashlib.sha256(f"other run:{span_id}".encode()).hexdigest()[:16] if span_id else span_id
+
+    trace_id = spans[0].trace_id
+    return [
+        _shifted(s, by).model_copy(
+            update={
+                "trace_id": trace_id,
+                "span_id": rekey(s.span_id),
+                "parent_span_id": rekey(s.parent_span_id),
+            }
+        )
+        for s in other
+    ]
+
+
+def _bounds(spans: tuple[RawSpan, ...]) -> tuple[int, int]:
+    """When the spans' first starts and last ends (times not recorded, 0, left out)."""
+    starts = [s.start_time_unix_nano for s in spans if s.start_time_unix_nano]
+    ends = [s.end_time_unix_nano for s in spans if s.end_time_unix_nano]
+    return min(starts, default=0), max(ends, default=0)
+
+
+@functools.cache
+def _partners(index: int) -> tuple[int, ...]:
+    """The runs merged into case ``index``'s trace (``merge``): the next recorded trace of its framework (by
+    the case's name) and one of another framework, half the corpus away — each a case index."""
+    cases = corpus()
+    traces = list({id(c.spans): i for i, c in reversed(list(enumerate(cases)))}.values())[::-1]
+    here = next(p for p, i in enumerate(traces) if cases[i].spans is cases[index].spans)
+    mine = _framework(cases[index].name)
+    ring = [traces[(here + k) % len(traces)] for k in range(1, len(traces))]
+    same = next((i for i in ring if _framework(cases[i].name) == mine), None)
+    half = ring[len(ring) // 2 :] + ring[: len(ring) // 2]
+    other = next(i for i in half if _framework(cases[i].name) != mine)
+    return tuple(i for i in (same, other) if i is not None)
+
+
+def _framework(name: str) -> str:
+    """What recorded a case, from its name: ``outside/trulens`` of ``outside/trulens/chain@as-given``,
+    ``langgraph`` of ``langgraph_filtered.pb@CN``."""
+    base = name.split("@")[0]
+    return base.rsplit("/", 1)[0] if "/" in base else base.split("_")[0].split(".")[0]
+
+
 @dataclass(frozen=True)
 class Removal:
     """One loss: a span, an attribute, an event (the first three kinds); a span with its subtree (a dropped
     batch, a sampled-out child); every span that ended after a time (the trace triaged on its first batch:
     exporters send spans as they end, the root last; ``span`` is the index of the last end time kept, in
     :func:`_ends`); a span's subtree with its times shifted by ``key`` nanoseconds (a clock that is off:
-    ``SKEWS``); every span of one instrumentation scope (an instrumentor not installed),
+    ``SKEWS``); the spans of case ``span``'s trace merged in, placed ``key`` (``PLACEMENTS``: a trace id
+    another run reused); every span of one instrumentation scope (an instrumentor not installed),
     a content family on every span (capture switched off), one content attribute or a content family
     hidden (``REDACTED`` in its place), one attribute or all cut at a length limit."""
 
@@ -332,6 +401,8 @@ class Removal:
             return f"batch {self.span + 1} of {len(_ends(case.spans))} end times"
         if self.kind == "skew":
             return f"skew {case.spans[self.span].name} by {int(self.key) / 1e9:+g} s"
+        if self.kind == "merge":
+            return f"merge {corpus()[self.span].name} {self.key}"
         span = case.spans[self.span]
         if self.kind == "span":
             return f"span {span.name}"
@@ -359,6 +430,8 @@ class Removal:
         elif self.kind == "skew":
             moved, by = _descendants(case.spans, self.span), int(self.key)
             spans = [_shifted(s, by) if i in moved else s for i, s in enumerate(spans)]
+        elif self.kind == "merge":
+            spans.extend(_other_run(case.spans, corpus()[self.span].spans, str(self.key)))
         elif self.kind == "scope":
             spans = [s for s in spans if s.scope_name != self.key]
         elif self.kind == "content":
@@ -639,7 +712,9 @@ def baseline(index: int) -> str:
     return verdict(case, list(case.spans))
 
 
-def _span_removals(spans: tuple[RawSpan, ...], kinds: tuple[Kind, ...]) -> Iterator[Removal]:
+def _span_removals(
+    spans: tuple[RawSpan, ...], kinds: tuple[Kind, ...], index: int | None = None
+) -> Iterator[Removal]:
     """The removals of whole spans: one, one with its subtree, those that ended after a time."""
     if len(spans) > 1 and "span" in kinds:  # a trace with no span is no trace
         yield from (Removal("span", i) for i in range(len(spans)))
@@ -651,6 +726,10 @@ def _span_removals(spans: tuple[RawSpan, ...], kinds: tuple[Kind, ...]) -> Itera
         )
     if "batch" in kinds:
         yield from (Removal("batch", i) for i in range(len(_ends(spans)) - 1))
+    if "merge" in kinds and index is not None:
+        yield from (
+            Removal("merge", other, placement) for other in _partners(index) for placement in PLACEMENTS
+        )
     if "skew" in kinds:  # a span under a parent in the trace, with everything under it
         ids = {s.span_id for s in spans}
         yield from (
@@ -664,7 +743,8 @@ def _span_removals(spans: tuple[RawSpan, ...], kinds: tuple[Kind, ...]) -> Itera
 def removals(case: Case, kinds: tuple[Kind, ...] = KINDS) -> list[Removal]:
     """Every removal of the given kinds that changes the case's spans."""
     spans = case.spans
-    out = list(_span_removals(spans, kinds))
+    index = next((i for i, c in enumerate(corpus()) if c is case), None)
+    out = list(_span_removals(spans, kinds, index))
     scopes = sorted({s.scope_name for s in spans})
     if len(scopes) > 1 and "scope" in kinds:
         out.extend(Removal("scope", key=scope) for scope in scopes)

@@ -23,7 +23,7 @@ from tracejudge.localize import _in_context, _indexed, _retrieved, _used_by_mode
 from tracejudge.localize._context import CheckContext, material_label, stage_result, task_time, utc
 from tracejudge.localize._identify import identify
 from tracejudge.localize._judge import UsageJudge
-from tracejudge.normalize import incompleteness
+from tracejudge.normalize import OWN_TRACE_ID, incompleteness
 from tracejudge.schema import (
     Localization,
     ManifestEntry,
@@ -232,6 +232,23 @@ def localize(
         verified = ticket.model_copy(update={"status": "verified"})
         again = localize(task, verified, manifest, judge=judge, session_missing=session_missing, now=now)
         return _unverified(again)
+    incomplete = still_arriving(task, now)
+    if task.runs and ticket.required:
+        runs = [_localized(run, ticket, manifest, judge, session_missing, incomplete) for run in task.runs]
+        return _several_runs(task, ticket, runs)
+    return _localized(task, ticket, manifest, judge, session_missing, incomplete)
+
+
+def _localized(
+    task: TaskRecord,
+    ticket: Ticket,
+    manifest: Sequence[ManifestEntry] | None,
+    judge: UsageJudge | None,
+    session_missing: str | None,
+    incomplete: str | None,
+) -> Localization:
+    """The checks over one run's record (the trace's, when it holds one); ``incomplete``: what says the trace
+    may still be arriving (:func:`still_arriving`, of the whole trace)."""
     task = identify(task, manifest or ())
     ctx = CheckContext(
         task=task,
@@ -240,7 +257,7 @@ def localize(
         task_time=task_time(task, ticket),
         judge=judge,
         session_missing=session_missing,
-        incomplete=still_arriving(task, now),
+        incomplete=incomplete,
     )
     if not ticket.required:
         stages = [
@@ -272,6 +289,76 @@ def localize(
         stages=decider.stages,
         materials=tuple(results),
     )
+
+
+def _several_runs(task: TaskRecord, ticket: Ticket, runs: Sequence[Localization]) -> Localization:
+    """The result for a trace that holds several runs (``TaskRecord.runs``: several spans name no parent, its
+    trace id reused): what every run's checks conclude alike stands — whichever run the ticket is about, it
+    holds — and the first stage where the runs differ is unconfirmed, naming each run's result there."""
+    roots = [next(n for n in run.spans if n.parent_span_id is None) for run in task.runs]
+    named = [f"{root.span_id} ({root.name})" for root in roots]
+    results = [_agreed([run.materials[i] for run in runs], named) for i in range(len(ticket.required))]
+    decider = _overall(results)
+    summary = _summary(decider, results) + (
+        f" — the trace holds {len(runs)} runs (spans {', '.join(named)} name no parent: a trace id given to"
+        " more than one run), each checked on its own; "
+        + ("each gives this verdict" if decider.verdict != "unconfirmed" or _alike(runs) else "they differ")
+    )
+    return Localization(
+        ticket=ticket.ticket,
+        trace_id=task.trace_id,
+        task_time=task_time(task, ticket),
+        verdict=decider.verdict,
+        cause=decider.cause,
+        summary=summary,
+        stages=decider.stages,
+        materials=tuple(results),
+    )
+
+
+def _alike(runs: Sequence[Localization]) -> bool:
+    return len({(run.verdict, run.cause) for run in runs}) == 1
+
+
+def _agreed(results: Sequence[MaterialResult], runs: Sequence[str]) -> MaterialResult:
+    """One material's result over every run: the first run's while every run's stages read alike (status,
+    cause, and the fault a failed stage gives); else, at the first stage they differ, ``unconfirmed`` saying
+    what each run gives, the stages after it skipped."""
+    first = results[0]
+    for k, stage in enumerate(first.stages):
+        said = [
+            (r.stages[k].status, r.stages[k].cause, r.verdict if r.stages[k].status == "fail" else None)
+            for r in results
+        ]
+        if len(set(said)) == 1:
+            continue
+        each = "; ".join(
+            f"run {run}: {status}" + (f" ({verdict})" if verdict else "")
+            for run, (status, _, verdict) in zip(runs, said, strict=True)
+        )
+        detail = (
+            f"the trace holds {len(runs)} runs (a trace id given to more than one run) and they differ here —"
+            f" {each}: which run the ticket is about is not recorded"
+        )
+        stages = [*first.stages[:k], stage_result(stage.name, "unconfirmed", detail, missing=[OWN_TRACE_ID])]
+        stages += [
+            stage_result(s.name, "skipped", f"not checked: {stage.name} is unconfirmed")
+            for s in first.stages[k + 1 :]
+        ]
+        return MaterialResult(
+            doc_id=first.doc_id,
+            version=first.version,
+            verdict="unconfirmed",
+            cause=None,
+            stages=tuple(stages),
+        )
+    if first.verdict != "unconfirmed":
+        return first
+    # Every run unconfirmed at one stage: what would settle it is what each run misses.
+    k = next(k for k, stage in enumerate(first.stages) if stage.status == "unconfirmed")
+    missing = [m for r in results for m in r.stages[k].missing]
+    stage = first.stages[k].model_copy(update={"missing": tuple(dict.fromkeys(missing))})
+    return first.model_copy(update={"stages": (*first.stages[:k], stage, *first.stages[k + 1 :])})
 
 
 def _unverified(loc: Localization) -> Localization:

@@ -88,6 +88,8 @@ def _merged(task: TaskRecord, earlier: Sequence[TaskRecord]) -> TaskRecord:
             "retrievals": (*retrievals, *task.retrievals),
             "rerankings": (*rerankings, *task.rerankings),
             "gaps": gaps,
+            # A trace holding several runs is checked run by run (localize): each reads the earlier turns.
+            "runs": tuple(_merged(run, earlier) for run in task.runs),
         }
     )
 

@@ -2,9 +2,10 @@
 
 from tracejudge.normalize._answer import RECORD_ANSWER, continued, earlier_answers, out_of_order
 from tracejudge.normalize._cut import cut_short
-from tracejudge.normalize._normalize import incompleteness, normalize
+from tracejudge.normalize._normalize import OWN_TRACE_ID, incompleteness, normalize
 
 __all__ = [
+    "OWN_TRACE_ID",
     "RECORD_ANSWER",
     "continued",
     "cut_short",

@@ -82,6 +82,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     steps = _Steps(views, tree, shown)
 
     _trace_gaps(gaps, views, steps)
+    runs = _runs(views, tree, gaps)
     tools = _with_call_ids(steps.tools, steps.models)
     root = tree.root
     last = steps.models[-1].span_id if steps.models else None
@@ -102,6 +103,12 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
             detail += f"; model call {failed.span_id} failed and returned none: {failure(failed.raw)}"
         gaps.add("no_final_answer", failed.span_id if failed else None, detail)
 
+    question = _task_input(views, root, steps.models)
+    if runs:
+        # Which run's question and answer the trace's are is not known: read only what every run reads alike.
+        question = _alike([run.input for run in runs])
+        answer = _alike([run.final_answer for run in runs])
+        answer_span = runs[0].final_answer_span_id if answer is not None else None
     start, end, duration = _bounds(views)
     keys = _Keys.of(views)
     name = _first(views, "langfuse.trace.name", keys) or root.raw.name or None
@@ -111,7 +118,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         start_time=start,
         end_time=end,
         duration_ms=duration,
-        input=_task_input(views, root, steps.models),
+        input=question,
         final_answer=answer,
         final_answer_span_id=answer_span,
         retrievals=tuple(steps.retrievals),
@@ -124,7 +131,54 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
         gaps=with_switches(gaps.items(), [v.raw for v in views]),
         metadata=_metadata(views, root, keys),
         cut_lengths=tuple(sorted(shown)),
+        runs=runs,
     )
+
+
+# What would tie a trace's spans to one run: a trace id of each run's own.
+OWN_TRACE_ID = (
+    "a trace id of its own for each run (let the SDK make one per request; record a session or"
+    " conversation as session.id / gen_ai.conversation.id / Langfuse sessionId, not as the trace id)"
+)
+
+
+def _alike(texts: list[str | None]) -> str | None:
+    """The text every run reads alike; None when they differ (or none reads one)."""
+    return texts[0] if len(set(texts)) == 1 else None
+
+
+def _runs(views: list[SpanView], tree: _Tree, gaps: Gaps) -> tuple[TaskRecord, ...]:
+    """Each run's record when several spans name no parent (a ``several_runs`` gap names them); else none.
+
+    A trace id is all that ties a trace's spans together, and an application may give one to more than one
+    run: Langfuse's ``trace_id`` set per session or request, a conversation id hashed into the trace id, a
+    propagated header reused across requests, id generators seeded alike. The other run's spans then sit in
+    the trace beside the run the ticket is about, under a root of their own, and every trace-wide reading —
+    the root's answer or question, the last model call's reply, what any retrieval returned, what any call
+    was given — may read the other run's. A span that names no parent at all is a run's root (one whose
+    parent was not received names it: it is part of a run whose root is missing, ``missing_parent``); each
+    root and the spans under it are read as a trace of their own, and localize concludes only what every run
+    concludes alike. Langfuse's API traces come with one root (a synthetic one adopting every top-level
+    observation, which several are in any Langfuse trace): they are never split."""
+    roots = [v for v in views if not v.raw.parent_span_id]
+    if len(roots) < 2:
+        return ()
+    records = []
+    for root in roots:
+        members, stack = [root.raw], [root]
+        while stack:
+            for child in tree.children.get(stack.pop().span_id, []):
+                members.append(child.raw)
+                stack.append(child)
+        records.append(normalize(members))
+    named = ", ".join(f"{v.span_id} ({v.raw.name})" for v in roots)
+    detail = (
+        f"the trace holds {len(roots)} runs: spans {named} name no parent — the trace id may have been given"
+        " to more than one run (set by the application per session or conversation, a reused propagated"
+        " header), and nothing ties the question, the answer, the retrievals or the model calls to one run"
+    )
+    gaps.add("several_runs", None, detail, OWN_TRACE_ID)
+    return tuple(records)
 
 
 def _classified_views(spans: Sequence[RawSpan], gaps: Gaps) -> list[SpanView]:

@@ -217,6 +217,7 @@ class Gap(_Frozen):
         "model_output_truncated",
         "no_final_answer",
         "answer_uncertain",
+        "several_runs",
         "missing_parent",
         "attribute_unparseable",
     ]
@@ -224,7 +225,10 @@ class Gap(_Frozen):
     was recorded and holds no text — a request whose messages were sent with content null or none, a reply
     with no text; no switch records more. ``answer_uncertain``: no span records the answer and the last
     model call may have been made after it — a title, a summary, a grader — so no answer is read; the
-    detail names the earlier calls whose reply the user may have got)."""
+    detail names the earlier calls whose reply the user may have got. ``several_runs``: several spans of the
+    trace name no parent — roots of runs that share the trace id (an application that sets it, per session
+    or conversation, or reuses a propagated header; ids from a generator seeded alike) — and nothing ties
+    the spans to one run; the detail names the roots, ``TaskRecord.runs`` holds each run's record)."""
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""
@@ -316,3 +320,7 @@ class TaskRecord(_Frozen):
     """Lengths the trace shows its exporter cut values at (the length its longest values share, in one
     process's spans): a text exactly this long that stops mid-sentence may have been longer. Empty when
     nothing shows a limit (a limit set to a round figure is read from the length alone)."""
+    runs: tuple[TaskRecord, ...] = ()
+    """When several spans name no parent (a ``several_runs`` gap: the trace id may hold more than one run),
+    the record of each root and the spans under it, in start order; spans under none of them (their parent
+    not received) are in no run. Empty for a trace with one root (or none)."""
