@@ -206,6 +206,9 @@ def test_values_prometheus_holds_match_the_store(
     assert {r["metric"]["stage"] for r in filtered} == {"retrieved"}
     (kappa,) = query("tracejudge_calibration_kappa")
     assert float(kappa["value"][1]) == pytest.approx(filled["calibration"].kappa)
+    # The triage dashboard's still-arriving panel: the latest sweep's count, as recorded.
+    (arriving,) = query("tracejudge_sweep_still_arriving_traces")
+    assert float(arriving["value"][1]) == filled["sweep"].still_arriving
     calls = sum(float(r["value"][1]) for r in query("tracejudge_judge_latency_seconds_count"))
     assert calls == sum(r.summary.judge_calls for r in runs)
 
