@@ -117,9 +117,12 @@ def _write_backs(
     """Write-back's reports, and for a shared run what of the whole run is left to write after it."""
     if options.run_name is None:
         # A local run's items kept as not final are written back once scored (by its resume), not now.
-        final = [i for i in items if not is_still_arriving(i)]
+        # One its budget stopped is not resumed (nothing more is scored): its items are final as they are.
+        resumable = run.status != "stopped_budget"
+        final = [i for i in items if not (resumable and is_still_arriving(i))]
         reports = tuple(write_back(t, run, final) for t in targets)
-        _keep_waiting(store, run, items, written=bool(targets) and all(r.ok for r in reports))
+        if resumable:
+            _keep_waiting(store, run, items, written=bool(targets) and all(r.ok for r in reports))
         return reports, None
     # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
     reports = write_back_shared_run(
@@ -146,7 +149,6 @@ def _keep_waiting(store: Store, run: RunRecord, items: Sequence[ItemResult], *, 
         done=[i for i in items if not is_still_arriving(i)],
         waiting=waits,
         written=written,
-        stopped=run.status == "stopped_budget",
     )
 
 

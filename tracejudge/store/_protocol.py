@@ -276,12 +276,11 @@ class Store(Protocol):
         done: Sequence[ItemResult],
         waiting: Mapping[str, float],
         written: bool,
-        stopped: bool,
     ) -> None:
         """A local run (stored, its items stored) left ``waiting`` items kept as not final (trace id ->
         seconds until its wait is over): it becomes a run that ``score --run RUN_ID`` resumes as a shared
         run's later worker does — its ``done`` items final and counted in its totals (written back when
-        ``written``), the kept ones claimed once their wait is over; ``stopped``: its budget stopped it."""
+        ``written``), the kept ones claimed once their wait is over."""
         ...
 
     def run_waiting(self, run_id: str) -> list[str]:

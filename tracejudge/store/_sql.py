@@ -1520,7 +1520,6 @@ class SqlStore:
         done: Sequence[ItemResult],
         waiting: Mapping[str, float],
         written: bool,
-        stopped: bool,
     ) -> None:
         q = self._sql
         final = "written" if written else "done"
@@ -1539,13 +1538,12 @@ class SqlStore:
                 [(run_id, t, n, state, ms) for n, (t, state, ms) in enumerate(rows)],
             )
             cur.execute(
-                q("INSERT INTO run_totals (run_id, done, usd, tokens, stopped) VALUES (?, ?, ?, ?, ?)"),
+                q("INSERT INTO run_totals (run_id, done, usd, tokens) VALUES (?, ?, ?, ?)"),
                 (
                     run_id,
                     len(done),
                     sum(i.cost_usd for i in done),
                     sum(i.input_tokens + i.output_tokens for i in done),
-                    int(stopped),
                 ),
             )
 
