@@ -60,6 +60,13 @@ FRAMEWORKS = {
     # the app streamed (messages.stream), its tool result ``search_result`` blocks with citations on.
     "anthropic_openinference_search_results": "anthropic_openinference_search_results_{run}.pb",
     "anthropic_openllmetry_search_results": "anthropic_openllmetry_search_results_{run}.pb",
+    # a hand-written function-calling loop over ``google-genai`` (the system instruction in the config, the
+    # documents sent back as a ``function_response`` part, the answer streamed) traced by
+    # openinference-instrumentation-google-genai: the app's search is a TOOL span.
+    "google_genai_openinference": "google_genai_openinference_{run}.pb",
+    # the same app under the OTel contrib opentelemetry-instrumentation-google-genai (latest GenAI form); the
+    # search a GenAI ``execute_tool`` span whose ``gen_ai.tool.call.result`` holds the documents.
+    "google_genai_otel": "google_genai_otel_{run}.pb",
 }
 # run -> (verdict, cause, stage statuses)
 RUNS = {

@@ -859,7 +859,8 @@ def _refused_note(view: SpanView) -> str:
 
 def _stopped_early(view: SpanView) -> str | None:
     """How a reply with text ended before the model finished, by its finish reasons; None when it did not."""
-    reasons = _finish_reasons(view) + genai.output_finish_reasons(view)
+    # Lowercased: openinference-instrumentation-google-genai records Gemini's own ``MAX_TOKENS``.
+    reasons = [r.lower() for r in _finish_reasons(view) + genai.output_finish_reasons(view)]
     ended = (_AT_LIMIT | _REFUSED).intersection(reasons)
     if ended:
         # The reply stopped at the request's max_tokens (Anthropic's stop_reason ``max_tokens``, OpenAI's and
@@ -955,10 +956,10 @@ _REFUSED = frozenset({"refusal"})
 def _finish_reasons(view: SpanView) -> list[str]:
     """``gen_ai.response.finish_reasons``: an array, a JSON list, or OpenLLMetry's Python list repr
     (``"['length']"``); and OpenInference's ``llm.finish_reason`` (one value: Anthropic's ``stop_reason``),
-    which the Anthropic response body in ``output.value`` holds too."""
+    which the Anthropic (or Gemini) response body in ``output.value`` holds too."""
     value = view.attrs.get("gen_ai.response.finish_reasons")
     listed = as_str_list(list(value) if isinstance(value, tuple) else value) or []
-    single = [r for r in (as_str(view.attrs.get("llm.finish_reason")), oi.stop_reason(view)) if r]
+    single = [r for r in (as_str(view.attrs.get("llm.finish_reason")),) if r] + oi.stop_reasons(view)
     return [r for r in (r.strip("[]'\" ") for r in [*listed, *single]) if r]
 
 

@@ -223,18 +223,23 @@ def refusals(view: SpanView) -> dict[int, str]:
     return out
 
 
-def stop_reason(view: SpanView) -> str | None:
-    """The ``stop_reason`` of the Anthropic Messages API response body ``output.value`` holds; None for any
-    other value (hidden, cut, another API's)."""
+def stop_reasons(view: SpanView) -> list[str]:
+    """How the response body ``output.value`` holds says the reply ended: an Anthropic message's
+    ``stop_reason``, a Gemini response's candidates' ``finish_reason``; none for any other value (hidden,
+    cut, another API's)."""
     if view.attrs.get("output.mime_type") != "application/json":
-        return None
+        return []
     value = view.attrs.get(OUTPUT)
-    if not isinstance(value, str) or '"stop_reason"' not in value:
-        return None
+    if not isinstance(value, str) or ('"stop_reason"' not in value and '"finish_reason"' not in value):
+        return []
     body = maybe_json(value)
-    return (
-        as_str(body.get("stop_reason")) if isinstance(body, dict) and body.get("type") == "message" else None
-    )
+    if not isinstance(body, dict):
+        return []
+    if body.get("type") == "message":
+        return [r for r in (as_str(body.get("stop_reason")),) if r]
+    candidates = body.get("candidates")
+    items = candidates if isinstance(candidates, list) else []
+    return [r for r in (as_str(c.get("finish_reason")) for c in items if isinstance(c, dict)) if r]
 
 
 def anthropic_refusal(body: Any) -> str | None:
