@@ -163,6 +163,12 @@ def cut_values(
             # OpenInference message beside the same text whole in input.value, a limit applied to one key).
             texts = texts if texts is not None else [v for _, v in items if isinstance(v, str)]
             why = _held_longer(value, texts)
+        if why is None:
+            # At any length: a text that stops mid-sentence and is held longer inside another value (as JSON).
+            found = (value,) if isinstance(value, str) else _strings(value)
+            why = next(
+                (w for w in (_held_longer_inside(t, key, items) for t in found) if w is not None), None
+            )
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes
@@ -173,6 +179,42 @@ def _held_longer(text: str, texts: list[str]) -> str | None:
     if " " in text and any(len(other) > len(text) and other.startswith(text) for other in texts):
         return f"text exactly {len(text)} characters long that another attribute of the span holds longer"
     return None
+
+
+# What follows a text where a record of it ends: a JSON string's or a Python literal's closing quote (escaped
+# once more inside JSON), or the record's end.
+_CLOSES = ('"', "'", '\\"', "\\'")
+
+
+def _held_longer_inside(text: str, key: str, items: list[tuple[str, Any]]) -> str | None:
+    """Why a text that stops mid-sentence was cut where another value of its span holds it longer: a model
+    span records a message's content (``llm.input_messages.N.message.content``) and the request it was in
+    (``input.value``, as JSON, a message a Python repr in it); a limit on one key (a backend's column, a
+    processor's rule) cut the first and left the second whole. None when no other value holds it, or one holds
+    it whole (the text closes there: a quote, or the value's end, follows it)."""
+    if (
+        " " not in text
+        or text.rstrip().endswith(_ENDINGS)
+        or _JSON_START.match(text)
+        or len(text) < _LEAST_LIMIT
+    ):
+        return None
+    forms = {text, json.dumps(text)[1:-1], json.dumps(repr(text)[1:-1])[1:-1]}
+    longer = None
+    for other, value in items:
+        if other == key or not isinstance(value, str) or len(value) <= len(text):
+            continue
+        for form in forms:
+            at = value.find(form)
+            while at >= 0:
+                rest = value[at + len(form) :]
+                if not rest or rest.startswith(_CLOSES):
+                    return None  # held whole there
+                longer = longer or other
+                at = value.find(form, at + 1)
+    if longer is None:
+        return None
+    return f"text that stops mid-sentence where {longer} of the same span holds it longer (cut on the way)"
 
 
 def _cut_text(text: str, known: Mapping[int, str], shown: frozenset[int]) -> str | None:
