@@ -14,15 +14,11 @@ and measures, each phase in its own process so peak memory is its own:
   intake   the real receiver (the `serve` of `tracejudge collect otlp`, uvicorn on loopback) in a
            subprocess, fed over HTTP one request at a time (by a minimal HTTP/1.1 sender, each request
            written before the clock starts: the sender's work is not charged to the receiver, with
-           which it shares the 2 cores). The receiver answers once a request's spans are durable in
-           the store's spool (one append and its sync) and moves them into SQLite in the background;
-           the clock stops when every span can be read from the store by another process (this one:
-           its read moves what is left, its CPU counted with the receiver's) -- with the default
-           durability (synchronous=full: an acknowledged span survives power loss, each append
-           waits for the disk) and with synchronous=normal (it survives any crash of the process,
-           not of the machine); the receiver counts its spool appends (commits per request)
-  intake-direct  the same, the receiver committing each request into SQLite before answering (the
-           store before the spool)
+           which it shares the 2 cores); a request counts when its 200 arrives,
+           i.e. when its spans are committed to SQLite -- with the default durability
+           (synchronous=full: an acknowledged span survives power loss, each commit waits for the
+           disk) and with synchronous=normal (it survives any crash of the process, not of the
+           machine); the receiver counts its store transactions (commits per request)
   intake-4, intake-16  the same with 4 and 16 senders at once (each its own connection, the requests
            dealt round-robin): requests in flight together share a commit (group commit)
   intake-null, intake-file  the floors under intake: the same receiver and sender, its store's
@@ -60,7 +56,6 @@ import os
 import random
 import resource
 import selectors
-import shutil
 import socket
 import subprocess
 import sys
@@ -81,7 +76,6 @@ _PHASES = (
     "read-json",
     "read",
     "intake",
-    "intake-direct",
     "intake-normal",
     "intake-4",
     "intake-16",
@@ -402,37 +396,24 @@ def serve_counting(store_url: str, floor: str | None = None) -> None:
     in_store = [0.0, 0.0]
 
     def put(spans: Any, **kw: Any) -> int:
-        if floor == "direct":
-            return int(store.put_spans(spans, **kw))
         if floor == "null":
             return len(spans)
         if floor == "file":
             return append(spans)
         return int(store.put_spans(spans, **kw))
 
-    def counted(write: Any) -> Any:
-        def call(spans: Any, **kw: Any) -> int:
+    class Counting:
+        def put_spans(self, spans: Any, **kw: Any) -> int:
             commits[0] += 1
             taken[0] += len(spans)
             wall, cpu = time.perf_counter(), time.thread_time()
             try:
-                return int(write(spans, **kw))
+                return put(spans, **kw)
             finally:
                 in_store[0] += time.perf_counter() - wall
                 in_store[1] += time.thread_time() - cpu
 
-        return call
-
-    class Counting:
-        put_spans = staticmethod(counted(put))
-
         def __getattr__(self, name: str) -> Any:
-            if name == "spool_spans":
-                # The receiver spools into a store that has a spool, unless measuring a floor or
-                # the store committing each request before its answer ("direct").
-                if floor:
-                    raise AttributeError(name)
-                return counted(store.spool_spans)
             return getattr(store, name)
 
     otel.serve(Counting(), "127.0.0.1:0", on_ready=lambda url: print(f"listening {url}", flush=True))  # type: ignore[arg-type]
@@ -509,7 +490,6 @@ def phase_intake(
     db = workdir / "intake.db"
     for suffix in ("", "-wal", "-shm", ".floor"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.rmtree(f"{db}-spool", ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     proc = subprocess.Popen(
         [
@@ -533,20 +513,11 @@ def phase_intake(
             raise SystemExit("the receiver did not start")
         url = proc.stdout.readline().split()[-1] + "/v1/traces"
         prepared = _requests(url, list(frames(path)))
-        # The clock stops when every span can be read from the store by another process (this one):
-        # with the spool, the receiver answers before its spans are in the database, and a read moves
-        # what is left (its work counted with the receiver's CPU).
-        reader = None if floor in ("null", "file") else open_store(f"sqlite:///{db}")
         cpu, loop, written = _cpu_of(proc.pid), _loop_cpu_of(proc.pid), _written_of(proc.pid)
         start = time.perf_counter()
         requests = _send_all(url, prepared, senders)
-        read_cpu = time.thread_time()
-        readable = None if reader is None else sum(t.span_count for t in reader.list_traces())
-        read_cpu = time.thread_time() - read_cpu
         seconds = time.perf_counter() - start
-        if reader is not None:
-            reader.close()
-        cpu = _cpu_of(proc.pid) - cpu + read_cpu
+        cpu = _cpu_of(proc.pid) - cpu
         loop = _loop_cpu_of(proc.pid) - loop
         written = _written_of(proc.pid) - written
         rss = _peak_rss_of(proc.pid)
@@ -556,7 +527,7 @@ def phase_intake(
     counts = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     commits = counts.get("commits")
     store_s, store_cpu = counts.get("store_s"), counts.get("store_cpu")
-    if floor in ("null", "file"):
+    if floor:
         stored, norm = counts.get("spans", 0), None
     else:
         store = open_store(f"sqlite:///{db}")
@@ -565,7 +536,6 @@ def phase_intake(
             norm = _normalize_all(store)
         finally:
             store.close()
-    assert readable in (None, stored), (readable, stored)
     return {
         "spans": stored,
         "seconds": seconds,
@@ -622,7 +592,7 @@ def run_phase(phase: str, path: Path) -> dict[str, Any]:
         return phase_intake(path, workdir, "normal")
     if phase in ("intake-4", "intake-16"):
         return phase_intake(path, workdir, senders=int(phase.split("-")[1]))
-    if phase in ("intake-null", "intake-file", "intake-direct"):
+    if phase in ("intake-null", "intake-file"):
         return phase_intake(path, workdir, floor=phase.split("-")[1])
     return phase_intake(path, workdir)
 
@@ -694,8 +664,7 @@ def main() -> None:
                 ("tracejudge encode (the receiver's)", best.get("encode")),
                 ("decode + SQLite store as JSON (schema 1)", best.get("store-json")),
                 ("encode + SQLite store, no HTTP", best.get("store")),
-                ("tracejudge intake (HTTP+encode+spool; until readable)", intake),
-                ("  same, each request committed to SQLite", best.get("intake-direct")),
+                ("tracejudge intake (HTTP+encode+SQLite)", intake),
                 ("  same, synchronous=normal", best.get("intake-normal")),
                 ("  same, 4 senders at once", best.get("intake-4")),
                 ("  same, 16 senders at once", best.get("intake-16")),

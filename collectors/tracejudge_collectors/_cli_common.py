@@ -74,21 +74,6 @@ class _MeteredStore:
         return new
 
     def __getattr__(self, name: str) -> Any:
-        if name == "spool_spans":  # only where the store has a spool (the receiver asks)
-            spool_spans = self._store.spool_spans  # type: ignore[attr-defined]
-
-            def spool(
-                spans: Sequence[RawSpan | EncodedSpan], *, on_moved: Callable[[int, int], None] | None = None
-            ) -> int:
-                def moved(given: int, new: int) -> None:
-                    # Counted once moved into the database: spans that failed to store were not collected.
-                    self._on_put(given, new)
-                    if on_moved is not None:  # a metered store around this one
-                        on_moved(given, new)
-
-                return int(spool_spans(spans, on_moved=moved))
-
-            return spool
         return getattr(self._store, name)
 
 

@@ -848,12 +848,7 @@ class SqlStore:
             existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
         return existing
 
-    def _before_read(self) -> None:
-        """Called before each read of spans, traces or sessions: the SQLite store moves the spans its
-        spool holds into the database first (read-your-writes); nothing to do here."""
-
     def get_spans(self, trace_id: str) -> list[RawSpan]:
-        self._before_read()
         tid = trace_id.lower()
         with self._lock:
             rows = self._span_rows(tid)
@@ -930,7 +925,6 @@ class SqlStore:
         return len(fresh)
 
     def list_traces(self, *, limit: int | None = None, since: datetime | None = None) -> list[TraceSummary]:
-        self._before_read()
         rows = self._select(
             "SELECT trace_id, name, span_count, start_ns, end_ns, sources FROM traces",
             [("start_ns >= ?", None if since is None else int(since.timestamp() * 1e9))],
@@ -940,14 +934,12 @@ class SqlStore:
         return [_summary(r) for r in rows]
 
     def iter_trace_ids(self) -> Iterator[str]:
-        self._before_read()
         for (trace_id,) in self._pages(
             "SELECT trace_id FROM traces WHERE trace_id > ? ORDER BY trace_id LIMIT 500", ()
         ):
             yield str(trace_id)
 
     def session_traces(self, session_id: str) -> list[TraceSummary]:
-        self._before_read()
         self._index_sessions()
 
         def read(by_seq: bool) -> list[Any]:
@@ -964,7 +956,6 @@ class SqlStore:
         return [_summary(r) for r in self._read_sessions(read)]
 
     def trace_session(self, trace_id: str) -> str | None:
-        self._before_read()
         self._index_sessions()
 
         def read(by_seq: bool) -> list[Any]:

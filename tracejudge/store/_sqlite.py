@@ -22,18 +22,15 @@ the commits' syncs for the disk.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple, cast
+from typing import Literal, cast
 
 from tracejudge._errors import InputError, StoreError
-from tracejudge.store._spool import META_PREFIX, Spool
-from tracejudge.store._sql import _SCHEMA_VERSION, _SESSIONS_INDEXED, AnySpan, SqlStore
+from tracejudge.store._sql import _SCHEMA_VERSION, _SESSIONS_INDEXED, SqlStore
 
 __all__ = [
     "IMMUTABLE",
@@ -45,8 +42,6 @@ __all__ = [
     "read_only_options",
     "split_options",
 ]
-
-_log = logging.getLogger(__name__)
 
 Synchronous = Literal["full", "normal"]
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("full", "normal")
@@ -67,10 +62,6 @@ _RESTART_BYTES = 16 * 1024 * 1024
 # 0.21-0.30 s beside three 11 MB writes and syncs (a stand-in on this machine's disk); the receiver
 # wrote 76 MB while taking 10k spans of 2.5 KB (bench_intake's written MB), 43 MB copying after.
 _PAUSE_S = 0.05
-# Spooled requests waiting in memory for the mover before a request moves them itself.
-_MAX_QUEUED = 64
-# Spans a transaction when moving from the spool's files (after a crash, or another process's).
-_MOVE_SPANS = 4096
 _MAX_DEFER_S = 0.5
 
 
@@ -178,19 +169,6 @@ class _Checkpointer:
             thread.join(timeout=30)
 
 
-class _Queued(NamedTuple):
-    """A request's spans spooled by this process, not moved yet."""
-
-    spans: list[AnySpan]
-    """The spans."""
-    segment: str
-    """The segment holding them."""
-    end: int
-    """The offset past their record."""
-    on_moved: Callable[[int, int], None] | None
-    """Called once they are moved (see :meth:`SqliteStore.spool_spans`)."""
-
-
 class SqliteStore(SqlStore):
     """Store on a SQLite file (or ``:memory:``). ``synchronous`` (or ``?synchronous=`` on the path)
     chooses the durability; see the module docstring. ``upgrade=False`` leaves a store at an older
@@ -211,21 +189,11 @@ class SqliteStore(SqlStore):
         self.path = raw
         self.synchronous: Synchronous = synchronous or from_path or "full"
         self._checkpointer: _Checkpointer | None = None
-        # The spool (see tracejudge.store._spool): what this process spooled and has not moved yet,
-        # the thread that moves it, and the segments as the last move of other processes' saw them.
-        self._spool: Spool | None = None
-        self._queue: list[_Queued] = []
-        self._queue_lock = threading.Lock()
-        self._mover: threading.Thread | None = None
-        self._wake = threading.Event()
-        self._stopping = False
-        self._seen: list[tuple[str, int]] | None = None
         self.read_only = read_only
         self._query_only = False  # opened read-write with query_only (a folder it can write)
         """Opened to read only (``query_only``, or ``mode=ro``): every write fails."""
         if read_only:
             self._open_read_only()
-            self._spool = Spool(self.path, sync=False)
             return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -247,10 +215,6 @@ class SqliteStore(SqlStore):
             conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
             super().__init__(conn, self.path)
             self._setup(upgrade=upgrade)
-            if self.path != ":memory:":
-                self._spool = Spool(self.path, sync=self.synchronous == "full")
-                # What a receiver spooled and did not move before it stopped (or crashed) is moved now.
-                self.drain_spool()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"cannot open the store {self.path}: {exc}",
@@ -307,187 +271,7 @@ class SqliteStore(SqlStore):
         if self._checkpointer is not None:
             self._checkpointer.poke()
 
-    # ------------------------------------------------------------------ the spool
-
-    def spool_spans(
-        self, spans: Sequence[AnySpan], *, on_moved: Callable[[int, int], None] | None = None
-    ) -> int:
-        """Make ``spans`` durable in the spool (as ``synchronous`` says) and return; a background
-        thread moves them into the database, and every read moves what is left first, so a read
-        sees them (see :mod:`tracejudge.store._spool`). What the receiver calls; the number of spans.
-        ``on_moved(given, new)`` is called once this process has moved them (``new``: the spans of
-        the move's batch new in the store, shared out over its requests: their sum is exact). A store
-        without a spool (in memory, read only) stores them at once (:meth:`put_spans`)."""
-        spool = self._spool
-        if spool is None or self.read_only:
-            new = self.put_spans(spans)
-            if on_moved is not None:
-                on_moved(len(spans), new)
-            return new
-        batch = list(spans)
-        if not batch:
-            return 0
-        with self._queue_lock:
-            if self._stopping:
-                raise StoreError(f"the store {self.label} is closing")
-            segment, end = spool.append(batch)
-            self._queue.append(_Queued(batch, segment, end, on_moved))
-            behind = len(self._queue) > _MAX_QUEUED
-            if self._mover is None:
-                self._mover = threading.Thread(target=self._move_loop, name="sqlite-spool", daemon=True)
-                self._mover.start()
-        if behind:
-            # The mover has fallen behind (requests arrive faster than SQLite stores them): this
-            # request moves the queue itself, so what waits in memory stays bounded.
-            self._move(scan=False)
-        else:
-            self._wake.set()
-        return len(batch)
-
-    def _move_loop(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            try:
-                self._move(scan=False)
-            except Exception:  # the spans stay in the spool; the next read or open moves them
-                _log.exception("moving spooled spans into %s failed", self.label)
-            with self._queue_lock:
-                if self._stopping and not self._queue:
-                    return
-
-    def drain_spool(self) -> None:
-        """Move every span spooled so far, by any process, into the database (a read calls this)."""
-        spool = self._spool
-        if spool is None:
-            return
-        if self._queue:
-            self._move(scan=True)
-        elif self._seen is None:
-            if spool.pending():
-                self._move(scan=True)
-        elif spool.segments() != self._seen:  # a segment added, grown or removed since the last move
-            self._move(scan=True)
-
-    def _before_read(self) -> None:
-        if self._spool is None:
-            return
-        if not self.read_only:
-            self.drain_spool()
-            return
-        if self._spool.pending() and self._seen != self._spool.segments():
-            self._drain_read_only()
-
-    def _drain_read_only(self) -> None:
-        """A store opened to read only moves what is spooled where it can write (lifting
-        ``query_only`` for it, as for indexing sessions), and otherwise says what to do."""
-        assert self._spool is not None
-        if self._query_only:
-            with self._lock:
-                self._execute("PRAGMA query_only=0")
-            try:
-                self._move(scan=True)
-            finally:
-                with self._lock:
-                    self._execute("PRAGMA query_only=1")
-            return
-        segments = self._spool.segments()
-        moved = self.get_metas([META_PREFIX + name for name, _ in segments])
-        if any(int(moved.get(META_PREFIX + name, 0)) < size for name, size in segments):
-            raise StoreError(
-                f"the store {self.label} has received spans not yet moved from its spool into it,"
-                " and cannot be written here",
-                hint="read it where its folder can be written, or once its receiver has moved them",
-            )
-        self._seen = segments
-
-    def _move(self, *, scan: bool) -> None:
-        """Move this process's queued spans and, with ``scan``, every other process's spooled ones
-        into the database; remove the segments no process appends to any more once moved."""
-        spool = self._spool
-        assert spool is not None
-        with spool.moving():
-            with self._queue_lock:
-                queued, self._queue = self._queue, []
-            if queued:
-                self._move_queued(spool, queued)
-            # The lengths as they are before reading: a record appended meanwhile is moved next time.
-            segments = spool.segments()
-            moved = {
-                k[len(META_PREFIX) :]: int(v)
-                for k, v in self.get_metas([META_PREFIX + name for name, _ in segments]).items()
-            }
-            for name, size in segments:
-                done = moved.get(name, 0)
-                finished = spool.finished(name)
-                theirs = scan and name not in spool.own
-                if theirs and done < size:
-                    done = self._move_file(spool, name, done)
-                if finished and (done >= size or theirs):
-                    # Every whole record moved (a crash's cut-short tail was never answered).
-                    spool.remove(name)
-                    self._transaction(
-                        lambda cur, key=META_PREFIX + name: cur.execute(
-                            "DELETE FROM meta WHERE key = ?", (key,)
-                        )
-                    )
-            if scan:
-                self._seen = segments
-
-    def _move_queued(self, spool: Spool, queued: list[_Queued]) -> None:
-        ends: dict[str, int] = {}
-        for q in queued:
-            ends[q.segment] = max(q.end, ends.get(q.segment, 0))
-        try:
-            new = self._store_moved([s for q in queued for s in q.spans], ends)
-        except BaseException:
-            # Not moved: read from their files by the next move that scans.
-            spool.own.difference_update(ends)
-            raise
-        for q in queued:
-            share = min(new, len(q.spans))
-            new -= share
-            if q.on_moved is not None:
-                q.on_moved(len(q.spans), share)
-
-    def _move_file(self, spool: Spool, name: str, done: int) -> int:
-        """Move segment ``name``'s whole records from offset ``done``; the offset moved to."""
-        batch: list[AnySpan] = []
-        for spans, end in spool.read(name, done):
-            batch.extend(spans)
-            done = end
-            if len(batch) >= _MOVE_SPANS:
-                self._store_moved(batch, {name: done})
-                batch = []
-        if batch:
-            self._store_moved(batch, {name: done})
-        return done
-
-    def _store_moved(self, spans: list[AnySpan], ends: dict[str, int]) -> int:
-        """Store spooled spans with how far their segments are moved, in one transaction (offsets
-        only move forward: another process may have moved further from the file)."""
-        before = self.get_metas([META_PREFIX + name for name in ends])
-        meta = {
-            META_PREFIX + name: str(max(end, int(before.get(META_PREFIX + name, 0))))
-            for name, end in ends.items()
-        }
-        return self.put_spans(spans, meta=meta)
-
     def close(self) -> None:
-        if self._spool is not None:
-            with self._queue_lock:
-                self._stopping = True
-                mover = self._mover
-            self._wake.set()
-            if mover is not None:
-                mover.join(timeout=60)
-            if not self.read_only and (mover is not None or self._queue or self._spool.pending()):
-                try:
-                    self._spool.close()
-                    self._move(scan=True)  # its own segments, all moved now, are removed
-                except Exception:
-                    _log.exception("moving spooled spans into %s failed", self.label)
-            self._spool.close()
         if self._checkpointer is not None:
             self._checkpointer.stop()
         super().close()

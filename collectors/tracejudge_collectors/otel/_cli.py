@@ -133,10 +133,6 @@ def otlp_command(
             read_timeout=read_timeout,
         )
     finally:
-        # What the receiver spooled is moved into the database (and counted) before the count.
-        drain = getattr(app.store, "drain_spool", None)
-        if drain is not None:
-            drain()
         if metrics is not None:
             metrics.close()
         # What this receiver stored, for whoever stopped it (stderr: stdout carries only the address).

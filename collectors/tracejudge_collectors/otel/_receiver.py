@@ -3,10 +3,8 @@
 Log records (``/v1/logs``) are kept when they carry a span context: the GenAI instrumentations send
 message content that way (see :mod:`tracejudge_collectors.otel._logs`). Spans and log records are
 committed to the store (in a worker thread) before the 200 goes out, so an acknowledged record is never
-lost; on SQLite, spans are committed to the store's spool (a synced append; moved into the database in
-the background and before any read: :mod:`tracejudge.store._spool`). Requests that arrive while a
-commit is under way are committed together in the next one (group commit): one transaction, one
-durable sync, for all of them. Bad input gets a 4xx with a
+lost. Requests that arrive while a commit is under way are committed together in the next one (group
+commit): one transaction, one durable sync, for all of them. Bad input gets a 4xx with a
 ``google.rpc.Status`` body saying what is wrong; the receiver never answers a 5xx for bad input and
 keeps serving.
 """
@@ -115,11 +113,7 @@ def build_app(
         limits=limits or DecodeLimits(),
         read_timeout=read_timeout,
     )
-    # The SQLite store spools what the receiver takes (durable in a file, moved into the database
-    # by a background thread before any read): the answer waits for one append and its sync instead
-    # of a database commit. Other stores store at once.
-    write_spans = getattr(store, "spool_spans", store.put_spans)
-    traces = _Signal("spans", _decode_spans, export_response_body, _GroupCommit(write_spans))
+    traces = _Signal("spans", _decode_spans, export_response_body, _GroupCommit(store.put_spans))
     logs = _Signal("log events", _decode_logs, export_logs_response_body, _GroupCommit(store.put_log_events))
 
     async def export_traces(request: Request) -> Response:

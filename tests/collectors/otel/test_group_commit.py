@@ -64,10 +64,6 @@ class HeldStore:
         return new
 
     def __getattr__(self, name: str) -> Any:
-        if name == "spool_spans":
-            # The receiver then commits through put_spans, the group commit these tests are about
-            # (the SQLite store's spool is tested in tests/store/test_spool.py).
-            raise AttributeError(name)
         return getattr(self.inner, name)
 
 
