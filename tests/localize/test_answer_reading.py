@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import openai
 import pytest
 
 from tests.localize import conftest as mk
@@ -131,37 +132,92 @@ def test_the_roots_answer_says_which_choice(one_call: list[RawSpan], answer: str
     assert loc.verdict == verdict
 
 
+def _tool_or_text(context: str) -> list[RawSpan]:
+    """One chat call sent ``context`` and asked for two choices (n=2), the stand-in returning a tool request
+    as choice 0 and the stale answer as choice 1 (a body as OpenAI's API sends it)."""
+    body = {
+        "id": "chatcmpl-two-choices",
+        "object": "chat.completion",
+        "created": 1780000000,
+        "model": "scripted-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_terms",
+                            "type": "function",
+                            "function": {"name": "check_terms", "arguments": '{"order": 7}'},
+                        }
+                    ],
+                },
+            },
+            {"index": 1, "finish_reason": "stop", "message": {"role": "assistant", "content": mk.BAD}},
+        ],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 20, "total_tokens": 60},
+    }
+
+    def ask(client: openai.OpenAI) -> None:
+        messages = [
+            {"role": "system", "content": f"Context:\n{context}"},
+            {"role": "user", "content": mk.QUESTION},
+        ]
+        client.chat.completions.create(model="scripted-model", n=2, messages=messages)
+
+    return empty._trace([Rule(raw_body=json.dumps(body))], ask=ask)
+
+
+def test_a_choice_asking_for_a_tool_leaves_the_answering_call_open() -> None:
+    # Choice 0 asked for a tool, choice 1 answered (v1's cap), and the input lacks v2's clause. Had the app
+    # followed choice 0, the call that read the tool's result answered — not recorded, its input unknown. Only
+    # the first choice's text was looked at: in_context failed (dropped_in_context).
+    spans = _tool_or_text(mk.V1_TEXT)
+    task = normalize(spans)
+    (llm,) = task.model_calls
+    assert [bool(m.tool_calls) for m in llm.output_messages] == [True, False]
+    assert llm.choices == 2
+    assert "was asked for 2 choices (OpenAI n)" in _gap(spans)
+    loc = _triage(spans)
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])
+    assert (
+        "the last recorded model call asked for a tool and no recorded call answered" in loc.stages[2].detail
+    )
+
+
 # --- skewed times ---------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def drafts() -> dict[str, list[RawSpan]]:
-    """Two calls sent the same input, the first replying a draft, the last the answer: the draft read
-    stale (v1's cap) before a good answer, and a draft stating v2's cap before a stale answer."""
+    """An agent's two calls, the first replying a draft and asking for a tool, the last — sent the first's
+    messages and the tool's result — the answer: the draft read stale (v1's cap) before a good answer, and a
+    draft stating v2's cap before a stale answer."""
     return {
-        "good-after-stale-draft": empty._trace([Rule(reply=empty.DRAFT, times=1), Rule(reply=mk.GOOD)]),
-        "stale-after-good-draft": empty._trace(
-            [Rule(reply=f"Checking: {mk.GOOD} Let me confirm.", times=1), Rule(reply=mk.BAD)]
-        ),
+        "good-after-stale-draft": empty.drafted(empty.DRAFT, mk.GOOD),
+        "stale-after-good-draft": empty.drafted(f"Checking: {mk.GOOD} Let me confirm.", mk.BAD),
     }
 
 
 SKEWS = [
-    # (which call's subtree, by how much): each puts the call outside its parent's time range, and the
-    # first two put the draft last.
-    ("answer", -HOUR),
-    ("answer", -SECOND),
-    ("draft", HOUR),
-    ("draft", SECOND),
-    ("answer", HOUR),
-    ("draft", -SECOND),
+    # (which call's subtree, by how much, whether it puts the draft last): each puts the call outside its
+    # parent's time range.
+    ("answer", -HOUR, True),
+    ("answer", -SECOND, True),
+    ("draft", HOUR, True),
+    ("draft", SECOND, True),
+    ("answer", HOUR, False),
+    ("draft", -SECOND, False),
 ]
 
 
 @pytest.mark.parametrize("name", ["good-after-stale-draft", "stale-after-good-draft"])
-@pytest.mark.parametrize(("which", "delta"), SKEWS)
+@pytest.mark.parametrize(("which", "delta", "flips"), SKEWS)
 def test_calls_ordered_by_skewed_times_give_no_answer(
-    drafts: dict[str, list[RawSpan]], name: str, which: str, delta: int
+    drafts: dict[str, list[RawSpan]], name: str, which: str, delta: int, flips: bool
 ) -> None:
     spans = drafts[name]
     before = _triage(spans).verdict
@@ -169,27 +225,43 @@ def test_calls_ordered_by_skewed_times_give_no_answer(
     draft, answer = _llm(spans)
     skewed = _shifted(spans, answer if which == "answer" else draft, delta)
     loc = _triage(skewed)
-    assert (loc.verdict, loc.stages[3].status) == ("unconfirmed", "unconfirmed")
-    assert "the trace's times are skewed" in _gap(skewed)
+    if flips:
+        assert (loc.verdict, loc.stages[3].status) == ("unconfirmed", "unconfirmed")
+        assert "the trace's times are skewed" in _gap(skewed)
+    else:
+        # The answering call re-sends the draft's messages with its tool step: the order the messages show
+        # does not rest on the clocks.
+        assert loc.verdict == before
 
 
 @pytest.mark.parametrize("delta", [-5 * MS, 5 * MS])
-def test_a_few_milliseconds_past_the_parent_is_no_skew(drafts: dict[str, list[RawSpan]], delta: int) -> None:
+def test_a_few_milliseconds_past_the_parent_is_no_skew(delta: int) -> None:
     # Within one process an instrumentation may end a span just after its parent (up to ~0.6 ms in the
-    # recordings) and Langfuse keeps milliseconds: the tolerance (10 ms) keeps such a trace definite.
-    spans = drafts["good-after-stale-draft"]
+    # recordings) and Langfuse keeps milliseconds: the tolerance (10 ms) keeps such a trace definite. A retry
+    # after a failed call is told by times (it started after the failed call ended).
+    spans = empty.retried(mk.GOOD)
+    assert _triage(spans).verdict == "no_fault"
     root = next(s for s in spans if s.parent_span_id is None)
-    draft, answer = _llm(spans)
+    failed, answer = _llm(spans)
     edge = (
         root.model_copy(update={"end_time_unix_nano": answer.end_time_unix_nano + delta})
         if delta < 0
-        else root.model_copy(update={"start_time_unix_nano": draft.start_time_unix_nano + delta})
+        else root.model_copy(update={"start_time_unix_nano": failed.start_time_unix_nano + delta})
     )
     assert _triage([edge if s.span_id == root.span_id else s for s in spans]).verdict == "no_fault"
+    # Past the tolerance the failed call's order against the answer rests on skewed times: it stays open.
+    far = (
+        root.model_copy(update={"end_time_unix_nano": answer.end_time_unix_nano - SECOND})
+        if delta < 0
+        else root.model_copy(update={"start_time_unix_nano": failed.start_time_unix_nano + SECOND})
+    )
+    assert _triage([far if s.span_id == root.span_id else s for s in spans]).verdict == "unconfirmed"
 
 
-@pytest.mark.parametrize(("which", "delta"), SKEWS)
-def test_an_empty_answer_after_a_draft_stays_open_whatever_the_clock(which: str, delta: int) -> None:
+@pytest.mark.parametrize(("which", "delta", "flips"), SKEWS)
+def test_an_empty_answer_after_a_draft_stays_open_whatever_the_clock(
+    which: str, delta: int, flips: bool
+) -> None:
     # The GenAI instrumentation records the last reply empty after a draft stating v1's cap: unconfirmed.
     # A skew that put the draft last read it as the answer (ignored_by_model) for 4 of these 6 shifts.
     spans = mk.genai_rag_trace([Rule(reply=empty.DRAFT, times=1), Rule(reply="")])
@@ -197,3 +269,41 @@ def test_an_empty_answer_after_a_draft_stays_open_whatever_the_clock(which: str,
     chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time_unix_nano)
     draft, answer = chats
     assert _triage(_shifted(spans, answer if which == "answer" else draft, delta)).verdict == "unconfirmed"
+
+
+# --- the same input asked twice -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "whole"),
+    [
+        (empty.DRAFT, mk.GOOD, "no_fault"),
+        (f"Checking: {mk.GOOD} Let me confirm.", mk.BAD, "ignored_by_model"),
+    ],
+)
+def test_the_same_input_asked_again_with_another_reply_gives_no_answer(
+    first: str, second: str, whole: str
+) -> None:
+    # The app sent one request twice and got two replies (a self-consistency re-ask, a reply it rejected and
+    # asked again for): which one the user got is not recorded. The second read as the answer (the first
+    # taken for an attempt retried) gave no_fault / ignored_by_model.
+    spans = empty._trace([Rule(reply=first, times=1), Rule(reply=second)])
+    task = normalize(spans)
+    one, two = task.model_calls
+    assert (task.final_answer, task.answering_calls) == (None, (one.span_id, two.span_id))
+    assert f"that of model call {one.span_id}, which no later call continues" in _gap(spans)
+    loc = _triage(spans)
+    assert (loc.verdict, loc.stages[3].status) == ("unconfirmed", "unconfirmed")
+    # The root recording the answer settles it.
+    root = next(s for s in spans if s.parent_span_id is None)
+    assert _triage(_with(spans, root, **{"output.value": second})).verdict == whole
+
+
+def test_a_retry_after_a_failed_call_or_with_the_same_reply_is_the_answer() -> None:
+    # The first attempt failed (HTTP 500: the span's status is error), or both replies are the same text:
+    # the last reply is the one the user got.
+    spans = empty.retried(mk.GOOD)
+    failed, _ = _llm(spans)
+    assert failed.status_code == 2
+    assert _triage(spans).verdict == "no_fault"
+    assert _triage(empty._trace([Rule(reply=mk.GOOD, times=1), Rule(reply=mk.GOOD)])).verdict == "no_fault"

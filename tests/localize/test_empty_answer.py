@@ -67,6 +67,36 @@ def _trace(
     return decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()).spans
 
 
+def drafted(draft: str, answer: str) -> list[RawSpan]:
+    """``_trace``'s app with an agent's two calls: the first replies ``draft`` and asks for a tool, the second
+    is sent the first's messages, that reply and the tool's result, and replies ``answer`` — it continues
+    the first (the order its messages show, whatever the clocks say), so ``answer`` is the answer."""
+
+    def ask(client: openai.OpenAI) -> None:
+        first = client.chat.completions.create(model="scripted-model", messages=mk.RAG_MESSAGES)
+        message = first.choices[0].message
+        (request,) = message.tool_calls or ()
+        turn = {"role": "assistant", "content": message.content, "tool_calls": [request.model_dump()]}
+        result = {"role": "tool", "tool_call_id": request.id, "content": "the terms in the context apply"}
+        client.chat.completions.create(model="scripted-model", messages=[*mk.RAG_MESSAGES, turn, result])
+
+    check = {"name": "check_terms", "arguments": {"order": 7}}
+    return _trace([Rule(reply=draft, tool_calls=[check], times=1), Rule(reply=answer)], ask=ask)
+
+
+def retried(answer: str) -> list[RawSpan]:
+    """``_trace``'s app asking once, the stand-in failing that call (HTTP 500), and asking again the same:
+    the retry's reply ``answer`` is the answer."""
+
+    def ask(client: openai.OpenAI) -> None:
+        try:
+            mk.ask_each(client, 1)
+        except openai.InternalServerError:
+            mk.ask_each(client, 1)
+
+    return _trace([Rule(status=500, times=1), Rule(reply=answer)], ask=ask)
+
+
 class _Judge:
     """A usage judge that reads any answer not stating v2's cap as not resting on v2."""
 
@@ -160,7 +190,7 @@ def test_a_hidden_output_still_asks_for_the_switch() -> None:
 def test_a_last_output_not_recorded_is_not_replaced_by_an_earlier_calls_text() -> None:
     # The last call answered with v2's cap, and its output was lost (an exporter dropped those attributes):
     # the draft before it, stating v1's cap, is not the answer and read as one it fails used_by_model.
-    spans = _trace([Rule(reply=DRAFT, times=1), Rule(reply=mk.GOOD)])
+    spans = drafted(DRAFT, mk.GOOD)
     last = max((s for s in spans if s.attributes.get("openinference.span.kind") == "LLM"), key=_started)
     lost = last.model_copy(
         update={

@@ -71,6 +71,8 @@ class Run:
     whole: str
     """The verdict of the whole trace (a query rewrite before the call that answers leaves which reply the
     user got open: no span records it, and the answering call does not continue the rewrite's)."""
+    answer: str | None = None
+    """What the root records as the answer (``output.value``), set as it ends: in the last batch."""
 
 
 def _search(
@@ -94,7 +96,8 @@ V2 = (f"{mk.DOC}@v2", mk.V2_TEXT)
 OTHER = ("C-17/main@v3", "Main terms v3. Delivery within 14 days of the order.")
 MANIFEST = [mk.entry(acl=None), mk.v1_entry()]
 RUNS = [
-    # The first call's reply is a draft stating v1's cap; the answer is the second call's.
+    # The first call's reply is a draft stating v1's cap; the answer is the second call's, which the root
+    # records (sent the same input twice, the calls alone do not say which reply the user got).
     Run(
         "draft-then-answer",
         lambda t, c: (_search(t, [V2]), _chat(c, CONTEXT)),
@@ -103,6 +106,7 @@ RUNS = [
         MANIFEST,
         first="ignored_by_model",
         whole="no_fault",
+        answer=mk.GOOD,
     ),
     Run(
         "good-draft-then-stale-answer",
@@ -112,6 +116,7 @@ RUNS = [
         MANIFEST,
         first="no_fault",
         whole="ignored_by_model",
+        answer=mk.BAD,
     ),
     # A query rewrite (no context) first, then the call given the retrieved clause.
     Run(
@@ -169,6 +174,8 @@ def _batches(run: Run) -> list[Sequence[ReadableSpan]]:
                 run.before(tracer, client)
                 provider.force_flush()
                 run.after(tracer, client)
+                if run.answer is not None:
+                    root.set_attribute("output.value", run.answer)
     finally:
         instrumentor.uninstrument()
     provider.shutdown()

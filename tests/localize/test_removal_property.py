@@ -617,9 +617,10 @@ def _dspy_cases() -> Iterator[Case]:
 
 
 def _draft_cases() -> Iterator[Case]:
-    """Two model calls whose first reply (a draft, stating the other version's cap) is not the answer:
-    the last call's reply is (the root records none). Losing the last reply must not make the draft read
-    as the answer (found by hand once: an earlier call's text failed used_by_model, 60a3352)."""
+    """Two model calls whose first reply (a draft, stating the other version's cap, asking for a tool) is not
+    the answer: the last call's reply is (it continues the first; the root records none). Losing the last
+    reply must not make the draft read as the answer (found by hand once: an earlier call's text failed
+    used_by_model, 60a3352)."""
     from tests.localize import test_empty_answer as empty
 
     manifest = (mk.entry(acl=None), mk.v1_entry())
@@ -627,7 +628,7 @@ def _draft_cases() -> Iterator[Case]:
         ("good-after-stale-draft", empty.DRAFT, mk.GOOD),
         ("stale-after-good-draft", f"Checking: {mk.GOOD} Let me confirm.", mk.BAD),
     ):
-        spans = empty._trace([empty.Rule(reply=draft, times=1), empty.Rule(reply=answer)])
+        spans = empty.drafted(draft, answer)
         yield Case(f"drafts/{name}", tuple(spans), mk.ticket(), manifest)
 
 

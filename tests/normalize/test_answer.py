@@ -132,9 +132,21 @@ CASES: dict[str, tuple[list[RawSpan], list[int] | None]] = {
         ],
         None,
     ),
-    "sent again after the first returned (a retry)": (
+    "sent again after the first returned another reply (a re-ask: either reply may be the answer)": (
         [call(1, [SYSTEM, ASK], "Checking v1: 50,000 RMB."), call(2, [SYSTEM, ASK], ANSWER)],
+        [1],
+    ),
+    "sent again after the first failed (a retry)": (
+        [call(1, [SYSTEM, ASK]).model_copy(update={"status_code": 2}), call(2, [SYSTEM, ASK], ANSWER)],
         None,
+    ),
+    "sent again after the first replied the same (a retry)": (
+        [call(1, [SYSTEM, ASK], ANSWER), call(2, [SYSTEM, ASK], ANSWER)],
+        None,
+    ),
+    "sent again after a first reply not recorded": (
+        [call(1, [SYSTEM, ASK]), call(2, [SYSTEM, ASK], ANSWER)],
+        [1],
     ),
     "sent again while the first ran (two answers at once)": (
         [call(1, [SYSTEM, ASK], "50,000 RMB.", end=T0 + 3_000_000), call(2, [SYSTEM, ASK], ANSWER)],

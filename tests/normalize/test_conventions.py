@@ -532,9 +532,9 @@ def test_span_order_does_not_matter() -> None:
 
 
 def test_final_answer_falls_back_to_last_model_call() -> None:
-    # The second call sent the first's prompt again after it returned (a retry): its reply is the answer.
+    # The second call sent the first's prompt again after it failed (a retry): its reply is the answer.
     first = span("c1", {"openinference.span.kind": "LLM", "input.value": "P", "output.value": "first"})
-    first = first.model_copy(update={"end_time_unix_nano": first.start_time_unix_nano + 1})
+    first = first.model_copy(update={"end_time_unix_nano": first.start_time_unix_nano + 1, "status_code": 2})
     record = normalize(
         [
             root(),

@@ -402,8 +402,12 @@ def _retrieved_after_every_call(ctx: CheckContext, m: Material) -> str | None:
 
 
 def _asked_for_tool(call: ModelCall) -> bool:
-    """The call's output is a tool request, not text."""
-    return call.output_text is None and any(m.tool_calls for m in call.output_messages)
+    """The call's output is a tool request, not text — or, of a call that returned several choices, one
+    choice is (the application may have followed it: then the call that read the tool's result answered)."""
+    requests = [m for m in call.output_messages if m.tool_calls]
+    if call.choices > 1:
+        return any(not m.content for m in requests)
+    return bool(requests) and call.output_text is None
 
 
 def _output_of_none(final_answer: str | None, calls: Sequence[ModelCall]) -> bool:

@@ -9,8 +9,11 @@ The last call's reply is read as the answer only when no earlier call of the tra
 earlier call gave no answer when a later call continues it: the later call's recorded input re-sends every
 message the earlier call was sent, in order, and adds only tool steps (assistant messages asking for tools
 and the messages carrying their results) — the agent went on with the same request. Sent again with
-nothing added, the earlier call must have returned before the later was sent (a retry); calls that overlap
-in time are two answers to one request, either of which the user may have got.
+nothing added, the later call is a retry only when the earlier returned before it was sent and either failed
+(status error) or replied the same: an input asked twice that got two different replies (a self-consistency
+re-ask, a reply the application rejected and asked again for) gave the application both, and which one the
+user got is not recorded; calls that overlap in time are two answers to one request, either of which the user
+may have got.
 
 Anything else — an earlier reply the later calls do not continue (the last call reads the answer back, as
 a title or grader prompt does, or sends other instructions), a tool request whose result no recorded call
@@ -33,7 +36,7 @@ answer (``choices``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from tracejudge.schema import Message, ModelCall
 
@@ -62,20 +65,21 @@ def earlier_answers(
     models: Sequence[ModelCall],
     times: Mapping[str, tuple[int, int]],
     unordered: Mapping[str, str] | None = None,
+    failed: Collection[str] = (),
 ) -> list[ModelCall]:
     """The model calls before the last one (in start order) that may have given the answer the user got
     instead of it: those no later call continues, and those whose order against the last one the trace's
     times cannot tell (``unordered``, from ``out_of_order``) that the last call does not continue by what it
     re-sends; empty when the last call's reply is the answer. ``times``: each span's start and end (Unix
-    nanoseconds, 0 when not recorded)."""
+    nanoseconds, 0 when not recorded); ``failed``: the calls whose span says they failed (status error)."""
     sent = {call.span_id: _items(call) for call in models}
     last = models[-1] if models else None
     unordered = unordered or {}
     return [
         call
         for i, call in enumerate(models[:-1])
-        if not any(_continues(later, call, sent, times) for later in models[i + 1 :])
-        or (call.span_id in unordered and last is not None and not _continues(last, call, sent, {}))
+        if not any(_continues(later, call, sent, times, failed) for later in models[i + 1 :])
+        or (call.span_id in unordered and last is not None and not _continues(last, call, sent, {}, ()))
     ]
 
 
@@ -142,7 +146,7 @@ def continued(
     sent = {call.span_id: _items(call) for call in models[: at + 1]}
     chain = [answering]
     for call in reversed(models[:at]):
-        if any(_continues(later, call, sent, times) for later in chain):
+        if any(_continues(later, call, sent, times, ()) for later in chain):
             chain.append(call)
     return chain[::-1]
 
@@ -152,10 +156,12 @@ def _continues(
     earlier: ModelCall,
     sent: Mapping[str, list[_Item] | None],
     times: Mapping[str, tuple[int, int]],
+    failed: Collection[str],
 ) -> bool:
-    """Whether ``later`` was sent all ``earlier`` was, in order, and only tool steps besides (and, when
-    nothing besides, after ``earlier`` returned). With tool steps added the instructions may differ: an
-    agent handed the run, its tool steps and all, to another agent."""
+    """Whether ``later`` was sent all ``earlier`` was, in order, and only tool steps besides (or, when
+    nothing besides, retried ``earlier``: sent after it returned, which failed or replied the same). With
+    tool steps added the instructions may differ: an agent handed the run, its tool steps and all, to another
+    agent."""
     was, resent = sent[earlier.span_id], sent[later.span_id]
     if was is None or resent is None:
         return False
@@ -165,9 +171,20 @@ def _continues(
             return _tool_steps(added)
         ended = times.get(earlier.span_id, (0, 0))[1]
         started = times.get(later.span_id, (0, 0))[0]
-        return 0 < ended <= started
+        return 0 < ended <= started and (earlier.span_id in failed or _same_reply(earlier, later))
     was, resent = _unsystem(was), _unsystem(resent)
     return resent[: len(was)] == was and bool(resent[len(was) :]) and _tool_steps(resent[len(was) :])
+
+
+def _same_reply(earlier: ModelCall, later: ModelCall) -> bool:
+    """Whether both calls' replies were recorded and are the same (text and tool requests, every choice):
+    then either is the one the user got. A reply not recorded may have been another."""
+    return (
+        earlier.output_recorded
+        and later.output_recorded
+        and earlier.output_text == later.output_text
+        and [_item(m) for m in earlier.output_messages] == [_item(m) for m in later.output_messages]
+    )
 
 
 def _unsystem(items: list[_Item]) -> list[_Item]:

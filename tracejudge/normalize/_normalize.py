@@ -777,6 +777,7 @@ def _model_call(view: SpanView, shown: frozenset[int]) -> ModelCall:
         output_recorded=output_recorded,
         input_text=input_text,
         output_text=output_text,
+        choices=max(sum(1 for m in outputs if m.content), _asked_choices(view)),
         usage=_usage(view),
         prompt=langfuse.prompt(view),
         start_time=view.start,
@@ -1286,7 +1287,8 @@ class _Rivals(NamedTuple):
             return cls([], {})
         times = {v.span_id: (v.raw.start_time_unix_nano, v.raw.end_time_unix_nano) for v in views}
         unordered = out_of_order(models, tree.parent, times)
-        return cls(earlier_answers(models, times, unordered), unordered)
+        failed = {call.span_id for call in models if failure(tree.by_id[call.span_id].raw)}
+        return cls(earlier_answers(models, times, unordered, failed), unordered)
 
     def answering(self, models: list[ModelCall]) -> tuple[str, ...]:
         """``TaskRecord.answering_calls``: these calls and the last."""
@@ -1315,8 +1317,8 @@ def _final_answer(
         detail = (
             f"no span records the answer, and the last model call ({last.span_id}) may have been made after"
             f" it (a title, suggestions, a summary, a grader): the reply the user got may be that of model"
-            f" call {named}, which no later call continues (re-sends its messages unchanged or adds only tool"
-            " steps)"
+            f" call {named}, which no later call continues (re-sends its messages adding only tool steps, or"
+            " unchanged after it failed or replied the same)"
         )
         unordered = rivals.unordered
         skew = [f"{unordered[c.span_id]} (for {c.span_id})" for c in rivals.calls if c.span_id in unordered]

@@ -163,6 +163,11 @@ class ModelCall(_Frozen):
     """Every recorded input text (system instructions, messages, prompt) joined: what the checks search."""
     output_text: str | None = None
     """The output text (first choice), None when not recorded."""
+    choices: int = 1
+    """How many replies (choices) the call returned or was asked for (OpenAI ``n``): its output messages with
+    text, or the ``n`` its request records. Several: the application got them all and chose, and a choice
+    that asks for a tool is one it may have followed. (A Responses API reply is one choice, whatever output
+    items — a hosted tool's call beside the text — it holds.)"""
     usage: dict[str, int] = Field(default_factory=dict)
     """Token usage: input, output, total."""
     prompt: str | None = None
