@@ -114,6 +114,24 @@ def test_a_request_cut_at_the_limit_the_trace_shows_may_have_stated_what_the_ans
     assert normalize(spans).cut_lengths == (250,)
 
 
+@pytest.mark.parametrize("run", ["rag", "ignored"])
+@pytest.mark.parametrize("limit", [250, 333])
+def test_a_request_lost_with_the_model_input_it_was_in_may_have_stated_what_the_answer_says(
+    monkeypatch: pytest.MonkeyPatch, run: str, limit: int
+) -> None:
+    # Anthropic document blocks under OpenLLMetry: the documents (both versions) sit in the user's own
+    # message, so whichever value the answer states echoes the request and settles nothing. Cut at the
+    # limit, gen_ai.input.messages no longer parses: no request is read at all, the clause is still found
+    # in the raw text, and the answer's value counted as its own gave no_fault / ignored_by_model.
+    case = _case(f"anthropic_openllmetry_documents_{run}.pb@policy")
+    assert _verdict(exported(case.spans, monkeypatch, None), case.ticket, case.manifest) == "unconfirmed"
+    spans = exported(case.spans, monkeypatch, limit)
+    record = normalize(spans)
+    assert record.input is None
+    assert any(call.input_partial for call in record.model_calls)
+    assert _verdict(spans, case.ticket, case.manifest) == "unconfirmed"
+
+
 def test_no_recorded_trace_shows_a_limit_it_was_not_cut_at() -> None:
     # The cost: a whole trace whose longest values share a length would read its texts that long as cut.
     # Over every trace of the removal property's corpus, none shows one (two instrumentations' records of

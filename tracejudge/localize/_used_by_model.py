@@ -289,6 +289,10 @@ def _request_partial(task: TaskRecord) -> str | None:
     """Why the user message carrying the request holds more than the trace's text of it: it had parts the
     trace holds no text of (``Message.unread``); None when every such message reads whole."""
     if not task.input:
+        # No request read, yet a model call's input was recorded in part (cut past its JSON's end, a
+        # message without its content): the request may be in the part not read, stating any value.
+        if any(call.input_recorded and call.input_partial for call in task.model_calls):
+            return "the request is not on the trace: a model input that may carry it was recorded in part"
         return None
     for call in task.model_calls:
         for message in call.input_messages:
