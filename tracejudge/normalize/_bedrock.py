@@ -170,10 +170,22 @@ def _retrieval_filter(view: SpanView) -> Filter | None:
 
 def _documents(view: SpanView) -> list[Document] | None:
     """The knowledge base's chunks, identified from their own metadata (nested in the instrumentation's)."""
+    if not _may_hold_chunks(view):
+        return None
     docs = oi_documents(view, "retrieval.documents")
     if docs is None or not any(_inner(d.metadata) is not None for d in docs):
         return None
     return [_unwrapped(view, d) for d in docs]
+
+
+def _may_hold_chunks(view: SpanView) -> bool:
+    """Whether a document's metadata may name a knowledge base's keys: False only when every one is a text
+    without them (read without decoding: every OpenInference retrieval span passes here)."""
+    return any(
+        not isinstance(value, str) or _KB_PREFIX in key or _KB_PREFIX in value or "\\u" in value
+        for key, value in view.attrs.items()
+        if key.startswith("retrieval.documents.") and ".document.metadata" in key
+    )
 
 
 def _inner(metadata: dict[str, Any]) -> dict[str, Any] | None:
