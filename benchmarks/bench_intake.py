@@ -15,7 +15,9 @@ and measures, each phase in its own process so peak memory is its own:
            subprocess, fed over HTTP one request at a time (by a minimal HTTP/1.1 sender, each request
            written before the clock starts: the sender's work is not charged to the receiver, with
            which it shares the 2 cores); a request counts when its 200 arrives,
-           i.e. when its spans are committed to SQLite -- with the default durability
+           i.e. when its spans are committed to SQLite (checked: once the last answer has come,
+           this process reads every span and trace summary back through a read-only store while the
+           receiver still runs, and fails if any is missing) -- with the default durability
            (synchronous=full: an acknowledged span survives power loss, each commit waits for the
            disk) and with synchronous=normal (it survives any crash of the process, not of the
            machine); the receiver counts its store transactions (commits per request)
@@ -521,6 +523,9 @@ def phase_intake(
         loop = _loop_cpu_of(proc.pid) - loop
         written = _written_of(proc.pid) - written
         rss = _peak_rss_of(proc.pid)
+        # The clock stopped at the last answer: every span must be readable from another process by
+        # then (from this one, through a read-only store, while the receiver still runs).
+        readable = None if floor else _readable(db)
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
@@ -536,6 +541,11 @@ def phase_intake(
             norm = _normalize_all(store)
         finally:
             store.close()
+    if readable is not None and readable != (stored, stored):
+        raise SystemExit(
+            f"{readable} spans (rows, summaries) of {stored} were readable from another process"
+            " when the last answer came"
+        )
     return {
         "spans": stored,
         "seconds": seconds,
@@ -549,6 +559,20 @@ def phase_intake(
         "store_cpu": store_cpu,
         "normalize": norm,
     }
+
+
+def _readable(db: Path) -> tuple[int, int]:
+    """What another process reads from the store at ``db`` now: its spans, read back trace by trace,
+    and the span count its trace summaries add up to."""
+    from tracejudge.store import open_store
+
+    store = open_store(f"sqlite:///{db}", read_only=True)
+    try:
+        summed = sum(t.span_count for t in store.list_traces())
+        rows = sum(len(store.get_spans(trace_id)) for trace_id in store.iter_trace_ids())
+    finally:
+        store.close()
+    return rows, summed
 
 
 def _normalize_all(store: Any) -> dict[str, Any] | None:
