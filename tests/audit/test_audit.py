@@ -18,6 +18,7 @@ from tracejudge.audit import (
     cues,
     find_mismatches,
     gate_decision,
+    gate_run,
     pair_tasks,
     position_consistency,
     probe_case_async,
@@ -29,11 +30,13 @@ from tracejudge.schema import (
     Agreement,
     CalibrationReport,
     CriterionResult,
+    GroupSummary,
     ItemResult,
     JudgeReply,
     ModelCall,
     Rubric,
     RunRecord,
+    RunSummary,
     StoredReport,
     TaskRecord,
 )
@@ -297,6 +300,23 @@ def test_gate_decisions(tmp_path: Path) -> None:
     assert exc.value.exit_code == 2
     other_model = RUBRIC.model_copy(update={"judge": RUBRIC.judge.model_copy(update={"model": "judge-b"})})  # type: ignore[union-attr]
     assert not gate_decision(store, other_model).allowed
+
+
+def test_a_run_with_traces_still_arriving_does_not_clear_the_gate() -> None:
+    # Every item scored passed, but one trace is kept as not final (still arriving): it might fail.
+    summary = RunSummary(overall=GroupSummary(n=3, pass_=2, indeterminate=1, pass_rate=2 / 3))
+    run = RunRecord(
+        run_id="run-w",
+        series="s",
+        created_at=datetime.now(UTC),
+        provenance=provenance(RUBRIC, repeat=1),
+        status="running",
+        summary=summary,
+    )
+    gate = gate_run(run, 0.5, waiting=1)
+    assert not gate.passed
+    assert gate.reason.startswith("1 selected trace(s) still arriving, not scored yet; rerun `tracejudge")
+    assert gate_run(run.model_copy(update={"status": "complete"}), 0.5).passed
 
 
 CASE = ProbeCase(

@@ -9,6 +9,7 @@ On SQLite and on a real PostgreSQL; the batches are the real SDK's BatchSpanProc
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,18 @@ def _score(url: str, rubric: Path, *args: str) -> tuple[dict[str, Any], str]:
     return out, " ".join(result.stderr.split())
 
 
+def _resume(url: str, command: str) -> tuple[dict[str, Any], str]:
+    """Run the command a run printed to go on with it, as printed (the store the environment's when it
+    names none: a PostgreSQL URL holding a password is never printed)."""
+    args = shlex.split(command)
+    assert args[0] == "tracejudge"
+    env = {} if "--store" in args else {"TRACEJUDGE_STORE": url}
+    result = CliRunner().invoke(cli, [*args[1:], "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out, " ".join(result.stderr.split())
+
+
 def _stored(url: str, run_id: str) -> tuple[dict[str, ItemResult], RunProgress]:
     store = open_store(url)
     try:
@@ -49,25 +62,38 @@ def test_a_local_run_resumed_scores_an_item_left_still_arriving_once_its_trace_h
 
     out, said = _score(store_url, rubric, *selection)
     run_id = out["run_id"]
-    # Kept, and what waits and when to run it again said as a shared run says it: `score --run RUN_ID`.
-    assert_late_kept(out, said, late, done, run_id)
+    # Kept, and what waits, when, and the command that resumes it said as a shared run says it: `score
+    # --run RUN_ID` with the options the run must be resumed with (its selection and budget among them).
+    command = assert_late_kept(out, said, late, done, run_id)
+    assert shlex.split(command)[-8:] == [
+        "--run",
+        run_id,
+        "--trace",
+        late,
+        "--trace",
+        done,
+        "--budget-usd",
+        "5.0",
+    ]
     items, progress = _stored(store_url, run_id)
     assert items[late].verdict == "indeterminate"
     assert (progress.done, progress.pending, progress.claimed, progress.waiting) == (1, 0, 0, 1)
     scored_at = items[done].scored_at
 
-    # Resumed before the rest has arrived: nothing is scored (the final item is not scored again).
-    out, _ = _score(store_url, rubric, *selection, "--run", run_id)
+    # Resumed before the rest has arrived, by the command as printed: nothing is scored (the final item is
+    # not scored again).
+    out, said = _resume(store_url, command)
     assert out["items"] == []
-    assert out["waiting"]["items"] == 1
+    assert (out["waiting"]["items"], out["waiting"]["command"], out["status"]) == (1, command, "running")
+    assert said.endswith(command)
     assert _stored(store_url, run_id)[1].done == 1
 
     # The rest arrives: the resume scores the kept item at once, and only it; stored and counted once.
     collect_batch(store_url, tmp_path / "rest.json", rest)
-    out, said = _score(store_url, rubric, *selection, "--run", run_id)
+    out, said = _resume(store_url, command)
     assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "pass")]
-    assert out["waiting"] == {"items": 0, "after_s": None}
-    assert "wait for their trace" not in said
+    assert out["waiting"] == {"items": 0, "after_s": None, "command": None}
+    assert "still arriving" not in said
     assert (out["run_id"], out["summary"]["n"], out["summary"]["pass"], out["status"]) == (
         run_id,
         2,
@@ -96,8 +122,9 @@ def test_a_local_run_with_nothing_still_arriving_says_nothing_waits(
     collect_batch(url, tmp_path / "whole.json", whole)
     out, said = _score(url, rubric, "--trace", f"{whole[0].context.trace_id:032x}")
     assert [i["verdict"] for i in out["items"]] == ["pass"]
-    assert out["waiting"] == {"items": 0, "after_s": None}
-    assert "wait for their trace" not in said
+    assert out["waiting"] == {"items": 0, "after_s": None, "command": None}
+    assert (out["status"], out["summary"]["waiting"]) == ("complete", 0)
+    assert "still arriving" not in said
     # Not made a resumable run: the store holds no queue for it.
     assert _stored(url, out["run_id"])[1] == RunProgress()
 

@@ -20,7 +20,7 @@ from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tests.runs.test_still_arriving import RUBRIC
 from tests.store.conftest import postgres_url, store_url  # noqa: F401 - the store fixtures
 from tracejudge.cli import cli
-from tracejudge.schema import ItemResult
+from tracejudge.schema import ItemResult, RunRecord
 from tracejudge.store import open_store
 
 RUN = "nightly"
@@ -42,6 +42,16 @@ def _stored(url: str) -> tuple[dict[str, ItemResult], Any]:
         return {i.trace_id: i for i in store.iter_score_items(RUN)}, store.run_progress(RUN)
     finally:
         store.close()
+
+
+def _run(url: str) -> RunRecord:
+    store = open_store(url)
+    try:
+        run = store.get_run(RUN)
+    finally:
+        store.close()
+    assert run is not None
+    return run
 
 
 def _wait_over(url: str) -> None:
@@ -67,19 +77,29 @@ def late_beside_whole(url: str, tmp_path: Path) -> tuple[Sequence[ReadableSpan],
     return rest, f"{first[0].context.trace_id:032x}", f"{whole[0].context.trace_id:032x}", rubric
 
 
-def assert_late_kept(out: dict[str, Any], said: str, late: str, done: str, run: str) -> None:
+def assert_late_kept(out: dict[str, Any], said: str, late: str, done: str, run: str) -> str:
     """``score --json``'s output ``out`` and its stderr ``said``: the whole trace scored, the late one kept
-    (indeterminate, still_arriving), and what waits and when to run ``score --run run`` again, said."""
+    (indeterminate, still_arriving), the run not done (``running``, one of its indeterminate items waiting),
+    and what waits, when and the command that goes on with the run (``score --run run``), said; that
+    command."""
     verdicts = {i["trace_id"]: (i["verdict"], i["reason"]) for i in out["items"]}
     assert verdicts[done] == ("pass", "")
     assert verdicts[late][0] == "indeterminate"
     assert verdicts[late][1].startswith("still_arriving: the answer was read from span ")
+    assert out["status"] == "running"
+    assert (out["summary"]["n"], out["summary"]["indeterminate"], out["summary"]["waiting"]) == (2, 1, 1)
     assert out["waiting"]["items"] == 1
     assert 0 < out["waiting"]["after_s"] <= 600
+    command: str = out["waiting"]["command"]
+    assert command.startswith("tracejudge ")
+    assert " score --rubric " in command
+    assert f" --run {run} " in command
     assert (
-        "1 item(s) wait for their trace to arrive (indeterminate, still_arriving):"
-        f" run `score --run {run}`" in said
+        "1 trace(s) still arriving, not scored yet (kept indeterminate, still_arriving; the run is not done:"
+        " status running); rerun in " in said
     )
+    assert said.endswith(command)
+    return command
 
 
 def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
@@ -90,6 +110,10 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
 
     out, said = _score(store_url, rubric, late, done)
     assert_late_kept(out, said, late, done, RUN)
+    # Not done: the stored run says so too (it was `complete`), and is not finished.
+    stored_run = _run(store_url)
+    assert (stored_run.status, stored_run.finished_at) == ("running", None)
+    assert stored_run.summary.overall.n == 2
     items, progress = _stored(store_url)
     # Kept, not final: shown with the run (its summary counts it indeterminate), not in its totals.
     assert items[late].verdict == "indeterminate"
@@ -99,7 +123,7 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
     # Run again before the wait is over: nothing to score (the final item is not scored again).
     out, _ = _score(store_url, rubric, late, done)
     assert out["items"] == []
-    assert out["waiting"]["items"] == 1
+    assert (out["waiting"]["items"], out["status"]) == (1, "running")
 
     # The wait is over but the trace still lacks its root and ended moments ago: kept again, not final.
     _wait_over(store_url)
@@ -112,9 +136,16 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
     collect_batch(store_url, tmp_path / "rest.json", rest)
     out, said = _score(store_url, rubric, late, done)
     assert [(i["trace_id"], i["verdict"]) for i in out["items"]] == [(late, "pass")]
-    assert out["waiting"] == {"items": 0, "after_s": None}
-    assert "wait for their trace" not in said
-    assert (out["summary"]["n"], out["summary"]["pass"], out["status"]) == (2, 2, "complete")
+    assert out["waiting"] == {"items": 0, "after_s": None, "command": None}
+    assert "still arriving" not in said
+    assert (out["summary"]["n"], out["summary"]["pass"], out["summary"]["waiting"], out["status"]) == (
+        2,
+        2,
+        0,
+        "complete",
+    )
+    assert _run(store_url).status == "complete"
+    assert _run(store_url).finished_at is not None
     items, progress = _stored(store_url)
     assert {t: i.verdict for t, i in items.items()} == {late: "pass", done: "pass"}
     assert items[done].scored_at == scored_at

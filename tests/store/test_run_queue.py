@@ -13,7 +13,7 @@ from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions
 from tracejudge.runs._run import new_run_record
 from tracejudge.runs._shared import worker_id, write_back_shared_run
-from tracejudge.schema import ItemResult, RunRecord
+from tracejudge.schema import GroupSummary, ItemResult, RunRecord, RunSummary
 from tracejudge.store import SqlStore, open_store
 from tracejudge.write import WriteReport
 
@@ -202,3 +202,27 @@ def test_an_item_kept_as_not_final_waits_then_its_final_result_replaces_it_once(
     progress = store.run_progress("kept")
     assert (progress.done, progress.usd, progress.tokens, progress.waiting) == (1, 0.5, 7, 0)
     assert store.take_run_write_backs("kept", worker="c", n=10, lease_s=30) == [first]
+
+
+def test_a_run_recorded_as_ended_is_not_put_back_to_running(make_store: Callable[[], SqlStore]) -> None:
+    # A worker's snapshot of a shared run at rest with items waiting (running) may be stored after a later
+    # worker scored them and recorded the run complete: the run stays complete.
+    store = make_store()
+    run = _joined(store, "ended", ("w1",))
+    assert store.get_run("ended") == run
+    store.put_run(run.model_copy(update={"status": "complete"}))
+    store.put_run(run)
+    stored = store.get_run("ended")
+    assert stored is not None
+    assert stored.status == "complete"
+    # While it has not ended, each record replaces the last (a run at rest with items waiting, its summary).
+    going = run.model_copy(update={"run_id": "going"})
+    store.put_run(going)
+    store.put_run(going.model_copy(update={"summary": RunSummary(overall=GroupSummary(n=2))}))
+    stored = store.get_run("going")
+    assert stored is not None
+    assert (stored.status, stored.summary.overall.n) == ("running", 2)
+    store.put_run(going.model_copy(update={"status": "stopped_budget"}))
+    stored = store.get_run("going")
+    assert stored is not None
+    assert stored.status == "stopped_budget"

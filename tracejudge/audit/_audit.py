@@ -15,7 +15,7 @@ from typing import Any
 
 from tracejudge._errors import InputError
 from tracejudge._inputfile import json_lines, read_input
-from tracejudge.runs import is_still_arriving
+from tracejudge.runs import is_still_arriving, left_waiting
 from tracejudge.schema import (
     AuditReport,
     CriterionResult,
@@ -299,14 +299,15 @@ _PROVENANCE_FIELDS = (
 
 
 def _previous_finished(store: Store, run: RunRecord) -> RunRecord | None:
-    """The newest finished run of the same rubric name created before ``run``."""
+    """The newest finished run of the same rubric name created before ``run`` — or one at rest with items
+    waiting for their trace to arrive: scored but for those, which the drift reading names."""
     return next(
         (
             r
             for r in store.list_runs()
             if r.provenance.rubric_name == run.provenance.rubric_name
             and r.run_id != run.run_id
-            and r.status in _FINISHED
+            and (r.status in _FINISHED or left_waiting(r))
             and (r.created_at, r.run_id) < (run.created_at, run.run_id)
         ),
         None,

@@ -218,9 +218,10 @@ class RunGate:
         return {"threshold": self.threshold, "passed": self.passed, "reason": self.reason}
 
 
-def gate_run(run: RunRecord, threshold: float) -> RunGate:
+def gate_run(run: RunRecord, threshold: float, *, waiting: int = 0) -> RunGate:
     """Whether the run clears the gate, and why. Indeterminate items count against the pass rate, and a
-    run that did not score every selected trace cannot pass: the unscored traces might have failed."""
+    run that did not score every selected trace cannot pass: the unscored traces might have failed —
+    those the budget left, and the ``waiting`` ones kept until their trace has arrived."""
     o = run.summary.overall
     if run.summary.not_scored:
         return RunGate(
@@ -228,6 +229,13 @@ def gate_run(run: RunRecord, threshold: float) -> RunGate:
             False,
             f"the budget stopped the run with {run.summary.not_scored} selected traces not scored;"
             " raise --budget-usd/--budget-tokens or select fewer traces",
+        )
+    if waiting:
+        return RunGate(
+            threshold,
+            False,
+            f"{waiting} selected trace(s) still arriving, not scored yet; rerun `tracejudge score --run"
+            f" {run.run_id}` (with the same options) later and gate that",
         )
     if run.status != "complete":
         return RunGate(threshold, False, f"the run ended {run.status}, not complete")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracejudge._errors import InputError
+from tracejudge._redact import redact
 from tracejudge.cli._app import App, exit_unless, handle_errors, json_element, pass_app, print_json_elements
 from tracejudge.cli._gc import collected_after_start_up
 from tracejudge.cli._safe import escape
@@ -19,7 +20,7 @@ from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
 from tracejudge.runs import ScoreOptions, ScoreOutcome, item_json, score_traces
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord, RunSummary
-from tracejudge.store import resolve_trace_id
+from tracejudge.store import resolve_store_url, resolve_trace_id
 from tracejudge.write import target_names, targets_help
 
 if TYPE_CHECKING:
@@ -263,6 +264,14 @@ def _stored_trace_ids(app: App, given: tuple[str, ...]) -> tuple[str, ...]:
     return ids
 
 
+def _store_arg(url: str) -> str | None:
+    """The ``--store`` a resume command names: the one this command was given, unless it is the
+    environment's (or the default), or holds a secret (never printed: the environment must give it)."""
+    if url == resolve_store_url(None) or redact(url) != url:
+        return None
+    return url
+
+
 def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
     """What went wrong beside the results, on stderr (so --json keeps stdout pure)."""
     for r in out.write_back:
@@ -276,9 +285,13 @@ def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
     if out.waiting:
         minutes = math.ceil((out.waiting_s or 0) / 60)
         app.err.print(
-            f"{out.waiting} item(s) wait for their trace to arrive (indeterminate, still_arriving): run"
-            f" `score --run {escape(out.run.run_id)}` again in {minutes} min or later to score them"
-            " (items already scored are not scored again)"
+            escape(
+                f"{out.waiting} trace(s) still arriving, not scored yet (kept indeterminate, still_arriving;"
+                f" the run is not done: status {out.run.status}); rerun in {minutes} min or later, or once"
+                " they have arrived, to score them (items already scored are not scored again):"
+                f"\n  {out.resume}"
+            ),
+            soft_wrap=True,  # the command on one line, to copy whole
         )
     if out.run.summary.overall.n == 0:
         app.err.print("no traces were selected: check --trace/--name/--sample, or collect traces first")
@@ -452,6 +465,7 @@ def score(
                 targets=targets,
                 on_item=progress.on_item,
                 in_quiet=rendered.add if rendered is not None else None,
+                store_arg=_store_arg(app.store_url),
             )
         if rendered is None or not rendered.print(out):
             app.show(as_json, out.json(), lambda: _render_run(app, out))

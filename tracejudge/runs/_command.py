@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shlex
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,25 +18,19 @@ from tracejudge._errors import InputError
 from tracejudge.checks import read_manifest
 from tracejudge.runs._quiet import QuietQueue
 from tracejudge.runs._report import run_json
-from tracejudge.runs._run import (
-    ScoreOptions,
-    is_still_arriving,
-    score_run_async,
-    still_arriving_for,
-    store_loader,
-)
+from tracejudge.runs._run import ScoreOptions, score_run_async
 from tracejudge.runs._select import select_trace_ids
-from tracejudge.runs._shared import write_back_shared_run
+from tracejudge.runs._shared import selection_options, write_back_shared_run
 from tracejudge.runs._signals import run_to_a_safe_stop
 from tracejudge.runs._writeback import check_target, write_back
-from tracejudge.schema import ItemResult, Rubric, RunRecord, TaskRecord
+from tracejudge.schema import ItemResult, Rubric, RunRecord
 from tracejudge.store import Store
 from tracejudge.write import WriteReport
 
 if TYPE_CHECKING:
     from tracejudge.audit import RunGate
 
-__all__ = ["ScoreOutcome", "score_traces"]
+__all__ = ["ScoreOutcome", "resume_command", "score_traces"]
 
 
 @dataclass(frozen=True)
@@ -58,11 +53,13 @@ class ScoreOutcome:
 
     waiting: int | None = None
     """How many of the run's items wait for their trace to arrive (kept indeterminate, reason
-    ``still_arriving: …``) once this worker is done; a later worker of the run (``score --run NAME``
-    again; a local run: ``score --run RUN_ID``) scores them once their trace has arrived or their wait
-    is over. None: not known (an outcome made elsewhere)."""
+    ``still_arriving: …``; the run stays ``running``) once this worker is done; a later worker of the run
+    (``score --run NAME`` again; a local run: ``score --run RUN_ID``) scores them once their trace has
+    arrived or their wait is over. None: not known (an outcome made elsewhere)."""
     waiting_s: float | None = None
     """Seconds until the first of them may be scored (None when none wait)."""
+    resume: str | None = None
+    """While items wait: the command that scores them (:func:`resume_command`), else None."""
 
     @property
     def gate_failed(self) -> bool:
@@ -77,7 +74,9 @@ class ScoreOutcome:
         if self.write_back_pending is not None:
             data["write_back_pending"] = self.write_back_pending
         if self.waiting is not None:
-            data["waiting"] = {"items": self.waiting, "after_s": self.waiting_s}
+            # Counted among the summary's indeterminate items: how many of them are not final.
+            data["summary"]["waiting"] = self.waiting
+            data["waiting"] = {"items": self.waiting, "after_s": self.waiting_s, "command": self.resume}
         if self.gate is not None:
             data["gate"] = self.gate.json()
         return data
@@ -114,42 +113,53 @@ def _selection(
 def _write_backs(
     store: Store, run: RunRecord, items: Sequence[ItemResult], targets: Sequence[str], options: ScoreOptions
 ) -> tuple[tuple[WriteReport, ...], int | None]:
-    """Write-back's reports, and for a shared run what of the whole run is left to write after it."""
-    if options.run_name is None:
-        # A local run's items kept as not final are written back once scored (by its resume), not now.
-        # One its budget stopped is not resumed (nothing more is scored): its items are final as they are.
-        resumable = run.status != "stopped_budget"
-        final = [i for i in items if not (resumable and is_still_arriving(i))]
-        reports = tuple(write_back(t, run, final) for t in targets)
-        if resumable:
-            _keep_waiting(store, run, items, written=bool(targets) and all(r.ok for r in reports))
-        return reports, None
-    # Whatever a stopped or dead worker of the run left unwritten too, each item by one worker.
+    """Write-back's reports, and for a shared or resumable run what of the whole run is left to write."""
+    if options.run_name is None and run.status != "running":
+        return tuple(write_back(t, run, items) for t in targets), None
+    # A shared run: whatever a stopped or dead worker of the run left unwritten too, each item by one
+    # worker. A local run left running kept items as not final (score_run_async): its final items are
+    # written as a shared run's are, so that its resume writes the kept ones once scored, and only them.
     reports = write_back_shared_run(
         store, run, targets, lease_s=options.lease_s, reconnect_s=options.reconnect_s
     )
     return reports, (store.run_unwritten(run.run_id) if targets else None)
 
 
-def _keep_waiting(store: Store, run: RunRecord, items: Sequence[ItemResult], *, written: bool) -> None:
-    """A local run that left items unscored, their trace still arriving: kept as not final, each until its
-    trace's last span is STILL_ARRIVING old, so that ``score --run RUN_ID`` (the run's id) resumes it as a
-    later worker of a shared run does — it scores them once their trace has arrived, and nothing final."""
-    kept = [i.trace_id for i in items if is_still_arriving(i)]
-    if not kept:
-        return
-    load = store_loader(store)
-    waits = {}
-    for trace_id in kept:
-        task = load(trace_id)
-        # One that no longer loads waits no more: a resume stores why, as its final result.
-        waits[trace_id] = still_arriving_for(task) if isinstance(task, TaskRecord) else 0.0
-    store.keep_run_items(
-        run.run_id,
-        done=[i for i in items if not is_still_arriving(i)],
-        waiting=waits,
-        written=written,
-    )
+def resume_command(
+    run: RunRecord,
+    rubric: Rubric,
+    *,
+    rubric_path: str,
+    manifest_path: Path | None = None,
+    targets: Sequence[str] = (),
+    store_arg: str | None = None,
+) -> str:
+    """The command that goes on with ``run`` (a later worker of a shared run, or a local run's resume):
+    ``score --run`` with the run's id and every option a worker must share with it — its rubric, selection
+    (an earlier run's ``--rerun``, else its trace ids; times as the run read them), repeat, manifest and
+    budget — and ``targets``' write-back. ``store_arg``: the ``--store`` to name (None: the environment's)."""
+    args = ["tracejudge", *(("--store", store_arg) if store_arg else ())]
+    args += ["score", "--rubric", rubric_path, "--run", run.run_id]
+    selection = run.selection
+    if run.rerun_of is not None:
+        args += ["--rerun", run.rerun_of]
+    else:
+        for trace_id in selection.get("trace_ids") or ():
+            args += ["--trace", str(trace_id)]
+    for flag, value in selection_options(selection):
+        args += [flag, value]
+    if run.provenance.repeat != rubric.repeat:
+        args += ["--repeat", str(run.provenance.repeat)]
+    if manifest_path is not None:
+        args += ["--manifest", str(manifest_path)]
+    # As stored, to the last digit: a worker's budget must equal the run's.
+    if "usd" in run.budget:
+        args += ["--budget-usd", repr(run.budget["usd"])]
+    if "tokens" in run.budget:
+        args += ["--budget-tokens", str(int(run.budget["tokens"]))]
+    for target in targets:
+        args += ["--write-back", target]
+    return shlex.join(args)
 
 
 def _in_trace_order(items: Sequence[ItemResult]) -> tuple[ItemResult, ...]:
@@ -190,6 +200,7 @@ def score_traces(
     targets: Sequence[str] = (),
     on_item: Callable[[ItemResult], None] | None = None,
     in_quiet: Callable[[ItemResult], None] | None = None,
+    store_arg: str | None = None,
 ) -> ScoreOutcome:
     """Score the stored traces chosen by ids (or ``rerun_of``'s), name glob, start time window,
     deterministic sample and limit with ``rubric`` (read from ``rubric_path``, named in hints),
@@ -201,7 +212,8 @@ def score_traces(
     the outcome then says whether the pass rate clears it. ``targets`` write the scores back.
     ``on_item`` sees each item as it is scored (progress); ``in_quiet`` sees each item too, but while
     the run's judge calls are out (the moments no reply is being handled; the rest at the end), for
-    work on it that no call should wait for — rendering its output.
+    work on it that no call should wait for — rendering its output. ``store_arg``: the ``--store`` the
+    outcome's resume command names (None: none, the environment's store).
     """
     if rerun_of is not None:
         trace_ids = _rerun_trace_ids(store, rerun_of)
@@ -244,19 +256,32 @@ def score_traces(
     # 2,000 items took 0.2 s to read and validate again after the last reply).
     items = tuple(mine) if options.run_name is not None else _in_trace_order(mine)
     reports, pending = _write_backs(store, run, items, targets, options)
+    # A local run that left items waiting is resumed as a shared run is (score --run RUN_ID). One the
+    # budget stopped scores nothing more: what it kept is final as it is, and nothing waits.
+    progress = store.run_progress(run.run_id)
+    waiting = 0 if progress.stopped else progress.waiting
     verdict = None
     if gate is not None:
         from tracejudge.audit import gate_run
 
-        verdict = gate_run(run, gate)
-    # A local run that left items waiting is resumed as a shared run is (score --run RUN_ID).
-    waiting = store.run_progress(run.run_id)
+        verdict = gate_run(run, gate, waiting=waiting)
+    resume = None
+    if waiting:
+        resume = resume_command(
+            run,
+            rubric,
+            rubric_path=rubric_path,
+            manifest_path=manifest_path,
+            targets=targets,
+            store_arg=store_arg,
+        )
     return ScoreOutcome(
         run=run,
         items=items,
         write_back=reports,
         gate=verdict,
         write_back_pending=pending,
-        waiting=waiting.waiting,
-        waiting_s=waiting.waiting_s,
+        waiting=waiting,
+        waiting_s=progress.waiting_s if waiting else None,
+        resume=resume,
     )

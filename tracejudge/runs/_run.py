@@ -55,6 +55,7 @@ __all__ = [
     "ScoreOptions",
     "given_loader",
     "is_still_arriving",
+    "left_waiting",
     "make_judge",
     "new_run_id",
     "new_run_record",
@@ -353,6 +354,13 @@ def is_still_arriving(item: ItemResult) -> bool:
     return item.verdict == "indeterminate" and item.reason.startswith(f"{STILL_ARRIVING_REASON}:")
 
 
+def left_waiting(run: RunRecord) -> bool:
+    """Whether a recorded run is at rest with items kept as not final, their trace still arriving (it stays
+    ``running`` until they are scored): a run whose summary is recorded while ``running`` — one being scored,
+    or killed, has none recorded yet (a local run records it as it ends, a shared run once at rest)."""
+    return run.status == "running" and run.summary.overall.n > 0
+
+
 def new_run_record(
     rubric: Rubric, store: Store, opts: ScoreOptions, *, run_id: str, repeat: int
 ) -> RunRecord:
@@ -447,6 +455,14 @@ def given_loader(loaded: TaskRecord | str) -> Loader:
     return lambda _trace_id: loaded
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """An item of a local run left unscored, its trace still arriving: kept as not final until the
+    monotonic clock reads ``until`` (its trace's last span STILL_ARRIVING old), then a resume scores it."""
+
+    until: float
+
+
 @dataclass
 class _LocalRun:
     """A run scored by this process alone: ``concurrency`` workers launch items one at a time until
@@ -463,6 +479,8 @@ class _LocalRun:
     writer: ResultWriter
     summary: SummaryBuilder = field(default_factory=SummaryBuilder)
     progress: _Progress = field(default_factory=_Progress)
+    outcomes: dict[str, tuple[float, int] | _Kept] = field(default_factory=dict)
+    """Each trace's last item (as the store keeps it): a final one's cost and tokens, or kept."""
 
     async def worker(self) -> None:
         progress = self.progress
@@ -488,24 +506,55 @@ class _LocalRun:
             finally:
                 progress.in_flight -= 1
             progress.add(item)
+            # Kept only when a resume can load it again: a trace id, loaded from the store (a task record
+            # given whole is final as it is — the caller has the record, not a trace a resume reads).
+            if is_still_arriving(item) and isinstance(src, str) and isinstance(loaded, TaskRecord):
+                self.outcomes[item.trace_id] = _Kept(time.monotonic() + still_arriving_for(loaded))
+            else:
+                self.outcomes[item.trace_id] = (item.cost_usd, item.input_tokens + item.output_tokens)
             self.writer.add(item)  # written beside the next judge calls, all of them before the run ends
             self.summary.add(item)
             if self.on_item is not None:
                 self.on_item(item)
 
-    def finished(self, status: RunStatus) -> RunRecord:
-        """The run as it ended; a budget stop counts the sources never launched as not scored."""
+    def finished(self, status: RunStatus, *, stored: bool) -> RunRecord:
+        """The run as it ended (``stored``: every item is in the store); a budget stop counts the sources
+        never launched as not scored. One that ended with items kept (:meth:`_keep`) is not done: it stays
+        ``running`` (not finished) until a resume has scored them."""
         not_scored = 0
+        finished_at: datetime | None = datetime.now(UTC)
         if self.progress.stopped and status == "complete":
+            # Not resumed (a stopped run scores nothing more): its items, still-arriving ones too, are
+            # final as they are.
             status = "stopped_budget"
             not_scored = self.sources.left()
+        elif status == "complete" and stored and self._keep():
+            status, finished_at = "running", None
         return self.run.model_copy(
             update={
                 "status": status,
-                "finished_at": datetime.now(UTC),
+                "finished_at": finished_at,
                 "summary": self.summary.build(not_scored=not_scored),
             }
         )
+
+    def _keep(self) -> bool:
+        """Make the run resumable when it left items kept as not final (False when none): ``score --run
+        RUN_ID`` (or this function with ``run_name`` the run's id) then scores them as a later worker of a
+        shared run does, once their trace has arrived, and nothing final again."""
+        now = time.monotonic()
+        waiting = {t: max(o.until - now, 1.0) for t, o in self.outcomes.items() if isinstance(o, _Kept)}
+        if not waiting:
+            return False
+        done = {t: o for t, o in self.outcomes.items() if not isinstance(o, _Kept)}
+        self.store.keep_run_items(
+            self.run.run_id,
+            done=list(done),
+            usd=sum(usd for usd, _ in done.values()),
+            tokens=sum(tokens for _, tokens in done.values()),
+            waiting=waiting,
+        )
+        return True
 
 
 async def _one_a_turn(worker: Callable[[], Coroutine[Any, Any, None]], n: int) -> None:
@@ -543,6 +592,12 @@ async def score_run_async(
     ``client`` defaults to :class:`OpenAIJudgeClient` for the rubric's judge. Items are launched one at a
     time by ``concurrency`` workers; once the budget would be passed no more are launched, items in
     flight finish, and the run ends ``stopped_budget``.
+
+    A trace id whose trace may still be arriving (:func:`still_arriving_reason`) is stored indeterminate
+    and kept as not final: the run then stays ``running`` and is resumed by this function with
+    ``ScoreOptions(run_name=<its run_id>)`` (``score --run RUN_ID``), which scores those items once their
+    trace has arrived (:func:`~tracejudge.store.Store.run_progress` says how many wait, and how long) —
+    the rule ``score`` follows, decided here. A run its budget stopped keeps them final as they are.
     """
     opts = options or ScoreOptions()
     if opts.run_name is not None:
@@ -570,17 +625,19 @@ async def score_run_async(
             writer=writer,
         )
         status: RunStatus = "complete"
+        stored = False
         ahead = asyncio.create_task(local.sources.run())
         try:
             await _one_a_turn(local.worker, max(1, opts.concurrency))
             await writer.close()
+            stored = True
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "interrupted"
             raise
         finally:
             ahead.cancel()
             writer.close_now()
-            run = local.finished(status)
+            run = local.finished(status, stored=stored)
             store.put_run(run)
     return run
 

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
@@ -56,7 +56,7 @@ from tracejudge.schema import ItemResult, Rubric, RunRecord, RunStatus, TaskReco
 from tracejudge.store import RunProgress, Store
 from tracejudge.write import WriteReport
 
-__all__ = ["score_shared_run_async", "worker_id", "write_back_shared_run"]
+__all__ = ["score_shared_run_async", "selection_options", "worker_id", "write_back_shared_run"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 # Items claimed at once: small, so a dead worker strands few and live workers share the tail evenly.
@@ -212,11 +212,16 @@ def _same_selection(stored: RunRecord, mine: RunRecord) -> bool:
     return True
 
 
+def selection_options(selection: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A run's selection (but its trace ids) as the ``score`` options that make it: (flag, value)."""
+    options = {"name": "--name", "since": "--from", "until": "--to", "sample": "--sample", "limit": "--limit"}
+    return [(flag, str(selection[key])) for key, flag in options.items() if selection.get(key) is not None]
+
+
 def _selection_text(selection: dict[str, Any]) -> str:
     """A run's selection as the options that make it."""
-    options = {"name": "--name", "since": "--from", "until": "--to", "sample": "--sample", "limit": "--limit"}
     parts = [f"{len(selection['trace_ids'])} trace id(s)"] if selection.get("trace_ids") else []
-    parts += [f"{flag} {selection[key]}" for key, flag in options.items() if selection.get(key) is not None]
+    parts += [f"{flag} {value}" for flag, value in selection_options(selection)]
     return " ".join(parts) or "no selection (every stored trace)"
 
 
@@ -612,16 +617,19 @@ def write_back_shared_run(
 
 
 def run_state(store: Store, run: RunRecord) -> RunRecord:
-    """The shared run as it stands, summarized over every stored item; recorded when it is over
-    (every item done, or the budget stopped it). While other workers go on it stays ``running``."""
+    """The shared run as it stands, summarized over every stored item; recorded when it is over (every
+    item done, or the budget stopped it) or at rest with items kept as not final (no live worker holds
+    any, none claimable: it stays ``running`` until a later worker has scored them). While other workers
+    go on it stays ``running`` and is not recorded."""
     progress = store.run_progress(run.run_id)
     summary = SummaryBuilder()
     for item in store.iter_score_items(run.run_id):
         summary.add(item)
+    at_rest = progress.pending == 0 and progress.claimed == 0
     status: RunStatus = "running"
     if progress.stopped:
         status = "stopped_budget"
-    elif progress.pending == 0 and progress.claimed == 0:
+    elif at_rest and not progress.waiting:
         status = "complete"
     current = store.get_run(run.run_id) or run
     state = current.model_copy(
@@ -634,6 +642,6 @@ def run_state(store: Store, run: RunRecord) -> RunRecord:
             "finished_at": current.finished_at or (datetime.now(UTC) if status != "running" else None),
         }
     )
-    if status != "running":
+    if status != "running" or at_rest:
         store.put_run(state)
     return state

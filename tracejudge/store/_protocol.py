@@ -220,7 +220,8 @@ class Store(Protocol):
         ...
 
     def put_run(self, run: RunRecord) -> None:
-        """Record a scoring run, or update the same run's status and summary (never another run)."""
+        """Record a scoring run, or update the same run's status and summary (never another run); a run
+        stored as ended (any status but ``running``) is not put back to ``running``."""
         ...
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -273,14 +274,15 @@ class Store(Protocol):
         self,
         run_id: str,
         *,
-        done: Sequence[ItemResult],
+        done: Sequence[str],
+        usd: float,
+        tokens: int,
         waiting: Mapping[str, float],
-        written: bool,
     ) -> None:
         """A local run (stored, its items stored) left ``waiting`` items kept as not final (trace id ->
         seconds until its wait is over): it becomes a run that ``score --run RUN_ID`` resumes as a shared
-        run's later worker does — its ``done`` items final and counted in its totals (written back when
-        ``written``), the kept ones claimed once their wait is over."""
+        run's later worker does — its ``done`` items final (to write back) and counted in its totals
+        (``usd``, ``tokens``: their judge cost), the kept ones claimed once their wait is over."""
         ...
 
     def run_waiting(self, run_id: str) -> list[str]:

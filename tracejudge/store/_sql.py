@@ -1102,7 +1102,10 @@ class SqlStore:
                 )
             self._execute(
                 "INSERT INTO score_runs (run_id, series, created_at, status, payload) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, payload = excluded.payload",
+                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, payload = excluded.payload"
+                # A run that ended is never put back to running: a worker's snapshot of a shared run with
+                # items waiting, stored after a later worker finished the run (the two raced).
+                " WHERE score_runs.status = 'running' OR excluded.status <> 'running'",
                 (run.run_id, run.series, run.created_at.isoformat(), run.status, run.model_dump_json()),
             )
 
@@ -1508,16 +1511,15 @@ class SqlStore:
         self,
         run_id: str,
         *,
-        done: Sequence[ItemResult],
+        done: Sequence[str],
+        usd: float,
+        tokens: int,
         waiting: Mapping[str, float],
-        written: bool,
     ) -> None:
         q = self._sql
-        final = "written" if written else "done"
         # In trace id order, the order a local run lists its items in; no worker holds any of them.
         rows = sorted(
-            [(i.trace_id, final, 0) for i in done]
-            + [(t, "waiting", int(after_s * 1000)) for t, after_s in waiting.items()]
+            [(t, "done", 0) for t in done] + [(t, "waiting", int(w * 1000)) for t, w in waiting.items()]
         )
 
         def work(cur: Any) -> None:
@@ -1530,12 +1532,7 @@ class SqlStore:
             )
             cur.execute(
                 q("INSERT INTO run_totals (run_id, done, usd, tokens) VALUES (?, ?, ?, ?)"),
-                (
-                    run_id,
-                    len(done),
-                    sum(i.cost_usd for i in done),
-                    sum(i.input_tokens + i.output_tokens for i in done),
-                ),
+                (run_id, len(done), usd, tokens),
             )
 
         self._transaction(work)
