@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from tests.localize.test_late_spans import RUNS, _batches, collect_batch
 from tests.runs.test_shared_still_arriving import late_beside_whole
+from tests.store.conftest import postgres_url, store_url  # noqa: F401 - the store fixtures
 from tracejudge.cli import cli
 from tracejudge.runs import is_still_arriving
 from tracejudge.store import RunProgress, open_store
@@ -52,10 +53,11 @@ def _score(url: str, rubric: Path, *args: str) -> tuple[dict[str, Any], str]:
     return out, " ".join(result.stderr.split())
 
 
-def test_a_run_its_budget_stopped_keeps_an_item_still_arriving_final(
-    judge: ScriptedOpenAIServer, tmp_path: Path
-) -> None:
-    url = f"sqlite:///{tmp_path}/store.db"
+def _stopped(
+    url: str, tmp_path: Path, judge: ScriptedOpenAIServer, *more: str
+) -> tuple[dict[str, Any], str, str, str]:
+    """A run (``more``: ``--run NAME`` for a shared one) of a late trace, a whole one and another, which its
+    budget stops after the whole one: its output, stderr, the late trace's id and the whole one's."""
     _, late, done, _ = late_beside_whole(url, tmp_path)
     run = next(r for r in RUNS if r.name == "draft-then-answer")
     another = [s for batch in _batches(run) for s in batch]
@@ -69,10 +71,11 @@ def test_a_run_its_budget_stopped_keeps_an_item_still_arriving_final(
     assert cost > 0
 
     # One at a time: the late trace (not judged, free), the whole one (judged), then the third would pass
-    # the budget (1.5x one item's cost projected) and is not launched: the budget stops the run.
+    # the budget (1.5x one item's cost projected, 2x in a shared run) and is not launched: the budget stops
+    # the run.
     out, said = _score(
         url, rubric, "--trace", late, "--trace", done, "--trace", f"{another[0].context.trace_id:032x}",
-        "--budget-usd", f"{cost * 1.25}",
+        "--budget-usd", f"{cost * 1.25}", *more,
     )  # fmt: skip
     assert (out["status"], out["summary"]["not_scored"]) == ("stopped_budget", 1)
     verdicts = {i["trace_id"]: i["verdict"] for i in out["items"]}
@@ -80,15 +83,45 @@ def test_a_run_its_budget_stopped_keeps_an_item_still_arriving_final(
     # Final as it is: nothing waits, nothing is said to, and no rerun is offered.
     assert (out["summary"]["waiting"], out["waiting"]) == (0, {"items": 0, "after_s": None, "command": None})
     assert "still arriving" not in said
+    return out["run_id"], late
+
+
+def test_a_run_its_budget_stopped_keeps_an_item_still_arriving_final(
+    judge: ScriptedOpenAIServer, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    run_id, late = _stopped(url, tmp_path, judge)
     store = open_store(url)
     try:
-        stored = store.get_run(out["run_id"])
+        stored = store.get_run(run_id)
         assert stored is not None
         assert stored.status == "stopped_budget"
         assert stored.finished_at is not None
-        items = {i.trace_id: i for i in store.iter_score_items(out["run_id"])}
+        items = {i.trace_id: i for i in store.iter_score_items(run_id)}
         assert is_still_arriving(items[late])
         # Not made a resumable run: no queue holds the item.
-        assert store.run_progress(out["run_id"]) == RunProgress()
+        assert store.run_progress(run_id) == RunProgress()
+    finally:
+        store.close()
+
+
+def test_a_shared_run_its_budget_stopped_makes_an_item_kept_waiting_final(
+    judge: ScriptedOpenAIServer,
+    store_url: str,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    _, late = _stopped(store_url, tmp_path, judge, "--run", "capped")
+    store = open_store(store_url)
+    try:
+        stored = store.get_run("capped")
+        assert stored is not None
+        assert (stored.status, stored.summary.not_scored) == ("stopped_budget", 1)
+        items = {i.trace_id: i for i in store.iter_score_items("capped")}
+        assert is_still_arriving(items[late])
+        # Done (it was left waiting for good: counted as not scored too once its wait ran out, never written
+        # back), counted once; the third, never claimed, is the one not scored.
+        progress = store.run_progress("capped")
+        assert (progress.done, progress.waiting, progress.pending, progress.claimed) == (2, 0, 1, 0)
+        assert progress.stopped
     finally:
         store.close()

@@ -299,7 +299,8 @@ class Store(Protocol):
         ...
 
     def stop_run(self, run_id: str) -> None:
-        """The run's budget is spent: no worker claims more items."""
+        """The run's budget is spent: no worker claims more items, and those kept as not final
+        (:meth:`defer_run_item`, :meth:`keep_run_items`) are final as they are."""
         ...
 
     def leave_run(self, run_id: str, *, worker: str) -> None:

@@ -1595,8 +1595,25 @@ class SqlStore:
         )
 
     def stop_run(self, run_id: str) -> None:
-        with self._lock:
-            self._execute("UPDATE run_totals SET stopped = 1 WHERE run_id = ?", (run_id,))
+        q = self._sql
+
+        def work(cur: Any) -> None:
+            cur.execute(q("UPDATE run_totals SET stopped = 1 WHERE run_id = ?"), (run_id,))
+            # A stopped run scores nothing more: an item kept as not final (its trace still arriving) is final
+            # as it is — done, written back, counted (it cost nothing) — rather than waiting for good, and
+            # counted as not scored once its wait ran out (it is stored, indeterminate, saying why).
+            cur.execute(
+                q(
+                    "UPDATE run_queue SET state = 'done', worker = NULL, lease_until = 0"
+                    " WHERE run_id = ? AND state = 'waiting'"
+                ),
+                (run_id,),
+            )
+            final = cur.rowcount
+            if final > 0:
+                cur.execute(q("UPDATE run_totals SET done = done + ? WHERE run_id = ?"), (final, run_id))
+
+        self._transaction(work)
 
     def leave_run(self, run_id: str, *, worker: str) -> None:
         def work(cur: Any) -> None:
