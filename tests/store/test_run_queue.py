@@ -226,3 +226,26 @@ def test_a_run_recorded_as_ended_is_not_put_back_to_running(make_store: Callable
     stored = store.get_run("going")
     assert stored is not None
     assert stored.status == "stopped_budget"
+
+
+def test_a_stopped_run_keeps_nothing_waiting(make_store: Callable[[], SqlStore]) -> None:
+    # The budget stops the run: an item kept before is final as it is, and so is one a worker defers after
+    # (it was scoring it as the stop came): done and counted, written back, never claimed or waited for.
+    store = make_store()
+    _joined(store, "capped", ("a",))
+    first, second = store.claim_run_items("capped", worker="a", n=2, lease_s=30)
+    kept = ItemResult(run_id="capped", trace_id=first, verdict="indeterminate", reason="still_arriving: …")
+    assert store.defer_run_item(kept, worker="a", after_s=600)
+    assert store.run_progress("capped").waiting == 1
+    store.stop_run("capped")
+    progress = store.run_progress("capped")
+    assert (progress.done, progress.waiting, progress.claimed, progress.stopped) == (1, 0, 1, True)
+    late = kept.model_copy(update={"trace_id": second})
+    assert store.defer_run_item(late, worker="a", after_s=600)
+    assert store.defer_run_item(late, worker="a", after_s=600)  # a repeat (its answer lost) is its own
+    progress = store.run_progress("capped")
+    assert (progress.done, progress.waiting, progress.claimed) == (2, 0, 0)
+    assert store.run_waiting("capped") == []
+    assert sorted(store.take_run_write_backs("capped", worker="a", n=10, lease_s=30)) == sorted(
+        [first, second]
+    )

@@ -267,7 +267,8 @@ class Store(Protocol):
         ``item`` is indeterminate and says why) and hand it back to be claimed again, by any worker of
         the run, once ``after_s`` seconds have passed. ``item`` is stored until its final result
         replaces it; the run's totals are not touched. False when the worker no longer holds it
-        (another took it over, or stored its final result), unless it deferred it already (a repeat)."""
+        (another took it over, or stored its final result), unless it deferred it already (a repeat).
+        In a run the budget stopped (:meth:`stop_run`) the item is final as it is: done, and counted."""
         ...
 
     def keep_run_items(

@@ -1489,20 +1489,35 @@ class SqlStore:
         q = self._sql
 
         def work(cur: Any) -> bool:
+            # After a stop_run that committed first (the no-op update waits on its lock of the run's totals,
+            # then reads them): a stopped run keeps nothing waiting — the item is final as it is, as stop_run
+            # made those kept before it.
+            cur.execute(q("UPDATE run_totals SET stopped = stopped WHERE run_id = ?"), (item.run_id,))
+            cur.execute(q("SELECT stopped FROM run_totals WHERE run_id = ?"), (item.run_id,))
+            row = cur.fetchone()
+            stopped = row is not None and bool(int(row[0]))
             # Only while this worker holds it: one whose lease ran out may be another's now, or final.
             # The worker stays on the row, so a repeat (the first answer lost) knows it as its own.
             cur.execute(
                 q(
-                    f"UPDATE run_queue SET state = 'waiting', lease_until = {self._now_ms} + ?"  # noqa: S608
+                    f"UPDATE run_queue SET state = ?, lease_until = {self._now_ms} + ?"  # noqa: S608
                     " WHERE run_id = ? AND trace_id = ? AND state = 'claimed' AND worker = ?"
                 ),
-                (int(after_s * 1000), item.run_id, item.trace_id, worker),
+                (
+                    "done" if stopped else "waiting",
+                    0 if stopped else int(after_s * 1000),
+                    item.run_id,
+                    item.trace_id,
+                    worker,
+                ),
             )
             if cur.rowcount != 1:
-                return self._left_by(cur, item, "waiting", worker)
+                return self._left_by(cur, item, "done" if stopped else "waiting", worker)
             # Kept so that the run's items and summary show it (indeterminate, saying why) until its final
             # result replaces it; not counted in the totals, which the budget is checked against.
             cur.execute(q(_UPSERT_ITEM), (item.run_id, item.trace_id, item.verdict, item.model_dump_json()))
+            if stopped:
+                cur.execute(q("UPDATE run_totals SET done = done + 1 WHERE run_id = ?"), (item.run_id,))
             return True
 
         return self._transaction(work)  # type: ignore[no-any-return]
