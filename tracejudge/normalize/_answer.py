@@ -72,15 +72,76 @@ def earlier_answers(
     times cannot tell (``unordered``, from ``out_of_order``) that the last call does not continue by what it
     re-sends; empty when the last call's reply is the answer. ``times``: each span's start and end (Unix
     nanoseconds, 0 when not recorded); ``failed``: the calls whose span says they failed (status error)."""
-    sent = {call.span_id: _items(call) for call in models}
+    sent = _Sent(models)
     last = models[-1] if models else None
-    unordered = unordered or {}
+    unordered = {} if unordered is None else unordered  # asked only of a call a later one continues
+    sizes = [_size(call) for call in models]
+    reach = _reach(models, sizes, times)
     return [
         call
         for i, call in enumerate(models[:-1])
-        if not any(_continues(later, call, sent, times, failed) for later in models[i + 1 :])
+        if not (
+            _may_be_continued(sizes[i], reach[i + 1], times.get(call.span_id, (0, 0))[1])
+            and any(_continues(later, call, sent, times, failed) for later in models[i + 1 :])
+        )
         or (call.span_id in unordered and last is not None and not _continues(last, call, sent, {}, ()))
     ]
+
+
+class _Sent(dict[str, "list[_Item] | None"]):
+    """What each call was sent (``_items``), worked out when first compared."""
+
+    def __init__(self, models: Sequence[ModelCall]) -> None:
+        super().__init__()
+        self._calls = {call.span_id: call for call in models}
+
+    def __missing__(self, span: str) -> list[_Item] | None:
+        items = self[span] = _items(self._calls[span])
+        return items
+
+
+# How many items ``_items`` reads of a call, and how many of them are not instructions (``_unsystem``); None
+# when its input is not recorded whole.
+_Size = tuple[int, int] | None
+# What the calls from one on were sent at most: the most items, the most not instructions, the latest start
+# (ns) — of those whose input is recorded whole.
+_Reach = tuple[int, int, int]
+
+
+def _size(call: ModelCall) -> _Size:
+    """The call's ``_Size``, counted (no item is built)."""
+    if not call.input_recorded or call.input_redacted or call.input_partial:
+        return None
+    messages = call.input_messages
+    size = len(messages) or 1  # a completion's prompt
+    instructions = len([message for message in messages if message.role.casefold() in _SYSTEM])
+    return size + (1 if call.system_instructions else 0), size - instructions
+
+
+def _reach(
+    models: Sequence[ModelCall], sizes: Sequence[_Size], times: Mapping[str, tuple[int, int]]
+) -> list[_Reach]:
+    """``_Reach`` of ``models[i:]`` for each i (and of none, last); ``sizes``: each call's ``_Size``."""
+    out: list[_Reach] = [(-1, -1, -1)]
+    for call, size in zip(reversed(models), reversed(sizes), strict=True):
+        most = out[-1]
+        if size is not None:
+            start = times.get(call.span_id, (0, 0))[0]
+            most = (max(most[0], size[0]), max(most[1], size[1]), max(most[2], start))
+        out.append(most)
+    return out[::-1]
+
+
+def _may_be_continued(size: _Size, later: _Reach, ended: int) -> bool:
+    """False when no call ``later`` tells of can continue a call of ``size`` that ended at ``ended`` (ns; 0
+    when not recorded): ``_continues`` is false for each, as a call continuing it re-sends all it was sent
+    and adds to it, with or without the instructions, or re-sends it alone (a retry) after it returned.
+    Calls sending one input over and over with no end time recorded (a load test's, a self-consistency
+    loop's) are so not compared pair by pair."""
+    if size is None:
+        return False
+    most, unsystemed, latest = later
+    return most > size[0] or unsystemed > size[1] or (most == size[0] and 0 < ended <= latest)
 
 
 def choices(call: ModelCall) -> int:

@@ -16,7 +16,7 @@ Nothing here raises on bad attribute data: what cannot be read becomes a ``Gap``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -1279,20 +1279,50 @@ class _Rivals(NamedTuple):
     skewed times (``out_of_order``: span id -> the skewed span)."""
 
     calls: list[ModelCall]
-    unordered: dict[str, str]
+    unordered: Mapping[str, str]
 
     @classmethod
     def of(cls, views: list[SpanView], tree: _Tree, models: list[ModelCall]) -> _Rivals:
         if len(models) < 2:
             return cls([], {})
-        times = {v.span_id: (v.raw.start_time_unix_nano, v.raw.end_time_unix_nano) for v in views}
-        unordered = out_of_order(models, tree.parent, times)
+        times = {m.span_id: _times(tree.by_id[m.span_id]) for m in models}
+        unordered = _Unordered(views, tree, models)
         failed = {call.span_id for call in models if failure(tree.by_id[call.span_id].raw)}
         return cls(earlier_answers(models, times, unordered, failed), unordered)
 
     def answering(self, models: list[ModelCall]) -> tuple[str, ...]:
         """``TaskRecord.answering_calls``: these calls and the last."""
         return (*(call.span_id for call in self.calls), models[-1].span_id) if models else ()
+
+
+def _times(view: SpanView) -> tuple[int, int]:
+    return view.raw.start_time_unix_nano, view.raw.end_time_unix_nano
+
+
+class _Unordered(Mapping[str, str]):
+    """``out_of_order`` of the trace's model calls, worked out when first asked: ``earlier_answers`` asks
+    only of a call a later one continues, the ``answer_uncertain`` gap only when no span records the answer
+    (the walk over every span's times is then saved where the root records it and no call continues another,
+    as with calls sent one input each)."""
+
+    def __init__(self, views: list[SpanView], tree: _Tree, models: list[ModelCall]) -> None:
+        self._views, self._tree, self._models = views, tree, models
+        self._found: dict[str, str] | None = None
+
+    def _out_of_order(self) -> dict[str, str]:
+        if self._found is None:
+            times = {v.span_id: _times(v) for v in self._views}
+            self._found = out_of_order(self._models, self._tree.parent, times)
+        return self._found
+
+    def __getitem__(self, span: str) -> str:
+        return self._out_of_order()[span]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._out_of_order())
+
+    def __len__(self) -> int:
+        return len(self._out_of_order())
 
 
 def _final_answer(
