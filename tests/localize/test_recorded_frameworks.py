@@ -60,6 +60,11 @@ FRAMEWORKS = {
     # the app streamed (messages.stream), its tool result ``search_result`` blocks with citations on.
     "anthropic_openinference_search_results": "anthropic_openinference_search_results_{run}.pb",
     "anthropic_openllmetry_search_results": "anthropic_openllmetry_search_results_{run}.pb",
+    # both apps traced by the anthropic SDK's own spans (scope com.anthropic.sdk.python, content mode on):
+    # ``anthropic.messages.create`` with the GenAI content attributes (a tool result's ``text`` and
+    # ``search_result`` blocks kept whole); the search a GenAI ``execute_tool`` span.
+    "anthropic_sdk_tool": "anthropic_sdk_tool_{run}.pb",
+    "anthropic_sdk_search_results": "anthropic_sdk_search_results_{run}.pb",
     # a hand-written function-calling loop over ``google-genai`` (the system instruction in the config, the
     # documents sent back as a ``function_response`` part, the answer streamed) traced by
     # openinference-instrumentation-google-genai: the app's search is a TOOL span.

@@ -103,7 +103,19 @@ _POST_ANSWER = (
     " may have been the answer: without its span the trace is one whose last call answered after a tool"
     " step, as an agent's does, and that call's reply is read"
 )
+_SDK_STOP_REASON = (
+    "the anthropic SDK's own span records the reply's stop_reason in anthropic.message.stop_reason alone (no"
+    " GenAI finish reason, no response body): without it, a reply stopped at max_tokens in the middle of v1's"
+    " cap reads as a whole answer stating it — a real ignored fault to the letter"
+)
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    **{
+        (
+            f"anthropic_sdk_tool_max_tokens.pb{m}",
+            "attr anthropic.messages.create:anthropic.message.stop_reason",
+        ): (_SDK_STOP_REASON)
+        for m in ("@CN", "@EU", "@policy")
+    },
     **{
         (f"post_answer_{run}.pb{m}", "span chat gpt-4.1-nano"): _POST_ANSWER
         for run in ("rag", "ignored")

@@ -20,6 +20,8 @@ INSTRUCTIONS = "You answer procurement questions. Search the contract documents 
 ANSWER = "No: attachment v2 of C-17 caps prepayment at 30,000 RMB; 45,000 RMB is over the limit."
 CLAUSE_V2 = "Prepayment shall not exceed 30,000 RMB per order."
 INSTRUMENTATIONS = ["openinference", "openllmetry"]
+# and the anthropic SDK's own spans (scope com.anthropic.sdk.python, content mode on)
+TRACED = [*INSTRUMENTATIONS, "sdk"]
 
 
 def load(name: str) -> TaskRecord:
@@ -36,7 +38,7 @@ def _system(task: TaskRecord) -> str | None:
 
 
 @pytest.mark.parametrize("app", ["tool", "search_results"])
-@pytest.mark.parametrize("inst", INSTRUMENTATIONS)
+@pytest.mark.parametrize("inst", TRACED)
 def test_the_tool_result_answers_the_tool_use(inst: str, app: str) -> None:
     task = load(f"{inst}_{app}_rag")
     assert (task.input, task.final_answer) == (QUESTION, ANSWER)
@@ -49,9 +51,10 @@ def test_the_tool_result_answers_the_tool_use(inst: str, app: str) -> None:
     assert roles == ["user", "assistant", "tool"]
     assert CLAUSE_V2 in (last.input_messages[-1].content or "")
     # The app's tool span is paired with the request it answers (same name and arguments): OpenInference's
-    # ``input.value`` is the arguments; Traceloop's ``{"args": [], "kwargs": {...}}`` is not: unpaired.
+    # ``input.value`` is the arguments, the GenAI ``execute_tool`` span names the call's id; Traceloop's
+    # ``{"args": [], "kwargs": {...}}`` is not the arguments: unpaired.
     (tool,) = task.tool_calls
-    paired = "toolu_01SearchContracts" if inst == "openinference" else None
+    paired = None if inst == "openllmetry" else "toolu_01SearchContracts"
     assert (tool.name, tool.call_id) == ("search", paired)
 
 
@@ -67,13 +70,13 @@ def test_document_blocks_are_read_from_their_source(inst: str) -> None:
     assert task.final_answer == ANSWER
 
 
-@pytest.mark.parametrize("inst", INSTRUMENTATIONS)
+@pytest.mark.parametrize("inst", TRACED)
 def test_a_reply_stopped_at_max_tokens_may_be_incomplete(inst: str) -> None:
     task = load(f"{inst}_tool_max_tokens")
     assert task.final_answer == "Yes: contract C-17 allows prepayment up to 50,000 RMB"
     (gap,) = [g for g in task.gaps if g.kind == "model_output_truncated"]
     assert gap.span_id == task.final_answer_span_id
-    assert "max_tokens" in gap.detail or "length" in gap.detail
+    assert "max_tokens" in gap.detail or "length" in gap.detail  # the SDK: anthropic.message.stop_reason
 
 
 def test_a_refusal_body_is_the_models_refusal() -> None:
@@ -81,3 +84,15 @@ def test_a_refusal_body_is_the_models_refusal() -> None:
     (message,) = task.model_calls[-1].output_messages
     assert message.refusal == "stop_reason refusal (cyber): The reply was stopped by a classifier."
     assert task.final_answer == message.refusal
+
+
+@pytest.mark.parametrize("run", ["rag", "ignored"])
+def test_the_reply_citations_openinference_records(run: str) -> None:
+    # openinference-instrumentation-anthropic keeps the reply's citations in the response body and in
+    # ``metadata``: the passage the answer cites (v2's in rag, v1's in ignored). OpenLLMetry and the SDK's
+    # own spans record none.
+    cap = "30,000" if run == "rag" else "50,000"
+    (message,) = load(f"openinference_documents_{run}").model_calls[-1].output_messages
+    assert message.cited == (f"Prepayment shall not exceed {cap} RMB per order.",)
+    for inst in ("openllmetry", "sdk"):
+        assert [m.cited for m in load(f"{inst}_documents_{run}").model_calls[-1].output_messages] == [()]

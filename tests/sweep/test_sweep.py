@@ -61,14 +61,19 @@ NO_ANSWER = {
         f"openai_agents_openllmetry_alone_{run}.pb"
         for run in ("rag", "ignored", "filtered", "dropped", "never_indexed")
     ),
-    # A refusal the instrumentation recorded no output of (OpenLLMetry's Anthropic: stop_reason refusal).
+    # A refusal the instrumentation recorded no output of (OpenLLMetry's Anthropic and the anthropic SDK's own
+    # spans: stop_reason refusal).
     "anthropic_openllmetry_tool_refusal.pb",
+    "anthropic_sdk_tool_refusal.pb",
+    # OpenLLMetry's span of a stream read through get_final_text() alone, which never ends (no response).
+    "anthropic_openllmetry_documents_final_text_unended.pb",
 }
 # Replies the model stopped short of the scripted ones: stopped at the token limit (the stale answer cut
 # short: the user still got v1's cap, so it is flagged) and a refusal read as the answer (nothing to flag).
 CUT_SHORT = {
     "anthropic_openinference_tool_max_tokens.pb",
     "anthropic_openllmetry_tool_max_tokens.pb",
+    "anthropic_sdk_tool_max_tokens.pb",
     "google_genai_openinference_max_tokens.pb",
     "google_genai_otel_max_tokens.pb",
 }

@@ -104,6 +104,8 @@ class _Reading:
     """The lengths the trace shows its values were cut at (``TaskRecord.cut_lengths``)."""
     echoed: list[Evidence] = field(default_factory=list)
     """Values the answer states only as the request did (shown, never counted)."""
+    sourced: list[Evidence] = field(default_factory=list)
+    """The cited passages the answer's values were read from (``cited``)."""
     question_cut: str | None = field(init=False)
     """Why the request may have been cut short (an exporter's length limit): what it stated past the
     cut is unknown, so any value the answer states may only echo it."""
@@ -111,6 +113,9 @@ class _Reading:
     question_partial: str | None = None
     """Why the request may hold more than its recorded text: the user message carrying it had parts whose
     text is not on the trace (a document block, a lost text part), which may state any value."""
+    cited: tuple[str, ...] = ()
+    """The passages of its input the answer's reply cites (``Message.cited``) that the call's recorded input
+    holds: where the model says it took what it states from."""
 
     def __post_init__(self) -> None:
         self.question_cut = cut_short(self.question, frozenset(self.cut_lengths)) or self.question_partial
@@ -136,6 +141,14 @@ class _Reading:
                 )
         if not spans:
             return None
+        passage = self.passage_stating(fv)
+        if passage is not None:
+            # The reply cites a passage of its input stating the value (a document's text, not the user's
+            # words): the model took it from there, whatever the request also says.
+            source = self.note(f"cites the passage {passage[:200]!r}")
+            self.sourced += [source] if source not in self.sourced else []
+            a, b = spans[0]
+            return self.answer[a:b]
         if self.question and mentions(self.question, self.question_values, fv):
             self.echoed.append(Evidence(span_id=self.span, note=echo))
             return None
@@ -146,6 +159,23 @@ class _Reading:
             return None
         a, b = spans[0]
         return self.answer[a:b]
+
+    def passage_stating(self, fv: FactValue) -> str | None:
+        """The first cited passage stating ``fv``; None when none does."""
+        return next((p for p in self.cited if mentions(p, extract_values(p), fv)), None)
+
+    def passage_of(self, m: Material, required: list[tuple[str, FactValue]]) -> str | None:
+        """The first cited passage of ``m``: one holding its clause or held in it, or stating one of its
+        facts; None when none is."""
+        for passage in self.cited:
+            if m.clause and (
+                find_clause(passage, m.clause, partial=False).found
+                or find_clause(m.clause, passage, partial=False).found
+            ):
+                return passage
+            if any(self.passage_stating(fv) == passage for _, fv in required):
+                return passage
+        return None
 
     def cites(self, m: Material, label: str) -> list[Evidence]:
         """A note that the answer cites ``m``'s version (``label``); none when it does not or ``m``
@@ -241,6 +271,7 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         question_values=ctx.question_values(),
         cut_lengths=ctx.task.cut_lengths,
         question_partial=_request_partial(ctx.task),
+        cited=_cited(ctx.task),
     )
     required = _facts(m.facts)
     may_agree: list[Evidence] = []
@@ -258,22 +289,21 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         return stage_result(
             "used_by_model", "unconfirmed", detail, evidence=[*stale, *agree, *echoed], missing=[wanted]
         )
-    if stale and not agree and not may_agree:
+    read = reading.passage_of(m, required) if stale and not agree and not may_agree else None
+    if stale and not agree and not may_agree and read is None:
         detail = f"the answer rests on superseded material instead of {label}"
-        return stage_result("used_by_model", "fail", detail, evidence=[*stale, *echoed])
+        return stage_result("used_by_model", "fail", detail, evidence=[*stale, *reading.sourced, *echoed])
     if agree and not stale and not may_be_stale:
         detail = f"the answer agrees with {label} ({', '.join(agreed)})"
-        return stage_result("used_by_model", "pass", detail, evidence=[*agree, *cited, *echoed])
+        evidence = [*agree, *cited, *reading.sourced, *echoed]
+        return stage_result("used_by_model", "pass", detail, evidence=evidence)
     refused = _refusal(ctx.task, answer)
     if refused is not None and not agree and not stale:
         return _refused(reading, label, refused, [*may_agree, *may_be_stale, *echoed])
-    if (stale and may_agree) or (agree and may_be_stale):
-        detail = (
-            f"the answer states values of {label} or superseded material, and a bare number that may"
-            " state the other's"
-        )
-    else:
-        detail = _unsettled(ctx, m, label, required, both=bool(stale and agree))
+    mixed = bool((stale and may_agree) or (agree and may_be_stale))
+    detail = _unsettled(ctx, m, label, required, both=bool(stale and agree), mixed=mixed, read=read)
+    cited += [reading.note(f"cites the passage {p[:200]!r}") for p in (read,) if p is not None]
+    cited += [e for e in reading.sourced if e not in cited]
     evidence = [*agree, *stale, *may_agree, *may_be_stale, *echoed, *cited]
     if ctx.judge is not None:
         return _ask_judge(ctx, m, answer, detail, evidence)
@@ -283,6 +313,18 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         else "a usage judge to read the answer (its facts do not settle it)"
     )
     return stage_result("used_by_model", "unconfirmed", detail, evidence=evidence, missing=[wanted])
+
+
+def _cited(task: TaskRecord) -> tuple[str, ...]:
+    """The passages the final answer's reply cites (``Message.cited``) that its call's recorded input holds:
+    one not found there (its document lost, cut short, hidden) is no evidence of what the model read."""
+    found: list[str] = []
+    for call in task.model_calls:
+        if call.span_id != task.final_answer_span_id:
+            continue
+        for message in call.output_messages:
+            found += [p for p in message.cited if find_clause(call.input_text, p, partial=False).found]
+    return tuple(found)
 
 
 def _request_partial(task: TaskRecord) -> str | None:
@@ -329,10 +371,31 @@ def _refused(reading: _Reading, label: str, refusal: str, evidence: list[Evidenc
 
 
 def _unsettled(
-    ctx: CheckContext, m: Material, label: str, required: list[tuple[str, FactValue]], *, both: bool
+    ctx: CheckContext,
+    m: Material,
+    label: str,
+    required: list[tuple[str, FactValue]],
+    *,
+    both: bool,
+    mixed: bool,
+    read: str | None,
 ) -> str:
-    """Why the answer's facts do not settle it: it states ``both`` required and superseded values,
-    the ticket gives none to compare, or the answer states neither."""
+    """Why the answer's facts do not settle it: it states superseded values yet its reply cites the
+    material's passage it ``read``, values of one and a bare number that may state the other's
+    (``mixed``), ``both`` required and superseded values, the ticket gives none to compare, or the answer
+    states neither."""
+    if read is not None:
+        # The model read the material (its citation) and answered otherwise: misread, or weighed the
+        # superseded text above it — not "ignored"; a usage judge reads it.
+        return (
+            f"the answer states superseded values, yet its reply cites {label}'s passage {read[:200]!r}:"
+            f" the model read {label}"
+        )
+    if mixed:
+        return (
+            f"the answer states values of {label} or superseded material, and a bare number that may"
+            " state the other's"
+        )
     if both:
         return f"the answer states values of both {label} and superseded material"
     if not required and not any(_facts(s.facts) for s in _relevant_superseded(ctx, m)):

@@ -320,10 +320,11 @@ def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, .
     out = []
     for gap in gaps:
         span = by_id.get(gap.span_id) if gap.span_id is not None else None
-        # A model call that failed returned no output: no setting would have recorded one.
+        # A model call that failed, or whose span never ended, returned no output: no setting would have
+        # recorded one.
         if (
             span is not None
-            and span.status_code == 2
+            and (span.status_code == 2 or not span.end_time_unix_nano)
             and gap.kind in ("model_output_not_recorded", "no_final_answer")
         ):
             out.append(gap)

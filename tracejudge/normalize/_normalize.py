@@ -838,6 +838,11 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
         view.gap(
             "model_output_not_recorded", f"the model call failed and returned no output: {failure(view.raw)}"
         )
+    elif not output_recorded and not view.raw.end_time_unix_nano:
+        # A span exported before it ended (a backend showing spans still open): the response was never
+        # recorded on it, whatever the content switches (OpenLLMetry never ends the span of a
+        # ``messages.stream`` read through ``get_final_text()`` alone).
+        view.gap("model_output_not_recorded", "the LLM span never ended (no end time): no response recorded")
     elif not output_recorded:
         view.gap("model_output_not_recorded", "the LLM span carries no output content" + _refused_note(view))
     elif dropped is not None:
@@ -956,11 +961,13 @@ _REFUSED = frozenset({"refusal"})
 
 def _finish_reasons(view: SpanView) -> list[str]:
     """``gen_ai.response.finish_reasons``: an array, a JSON list, or OpenLLMetry's Python list repr
-    (``"['length']"``); and OpenInference's ``llm.finish_reason`` (one value: Anthropic's ``stop_reason``),
-    which the Anthropic (or Gemini) response body in ``output.value`` holds too."""
+    (``"['length']"``); OpenInference's ``llm.finish_reason`` (one value: Anthropic's ``stop_reason``),
+    which the Anthropic (or Gemini) response body in ``output.value`` holds too; and the anthropic SDK's own
+    ``anthropic.message.stop_reason`` (its spans record no GenAI finish reason)."""
     value = view.attrs.get("gen_ai.response.finish_reasons")
     listed = as_str_list(list(value) if isinstance(value, tuple) else value) or []
-    single = [r for r in (as_str(view.attrs.get("llm.finish_reason")),) if r] + oi.stop_reasons(view)
+    one = (view.attrs.get("llm.finish_reason"), view.attrs.get("anthropic.message.stop_reason"))
+    single = [r for r in map(as_str, one) if r] + oi.stop_reasons(view)
     return [r for r in (r.strip("[]'\" ") for r in [*listed, *single]) if r]
 
 

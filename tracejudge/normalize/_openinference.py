@@ -270,6 +270,41 @@ def _with_refusals(view: SpanView, found: list[Message]) -> list[Message]:
     ]
 
 
+def citations(view: SpanView) -> tuple[str, ...]:
+    """The passages an Anthropic reply cites (its text blocks' citations' ``cited_text``), as
+    openinference-instrumentation-anthropic records them twice: in the response body ``output.value`` and in
+    ``metadata`` (``{"citations": {"<block>": [...]}}``). Either one read whole is enough; a value hidden,
+    cut short (no longer JSON) or of another API gives none."""
+    cited: list[str] = []
+    body = (
+        maybe_json(view.attrs.get(OUTPUT))
+        if view.attrs.get("output.mime_type") == "application/json"
+        else None
+    )
+    if isinstance(body, dict) and body.get("type") == "message" and isinstance(body.get("content"), list):
+        for block in body["content"]:
+            found = block.get("citations") if isinstance(block, dict) else None
+            cited += _cited_texts(found)
+    metadata = maybe_json(view.attrs.get("metadata"))
+    by_block = metadata.get("citations") if isinstance(metadata, dict) else None
+    if isinstance(by_block, dict):
+        for found in by_block.values():
+            cited += _cited_texts(found)
+    return tuple(dict.fromkeys(cited))
+
+
+def _cited_texts(found: Any) -> list[str]:
+    """The ``cited_text`` of each citation of a list (the API's citation objects)."""
+    items = found if isinstance(found, list) else []
+    return [t for t in (as_str(c.get("cited_text")) for c in items if isinstance(c, dict)) if t]
+
+
+def _with_citations(view: SpanView, found: list[Message]) -> list[Message]:
+    """The one output message (an Anthropic reply is one) given the passages its response cites."""
+    cited = citations(view) if len(found) == 1 and found[0].content else ()
+    return [found[0].model_copy(update={"cited": cited})] if cited else found
+
+
 def empty_response(view: SpanView) -> str | None:
     """How the chat completion ``output.value`` holds (the whole response body) ended, when no choice's
     message holds text or a tool call: the model returned nothing to read (the instrumentation records
@@ -462,7 +497,7 @@ class OpenInference(NoRecords):
     def output_messages(self, view: SpanView) -> ModelIO | None:
         found = messages(view, "llm.output_messages")
         if found is not None:
-            return ModelIO(messages=tuple(_with_refusals(view, found)))
+            return ModelIO(messages=tuple(_with_citations(view, _with_refusals(view, found))))
         return _texts(choices(view))
 
     def documents(self, view: SpanView) -> list[Document] | None:

@@ -113,6 +113,7 @@ def _parts_content(parts: list[Any]) -> Content:
         elif kind == _DOCUMENT_PART and document_text(part) is None:
             # A document sent as a PDF, an image or a file: the model was given more than the trace's text.
             unread.append(_DOCUMENT_PART)
+        unread += _kept_as_type(part)
         text = _part_text(part)
         if text == REDACTED:
             redacted = True
@@ -126,6 +127,25 @@ def _parts_content(parts: list[Any]) -> Content:
     joined = "\n".join(texts) if texts else None
     refusal = "\n".join(refused) if refused else None
     return Content(joined, tuple(_tool_calls(calls)), redacted, tuple(unread), refusal)
+
+
+def _kept_as_type(part: Any) -> list[str]:
+    """The kinds of the blocks a part holds nothing of but their type: the anthropic SDK's own spans keep
+    of a block it does not read (a ``document``, an image, a server tool's block) only
+    ``{"type": "anthropic_<block>"}``, and of a tool result's block other than text and search results only
+    ``{"type": "<block>"}`` — the model was given more than the trace's text."""
+    if not isinstance(part, dict):
+        return []
+    kind = part.get("type")
+    if isinstance(kind, str) and kind.startswith("anthropic_") and _part_text(part) is None:
+        return [kind]
+    if kind not in _TOOL_RESULT_PARTS:
+        return []
+    result = part.get("response", part.get("result", part.get("content")))
+    blocks = result if isinstance(result, list) else []
+    return [
+        str(b["type"]) for b in blocks if isinstance(b, dict) and list(b) == ["type"] and b["type"] != "text"
+    ]
 
 
 def _empty_text_part(part: Any) -> bool:

@@ -134,6 +134,11 @@ class Message(_Frozen):
     """The model's refusal, when the message is one: OpenAI's message ``refusal`` (the response body
     OpenInference keeps in ``output.value``, any recorded OpenAI message dict) or a GenAI ``refusal`` part
     (OpenLLMetry's OpenAI instrumentation). Also the message's ``content`` when it holds no other text."""
+    cited: tuple[str, ...] = ()
+    """The passages of the model's input the message cites, as the API returned them: Anthropic
+    citations' ``cited_text`` (into ``document`` and ``search_result`` blocks), which
+    openinference-instrumentation-anthropic keeps in the response body (``output.value``) and in
+    ``metadata``. The model's own word of which text it took what it says from."""
 
 
 class ModelCall(_Frozen):
