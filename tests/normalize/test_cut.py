@@ -78,8 +78,8 @@ def test_a_text_cut_where_a_sentence_ends_is_cut_when_the_span_holds_it_longer()
         update={"attributes": {**llm.attributes, "llm.input_messages.0.message.content": shorter}}
     )
     note = (
-        "llm.input_messages.0.message.content: text exactly 200 characters long that another attribute of the"
-        " span holds longer"
+        "llm.input_messages.0.message.content: text exactly 200 characters long, a limit's length, where"
+        " input.value of the same span holds it longer (cut on the way)"
     )
     assert cut_values(llm) == [note]
     task = normalize([root(), llm])
@@ -89,3 +89,49 @@ def test_a_text_cut_where_a_sentence_ends_is_cut_when_the_span_holds_it_longer()
         update={"attributes": {k: v for k, v in llm.attributes.items() if k != "input.value"}}
     )
     assert cut_values(alone) == []
+
+
+MESSAGE = "Answer from the contract excerpts you were given: prepayment shall not exceed 30,000 RMB per order"
+SENTENCE = MESSAGE + "."  # 99 characters: a limit's length only where the trace shows it
+
+
+def _request(*messages: str) -> str:
+    return json.dumps({"messages": [{"role": "user", "content": m} for m in messages]})
+
+
+@pytest.mark.parametrize(
+    ("text", "others", "shown", "cut"),
+    [
+        # Stopping mid-sentence, at any length: the request goes on past it (as JSON; as a repr inside JSON).
+        (MESSAGE[:90], [_request(MESSAGE)], set(), True),
+        (MESSAGE[:90], [json.dumps({"messages": repr([{"content": MESSAGE}])})], set(), True),
+        # ... or holds it whole: the message ends there (a closing quote follows it), or nowhere.
+        (MESSAGE, [_request(MESSAGE)], set(), False),
+        (MESSAGE[:90], [_request("Something else " * 10)], set(), False),
+        # Held whole by one value, longer by another (a longer text that opens like it): whole.
+        (MESSAGE, [MESSAGE + " per month", _request(MESSAGE)], set(), False),
+        (MESSAGE, [MESSAGE + " per month"], set(), True),
+        # Ending a sentence: read only at a limit's length (one exporters use, or the one the trace shows).
+        (SENTENCE, [_request(SENTENCE + " Cite the clause.")], set(), False),
+        (SENTENCE, [_request(SENTENCE + " Cite the clause.")], {len(SENTENCE)}, True),
+        # Too short to be cut by a limit anyone sets, no words, a JSON document.
+        (MESSAGE[:40], [_request(MESSAGE)], set(), False),
+        ("x" * 90, [_request("x" * 200)], set(), False),
+        ('{"a": "' + MESSAGE[:80], ['{"a": "' + MESSAGE + '"}'], set(), False),
+    ],
+)
+def test_a_text_another_value_of_its_span_holds_longer_was_cut(
+    text: str, others: list[str], shown: set[int], cut: bool
+) -> None:
+    attrs = {"llm.input_messages.0.message.content": text, **{f"v{i}": v for i, v in enumerate(others)}}
+    notes = [n for n in cut_values(span("b1", attrs), None, frozenset(shown)) if "holds it longer" in n]
+    assert bool(notes) == cut
+
+
+def test_a_list_item_held_longer_is_cut() -> None:
+    # TruLens records a call's arguments as lists (call.kwargs.args) beside its echoed return.
+    chat = span("b1", {"call.kwargs.args": ["short", MESSAGE[:90]], "call.return": MESSAGE + " and more."})
+    assert cut_values(chat) == [
+        "call.kwargs.args: text that stops mid-sentence where call.return of the same span holds it longer"
+        " (cut on the way)"
+    ]

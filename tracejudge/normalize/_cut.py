@@ -155,30 +155,20 @@ def cut_values(
     if span.events:
         items += [(f"{e.name} {key}", value) for e in span.events for key, value in e.attributes.items()]
     notes = []
-    texts: list[str] | None = None
+    values: list[tuple[str, str]] | None = None  # the span's texts, for _held_longer (most spans need none)
     for key, value in items:
         why = _cut_text(value, known, shown) if isinstance(value, str) else _cut_list(value, known, shown)
-        if why is None and isinstance(value, str) and (len(value) in LIMITS or len(value) in shown):
-            # A text cut where a sentence ends reads whole, unless the span holds it longer elsewhere (an
-            # OpenInference message beside the same text whole in input.value, a limit applied to one key).
-            texts = texts if texts is not None else [v for _, v in items if isinstance(v, str)]
-            why = _held_longer(value, texts)
         if why is None:
-            # At any length: a text that stops mid-sentence and is held longer inside another value (as JSON).
-            found = (value,) if isinstance(value, str) else _strings(value)
-            why = next(
-                (w for w in (_held_longer_inside(t, key, items) for t in found) if w is not None), None
-            )
+            for text in (value,) if isinstance(value, str) else _strings(value):
+                if not _may_be_held_longer(text, shown):
+                    continue
+                values = values if values is not None else [(k, v) for k, v in items if isinstance(v, str)]
+                why = _held_longer(text, values)
+                if why is not None:
+                    break
         if why is not None:
             notes.append(f"{key}: {why}")
     return notes
-
-
-def _held_longer(text: str, texts: list[str]) -> str | None:
-    """Why ``text`` (as long as a limit) was cut: another value of the span begins with it and goes on."""
-    if " " in text and any(len(other) > len(text) and other.startswith(text) for other in texts):
-        return f"text exactly {len(text)} characters long that another attribute of the span holds longer"
-    return None
 
 
 # What follows a text where a record of it ends: a JSON string's or a Python literal's closing quote (escaped
@@ -186,34 +176,54 @@ def _held_longer(text: str, texts: list[str]) -> str | None:
 _CLOSES = ('"', "'", '\\"', "\\'")
 
 
-def _held_longer_inside(text: str, key: str, items: list[tuple[str, Any]]) -> str | None:
-    """Why a text that stops mid-sentence was cut where another value of its span holds it longer: a model
-    span records a message's content (``llm.input_messages.N.message.content``) and the request it was in
-    (``input.value``, as JSON, a message a Python repr in it); a limit on one key (a backend's column, a
-    processor's rule) cut the first and left the second whole. None when no other value holds it, or one holds
-    it whole (the text closes there: a quote, or the value's end, follows it)."""
-    if (
-        " " not in text
-        or text.rstrip().endswith(_ENDINGS)
-        or _JSON_START.match(text)
-        or len(text) < _LEAST_LIMIT
-    ):
-        return None
+def _may_be_held_longer(text: str, shown: frozenset[int]) -> bool:
+    """Whether :func:`_held_longer` reads ``text``: a text with words, at least ``_LEAST_LIMIT`` long, no JSON
+    document (one that parses is whole, one that does not is :func:`cut_short`'s), stopping mid-sentence —
+    or at any end when its length is a limit's (``LIMITS``, ``shown``)."""
+    return (
+        len(text) >= _LEAST_LIMIT
+        and " " in text
+        and _JSON_START.match(text) is None
+        and (not text.rstrip().endswith(_ENDINGS) or len(text) in LIMITS or len(text) in shown)
+    )
+
+
+def _held_longer(text: str, values: list[tuple[str, str]]) -> str | None:
+    """Why ``text``, which reads whole, was cut on the way: another value of its span holds it longer.
+
+    A limit on one key (a backend's column, a collector's truncate processor) cuts that value and leaves the
+    span's others whole: an OpenInference message's content (``llm.input_messages.N.message.content``) cut
+    while the request it was sent in (``input.value``) holds it — as it is (a Bedrock agent's prompt), as a
+    JSON string (Atomic Agents, LiteLLM) or as a Python repr inside JSON (Haystack, LlamaIndex) —, TruLens'
+    arguments beside the call's echo. So a text is read as cut when another value of the span holds it (in one
+    of those three forms) and goes on past it, and no value holds it whole: one where a closing quote (escaped
+    or not) or the value's end follows it records the text as it was, whatever else begins like it.
+
+    The texts read (:func:`_may_be_held_longer`) stop mid-sentence, at any length; one that ends a sentence
+    only when its length is a limit — one exporters cut at (``LIMITS``) or the trace shows (``shown``,
+    ``TaskRecord.cut_lengths``): a cut there lands where a sentence ends often enough (a Bedrock agent's
+    prompt at 128 characters did), while at any other length a whole message that opens a longer text (a
+    system prompt, the first sentences of a request) reads as one."""
     forms = {text, json.dumps(text)[1:-1], json.dumps(repr(text)[1:-1])[1:-1]}
     longer = None
-    for other, value in items:
-        if other == key or not isinstance(value, str) or len(value) <= len(text):
+    for other, value in values:
+        if len(value) <= len(text):
             continue
         for form in forms:
             at = value.find(form)
             while at >= 0:
-                rest = value[at + len(form) :]
-                if not rest or rest.startswith(_CLOSES):
+                end = at + len(form)
+                if end == len(value) or value.startswith(_CLOSES, end):
                     return None  # held whole there
                 longer = longer or other
                 at = value.find(form, at + 1)
     if longer is None:
         return None
+    if text.rstrip().endswith(_ENDINGS):
+        return (
+            f"text exactly {len(text)} characters long, a limit's length, where {longer} of the same span"
+            " holds it longer (cut on the way)"
+        )
     return f"text that stops mid-sentence where {longer} of the same span holds it longer (cut on the way)"
 
 
