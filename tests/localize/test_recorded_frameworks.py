@@ -72,6 +72,13 @@ FRAMEWORKS = {
     # the same app under the OTel contrib opentelemetry-instrumentation-google-genai (latest GenAI form); the
     # search a GenAI ``execute_tool`` span whose ``gen_ai.tool.call.result`` holds the documents.
     "google_genai_otel": "google_genai_otel_{run}.pb",
+    # a hand-written tool-calling loop over the ``groq`` client (OpenAI's message shape, the documents sent
+    # back as a ``tool`` message) traced by openinference-instrumentation-groq; the search is a TOOL span.
+    "groq_openinference_tool": "groq_openinference_tool_{run}.pb",
+    # the same app under OpenLLMetry's opentelemetry-instrumentation-groq (the latest GenAI form), plain and
+    # with the answer streamed (joined into ``gen_ai.output.messages``); the search a traceloop tool span.
+    "groq_openllmetry_tool": "groq_openllmetry_tool_{run}.pb",
+    "groq_openllmetry_stream": "groq_openllmetry_stream_{run}.pb",
 }
 # run -> (verdict, cause, stage statuses)
 RUNS = {

@@ -45,6 +45,7 @@ def _load(store: SqliteStore, path: Path) -> set[str]:
     return {s.trace_id for s in spans}
 
 
+RUNS_OF_FIVE = ("rag", "ignored", "filtered", "dropped", "never_indexed")
 # Fixtures recorded without content, so without an answer: ADK 2 and Microsoft Agent Framework with
 # their content capture off (the default), Griptape's own OpenTelemetry driver (span names and tags), the
 # OpenAI Agents SDK under OpenLLMetry's agents instrumentation alone (no model output with a chat-completions
@@ -57,16 +58,15 @@ NO_ANSWER = {
     "adk_nocontent_rag.pb",
     "agent_framework_nocontent_rag.pb",
     *(f"griptape_{run}.pb" for run in ("rag", "ignored", "filtered", "dropped")),
-    *(
-        f"openai_agents_openllmetry_alone_{run}.pb"
-        for run in ("rag", "ignored", "filtered", "dropped", "never_indexed")
-    ),
+    *(f"openai_agents_openllmetry_alone_{run}.pb" for run in RUNS_OF_FIVE),
     # A refusal the instrumentation recorded no output of (OpenLLMetry's Anthropic and the anthropic SDK's own
     # spans: stop_reason refusal).
     "anthropic_openllmetry_tool_refusal.pb",
     "anthropic_sdk_tool_refusal.pb",
     # OpenLLMetry's span of a stream read through get_final_text() alone, which never ends (no response).
     "anthropic_openllmetry_documents_final_text_unended.pb",
+    # A streamed answer OpenInference's Groq instrumentation records as the stream object's repr.
+    *(f"groq_openinference_stream_{run}.pb" for run in RUNS_OF_FIVE),
 }
 # Replies the model stopped short of the scripted ones: stopped at the token limit (the stale answer cut
 # short: the user still got v1's cap, so it is flagged) and a refusal read as the answer (nothing to flag).

@@ -9,6 +9,7 @@ order below (a span carrying several usually holds the same value twice).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,6 +27,16 @@ OUTPUT_KEYS = (langfuse.OUTPUT, oi.OUTPUT, oll.OUTPUT)
 # The GenAI convention's deprecated single-string prompt and completion are free-form too.
 _MODEL_INPUT_KEYS = (*INPUT_KEYS, "gen_ai.prompt")
 _MODEL_OUTPUT_KEYS = (*OUTPUT_KEYS, "gen_ai.completion")
+# A value that is only an object's default repr names the object, not what it held: OpenInference's Groq
+# instrumentation records a streamed reply as ``<groq.Stream object at 0x…>`` (it never reads the stream).
+# Read as text it would be the model's output — and the run's answer.
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def object_repr(view: SpanView) -> str | None:
+    """The raw output of a span when it is only an object's default repr (see ``_OBJECT_REPR``); else None."""
+    value = view.get(*OUTPUT_KEYS)
+    return value.strip() if isinstance(value, str) and _OBJECT_REPR.fullmatch(value.strip()) else None
 
 
 def _model_io(view: SpanView, keys: Iterable[str]) -> ModelIO | None:
@@ -37,6 +48,8 @@ def _model_io(view: SpanView, keys: Iterable[str]) -> ModelIO | None:
             continue
         if value == REDACTED:
             redacted = True
+            continue
+        if isinstance(value, str) and _OBJECT_REPR.fullmatch(value.strip()):
             continue
         parsed = maybe_json(value)
         if isinstance(parsed, dict) and parsed.get("messages") == []:

@@ -844,7 +844,9 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
         # ``messages.stream`` read through ``get_final_text()`` alone).
         view.gap("model_output_not_recorded", "the LLM span never ended (no end time): no response recorded")
     elif not output_recorded:
-        view.gap("model_output_not_recorded", "the LLM span carries no output content" + _refused_note(view))
+        view.gap(
+            "model_output_not_recorded", "the LLM span carries no output content" + _no_output_note(view)
+        )
     elif dropped is not None:
         # An output message, a content part or a choice event may be among the records dropped: the
         # output read is not all the model said (localize reads an answer from this span as incomplete).
@@ -854,10 +856,14 @@ def _output_record(view: SpanView, got: ModelIO, dropped: Dropped | None) -> tup
     return output_text, output_recorded
 
 
-def _refused_note(view: SpanView) -> str:
+def _no_output_note(view: SpanView) -> str:
     """What the finish reasons of a span with no output say of it: Anthropic's refusal with no content block,
     for which OpenLLMetry records no output message (the span alone does not tell it from content capture
-    off); "" for any other."""
+    off); a streamed reply recorded as the stream object's repr; "" for any other."""
+    if (repr_ := freeform.object_repr(view)) is not None:
+        return (
+            f", only the repr of what the call returned ({repr_}: a stream the instrumentation did not read)"
+        )
     if not _REFUSED.intersection(_finish_reasons(view)):
         return ""
     return ", and the reply ended with finish_reason refusal (a refusal without text records no output)"
