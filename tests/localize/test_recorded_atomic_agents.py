@@ -20,7 +20,13 @@ def test_the_model_call_below_atomics_attempt_span_wrote_the_answer(mk: ModuleTy
     [call] = record.model_calls
     assert call.name == "ChatCompletion"
     assert record.final_answer_span_id == call.span_id
-    # Atomic's own spans alone record no model input: the context stage cannot be decided
+    # Atomic's own spans alone record no model input: the context stage cannot be decided. Its model-attempt
+    # span then names a parent not received (instructor.create): it may be this run's or another run's whose
+    # root was lost, and the readings already differ on what was retrieved.
     own = [s for s in spans if s.scope_name == "atomic_agents" or s.name == "answer question"]
     loc = mk.localize(mk.normalize(own), mk.ticket(), mk.policy_manifest("EU"))
-    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
+    # Read whole (the attempt span this run's, as before), retrieval passed: the context stage was the open
+    # one.
+    whole = "the trace read whole (the spans whose parent was not received as this run's): pass"
+    assert whole in loc.materials[0].stages[1].detail

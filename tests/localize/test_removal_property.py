@@ -9,8 +9,10 @@ variants) — take records away as real exporters lose them, and triage again: t
 trace as span events); a span with its subtree (a dropped batch, a sampled-out child); every span that
 ended after a time (a trace triaged on its first batch, before the rest arrived); another recorded run's
 spans merged in under the trace's id (``merge``: a reused trace id — the next trace of the same framework
-and one of another, after, before and during the run; not a loss, but records of another run the trace
-cannot tell from its own must only move the verdict toward ``unconfirmed`` too); every span of one
+and one of another, after, before and during the run, as sent, collected back through Langfuse's API
+(``MERGES``: both API generations, compared with the trace alone collected back alike) and with the other
+run's root lost; not a loss, but records of another run the trace cannot tell from its own must only move
+the verdict toward ``unconfirmed`` too); every span of one
 instrumentation scope (an instrumentor not installed); a content family on every span and event
 (``CONTENT``: content capture switched off); one content attribute or a content family hidden
 (``REDACTED`` in its place); one attribute, or every value, cut at an exporter's length limit
@@ -45,6 +47,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.conftest import unwrap_openllmetry_openai
 from tests.localize import conftest as mk
+from tests.localize._langfuse_api import Generation, api_spans
 from tracejudge._demo import load_example
 from tracejudge.localize import load_manifest, load_ticket, localize
 from tracejudge.normalize import normalize
@@ -248,6 +251,10 @@ SKEWS = (-3600 * 10**9, -2 * 10**9, 2 * 10**9, 3600 * 10**9)
 # run (the next request of a session the app gave one trace id), before it, and at its start (a propagated
 # header reused by concurrent requests).
 PLACEMENTS = ("after", "before", "during")
+# How the merged trace is read: as sent (OTLP), collected back from a Langfuse server's API (each generation:
+# several top-level observations adopted by one synthetic root, the trace's record one run's or none), or with
+# the other run's root lost (its spans orphans naming a parent never received).
+MERGES = ("", " langfuse-v3", " langfuse-v4", " rootless")
 # What a redacting processor or a hide switch leaves in place of a hidden value.
 REDACTED = "__REDACTED__"
 
@@ -443,7 +450,13 @@ class Removal:
             moved, by = _descendants(case.spans, self.span), int(self.key)
             spans = [_shifted(s, by) if i in moved else s for i, s in enumerate(spans)]
         elif self.kind == "merge":
-            spans.extend(_other_run(case.spans, corpus()[self.span].spans, str(self.key)))
+            placement, _, how = str(self.key).partition(" ")
+            other = _other_run(case.spans, corpus()[self.span].spans, placement)
+            if how == "rootless":
+                other = [s for s in other if s.parent_span_id]
+            spans.extend(other)
+            if how.startswith("langfuse-"):
+                spans = api_spans(spans, _generation(how))
         elif self.kind == "scope":
             spans = [s for s in spans if s.scope_name != self.key]
         elif self.kind == "content":
@@ -725,6 +738,24 @@ def baseline(index: int) -> str:
     return verdict(case, list(case.spans))
 
 
+def _generation(how: str) -> Generation:
+    return "v4" if how == "langfuse-v4" else "v3"
+
+
+@functools.cache
+def api_baseline(index: int, generation: Generation) -> str:
+    """The case's verdict when its trace is collected back from a Langfuse server's API."""
+    case = corpus()[index]
+    return verdict(case, api_spans(case.spans, generation))
+
+
+@functools.cache
+def _rootless_differs(index: int) -> bool:
+    """Whether case ``index``'s trace has a root and spans under it (merged rootless, they are orphans)."""
+    spans = corpus()[index].spans
+    return any(not s.parent_span_id for s in spans) and any(s.parent_span_id for s in spans)
+
+
 def _span_removals(
     spans: tuple[RawSpan, ...], kinds: tuple[Kind, ...], index: int | None = None
 ) -> Iterator[Removal]:
@@ -741,7 +772,11 @@ def _span_removals(
         yield from (Removal("batch", i) for i in range(len(_ends(spans)) - 1))
     if "merge" in kinds and index is not None:
         yield from (
-            Removal("merge", other, placement) for other in _partners(index) for placement in PLACEMENTS
+            Removal("merge", other, placement + how)
+            for other in _partners(index)
+            for placement in PLACEMENTS
+            for how in MERGES
+            if how != " rootless" or _rootless_differs(other)
         )
     if "skew" in kinds:  # a span under a parent in the trace, with everything under it
         ids = {s.span_id for s in spans}
@@ -799,7 +834,9 @@ def removals(case: Case, kinds: tuple[Kind, ...] = KINDS) -> list[Removal]:
 def violation(index: int, removal: Removal) -> str | None:
     """None when the removal keeps the property (or is listed); else what went wrong."""
     case = corpus()[index]
-    before = baseline(index)
+    api = str(removal.key).partition(" langfuse-")[2] if removal.kind == "merge" else ""
+    # A trace read through Langfuse's API is compared with the same trace read through it alone.
+    before = api_baseline(index, _generation(f"langfuse-{api}")) if api else baseline(index)
     after = verdict(case, removal.apply(case))
     if after in (before, "unconfirmed"):
         return None

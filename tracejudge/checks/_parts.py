@@ -16,12 +16,30 @@ def _doc_label(doc_id: str | None, version: str | None) -> str:
     return f"{ident}@{version}" if version else ident
 
 
+def _per_run(task: TaskRecord, text: Callable[[TaskRecord], str | None]) -> str | None:
+    """A part's text, run by run under each run's label when the trace holds several (``TaskRecord.runs``: a
+    trace id given to more than one run — which run the answer is is not known, and one run's documents are
+    no context of another's)."""
+    if not task.runs:
+        return text(task)
+    parts = [(label, got) for label, run in task.each_run() if (got := text(run)) is not None]
+    return "\n\n".join(f"[{label}]\n{got}" for label, got in parts) if parts else None
+
+
 def _model_input_text(task: TaskRecord) -> str | None:
+    return _per_run(task, _one_model_input)
+
+
+def _one_model_input(task: TaskRecord) -> str | None:
     recorded = [m.input_text for m in task.model_calls if m.input_recorded or m.input_text]
     return "\n\n".join(recorded) if recorded else None
 
 
 def _context_text(task: TaskRecord) -> str | None:
+    return _per_run(task, _one_context)
+
+
+def _one_context(task: TaskRecord) -> str | None:
     docs = [d for r in task.retrievals for d in r.documents]
     if not docs:
         return None
@@ -30,7 +48,11 @@ def _context_text(task: TaskRecord) -> str | None:
 
 def _tool_calls_text(task: TaskRecord) -> str:
     # No tool call is a recorded fact (the agent called none), not a missing part.
-    return "\n".join(f"{t.name}({_json(t.arguments)}) -> {_json(t.result)}" for t in task.tool_calls)
+    return _per_run(task, _one_tool_calls) or ""
+
+
+def _one_tool_calls(task: TaskRecord) -> str | None:
+    return "\n".join(f"{t.name}({_json(t.arguments)}) -> {_json(t.result)}" for t in task.tool_calls) or None
 
 
 _PART_TEXT: Mapping[str, Callable[[TaskRecord], str | None]] = MappingProxyType(
@@ -52,15 +74,25 @@ def part_text(task: TaskRecord, part: JudgedPart) -> str | None:
 
 def part_data(task: TaskRecord, part: JudgedPart) -> Any:
     """The part as plain JSON data, for the judge's delimited material block."""
+    # A trace holding several runs: each item names its run (one run's documents are no context of another's).
     if part == "context":
         return [
-            {"document": _doc_label(d.doc_id, d.version), "content": d.content}
-            for r in task.retrievals
+            {**_run(label), "document": _doc_label(d.doc_id, d.version), "content": d.content}
+            for label, run in task.each_run()
+            for r in run.retrievals
             for d in r.documents
         ]
     if part == "tool_calls":
-        return [{"tool": t.name, "arguments": t.arguments, "result": t.result} for t in task.tool_calls]
+        return [
+            {**_run(label), "tool": t.name, "arguments": t.arguments, "result": t.result}
+            for label, run in task.each_run()
+            for t in run.tool_calls
+        ]
     return part_text(task, part)
+
+
+def _run(label: str) -> dict[str, str]:
+    return {"run": label} if label else {}
 
 
 def _json(value: Any) -> str:

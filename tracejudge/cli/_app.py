@@ -132,16 +132,17 @@ def _isatty(stream: object) -> bool:
 pass_app = click.make_pass_decorator(App)
 
 
-def print_json(data: Any) -> None:
+def print_json(data: Any, *, as_record: bool = False) -> None:
     """Print a record or plain data as JSON on stdout, every string in it redacted (before encoding,
-    so that JSON escaping cannot hide a secret from the redactor)."""
+    so that JSON escaping cannot hide a secret from the redactor); ``as_record``: plain data a record
+    gave, written as a record is."""
     from pydantic import BaseModel
 
     if isinstance(data, BaseModel):
         # As model_dump_json writes it: non-ASCII text as it is.
         text = _dumps(_redact.redact_data(data.model_dump(mode="json")), ensure_ascii=False)
     else:
-        text = _dumps(_redact.redact_data(data), ensure_ascii=True)
+        text = _dumps(_redact.redact_data(data), ensure_ascii=not as_record)
     sys.stdout.write(text + "\n")
 
 

@@ -187,7 +187,7 @@ def show_cmd(app: App, trace_id: str | None, session_id: str | None, as_json: bo
             )
         task = load_task(app, trace_id)
         if as_json:
-            print_json(task)
+            print_json(task.shown(), as_record=True)
             return
         app.console.print(render_task_tree(task))
         return
@@ -200,7 +200,7 @@ def show_cmd(app: App, trace_id: str | None, session_id: str | None, as_json: bo
             " langfuse.session.id",
         )
     if as_json:
-        print_json({"session_id": session_id, "turns": [t.model_dump(mode="json") for t in turns]})
+        print_json({"session_id": session_id, "turns": [t.shown() for t in turns]})
         return
     app.console.print(f"[bold]session {escape(session_id)}[/bold]: {len(turns)} turn(s), oldest first")
     for n, task in enumerate(turns, start=1):

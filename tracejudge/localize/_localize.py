@@ -235,7 +235,13 @@ def localize(
     incomplete = still_arriving(task, now)
     if task.runs and ticket.required:
         runs = [_localized(run, ticket, manifest, judge, session_missing, incomplete) for run in task.runs]
-        return _several_runs(task, ticket, runs)
+        named = [run.run_label() for run in task.runs]
+        if any(g.kind == "missing_parent" for g in task.gaps):
+            # Spans whose parent was not received are a run of their own (the last run) and this run's: the
+            # trace read whole is the reading where they are this run's.
+            runs.append(_localized(task, ticket, manifest, judge, session_missing, incomplete))
+            named.append("the trace read whole (the spans whose parent was not received as this run's)")
+        return _several_runs(task, ticket, runs, named)
     return _localized(task, ticket, manifest, judge, session_missing, incomplete)
 
 
@@ -291,17 +297,33 @@ def _localized(
     )
 
 
-def _several_runs(task: TaskRecord, ticket: Ticket, runs: Sequence[Localization]) -> Localization:
-    """The result for a trace that holds several runs (``TaskRecord.runs``: several spans name no parent, its
-    trace id reused): what every run's checks conclude alike stands — whichever run the ticket is about, it
-    holds — and the first stage where the runs differ is unconfirmed, naming each run's result there."""
-    roots = [next(n for n in run.spans if n.parent_span_id is None) for run in task.runs]
-    named = [f"{root.span_id} ({root.name})" for root in roots]
-    results = [_agreed([run.materials[i] for run in runs], named) for i in range(len(ticket.required))]
+# What would tell whether spans whose parent was not received are this run's: the parent span itself.
+LOST_PARENT = (
+    "the span the spans name as their parent (not received: a lost span of this run, or another run's root);"
+    " see why the trace's spans were lost (exporter queue, batch size, a process ended before flushing)"
+)
+
+
+def _several_runs(
+    task: TaskRecord, ticket: Ticket, runs: Sequence[Localization], named: Sequence[str]
+) -> Localization:
+    """The result for a trace that holds several runs (``TaskRecord.runs``: several spans name no parent,
+    several top-level observations of a Langfuse trace each hold a whole run, or spans name a parent not
+    received beside a root: its trace id reused), ``runs`` each reading's result and ``named`` what it read:
+    what every reading concludes alike stands — whichever run the ticket is about, it holds — and the first
+    stage where they differ is unconfirmed, naming each reading's result there."""
+    missing = [OWN_TRACE_ID]
+    if len(runs) > len(task.runs):
+        missing.append(LOST_PARENT)
+    results = [
+        _agreed([run.materials[i] for run in runs], named, missing) for i in range(len(ticket.required))
+    ]
     decider = _overall(results)
+    roots = ", ".join(n.removeprefix("run ") for n in named[: len(task.runs)])
+    whole = " and read whole" if len(runs) > len(task.runs) else ""
     summary = _summary(decider, results) + (
-        f" — the trace holds {len(runs)} runs (spans {', '.join(named)} name no parent: a trace id given to"
-        " more than one run), each checked on its own; "
+        f" — the trace holds {len(task.runs)} runs (rooted at spans {roots}: a trace id given to more than"
+        f" one run), each checked on its own{whole}; "
         + ("each gives this verdict" if decider.verdict != "unconfirmed" or _alike(runs) else "they differ")
     )
     return Localization(
@@ -320,7 +342,7 @@ def _alike(runs: Sequence[Localization]) -> bool:
     return len({(run.verdict, run.cause) for run in runs}) == 1
 
 
-def _agreed(results: Sequence[MaterialResult], runs: Sequence[str]) -> MaterialResult:
+def _agreed(results: Sequence[MaterialResult], runs: Sequence[str], missing: Sequence[str]) -> MaterialResult:
     """One material's result over every run: the first run's while every run's stages read alike (status,
     cause, and the fault a failed stage gives); else, at the first stage they differ, ``unconfirmed`` saying
     what each run gives, the stages after it skipped."""
@@ -333,14 +355,14 @@ def _agreed(results: Sequence[MaterialResult], runs: Sequence[str]) -> MaterialR
         if len(set(said)) == 1:
             continue
         each = "; ".join(
-            f"run {run}: {status}" + (f" ({verdict})" if verdict else "")
+            f"{run}: {status}" + (f" ({verdict})" if verdict else "")
             for run, (status, _, verdict) in zip(runs, said, strict=True)
         )
         detail = (
-            f"the trace holds {len(runs)} runs (a trace id given to more than one run) and they differ here —"
+            f"the trace holds several runs (a trace id given to more than one run) and they differ here —"
             f" {each}: which run the ticket is about is not recorded"
         )
-        stages = [*first.stages[:k], stage_result(stage.name, "unconfirmed", detail, missing=[OWN_TRACE_ID])]
+        stages = [*first.stages[:k], stage_result(stage.name, "unconfirmed", detail, missing=missing)]
         stages += [
             stage_result(s.name, "skipped", f"not checked: {stage.name} is unconfirmed")
             for s in first.stages[k + 1 :]

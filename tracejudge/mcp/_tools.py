@@ -114,7 +114,7 @@ class Toolbox:
         from tracejudge.normalize import normalize
 
         tid = self.trace_id(trace_id)
-        return normalize(self.store.get_spans(tid)).model_dump(mode="json")
+        return normalize(self.store.get_spans(tid)).shown()
 
     # -- triage ----------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from tracejudge.schema import StepKind
 TYPE = "langfuse.observation.type"
 INPUT = "langfuse.observation.input"
 OUTPUT = "langfuse.observation.output"
+METADATA = "langfuse.observation.metadata"
 
 _STEPS: dict[str, StepKind] = {
     "GENERATION": "model",

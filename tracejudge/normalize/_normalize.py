@@ -148,7 +148,7 @@ def _alike(texts: list[str | None]) -> str | None:
 
 
 def _runs(views: list[SpanView], tree: _Tree, gaps: Gaps) -> tuple[TaskRecord, ...]:
-    """Each run's record when several spans name no parent (a ``several_runs`` gap names them); else none.
+    """Each run's record when the trace holds several (a ``several_runs`` gap names their roots); else none.
 
     A trace id is all that ties a trace's spans together, and an application may give one to more than one
     run: Langfuse's ``trace_id`` set per session or request, a conversation id hashed into the trace id, a
@@ -158,27 +158,120 @@ def _runs(views: list[SpanView], tree: _Tree, gaps: Gaps) -> tuple[TaskRecord, .
     was given — may read the other run's. A span that names no parent at all is a run's root (one whose
     parent was not received names it: it is part of a run whose root is missing, ``missing_parent``); each
     root and the spans under it are read as a trace of their own, and localize concludes only what every run
-    concludes alike. Langfuse's API traces come with one root (a synthetic one adopting every top-level
-    observation, which several are in any Langfuse trace): they are never split."""
+    concludes alike. A Langfuse API trace comes with one root (:func:`_langfuse_runs`)."""
     roots = [v for v in views if not v.raw.parent_span_id]
-    if len(roots) < 2:
+    langfuse_api = len(roots) == 1 and roots[0].attrs.get(SYNTHETIC_ROOT) in (True, "true")
+    if langfuse_api:
+        roots, orphans = _langfuse_runs(roots[0], tree)
+    else:
+        orphans = [v for v in views if v.raw.parent_span_id and v.raw.parent_span_id not in tree.by_id]
+    # Spans naming a parent not received, beside a root: the lost parent may be this run's, or the root of
+    # another run under the trace id (lost: the root ends last, in the last batch). Read as a run of their own
+    # too, and localize checks the trace read whole as well.
+    if not roots:
+        orphans = []
+    if len(roots) + bool(orphans) < 2:
         return ()
-    records = []
-    for root in roots:
-        members, stack = [root.raw], [root]
-        while stack:
-            for child in tree.children.get(stack.pop().span_id, []):
-                members.append(child.raw)
-                stack.append(child)
-        records.append(normalize(members))
+    records = [normalize(_subtree([root], tree, None)) for root in roots]
+    if orphans:
+        records.append(normalize(_subtree(orphans, tree, PARENT_NOT_RECEIVED)))
     named = ", ".join(f"{v.span_id} ({v.raw.name})" for v in roots)
-    detail = (
-        f"the trace holds {len(roots)} runs: spans {named} name no parent — the trace id may have been given"
-        " to more than one run (set by the application per session or conversation, a reused propagated"
-        " header), and nothing ties the question, the answer, the retrievals or the model calls to one run"
-    )
+    if langfuse_api:
+        detail = (
+            f"the trace holds {len(roots)} runs: top-level observations {named} each hold a whole run (their"
+            " own input and output, a model call under them) — the Langfuse trace id may have been given to"
+            " more than one run (set by the application per session or conversation, a reused trace id), and"
+            " nothing ties the question, the answer, the retrievals or the model calls to one run; the"
+            " trace's own input and output are one run's at most"
+        )
+    elif len(roots) > 1:
+        detail = (
+            f"the trace holds {len(roots)} runs: spans {named} name no parent — the trace id may have been"
+            " given to more than one run (set by the application per session or conversation, a reused"
+            " propagated header), and nothing ties the question, the answer, the retrievals or the model"
+            " calls to one run"
+        )
+    else:
+        detail = f"the trace's root is span {named}"
+    if orphans:
+        lost = ", ".join(f"{v.span_id} ({v.raw.name})" for v in orphans)
+        detail += (
+            f"; spans {lost} name a parent not received — the lost parent may be a span of this run or the"
+            " root of another run under the trace id, so they are read as this run's and as a run of their"
+            " own, and a verdict stands only if every reading gives it"
+        )
     gaps.add("several_runs", None, detail, OWN_TRACE_ID)
     return tuple(records)
+
+
+def _subtree(tops: list[SpanView], tree: _Tree, parent_key: str | None) -> list[RawSpan]:
+    """The spans of ``tops`` and every span under them, each top naming the parent it was sent with: none (a
+    run's root), or the one ``parent_key`` holds (a Langfuse trace's synthetic root adopted both)."""
+    members = []
+    for top in tops:
+        if top.raw.parent_span_id in tree.by_id:  # adopted by a Langfuse trace's synthetic root
+            parent = as_str(top.attrs.get(parent_key)) if parent_key else None
+            members.append(top.raw.model_copy(update={"parent_span_id": parent}))
+        else:
+            members.append(top.raw)
+    stack = list(tops)
+    while stack:
+        for child in tree.children.get(stack.pop().span_id, []):
+            members.append(child.raw)
+            stack.append(child)
+    return members
+
+
+# The collector's marks on the span it makes for a Langfuse trace with no single top-level observation, and
+# on an observation it adopted whose parent is not in the trace.
+SYNTHETIC_ROOT = "langfuse.synthetic_root"
+PARENT_NOT_RECEIVED = "langfuse.observation.parent_observation_id"
+
+
+def _langfuse_runs(root: SpanView, tree: _Tree) -> tuple[list[SpanView], list[SpanView]]:
+    """The runs' roots of a Langfuse API trace, and the top-level observations whose parent was not received.
+
+    The collector gives a Langfuse trace one root: the single top-level observation, or a synthetic one
+    adopting several — those that name no parent and those whose parent is not in the trace (it keeps the id
+    they name, ``langfuse.observation.parent_observation_id``: a ``missing_parent`` gap each). An observation
+    Langfuse made of an OpenTelemetry span (its metadata holds the span's ``scope`` / ``resourceAttributes``)
+    that names no parent was sent as a root: a run's, as in a trace sent over OTLP. Observations written
+    through the legacy ingestion API (the v2 SDK's ``trace.span()`` / ``trace.generation()``, its decorator's
+    nested functions under a trace that is no observation) sit at the top level in any run, so they alone say
+    nothing; one that is a run's whole record — its own input and output, steps under it, a model call at
+    or under it — is one a run has once. Two runs of the v2 decorator under one trace id (each its steps as
+    top-level leaves) are not told apart."""
+    top = tree.children.get(root.span_id, [])
+    orphans = [v for v in top if v.attrs.get(PARENT_NOT_RECEIVED)]
+    for view in orphans:
+        pid = as_str(view.attrs.get(PARENT_NOT_RECEIVED))
+        view.gap("missing_parent", f"the trace may be incomplete: parent span {pid} not received")
+    runs = [v for v in top if v not in orphans and (_sent_as_root(v) or _whole_run(v, tree))]
+    return runs, orphans
+
+
+def _sent_as_root(view: SpanView) -> bool:
+    """Whether Langfuse made the observation of an OpenTelemetry span (the metadata it gives every one)."""
+    metadata = maybe_json(view.attrs.get(langfuse.METADATA))
+    return isinstance(metadata, dict) and ("scope" in metadata or "resourceAttributes" in metadata)
+
+
+def _whole_run(view: SpanView, tree: _Tree) -> bool:
+    return bool(tree.children.get(view.span_id)) and _records_io(view) and _calls_model(view, tree)
+
+
+def _records_io(view: SpanView) -> bool:
+    return all(view.attrs.get(key) not in (None, "") for key in (langfuse.INPUT, langfuse.OUTPUT))
+
+
+def _calls_model(view: SpanView, tree: _Tree) -> bool:
+    stack = [view]
+    while stack:
+        node = stack.pop()
+        if node.step == "model":
+            return True
+        stack.extend(tree.children.get(node.span_id, []))
+    return False
 
 
 def _classified_views(spans: Sequence[RawSpan], gaps: Gaps) -> list[SpanView]:

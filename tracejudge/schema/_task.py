@@ -237,8 +237,10 @@ class Gap(_Frozen):
     model call may have been made after it — a title, a summary, a grader — so no answer is read; the
     detail names the earlier calls whose reply the user may have got. ``several_runs``: several spans of the
     trace name no parent — roots of runs that share the trace id (an application that sets it, per session
-    or conversation, or reuses a propagated header; ids from a generator seeded alike) — and nothing ties
-    the spans to one run; the detail names the roots, ``TaskRecord.runs`` holds each run's record)."""
+    or conversation, or reuses a propagated header; ids from a generator seeded alike), or in a Langfuse
+    API trace several top-level observations each hold a whole run (their own input and output, a model call
+    under them) — and nothing ties the spans to one run; the detail names the roots, ``TaskRecord.runs``
+    holds each run's record)."""
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""
@@ -279,6 +281,12 @@ class SpanNode(_Frozen):
     """Span status."""
     convention: str = ""
     """Which convention the span was read with (openinference, gen_ai, openllmetry, langfuse, ...)."""
+
+
+# A run's lists whose entries the record of the trace holding it holds too (``TaskRecord.shown``).
+_RUN_SHOWN_ELSEWHERE = frozenset(
+    {"spans", "retrievals", "rerankings", "context_assemblies", "model_calls", "tool_calls", "runs"}
+)
 
 
 class TaskRecord(_Frozen):
@@ -331,6 +339,33 @@ class TaskRecord(_Frozen):
     process's spans): a text exactly this long that stops mid-sentence may have been longer. Empty when
     nothing shows a limit (a limit set to a round figure is read from the length alone)."""
     runs: tuple[TaskRecord, ...] = ()
-    """When several spans name no parent (a ``several_runs`` gap: the trace id may hold more than one run),
-    the record of each root and the spans under it, in start order; spans under none of them (their parent
-    not received) are in no run. Empty for a trace with one root (or none)."""
+    """When several spans name no parent, or several top-level observations of a Langfuse API trace each hold
+    a whole run, or spans name a parent not received beside a root (a ``several_runs`` gap: the trace id may
+    hold more than one run), the record of each root and the spans under it, in start order, then that of
+    the spans whose parent was not received (together: another run whose root was lost, or this run's);
+    a top-level observation of the legacy ingestion API that is no whole run is in no run. Empty for a trace
+    with one root (or none)."""
+
+    def run_label(self) -> str:
+        """How a run of a trace that holds several is named: ``run`` and its root span (id and name)."""
+        root = next((n for n in self.spans if n.parent_span_id is None), None)
+        return f"run {root.span_id} ({root.name})" if root else "run"
+
+    def shown(self) -> dict[str, Any]:
+        """The record as ``traces show --json`` prints it: each of its ``runs`` without the records the
+        trace's own lists already hold (its spans, retrievals, rerankings, context assemblies, model and tool
+        calls), naming its spans in ``span_ids`` instead: those entries of the trace's lists are its."""
+        data = self.model_dump(mode="json")
+        data["runs"] = [
+            {
+                **{k: v for k, v in run.model_dump(mode="json").items() if k not in _RUN_SHOWN_ELSEWHERE},
+                "span_ids": [s.span_id for s in run.spans],
+            }
+            for run in self.runs
+        ]
+        return data
+
+    def each_run(self) -> list[tuple[str, TaskRecord]]:
+        """The record's runs with their labels (:meth:`run_label`); the record itself, labelled ``""``, when
+        it holds one."""
+        return [(run.run_label(), run) for run in self.runs] or [("", self)]

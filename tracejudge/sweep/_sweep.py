@@ -216,8 +216,12 @@ def evidence(task: TaskRecord, index: VersionIndex, f: Finding, used: str, t: da
     stale = index.version(f.doc_id, used)
     assert stale is not None
     ev = _answer_evidence(task, f, stale, t)
-    ev += _retrieval_evidence(task, index, f)
-    ev += _in_input(task, stale, {h.text for _, h in f.stale.get(used, [])})
+    texts = {h.text for _, h in f.stale.get(used, [])}
+    # A trace holding several runs (a trace id given to more than one, their answers alike): what each run
+    # retrieved and was given, named by its run.
+    for label, run in task.each_run():
+        found = _retrieval_evidence(run, index, f) + _in_input(run, stale, texts)
+        ev += [e.model_copy(update={"note": f"{label}: {e.note}"}) for e in found] if label else found
     return ev
 
 

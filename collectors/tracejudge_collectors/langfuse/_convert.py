@@ -3,7 +3,9 @@
 Attribute names follow Langfuse's own OTel attributes (``langfuse.observation.*``, ``langfuse.trace.*``),
 which the normalizer reads. Trace-level facts go on the trace's single root observation; when a
 trace has no single root (none, or several top-level observations), a synthetic root span
-(``langfuse.synthetic_root = true``) carries them and adopts the top-level observations.
+(``langfuse.synthetic_root = true``) carries them and adopts the top-level observations; an adopted
+observation that names a parent not in the trace keeps the id it names
+(``langfuse.observation.parent_observation_id``).
 Scores on the trace ride along as ``langfuse.scores`` (a list of plain dicts) on that same span.
 """
 
@@ -38,6 +40,9 @@ def _metadata(value: Any) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return value
     return {"value": value}
+
+
+PARENT_NOT_RECEIVED = "langfuse.observation.parent_observation_id"
 
 
 def synthetic_root_id(trace_id: str) -> str:
@@ -199,7 +204,23 @@ def trace_to_spans(
         return [_span(o, trace_id, _parent(o), t_attrs if _oid(o) == top_ids[0] else {}) for o in obs]
     root = _synthetic_root(trace, trace_id, obs, t_attrs)
     adopted = set(top_ids)
-    return [root, *(_span(o, trace_id, root.span_id if _oid(o) in adopted else _parent(o), {}) for o in obs)]
+    return [
+        root,
+        *(
+            _span(o, trace_id, root.span_id, _lost_parent(o))
+            if _oid(o) in adopted
+            else _span(o, trace_id, _parent(o), {})
+            for o in obs
+        ),
+    ]
+
+
+def _lost_parent(o: Mapping[str, Any]) -> dict[str, Any]:
+    """An adopted observation that names a parent not in the trace keeps the id it names
+    (``langfuse.observation.parent_observation_id``): its parent was not received — a lost span of its run,
+    or another run's root under a reused trace id — where one naming none is a run's own root."""
+    parent = _parent(o)
+    return {PARENT_NOT_RECEIVED: parent} if parent else {}
 
 
 def trace_fields_from_root(root: Mapping[str, Any]) -> dict[str, Any]:
