@@ -7,7 +7,10 @@ telemetry test snapshots of a tool it ran (``ai.toolCall``), and OpenLLMetry's r
 under its own instrumentations: a Pinecone RAG run (embed, query, complete) and an Azure OpenAI reply its
 content filter withheld, and the OTel GenAI OpenAI instrumentation's recorded test calls replayed under it
 (a stream closed early, two choices, a tool round trip), and openinference-instrumentation-dspy's recorded
-RAG module test replayed under it (its passages retrieved, then left out of the model's input). Each goes
+RAG module test replayed under it (its passages retrieved, then left out of the model's input), and
+openinference-instrumentation-bedrock's recorded Knowledge Base tests replayed under it (retrieve,
+retrieve_and_generate over a knowledge base and over a PDF in S3, an agent's knowledge-base lookup), and
+OpenLLMetry's recorded Marqo search replayed under its Marqo instrumentation. Each goes
 through the commands a user runs — ``collect file``, ``traces show --json``, ``triage --json`` with a ticket
 whose material is taken from the trace itself — and what they read is pinned. The OpenAI and AI SDK traces
 record no retrieval, nor does a hosted search record what it found unless asked (asked, its results are the
@@ -218,7 +221,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every outside trace collected from files into one store, as a user would."""
     folder = tmp_path_factory.mktemp("outside")
     files = []
-    for case in [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES, *PINECONE, *DSPY]:
+    for case in [
+        *CASES,
+        *TRULENS,
+        *LOGFIRE,
+        *VERCEL_TOOLS,
+        *FILE_SEARCH_CASES,
+        *PINECONE,
+        *DSPY,
+        *BEDROCK,
+        *MARQO,
+    ]:
         path = folder / (case.name.replace("/", "-") + ".json")
         path.write_text(json.dumps(case.request()))
         files.append(str(path))
@@ -1286,6 +1299,249 @@ def test_dspy_rag_triage(store: Path, tmp_path: Path, case: Outside) -> None:
     _assert_pinned(_triage(store, tmp_path, case, manifest=True), pinned)
 
 
+# ----------------------------------------------------------------------------- Bedrock Knowledge Bases
+
+# openinference-instrumentation-bedrock's own Knowledge Base tests (VCR cassettes of the real Bedrock Agent
+# Runtime API) replayed under the release that added them: a knowledge base (SSGLURQ9A5) holding Lilian
+# Weng's "LLM Powered Autonomous Agents" as one custom document (id 2222, every chunk located by it), searched
+# with retrieve (five chunks, scores), asked through retrieve_and_generate (Claude 3 Haiku; the answer and the
+# chunk it cites, twice), and looked up by an agent (invoke_agent: the lookup's five chunks in the prompt of
+# its model invocation); and one PDF in S3 (VLDBJ96.pdf, on Telos) asked through retrieve_and_generate and its
+# stream (nine chunks cited, no id but the S3 uri).
+BR_RETRIEVE, BR_KB, BR_S3, BR_STREAM, BR_AGENT = (f"{0xBE00 + n:032x}" for n in range(1, 6))
+STEP_BY_STEP = "think step by step"
+SELF_REFLECTION = "Self-reflection is a vital aspect that allows autonomous agents to improve iteratively"
+FIRST_CLASS = "Telos treats at- tributes as first-class citizens"
+
+
+def _bedrock_chunks(name: str) -> list[str]:
+    """The chunk texts a recorded response holds: retrieve's results, or each reference its citations
+    cite."""
+    (interaction,) = yaml.safe_load((OUTSIDE / "bedrock" / f"{name}.yaml").read_text())["interactions"]
+    body = json.loads(interaction["response"]["body"]["string"])
+    if "retrievalResults" in body:
+        return [r["content"]["text"] for r in body["retrievalResults"]]
+    return [r["content"]["text"] for c in body["citations"] for r in c["retrievedReferences"]]
+
+
+def _weng_manifest() -> list[dict[str, Any]]:
+    """Document 2222 as one version: the five chunks retrieve returned, and a passage none returned (the
+    post's self-reflection section, its sentence written here)."""
+    chunks = _bedrock_chunks("test_retrieve")
+    return [_entry("2222", "v1", " ".join([*chunks, SELF_REFLECTION + "."]))]
+
+
+def _telos_manifest() -> list[dict[str, Any]]:
+    """The PDF as one version: the chunks cited (in order, once each)."""
+    chunks = list(dict.fromkeys(_bedrock_chunks("test_retrieve_and_generate_with_external_s3_source")))
+    return [_entry("VLDBJ96.pdf", "v1", " ".join(chunks))]
+
+
+def _weng(clause: str, **kw: Any) -> dict[str, Any]:
+    return {"required": [{"doc_id": "2222", "version": "v1", "clause": clause, **kw}]}
+
+
+BEDROCK = [
+    # retrieve alone: the chunk holding the clause returned at rank 1, no model call.
+    Outside(
+        "bedrock/retrieve",
+        lambda: fmt.bedrock("test_retrieve"),
+        BR_RETRIEVE,
+        _weng(STEP_BY_STEP),
+        _weng_manifest(),
+    ),
+    # The same document's passage no chunk returned holds: the document was returned, that passage not.
+    Outside(
+        "bedrock/retrieve-passage-not-returned",
+        lambda: fmt.bedrock("test_retrieve"),
+        BR_RETRIEVE,
+        _weng(SELF_REFLECTION),
+        _weng_manifest(),
+    ),
+    # retrieve_and_generate: the chunk cited holds the clause; the prompt the service built is recorded
+    # nowhere.
+    Outside(
+        "bedrock/rag-kb",
+        lambda: fmt.bedrock("test_retrieve_and_generate_with_knowledge_base"),
+        BR_KB,
+        _weng(STEP_BY_STEP),
+        _weng_manifest(),
+    ),
+    # A chunk retrieve returns (rank 5) that the answer does not cite: the span records cited chunks only.
+    Outside(
+        "bedrock/rag-kb-uncited",
+        lambda: fmt.bedrock("test_retrieve_and_generate_with_knowledge_base"),
+        BR_KB,
+        _weng("task type based filtration is needed"),
+        _weng_manifest(),
+    ),
+    # The S3 source's chunks carry no id: identified by the manifest's content.
+    Outside(
+        "bedrock/rag-s3",
+        lambda: fmt.bedrock("test_retrieve_and_generate_with_external_s3_source"),
+        BR_S3,
+        {"required": [{"doc_id": "VLDBJ96.pdf", "version": "v1", "clause": FIRST_CLASS}]},
+        _telos_manifest(),
+    ),
+    Outside(
+        "bedrock/rag-s3-stream",
+        lambda: fmt.bedrock("test_retrieve_and_generate_stream"),
+        BR_STREAM,
+        {"required": [{"doc_id": "VLDBJ96.pdf", "version": "v1", "clause": FIRST_CLASS}]},
+        _telos_manifest(),
+    ),
+    # The agent's knowledge-base lookup returned the chunk, its model invocation's prompt holds it, and the
+    # answer states its fact.
+    Outside(
+        "bedrock/agent-kb",
+        lambda: fmt.bedrock("test_knowledge_base_results"),
+        BR_AGENT,
+        _weng(STEP_BY_STEP, facts={"search": "breadth-first search (BFS)"}),
+        _weng_manifest(),
+    ),
+    Outside(
+        "bedrock/agent-kb-passage-not-returned",
+        lambda: fmt.bedrock("test_knowledge_base_results"),
+        BR_AGENT,
+        _weng(SELF_REFLECTION),
+        _weng_manifest(),
+    ),
+]
+BEDROCK_IDS = [c.name for c in BEDROCK]
+BEDROCK_BY_NAME = {c.name: c for c in BEDROCK}
+
+
+_IN_CALL = "built the prompt inside the call"
+# case -> (verdict and statuses with the manifest, what the first open stage misses)
+BEDROCK_VERDICTS: dict[str, tuple[str, list[str], str | None]] = {
+    # in_context stays open: no model call in the trace.
+    "bedrock/retrieve": ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"], "a model (LLM) span"),
+    # retrieved stays open: 2222 was returned (five chunks), none holding the passage, and which version of
+    # 2222 the chunks are the trace does not say (nor does a chunk not returned make a rank or filter fault).
+    "bedrock/retrieve-passage-not-returned": (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+        "the version of 2222",
+    ),
+    # in_context stays open: the service built the prompt; the trace holds the question alone.
+    "bedrock/rag-kb": ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"], _IN_CALL),
+    # retrieved stays open: the span records the chunks cited, not every chunk retrieved.
+    "bedrock/rag-kb-uncited": (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+        "the version of 2222",
+    ),
+    # The chunks carry no id: the manifest's content names them (VLDBJ96.pdf@v1), then as rag-kb.
+    "bedrock/rag-s3": ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"], _IN_CALL),
+    "bedrock/rag-s3-stream": ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"], _IN_CALL),
+    # The lookup returned the chunk (rank 1), the model invocation's prompt (its one input message) holds it,
+    # and the answer states breadth-first search (BFS): the trace records every step.
+    "bedrock/agent-kb": ("no_fault", ["pass", "pass", "pass", "pass"], None),
+    "bedrock/agent-kb-passage-not-returned": (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+        "the version of 2222",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BEDROCK, ids=BEDROCK_IDS)
+def test_bedrock_knowledge_base_triage(store: Path, tmp_path: Path, case: Outside) -> None:
+    _assert_pinned(_triage(store, tmp_path, case, manifest=True), BEDROCK_VERDICTS[case.name])
+
+
+# ----------------------------------------------------------------------------- Marqo
+
+# OpenLLMetry's Marqo test (VCR cassette of a real Marqo 2.8.1 server) replayed under the release that added
+# it: two documents indexed (a travelogue of Marco Polo; NASA's Extravehicular Mobility Unit, article_591),
+# then searched for "What is the best outfit to wear on the moon?" — both returned, the EMU first. The add and
+# the search are two traces (the test makes each call under no parent); the search's is triaged.
+MARQO_SEARCH = f"{0xD0D02:032x}"
+EMU = (
+    "The EMU is a spacesuit that provides environmental protection, mobility, life support, and"
+    " communications for astronauts"
+)
+MARQO = [
+    Outside(
+        "marqo/search",
+        lambda: fmt.marqo("test_marqo_search"),
+        MARQO_SEARCH,
+        {"required": [{"doc_id": "article_591", "version": "v1", "clause": "a spacesuit that provides"}]},
+        [
+            _entry("article_591", "v1", EMU),
+            _entry("polo", "v1", "A 13th-century travelogue describing Polo's travels"),
+        ],
+    )
+]
+MARQO_IDS = [c.name for c in MARQO]
+
+
+def test_marqo_search_results_name_no_document_the_trace_can_read(store: Path, tmp_path: Path) -> None:
+    record = _show(store, MARQO_SEARCH)
+    (retrieval,) = record["retrievals"]
+    # Marqo's result events hold the hit's own fields (_id, _score, Title, Description) unprefixed: nothing
+    # of db.query.result.{id,score,document} is read, so the two hits are documents without id or text.
+    assert retrieval["name"] == "marqo.search"
+    assert [(d["doc_id"], d["content"]) for d in retrieval["documents"]] == [(None, None), (None, None)]
+    assert "retrieval_content_not_recorded" in {g["kind"] for g in record["gaps"]}
+    # Two documents nothing identifies may be the material: "not returned" is never concluded.
+    given = _triage(store, tmp_path, MARQO[0], manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "unconfirmed", "skipped", "skipped"],
+    )
+    assert any("the identity of the document at rank 1" in m for m in given["stages"][1]["missing"])
+
+
+def _without_metadata(spans: list[RawSpan]) -> list[RawSpan]:
+    """The spans with no returned document's metadata (its location: the id 2222)."""
+    return [
+        span.model_copy(
+            update={"attributes": {k: v for k, v in span.attributes.items() if not k.endswith(".metadata")}}
+        )
+        for span in spans
+    ]
+
+
+def test_a_version_returned_in_parts_without_the_clause_is_no_drop() -> None:
+    # The agent's lookup returned five chunks of document 2222, none holding the passage the ticket names
+    # (the manifest's text of 2222@v1 holds it apart from all five). Without their locations, the chunks'
+    # texts name them 2222@v1 (the manifest's content): the version was returned, the clause in no model
+    # input, and it read as dropped_in_context — although nothing returned ever held the clause.
+    case = BEDROCK_BY_NAME["bedrock/agent-kb-passage-not-returned"]
+    spans = _without_metadata(_spans(case))
+    ticket = Ticket.model_validate({"trace_id": case.trace_id, **case.ticket})
+    loc = localize(normalize(spans), ticket, [ManifestEntry.model_validate(e) for e in case.manifest])
+    assert (loc.verdict, [s.status for s in loc.stages]) == (
+        "unconfirmed",
+        ["pass", "pass", "unconfirmed", "skipped"],
+    )
+    (in_context,) = [s for s in loc.stages if s.name == "in_context"]
+    assert "in a part no returned text covers" in in_context.detail
+    # The clause a returned chunk holds, missing from the model input, still reads as dropped: the DSPy RAG
+    # module's passage (test_dspy_rag_triage), and this trace with the passage taken out of the prompt.
+    held = BEDROCK_BY_NAME["bedrock/agent-kb"]
+    assert _verdict(held, _without_metadata(_prompt_without(_spans(held), "think step by step"))) == (
+        "dropped_in_context"
+    )
+
+
+def _prompt_without(spans: list[RawSpan], text: str) -> list[RawSpan]:
+    """The spans with ``text`` taken out of the model invocation's prompt."""
+    out = []
+    for span in spans:
+        attrs = {
+            k: v.replace(text, "")
+            if isinstance(v, str)
+            and k.startswith(("llm.input_messages", "input.value"))
+            and span.name == "LLM"
+            else v
+            for k, v in span.attributes.items()
+        }
+        out.append(span.model_copy(update={"attributes": attrs}))
+    return out
+
+
 # ----------------------------------------------------------------------------- removal property
 
 
@@ -1382,8 +1638,40 @@ _WRONG_MANIFEST_DSPY = (
     " never-indexed document is what the manifest then shows (DESIGN 5.5: indistinguishable from a real"
     " fault; the kinds of tests/localize/test_removal_property.py)"
 )
+_WRONG_MANIFEST_BEDROCK = (
+    "the manifest says document 2222 was never indexed and only the text of a returned chunk holding the"
+    " clause shows the version returned (Bedrock records no version; the chunks name 2222 without one):"
+    " without that text (off, hidden, or cut before the clause), its span or the span's kind, the trace is"
+    " one that returned 2222 in a version the manifest does not contradict, and a never-indexed document is"
+    " what the manifest then shows (DESIGN 5.5: indistinguishable from a real fault; cf. the DSPy cases)"
+)
+_WRONG_MANIFEST_S3 = (
+    "the manifest says VLDBJ96.pdf was never indexed and only the cited chunks' texts show it was returned"
+    " (they carry no id, their location the S3 uri): without the texts the chunks are documents nothing"
+    " identifies, and a never-indexed document is what the manifest then shows (DESIGN 5.5:"
+    " indistinguishable from a real fault)"
+)
+_CONTENT_OFF = ("content documents", "content all", "redact documents", "redact all")
 # (case, removed record) -> why the trace without it is indistinguishable from a real fault.
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    **{
+        (f"bedrock/{name}@never-indexed", label): _WRONG_MANIFEST_BEDROCK
+        for name, span in (("retrieve", "bedrock.retrieve"), ("agent-kb", "knowledge_base"))
+        for label in (
+            *_CONTENT_OFF,
+            f"attr {span}:retrieval.documents.0.document.content",
+            f"redact {span}:retrieval.documents.0.document.content",
+            f"truncate {span}:retrieval.documents.0.document.content@128",
+            f"attr {span}:openinference.span.kind",
+            *([f"span {span}", "subtree orchestrationTrace"] if name == "agent-kb" else []),
+        )
+    },
+    **{("bedrock/rag-kb@never-indexed", label): _WRONG_MANIFEST_BEDROCK for label in _CONTENT_OFF},
+    **{
+        (f"bedrock/{name}@never-indexed", label): _WRONG_MANIFEST_S3
+        for name in ("rag-s3", "rag-s3-stream")
+        for label in _CONTENT_OFF
+    },
     **{
         (f"dspy/{name}@never-indexed", label): _WRONG_MANIFEST_DSPY
         for name in ("rag-context-dropped", "rag-context-attributes")
@@ -1416,8 +1704,18 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     "case",
-    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES, *PINECONE, *DSPY],
-    ids=[*IDS, *TRULENS_IDS, *LOGFIRE_IDS, *VERCEL_TOOL_IDS, *FILE_SEARCH_IDS, *PINECONE_IDS, *DSPY_IDS],
+    [*CASES, *TRULENS, *LOGFIRE, *VERCEL_TOOLS, *FILE_SEARCH_CASES, *PINECONE, *DSPY, *BEDROCK, *MARQO],
+    ids=[
+        *IDS,
+        *TRULENS_IDS,
+        *LOGFIRE_IDS,
+        *VERCEL_TOOL_IDS,
+        *FILE_SEARCH_IDS,
+        *PINECONE_IDS,
+        *DSPY_IDS,
+        *BEDROCK_IDS,
+        *MARQO_IDS,
+    ],
 )
 def test_removing_any_record_leaves_the_verdict_or_makes_it_unconfirmed(case: Outside, variant: str) -> None:
     case = _variant(case, variant)

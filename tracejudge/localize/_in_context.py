@@ -197,7 +197,61 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
     unread = _retrieved_after_every_call(ctx, m) or _answering_call_recorded(ctx)
     if unread is not None:
         return stage_result("in_context", "unconfirmed", unread, evidence=scan.absent, missing=[unread])
+    other_part = _returned_without_clause(ctx, m, hits, label)
+    if other_part is not None:
+        detail, missing = other_part
+        return stage_result("in_context", "unconfirmed", detail, evidence=scan.absent, missing=[missing])
     return _absent(ctx, m, scan, source, label, after)
+
+
+def _returned_without_clause(
+    ctx: CheckContext, m: Material, hits: Hits, label: str
+) -> tuple[str, str] | None:
+    """When the manifest's text of the material shows the clause in a part of the version no returned text
+    covers — every text of the material the retrievals returned recorded, each a passage of the manifest's
+    text, none reaching into the clause — what says the clause's absence from the model inputs is no
+    drop: the retriever returned other parts of the version (chunks of one document, each naming it), never
+    the clause. None otherwise: a returned text may hold the clause, or be one cut short inside it (a budget
+    cut), or the trace and manifest do not show which part of the version was returned."""
+    if m.clause is None or not hits.exact or any(not doc.content for _, doc in hits.exact):
+        return None
+    texts = {_norm(doc.content or "") for _, doc in hits.exact}
+    wholes = [_norm(e.content) for e in ctx.entries(m) if e.content]
+    if not wholes or not all(_clause_apart(whole, m.clause, texts) for whole in wholes):
+        return None
+    ranks = ", ".join(str(rank(doc)) for _, doc in hits.exact)
+    detail = (
+        f"{label} was returned (rank {ranks}), but the manifest's text of it holds the clause in a part no"
+        " returned text covers (a chunk not returned), so the model input's lacking it shows no drop"
+    )
+    return detail, f"a returned text of {label} holding the clause (those returned hold other parts of it)"
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _clause_apart(whole: str, clause: str, texts: set[str]) -> bool:
+    """Whether ``whole`` (a version's text) holds ``clause`` and every one of ``texts`` (passages returned)
+    lies in it, no occurrence of either overlapping an occurrence of the other."""
+    covered: list[tuple[int, int]] = []
+    for text in texts:
+        at = whole.find(text)
+        if at < 0:
+            return False  # not a passage of this text as the manifest words it: which part it is, unknown
+        while at >= 0:
+            covered.append((at, at + len(text)))
+            at = whole.find(text, at + 1)
+    found = False
+    offset = 0
+    while (match := find_clause(whole[offset:], clause, partial=False)).found:
+        if match.start is None or match.end is None:
+            return False
+        start, end = offset + match.start, offset + match.end
+        if any(a < end and start < b for a, b in covered):
+            return False
+        found, offset = True, end
+    return found
 
 
 def _held(
