@@ -79,6 +79,10 @@ FRAMEWORKS = {
     # with the answer streamed (joined into ``gen_ai.output.messages``); the search a traceloop tool span.
     "groq_openllmetry_tool": "groq_openllmetry_tool_{run}.pb",
     "groq_openllmetry_stream": "groq_openllmetry_stream_{run}.pb",
+    # the same app over the ``mistralai`` client (3.x) traced by openinference-instrumentation-mistralai,
+    # plain and with the answer streamed (``chat.stream``; the span's output assembled).
+    "mistral_openinference_tool": "mistral_openinference_tool_{run}.pb",
+    "mistral_openinference_stream": "mistral_openinference_stream_{run}.pb",
 }
 # run -> (verdict, cause, stage statuses)
 RUNS = {

@@ -67,6 +67,9 @@ NO_ANSWER = {
     "anthropic_openllmetry_documents_final_text_unended.pb",
     # A streamed answer OpenInference's Groq instrumentation records as the stream object's repr.
     *(f"groq_openinference_stream_{run}.pb" for run in RUNS_OF_FIVE),
+    # OpenLLMetry's Mistral spans: no prompt (messages given as dicts), no tool call, so which reply the user
+    # got is open (answer_uncertain).
+    *(f"mistral_openllmetry_{app}_{run}.pb" for app in ("tool", "stream") for run in RUNS_OF_FIVE),
 }
 # Replies the model stopped short of the scripted ones: stopped at the token limit (the stale answer cut
 # short: the user still got v1's cap, so it is flagged) and a refusal read as the answer (nothing to flag).

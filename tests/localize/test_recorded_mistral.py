@@ -1,0 +1,52 @@
+"""Triage over record_groq.py's tool-calling RAG app on the ``mistralai`` client, recorded under
+openinference-instrumentation-mistralai (mistralai 3) and OpenLLMetry's
+opentelemetry-instrumentation-mistralai (mistralai 1; tests/fixtures/traces/record_mistral.py; the app and
+its runs: _policy.py). The four faults under OpenInference, plain and streamed, are rows of
+test_recorded_frameworks.py; here: the never_indexed runs, and OpenLLMetry's spans, which record no prompt
+of messages given as dicts and no tool call.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+# OpenLLMetry: run -> (verdict, cause, stage statuses). Given dicts its spans hold ``gen_ai.prompt.0.role =
+# user`` and no content (it reads each message as an object and fails on a dict): whether v2 reached the model
+# stays open. The filter on the app's search span still decides.
+OPENLLMETRY = {
+    "rag": ("unconfirmed", None, ["pass", "pass", "unconfirmed", "skipped"]),
+    "ignored": ("unconfirmed", None, ["pass", "pass", "unconfirmed", "skipped"]),
+    "filtered": ("filtered", "filter", ["pass", "fail", "skipped", "skipped"]),
+    "dropped": ("unconfirmed", None, ["pass", "pass", "unconfirmed", "skipped"]),
+}
+
+
+@pytest.mark.parametrize("app", ["tool", "stream"])
+@pytest.mark.parametrize("inst", ["openinference", "openllmetry"])
+def test_never_indexed_is_told_by_the_manifest(mk: ModuleType, inst: str, app: str) -> None:
+    loc = mk.triage_framework(f"mistral_{inst}_{app}_never_indexed.pb", mk.never_indexed_manifest())
+    assert (loc.verdict, mk.statuses(loc)) == ("not_indexed", ["fail", "skipped", "skipped", "skipped"])
+
+
+@pytest.mark.parametrize("run", list(OPENLLMETRY))
+@pytest.mark.parametrize("app", ["tool", "stream"])
+def test_a_prompt_openllmetry_did_not_record_leaves_the_model_input_open(
+    mk: ModuleType, app: str, run: str
+) -> None:
+    verdict, cause, statuses = OPENLLMETRY[run]
+    loc = mk.triage_framework(f"mistral_openllmetry_{app}_{run}.pb", mk.policy_manifest("EU"))
+    assert (loc.verdict, loc.cause, mk.statuses(loc)) == (verdict, cause, statuses)
+
+
+def test_a_role_without_content_is_no_model_input(mk: ModuleType) -> None:
+    # ``gen_ai.prompt.0.role = user`` alone is not a user message with no text: read as one, the model input
+    # would hold no clause and every run would read dropped_in_context.
+    task = mk.normalize(mk.recorded_spans("mistral_openllmetry_tool_rag.pb"))
+    assert [c.input_text for c in task.model_calls] == ["", ""]
+    assert sum(g.kind == "model_input_not_recorded" for g in task.gaps) == 2
+    # Nor is the answer read: the first call's output (a tool call) is not recorded either, so which reply the
+    # user got is open.
+    assert task.final_answer is None
+    assert any(g.kind == "answer_uncertain" for g in task.gaps)
