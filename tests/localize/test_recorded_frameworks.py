@@ -83,6 +83,13 @@ FRAMEWORKS = {
     # plain and with the answer streamed (``chat.stream``; the span's output assembled).
     "mistral_openinference_tool": "mistral_openinference_tool_{run}.pb",
     "mistral_openinference_stream": "mistral_openinference_stream_{run}.pb",
+    # the same app over the ``ollama`` client against a stand-in of Ollama's /api/chat (the tool message names
+    # the tool), plain and streamed (NDJSON), under openinference-instrumentation-ollama and OpenLLMetry's
+    # opentelemetry-instrumentation-ollama (legacy gen_ai.prompt.N / gen_ai.completion.N).
+    "ollama_openinference_tool": "ollama_openinference_tool_{run}.pb",
+    "ollama_openinference_stream": "ollama_openinference_stream_{run}.pb",
+    "ollama_openllmetry_tool": "ollama_openllmetry_tool_{run}.pb",
+    "ollama_openllmetry_stream": "ollama_openllmetry_stream_{run}.pb",
 }
 # run -> (verdict, cause, stage statuses)
 RUNS = {
