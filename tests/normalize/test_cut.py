@@ -10,7 +10,7 @@ import pytest
 
 from tests.normalize.test_conventions import root, span
 from tracejudge.normalize import normalize
-from tracejudge.normalize._cut import cut_values
+from tracejudge.normalize._cut import cut_values, shown_limits
 from tracejudge.schema import RawSpan
 
 MESSAGES = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Prepayment cap? " * 50}]}])
@@ -135,3 +135,21 @@ def test_a_list_item_held_longer_is_cut() -> None:
         "call.kwargs.args: text that stops mid-sentence where call.return of the same span holds it longer"
         " (cut on the way)"
     ]
+
+
+def test_each_process_of_a_trace_keeps_its_own_longest_values() -> None:
+    # Spans of two services, interleaved: each service's longest values are its own (the process is read
+    # again whenever a span's resource differs from the one before).
+    cut = ["x " * 150, "y " * 150]  # service a: two texts at 300 characters, a limit shown
+    spans = [
+        RawSpan(
+            trace_id="1" * 32,
+            span_id=f"{i:016x}",
+            attributes={"v": text},
+            resource={"service.name": service},
+        )
+        for i, (service, text) in enumerate(
+            [("a", cut[0]), ("b", "z " * 200), ("a", cut[1]), ("b", "w " * 10)]
+        )
+    ]
+    assert shown_limits(spans) == {300}

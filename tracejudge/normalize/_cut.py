@@ -37,6 +37,8 @@ _ENDINGS = tuple(".!?;:)]}>\"'`*")
 # DSPy's "[[ ## context ## ]]" and be neither.
 _JSON_START = re.compile(r'\s*(\{\s*"|\[\s*(\{\s*"|"|\[\s*[\[{"]))')
 _LITERAL_START = re.compile(r"\s*(\{\s*'|\[\s*(\{\s*'|'|\(\s*'))")
+# The first characters a JSON document or a Python literal opens with (after blanks).
+_OPENINGS = frozenset("{[(")
 
 
 def _closes(value: str, json_like: bool) -> bool:
@@ -57,8 +59,10 @@ def _closes(value: str, json_like: bool) -> bool:
 def cut_short(value: str, shown: frozenset[int] = frozenset()) -> str | None:
     """Why ``value`` may have been cut short; None when nothing says so. ``shown``: the lengths the trace's
     values show they were cut at (:func:`shown_limits`, ``TaskRecord.cut_lengths``)."""
-    json_like = _JSON_START.match(value) is not None
-    if json_like or _LITERAL_START.match(value):
+    # Most values open with a letter: neither pattern is tried on them.
+    opens = value[:1] in _OPENINGS or value[:1].isspace()
+    json_like = opens and _JSON_START.match(value) is not None
+    if json_like or (opens and _LITERAL_START.match(value)):
         # A Python-looking value that ends on a closing bracket and still does not parse is a repr that is
         # no literal ("<… object at 0x…>" inside), not a cut: a cut seldom lands just there.
         whole = not json_like and value.rstrip().endswith(("]", "}", ")"))
@@ -100,8 +104,11 @@ def shown_limits(spans: Iterable[RawSpan]) -> frozenset[int]:
     one value was longer than the limit and it is plain text, nothing shows the limit (a limit set to a round
     figure is read from the length alone: ``LIMITS``)."""
     longest: _Longest = {}
+    resource: dict[str, Any] | None = None
+    process = ""
     for span in spans:
-        process = repr(sorted(span.resource.items()))
+        if span.resource is not resource and span.resource != resource:  # a trace's spans mostly share one
+            resource, process = span.resource, repr(sorted(span.resource.items()))
         _longest_of(longest, (process, False), span.attributes.values())
         for event in span.events:
             _longest_of(longest, (process, True), event.attributes.values())
@@ -125,22 +132,30 @@ def _shows(values: set[str]) -> bool:
 def _longest_of(longest: _Longest, key: tuple[str, bool], values: Iterable[Any]) -> None:
     """Fold ``values`` (attribute values: texts, lists of them) into ``longest[key]``: the longest length seen
     and the different texts that have it."""
-    length, texts = longest.get(key, (0, set()))
+    # Values shorter than any limit are passed over: a longest length below it shows none.
+    length, texts = longest.get(key, (_LEAST_LIMIT, set()))
     for value in values:
-        for text in _strings(value) if isinstance(value, list) else (value,):
-            if not isinstance(text, str) or len(text) < length:
+        if isinstance(value, str):
+            if len(value) < length:
                 continue
-            if len(text) > length:
-                length, texts = len(text), set()
-            texts.add(text)
+            if len(value) > length:
+                length, texts = len(value), set()
+            texts.add(value)
+        elif isinstance(value, list):
+            for text in _strings(value):
+                if len(text) >= length:
+                    if len(text) > length:
+                        length, texts = len(text), set()
+                    texts.add(text)
     longest[key] = (length, texts)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
+def _strings(values: list[Any]) -> Iterator[str]:
+    """The texts of a (nested) list value."""
+    for item in values:
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, list):
             yield from _strings(item)
 
 
@@ -158,7 +173,12 @@ def cut_values(
     notes = []
     held: _Held | None = None  # built for the first text that may be held longer (most spans have none)
     for key, value in items:
-        why = _cut_text(value, known, shown) if isinstance(value, str) else _cut_list(value, known, shown)
+        if isinstance(value, str):
+            why = _cut_text(value, known, shown)
+        elif isinstance(value, list):
+            why = _cut_list(value, known, shown)
+        else:
+            continue  # a number or a boolean: never cut
         if why is None:
             for text in (value,) if isinstance(value, str) else _strings(value):
                 if not _may_be_held_longer(text, shown):
@@ -342,7 +362,7 @@ def _cut_text(text: str, known: Mapping[int, str], shown: frozenset[int]) -> str
     return cut_short(text, shown)
 
 
-def _cut_list(value: Any, known: Mapping[int, str], shown: frozenset[int]) -> str | None:
+def _cut_list(value: list[Any], known: Mapping[int, str], shown: frozenset[int]) -> str | None:
     """The first note of the texts of a (nested) list value, None when none may have been cut."""
     return next((w for w in (_cut_text(t, known, shown) for t in _strings(value)) if w is not None), None)
 
