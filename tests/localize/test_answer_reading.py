@@ -307,3 +307,61 @@ def test_a_retry_after_a_failed_call_or_with_the_same_reply_is_the_answer() -> N
     assert failed.status_code == 2
     assert _triage(spans).verdict == "no_fault"
     assert _triage(empty._trace([Rule(reply=mk.GOOD, times=1), Rule(reply=mk.GOOD)])).verdict == "no_fault"
+
+
+# --- text beside a tool request -------------------------------------------------------------------------
+
+
+def _preamble(context: str, text: str) -> list[RawSpan]:
+    """One chat call sent ``context`` whose reply holds ``text`` and a tool request (OpenAI's content beside
+    tool_calls, as an OpenAI-compatible server sends it); the app's call that read the tool's result is not in
+    the trace (made with a client nothing instruments, or its span lost)."""
+
+    def ask(client: openai.OpenAI) -> None:
+        messages = [
+            {"role": "system", "content": f"Context:\n{context}"},
+            {"role": "user", "content": mk.QUESTION},
+        ]
+        reply = client.chat.completions.create(model="scripted-model", messages=messages)
+        assert reply.choices[0].message.content == text
+        assert reply.choices[0].message.tool_calls
+
+    check = {"name": "check_terms", "arguments": {"order": 7}}
+    return empty._trace([Rule(reply=text, tool_calls=[check])], ask=ask)
+
+
+@pytest.mark.parametrize(
+    ("context", "before"), [(mk.V1_TEXT, "dropped_in_context"), (mk.V2_TEXT, "ignored_by_model")]
+)
+def test_text_beside_a_tool_request_is_not_read_as_the_answer(context: str, before: str) -> None:
+    # The reply states v1's cap and asks for check_terms: a preamble the app sends ahead of the tool, whose
+    # result a later call read and answered from. Read as the answer, it gave dropped_in_context (v2's clause
+    # in no input) or ignored_by_model (v2's clause in the input, the text stating v1's cap).
+    spans = _preamble(context, mk.BAD)
+    task = normalize(spans)
+    (llm,) = task.model_calls
+    assert llm.output_text == mk.BAD
+    assert (task.final_answer, task.answering_calls) == (None, (llm.span_id,))
+    assert "asked for a tool ('check_terms') beside its text" in _gap(spans)
+    loc = _triage(spans)
+    assert loc.verdict == "unconfirmed", before
+    if context == mk.V1_TEXT:
+        assert "the last recorded model call asked for a tool" in loc.stages[2].detail
+    # The root recording the reply as the answer settles it: the preamble was what the user got.
+    root = next(s for s in spans if s.parent_span_id is None)
+    assert _triage(_with(spans, root, **{"output.value": mk.BAD})).verdict == before
+
+
+def test_a_mixed_reply_whose_n_is_lost_gives_no_answer() -> None:
+    # Choice 0 asks for a tool, choice 1 states v1's cap; the input lacks v2's clause. With the request's n
+    # lost (llm.invocation_parameters dropped: one text choice left), choice 1 was read as the answer and
+    # in_context failed (dropped_in_context). A tool request beside text leaves it open, whatever n.
+    spans = _tool_or_text(mk.V1_TEXT)
+    (llm,) = _llm(spans)
+    attrs = {k: v for k, v in llm.attributes.items() if k != "llm.invocation_parameters"}
+    lost = [llm.model_copy(update={"attributes": attrs}) if s.span_id == llm.span_id else s for s in spans]
+    task = normalize(lost)
+    assert (task.model_calls[0].choices, task.final_answer) == (1, None)
+    assert "asked for a tool ('check_terms') beside its text" in _gap(lost)
+    loc = _triage(lost)
+    assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "pass", "unconfirmed", "skipped"])

@@ -54,18 +54,12 @@ def test_without_the_last_calls_text_an_earlier_reply_is_not_the_answer(mk: Modu
     spans = mk.recorded_spans("langchain_agent_openllmetry_rag.pb")
     first, last = [s for s in spans if s.name == "ChatOpenAI.chat"]
     draft = "I recall the cap is 50,000 RMB, so 45,000 RMB is fine; checking the documents."
+    # The request the last call re-sends (its id and arguments): the draft's reply asked for it.
+    (request,) = [t for m in mk.normalize(spans).model_calls[-1].input_messages for t in m.tool_calls]
     reply = [
         {
             "role": "assistant",
-            "parts": [
-                {"type": "text", "content": draft},
-                {
-                    "type": "tool_call",
-                    "id": "call_1",
-                    "name": "search_documents",
-                    "arguments": {"query": "cap"},
-                },
-            ],
+            "parts": [{"type": "text", "content": draft}, {"type": "tool_call", **request}],
             "finish_reason": "tool_calls",
         }
     ]

@@ -226,3 +226,157 @@ def test_removing_the_roots_answer_leaves_it_open_not_the_title() -> None:
     record = trace(call(1, [SYSTEM, ASK], ANSWER), call(2, [TITLE_PROMPT, INLINE], "Cap"))
     assert record.final_answer is None
     assert rivals(record) == [f"{1:016x}"]
+
+
+PREAMBLE = "Let me check the cap with the search tool."
+
+
+@pytest.mark.parametrize(
+    ("calls", "asked"),
+    [
+        ([call(1, [SYSTEM, ASK], PREAMBLE, tools=("search",))], "'search'"),
+        (
+            [
+                call(1, [SYSTEM, ASK], tools=("search",)),
+                call(2, [SYSTEM, ASK, SEARCH, RESULT], PREAMBLE, tools=("search",)),
+            ],
+            "'search'",
+        ),
+        # Choice 0 asks for a tool, choice 1 is text, and the request's n is not recorded.
+        (
+            [
+                call(
+                    1,
+                    [SYSTEM, ASK],
+                    tools=("search",),
+                    extra={
+                        "llm.output_messages.1.message.role": "assistant",
+                        "llm.output_messages.1.message.content": ANSWER,
+                    },
+                )
+            ],
+            "'search'",
+        ),
+        # A tool request whose name is not recorded may be any tool.
+        (
+            [
+                call(
+                    1,
+                    [SYSTEM, ASK],
+                    PREAMBLE,
+                    extra={"llm.output_messages.0.message.tool_calls.0.tool_call.id": "call-0"},
+                )
+            ],
+            "''",
+        ),
+    ],
+    ids=[
+        "one call",
+        "after a tool round",
+        "a mixed reply, n not recorded",
+        "a tool request without its name",
+    ],
+)
+def test_text_beside_a_tool_request_is_no_answer(calls: list[RawSpan], asked: str) -> None:
+    # The text may be a preamble: the app ran the tool and a call not in the trace answered from its result.
+    record = trace(*calls)
+    last = record.model_calls[-1]
+    assert (record.final_answer, record.final_answer_span_id) == (None, None)
+    (gap,) = [g for g in record.gaps if g.kind == "answer_uncertain"]
+    assert gap.span_id == last.span_id
+    assert f"asked for a tool ({asked}) beside its text" in gap.note
+    assert "no_final_answer" not in {g.kind for g in record.gaps}
+    # The root's record settles it.
+    assert trace(*calls, root={"output.value": ANSWER}).final_answer == ANSWER
+
+
+def test_text_after_a_tool_the_api_ran_inside_the_call_is_the_answer() -> None:
+    # A Responses API reply: the hosted file search's item (OpenInference names it by its type), then the text
+    # the model wrote with its results — one reply, the answer.
+    hosted = call(
+        1,
+        [SYSTEM, ASK],
+        tools=("file_search_call",),
+        extra={
+            "llm.output_messages.1.message.role": "assistant",
+            "llm.output_messages.1.message.content": ANSWER,
+        },
+    )
+    record = trace(hosted)
+    assert (record.final_answer, record.final_answer_span_id) == (ANSWER, hosted.span_id)
+
+
+def _asked(message: str, *requests: tuple[str, str | None, str | None]) -> dict[str, Any]:
+    """The attributes of tool requests (name, arguments, id; None: not recorded) in message ``message``
+    (``llm.input_messages.N`` or ``llm.output_messages.N``)."""
+    attrs: dict[str, Any] = {}
+    for j, (name, arguments, ident) in enumerate(requests):
+        prefix = f"{message}.message.tool_calls.{j}.tool_call."
+        attrs[prefix + "function.name"] = name
+        if arguments is not None:
+            attrs[prefix + "function.arguments"] = arguments
+        if ident is not None:
+            attrs[prefix + "id"] = ident
+    return attrs
+
+
+def _agent(first: dict[str, Any], resent: dict[str, Any]) -> TaskRecord:
+    """A call asking for a tool (its output's requests ``first``), then a call sent its messages, an assistant
+    turn asking for a tool (``resent``) and the tool's result, replying the answer."""
+    out = "llm.output_messages.0"
+    turn = {"llm.input_messages.2.message.role": "assistant", **resent}
+    return trace(
+        call(1, [SYSTEM, ASK], extra={f"{out}.message.role": "assistant", **first}),
+        call(2, [SYSTEM, ASK, ("assistant", ""), RESULT], ANSWER, extra=turn),
+    )
+
+
+X, Y = '{"query": "prepayment cap"}', '{"query": "delivery terms"}'
+
+
+@pytest.mark.parametrize(
+    ("first", "resent", "continued"),
+    [
+        # The later call re-sends the request the first asked for: it continues it.
+        (("search", X, "call_a"), ("search", X, "call_a"), True),
+        (("search", X, None), ("search", X, None), True),
+        (("search", None, "call_a"), ("search", None, "call_a"), True),
+        (("search", X, None), ("search", X, "call_a"), True),  # an id only the re-sent turn records
+        # The same tool asked with other arguments, or under another id: another call's request.
+        (("search", X, "call_a"), ("search", Y, "call_a"), False),
+        (("search", X, None), ("search", Y, None), False),
+        (("search", None, "call_a"), ("search", None, "call_b"), False),
+        # Neither arguments nor ids recorded (names alone): unsure.
+        (("search", None, None), ("search", None, None), False),
+        # The first's request not recorded (AgentOps, OpenLLMetry's LangChain spans): nothing to compare.
+        (None, ("search", X, "call_a"), True),
+    ],
+)
+def test_a_re_sent_tool_request_continues_the_call_that_asked_for_it(
+    first: tuple[str, str | None, str | None] | None,
+    resent: tuple[str, str | None, str | None],
+    continued: bool,
+) -> None:
+    # Names alone made two calls asking the same tool (other arguments) read as one conversation going on:
+    # the first's reply — a request whose result no recorded call read — was never a rival.
+    asked = _asked("llm.output_messages.0", first) if first else {}
+    record = _agent(asked, _asked("llm.input_messages.2", resent))
+    assert rivals(record) == (None if continued else [f"{1:016x}"])
+
+
+@pytest.mark.parametrize(("arguments", "continued"), [(X, True), (Y, False)])
+def test_re_sent_turns_compare_by_arguments(arguments: str, continued: bool) -> None:
+    # Both calls were sent a search turn and its result (the same text) before; the first then asked to
+    # verify, and the later call re-sends that request with its result. Its search turn asked with other
+    # arguments: the later call is another conversation's, and the first's request may have led to the answer.
+    turn = {"llm.input_messages.2.message.role": "assistant"}
+    first = call(
+        1,
+        [SYSTEM, ASK, ("assistant", ""), RESULT],
+        tools=("verify",),
+        extra={**turn, **_asked("llm.input_messages.2", ("search", X, "call_a"))},
+    )
+    later = {**turn, **_asked("llm.input_messages.2", ("search", arguments, "call_a"))}
+    resent = [SYSTEM, ASK, ("assistant", ""), RESULT, ("assistant", "", ("verify",)), RESULT]
+    record = trace(first, call(2, resent, ANSWER, extra=later))
+    assert rivals(record) == (None if continued else [f"{1:016x}"])

@@ -55,6 +55,8 @@ RUNS_OF_FIVE = ("rag", "ignored", "filtered", "dropped", "never_indexed")
 NO_ANSWER = {
     "post_answer_rag.pb",
     "post_answer_ignored.pb",
+    # The preamble (text beside a tool request) last, the call that answered not traced (record_preamble.py).
+    "preamble_unanswered.pb",
     "adk_nocontent_rag.pb",
     "agent_framework_nocontent_rag.pb",
     *(f"griptape_{run}.pb" for run in ("rag", "ignored", "filtered", "dropped")),

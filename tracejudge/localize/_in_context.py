@@ -17,7 +17,7 @@ from tracejudge.localize._context import (
     stage_result,
 )
 from tracejudge.localize._text import AmbiguousDate, ClauseMatch, find_clause, split_clause
-from tracejudge.normalize import RECORD_ANSWER
+from tracejudge.normalize import RECORD_ANSWER, tool_requests
 from tracejudge.schema import Document, Evidence, Material, ModelCall, RetrievalCall, StageResult, Verdict
 
 
@@ -426,15 +426,16 @@ def _answering_call_recorded(ctx: CheckContext) -> str | None:
     """None when the model call that wrote the answer is among the recorded ones; else what is missing.
 
     "Not in the model input" is concluded only about the input of the call that answered: when the
-    last recorded call asked for a tool (no text out) or no recorded output is the answer, the call
-    that read the tool's result and answered was not recorded, and its input may hold the clause.
+    last recorded call asked for a tool (no text out, or beside text that is not the answer) or no recorded
+    output is the answer, the call that read the tool's result and answered was not recorded, and its input
+    may hold the clause.
     """
     task = ctx.task
     calls = task.model_calls
     if task.final_answer_span_id is not None and any(c.span_id == task.final_answer_span_id for c in calls):
         return None
     wanted = "the model call that wrote the answer (the LLM span after the last tool call)"
-    if _asked_for_tool(calls[-1]):
+    if _asked_for_tool(calls[-1], task.final_answer):
         return f"{wanted}: the last recorded model call asked for a tool and no recorded call answered"
     if _output_of_none(task.final_answer, calls):
         return f"{wanted}: the answer is not the output of any recorded model call"
@@ -455,13 +456,23 @@ def _retrieved_after_every_call(ctx: CheckContext, m: Material) -> str | None:
     )
 
 
-def _asked_for_tool(call: ModelCall) -> bool:
+def _asked_for_tool(call: ModelCall, final_answer: str | None) -> bool:
     """The call's output is a tool request, not text — or, of a call that returned several choices, one
-    choice is (the application may have followed it: then the call that read the tool's result answered)."""
+    choice is (the application may have followed it: then the call that read the tool's result answered) —
+    or it asked for a tool beside its text, in one message or choice or another (``tool_requests``: the text
+    may be what it said before the tool ran), and the answer is not known to be that text (smolagents' and
+    BeeAI's final_answer tool is asked for beside the answer the root records)."""
     requests = [m for m in call.output_messages if m.tool_calls]
-    if call.choices > 1:
-        return any(not m.content for m in requests)
-    return bool(requests) and call.output_text is None
+    if call.choices > 1 and any(not m.content for m in requests):
+        return True
+    if requests and call.output_text is None:
+        return True
+    return bool(tool_requests(call)) and not _wrote(final_answer, call)
+
+
+def _wrote(final_answer: str | None, call: ModelCall) -> bool:
+    """Whether the answer is known and is one of the call's replies."""
+    return bool(final_answer) and flat(final_answer or "") in replies(call)
 
 
 def _output_of_none(final_answer: str | None, calls: Sequence[ModelCall]) -> bool:

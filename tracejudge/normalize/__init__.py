@@ -1,6 +1,12 @@
 """Raw spans -> TaskRecord, reading every convention of DESIGN 5.4."""
 
-from tracejudge.normalize._answer import RECORD_ANSWER, continued, earlier_answers, out_of_order
+from tracejudge.normalize._answer import (
+    RECORD_ANSWER,
+    continued,
+    earlier_answers,
+    out_of_order,
+    tool_requests,
+)
 from tracejudge.normalize._cut import cut_short
 from tracejudge.normalize._normalize import OWN_TRACE_ID, incompleteness, normalize
 
@@ -13,4 +19,5 @@ __all__ = [
     "incompleteness",
     "normalize",
     "out_of_order",
+    "tool_requests",
 ]

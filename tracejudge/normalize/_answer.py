@@ -32,15 +32,34 @@ re-sends (the order the messages show; not a retry, which is told by times).
 A call that returned several choices (OpenAI ``n``, recorded as several output messages with text) gave
 the application several replies: which one the user got is not recorded, and no reply of it is read as the
 answer (``choices``).
+
+Nor is the text of a last call that also asked for a tool (``tool_requests``): OpenAI's content beside
+tool_calls, Anthropic's text block before a tool_use block, a choice asking for a tool beside one with text
+(``n`` not recorded). Frameworks send such text ahead of the tool ("Let me check the cap: …"), run the tool
+and call the model again with its result; that call answered, and a trace without it (an uninstrumented
+client, a lost span) shows only the preamble. The reading is safe only where the tool ran inside the call:
+a tool the API hosts (a Responses API ``file_search_call``, ``web_search_call``, …), whose item comes before
+the text the model wrote with its result. The hosted item is told by its name: a tool request whose name is
+not recorded may be any tool, and leaves the answer open.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from tracejudge.schema import Message, ModelCall
 
-__all__ = ["RECORD_ANSWER", "SKEW_TOLERANCE_NS", "choices", "continued", "earlier_answers", "out_of_order"]
+__all__ = [
+    "RECORD_ANSWER",
+    "SKEW_TOLERANCE_NS",
+    "choices",
+    "continued",
+    "earlier_answers",
+    "out_of_order",
+    "tool_requests",
+]
 
 # What would settle which reply the user got: the application recording it where the conventions read it.
 RECORD_ANSWER = (
@@ -51,14 +70,30 @@ _ASSISTANT = frozenset({"assistant", "model", "ai", "bot"})
 _SYSTEM = frozenset({"system", "developer"})
 _TOOL = frozenset({"tool", "function", "ipython"})
 
+# The tools OpenAI's API runs inside a call, as the Responses API names their output items (OpenInference
+# records an item's type as the tool's name): the call's text comes after their results, and is its reply.
+_HOSTED = frozenset(
+    {
+        "file_search_call",
+        "web_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+
 # How far a span may start before its parent, or end after it, with clocks that agree. Recorded traces of
 # one process show up to about 0.6 ms (an instrumentation ending a span from a callback after its parent
 # returned: atomic-agents' chat span ends 0.1 ms past its parent), and Langfuse keeps times to the
 # millisecond. 10 ms is well past both; the skews that reorder calls are seconds or hours.
 SKEW_TOLERANCE_NS = 10_000_000
 
+# A tool request as compared: its name, its arguments (JSON, keys sorted) and its id, None where not recorded
+# — and, when neither is, a token equal to nothing else (which request it was is not known).
+_Request = tuple[object, ...]
 # One item of what a call was sent: a role (or "system" / "prompt"), the text, the tools it asked for.
-_Item = tuple[str, str, tuple[str, ...]]
+_Item = tuple[str, str, tuple[_Request, ...]]
 
 
 def earlier_answers(
@@ -149,6 +184,18 @@ def choices(call: ModelCall) -> int:
     return sum(1 for message in call.output_messages if message.content)
 
 
+def tool_requests(call: ModelCall) -> list[str]:
+    """The tools the call's reply asks the application to run, by name ("" for one whose name is not
+    recorded): every tool request of its output, in any message or choice, but those of tools the API ran
+    inside the call (``_HOSTED``)."""
+    return [
+        str(request.get("name") or "")
+        for message in call.output_messages
+        for request in message.tool_calls
+        if request.get("name") not in _HOSTED
+    ]
+
+
 def out_of_order(
     models: Sequence[ModelCall],
     parents: Mapping[str, str | None],
@@ -226,15 +273,33 @@ def _continues(
     was, resent = sent[earlier.span_id], sent[later.span_id]
     if was is None or resent is None:
         return False
-    if resent[: len(was)] == was:
+    if _same(resent[: len(was)], was):
         added = resent[len(was) :]
         if added:
-            return _tool_steps(added)
+            return _tool_steps(added) and _follows(earlier, added)
         ended = times.get(earlier.span_id, (0, 0))[1]
         started = times.get(later.span_id, (0, 0))[0]
         return 0 < ended <= started and (earlier.span_id in failed or _same_reply(earlier, later))
     was, resent = _unsystem(was), _unsystem(resent)
-    return resent[: len(was)] == was and bool(resent[len(was) :]) and _tool_steps(resent[len(was) :])
+    added = resent[len(was) :]
+    return _same(resent[: len(was)], was) and bool(added) and _tool_steps(added) and _follows(earlier, added)
+
+
+def _follows(earlier: ModelCall, added: list[_Item]) -> bool:
+    """Whether tool steps added after ``earlier``'s input begin with its reply, where both are recorded: the
+    assistant turn re-sent first asks for the tools ``earlier``'s reply asked for — the same requests (names,
+    and arguments and ids where both record them), of one choice or of all. A turn asking the same tool with
+    other arguments is another call's: the later call continues another conversation. Steps that re-send no
+    request first (OpenLIT records the result alone), or a reply whose requests are not recorded
+    (AgentOps and OpenLLMetry's LangChain spans record none), have nothing to compare: read as before, the
+    re-sent turn taken for the reply — made a rival, such a call would be undone by losing its span (a
+    definite verdict from an open one, which the removal property found on their recordings)."""
+    role, _, tools = added[0]
+    asked = [tuple(_request(r) for r in m.tool_calls) for m in earlier.output_messages if m.tool_calls]
+    if role != "assistant" or not asked:
+        return True
+    every = tuple(r for requests in asked for r in requests)
+    return any(_same_requests(tools, requests) for requests in (*asked, every))
 
 
 def _same_reply(earlier: ModelCall, later: ModelCall) -> bool:
@@ -244,7 +309,10 @@ def _same_reply(earlier: ModelCall, later: ModelCall) -> bool:
         earlier.output_recorded
         and later.output_recorded
         and earlier.output_text == later.output_text
-        and [_item(m) for m in earlier.output_messages] == [_item(m) for m in later.output_messages]
+        and _same(
+            [_item(m, ids=False) for m in earlier.output_messages],
+            [_item(m, ids=False) for m in later.output_messages],
+        )
     )
 
 
@@ -266,13 +334,52 @@ def _items(call: ModelCall) -> list[_Item] | None:
     return items
 
 
-def _item(message: Message) -> _Item:
+def _item(message: Message, ids: bool = True) -> _Item:
+    """The message as compared; ``ids``: whether its tool requests' ids count (two replies asking the same
+    are told apart by their arguments: each reply's requests get ids of their own)."""
     role = message.role.casefold()
     role = "assistant" if role in _ASSISTANT else role
-    tools = tuple(str(request.get("name") or "") for request in message.tool_calls)
+    tools = tuple(_request(request, ids) for request in message.tool_calls)
     # Texts compare as recorded: a call re-sending a message, recorded by the same instrumentation, records
     # it alike (and comparing refers to the strings the records hold, copying none).
     return role, message.content or "", tools
+
+
+def _same(items: Sequence[_Item], others: Sequence[_Item]) -> bool:
+    """Whether the items are the same, one by one (``_same_requests`` for their tool requests)."""
+    if items == others:  # most: equal as they stand (a request recorded with nothing to compare never is)
+        return True
+    return len(items) == len(others) and all(
+        item == other or (item[:2] == other[:2] and _same_requests(item[2], other[2]))
+        for item, other in zip(items, others, strict=True)
+    )
+
+
+def _same_requests(requests: tuple[_Request, ...], others: tuple[_Request, ...]) -> bool:
+    """Whether two turns' tool requests are the same, one by one: of one name, and their arguments and ids
+    agree where both record them, one of the two at least (a name alone does not tell two requests apart)."""
+    return len(requests) == len(others) and all(
+        a[0] == b[0]
+        and len(a) == len(b) == 3
+        and ((a[1] is not None and b[1] is not None) or (a[2] is not None and b[2] is not None))
+        and (a[1] is None or b[1] is None or a[1] == b[1])
+        and (a[2] is None or b[2] is None or a[2] == b[2])
+        for a, b in zip(requests, others, strict=True)
+    )
+
+
+def _request(request: Mapping[str, Any], ids: bool = True) -> _Request:
+    """The tool request as compared (``_Request``): two requests of one name are the same only when what is
+    recorded of both — arguments, ids — agrees and something is (names alone do not tell two calls apart)."""
+    name = str(request.get("name") or "")
+    arguments = request.get("arguments")
+    args = (
+        None if arguments is None or arguments == "" else json.dumps(arguments, sort_keys=True, default=str)
+    )
+    ident = (str(request.get("id") or "") or None) if ids else None
+    if args is None and ident is None:
+        return (name, object())
+    return (name, args, ident)
 
 
 def _tool_steps(added: list[_Item]) -> bool:

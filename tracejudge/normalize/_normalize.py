@@ -31,7 +31,7 @@ from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize import _vercel as vercel
-from tracejudge.normalize._answer import RECORD_ANSWER, choices, earlier_answers, out_of_order
+from tracejudge.normalize._answer import RECORD_ANSWER, choices, earlier_answers, out_of_order, tool_requests
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._cut import Dropped, cut_values, dropped_note, shown_limits
 from tracejudge.normalize._genai import system_instructions
@@ -1436,8 +1436,8 @@ def _final_answer(
 ) -> tuple[str | None, str | None]:
     """What the user got: the first convention's record (``PRECEDENCE.final_answer``), else the
     output text of the trace's last model call when no earlier call may have given the answer and it
-    returned one reply (``_answer``; else the ``answer_uncertain`` gap names the calls and no answer is
-    read)."""
+    returned one reply and asked for no tool (``_answer``; else the ``answer_uncertain`` gap names the calls
+    and no answer is read)."""
     root = tree.root
     found = _first_read(PRECEDENCE.final_answer, lambda c: c.final_answer(root, views))
     if found is not None and found[0]:  # "" is owned and empty: later conventions are not asked
@@ -1479,6 +1479,17 @@ def _final_answer(
         detail = (
             f"no span records the answer, and the last model call ({last.span_id}) {what}: which one the user"
             " got is not recorded"
+        )
+        gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
+        return None, None
+    requested = tool_requests(last)
+    if requested:
+        # Text beside a tool request is often a preamble: the app ran the tool, and the call that read its
+        # result gave the answer — not in the trace (``_answer``).
+        detail = (
+            f"no span records the answer, and the last model call ({last.span_id}) asked for a tool"
+            f" ({', '.join(repr(name) for name in requested)}) beside its text: the text may be what it said"
+            " before the tool ran, and the call that read the tool's result and answered is not in the trace"
         )
         gaps.add("answer_uncertain", last.span_id, detail, RECORD_ANSWER)
         return None, None
