@@ -17,6 +17,9 @@
   and the prompt settle get their verdicts; the filter the app put in ``sessionState`` is recorded nowhere.
 - ``bedrock_openllmetry``: OpenLLMetry's Bedrock instrumentation records the converse call only; the knowledge
   base search makes no span, so every verdict past *indexed* is ``unconfirmed``, naming the retrieval span.
+- ``bedrock_kb_stream``, ``bedrock_openllmetry_stream``: the same apps with the answer streamed
+  (``converse_stream``, an AWS event stream); each instrumentation joins the text deltas into its span, so
+  they read as the plain ones.
 """
 
 from __future__ import annotations
@@ -66,8 +69,17 @@ VERDICTS: dict[str, dict[str, tuple[str, str | None, list[str]]]] = {
         ("rag", "ignored", "filtered", "dropped", "never_indexed"), UNCONFIRMED_RETRIEVED
     ),
 }
+VERDICTS["bedrock_kb_stream"] = VERDICTS["bedrock_kb"]
+VERDICTS["bedrock_openllmetry_stream"] = VERDICTS["bedrock_openllmetry"]
 CASES = [(recording, run) for recording, table in VERDICTS.items() for run in table]
-NEVER_INDEXED = ("bedrock_kb", "bedrock_rag", "bedrock_agent", "bedrock_openllmetry")
+NEVER_INDEXED = (
+    "bedrock_kb",
+    "bedrock_rag",
+    "bedrock_agent",
+    "bedrock_openllmetry",
+    "bedrock_kb_stream",
+    "bedrock_openllmetry_stream",
+)
 
 
 def _triage(mk: ModuleType, name: str, spans: list | None = None) -> Localization:
@@ -181,6 +193,16 @@ def test_openllmetry_records_the_converse_call_and_no_search(mk: ModuleType) -> 
     assert "Prepayment shall not exceed 30,000 RMB per order." in model.input_text
     loc = _triage(mk, "bedrock_openllmetry_ignored.pb")
     assert any("retrieval span" in item for item in loc.stages[1].missing)
+
+
+@pytest.mark.parametrize("recording", ["bedrock_kb_stream", "bedrock_openllmetry_stream"])
+def test_a_streamed_converse_is_read_as_the_model_call(mk: ModuleType, recording: str) -> None:
+    # converse_stream's span holds the prompt and the joined deltas: the model call is read whole.
+    record = mk.normalize(mk.recorded_spans(f"{recording}_ignored.pb"))
+    [model] = record.model_calls
+    assert "Prepayment shall not exceed 30,000 RMB per order." in model.input_text
+    assert (model.output_text or "").startswith("Yes: contract C-17 allows prepayment up to 50,000 RMB")
+    assert not model.input_partial
 
 
 def test_the_agents_lookup_is_a_retrieval_and_its_prompt_a_model_input(mk: ModuleType) -> None:
