@@ -19,7 +19,8 @@
   base search makes no span, so every verdict past *indexed* is ``unconfirmed``, naming the retrieval span.
 - ``bedrock_kb_stream``, ``bedrock_openllmetry_stream``: the same apps with the answer streamed
   (``converse_stream``, an AWS event stream); each instrumentation joins the text deltas into its span, so
-  they read as the plain ones.
+  they read as the plain ones. ``bedrock_kb_invoke``, ``bedrock_openllmetry_invoke``: the model called with
+  ``invoke_model`` and an Anthropic Messages body; read as the plain ones too.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ VERDICTS: dict[str, dict[str, tuple[str, str | None, list[str]]]] = {
 }
 VERDICTS["bedrock_kb_stream"] = VERDICTS["bedrock_kb"]
 VERDICTS["bedrock_openllmetry_stream"] = VERDICTS["bedrock_openllmetry"]
+VERDICTS["bedrock_kb_invoke"] = VERDICTS["bedrock_kb"]
+VERDICTS["bedrock_openllmetry_invoke"] = VERDICTS["bedrock_openllmetry"]
 CASES = [(recording, run) for recording, table in VERDICTS.items() for run in table]
 NEVER_INDEXED = (
     "bedrock_kb",
@@ -79,6 +82,8 @@ NEVER_INDEXED = (
     "bedrock_openllmetry",
     "bedrock_kb_stream",
     "bedrock_openllmetry_stream",
+    "bedrock_kb_invoke",
+    "bedrock_openllmetry_invoke",
 )
 
 
@@ -195,9 +200,13 @@ def test_openllmetry_records_the_converse_call_and_no_search(mk: ModuleType) -> 
     assert any("retrieval span" in item for item in loc.stages[1].missing)
 
 
-@pytest.mark.parametrize("recording", ["bedrock_kb_stream", "bedrock_openllmetry_stream"])
-def test_a_streamed_converse_is_read_as_the_model_call(mk: ModuleType, recording: str) -> None:
-    # converse_stream's span holds the prompt and the joined deltas: the model call is read whole.
+@pytest.mark.parametrize(
+    "recording",
+    ["bedrock_kb_stream", "bedrock_openllmetry_stream", "bedrock_kb_invoke", "bedrock_openllmetry_invoke"],
+)
+def test_a_streamed_or_invoked_model_call_is_read_whole(mk: ModuleType, recording: str) -> None:
+    # converse_stream's span holds the prompt and the joined deltas; invoke_model's the body's system prompt
+    # and messages and the reply's text: the model call is read whole.
     record = mk.normalize(mk.recorded_spans(f"{recording}_ignored.pb"))
     [model] = record.model_calls
     assert "Prepayment shall not exceed 30,000 RMB per order." in model.input_text
