@@ -101,13 +101,25 @@ def _params(view: SpanView) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _may_name(value: Any, key: str) -> bool:
+    """Whether the call's recorded parameters (``value``) may hold ``key``: False, without decoding them,
+    when their JSON text lacks it (and spells no character as an escape)."""
+    return not isinstance(value, str) or key in value or "\\u" in value
+
+
 def is_retrieve_and_generate(view: SpanView) -> bool:
     """Whether the span is openinference-instrumentation-bedrock's ``retrieve_and_generate`` call."""
-    return view.raw.name in _RAG_NAMES or _RAG_CONFIG in _params(view)
+    if view.raw.name in _RAG_NAMES:
+        return True
+    value = view.attrs.get(_PARAMS)  # asked of every span: most record no parameters, or other ones
+    return value is not None and _may_name(value, _RAG_CONFIG) and _RAG_CONFIG in _params(view)
 
 
 def _kb_config(view: SpanView) -> dict[str, Any] | None:
     """The knowledge-base part of the call's parameters (``retrieve``: the parameters themselves)."""
+    value = view.attrs.get(_PARAMS)
+    if value is None or not (_may_name(value, _RAG_CONFIG) or _may_name(value, "knowledgeBaseId")):
+        return None
     params = _params(view)
     rag = params.get(_RAG_CONFIG)
     if isinstance(rag, dict):
@@ -181,11 +193,14 @@ def _documents(view: SpanView) -> list[Document] | None:
 def _may_hold_chunks(view: SpanView) -> bool:
     """Whether a document's metadata may name a knowledge base's keys: False only when every one is a text
     without them (read without decoding: every OpenInference retrieval span passes here)."""
-    return any(
-        not isinstance(value, str) or _KB_PREFIX in key or _KB_PREFIX in value or "\\u" in value
-        for key, value in view.attrs.items()
-        if key.startswith("retrieval.documents.") and ".document.metadata" in key
-    )
+    attrs = view.attrs
+    keys = [k for k in attrs if ".document.metadata" in k and k.startswith("retrieval.documents.")]
+    try:
+        # Neither text searched for holds a NUL: found in the joined texts, it is in one of them.
+        values = "\0".join([attrs[key] for key in keys])
+    except TypeError:  # a value not text
+        return True
+    return _KB_PREFIX in values or "\\u" in values or _KB_PREFIX in "\0".join(keys)
 
 
 def _inner(metadata: dict[str, Any]) -> dict[str, Any] | None:

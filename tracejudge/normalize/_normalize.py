@@ -1064,8 +1064,10 @@ def _finish_reasons(view: SpanView) -> list[str]:
     which the Anthropic (or Gemini) response body in ``output.value`` holds too; and the anthropic SDK's own
     ``anthropic.message.stop_reason`` (its spans record no GenAI finish reason)."""
     value = view.attrs.get("gen_ai.response.finish_reasons")
-    listed = as_str_list(list(value) if isinstance(value, tuple) else value) or []
     one = (view.attrs.get("llm.finish_reason"), view.attrs.get("anthropic.message.stop_reason"))
+    if value is None and one == (None, None) and view.attrs.get("output.mime_type") != "application/json":
+        return []  # none recorded (most spans; asked twice of each model call)
+    listed = as_str_list(list(value) if isinstance(value, tuple) else value) or []
     single = [r for r in map(as_str, one) if r] + oi.stop_reasons(view)
     return [r for r in (r.strip("[]'\" ") for r in [*listed, *single]) if r]
 
@@ -1499,6 +1501,8 @@ def _final_answer(
 def _asked_choices(view: SpanView) -> int:
     """How many choices the call asked for: GenAI ``gen_ai.request.choice.count`` (openai-v2 records it),
     or OpenAI's ``n`` in OpenInference's ``llm.invocation_parameters``; 1 when neither is recorded."""
+    if "llm.invocation_parameters" not in view.attrs and "gen_ai.request.choice.count" not in view.attrs:
+        return 1
     params = maybe_json(view.attrs.get("llm.invocation_parameters"))
     asked = (
         as_int(view.attrs.get("gen_ai.request.choice.count")),
