@@ -414,3 +414,46 @@ def test_traces_show_names_each_runs_spans_without_their_records_again(tmp_path:
         [r.span_id for r in full.retrievals] for full in task.runs
     ]
     assert len(json.dumps(shown)) < 0.7 * len(task.model_dump_json())
+
+
+def test_a_run_whose_root_was_lost_is_named_by_the_missing_parent(tmp_path: Path) -> None:
+    # The orphan run has no root of its own: it was labelled plain "run", told from no other. It is named by
+    # the span its spans name as their parent, wherever a run is named: the deciding stage, the summary,
+    # traces show (text and JSON).
+    spans = decode_protobuf(encode_spans(record([GOOD, DROPPED])).SerializeToString()).spans
+    lost = [s for s in spans if not s.parent_span_id][1].span_id
+    kept = [s for s in spans if s.span_id != lost]
+    task = normalize(kept)
+    assert task.end_time is not None
+    got = localize(task, mk.ticket(), MANIFEST, now=task.end_time + STILL_ARRIVING)
+    first, orphans = task.runs
+    assert first.run_label() == f"run {first.spans[0].span_id} (agent)"
+    assert orphans.run_label() == f"run under missing span {lost}"
+    deciding = next(s for s in got.stages if s.status == "unconfirmed")
+    assert f"run under missing span {lost}: " in deciding.detail
+    assert f"under missing span {lost}" in got.summary
+    db = tmp_path / "s.db"
+    store = open_store(f"sqlite:///{db}")
+    try:
+        store.put_spans(kept)
+    finally:
+        store.close()
+    shown = _cli(db, "traces", "show", f"{TRACE_ID:032x}")
+    assert [r["label"] for r in shown["runs"]] == [first.run_label(), f"run under missing span {lost}"]
+    text = CliRunner().invoke(cli, ["--store", f"sqlite:///{db}", "traces", "show", f"{TRACE_ID:032x}"])
+    assert text.exit_code == 0, text.output
+    flat = " ".join(text.output.split())
+    assert f"run under missing span {lost}: " in flat
+    assert f"{first.run_label()}: " in flat
+
+
+def test_a_run_label_names_every_missing_parent() -> None:
+    # Two spans whose parents were not received (the run normalize makes of them has no root): named by both.
+    spans = decode_protobuf(encode_spans(record([GOOD])).SerializeToString()).spans
+    root = next(s for s in spans if not s.parent_span_id)
+    under = [s for s in spans if s.parent_span_id == root.span_id]
+    assert len(under) >= 2
+    orphans = [under[0], under[1].model_copy(update={"parent_span_id": "00000000000000aa"})]
+    task = normalize(orphans)
+    assert task.run_label() == f"run under missing spans 00000000000000aa, {root.span_id}"
+    assert normalize(spans).run_label() == f"run {root.span_id} (agent)"

@@ -160,6 +160,11 @@ def render_task_tree(task: TaskRecord) -> Tree:
         add(root, top)
     if task.final_answer is not None:
         root.add(f"[bold]answer[/bold]: {_short(task.final_answer, 200)}")
+    for label, run in task.each_run() if task.runs else ():
+        # Several runs under one trace id: each named as triage, the judge and the sweep name it.
+        root.add(
+            f"[bold]{escape(label)}[/bold]: {len(run.spans)} span(s), answer: {_short(run.final_answer, 120)}"
+        )
     for g in task.gaps:
         root.add(f"[yellow]gap[/yellow] {g.kind}: {escape(g.detail)}")
     return root

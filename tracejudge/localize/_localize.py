@@ -319,10 +319,11 @@ def _several_runs(
         _agreed([run.materials[i] for run in runs], named, missing) for i in range(len(ticket.required))
     ]
     decider = _overall(results)
-    roots = ", ".join(n.removeprefix("run ") for n in named[: len(task.runs)])
+    # Each run as run_label names it: its root span, or the parent its spans name when that was lost.
+    roots = "; ".join(named[: len(task.runs)])
     whole = " and read whole" if len(runs) > len(task.runs) else ""
     summary = _summary(decider, results) + (
-        f" — the trace holds {len(task.runs)} runs (rooted at spans {roots}: a trace id given to more than"
+        f" — the trace holds {len(task.runs)} runs ({roots}: a trace id given to more than"
         f" one run), each checked on its own{whole}; "
         + ("each gives this verdict" if decider.verdict != "unconfirmed" or _alike(runs) else "they differ")
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 
@@ -283,6 +284,9 @@ class SpanNode(_Frozen):
     """Which convention the span was read with (openinference, gen_ai, openllmetry, langfuse, ...)."""
 
 
+# How normalize's missing_parent gap names the parent a span names and the trace lacks.
+_LOST = re.compile(r"\bparent span (\S+) not received")
+
 # A run's lists whose entries the record of the trace holding it holds too (``TaskRecord.shown``).
 _RUN_SHOWN_ELSEWHERE = frozenset(
     {"spans", "retrievals", "rerankings", "context_assemblies", "model_calls", "tool_calls", "runs"}
@@ -347,18 +351,32 @@ class TaskRecord(_Frozen):
     with one root (or none)."""
 
     def run_label(self) -> str:
-        """How a run of a trace that holds several is named: ``run`` and its root span (id and name)."""
-        root = next((n for n in self.spans if n.parent_span_id is None), None)
-        return f"run {root.span_id} ({root.name})" if root else "run"
+        """How a run of a trace that holds several is named: ``run`` and its root span (id and name); a run
+        whose root was not received (the spans naming a parent the trace lacks: a lost span of another run,
+        or its root) by the parent its spans name, ``run under missing span <id>``, so that it is told from
+        the trace's other runs."""
+        # A span whose parent was not received is a top of the tree too (``parent_span_id`` None), with a
+        # missing_parent gap naming the parent: the run's root is a top without one.
+        lost = {
+            g.span_id: m[1] for g in self.gaps if g.kind == "missing_parent" and (m := _LOST.search(g.detail))
+        }
+        tops = [n for n in self.spans if n.parent_span_id is None]
+        root = next((n for n in tops if n.span_id not in lost), None)
+        if root is not None or not tops:
+            return f"run {root.span_id} ({root.name})" if root else "run"
+        parents = sorted({lost[n.span_id] for n in tops})
+        return f"run under missing span{'s' if len(parents) > 1 else ''} {', '.join(parents)}"
 
     def shown(self) -> dict[str, Any]:
         """The record as ``traces show --json`` prints it: each of its ``runs`` without the records the
         trace's own lists already hold (its spans, retrievals, rerankings, context assemblies, model and tool
-        calls), naming its spans in ``span_ids`` instead: those entries of the trace's lists are its."""
+        calls), naming its spans in ``span_ids`` instead: those entries of the trace's lists are its; and its
+        ``label`` (:meth:`run_label`), as the judge's parts, the sweep's evidence and triage name it."""
         data = self.model_dump(mode="json")
         data["runs"] = [
             {
                 **{k: v for k, v in run.model_dump(mode="json").items() if k not in _RUN_SHOWN_ELSEWHERE},
+                "label": run.run_label(),
                 "span_ids": [s.span_id for s in run.spans],
             }
             for run in self.runs
