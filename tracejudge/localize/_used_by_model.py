@@ -116,6 +116,9 @@ class _Reading:
     cited: tuple[str, ...] = ()
     """The passages of its input the answer's reply cites (``Message.cited``) that the call's recorded input
     holds: where the model says it took what it states from."""
+    _passage_values: dict[str, list[FactValue]] = field(default_factory=dict, init=False, repr=False)
+    """The values each cited passage states (``extract_values``), read once per passage: every fact of the
+    material and of each superseded one asks for them (:meth:`passage_stating`)."""
 
     def __post_init__(self) -> None:
         self.question_cut = cut_short(self.question, frozenset(self.cut_lengths)) or self.question_partial
@@ -162,7 +165,14 @@ class _Reading:
 
     def passage_stating(self, fv: FactValue) -> str | None:
         """The first cited passage stating ``fv``; None when none does."""
-        return next((p for p in self.cited if mentions(p, extract_values(p), fv)), None)
+        return next((p for p in self.cited if mentions(p, self._values_of(p), fv)), None)
+
+    def _values_of(self, passage: str) -> list[FactValue]:
+        """The values ``passage`` states, extracted on the first ask."""
+        values = self._passage_values.get(passage)
+        if values is None:
+            values = self._passage_values[passage] = extract_values(passage)
+        return values
 
     def passage_of(self, m: Material, required: list[tuple[str, FactValue]]) -> str | None:
         """The first cited passage of ``m``: one holding its clause or held in it, or stating one of its
@@ -289,8 +299,10 @@ def check(ctx: CheckContext, m: Material) -> StageResult:
         return stage_result(
             "used_by_model", "unconfirmed", detail, evidence=[*stale, *agree, *echoed], missing=[wanted]
         )
-    read = reading.passage_of(m, required) if stale and not agree and not may_agree else None
-    if stale and not agree and not may_agree and read is None:
+    # Only superseded facts stated: the answer rests on them unless it cites a passage of this material.
+    only_stale = bool(stale) and not agree and not may_agree
+    read = reading.passage_of(m, required) if only_stale else None
+    if only_stale and read is None:
         detail = f"the answer rests on superseded material instead of {label}"
         return stage_result("used_by_model", "fail", detail, evidence=[*stale, *reading.sourced, *echoed])
     if agree and not stale and not may_be_stale:
