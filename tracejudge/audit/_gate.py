@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pydantic import ValidationError
-
 from tracejudge._errors import TracejudgeError
 from tracejudge.judge import prompt_template_hash, rubric_hash
 from tracejudge.schema import CalibrationReport, GateDecision, Rubric, RunRecord, TaskRecord
-from tracejudge.store import Store
+from tracejudge.store import Store, UnreadableRecordError, read_record
 
 GATE_KAPPA = 0.6
 GATE_MIN_HOLDOUT = 10
@@ -32,8 +30,9 @@ def _calibrations(store: Store, rubric_name: str) -> list[CalibrationReport]:
     out = []
     for r in store.list_reports("calibration", rubric_name=rubric_name):
         try:
-            out.append(CalibrationReport.model_validate(r.payload))
-        except ValidationError:
+            # One a later tracejudge stored is read without the fields this one does not know.
+            out.append(read_record(CalibrationReport, r.payload))
+        except UnreadableRecordError:
             continue
     return out
 

@@ -41,6 +41,9 @@ def report(ctx: click.Context, out: Path, suites: tuple[Path, ...], as_json: boo
     app = ctx.find_object(App)
     assert app is not None
     data = write_report(app.reader, out, suites=suites)
+    for unread in data.unread_reports:
+        # A report a later tracejudge stored in a layout this one cannot read: the one shown is older.
+        click.echo(f"warning: {unread}", err=True)
     if as_json:
         print_json(
             {
@@ -50,6 +53,7 @@ def report(ctx: click.Context, out: Path, suites: tuple[Path, ...], as_json: boo
                 "rubrics": {r.name: len(r.runs) for r in data.rubrics},
                 "calibrations": len(data.calibrations),
                 "audits": len(data.audits),
+                "unread_reports": list(data.unread_reports),
                 "suites": [s.name for s in data.suites],
             }
         )

@@ -233,6 +233,9 @@ class ReportData(_View):
     """False when the store keeps no calibration records."""
     audits: tuple[AuditReport, ...] = ()
     """Latest audit per rubric."""
+    unread_reports: tuple[str, ...] = ()
+    """Stored calibration and audit reports this version could not read (a later layout): each what it is,
+    why, and what to do; the latest shown of their rubric may be older than they are."""
     suites: tuple[SuiteView, ...] = ()
     """Regression suites asked for."""
     regression_available: bool = True
@@ -643,11 +646,13 @@ def build_report(
     calibration_available = hasattr(store, "list_reports")
     calibrations: list[CalibrationReport] = []
     audits: list[AuditReport] = []
+    unread: list[str] = []
     if calibration_available:
         calibrations = _latest_by(
-            _stored_reports(store, "calibration", CalibrationReport), lambda c: (c.rubric_name, c.judge_model)
+            _stored_reports(store, "calibration", CalibrationReport, unread),
+            lambda c: (c.rubric_name, c.judge_model),
         )
-        audits = _latest_by(_stored_reports(store, "audit", AuditReport), lambda a: a.rubric_name)
+        audits = _latest_by(_stored_reports(store, "audit", AuditReport, unread), lambda a: a.rubric_name)
     suite_views = _suite_views(suites)
     from tracejudge.sweep import latest_sweep
 
@@ -659,6 +664,7 @@ def build_report(
         calibrations=tuple(calibrations),
         calibration_available=calibration_available,
         audits=tuple(audits),
+        unread_reports=tuple(unread),
         suites=tuple(suite_views or ()),
         regression_available=suite_views is not None,
     )
@@ -681,14 +687,19 @@ def _rubric_views(store: Store, agent_prompt_traces: int) -> tuple[RubricView, .
     return tuple(rubrics)
 
 
-def _stored_reports(store: Store, kind: str, model: type[_R]) -> list[_R]:
-    """The stored reports of ``kind`` this version can read (one written by another version is skipped)."""
+def _stored_reports(store: Store, kind: str, model: type[_R], unread: list[str]) -> list[_R]:
+    """The stored reports of ``kind`` this version can read — one a later version stored with fields this
+    one does not know is read without them (:func:`~tracejudge.store.read_record`); one it cannot read is
+    left out and named in ``unread`` (with what to do), not skipped unsaid: the latest shown would be an
+    older one."""
+    from tracejudge.store import UnreadableRecordError, read_record
+
     found: list[_R] = []
     for r in store.list_reports(kind):
         try:
-            found.append(model.model_validate(r.payload))
-        except ValidationError:
-            continue
+            found.append(read_record(model, r.payload, what=f"{kind} report {r.report_id}"))
+        except UnreadableRecordError as exc:
+            unread.append(str(exc))
     return found
 
 

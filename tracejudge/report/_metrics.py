@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tracejudge import __version__
 from tracejudge.schema import CalibrationReport, ItemResult, RunRecord, SweepSummary
-from tracejudge.store import Store
+from tracejudge.store import Store, UnreadableRecordError, read_record
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -324,8 +324,8 @@ def store_metrics(store: Store, *, cache: LatencyCache | None = None) -> str:
     if hasattr(store, "list_reports"):
         for r in store.list_reports("calibration"):
             try:
-                cals.append(CalibrationReport.model_validate(r.payload))
-            except ValueError:
+                cals.append(read_record(CalibrationReport, r.payload))
+            except UnreadableRecordError:
                 continue
     info = Family("tracejudge_info", "gauge", "tracejudge's version.")
     info.add(1, version=__version__)

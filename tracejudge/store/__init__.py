@@ -6,6 +6,7 @@ from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, otlp_session_id
 from tracejudge.store._inspect import StoreState, inspect_store
 from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url, sqlite_file
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, Store, TraceSummary, TriageEntry
+from tracejudge.store._read import UnreadableRecordError, read_record
 from tracejudge.store._resolve import resolve_trace_id
 from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
 from tracejudge.store._sqlite import SqliteStore
@@ -27,9 +28,11 @@ __all__ = [
     "StoreState",
     "TraceSummary",
     "TriageEntry",
+    "UnreadableRecordError",
     "inspect_store",
     "open_store",
     "otlp_session_id",
+    "read_record",
     "resolve_store_url",
     "resolve_trace_id",
     "sqlite_file",

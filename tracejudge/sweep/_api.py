@@ -25,7 +25,7 @@ from tracejudge.schema import (
     SweepSummary,
     TaskRecord,
 )
-from tracejudge.store import Store
+from tracejudge.store import Store, UnreadableRecordError, read_record
 from tracejudge.sweep._draft import _ticket, draft_from_finding, draft_ticket
 from tracejudge.sweep._index import VersionIndex, utc
 from tracejudge.sweep._sweep import analyse, retrieved_versions, task_time_of
@@ -234,8 +234,8 @@ def latest_sweep(store: Store) -> SweepSummary | None:
     what it did not judge (None when that is not stored: recorded by a tracejudge before the count)."""
     for stored in store.list_reports("sweep", limit=5):
         try:
-            summary = SweepSummary.model_validate(stored.payload)
-        except ValueError:
+            summary = read_record(SweepSummary, stored.payload)
+        except UnreadableRecordError:
             continue
         beside = _arriving(store, stored.report_id)
         if beside is None:
@@ -251,8 +251,8 @@ def _arriving(store: Store, sweep_report_id: str) -> SweepArriving | None:
     for stored in store.list_reports("sweep_arriving", limit=5):
         if stored.payload.get("sweep_report_id") == sweep_report_id:
             try:
-                return SweepArriving.model_validate(stored.payload)
-            except ValueError:
+                return read_record(SweepArriving, stored.payload)
+            except UnreadableRecordError:
                 return None
     return None
 
