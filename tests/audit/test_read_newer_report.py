@@ -1,9 +1,10 @@
 """A report a later tracejudge stored: its additive fields set aside, a later layout named (what to do).
 
-AuditReport gained ``still_arriving`` (and ``Drift.still_arriving``) after 0.1.0: 0.1.0's ``report`` reads
-stored audits with unknown fields forbidden, so it skipped the newer audit unsaid and showed an older one
-as the rubric's latest. This version reads a record carrying fields it does not know (JSON only gains
-fields within one ``schema_version``), and names one of a later layout instead of skipping it silently.
+AuditReport gained ``still_arriving`` (and ``Drift.still_arriving``) since 0.1.0; a reader that forbids
+unknown fields skips such a report unsaid and shows the rubric's older audit as its latest (0.1.0 itself
+refuses this version's store by its schema version before reading any). Within one store schema records
+only gain fields: this version reads a record carrying fields it does not know, and names one of a later
+layout instead of skipping it silently.
 """
 
 from __future__ import annotations
