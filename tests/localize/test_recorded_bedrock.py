@@ -74,6 +74,9 @@ VERDICTS["bedrock_kb_stream"] = VERDICTS["bedrock_kb"]
 VERDICTS["bedrock_openllmetry_stream"] = VERDICTS["bedrock_openllmetry"]
 VERDICTS["bedrock_kb_invoke"] = VERDICTS["bedrock_kb"]
 VERDICTS["bedrock_openllmetry_invoke"] = VERDICTS["bedrock_openllmetry"]
+VERDICTS["bedrock_kb_invoke_stream"] = VERDICTS["bedrock_kb"]
+VERDICTS["bedrock_openllmetry_invoke_stream"] = VERDICTS["bedrock_openllmetry"]
+VERDICTS["bedrock_rag_stream"] = VERDICTS["bedrock_rag"]
 CASES = [(recording, run) for recording, table in VERDICTS.items() for run in table]
 NEVER_INDEXED = (
     "bedrock_kb",
@@ -84,6 +87,9 @@ NEVER_INDEXED = (
     "bedrock_openllmetry_stream",
     "bedrock_kb_invoke",
     "bedrock_openllmetry_invoke",
+    "bedrock_kb_invoke_stream",
+    "bedrock_openllmetry_invoke_stream",
+    "bedrock_rag_stream",
 )
 
 
@@ -154,6 +160,21 @@ def test_retrieve_and_generate_is_a_model_call_whose_prompt_is_not_recorded(mk: 
     assert any(RAG_NOTE in item for item in loc.stages[2].missing)
 
 
+@pytest.mark.parametrize("recording", ["bedrock_rag", "bedrock_rag_stream"])
+def test_retrieve_and_generate_is_told_by_its_span_name_too(mk: ModuleType, recording: str) -> None:
+    # Without its recorded configuration the span's name still says the service built the prompt and that
+    # its documents are the cited references only (retrieve_and_generate_stream's span is named
+    # bedrock_agent.retrieve_and_generate_stream).
+    spans = mk.drop_attribute(mk.recorded_spans(f"{recording}_ignored.pb"), "llm.invocation_parameters")
+    record = mk.normalize(spans)
+    [model] = record.model_calls
+    [call] = record.retrievals
+    assert model.input_partial
+    assert not call.documents_recorded
+    loc = _triage(mk, "", spans)
+    assert any(RAG_NOTE in item for item in loc.stages[2].missing)
+
+
 def test_an_uncited_chunk_may_have_been_retrieved(mk: ModuleType) -> None:
     loc = _triage(mk, "bedrock_rag_uncited.pb")
     assert loc.verdict == "unconfirmed"
@@ -202,7 +223,14 @@ def test_openllmetry_records_the_converse_call_and_no_search(mk: ModuleType) -> 
 
 @pytest.mark.parametrize(
     "recording",
-    ["bedrock_kb_stream", "bedrock_openllmetry_stream", "bedrock_kb_invoke", "bedrock_openllmetry_invoke"],
+    [
+        "bedrock_kb_stream",
+        "bedrock_openllmetry_stream",
+        "bedrock_kb_invoke",
+        "bedrock_openllmetry_invoke",
+        "bedrock_kb_invoke_stream",
+        "bedrock_openllmetry_invoke_stream",
+    ],
 )
 def test_a_streamed_or_invoked_model_call_is_read_whole(mk: ModuleType, recording: str) -> None:
     # converse_stream's span holds the prompt and the joined deltas; invoke_model's the body's system prompt

@@ -10,7 +10,8 @@ Bedrock (OpenInference; ``bedrock-runtime`` ``converse`` / ``invoke_model`` are 
   fields of the document's ``.metadata.json`` sidecar (``doc_id``, ``version``, what a filter selects on). A
   document is identified from that inner metadata (``doc_id`` / ``document_id`` / ``source`` as anywhere),
   else by its source URI. A score of 0 is not recorded (the instrumentation tests the score for truth).
-- ``bedrock.retrieve_and_generate`` (kind RETRIEVER, ``llm.model_name`` the generator): one call in which the
+- ``bedrock.retrieve_and_generate`` (kind RETRIEVER, ``llm.model_name`` the generator; streamed,
+  ``bedrock_agent.retrieve_and_generate_stream``, the same attributes): one call in which the
   service searched, built a prompt of what it found and had the model answer (``output.value``). It is read as
   a model call — its recorded input (``input.value``, the user's text) is not what the model was given: the
   prompt is recorded nowhere, so whether the clause reached the model cannot be known — and a retrieval whose
@@ -64,7 +65,8 @@ __all__ = [
 
 _PARAMS = "llm.invocation_parameters"
 _RAG_CONFIG = "retrieveAndGenerateConfiguration"
-_RAG_NAMES = frozenset({"bedrock.retrieve_and_generate", "bedrock.retrieve_and_generate_stream"})
+# The stream's span is named after the bedrock-agent-runtime client (0.1.26 to 0.1.61), the plain call's not.
+_RAG_NAMES = frozenset({"bedrock.retrieve_and_generate", "bedrock_agent.retrieve_and_generate_stream"})
 _KB_PREFIX = "x-amz-bedrock-kb-"
 _SOURCE_URI = "x-amz-bedrock-kb-source-uri"
 _ID_KEYS = ("doc_id", "document_id", "source")
