@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from click.testing import CliRunner
 
@@ -35,14 +37,30 @@ def _score(url: str, rubric: Path, *args: str) -> tuple[dict[str, Any], str]:
 
 def _resume(url: str, command: str) -> tuple[dict[str, Any], str]:
     """Run the command a run printed to go on with it, as printed (the store the environment's when it
-    names none: a PostgreSQL URL holding a password is never printed)."""
+    names none; a PostgreSQL URL's password is never printed: PostgreSQL reads it from a password file)."""
     args = shlex.split(command)
     assert args[0] == "tracejudge"
+    password = urlsplit(url).password
+    if password is not None:
+        assert f":{password}@" not in command
     env = {} if "--store" in args else {"TRACEJUDGE_STORE": url}
-    result = CliRunner().invoke(cli, [*args[1:], "--json"], env=env)
+    result = CliRunner().invoke(cli, [*args[1:], "--json"], env={**env, **password_env(url)})
     assert result.exit_code == 0, result.output
     out: dict[str, Any] = json.loads(result.stdout)
     return out, " ".join(result.stderr.split())
+
+
+def password_env(url: str) -> dict[str, str]:
+    """The environment giving PostgreSQL the password of ``url`` as a user would (a password file,
+    ``PGPASSFILE``: not PGPASSWORD, whose value every output redacts, and the test server's password is
+    its user's name, which the printed command holds); none when it has none."""
+    password = urlsplit(url).password
+    if password is None:
+        return {}
+    path = Path(tempfile.mkdtemp()) / "pgpass"
+    path.write_text(f"*:*:*:*:{unquote(password)}\n")
+    path.chmod(0o600)
+    return {"PGPASSFILE": str(path)}
 
 
 def _stored(url: str, run_id: str) -> tuple[dict[str, ItemResult], RunProgress]:

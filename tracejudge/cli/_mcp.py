@@ -66,7 +66,9 @@ def mcp(
     if tickets is not None:
         folders.append(tickets.resolve())
     options = McpOptions(roots=folders, tickets=tickets, allow_write=allow_write)
-    server = build_server(Toolbox(app.store, roots=folders, allow_write=allow_write), options)
+    server = build_server(
+        Toolbox(app.store, roots=folders, allow_write=allow_write, store_url=app.store_url), options
+    )
     if listen is None:
         run_stdio(server)
         return

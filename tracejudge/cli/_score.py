@@ -8,17 +8,17 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import click
 
 from tracejudge._errors import InputError
-from tracejudge._redact import redact
 from tracejudge.cli._app import App, exit_unless, handle_errors, json_element, pass_app, print_json_elements
 from tracejudge.cli._gc import collected_after_start_up
 from tracejudge.cli._safe import escape
 from tracejudge.cli._when import FROM_HELP, TO_HELP, parse_when
 from tracejudge.judge import load_rubric
-from tracejudge.runs import ScoreOptions, ScoreOutcome, item_json, score_traces
+from tracejudge.runs import ScoreOptions, ScoreOutcome, item_json, resume_store_arg, score_traces
 from tracejudge.schema import GroupSummary, ItemResult, RunRecord, RunSummary
 from tracejudge.store import resolve_store_url, resolve_trace_id
 from tracejudge.write import target_names, targets_help
@@ -266,10 +266,16 @@ def _stored_trace_ids(app: App, given: tuple[str, ...]) -> tuple[str, ...]:
 
 def _store_arg(url: str) -> str | None:
     """The ``--store`` a resume command names: the one this command was given, unless it is the
-    environment's (or the default), or holds a secret (never printed: the environment must give it)."""
-    if url == resolve_store_url(None) or redact(url) != url:
-        return None
-    return url
+    environment's (or the default) — without its secrets (:func:`~tracejudge.runs.resume_store_arg`)."""
+    return resume_store_arg(url, environment=resolve_store_url(None))
+
+
+# What the resume command leaves out of the store's URL, and where PostgreSQL then reads it (no secret).
+_PASSWORD_NOTE = "; the store's password is not printed: give it as PGPASSWORD or in ~/.pgpass"  # noqa: S105
+
+
+def _password_left_out(url: str, command: str | None) -> bool:
+    return urlsplit(url).password is not None and "--store" in (command or "")
 
 
 def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
@@ -288,7 +294,8 @@ def _render_outcome(app: App, out: ScoreOutcome, as_json: bool) -> None:
             escape(
                 f"{out.waiting} trace(s) still arriving, not scored yet (kept indeterminate, still_arriving;"
                 f" the run is not done: status {out.run.status}); rerun in {minutes} min or later, or once"
-                " they have arrived, to score them (items already scored are not scored again):"
+                " they have arrived, to score them (items already scored are not scored again"
+                f"{_PASSWORD_NOTE if _password_left_out(app.store_url, out.resume) else ''}):"
                 f"\n  {out.resume}"
             ),
             soft_wrap=True,  # the command on one line, to copy whole

@@ -51,6 +51,9 @@ class Toolbox:
     """Folders whose files (tickets, manifests, rubrics, suites) the tools may read or write."""
     allow_write: bool = False
     """Write-back and files written by ``build_sample``; off unless the server runs with --allow-write."""
+    store_url: str | None = None
+    """The store's URL as the server was given it: a resume command the tools suggest names it (without
+    its secrets) — the one who runs it is not in the server's environment. None: not named."""
 
     # -- paths -----------------------------------------------------------------------------------
 
@@ -184,7 +187,7 @@ class Toolbox:
         """``tracejudge score --rubric R --trace ID [--manifest M] [--write-back T] --json``: one
         trace scored with hard checks and the rubric's judge, recorded as a run."""
         from tracejudge.judge import load_rubric, parse_rubric
-        from tracejudge.runs import score_traces
+        from tracejudge.runs import resume_store_arg, score_traces
 
         if write_back:
             self._require_write("write_back")
@@ -205,6 +208,8 @@ class Toolbox:
             trace_ids=[tid],
             manifest_path=manifest_path,
             targets=[write_back] if write_back else (),
+            # Whoever runs the resume command is not in this server's environment: name its store.
+            store_arg=resume_store_arg(self.store_url, environment=None) if self.store_url else None,
         )
         return outcome.json()
 

@@ -1,7 +1,7 @@
 """Scoring runs: selection (ids, filter, deterministic sample), the concurrent runner with cache,
 repeats and budget, run records with provenance, and the JSON report (DESIGN 5.6)."""
 
-from tracejudge.runs._command import ScoreOutcome, score_traces
+from tracejudge.runs._command import ScoreOutcome, resume_store_arg, score_traces
 from tracejudge.runs._report import item_json, run_json
 from tracejudge.runs._run import (
     STILL_ARRIVING_REASON,
@@ -36,6 +36,7 @@ __all__ = [
     "left_waiting",
     "new_run_id",
     "provenance",
+    "resume_store_arg",
     "run_json",
     "sample_bucket",
     "score_records",

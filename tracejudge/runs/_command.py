@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import shlex
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from tracejudge._errors import InputError
+from tracejudge._redact import redact
 from tracejudge.checks import read_manifest
 from tracejudge.runs._quiet import QuietQueue
 from tracejudge.runs._report import run_json
@@ -30,7 +33,7 @@ from tracejudge.write import WriteReport
 if TYPE_CHECKING:
     from tracejudge.audit import RunGate
 
-__all__ = ["ScoreOutcome", "resume_command", "score_traces"]
+__all__ = ["ScoreOutcome", "resume_command", "resume_store_arg", "score_traces"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,37 @@ def _write_backs(
         store, run, targets, lease_s=options.lease_s, reconnect_s=options.reconnect_s
     )
     return reports, (store.run_unwritten(run.run_id) if targets else None)
+
+
+# Query parameters that may carry a secret (as the redactor reads them): left out of a printed store URL.
+_SECRET_PARAM = re.compile(
+    r"(?i)^(?:api[_-]?key|key|token|access_token|secret|password|sig|signature|auth|code)$"
+)
+
+
+def resume_store_arg(url: str, *, environment: str | None) -> str | None:
+    """The ``--store`` a resume command names for a run on the store at ``url``: none when ``url`` is
+    ``environment`` (the store the command's environment gives it: ``TRACEJUDGE_STORE`` or the default;
+    None when the environment is not the caller's, as an MCP server's), else ``url`` without its secrets.
+
+    A run on a store the command does not name goes on in another store — the default, empty — so the
+    store is named even when its URL holds a secret: its password left out (the user stays, and
+    PostgreSQL then reads the password from ``PGPASSWORD`` or ``~/.pgpass``), and query parameters that
+    may hold one; where a secret would still show, the URL as :func:`~tracejudge._redact.redact` shows
+    it (never the secret)."""
+    if url == environment:
+        return None
+    # Edited in place, not rebuilt: urlunsplit drops an empty authority (sqlite:////abs.db).
+    named, parts = url, urlsplit(url)
+    if parts.password is not None:
+        userinfo, _, host = parts.netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        named = named.replace(f"//{parts.netloc}", f"//{user}@{host}" if user else f"//{host}", 1)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in query if not _SECRET_PARAM.match(k)]
+    if len(kept) != len(query):
+        named = named.replace(f"?{parts.query}", f"?{urlencode(kept)}" if kept else "", 1)
+    return named if redact(named) == named else redact(named)
 
 
 def resume_command(
