@@ -23,6 +23,10 @@ and measures, each phase in its own process so peak memory is its own:
            machine); the receiver counts its store transactions (commits per request)
   intake-4, intake-16  the same with 4 and 16 senders at once (each its own connection, the requests
            dealt round-robin): requests in flight together share a commit (group commit)
+  intake-grown  intake into a store that already holds --grown traces (300,000 by default: their
+           summaries and sessions, made directly, without spans): the new traces' entries land on
+           random leaves of the trace-id index, which a fresh store (the other phases) keeps in a
+           few pages; a receiver that has run a while pays for it on every commit
   intake-null, intake-file  the floors under intake: the same receiver and sender, its store's
            put_spans replaced -- by one that stores nothing (HTTP + encode), and by one that appends
            the request's spans (their OTLP bytes, as stored) to a file and syncs it (fdatasync)
@@ -58,6 +62,7 @@ import os
 import random
 import resource
 import selectors
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,8 +88,11 @@ _PHASES = (
     "intake-16",
     "intake-null",
     "intake-file",
+    "intake-grown",
 )
 SPANS_PER_TRACE = 6
+GROWN_TRACES = 300_000
+"""Traces already in the store of the intake-grown phase (--grown changes it)."""
 
 
 # ---------------------------------------------------------------- payloads
@@ -484,14 +492,52 @@ def _send_all(url: str, requests: list[bytes], senders: int) -> int:
     return len(requests)
 
 
+def _grown_store(workdir: Path, traces: int) -> Path:
+    """A store holding ``traces`` traces of random ids (a summary each, a session for every third;
+    no spans), made once per payload folder: what a receiver that has run a while has in its trace-id
+    and sessions indexes."""
+    from tracejudge.store import open_store
+
+    db = workdir / f"grown-{traces}.db"
+    if db.exists():
+        return db
+    part = Path(f"{db}.part")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{part}{suffix}").unlink(missing_ok=True)
+    rng = random.Random(11)
+    store = open_store(f"sqlite:///{part}")
+    conn = store._conn  # type: ignore[attr-defined]
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO traces (seq, trace_id, name, start_ns, end_ns, span_count, sources, first_seen)"
+        " VALUES (?, ?, 'earlier', ?, ?, 0, 'otlp', '2026-01-01T00:00:00+00:00')",
+        ((i + 1, f"{rng.getrandbits(128):032x}", 10**18 + i, 10**18 + i + 5) for i in range(traces)),
+    )
+    conn.executemany(
+        "INSERT INTO trace_sessions (trace_seq, session_id) VALUES (?, ?)",
+        ((i + 1, f"earlier-{rng.getrandbits(48):012x}") for i in range(0, traces, 3)),
+    )
+    conn.execute("COMMIT")
+    store.close()
+    part.rename(db)
+    return db
+
+
 def phase_intake(
-    path: Path, workdir: Path, synchronous: str = "full", senders: int = 1, floor: str | None = None
+    path: Path,
+    workdir: Path,
+    synchronous: str = "full",
+    senders: int = 1,
+    floor: str | None = None,
+    grown: int = 0,
 ) -> dict[str, Any]:
     from tracejudge.store import open_store
 
     db = workdir / "intake.db"
     for suffix in ("", "-wal", "-shm", ".floor"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
+    if grown:
+        shutil.copyfile(_grown_store(workdir, grown), db)
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     proc = subprocess.Popen(
         [
@@ -525,7 +571,7 @@ def phase_intake(
         rss = _peak_rss_of(proc.pid)
         # The clock stopped at the last answer: every span must be readable from another process by
         # then (from this one, through a read-only store, while the receiver still runs).
-        readable = None if floor else _readable(db)
+        readable = None if floor else _readable(db, grown=bool(grown))
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
@@ -538,7 +584,7 @@ def phase_intake(
         store = open_store(f"sqlite:///{db}")
         try:
             stored = sum(t.span_count for t in store.list_traces())
-            norm = _normalize_all(store)
+            norm = None if grown else _normalize_all(store)
         finally:
             store.close()
     if readable is not None and readable != (stored, stored):
@@ -561,15 +607,18 @@ def phase_intake(
     }
 
 
-def _readable(db: Path) -> tuple[int, int]:
+def _readable(db: Path, *, grown: bool = False) -> tuple[int, int]:
     """What another process reads from the store at ``db`` now: its spans, read back trace by trace,
-    and the span count its trace summaries add up to."""
+    and the span count its trace summaries add up to. In a ``grown`` store only the traces whose
+    summaries count spans are read (the others were made without any)."""
     from tracejudge.store import open_store
 
     store = open_store(f"sqlite:///{db}", read_only=True)
     try:
-        summed = sum(t.span_count for t in store.list_traces())
-        rows = sum(len(store.get_spans(trace_id)) for trace_id in store.iter_trace_ids())
+        summaries = store.list_traces()
+        summed = sum(t.span_count for t in summaries)
+        ids = [t.trace_id for t in summaries if t.span_count] if grown else store.iter_trace_ids()
+        rows = sum(len(store.get_spans(trace_id)) for trace_id in ids)
     finally:
         store.close()
     return rows, summed
@@ -590,9 +639,9 @@ def _normalize_all(store: Any) -> dict[str, Any] | None:
     return clock.result(spans, traces=traces)
 
 
-def run_child(phase: str, path: Path) -> dict[str, Any]:
+def run_child(phase: str, path: Path, grown: int = GROWN_TRACES) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--child", phase, "--payloads", str(path)],
+        [sys.executable, __file__, "--child", phase, "--payloads", str(path), "--grown", str(grown)],
         check=True,
         capture_output=True,
         text=True,
@@ -601,7 +650,7 @@ def run_child(phase: str, path: Path) -> dict[str, Any]:
     return result
 
 
-def run_phase(phase: str, path: Path) -> dict[str, Any]:
+def run_phase(phase: str, path: Path, grown: int = GROWN_TRACES) -> dict[str, Any]:
     """One phase, in this (child) process."""
     workdir = path.parent
     if phase == "ideal":
@@ -618,6 +667,8 @@ def run_phase(phase: str, path: Path) -> dict[str, Any]:
         return phase_intake(path, workdir, senders=int(phase.split("-")[1]))
     if phase in ("intake-null", "intake-file"):
         return phase_intake(path, workdir, floor=phase.split("-")[1])
+    if phase == "intake-grown":
+        return phase_intake(path, workdir, grown=grown)
     return phase_intake(path, workdir)
 
 
@@ -639,6 +690,12 @@ def main() -> None:
         help="comma-separated phases to run (default all; ideal always runs), e.g. ideal,decode,"
         "store-json,intake to measure a tracejudge before encode_protobuf with this same script",
     )
+    parser.add_argument(
+        "--grown",
+        type=int,
+        default=GROWN_TRACES,
+        help=f"traces already in the store of intake-grown (default {GROWN_TRACES:,})",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
@@ -649,7 +706,7 @@ def main() -> None:
         serve_counting(args.store, args.floor)
         return
     if args.child:
-        print(json.dumps(run_phase(args.child, args.payloads)))
+        print(json.dumps(run_phase(args.child, args.payloads, args.grown)))
         return
 
     sizes = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
@@ -671,7 +728,7 @@ def main() -> None:
             best: dict[str, dict[str, Any]] = {}
             for _ in range(max(1, args.repeat)):
                 for phase in names:
-                    r = run_child(phase, path)
+                    r = run_child(phase, path, args.grown)
                     assert r["spans"] == n, (phase, r["spans"])
                     if phase not in best or r["seconds"] < best[phase]["seconds"]:
                         # The fastest wall time, with the least CPU time of any run beside it.
@@ -694,6 +751,7 @@ def main() -> None:
                 ("  same, 16 senders at once", best.get("intake-16")),
                 ("  floor: receiver storing nothing (HTTP+encode)", best.get("intake-null")),
                 ("  floor: spans appended to a file + fdatasync", best.get("intake-file")),
+                (f"  same, into a store of {args.grown:,} traces", best.get("intake-grown")),
                 ("read back every trace, JSON form", best.get("read-json")),
                 ("read back every trace, OTLP form", best.get("read")),
             )
