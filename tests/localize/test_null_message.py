@@ -35,6 +35,7 @@ from tests.localize import conftest as mk
 from tests.localize import test_empty_answer as empty
 from tracejudge.localize import localize
 from tracejudge.normalize import normalize
+from tracejudge.normalize._answer import unrecorded_requests
 from tracejudge.schema import Localization, ModelCall, RawSpan
 from tracejudge.testing.openai_server import Rule
 
@@ -245,8 +246,14 @@ def test_a_lost_system_message_beside_a_refusal_still_reads_lost(
 def test_a_lost_function_call_is_not_taken_for_a_null_message(
     traces: dict[tuple[str, str], list[RawSpan]],
 ) -> None:
-    # The body shows a function_call sent there, which the attributes lost: not "said nothing".
+    # The body shows a function_call sent there, which the attributes lost: not "said nothing" (content "").
     spans = _without(
         traces["openinference", "function-call"], "llm.input_messages.2.message.function_call_name"
     )
-    assert the_call(spans).input_partial
+    call = the_call(spans)
+    assert call.input_messages[2].content is None
+    # A role-only assistant turn before the function's result is the request it answers, its details not
+    # recorded (as OpenLLMetry's mistralai records every such turn): no text of the input is lost — a
+    # request's name and arguments are no model input text — and the result is there.
+    assert not call.input_partial
+    assert unrecorded_requests(call.input_messages) == {2}

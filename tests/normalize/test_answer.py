@@ -125,6 +125,21 @@ CASES: dict[str, tuple[list[RawSpan], list[int] | None]] = {
         ],
         None,
     ),
+    "a tool request recorded by its role alone, before its result (OpenLLMetry's mistralai)": (
+        [call(1, [SYSTEM, ASK]), call(2, [SYSTEM, ASK, ("assistant", ""), RESULT], ANSWER)],
+        None,
+    ),
+    "a role-only turn where the first call's reply records another request": (
+        [
+            call(1, [SYSTEM, ASK], tools=("search",)),
+            call(2, [SYSTEM, ASK, ("assistant", ""), RESULT], ANSWER),
+        ],
+        [1],
+    ),
+    "a role-only assistant turn before no tool result (its content lost)": (
+        [call(1, [SYSTEM, ASK]), call(2, [SYSTEM, ASK, ("assistant", ""), ("user", "Go on.")], ANSWER)],
+        [1],
+    ),
     "handed off to another agent with the tool steps": (
         [
             call(1, [SYSTEM, ASK], tools=("transfer",)),

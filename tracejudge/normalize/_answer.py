@@ -41,12 +41,19 @@ client, a lost span) shows only the preamble. The reading is safe only where the
 a tool the API hosts (a Responses API ``file_search_call``, ``web_search_call``, …), whose item comes before
 the text the model wrote with its result. The hosted item is told by its name: a tool request whose name is
 not recorded may be any tool, and leaves the answer open.
+
+Some instrumentations record an assistant turn's role and text but never its tool calls (OpenLLMetry's
+mistralai: a turn that asked for a tool and wrote nothing is its role alone). Such a turn right before a tool
+result is the request that result answers (a chat API takes a tool result only after one): it is read as a
+tool request whose name, arguments and id were not recorded (``unrecorded_requests``) — a tool step, which
+continues the call before it where nothing recorded contradicts it, and is the same as no other request.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from tracejudge.schema import Message, ModelCall
@@ -59,6 +66,7 @@ __all__ = [
     "earlier_answers",
     "out_of_order",
     "tool_requests",
+    "unrecorded_requests",
 ]
 
 # What would settle which reply the user got: the application recording it where the conventions read it.
@@ -328,10 +336,35 @@ def _items(call: ModelCall) -> list[_Item] | None:
     items: list[_Item] = []
     if call.system_instructions:
         items.append(("system", call.system_instructions, ()))
-    items.extend(_item(message) for message in call.input_messages)
+    unrecorded = unrecorded_requests(call.input_messages)
+    items.extend(
+        _unrecorded_request() if i in unrecorded else _item(message)
+        for i, message in enumerate(call.input_messages)
+    )
     if not call.input_messages:  # a completion's prompt, recorded as text only
         items.append(("prompt", call.input_text, ()))
     return items
+
+
+def unrecorded_requests(messages: Sequence[Message]) -> frozenset[int]:
+    """Positions of the assistant turns recorded by role alone (no text, no tool call, nothing redacted)
+    right before a tool result: tool requests whose details were not recorded (the instrumentation records
+    no tool call), not turns that lost their content."""
+    return frozenset(
+        i
+        for i, (message, after) in enumerate(pairwise(messages))
+        if message.role.casefold() in _ASSISTANT
+        and not message.content
+        and not message.tool_calls
+        and not message.redacted
+        and not message.unread
+        and after.role.casefold() in _TOOL
+    )
+
+
+def _unrecorded_request() -> _Item:
+    """An assistant turn asking for a tool not recorded: a request equal to no other (``_request``)."""
+    return "assistant", "", (("", object()),)
 
 
 def _item(message: Message, ids: bool = True) -> _Item:

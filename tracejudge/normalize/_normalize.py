@@ -31,7 +31,14 @@ from tracejudge.normalize import _openinference as oi
 from tracejudge.normalize import _openllmetry as oll
 from tracejudge.normalize import _tracejudge as tj
 from tracejudge.normalize import _vercel as vercel
-from tracejudge.normalize._answer import RECORD_ANSWER, choices, earlier_answers, out_of_order, tool_requests
+from tracejudge.normalize._answer import (
+    RECORD_ANSWER,
+    choices,
+    earlier_answers,
+    out_of_order,
+    tool_requests,
+    unrecorded_requests,
+)
 from tracejudge.normalize._convention import Convention, Filter, ModelIO
 from tracejudge.normalize._cut import Dropped, cut_values, dropped_note, shown_limits
 from tracejudge.normalize._genai import system_instructions
@@ -1191,9 +1198,15 @@ class _Input(NamedTuple):
 
 def _lost_inputs(inputs: Sequence[Message]) -> list[int]:
     """Positions of input messages that lost part of themselves: a message with a role but neither
-    text nor tool calls lost its content; a tool call the model asked for with no tool message after
-    it lost its result (a chat API rejects that)."""
-    empty = [i for i, m in enumerate(inputs) if m.content is None and not m.tool_calls and not m.redacted]
+    text nor tool calls lost its content — but an assistant turn right before a tool result, a tool request
+    whose details the instrumentation does not record (``unrecorded_requests``: it wrote no text); a tool
+    call the model asked for with no tool message after it lost its result (a chat API rejects that)."""
+    requests = unrecorded_requests(inputs)
+    empty = [
+        i
+        for i, m in enumerate(inputs)
+        if m.content is None and not m.tool_calls and not m.redacted and i not in requests
+    ]
     return empty + [i for i, m in enumerate(inputs) if m.tool_calls and not _answered(inputs[i + 1 :])]
 
 
