@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.normalize.test_conventions import root, span
 from tracejudge.normalize import normalize
@@ -49,7 +51,7 @@ def test_a_text_another_reader_parsed_is_judged_as_before() -> None:
     # A parsed text that does not open like a JSON document is still read for a limit's length.
     text = "word " * 819 + "w"  # 4096 characters, stopping mid-sentence
     chat = span("b1", {"gen_ai.operation.name": "chat", "note": text})
-    assert cut_values(chat, {id(text): text}) == cut_values(chat) != []
+    assert cut_values(chat, {id(text): (text, None)}) == cut_values(chat) != []
 
 
 PROMPT = (
@@ -126,6 +128,109 @@ def test_a_text_another_value_of_its_span_holds_longer_was_cut(
     attrs = {"llm.input_messages.0.message.content": text, **{f"v{i}": v for i, v in enumerate(others)}}
     notes = [n for n in cut_values(span("b1", attrs), None, frozenset(shown)) if "holds it longer" in n]
     assert bool(notes) == cut
+
+
+# Texts with quotes and apostrophes of their own, as prompts and replies have them: a cut right before one
+# is followed, where a longer value holds the text, by that quote (escaped in JSON) and by what followed it.
+QUOTED = [
+    "The supplier's terms say \"prepayment\" is capped, and the customers' orders aren't covered: don't"
+    " prepay more than 30,000 RMB per order ('the cap'), as Hengda's contract C-17 says",
+    'He said "yes", then "no" \u2014 it\'s the "final" answer; the users\' files aren\'t "shared" with'
+    ' anyone, "as agreed": see the \'terms\' [of C-17] (the "cap") and {the rest} of it',
+    "Rules:\n- Don't try to do multiple things at once.\n- If you can't fully answer the user's question,"
+    " answer partially and say what you couldn't do, as the 'final_answer' tool's \"answer\" field",
+]
+# How a longer value of the span holds a message: as JSON (compact, indented), as a repr inside JSON (a list
+# of dicts, an object's), as a repr (CrewAI's TaskOutput, pydantic's str), as the end of a plain text.
+HOLDERS = {
+    "json": lambda m: json.dumps({"messages": [{"role": "user", "content": m}]}),
+    "json indented": lambda m: json.dumps({"messages": [{"role": "user", "content": m}]}, indent=2),
+    "repr in json": lambda m: json.dumps({"messages": repr([{"role": "user", "content": m}])}),
+    "object repr in json": lambda m: json.dumps(
+        [f"ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[TextBlock(text={m!r})])"]
+    ),
+    "repr": lambda m: f"[TaskOutput(description='the question', raw={m!r}, agent='analyst')]",
+    "pydantic str": lambda m: f"content={m!r} role='user'",
+    "plain": lambda m: "user: " + m,
+}
+
+
+def _held_notes(text: str, holder: str, shown: frozenset[int] = frozenset()) -> list[str]:
+    """The notes on the message (``text``) beside the value holding it: it reads as cut, by any sign."""
+    attrs = {"llm.input_messages.0.message.content": text, "input.value": holder}
+    return [n for n in cut_values(span("b1", attrs), None, shown) if n.startswith("llm.input_messages")]
+
+
+def _whole(text: str, holder: str, shown: frozenset[int] = frozenset()) -> bool:
+    """Whether the value holding ``text`` shows it whole (at a limit's length it may be cut all the same)."""
+    return not [n for n in _held_notes(text, holder, shown) if "holds it longer" in n]
+
+
+@pytest.mark.parametrize("holds", HOLDERS.values(), ids=HOLDERS.keys())
+@pytest.mark.parametrize("message", QUOTED, ids=range(len(QUOTED)))
+def test_a_text_with_quotes_cut_anywhere_never_reads_whole(message: str, holds: Any) -> None:
+    holder = holds(message)
+    assert _whole(message, holder)  # where a longer value records it whole
+    read = []
+    for end in range(64, len(message)):
+        cut = message[:end]
+        # A cut that ends a sentence is read at a limit's length only (here the one the trace shows).
+        shown = frozenset({end}) if cut.rstrip().endswith(tuple(".!?;:)]}>\"'`*")) else frozenset()
+        if not _held_notes(cut, holder, shown):
+            read.append(f"{end}: ...{message[end - 20 : end + 10]!r}")
+    assert read == []
+
+
+@pytest.mark.parametrize("holds", HOLDERS.values(), ids=HOLDERS.keys())
+def test_a_whole_text_ending_on_a_quote_reads_whole(holds: Any) -> None:
+    message = QUOTED[0] + " (the 'cap')"
+    assert _whole(message, holds(message))
+    assert _whole(message, holds(message), frozenset({len(message)}))
+
+
+WORDS = [
+    "the",
+    "cap",
+    "is",
+    "30,000",
+    "RMB",
+    "it's",
+    "users'",
+    '"quoted"',
+    "'single'",
+    "don't",
+    '"as',
+    'is"',
+    "(the",
+    "'cap')",
+    "[C-17]",
+    "{x}",
+    "\n",
+    "\u2014",
+    "a\\b",
+    ":",
+    ",",
+    '"',
+    "'",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=30, max_size=60),
+    holds=st.sampled_from(list(HOLDERS.values())),
+    data=st.data(),
+)
+def test_a_random_text_cut_anywhere_never_reads_whole(
+    words: list[str], holds: Any, data: st.DataObject
+) -> None:
+    message = " ".join(words)
+    holder = holds(message)
+    assert _whole(message, holder)
+    end = data.draw(st.integers(64, len(message) - 1))
+    cut = message[:end]
+    shown = frozenset({end}) if cut.rstrip().endswith(tuple(".!?;:)]}>\"'`*")) else frozenset()
+    assert " " not in cut or _held_notes(cut, holder, shown) != []
 
 
 def test_a_list_item_held_longer_is_cut() -> None:

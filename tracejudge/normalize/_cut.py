@@ -160,12 +160,13 @@ def _strings(values: list[Any]) -> Iterator[str]:
 
 
 def cut_values(
-    span: RawSpan, parsed: Mapping[int, str] | None = None, shown: frozenset[int] = frozenset()
+    span: RawSpan, parsed: Mapping[int, tuple[str, Any]] | None = None, shown: frozenset[int] = frozenset()
 ) -> list[str]:
     """A note for each attribute of the span (its events' included) whose value may have been cut.
-    ``parsed``: texts a reader already parsed as JSON, by ``id`` (``SpanView.parsed``) — each closes, so
-    it is not parsed again (a model call's messages are most of a trace's bytes); ``shown``: the lengths the
-    trace shows its values were cut at (:func:`shown_limits`)."""
+    ``parsed``: texts a reader already parsed as JSON, by ``id``, with what they decode to
+    (``SpanView.parsed``) — each closes, and its strings are read from it, so it is not parsed again (a model
+    call's messages are most of a trace's bytes); ``shown``: the lengths the trace shows its values were cut
+    at (:func:`shown_limits`)."""
     known = parsed or {}
     items = list(span.attributes.items())
     if span.events:
@@ -183,7 +184,7 @@ def cut_values(
             for text in (value,) if isinstance(value, str) else _strings(value):
                 if not _may_be_held_longer(text, shown):
                     continue
-                held = held if held is not None else _Held(items)
+                held = held if held is not None else _Held(items, known)
                 why = held.longer(text)
                 if why is not None:
                     break
@@ -204,10 +205,10 @@ def _may_be_held_longer(text: str, shown: frozenset[int]) -> bool:
     )
 
 
-# A text's last characters, by which where a value's records close is indexed (``_ends``).
+# A text's last characters, by which the texts a value records whole are indexed (``_Recorded``).
 _TAIL = _LEAST_LIMIT // 2
-# Characters a text keeps as they are in all three of its forms (no quote, backslash, control or non-ASCII
-# character, which JSON or a repr escapes): its opening run of them is searched once for all three.
+# Characters a text keeps as they are in all its forms (no quote, backslash, control or non-ASCII character,
+# which JSON or a repr escapes): its opening run of them is searched once for all.
 _PLAIN = re.compile(r"[ !#-&(-\[\]-~]*")
 
 
@@ -217,11 +218,13 @@ class _Held:
     A limit on one key (a backend's column, a collector's truncate processor) cuts that value and leaves the
     span's others whole: an OpenInference message's content (``llm.input_messages.N.message.content``) cut
     while the request it was sent in (``input.value``) holds it — as it is (a Bedrock agent's prompt), as a
-    JSON string (Atomic Agents, LiteLLM) or as a Python repr inside JSON (Haystack, LlamaIndex) —, TruLens'
-    arguments beside the call's echo. So a text is read as cut when another value of the span holds it in one
-    of those three forms and goes on past it (at its start or inside it), and no value holds it whole: one
-    where a closing quote (escaped or not) or the value's end follows it records the text as it was, whatever
-    else goes on past it.
+    JSON string (Atomic Agents, LiteLLM) or as a Python repr, alone or inside JSON (CrewAI; Haystack,
+    LlamaIndex) —, TruLens' arguments beside the call's echo. So a text is read as cut when another value of
+    the span holds it in one of those forms (at its start or inside it), and no value records it whole: none
+    has a string — the value itself, a string of its JSON document, a string literal of a repr
+    (:func:`_texts`) — that is the text or ends with it. A quote after the text where a longer value holds
+    it is no sign: the text cut right before a quote of its own (``it's``, ``"quoted", he said``) is followed
+    there by that quote (escaped in JSON) and whatever followed it.
 
     The texts read (:func:`_may_be_held_longer`) stop mid-sentence, at any length; one that ends a sentence
     only when its length is a limit — one exporters cut at (``LIMITS``) or the trace shows (``shown``,
@@ -229,11 +232,10 @@ class _Held:
     prompt cut at 128 characters did), while at any other length a whole message that opens a longer text (a
     system prompt, the first sentences of a request) reads as what it is.
 
-    Once a span's values were searched for ``_SEARCHED`` texts, where a record may close in them is indexed by
-    the characters before it (``_ends``): a model span's request holds every message of it, and finding each
-    in turn read the request once per message and form (a span of 200 messages of 2 kB took 24 ms)."""
+    A value's strings are read once, for the first text it holds (a model span's request holds every message
+    of it), and indexed by their last characters: whether one records a text whole is a lookup."""
 
-    def __init__(self, items: list[tuple[str, Any]]) -> None:
+    def __init__(self, items: list[tuple[str, Any]], known: Mapping[int, tuple[str, Any]]) -> None:
         # Only a value longer than a text read can hold it: the longest first, each with its place (a note
         # names the first that holds the text).
         self.values = sorted(
@@ -245,26 +247,18 @@ class _Held:
             key=lambda item: -len(item[2]),
         )
         self._lengths = [-len(value) for _, _, value in self.values]  # ascending, for bisect
-        self._read = 0
-        self._ends: dict[str, list[tuple[int, int]]] | None = None
+        self._known = known
+        self._recorded: dict[int, dict[str, list[str]]] = {}
 
     def longer(self, text: str) -> str | None:
         """Why ``text`` may have been cut (another value holds it longer), None when nothing says so."""
-        values = self.values[: bisect.bisect_left(self._lengths, -len(text))]
-        if not values:
+        count = bisect.bisect_left(self._lengths, -len(text))
+        if not count:
             return None
-        self._read += 1
-        if self._ends is None and self._read > _SEARCHED:
-            self._ends = _ends(self.values)
-        # Its forms, as it is, JSON-escaped and a repr's inside JSON: escaped only when needed (most texts are
-        # held whole as JSON strings, and most have no character to escape).
-        forms: list[str] = []
-        for form in _forms(text):
-            forms.append(form)
-            if self._whole(form, values):
-                return None
+        values = self.values[:count]
+        forms = list(_forms(text))
         longer = next((key for _, key, value in sorted(values) if _holds(value, text, forms)), None)
-        if longer is None:
+        if longer is None or any(self._whole(i, text) for i in range(count)):
             return None
         if text.rstrip().endswith(_ENDINGS):
             return (
@@ -275,69 +269,113 @@ class _Held:
             f"text that stops mid-sentence where {longer} of the same span holds it longer (cut on the way)"
         )
 
-    def _whole(self, form: str, values: list[tuple[int, str, str]]) -> bool:
-        """Whether one of ``values`` (the longest ones) holds ``form`` whole: a record of it closes there."""
-        if self._ends is None:
-            return any(_closes_in(value, form) for _, _, value in values)
-        return any(
-            i < len(values) and end >= len(form) and values[i][2].startswith(form, end - len(form))
-            for i, end in self._ends.get(form[-_TAIL:], ())
-        )
+    def _whole(self, i: int, text: str) -> bool:
+        """Whether ``values[i]`` records ``text`` whole: one of its strings is the text or ends with it."""
+        recorded = self._recorded.get(i)
+        if recorded is None:
+            value = self.values[i][2]
+            known = self._known.get(id(value))
+            parsed = known[1] if known is not None and known[0] is value else _MISSING
+            recorded = self._recorded[i] = _by_tail(_texts(value, parsed))
+        return any(string.endswith(text) for string in recorded.get(text[-_TAIL:], ()))
 
 
-# How many texts a span's values are searched for before where records close in them is indexed: a few texts
-# are cheaper to find (the recorded model spans' values, up to 8 kB with 700 quotes: 0.3 ms to index, a few
-# microseconds to search).
-_SEARCHED = 4
+# A value not parsed yet (None is JSON's null).
+_MISSING: Any = object()
+# How deep texts inside texts are read (a repr inside a JSON string inside a JSON string).
+_DEPTH = 3
+# A text that may be a Python repr: an object's (``ChatMessage(role=...``, ``<ChatRole.USER: 'user'>``,
+# pydantic's str ``content='...' role='user'``) or a container's. Only such a text is read for string
+# literals: in other text a quote is just a quote.
+_REPR_START = re.compile(r"\s*(?:[\[({<]|[A-Za-z_][\w.]*[(=])")
+# A Python string literal as a repr writes one (one quote kind, escapes, on one line), where a repr's syntax
+# may follow it: a separator or a container's close (blank for pydantic's str), or the end.
+_REPR_STRING = re.compile(r"""[bruBRU]{0,2}('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?=[\s,)\]}:>]|\Z)""")
+
+
+def _texts(value: str, parsed: Any = _MISSING, depth: int = 0) -> Iterator[str]:
+    """The strings ``value`` records whole, at least ``_LEAST_LIMIT`` long: itself, the strings of the JSON
+    document it is (``parsed`` when a reader parsed it already), the string literals of the repr it is —
+    and so on inside those, ``_DEPTH`` levels deep."""
+    if len(value) < _LEAST_LIMIT:
+        return
+    yield value
+    if depth >= _DEPTH:
+        return
+    if parsed is _MISSING:
+        parsed = _json_or_missing(value)
+    if parsed is not _MISSING:
+        for string in _strings_of(parsed):
+            yield from _texts(string, _MISSING, depth + 1)
+    elif _REPR_START.match(value):
+        for literal in _REPR_STRING.finditer(value):
+            inside = _literal(literal)
+            if inside is not None:
+                yield from _texts(inside, _MISSING, depth + 1)
+
+
+def _json_or_missing(value: str) -> Any:
+    """The JSON document ``value`` is; ``_MISSING`` when it is none (or no container)."""
+    if _JSON_START.match(value) is None:
+        return _MISSING
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return _MISSING
+
+
+def _strings_of(value: Any) -> Iterator[str]:
+    """The strings of a JSON value (keys too), depth first."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _literal(match: re.Match[str]) -> str | None:
+    """The string a repr's literal stands for; None for a bytes literal or one Python would not read."""
+    quoted = match.group(1)
+    if len(quoted) < _LEAST_LIMIT + 2:
+        return None  # too short to record a text read
+    if "\\" not in quoted and match.start(1) == match.start():
+        return quoted[1:-1]
+    try:
+        string = ast.literal_eval(match.group())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return string if isinstance(string, str) else None
+
+
+def _by_tail(strings: Iterable[str]) -> dict[str, list[str]]:
+    """``strings`` by their ``_TAIL`` last characters: those that may end with a text."""
+    index: dict[str, list[str]] = {}
+    for string in strings:
+        index.setdefault(string[-_TAIL:], []).append(string)
+    return index
 
 
 def _forms(text: str) -> Iterator[str]:
-    """``text`` as a value may hold it: as it is, as a JSON string's inside, as a Python repr's inside a JSON
-    string (each once)."""
+    """``text`` as a value may hold it: as it is, as a JSON string's inside, as a Python repr's inside (the
+    quote kind a repr picks depends on the whole text: a text with an apostrophe and no double quote is
+    written between double quotes unless what was cut off holds one), each as it is and inside a JSON string
+    (each once)."""
     yield text
     if _PLAIN.fullmatch(text):
-        return  # nothing to escape: the three are one
-    escaped = json.dumps(text)[1:-1]
-    if escaped != text:
-        yield escaped
-    inner = json.dumps(repr(text)[1:-1])[1:-1]
-    if inner not in (text, escaped):
-        yield inner
-
-
-# What follows a text where a record of it ends: a JSON string's or a Python literal's closing quote (escaped
-# once more inside JSON), or the record's end.
-_CLOSES = ('"', "'", '\\"', "\\'")
-
-
-def _closes_in(value: str, form: str) -> bool:
-    """Whether a record of ``form`` closes in ``value``: ``_CLOSES`` follows it, or the value's end."""
-    at = value.find(form)
-    while at >= 0:
-        end = at + len(form)
-        if end == len(value) or value.startswith(_CLOSES, end):
-            return True
-        at = value.find(form, at + 1)
-    return False
-
-
-def _ends(values: list[tuple[int, str, str]]) -> dict[str, list[tuple[int, int]]]:
-    """Where a record may close in each value (before ``_CLOSES``, or at its end), by the ``_TAIL`` characters
-    before: the value's position in ``values`` and where."""
-    ends: dict[str, list[tuple[int, int]]] = {}
-    for i, (_, _, value) in enumerate(values):
-        at = [len(value)]
-        for quote in "\"'":
-            end = value.find(quote)
-            while end >= 0:
-                if value[end - 1 : end] == "\\":
-                    at.append(end - 1)
-                at.append(end)
-                end = value.find(quote, end + 1)
-        for end in at:
-            if end >= _TAIL:
-                ends.setdefault(value[end - _TAIL : end], []).append((i, end))
-    return ends
+        return  # nothing to escape: all are one
+    seen = {text}
+    reprs = [repr(text)[1:-1]]
+    if "'" in text and '"' not in text:
+        reprs.append(repr(text + '"')[1:-2])
+    for form in (json.dumps(text)[1:-1], *(f for r in reprs for f in (r, json.dumps(r)[1:-1]))):
+        if form not in seen:
+            seen.add(form)
+            yield form
 
 
 def _holds(value: str, text: str, forms: list[str]) -> bool:
@@ -355,14 +393,15 @@ def _holds(value: str, text: str, forms: list[str]) -> bool:
     return False
 
 
-def _cut_text(text: str, known: Mapping[int, str], shown: frozenset[int]) -> str | None:
+def _cut_text(text: str, known: Mapping[int, tuple[str, Any]], shown: frozenset[int]) -> str | None:
     """``cut_short`` of one text, None for a text a reader parsed as JSON (it closes)."""
-    if known.get(id(text)) is text and _JSON_START.match(text):
+    entry = known.get(id(text))
+    if entry is not None and entry[0] is text and _JSON_START.match(text):
         return None
     return cut_short(text, shown)
 
 
-def _cut_list(value: list[Any], known: Mapping[int, str], shown: frozenset[int]) -> str | None:
+def _cut_list(value: list[Any], known: Mapping[int, tuple[str, Any]], shown: frozenset[int]) -> str | None:
     """The first note of the texts of a (nested) list value, None when none may have been cut."""
     return next((w for w in (_cut_text(t, known, shown) for t in _strings(value)) if w is not None), None)
 

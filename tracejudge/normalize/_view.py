@@ -100,9 +100,10 @@ class SpanView:
         self.span_id = raw.span_id
         self.start: datetime | None = nanos_to_datetime(raw.start_time_unix_nano)
         self.resource: dict[str, Any] = raw.resource
-        self.parsed: dict[int, str] = {}
-        """Texts :meth:`json` parsed as JSON, by ``id``: each closes as a JSON document, which ``cut_values``
-        then need not parse again to know (the text is held, so its id is not reused meanwhile)."""
+        self.parsed: dict[int, tuple[str, Any]] = {}
+        """Texts :meth:`json` parsed as JSON, by ``id``, with what they decode to: each closes as a JSON
+        document, and ``cut_values`` reads its strings from it instead of parsing it again (the text is held,
+        so its id is not reused meanwhile)."""
         self.keys = ""
         """The attribute keys joined by newlines (:meth:`has_key_prefix`)."""
         self.attrs = self._merge(raw.attributes)
@@ -156,7 +157,7 @@ class SpanView:
             self.gap("attribute_unparseable", f"{key}: not valid JSON")
             return None
         if isinstance(value, str) and not python_literal:  # parsed by json.loads, not as a Python literal
-            self.parsed[id(value)] = value
+            self.parsed[id(value)] = value, parsed
         return parsed
 
     def has_key_prefix(self, prefix: str) -> bool:
