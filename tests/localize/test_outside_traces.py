@@ -1476,21 +1476,47 @@ MARQO = [
 MARQO_IDS = [c.name for c in MARQO]
 
 
-def test_marqo_search_results_name_no_document_the_trace_can_read(store: Path, tmp_path: Path) -> None:
+def test_marqo_search_results_are_read_as_the_documents_returned(store: Path, tmp_path: Path) -> None:
     record = _show(store, MARQO_SEARCH)
     (retrieval,) = record["retrievals"]
-    # Marqo's result events hold the hit's own fields (_id, _score, Title, Description) unprefixed: nothing
-    # of db.query.result.{id,score,document} is read, so the two hits are documents without id or text.
+    # Marqo's result events hold the hit as Marqo returns it, unprefixed: its _id, _score and its own fields
+    # (Title, Description) — read as the documents returned, best first, their fields the text.
     assert retrieval["name"] == "marqo.search"
-    assert [(d["doc_id"], d["content"]) for d in retrieval["documents"]] == [(None, None), (None, None)]
-    assert "retrieval_content_not_recorded" in {g["kind"] for g in record["gaps"]}
-    # Two documents nothing identifies may be the material: "not returned" is never concluded.
+    assert retrieval["query"] == "What is the best outfit to wear on the moon?"
+    assert [(d["doc_id"], d["score"]) for d in retrieval["documents"]] == [
+        ("article_591", 0.8302066018513117),
+        ("53826c11-053d-48bb-b1b5-e7dd6d0565c0", 0.7665059356501492),
+    ]
+    assert retrieval["documents"][0]["content"] == f"Extravehicular Mobility Unit (EMU)\n{EMU}"
+    assert retrieval["documents"][0]["metadata"] == {
+        "Title": "Extravehicular Mobility Unit (EMU)",
+        "Description": EMU,
+    }
+    assert "retrieval_content_not_recorded" not in {g["kind"] for g in record["gaps"]}
+    # article_591 returned at rank 1 holding the clause; no model call in the trace.
     given = _triage(store, tmp_path, MARQO[0], manifest=True)
+    assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
+        "unconfirmed",
+        ["pass", "pass", "unconfirmed", "skipped"],
+    )
+    assert any("a model (LLM) span" in m for m in given["stages"][2]["missing"])
+
+
+def test_a_marqo_hit_named_by_no_manifest_document_may_be_the_material(store: Path, tmp_path: Path) -> None:
+    # The travelogue's _id is Marqo's own (a UUID the manifest does not list) and its text is not the
+    # manifest's: asked about that document, "not returned" is never concluded.
+    case = Outside(
+        "marqo/search-polo",
+        MARQO[0].request,
+        MARQO_SEARCH,
+        {"required": [{"doc_id": "polo", "version": "v1", "clause": "a 13th-century travelogue"}]},
+        MARQO[0].manifest,
+    )
+    given = _triage(store, tmp_path, case, manifest=True)
     assert (given["verdict"], [s["status"] for s in given["stages"]]) == (
         "unconfirmed",
         ["pass", "unconfirmed", "skipped", "skipped"],
     )
-    assert any("the identity of the document at rank 1" in m for m in given["stages"][1]["missing"])
 
 
 def _without_metadata(spans: list[RawSpan]) -> list[RawSpan]:
@@ -1630,6 +1656,13 @@ _WRONG_MANIFEST_PINECONE = (
     " instrumentation records no result count to show an event was lost): without it the trace is one of a"
     " never-indexed document (DESIGN 5.5: indistinguishable from a real fault)"
 )
+_WRONG_MANIFEST_MARQO = (
+    "the manifest says article_591 was never indexed and only the Marqo search span's result events show it"
+    " was returned (its _id; the manifest is wrong for this trace; the instrumentation records no result"
+    " count to show an event was lost): without the span, its events or its db.system (which marks the"
+    " events as Marqo's hits), the trace is one of a never-indexed document (DESIGN 5.5: indistinguishable"
+    " from a real fault)"
+)
 _WRONG_MANIFEST_DSPY = (
     "the manifest says the wiki17 abstract was never indexed and only the retrieval shows it was returned,"
     " its text naming the version (ColBERTv2 records no version; the manifest is wrong for this trace):"
@@ -1647,8 +1680,8 @@ _WRONG_MANIFEST_BEDROCK = (
 )
 _WRONG_MANIFEST_S3 = (
     "the manifest says VLDBJ96.pdf was never indexed and only the cited chunks' texts show it was returned"
-    " (they carry no id, their location the S3 uri): without the texts the chunks are documents nothing"
-    " identifies, and a never-indexed document is what the manifest then shows (DESIGN 5.5:"
+    " (they carry no id of their own, and their S3 uri, read as their id, names no manifest document):"
+    " without the texts the chunks are documents nothing identifies, and a never-indexed document is what the manifest then shows (DESIGN 5.5:"
     " indistinguishable from a real fault)"
 )
 _CONTENT_OFF = ("content documents", "content all", "redact documents", "redact all")
@@ -1687,6 +1720,15 @@ INDISTINGUISHABLE: dict[tuple[str, str], str] = {
         (f"openllmetry-pinecone/{name}@never-indexed", label): _WRONG_MANIFEST_PINECONE
         for name in ("returned", "returned-unstated")
         for label in ("span pinecone.query", "event pinecone.query:db.query.result")
+    },
+    **{
+        ("marqo/search@never-indexed", label): _WRONG_MANIFEST_MARQO
+        for label in (
+            "span marqo.search",
+            "batch 1 of 2 end times",
+            "attr marqo.search:db.system",
+            "event marqo.search:db.query.result",
+        )
     },
     ("openai-file-search/results@never-indexed", "attr Response:output.value"): _WRONG_MANIFEST_HOSTED,
     ("trulens/chain-unmarked-llm@never-indexed", f"span {_RETRIEVER}"): _WRONG_MANIFEST,

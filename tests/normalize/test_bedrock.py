@@ -130,3 +130,33 @@ def test_implicit_filtering_leaves_the_filter_unknown() -> None:
         spans.append(span.model_copy(update={"attributes": attributes}))
     [call] = normalize(spans).retrievals
     assert call.filter is None
+
+
+OUTSIDE = Path(__file__).resolve().parents[1] / "fixtures" / "outside" / "bedrock"
+TELOS_PDF = "s3://bedrock-az-kb/knowledge_bases/VLDBJ96.pdf"
+
+
+def _no_id_of_their_own(spans: list[RawSpan]) -> list[RawSpan]:
+    """The chunks as a source with no metadata returns them: no chunk id, no metadata of their own (only
+    their S3 location)."""
+    spans = _with_metadata(spans, lambda md: {**md, "metadata": {}})
+    kept = [{k: v for k, v in s.attributes.items() if not k.endswith(".document.id")} for s in spans]
+    return [s.model_copy(update={"attributes": kept_one}) for s, kept_one in zip(spans, kept, strict=True)]
+
+
+def test_a_chunk_with_no_id_of_its_own_is_named_by_its_s3_location() -> None:
+    # retrieve_and_generate over an external S3 source (a real response, replayed): the chunks carry no
+    # metadata and no chunk id, only their location — the PDF's S3 uri is the document they come from.
+    spans = list(read_otlp_file(OUTSIDE / "test_retrieve_and_generate_with_external_s3_source-replayed.json"))
+    [call] = normalize(spans).retrievals
+    assert len(call.documents) == 9
+    assert {(d.doc_id, d.raw_id) for d in call.documents} == {(TELOS_PDF, TELOS_PDF)}
+    assert all(d.content for d in call.documents)
+
+
+def test_a_knowledge_base_chunk_with_no_id_of_its_own_is_named_by_its_location() -> None:
+    [call] = normalize(_no_id_of_their_own(_spans("bedrock_kb_rag.pb"))).retrievals
+    assert [(d.doc_id, d.version, d.raw_id) for d in call.documents] == [
+        ("s3://acme-contracts/C-17/attachment/v2.txt", None, "s3://acme-contracts/C-17/attachment/v2.txt"),
+        ("s3://acme-contracts/C-17/attachment/v1.txt", None, "s3://acme-contracts/C-17/attachment/v1.txt"),
+    ]

@@ -9,7 +9,11 @@ Bedrock (OpenInference; ``bedrock-runtime`` ``converse`` / ``invoke_model`` are 
   the chunk's own: the service's ``x-amz-bedrock-kb-source-uri`` / ``-chunk-id`` / ``-data-source-id`` and the
   fields of the document's ``.metadata.json`` sidecar (``doc_id``, ``version``, what a filter selects on). A
   document is identified from that inner metadata (``doc_id`` / ``document_id`` / ``source`` as anywhere),
-  else by its source URI. A score of 0 is not recorded (the instrumentation tests the score for truth).
+  else by its source URI. A chunk with no id of its own (no chunk id, no source URI: an external S3 source's,
+  whose own metadata is ``{}``) is named by its ``location`` (``s3Location.uri``, a web/Confluence/Salesforce/
+  SharePoint ``url``, a custom document's ``id``), read as a retriever's id: it names a document when the
+  manifest does, else the chunk's text may, else it stays unidentified. A score of 0 is not recorded (the
+  instrumentation tests the score for truth).
 - ``bedrock.retrieve_and_generate`` (kind RETRIEVER, ``llm.model_name`` the generator; streamed,
   ``bedrock_agent.retrieve_and_generate_stream``, the same attributes): one call in which the
   service searched, built a prompt of what it found and had the model answer (``output.value``). It is read as
@@ -183,26 +187,28 @@ def _retrieval_filter(view: SpanView) -> Filter | None:
 
 
 def _documents(view: SpanView) -> list[Document] | None:
-    """The knowledge base's chunks, identified from their own metadata (nested in the instrumentation's)."""
+    """The knowledge base's chunks, identified from their own metadata (nested in the instrumentation's), else
+    by their location."""
     if not _may_hold_chunks(view):
         return None
     docs = oi_documents(view, "retrieval.documents")
-    if docs is None or not any(_inner(d.metadata) is not None for d in docs):
+    if docs is None or not any(_is_chunk(d.metadata) for d in docs):
         return None
     return [_unwrapped(view, d) for d in docs]
 
 
 def _may_hold_chunks(view: SpanView) -> bool:
-    """Whether a document's metadata may name a knowledge base's keys: False only when every one is a text
-    without them (read without decoding: every OpenInference retrieval span passes here)."""
+    """Whether a document's metadata may name a knowledge base's keys or a Bedrock location: False only when
+    every one is a text without them (read without decoding: every OpenInference retrieval span comes
+    here)."""
     attrs = view.attrs
     keys = [k for k in attrs if ".document.metadata" in k and k.startswith("retrieval.documents.")]
     try:
-        # Neither text searched for holds a NUL: found in the joined texts, it is in one of them.
+        # No text searched for holds a NUL: found in the joined texts, it is in one of them.
         values = "\0".join([attrs[key] for key in keys])
     except TypeError:  # a value not text
         return True
-    return _KB_PREFIX in values or "\\u" in values or _KB_PREFIX in "\0".join(keys)
+    return any(marker in values for marker in _CHUNK_MARKERS) or _KB_PREFIX in "\0".join(keys)
 
 
 def _inner(metadata: dict[str, Any]) -> dict[str, Any] | None:
@@ -212,17 +218,59 @@ def _inner(metadata: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+# A chunk's location (RetrievalResultLocation): its type's own key, and the key naming the source in it.
+_LOCATIONS = {
+    "s3Location": "uri",
+    "webLocation": "url",
+    "confluenceLocation": "url",
+    "salesforceLocation": "url",
+    "sharePointLocation": "url",
+    "kendraDocumentLocation": "uri",
+    "customDocumentLocation": "id",
+}
+# What a chunk's metadata text holds when it may be Bedrock's (or spells a character as a \u escape).
+_CHUNK_MARKERS = (_KB_PREFIX, *(f'{key}"' for key in _LOCATIONS), "\\u")
+
+
+def _location_id(metadata: dict[str, Any]) -> str | None:
+    """The source a chunk's ``location`` names (an S3 uri, a web page's url, a custom document's id)."""
+    location = metadata.get("location")
+    if not isinstance(location, dict):
+        return None
+    for key, field in _LOCATIONS.items():
+        where = location.get(key)
+        if isinstance(where, dict) and (found := as_str(where.get(field))):
+            return found
+    return None
+
+
+def _is_chunk(metadata: dict[str, Any]) -> bool:
+    """Whether a document's metadata is the instrumentation's ``{"location", "metadata", "type"}`` of a chunk:
+    its own metadata holds a knowledge base's keys, or it has a location and no metadata of its own (a source
+    without metadata: an external S3 source's chunks)."""
+    if _inner(metadata) is not None:
+        return True
+    return not metadata.get("metadata") and _location_id(metadata) is not None
+
+
 def _unwrapped(view: SpanView, doc: Document) -> Document:
-    inner = _inner(doc.metadata)
-    if inner is None:
+    if not _is_chunk(doc.metadata):
         return doc
-    md: dict[str, Any] = {**inner}
-    if not any(as_str(md.get(k)) for k in _ID_KEYS) and as_str(md.get(_SOURCE_URI)):
-        md["source"] = md[_SOURCE_URI]
+    md: dict[str, Any] = {**(_inner(doc.metadata) or {})}
+    raw_id = doc.raw_id
+    if not any(as_str(md.get(k)) for k in _ID_KEYS):
+        if as_str(md.get(_SOURCE_URI)):
+            md["source"] = md[_SOURCE_URI]
+        elif raw_id is None:
+            # No id of its own (no chunk id, no source uri, no sidecar id): the source its location names,
+            # read as a retriever's own id — it names a document when the manifest does (as a document or
+            # one of its ids), else the chunk's text may; one naming none stays unidentified, never another
+            # document (whose "not returned" a rank verdict would rest on).
+            raw_id = _location_id(doc.metadata)
     if "location" in doc.metadata:
         md.setdefault("location", doc.metadata["location"])
     return make_document(
-        view, raw_id=doc.raw_id, content=doc.content, score=doc.score, metadata=md, position=doc.position
+        view, raw_id=raw_id, content=doc.content, score=doc.score, metadata=md, position=doc.position
     )
 
 

@@ -35,6 +35,7 @@ instrumentation covers (OpenAI …): the model call is that instrumentation's sp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tracejudge.normalize._convention import Filter, ModelIO, NoRecords
@@ -45,7 +46,14 @@ from tracejudge.normalize._shapes import (
     request_text,
 )
 from tracejudge.normalize._values import REDACTED, as_str, group_indexed, maybe_json, ordered
-from tracejudge.normalize._vectorstores import lancedb_query, milvus_filter, milvus_filter_text, named_search
+from tracejudge.normalize._vectorstores import (
+    lancedb_query,
+    marqo_hit,
+    marqo_query,
+    milvus_filter,
+    milvus_filter_text,
+    named_search,
+)
 from tracejudge.normalize._view import SpanView
 from tracejudge.schema import Document, Message, StepKind
 
@@ -151,39 +159,44 @@ def messages(view: SpanView, prefix: str) -> list[Message] | None:
 
 def result_documents(view: SpanView) -> list[Document] | None:
     """Documents from ``db.query.result`` events, one per returned document; None when no event."""
-    docs: list[Document] = []
-    seen_event = False
-    for event in view.raw.events:
-        if event.name not in _RESULT_EVENTS:
-            continue
-        seen_event = True
-        prefix = event.name + "."
-        fields = {k[len(prefix) :]: v for k, v in event.attributes.items() if k.startswith(prefix)}
-        # Milvus records a hit's output fields as its ``entity`` (str(dict)), the others as ``metadata``.
-        key = "metadata" if "metadata" in fields else "entity"
-        metadata = fields.get(key)
-        if isinstance(metadata, str):
-            metadata = view.json(f"{event.name}.{key}", metadata, python_literal=True)
-        content = fields.get("document")
-        if content is None and isinstance(metadata, dict):
-            # Pinecone and Milvus keep no document: the text is the match's metadata (Milvus: output field)
-            # "text" (the key LangChain's and Pinecone's own examples store a chunk under), which their
-            # instrumentations record as str(metadata).
-            content = metadata.get(_METADATA_TEXT)
-        docs.append(
-            make_document(
-                view,
-                raw_id=fields.get("id"),
-                content=content,
-                score=fields.get("score"),
-                metadata=metadata,
-                position=len(docs),
-            )
-        )
-    if not seen_event:
+    events = [event for event in view.raw.events if event.name in _RESULT_EVENTS]
+    if not events:
         count = view.attrs.get("db.vector.query.result_count")
         return [] if count == 0 or _pinecone_no_match(view) else None
-    return docs
+    return [
+        _result_document(view, event.name, event.attributes, position)
+        for position, event in enumerate(events)
+    ]
+
+
+def _result_document(view: SpanView, name: str, attributes: Mapping[str, Any], position: int) -> Document:
+    """The document one result event records: its ``<event>.{id,score,metadata,document}``, or a Marqo hit."""
+    prefix = name + "."
+    fields = {k[len(prefix) :]: v for k, v in attributes.items() if k.startswith(prefix)}
+    hit = None if fields else marqo_hit(view, attributes)
+    if hit is not None:
+        raw_id, score, own = hit
+        text = "\n".join(v for v in own.values() if isinstance(v, str)) or None
+        return make_document(view, raw_id=raw_id, content=text, score=score, metadata=own, position=position)
+    # Milvus records a hit's output fields as its ``entity`` (str(dict)), the others as ``metadata``.
+    key = "metadata" if "metadata" in fields else "entity"
+    metadata = fields.get(key)
+    if isinstance(metadata, str):
+        metadata = view.json(f"{name}.{key}", metadata, python_literal=True)
+    content = fields.get("document")
+    if content is None and isinstance(metadata, dict):
+        # Pinecone and Milvus keep no document: the text is the match's metadata (Milvus: output field)
+        # "text" (the key LangChain's and Pinecone's own examples store a chunk under), which their
+        # instrumentations record as str(metadata).
+        content = metadata.get(_METADATA_TEXT)
+    return make_document(
+        view,
+        raw_id=fields.get("id"),
+        content=content,
+        score=fields.get("score"),
+        metadata=metadata,
+        position=position,
+    )
 
 
 def _pinecone_no_match(view: SpanView) -> bool:
@@ -302,7 +315,7 @@ class OpenLLMetry(NoRecords):
         return store_filter(view)
 
     def query(self, view: SpanView) -> str | None:
-        return lancedb_query(view)
+        return lancedb_query(view) or marqo_query(view)
 
     def tool_result(self, view: SpanView) -> Any | None:
         return mcp_result(view)

@@ -15,6 +15,10 @@ Seen on real clients traced offline (tests/fixtures/traces/record_{chroma,qdrant
   ``str()`` of the output fields (read as the document's metadata; its ``text`` as the content).
 - ``opentelemetry-instrumentation-chromadb`` 0.62 records ``where`` as ``str(dict)`` and one
   ``db.query.result`` event per result with the document's text (read in ``_openllmetry.py``).
+- ``opentelemetry-instrumentation-marqo`` 0.23 (seen on its own recorded test, replayed:
+  tests/fixtures/outside/marqo) records the query as ``db.marqo.search.query`` (:func:`marqo_query`) and one
+  ``db.query.result`` event per hit holding the hit as Marqo returns it, unprefixed: ``_id``, ``_score`` and
+  the document's own fields (:func:`marqo_hit`: the fields are its metadata and, joined, its text).
 
 Chroma's and Milvus' result events record a ``distance``, not a score, and not the metric it was measured by:
 Chroma's cosine distance is nearer when lower, Milvus' COSINE "distance" is a similarity (nearer when higher),
@@ -26,13 +30,13 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tracejudge.normalize._values import REDACTED, as_str
 from tracejudge.normalize._view import SpanView
 
-__all__ = ["lancedb_query", "milvus_filter", "milvus_filter_text", "named_search"]
+__all__ = ["lancedb_query", "marqo_hit", "marqo_query", "milvus_filter", "milvus_filter_text", "named_search"]
 
 # db.system (lower-cased) -> the client methods that search, for instrumentations that record the method
 # only in the span name ("<system>.<method>"). Qdrant's scroll lists points without a query: not a search.
@@ -93,6 +97,29 @@ def lancedb_query(view: SpanView) -> str | None:
     if not text or text == REDACTED or _VECTOR.fullmatch(text) or _OBJECT.fullmatch(text.strip()):
         return None
     return text
+
+
+def _is_marqo(view: SpanView) -> bool:
+    system = view.attrs.get("db.system")
+    return isinstance(system, str) and system.lower() == "marqo"
+
+
+def marqo_query(view: SpanView) -> str | None:
+    """``db.marqo.search.query`` of a Marqo search span; None for any other span."""
+    return as_str(view.attrs.get("db.marqo.search.query")) if _is_marqo(view) else None
+
+
+_MARQO_ID, _MARQO_SCORE = "_id", "_score"
+
+
+def marqo_hit(view: SpanView, attributes: Mapping[str, Any]) -> tuple[Any, Any, dict[str, Any]] | None:
+    """A Marqo hit recorded as a result event's attributes: its ``_id``, its ``_score`` and its own fields
+    (those Marqo does not add, whose names do not open with ``_``: ``_highlights``, ``_tensor_facets`` …);
+    None for any other event."""
+    if not _is_marqo(view) or _MARQO_ID not in attributes:
+        return None
+    fields = {k: v for k, v in attributes.items() if not k.startswith("_")}
+    return attributes[_MARQO_ID], attributes.get(_MARQO_SCORE), fields
 
 
 # --- Milvus boolean expressions -> $-operators ---------------------------------------------------------
