@@ -1681,8 +1681,8 @@ _WRONG_MANIFEST_BEDROCK = (
 _WRONG_MANIFEST_S3 = (
     "the manifest says VLDBJ96.pdf was never indexed and only the cited chunks' texts show it was returned"
     " (they carry no id of their own, and their S3 uri, read as their id, names no manifest document):"
-    " without the texts the chunks are documents nothing identifies, and a never-indexed document is what the manifest then shows (DESIGN 5.5:"
-    " indistinguishable from a real fault)"
+    " without the texts the chunks are documents nothing identifies, and a never-indexed document is what"
+    " the manifest then shows (DESIGN 5.5: indistinguishable from a real fault)"
 )
 _CONTENT_OFF = ("content documents", "content all", "redact documents", "redact all")
 # (case, removed record) -> why the trace without it is indistinguishable from a real fault.
