@@ -196,3 +196,46 @@ def test_a_spans_producer_is_the_first_mark_it_matches(
     for _ in range(2):
         assert producer(span("b1", attrs, scope_name=scope, name=name)) == expected
         assert producer(span("b2", {}, scope_name=scope, name="other")) == scope_alone
+
+
+def _mistral_gaps(name: str, strip: bool = False) -> dict[str, set[str]]:
+    """The model-call gaps' switches of an OpenLLMetry mistralai fixture, by kind; ``strip``: without every
+    gen_ai.prompt / gen_ai.completion attribute (as recorded with TRACELOOP_TRACE_CONTENT off)."""
+    spans = list(read_otlp_file(TRACES / name))
+    if strip:
+        spans = [
+            s.model_copy(
+                update={
+                    "attributes": {
+                        k: v
+                        for k, v in s.attributes.items()
+                        if not k.startswith(("gen_ai.prompt.", "gen_ai.completion."))
+                    }
+                }
+            )
+            for s in spans
+        ]
+    out: dict[str, set[str]] = {}
+    for gap in normalize(spans).gaps:
+        if gap.kind in ("model_input_not_recorded", "model_output_not_recorded"):
+            out.setdefault(gap.kind, set()).add(gap.switch)
+    return out
+
+
+def test_openllmetry_mistral_with_content_on_names_what_is_missing() -> None:
+    # TRACELOOP_TRACE_CONTENT was on (its recorder sets it): naming it sent the user after a switch already
+    # on. Given dicts the prompt is a role alone; a reply asking for a tool is never recorded.
+    dicts = _mistral_gaps("mistral_openllmetry_tool_rag.pb")
+    ((inputs,), (outputs,)) = dicts["model_input_not_recorded"], dicts["model_output_not_recorded"]
+    assert "messages passed as dicts" in inputs
+    assert "UserMessage" in inputs
+    assert "never a tool call" in outputs
+    assert "MistralAIInstrumentor" in outputs
+    assert "set TRACELOOP_TRACE_CONTENT" not in inputs + outputs
+    objects = _mistral_gaps("mistral_openllmetry_objects_rag.pb")
+    assert objects == {"model_output_not_recorded": {outputs}}
+    # Recorded with the switch off, the span holds no prompt or completion attribute: the switch is the hint.
+    off = _mistral_gaps("mistral_openllmetry_objects_rag.pb", strip=True)
+    assert {switch for switches in off.values() for switch in switches} == {
+        SWITCHES["model_input_not_recorded"]["openllmetry"].text
+    }

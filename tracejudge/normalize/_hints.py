@@ -75,6 +75,25 @@ _OLL_CONTENT = Switch(
     ("TRACELOOP_TRACE_CONTENT",),
     "recorded:record_openllmetry.py",
 )
+# OpenLLMetry's mistralai instrumentation with its content switch on (it writes gen_ai.prompt.* /
+# gen_ai.completion.* only then): what it leaves out, no switch records.
+_MISTRAL_DICTS = Switch(
+    "opentelemetry-instrumentation-mistralai records content (TRACELOOP_TRACE_CONTENT is on) but reads each"
+    " message as the SDK's model: messages passed as dicts leave gen_ai.prompt.0.role alone — pass"
+    " mistralai.models' SystemMessage / UserMessage / AssistantMessage / ToolMessage, or trace the client"
+    " with openinference-instrumentation-mistralai (MistralAIInstrumentor), which records both",
+    ("SystemMessage", "UserMessage", "MistralAIInstrumentor"),
+    "recorded:record_mistral.py",
+)
+_MISTRAL_TOOL_CALLS = Switch(
+    "opentelemetry-instrumentation-mistralai records content (TRACELOOP_TRACE_CONTENT is on) but never a tool"
+    " call: a reply that asked for a tool is its role and finish reason alone, and so is the assistant turn"
+    " re-sent before the tool's result. No setting records them: trace the client with"
+    " openinference-instrumentation-mistralai (MistralAIInstrumentor), which does, or record the answer on"
+    " your root span",
+    ("MistralAIInstrumentor",),
+    "recorded:record_mistral.py",
+)
 _LITELLM_SPAN = Switch(
     "set USE_OTEL_LITELLM_REQUEST_SPAN=true: LiteLLM's otel callback then records a litellm_request"
     " span with the messages (without it only raw_gen_ai_request is exported, often lost)",
@@ -301,6 +320,29 @@ def _candidates(scope: str) -> tuple[tuple[Producer, Callable[[RawSpan], bool] |
     return tuple(rows)
 
 
+_MISTRAL_SCOPE = "opentelemetry.instrumentation.mistralai"
+
+
+def _mistral_switch(kind: str, span: RawSpan) -> Switch | None:
+    """What OpenLLMetry's mistralai span lacks when its content switch is on (it wrote a prompt or a
+    completion attribute): a prompt holding no content is the dicts it could not read (a role alone), anything
+    else missing is a tool call (it records none). None for another span, or one recorded with the switch
+    off (then the switch is the hint)."""
+    if span.scope_name != _MISTRAL_SCOPE or kind not in (
+        "model_input_not_recorded",
+        "model_output_not_recorded",
+    ):
+        return None
+    keys = [key for key in span.attributes if key.startswith(("gen_ai.prompt.", "gen_ai.completion."))]
+    if not keys:
+        return None
+    if kind == "model_input_not_recorded" and not any(
+        key.startswith("gen_ai.prompt.") and key.endswith(".content") for key in keys
+    ):
+        return _MISTRAL_DICTS
+    return _MISTRAL_TOOL_CALLS
+
+
 def _switch(kind: str, producers: Iterable[Producer | None]) -> Switch | None:
     table = SWITCHES.get(kind)
     if not table:
@@ -330,7 +372,9 @@ def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, .
             out.append(gap)
             continue
         own = producers.of(span) if span is not None else None
-        switch = _switch(gap.kind, [own] if own is not None else producers.everyone())
+        switch = (_mistral_switch(gap.kind, span) if span is not None else None) or _switch(
+            gap.kind, [own] if own is not None else producers.everyone()
+        )
         out.append(gap if switch is None else _with_switch(gap, switch))
     return tuple(out)
 
