@@ -6,8 +6,8 @@ recorded fixtures, outside traces, procurement and DSPy cases), three counts:
 
 - ``whole``: the cut notes ``cut_values`` gives the spans as recorded (a note here on a whole value moves a
   verdict to ``unconfirmed``; the notes themselves are written with ``--notes FILE`` to diff two runs);
-- ``held quote cuts``: every text value (>= 64 characters) that a longer value of its span holds (as it is,
-  JSON-escaped or as a repr inside JSON: ``_cut._forms``), cut right before each quote or apostrophe it holds
+- ``held quote cuts``: every text value (>= 64 characters) that a longer value of its span holds (as it is, as
+  JSON or as a repr: ``_cut._forms``), cut right before each quote or apostrophe it holds
   (position >= 64), where the held-longer rule reads it (``_may_be_held_longer``): how many still read whole;
 - ``held limit cuts``: the same texts cut at the lengths exporters use (``LENGTHS``): how many read whole.
 

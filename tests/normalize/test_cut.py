@@ -139,12 +139,16 @@ QUOTED = [
     ' anyone, "as agreed": see the \'terms\' [of C-17] (the "cap") and {the rest} of it',
     "Rules:\n- Don't try to do multiple things at once.\n- If you can't fully answer the user's question,"
     " answer partially and say what you couldn't do, as the 'final_answer' tool's \"answer\" field",
+    "合同 C-17 规定 \"预付款\" 不得超过 30,000 RMB \u2014 the supplier's cap;\ndon't prepay more than"
+    " 'the cap' per order (每笔订单), as \"Hengda\" agreed",
 ]
-# How a longer value of the span holds a message: as JSON (compact, indented), as a repr inside JSON (a list
-# of dicts, an object's), as a repr (CrewAI's TaskOutput, pydantic's str), as the end of a plain text.
+# How a longer value of the span holds a message: as JSON (compact, indented, non-ASCII escaped or not), as a
+# repr inside JSON (a list of dicts, an object's), as a repr (CrewAI's TaskOutput, pydantic's str), as the end
+# of a plain text.
 HOLDERS = {
     "json": lambda m: json.dumps({"messages": [{"role": "user", "content": m}]}),
     "json indented": lambda m: json.dumps({"messages": [{"role": "user", "content": m}]}, indent=2),
+    "json non-ASCII as is": lambda m: json.dumps({"messages": [{"content": m}]}, ensure_ascii=False),
     "repr in json": lambda m: json.dumps({"messages": repr([{"role": "user", "content": m}])}),
     "object repr in json": lambda m: json.dumps(
         [f"ChatMessage(role=<MessageRole.USER: 'user'>, blocks=[TextBlock(text={m!r})])"]
@@ -189,6 +193,7 @@ def test_a_whole_text_ending_on_a_quote_reads_whole(holds: Any) -> None:
 
 
 WORDS = [
+    "合同",
     "the",
     "cap",
     "is",

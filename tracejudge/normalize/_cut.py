@@ -364,7 +364,8 @@ def _forms(text: str) -> Iterator[str]:
     """``text`` as a value may hold it: as it is, as a JSON string's inside, as a Python repr's inside (the
     quote kind a repr picks depends on the whole text: a text with an apostrophe and no double quote is
     written between double quotes unless what was cut off holds one), each as it is and inside a JSON string
-    (each once)."""
+    (each once). JSON is written with non-ASCII characters escaped (``json.dumps``' default) or as they are
+    (``ensure_ascii=False``, OpenInference's)."""
     yield text
     if _PLAIN.fullmatch(text):
         return  # nothing to escape: all are one
@@ -372,10 +373,15 @@ def _forms(text: str) -> Iterator[str]:
     reprs = [repr(text)[1:-1]]
     if "'" in text and '"' not in text:
         reprs.append(repr(text + '"')[1:-2])
-    for form in (json.dumps(text)[1:-1], *(f for r in reprs for f in (r, json.dumps(r)[1:-1]))):
+    for form in (f for r in (text, *reprs) for f in (r, *_json_insides(r))):
         if form not in seen:
             seen.add(form)
             yield form
+
+
+def _json_insides(text: str) -> tuple[str, str]:
+    """``text`` inside a JSON string, its non-ASCII characters escaped and as they are."""
+    return json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 def _holds(value: str, text: str, forms: list[str]) -> bool:
