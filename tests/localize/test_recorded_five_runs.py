@@ -34,6 +34,7 @@ RECORDINGS = {
     "chroma": ("chroma_{run}.pb", None),
     "milvus": ("milvus_{run}.pb", None),
     "langchain_chroma": ("langchain_chroma_{run}.pb", None),
+    "llamaindex_chroma": ("llamaindex_chroma_{run}.pb", None),
 }
 # recording -> where it records the filter, where not the ``tracejudge.retrieval.filter`` span attribute
 FILTER_KEYS = {
@@ -42,6 +43,7 @@ FILTER_KEYS = {
     "chroma": "db.chroma.query.where",
     "milvus": "db.milvus.search.filter",
     "langchain_chroma": "db.chroma.query.where",
+    "llamaindex_chroma": "db.chroma.query.where",
 }
 # run -> (verdict, cause, stage statuses) under the recordings' index (v2 indexed, in the EU)
 RUNS = {
