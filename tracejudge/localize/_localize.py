@@ -23,7 +23,7 @@ from tracejudge.localize import _in_context, _indexed, _retrieved, _used_by_mode
 from tracejudge.localize._context import CheckContext, material_label, stage_result, task_time, utc
 from tracejudge.localize._identify import identify
 from tracejudge.localize._judge import UsageJudge
-from tracejudge.normalize import OWN_TRACE_ID, incompleteness
+from tracejudge.normalize import DECORATOR_RUNS, OWN_TRACE_ID, incompleteness
 from tracejudge.schema import (
     Localization,
     ManifestEntry,
@@ -236,12 +236,19 @@ def localize(
     if task.runs and ticket.required:
         runs = [_localized(run, ticket, manifest, judge, session_missing, incomplete) for run in task.runs]
         named = [run.run_label() for run in task.runs]
+        missing = [OWN_TRACE_ID]
         if any(g.kind == "missing_parent" for g in task.gaps):
             # Spans whose parent was not received are a run of their own (the last run) and this run's: the
             # trace read whole is the reading where they are this run's.
             runs.append(_localized(task, ticket, manifest, judge, session_missing, incomplete))
             named.append("the trace read whole (the spans whose parent was not received as this run's)")
-        return _several_runs(task, ticket, runs, named)
+            missing.append(LOST_PARENT)
+        elif any(g.kind == "several_runs" and DECORATOR_RUNS in g.detail for g in task.gaps):
+            # A v2 @observe trace cut where its model calls' question changes: which step is whose is a
+            # guess, and the trace read whole (one run) is a reading too.
+            runs.append(_localized(task, ticket, manifest, judge, session_missing, incomplete))
+            named.append("the trace read whole (its steps as one run's)")
+        return _several_runs(task, ticket, runs, named, missing)
     return _localized(task, ticket, manifest, judge, session_missing, incomplete)
 
 
@@ -305,16 +312,17 @@ LOST_PARENT = (
 
 
 def _several_runs(
-    task: TaskRecord, ticket: Ticket, runs: Sequence[Localization], named: Sequence[str]
+    task: TaskRecord,
+    ticket: Ticket,
+    runs: Sequence[Localization],
+    named: Sequence[str],
+    missing: Sequence[str],
 ) -> Localization:
     """The result for a trace that holds several runs (``TaskRecord.runs``: several spans name no parent,
     several top-level observations of a Langfuse trace each hold a whole run, or spans name a parent not
     received beside a root: its trace id reused), ``runs`` each reading's result and ``named`` what it read:
     what every reading concludes alike stands — whichever run the ticket is about, it holds — and the first
     stage where they differ is unconfirmed, naming each reading's result there."""
-    missing = [OWN_TRACE_ID]
-    if len(runs) > len(task.runs):
-        missing.append(LOST_PARENT)
     results = [
         _agreed([run.materials[i] for run in runs], named, missing) for i in range(len(ticket.required))
     ]

@@ -8,9 +8,10 @@ from tracejudge.normalize._answer import (
     tool_requests,
 )
 from tracejudge.normalize._cut import cut_short
-from tracejudge.normalize._normalize import OWN_TRACE_ID, incompleteness, normalize
+from tracejudge.normalize._normalize import DECORATOR_RUNS, OWN_TRACE_ID, incompleteness, normalize
 
 __all__ = [
+    "DECORATOR_RUNS",
     "OWN_TRACE_ID",
     "RECORD_ANSWER",
     "continued",

@@ -16,6 +16,7 @@ Nothing here raises on bad attribute data: what cannot be read becomes a ``Gap``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -89,7 +90,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     steps = _Steps(views, tree, shown)
 
     _trace_gaps(gaps, views, steps)
-    runs = _runs(views, tree, gaps)
+    runs = _runs(views, tree, gaps, steps.models)
     tools = _with_call_ids(steps.tools, steps.models)
     root = tree.root
     last = steps.models[-1].span_id if steps.models else None
@@ -154,7 +155,9 @@ def _alike(texts: list[str | None]) -> str | None:
     return texts[0] if len(set(texts)) == 1 else None
 
 
-def _runs(views: list[SpanView], tree: _Tree, gaps: Gaps) -> tuple[TaskRecord, ...]:
+def _runs(
+    views: list[SpanView], tree: _Tree, gaps: Gaps, models: Sequence[ModelCall]
+) -> tuple[TaskRecord, ...]:
     """Each run's record when the trace holds several (a ``several_runs`` gap names their roots); else none.
 
     A trace id is all that ties a trace's spans together, and an application may give one to more than one
@@ -168,8 +171,15 @@ def _runs(views: list[SpanView], tree: _Tree, gaps: Gaps) -> tuple[TaskRecord, .
     concludes alike. A Langfuse API trace comes with one root (:func:`_langfuse_runs`)."""
     roots = [v for v in views if not v.raw.parent_span_id]
     langfuse_api = len(roots) == 1 and roots[0].attrs.get(SYNTHETIC_ROOT) in (True, "true")
+    if langfuse_api and _decorator_root(roots[0], tree):
+        return _decorator_runs(roots[0], tree, gaps, models)
     if langfuse_api:
-        roots, orphans = _langfuse_runs(roots[0], tree)
+        top = roots[0]
+        roots, orphans = _langfuse_runs(top, tree)
+        if len(roots) < 2 and not orphans and _legacy(top, tree):
+            # No observation holds a whole run: the trace may still be a decorator's whose record lost its
+            # input or output (a root that captures none) — the question its model calls were asked tells.
+            return _decorator_runs(top, tree, gaps, models)
     else:
         orphans = [v for v in views if v.raw.parent_span_id and v.raw.parent_span_id not in tree.by_id]
     # Spans naming a parent not received, beside a root: the lost parent may be this run's, or the root of
@@ -246,8 +256,8 @@ def _langfuse_runs(root: SpanView, tree: _Tree) -> tuple[list[SpanView], list[Sp
     through the legacy ingestion API (the v2 SDK's ``trace.span()`` / ``trace.generation()``, its decorator's
     nested functions under a trace that is no observation) sit at the top level in any run, so they alone say
     nothing; one that is a run's whole record — its own input and output, steps under it, a model call at
-    or under it — is one a run has once. Two runs of the v2 decorator under one trace id (each its steps as
-    top-level leaves) are not told apart."""
+    or under it — is one a run has once. A trace whose record is itself a run's root (the v2 decorator's
+    outermost function) is read by :func:`_decorator_runs` instead."""
     top = tree.children.get(root.span_id, [])
     orphans = [v for v in top if v.attrs.get(PARENT_NOT_RECEIVED)]
     for view in orphans:
@@ -255,6 +265,124 @@ def _langfuse_runs(root: SpanView, tree: _Tree) -> tuple[list[SpanView], list[Sp
         view.gap("missing_parent", f"the trace may be incomplete: parent span {pid} not received")
     runs = [v for v in top if v not in orphans and (_sent_as_root(v) or _whole_run(v, tree))]
     return runs, orphans
+
+
+def _decorator_root(root: SpanView, tree: _Tree) -> bool:
+    """Whether a Langfuse API trace's synthetic root is a run's own root: the trace record holds an input and
+    an output of its own — no top-level observation's — and no top-level observation was sent as an
+    OpenTelemetry span. The v2 SDK's ``@observe`` makes its outermost function the trace itself (its
+    arguments and return value the trace's input and output) and each function it calls a top-level
+    observation: steps of the trace's run, however whole a run each looks (its own input and output, a
+    model call under it), not runs. (A run's root that is an observation writes its input and output on
+    the trace record too: that record repeats one top-level observation's.)"""
+    own = tuple(root.attrs.get(key) for key in (_TRACE_INPUT, _TRACE_OUTPUT))
+    if any(value in (None, "") for value in own) or not _legacy(root, tree):
+        return False
+    top = tree.children.get(root.span_id, [])
+    return all((v.attrs.get(langfuse.INPUT), v.attrs.get(langfuse.OUTPUT)) != own for v in top)
+
+
+def _legacy(root: SpanView, tree: _Tree) -> bool:
+    """Whether no top-level observation of a Langfuse API trace was sent over OpenTelemetry (the legacy
+    ingestion API's: the v2 SDK's), nor names a parent not in the trace."""
+    top = tree.children.get(root.span_id, [])
+    return not any(_sent_as_root(v) or v.attrs.get(PARENT_NOT_RECEIVED) for v in top)
+
+
+_TRACE_INPUT = "langfuse.trace.input"
+_TRACE_OUTPUT = "langfuse.trace.output"
+
+# What the several_runs gap of a decorator trace says: localize reads such a trace whole as well.
+DECORATOR_RUNS = "told apart by the question their model calls were asked"
+
+
+def _decorator_runs(
+    root: SpanView, tree: _Tree, gaps: Gaps, models: Sequence[ModelCall]
+) -> tuple[TaskRecord, ...]:
+    """The runs of a v2 ``@observe`` trace (:func:`_decorator_root`; or a legacy trace none of whose
+    observations holds a whole run, its record maybe without its input or output) when its model calls were
+    asked more than one question: several calls of the outermost function under one trace id (an
+    application that passes ``langfuse_observation_id`` per session, say), each writing the trace record in
+    turn — the record holds the last one's input and output, and every run's steps sit at its top level.
+
+    One run asks one question: every model call it makes — a tool loop's turns, a planning call and an
+    answering one — carries the user's question. The top-level observations are cut, in start order, where
+    the question changes: from the first one after the last that asked the previous question (a run's
+    search comes before its first model call). Which step is whose is a guess: localize reads the trace
+    whole too, and concludes only what every reading gives. Runs asking the same question are not told
+    apart."""
+    asked = {m.span_id: _question(m) for m in models}
+    top = tree.children.get(root.span_id, [])
+    segments: list[list[SpanView]] = [[]]
+    questions: list[str | None] = [None]
+    pending: list[SpanView] = []  # after the last top that asked the current question
+    for view in top:
+        question = _asked_under(view, tree, asked)
+        if question is None:
+            pending.append(view)
+        elif questions[-1] in (None, question):
+            segments[-1] += [*pending, view]
+            questions[-1], pending = question, []
+        else:
+            # A step asking no model (a search) goes with the run whose question its input holds; else with
+            # the next run (a run searches before it asks the model; the API's times are milliseconds).
+            earlier = [v for v in pending if _holds(v, questions[-1])]
+            segments[-1] += earlier
+            segments.append([*(v for v in pending if v not in earlier), view])
+            questions.append(question)
+            pending = []
+    segments[-1] += pending
+    if len(segments) < 2:
+        return ()
+    records = tuple(normalize(_under_root(root, seg, tree)) for seg in segments)
+    named = ", ".join(f"{seg[0].span_id} ({seg[0].raw.name})" for seg in segments)
+    gaps.add(
+        "several_runs",
+        None,
+        f"the trace holds {len(segments)} runs, {DECORATOR_RUNS}: from top-level observations {named} —"
+        " the trace's steps sit at its top level (Langfuse's v2 @observe makes the trace itself a run's"
+        " root), and its trace id may have been given to more than one run (its record holds the last one's"
+        " input and output); which step is whose is a guess, so the trace is read whole as well, and a"
+        " verdict stands only if every reading gives it",
+        OWN_TRACE_ID,
+    )
+    return records
+
+
+def _under_root(root: SpanView, tops: list[SpanView], tree: _Tree) -> list[RawSpan]:
+    """``tops`` and every span under them, under the trace's root without the trace record's input and
+    output (the last run's) and named by the first of them: one run's steps read as one run."""
+    attrs = {k: v for k, v in root.raw.attributes.items() if k not in (_TRACE_INPUT, _TRACE_OUTPUT)}
+    # Named by its first step: every run's root is the trace's, and the run's label must tell them apart.
+    name = f"{root.raw.name} from {tops[0].span_id} ({tops[0].raw.name})"
+    members, stack = [root.raw.model_copy(update={"attributes": attrs, "name": name})], list(tops)
+    while stack:
+        view = stack.pop()
+        members.append(view.raw)
+        stack.extend(tree.children.get(view.span_id, []))
+    return members
+
+
+def _holds(view: SpanView, question: str | None) -> bool:
+    text = as_str(view.attrs.get(langfuse.INPUT))
+    return bool(question and text and (question in text or json.dumps(question)[1:-1] in text))
+
+
+def _question(call: ModelCall) -> str | None:
+    """The user's question a model call was asked: the first user message it was sent."""
+    return next((m.content for m in call.input_messages if m.role == "user" and m.content), None)
+
+
+def _asked_under(view: SpanView, tree: _Tree, asked: Mapping[str, str | None]) -> str | None:
+    """The question the first model call at or under ``view`` was asked (None: none asked one)."""
+    stack = [view]
+    found: list[tuple[int, str]] = []
+    while stack:
+        node = stack.pop()
+        if (question := asked.get(node.span_id)) is not None:
+            found.append((node.raw.start_time_unix_nano, question))
+        stack.extend(tree.children.get(node.span_id, []))
+    return min(found)[1] if found else None
 
 
 def _sent_as_root(view: SpanView) -> bool:

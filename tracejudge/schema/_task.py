@@ -240,8 +240,8 @@ class Gap(_Frozen):
     trace name no parent — roots of runs that share the trace id (an application that sets it, per session
     or conversation, or reuses a propagated header; ids from a generator seeded alike), or in a Langfuse
     API trace several top-level observations each hold a whole run (their own input and output, a model call
-    under them) — and nothing ties the spans to one run; the detail names the roots, ``TaskRecord.runs``
-    holds each run's record)."""
+    under them), or a Langfuse v2 decorator trace's model calls were asked several questions — and nothing
+    ties the spans to one run; the detail names the roots, ``TaskRecord.runs`` holds each run's record)."""
     span_id: str | None = None
     """The span concerned, if any."""
     detail: str = ""
@@ -347,8 +347,10 @@ class TaskRecord(_Frozen):
     a whole run, or spans name a parent not received beside a root (a ``several_runs`` gap: the trace id may
     hold more than one run), the record of each root and the spans under it, in start order, then that of
     the spans whose parent was not received (together: another run whose root was lost, or this run's);
-    a top-level observation of the legacy ingestion API that is no whole run is in no run. Empty for a trace
-    with one root (or none)."""
+    a top-level observation of the legacy ingestion API that is no whole run is in no run. A trace of the
+    Langfuse v2 decorator (its record a run's root) whose model calls were asked several questions: the
+    top-level steps of each question under the trace's root (named by the first step), the trace read whole
+    as well. Empty for a trace with one root (or none)."""
 
     def run_label(self) -> str:
         """How a run of a trace that holds several is named: ``run`` and its root span (id and name); a run
