@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.normalize.test_conventions import kinds, root, span
 from tracejudge.normalize import normalize
 from tracejudge.schema import TaskRecord
@@ -79,7 +81,7 @@ def test_a_hosted_file_search_without_results_is_a_tool_call_and_a_gap() -> None
     (call,) = record.model_calls
     assert call.output_text == "30,000 RMB."
     assert call.output_messages[0].tool_calls == (
-        {"id": "fs_1", "name": "file_search", "arguments": {"queries": ["cap?"]}},
+        {"id": "fs_1", "name": "file_search", "arguments": {"queries": ["cap?"]}, "type": "file_search_call"},
     )
     (hosted,) = [g for g in record.gaps if g.kind == "retrieval_documents_not_recorded"]
     assert 'include=["file_search_call.results"]' in hosted.detail
@@ -117,3 +119,33 @@ def test_a_function_tool_span_is_a_tool_call_whose_result_may_name_documents() -
     # Not a retrieval by itself (a list with ids may be orders): the gap names it to mark.
     (none,) = [g for g in record.gaps if g.kind == "no_retrieval_span"]
     assert "search_policies (1 documents)" in none.detail
+
+
+@pytest.mark.parametrize("kind", ["file_search_call", "web_search_call"])
+def test_text_after_a_hosted_tool_logfire_names_without_call_is_the_answer(kind: str) -> None:
+    # Logfire's reading names the hosted item's tool without "_call" (file_search, web_search): the answer
+    # rule's exception for tools the API runs inside the call must know it by the item's type kept beside it —
+    # read as a tool the app runs, the reply's text was taken for a preamble (answer_uncertain).
+    item = {"id": "hs_1", "type": kind, "status": "completed"}
+    events = [
+        _event("user", "cap?"),
+        {"event.name": "gen_ai.unknown", "content": f"{kind}\n\nSee JSON", "role": "assistant", "data": item},
+        _event("assistant", "30,000 RMB."),
+    ]
+    record = _call([{"role": "user", "content": "cap?"}], events)
+    assert (record.final_answer, record.final_answer_span_id) == ("30,000 RMB.", "00000000000000b1")
+    assert "answer_uncertain" not in kinds(record)
+
+
+def test_a_function_tool_named_like_a_hosted_one_still_leaves_the_answer_open() -> None:
+    # A function tool of the app's own named file_search (an assistant message's tool call, no hosted item):
+    # the text beside it may be a preamble.
+    asked = {
+        **_event("assistant", "Let me search."),
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "file_search", "arguments": "{}"}}
+        ],
+    }
+    record = _call([{"role": "user", "content": "cap?"}], [_event("user", "cap?"), asked])
+    assert record.final_answer is None
+    assert "answer_uncertain" in kinds(record)

@@ -39,8 +39,9 @@ tool_calls, Anthropic's text block before a tool_use block, a choice asking for 
 and call the model again with its result; that call answered, and a trace without it (an uninstrumented
 client, a lost span) shows only the preamble. The reading is safe only where the tool ran inside the call:
 a tool the API hosts (a Responses API ``file_search_call``, ``web_search_call``, …), whose item comes before
-the text the model wrote with its result. The hosted item is told by its name: a tool request whose name is
-not recorded may be any tool, and leaves the answer open.
+the text the model wrote with its result. The hosted item is told by its name (Logfire's reading drops the
+``_call``: ``file_search``, told hosted only by the item type it keeps beside it): a tool request whose name
+is not recorded may be any tool, and leaves the answer open.
 
 Some instrumentations record an assistant turn's role and text but never its tool calls (OpenLLMetry's
 mistralai: a turn that asked for a tool and wrote nothing is its role alone). Such a turn right before a tool
@@ -200,8 +201,20 @@ def tool_requests(call: ModelCall) -> list[str]:
         str(request.get("name") or "")
         for message in call.output_messages
         for request in message.tool_calls
-        if request.get("name") not in _HOSTED
+        if not _hosted(request)
     ]
+
+
+def _hosted(request: Mapping[str, Any]) -> bool:
+    """Whether the request is a tool the API ran inside the call: named by its output item's type
+    (OpenInference), or named without ``_call`` (as Logfire names ``file_search_call`` ``file_search``) where
+    the request keeps the item's type (``type``, read from the item itself: a function tool may bear the
+    name)."""
+    name = request.get("name")
+    if name in _HOSTED:
+        return True
+    kind = request.get("type")
+    return kind in _HOSTED and isinstance(name, str) and f"{name}_call" == kind
 
 
 def out_of_order(

@@ -90,13 +90,20 @@ def _split(view: SpanView, events: list[dict[str, Any]]) -> int | None:
 
 
 def _hosted_call(event: dict[str, Any]) -> dict[str, Any] | None:
-    """A hosted tool's call (``file_search_call``, …) as a tool call; None when the event holds none."""
+    """A hosted tool's call (``file_search_call``, …) as a tool call, named as Logfire names the tool
+    (``file_search``) and keeping the item's ``type``: what shows the API ran it inside the call (a function
+    tool may be named ``file_search`` too); None when the event holds none."""
     data = event.get("data")
     kind = as_str(data.get("type")) if isinstance(data, dict) else None
     if data is None or kind is None or not kind.endswith("_call"):
         return None
     arguments = {k: v for k, v in data.items() if k in ("queries", "query", "action")}
-    return {"id": as_str(data.get("id")), "name": kind.removesuffix("_call"), "arguments": arguments}
+    return {
+        "id": as_str(data.get("id")),
+        "name": kind.removesuffix("_call"),
+        "arguments": arguments,
+        "type": kind,
+    }
 
 
 def _message(event: dict[str, Any], *, output: bool) -> Message | None:
