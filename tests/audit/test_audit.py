@@ -243,6 +243,30 @@ def test_drift_passes_over_a_run_that_never_finished(tmp_path: Path) -> None:
     assert d.previous_pass_rate == 1.0
 
 
+def test_drift_passes_over_a_running_run_whose_summary_is_recorded_but_nothing_waits(tmp_path: Path) -> None:
+    # A run recorded "running" with a summary is not thereby at rest with items waiting (a record of a run in
+    # flight may hold one): only RunRecord.left_waiting says so. It was read from the summary alone.
+    from tracejudge.runs import left_waiting
+
+    store = _store(tmp_path)
+    done = score_run(RUBRIC, store, _tasks(0, 10), client=_verdict_judge(9))
+    summary = RunSummary(overall=GroupSummary(n=3, **{"pass": 0}, fail=3, pass_rate=0.0))
+    flight = RunRecord(
+        run_id="run-in-flight",
+        series=done.series,
+        created_at=datetime.now(UTC),
+        provenance=done.provenance,
+        summary=summary,
+    )
+    resting = flight.model_copy(update={"run_id": "run-at-rest", "left_waiting": 1})
+    assert (left_waiting(flight), left_waiting(resting)) == (False, True)
+    store.put_run(flight)
+    again = score_run(RUBRIC, store, _tasks(0, 10), client=_verdict_judge(9))
+    d = audit_run(store, again.run_id).drift
+    assert d is not None
+    assert (d.previous_run_id, d.previous_pass_rate) == (done.run_id, 1.0)
+
+
 def _seed(
     store: SqliteStore,
     rubric: Rubric,

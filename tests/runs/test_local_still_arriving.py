@@ -24,6 +24,7 @@ from tests.runs.test_shared_still_arriving import assert_late_kept, late_beside_
 from tests.runs.test_still_arriving import RUBRIC
 from tests.store.conftest import postgres_url, store_url  # noqa: F401 - the store fixtures
 from tracejudge.cli import cli
+from tracejudge.runs import left_waiting
 from tracejudge.schema import ItemResult
 from tracejudge.store import RunProgress, open_store
 
@@ -63,6 +64,16 @@ def password_env(url: str) -> dict[str, str]:
     return {"PGPASSFILE": str(path)}
 
 
+def _left_waiting(url: str, run_id: str) -> tuple[int, bool]:
+    store = open_store(url)
+    try:
+        run = store.get_run(run_id)
+    finally:
+        store.close()
+    assert run is not None
+    return run.left_waiting, left_waiting(run)
+
+
 def _stored(url: str, run_id: str) -> tuple[dict[str, ItemResult], RunProgress]:
     store = open_store(url)
     try:
@@ -97,6 +108,8 @@ def test_a_local_run_resumed_scores_an_item_left_still_arriving_once_its_trace_h
     assert items[late].verdict == "indeterminate"
     assert (progress.done, progress.pending, progress.claimed, progress.waiting) == (1, 0, 0, 1)
     scored_at = items[done].scored_at
+    # Recorded at rest with the item waiting (what audit's drift reads), not merely running with a summary.
+    assert _left_waiting(store_url, run_id) == (1, True)
 
     # Resumed before the rest has arrived, by the command as printed: nothing is scored (the final item is
     # not scored again).
@@ -119,6 +132,7 @@ def test_a_local_run_resumed_scores_an_item_left_still_arriving_once_its_trace_h
         "complete",
     )
     items, progress = _stored(store_url, run_id)
+    assert _left_waiting(store_url, run_id) == (0, False)
     assert {t: i.verdict for t, i in items.items()} == {late: "pass", done: "pass"}
     assert items[done].scored_at == scored_at
     assert (progress.done, progress.pending, progress.claimed, progress.waiting) == (2, 0, 0, 0)

@@ -114,6 +114,7 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
     stored_run = _run(store_url)
     assert (stored_run.status, stored_run.finished_at) == ("running", None)
     assert stored_run.summary.overall.n == 2
+    assert stored_run.left_waiting == 1  # at rest with one item waiting, recorded so
     items, progress = _stored(store_url)
     # Kept, not final: shown with the run (its summary counts it indeterminate), not in its totals.
     assert items[late].verdict == "indeterminate"
@@ -146,6 +147,7 @@ def test_an_item_still_arriving_is_scored_by_a_later_worker_of_the_run_once(
     )
     assert _run(store_url).status == "complete"
     assert _run(store_url).finished_at is not None
+    assert _run(store_url).left_waiting == 0
     items, progress = _stored(store_url)
     assert {t: i.verdict for t, i in items.items()} == {late: "pass", done: "pass"}
     assert items[done].scored_at == scored_at

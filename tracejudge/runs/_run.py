@@ -356,9 +356,9 @@ def is_still_arriving(item: ItemResult) -> bool:
 
 def left_waiting(run: RunRecord) -> bool:
     """Whether a recorded run is at rest with items kept as not final, their trace still arriving (it stays
-    ``running`` until they are scored): a run whose summary is recorded while ``running`` — one being scored,
-    or killed, has none recorded yet (a local run records it as it ends, a shared run once at rest)."""
-    return run.status == "running" and run.summary.overall.n > 0
+    ``running`` until they are scored): ``RunRecord.left_waiting``, stored when the run came to rest so —
+    not read from a summary recorded while ``running``, which a record of a run in flight may hold too."""
+    return run.status == "running" and run.left_waiting > 0
 
 
 def new_run_record(
@@ -521,31 +521,32 @@ class _LocalRun:
         """The run as it ended (``stored``: every item is in the store); a budget stop counts the sources
         never launched as not scored. One that ended with items kept (:meth:`_keep`) is not done: it stays
         ``running`` (not finished) until a resume has scored them."""
-        not_scored = 0
+        not_scored = kept = 0
         finished_at: datetime | None = datetime.now(UTC)
         if self.progress.stopped and status == "complete":
             # Not resumed (a stopped run scores nothing more): its items, still-arriving ones too, are
             # final as they are.
             status = "stopped_budget"
             not_scored = self.sources.left()
-        elif status == "complete" and stored and self._keep():
+        elif status == "complete" and stored and (kept := self._keep()):
             status, finished_at = "running", None
         return self.run.model_copy(
             update={
                 "status": status,
                 "finished_at": finished_at,
                 "summary": self.summary.build(not_scored=not_scored),
+                "left_waiting": kept,
             }
         )
 
-    def _keep(self) -> bool:
-        """Make the run resumable when it left items kept as not final (False when none): ``score --run
+    def _keep(self) -> int:
+        """Make the run resumable when it left items kept as not final (how many; 0 when none): ``score --run
         RUN_ID`` (or this function with ``run_name`` the run's id) then scores them as a later worker of a
         shared run does, once their trace has arrived, and nothing final again."""
         now = time.monotonic()
         waiting = {t: max(o.until - now, 1.0) for t, o in self.outcomes.items() if isinstance(o, _Kept)}
         if not waiting:
-            return False
+            return 0
         done = {t: o for t, o in self.outcomes.items() if not isinstance(o, _Kept)}
         self.store.keep_run_items(
             self.run.run_id,
@@ -554,7 +555,7 @@ class _LocalRun:
             tokens=sum(tokens for _, tokens in done.values()),
             waiting=waiting,
         )
-        return True
+        return len(waiting)
 
 
 async def _one_a_turn(worker: Callable[[], Coroutine[Any, Any, None]], n: int) -> None:

@@ -640,6 +640,8 @@ def run_state(store: Store, run: RunRecord) -> RunRecord:
                 not_scored=progress.pending + progress.claimed if progress.stopped else 0
             ),
             "finished_at": current.finished_at or (datetime.now(UTC) if status != "running" else None),
+            # At rest and running: what keeps it so, recorded (audit's drift compares with such a run).
+            "left_waiting": progress.waiting if at_rest and status == "running" else 0,
         }
     )
     if status != "running" or at_rest:

@@ -664,3 +664,8 @@ class RunRecord(_Frozen):
     """Results."""
     budget: dict[str, float] = Field(default_factory=dict)
     """Budget limits in force (usd, tokens)."""
+    left_waiting: int = 0
+    """Items the run was left with kept as not final, their trace still arriving (DESIGN 5.5), when it was
+    last recorded at rest (a local run as it ended, a shared run once no worker held or could claim an
+    item): with status ``running``, the run is at rest waiting for them — not in flight, nor killed. 0
+    otherwise, and once they are scored."""
