@@ -2,11 +2,14 @@
 
 group_indexed finds a key's index by one regex search, a span's key prefixes are ruled out by a search of its
 joined keys, trace-level fields are looked for only when some span has their key, and gaps' switches are
-worked out only for the spans gaps name. Each pins an edge the shortcut could get wrong.
+worked out only for the spans gaps name, a retrieval span's document-metadata keys are picked out once per
+key set (Bedrock), and output messages are decoded for their finish reasons only when their text may name
+one. Each pins an edge the shortcut could get wrong.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given
@@ -126,3 +129,39 @@ def test_trace_fields_read_from_the_spans_that_carry_them() -> None:
         trace_id=TRACE, span_id="2" * 16, name="r", resource={"deployment.environment": "prod"}, attributes={}
     )
     assert normalize([resource]).metadata["environment"] == "prod"
+
+
+def _view(attrs: dict[str, Any], name: str = "span") -> SpanView:
+    return SpanView(RawSpan(trace_id=TRACE, span_id="1" * 16, name=name, attributes=attrs), Gaps())
+
+
+def test_finish_reasons_read_when_spelled_with_escapes() -> None:
+    from tracejudge.normalize._genai import output_finish_reasons
+
+    part = {"role": "assistant", "parts": [{"type": "text", "content": "a"}]}
+    escaped = '[{"role": "assistant", "finish\\u005freason": "length", "parts": []}]'
+    assert output_finish_reasons(_view({"gen_ai.output.messages": json.dumps([part])})) == []
+    assert output_finish_reasons(_view({"gen_ai.output.messages": escaped})) == ["length"]
+    # One JSON text per message (an array attribute): each decoded.
+    per_message = [json.dumps({**part, "finish_reason": "stop"})]
+    assert output_finish_reasons(_view({"gen_ai.output.messages": per_message})) == ["stop"]
+
+
+@given(st.booleans(), st.sampled_from(["\n", ""]))
+def test_knowledge_base_chunks_found_after_the_keys_were_seen(bedrock_first: bool, newline: str) -> None:
+    """_may_hold_chunks keeps each key set's metadata keys: a span with the same keys reads its own values
+    (a key holding a line break is never looked up by the joined keys)."""
+    from tracejudge.normalize._bedrock import _may_hold_chunks
+
+    def attrs(inner: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"openinference.span.kind": "RETRIEVER", f"input{newline}.value": "q"}
+        for d in range(2):
+            out[f"retrieval.documents.{d}.document.content"] = "text"
+            out[f"retrieval.documents.{d}.document.metadata"] = json.dumps({"metadata": inner})
+        return out
+
+    plain, bedrock = attrs({"doc_id": "D1"}), attrs({"x-amz-bedrock-kb-source-uri": "s3://b/D1.txt"})
+    for first, second in ((bedrock, plain), (plain, bedrock)) if bedrock_first else ((plain, bedrock),):
+        assert _may_hold_chunks(_view(first)) is (first is bedrock)
+        assert _may_hold_chunks(_view(second)) is (second is bedrock)
+    assert not _may_hold_chunks(_view({"input.value": "q"}))

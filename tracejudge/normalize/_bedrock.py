@@ -74,6 +74,11 @@ _RAG_NAMES = frozenset({"bedrock.retrieve_and_generate", "bedrock_agent.retrieve
 _KB_PREFIX = "x-amz-bedrock-kb-"
 _SOURCE_URI = "x-amz-bedrock-kb-source-uri"
 _ID_KEYS = ("doc_id", "document_id", "source")
+# A span's keys (``SpanView.keys``) -> those of its documents' metadata. Every retrieval span of a kind has
+# the same keys: they are picked out once (bounded).
+_METADATA_KEYS: dict[str, list[str]] = {}
+_METADATA_KEYS_MAX = 1024
+_METADATA_KEYS_LENGTH = 4096
 
 RAG_NOTE = (
     "Bedrock's RetrieveAndGenerate built the prompt inside the call from what it retrieved: the trace holds"
@@ -201,8 +206,18 @@ def _may_hold_chunks(view: SpanView) -> bool:
     """Whether a document's metadata may name a knowledge base's keys or a Bedrock location: False only when
     every one is a text without them (read without decoding: every OpenInference retrieval span comes
     here)."""
-    attrs = view.attrs
-    keys = [k for k in attrs if ".document.metadata" in k and k.startswith("retrieval.documents.")]
+    joined, attrs = view.keys, view.attrs
+    if ".document.metadata" not in joined:  # no key holds it (most spans)
+        return False
+    # The joined keys name the keys only when none holds a line break; short ones are kept.
+    known = len(joined) <= _METADATA_KEYS_LENGTH and joined.count("\n") == len(attrs) - 1
+    keys = _METADATA_KEYS.get(joined) if known else None
+    if keys is None:
+        keys = [k for k in attrs if ".document.metadata" in k and k.startswith("retrieval.documents.")]
+        if known:
+            if len(_METADATA_KEYS) >= _METADATA_KEYS_MAX:
+                _METADATA_KEYS.clear()
+            _METADATA_KEYS[joined] = keys
     try:
         # No text searched for holds a NUL: found in the joined texts, it is in one of them.
         values = "\0".join([attrs[key] for key in keys])
@@ -277,6 +292,7 @@ def _unwrapped(view: SpanView, doc: Document) -> Document:
 # --- Cohere rerank (OpenLLMetry) ------------------------------------------------------------------------
 
 _REQUEST_TYPE = "llm.request.type"
+_NAMES = _RAG_NAMES | {"cohere.rerank"}
 _KEPT = re.compile(r"Doc (\d+), Score: (-?[0-9.eE+-]+)")
 
 
@@ -324,6 +340,11 @@ class Bedrock(NoRecords):
     """The Bedrock knowledge-base calls' records, and a Cohere rerank's step."""
 
     def classify(self, view: SpanView) -> StepKind | None:
+        attrs = view.attrs
+        # Asked of every span, first: one that records neither a request type nor parameters and has none of
+        # the names is neither (no call made to tell).
+        if _REQUEST_TYPE not in attrs and _PARAMS not in attrs and view.raw.name not in _NAMES:
+            return None
         if _is_rerank(view):
             return "rerank"
         return "model" if is_retrieve_and_generate(view) else None

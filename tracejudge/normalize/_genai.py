@@ -228,8 +228,14 @@ def empty_output(view: SpanView) -> str | None:
 def output_finish_reasons(view: SpanView) -> list[str]:
     """The finish reason of each output message ``gen_ai.output.messages`` records (JSON text, or one JSON
     text per message), and of each deprecated ``gen_ai.choice`` event; empty when none is recorded."""
-    parsed = _per_message_json(maybe_json(view.attrs.get("gen_ai.output.messages")))
-    messages = parsed if isinstance(parsed, list) else []
+    value = view.attrs.get("gen_ai.output.messages")
+    if isinstance(value, str) and "finish_reason" not in value and "\\u" not in value:
+        # No message names a finish reason (a JSON key spelled without escapes is in the text as it is):
+        # the text is not decoded (asked of every model call; output messages are often long).
+        messages: list[Any] = []
+    else:
+        parsed = _per_message_json(maybe_json(value))
+        messages = parsed if isinstance(parsed, list) else []
     reasons = [m.get("finish_reason") for m in messages if isinstance(m, dict)]
     reasons += [e.attributes.get("finish_reason") for e in view.raw.events if e.name == "gen_ai.choice"]
     return [r for r in (as_str(r) for r in reasons) if r]

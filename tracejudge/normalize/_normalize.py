@@ -90,7 +90,7 @@ def normalize(spans: Sequence[RawSpan]) -> TaskRecord:
     steps = _Steps(views, tree, shown)
 
     _trace_gaps(gaps, views, steps)
-    runs = _runs(views, tree, gaps, steps.models)
+    runs = _runs(tree, gaps, steps.models)
     tools = _with_call_ids(steps.tools, steps.models)
     root = tree.root
     last = steps.models[-1].span_id if steps.models else None
@@ -155,9 +155,7 @@ def _alike(texts: list[str | None]) -> str | None:
     return texts[0] if len(set(texts)) == 1 else None
 
 
-def _runs(
-    views: list[SpanView], tree: _Tree, gaps: Gaps, models: Sequence[ModelCall]
-) -> tuple[TaskRecord, ...]:
+def _runs(tree: _Tree, gaps: Gaps, models: Sequence[ModelCall]) -> tuple[TaskRecord, ...]:
     """Each run's record when the trace holds several (a ``several_runs`` gap names their roots); else none.
 
     A trace id is all that ties a trace's spans together, and an application may give one to more than one
@@ -169,7 +167,7 @@ def _runs(
     parent was not received names it: it is part of a run whose root is missing, ``missing_parent``); each
     root and the spans under it are read as a trace of their own, and localize concludes only what every run
     concludes alike. A Langfuse API trace comes with one root (:func:`_langfuse_runs`)."""
-    roots = [v for v in views if not v.raw.parent_span_id]
+    roots = list(tree.unparented)
     langfuse_api = len(roots) == 1 and roots[0].attrs.get(SYNTHETIC_ROOT) in (True, "true")
     if langfuse_api and _decorator_root(roots[0], tree):
         return _decorator_runs(roots[0], tree, gaps, models)
@@ -181,7 +179,7 @@ def _runs(
             # input or output (a root that captures none) — the question its model calls were asked tells.
             return _decorator_runs(top, tree, gaps, models)
     else:
-        orphans = [v for v in views if v.raw.parent_span_id and v.raw.parent_span_id not in tree.by_id]
+        orphans = list(tree.orphans)
     # Spans naming a parent not received, beside a root: the lost parent may be this run's, or the root of
     # another run under the trace id (lost: the root ends last, in the last batch). Read as a run of their own
     # too, and localize checks the trace read whole as well.
@@ -470,10 +468,17 @@ class _Tree:
         self.by_id = {v.span_id: v for v in views}
         self.parent: dict[str, str | None] = {}
         self.children: dict[str, list[SpanView]] = {}
+        self.unparented: list[SpanView] = []
+        """The spans sent naming no parent, in start order."""
+        self.orphans: list[SpanView] = []
+        """The spans naming a parent not received, in start order."""
         for view in views:
             pid = view.raw.parent_span_id or None
-            if pid is not None and pid not in self.by_id:
+            if pid is None:
+                self.unparented.append(view)
+            elif pid not in self.by_id:
                 view.gap("missing_parent", f"the trace may be incomplete: parent span {pid} not received")
+                self.orphans.append(view)
                 pid = None
             self.parent[view.span_id] = pid
         self._cut_loops(views)
