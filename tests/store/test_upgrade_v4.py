@@ -49,9 +49,12 @@ def _reads(store: SqlStore) -> dict[str, Any]:
     items = [i.model_dump(mode="json") for i in store.iter_score_items(RUN)]
     # Items stored at schema 4 have no stamp: read as None, and otherwise as that version read them.
     assert [i.pop("task_time") for i in items] == [None] * len(items)
+    # A run recorded before RunRecord.left_waiting reads 0 (no items left waiting), the rest as it read.
+    dumped = run.model_dump(mode="json")
+    assert dumped.pop("left_waiting") == 0
     return {
         "traces": [t.model_dump(mode="json") for t in store.list_traces()],
-        "run": run.model_dump(mode="json"),
+        "run": dumped,
         "items": items,
     }
 

@@ -6,7 +6,7 @@ from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, otlp_session_id
 from tracejudge.store._inspect import StoreState, inspect_store
 from tracejudge.store._open import DEFAULT_STORE, open_store, resolve_store_url, sqlite_file
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, Store, TraceSummary, TriageEntry
-from tracejudge.store._read import UnreadableRecordError, read_record
+from tracejudge.store._read import UnreadableRecordError, read_json_record, read_record
 from tracejudge.store._resolve import resolve_trace_id
 from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
 from tracejudge.store._sqlite import SqliteStore
@@ -32,6 +32,7 @@ __all__ = [
     "inspect_store",
     "open_store",
     "otlp_session_id",
+    "read_json_record",
     "read_record",
     "resolve_store_url",
     "resolve_trace_id",

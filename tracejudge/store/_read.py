@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from tracejudge._errors import TracejudgeError
 from tracejudge.schema import SCHEMA_VERSION
 
-__all__ = ["UnreadableRecordError", "read_record"]
+__all__ = ["UnreadableRecordError", "read_json_record", "read_record"]
 
 _R = TypeVar("_R", bound=BaseModel)
 
@@ -55,6 +56,18 @@ def read_record(model: type[_R], data: Mapping[str, Any], *, what: str = "record
         return model.model_validate(current)
     except ValidationError as exc:
         raise _invalid(what, exc) from exc
+
+
+def read_json_record(model: type[_R], text: str | bytes, *, what: str = "record") -> _R:
+    """``text`` (a record's JSON as a store keeps it) read as ``model``: at once when it validates (every
+    record this version wrote), else as :func:`read_record` reads one a later version wrote."""
+    try:
+        record = model.model_validate_json(text)
+    except ValidationError:
+        return read_record(model, json.loads(text), what=what)
+    if getattr(record, "schema_version", SCHEMA_VERSION) > SCHEMA_VERSION:
+        return read_record(model, json.loads(text), what=what)  # raises: a later layout
+    return record
 
 
 def _invalid(what: str, exc: ValidationError) -> UnreadableRecordError:

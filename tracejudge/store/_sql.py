@@ -26,6 +26,7 @@ from tracejudge.schema import (
 )
 from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
+from tracejudge.store._read import read_json_record
 
 if TYPE_CHECKING:
     # Audit's records, imported where used: a command that stores no report (score) does not build them.
@@ -1112,13 +1113,13 @@ class SqlStore:
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
             row = self._execute("SELECT payload FROM score_runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else RunRecord.model_validate_json(row[0])
+        return None if row is None else read_json_record(RunRecord, row[0], what=f"run {run_id}")
 
     def list_runs(self, *, series: str | None = None, limit: int | None = None) -> list[RunRecord]:
         rows = self._select(
             "SELECT payload FROM score_runs", [("series = ?", series)], "created_at DESC, run_id DESC", limit
         )
-        return [RunRecord.model_validate_json(r[0]) for r in rows]
+        return [read_json_record(RunRecord, r[0], what="a stored run") for r in rows]
 
     def put_score_item(self, item: ItemResult) -> None:
         with self._lock:
@@ -1166,7 +1167,7 @@ class SqlStore:
             " ORDER BY trace_id LIMIT 500",
             (run_id,),
         ):
-            yield ItemResult.model_validate_json(payload)
+            yield read_json_record(ItemResult, payload, what=f"an item of run {run_id}")
 
     def get_cached_reply(self, key: str) -> str | None:
         with self._lock:
@@ -1214,7 +1215,7 @@ class SqlStore:
         )
         from tracejudge.schema import StoredReport
 
-        return [StoredReport.model_validate_json(r[0]) for r in rows]
+        return [read_json_record(StoredReport, r[0], what="a stored report") for r in rows]
 
     def put_tuning_marks(self, marks: Iterable[TuningMark]) -> None:
         rows = [
@@ -1359,7 +1360,7 @@ class SqlStore:
                 stored = run
             else:
                 cur.execute(q("SELECT payload FROM score_runs WHERE run_id = ?"), (run.run_id,))
-                stored = RunRecord.model_validate_json(cur.fetchone()[0])
+                stored = read_json_record(RunRecord, cur.fetchone()[0], what=f"run {run.run_id}")
                 cur.execute(q("SELECT 1 FROM run_totals WHERE run_id = ?"), (run.run_id,))
                 if cur.fetchone() is None:
                     raise StoreError(
