@@ -1,6 +1,6 @@
 """What normalize reads from AWS Bedrock knowledge-base calls under openinference-instrumentation-bedrock and
 a Cohere rerank under OpenLLMetry (tests/fixtures/traces/record_bedrock.py): the nested chunk metadata, the
-filter in Bedrock's syntax, and the source URI as identity when the sidecar names no document."""
+filter in Bedrock's syntax, and the source URI read as a retriever's id when the sidecar names no document."""
 
 from __future__ import annotations
 
@@ -85,16 +85,20 @@ def _with_metadata(spans: list[RawSpan], change: Any) -> list[RawSpan]:
     return out
 
 
-def test_without_a_sidecar_doc_id_the_source_uri_is_the_identity() -> None:
+def test_without_a_sidecar_doc_id_the_source_uri_is_read_as_a_retrievers_id() -> None:
+    # Not the document's own id (which the manifest may not use: "not returned" would rest on it): a
+    # retriever's, which names a document when the manifest does, else the text may (localize's identify).
     def strip(md: dict[str, Any]) -> dict[str, Any]:
         inner = {k: v for k, v in md["metadata"].items() if k not in ("doc_id", "version")}
         return {**md, "metadata": inner}
 
     [call] = normalize(_with_metadata(_spans("bedrock_kb_rag.pb"), strip)).retrievals
     assert [(d.doc_id, d.version, d.raw_id) for d in call.documents] == [
-        ("s3://acme-contracts/C-17/attachment/v2.txt", None, "chunk-042"),
-        ("s3://acme-contracts/C-17/attachment/v1.txt", None, "chunk-041"),
+        ("s3://acme-contracts/C-17/attachment/v2.txt", None, "s3://acme-contracts/C-17/attachment/v2.txt"),
+        ("s3://acme-contracts/C-17/attachment/v1.txt", None, "s3://acme-contracts/C-17/attachment/v1.txt"),
     ]
+    assert [d.metadata["x-amz-bedrock-kb-chunk-id"] for d in call.documents] == ["chunk-042", "chunk-041"]
+    assert not any("source" in d.metadata for d in call.documents)
 
 
 def test_metadata_not_bedrocks_is_read_as_openinference_reads_it() -> None:

@@ -8,11 +8,12 @@ Bedrock (OpenInference; ``bedrock-runtime`` ``converse`` / ``invoke_model`` are 
   ``retrieval.documents.N.document.metadata`` is ``{"location", "metadata", "type"}`` whose ``metadata`` holds
   the chunk's own: the service's ``x-amz-bedrock-kb-source-uri`` / ``-chunk-id`` / ``-data-source-id`` and the
   fields of the document's ``.metadata.json`` sidecar (``doc_id``, ``version``, what a filter selects on). A
-  document is identified from that inner metadata (``doc_id`` / ``document_id`` / ``source`` as anywhere),
-  else by its source URI. A chunk with no id of its own (no chunk id, no source URI: an external S3 source's,
-  whose own metadata is ``{}``) is named by its ``location`` (``s3Location.uri``, a web/Confluence/Salesforce/
-  SharePoint ``url``, a custom document's ``id``), read as a retriever's id: it names a document when the
-  manifest does, else the chunk's text may, else it stays unidentified. A score of 0 is not recorded (the
+  document is identified from that inner metadata (``doc_id`` / ``document_id`` / ``source`` as anywhere).
+  Without one, a chunk is named by its source URI, else (no source URI, no chunk id: an external S3
+  source's, whose own metadata is ``{}``) by its ``location`` (``s3Location.uri``, a web/Confluence/
+  Salesforce/SharePoint ``url``, a custom document's ``id``), read as a retriever's id: it names a document
+  when the manifest does, else the chunk's text may, else it stays unidentified (a source URI the manifest
+  does not use is not another document: "not returned" never rests on it). A score of 0 is not recorded (the
   instrumentation tests the score for truth).
 - ``bedrock.retrieve_and_generate`` (kind RETRIEVER, ``llm.model_name`` the generator; streamed,
   ``bedrock_agent.retrieve_and_generate_stream``, the same attributes): one call in which the
@@ -274,14 +275,13 @@ def _unwrapped(view: SpanView, doc: Document) -> Document:
     md: dict[str, Any] = {**(_inner(doc.metadata) or {})}
     raw_id = doc.raw_id
     if not any(as_str(md.get(k)) for k in _ID_KEYS):
-        if as_str(md.get(_SOURCE_URI)):
-            md["source"] = md[_SOURCE_URI]
-        elif raw_id is None:
-            # No id of its own (no chunk id, no source uri, no sidecar id): the source its location names,
-            # read as a retriever's own id — it names a document when the manifest does (as a document or
-            # one of its ids), else the chunk's text may; one naming none stays unidentified, never another
-            # document (whose "not returned" a rank verdict would rest on).
-            raw_id = _location_id(doc.metadata)
+        # No document id of the sidecar's: the source the chunk comes from (its source URI, else the source
+        # its location names), read as a retriever's own id — it names a document when the manifest does (as
+        # a document or one of its ids), else the chunk's text may; one naming none stays unidentified, never
+        # another document (whose "not returned" a rank verdict would rest on). The source URI is taken over
+        # the chunk id (kept in the metadata): a manifest can name the file, not the id the service gave its
+        # chunk. A chunk with no source URI keeps its chunk id, else is named by its location.
+        raw_id = as_str(md.get(_SOURCE_URI)) or raw_id or _location_id(doc.metadata)
     if "location" in doc.metadata:
         md.setdefault("location", doc.metadata["location"])
     return make_document(
