@@ -3,10 +3,13 @@
 Exporters and backends cap attribute values (the SDKs' ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a
 collector's truncate processor, a backend's column) and mark nothing: the value simply ends at the limit.
 A model input cut that way no longer holds the clause it was sent with, and reading it as whole would
-conclude ``dropped_in_context`` from a record of less than the model saw (DESIGN 5.5). Three signs are
-read: a JSON document that stops before it closes, a text exactly as long as a limit such caps use, and a
-text exactly as long as the limit the trace itself shows (:func:`shown_limits`: the length its longest values
-share, where a limit set at 250 or 333 left them).
+conclude ``dropped_in_context`` from a record of less than the model saw (DESIGN 5.5). Four signs are
+read (:func:`cut_short` the first three, :func:`cut_values` all four): a JSON document (or Python literal)
+that stops before it closes; a text that stops mid-sentence exactly as long as a limit such caps use
+(``LIMITS``); one exactly as long as the limit the trace itself shows (:func:`shown_limits`: the length its
+longest values share, where a limit set at 250 or 333 left them); and a text another value of the same span
+holds longer while no value records it whole (:class:`_Held`: one key cut on the way, the request it was sent
+in whole).
 """
 
 from __future__ import annotations
