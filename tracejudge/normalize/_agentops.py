@@ -8,7 +8,8 @@ return value as JSON text: ``agentops.<kind>.input`` (``{"args": [...], "kwargs"
 search); the root holds the request and the answer. AgentOps' OpenAI instrumentation writes OpenLLMetry's
 flat ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` (read by that convention) and, under each model call
 that asked for a tool, a ``tool_call.<name>`` span whose kind is the enum's repr
-(``AgentOpsSpanKindValues.TOOL``): the request, not the tool's run, so it is left unclassified.
+(``AgentOpsSpanKindValues.TOOL``): the request, not the tool's run, so it is left unclassified (the answer
+rule reads it as the call's reply, ``_replied``: the call's output records only its role and finish reason).
 """
 
 from __future__ import annotations

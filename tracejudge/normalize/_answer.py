@@ -48,6 +48,14 @@ mistralai: a turn that asked for a tool and wrote nothing is its role alone). Su
 result is the request that result answers (a chat API takes a tool result only after one): it is read as a
 tool request whose name, arguments and id were not recorded (``unrecorded_requests``) — a tool step, which
 continues the call before it where nothing recorded contradicts it, and is the same as no other request.
+
+Some record a reply's tool requests beside the call's output, where the rule reads them (``_replied``):
+AgentOps' ``tool_call.<name>`` span under the call, the ``AIMessage`` the LangGraph node that called the
+model returned (OpenLLMetry's LangChain, told the call's by its response id). A request read there is
+compared with the turn the later call re-sends, as one of the output is. Others record only that the reply
+asked for a tool, or wrote no text: a finish reason ``tool_calls`` beside no text (OpenLLMetry's mistralai),
+a reply recorded by its role alone beside a recorded input (OpenLLMetry's Ollama, which records a reply's
+content whenever it has any) — no request to compare, and no answer.
 """
 
 from __future__ import annotations
@@ -110,15 +118,19 @@ def earlier_answers(
     times: Mapping[str, tuple[int, int]],
     unordered: Mapping[str, str] | None = None,
     failed: Collection[str] = (),
+    replied: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> list[ModelCall]:
     """The model calls before the last one (in start order) that may have given the answer the user got
     instead of it: those no later call continues, and those whose order against the last one the trace's
     times cannot tell (``unordered``, from ``out_of_order``) that the last call does not continue by what it
     re-sends; empty when the last call's reply is the answer. ``times``: each span's start and end (Unix
-    nanoseconds, 0 when not recorded); ``failed``: the calls whose span says they failed (status error)."""
+    nanoseconds, 0 when not recorded); ``failed``: the calls whose span says they failed (status error);
+    ``replied``: the tool requests of a call's reply that its output does not record but other records of
+    the trace do (``_replied.replied_requests``; ``{}`` for a request whose details were not recorded)."""
     sent = _Sent(models)
     last = models[-1] if models else None
     unordered = {} if unordered is None else unordered  # asked only of a call a later one continues
+    replied = {} if replied is None else replied  # asked only of a call a later one may continue
     sizes = [_size(call) for call in models]
     reach = _reach(models, sizes, times)
     return [
@@ -126,9 +138,13 @@ def earlier_answers(
         for i, call in enumerate(models[:-1])
         if not (
             _may_be_continued(sizes[i], reach[i + 1], times.get(call.span_id, (0, 0))[1])
-            and any(_continues(later, call, sent, times, failed) for later in models[i + 1 :])
+            and any(_continues(later, call, sent, times, failed, replied) for later in models[i + 1 :])
         )
-        or (call.span_id in unordered and last is not None and not _continues(last, call, sent, {}, ()))
+        or (
+            call.span_id in unordered
+            and last is not None
+            and not _continues(last, call, sent, {}, (), replied)
+        )
     ]
 
 
@@ -275,7 +291,7 @@ def continued(
     sent = {call.span_id: _items(call) for call in models[: at + 1]}
     chain = [answering]
     for call in reversed(models[:at]):
-        if any(_continues(later, call, sent, times, ()) for later in chain):
+        if any(_continues(later, call, sent, times, (), {}) for later in chain):
             chain.append(call)
     return chain[::-1]
 
@@ -286,6 +302,7 @@ def _continues(
     sent: Mapping[str, list[_Item] | None],
     times: Mapping[str, tuple[int, int]],
     failed: Collection[str],
+    replied: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> bool:
     """Whether ``later`` was sent all ``earlier`` was, in order, and only tool steps besides (or, when
     nothing besides, retried ``earlier``: sent after it returned, which failed or replied the same). With
@@ -297,26 +314,45 @@ def _continues(
     if _same(resent[: len(was)], was):
         added = resent[len(was) :]
         if added:
-            return _tool_steps(added) and _follows(earlier, added)
+            return _tool_steps(added) and _follows(earlier, added, replied)
         ended = times.get(earlier.span_id, (0, 0))[1]
         started = times.get(later.span_id, (0, 0))[0]
         return 0 < ended <= started and (earlier.span_id in failed or _same_reply(earlier, later))
     was, resent = _unsystem(was), _unsystem(resent)
     added = resent[len(was) :]
-    return _same(resent[: len(was)], was) and bool(added) and _tool_steps(added) and _follows(earlier, added)
+    return (
+        _same(resent[: len(was)], was)
+        and bool(added)
+        and _tool_steps(added)
+        and _follows(earlier, added, replied)
+    )
 
 
-def _follows(earlier: ModelCall, added: list[_Item]) -> bool:
+def _follows(
+    earlier: ModelCall, added: list[_Item], replied: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> bool:
     """Whether tool steps added after ``earlier``'s input begin with its reply, where both are recorded: the
     assistant turn re-sent first asks for the tools ``earlier``'s reply asked for — the same requests (names,
     and arguments and ids where both record them), of one choice or of all. A turn asking the same tool with
-    other arguments is another call's: the later call continues another conversation. Steps that re-send no
-    request first (OpenLIT records the result alone), or a reply whose requests are not recorded
-    (AgentOps and OpenLLMetry's LangChain spans record none), have nothing to compare: read as before, the
-    re-sent turn taken for the reply — made a rival, such a call would be undone by losing its span (a
-    definite verdict from an open one, which the removal property found on their recordings)."""
+    other arguments is another call's: the later call continues another conversation. The reply's requests
+    are its output's, else those other records of the trace hold (``replied``: AgentOps' request spans under
+    the call, the message the LangGraph node that called it returned).
+
+    Nothing to compare, the re-sent turn is taken for the reply: a reply recorded only as having asked for
+    tools (its finish reason; OpenLLMetry's Ollama records one with no text by its role alone), steps that
+    re-send no request first (OpenLIT records the result alone), and a reply no record holds at all. The
+    last is read so though nothing says the reply was a request rather than an answer: the later call re-sends
+    the earlier's input with a request right after it, a turn only a reply to that input gives, and another
+    call that gave it (a call in parallel, the reply to an earlier attempt) would be in the trace. Made a
+    rival, such a call would be undone by losing its span — the trace without it reads the last call's reply
+    (a definite verdict from an open one, which the removal property found on AgentOps' and OpenLLMetry's
+    LangChain recordings before their requests were read here)."""
     role, _, tools = added[0]
     asked = [tuple(_request(r) for r in m.tool_calls) for m in earlier.output_messages if m.tool_calls]
+    if not asked:
+        # A request recorded elsewhere by none of its details ({}) has nothing to compare.
+        elsewhere = [request for request in replied.get(earlier.span_id, ()) if request]
+        asked = [tuple(_request(r) for r in elsewhere)] if elsewhere else []
     if role != "assistant" or not asked:
         return True
     every = tuple(r for requests in asked for r in requests)

@@ -46,6 +46,7 @@ from tracejudge.normalize._genai import system_instructions
 from tracejudge.normalize._hints import HOSTED_FILE_SEARCH, HOSTED_WEB_SEARCH, with_switches
 from tracejudge.normalize._join import join_levels
 from tracejudge.normalize._precedence import PRECEDENCE, Line
+from tracejudge.normalize._replied import replied_requests
 from tracejudge.normalize._shapes import answer_text, documents_from_value, messages_from_value
 from tracejudge.normalize._values import REDACTED, as_int, as_str, as_str_list, maybe_json, nanos_to_datetime
 from tracejudge.normalize._view import Gaps, SpanView
@@ -1542,11 +1543,37 @@ class _Rivals(NamedTuple):
         times = {m.span_id: _times(tree.by_id[m.span_id]) for m in models}
         unordered = _Unordered(views, tree, models)
         failed = {call.span_id for call in models if failure(tree.by_id[call.span_id].raw)}
-        return cls(earlier_answers(models, times, unordered, failed), unordered)
+        replied = _Replied(tree, models)
+        return cls(earlier_answers(models, times, unordered, failed, replied), unordered)
 
     def answering(self, models: list[ModelCall]) -> tuple[str, ...]:
         """``TaskRecord.answering_calls``: these calls and the last."""
         return (*(call.span_id for call in self.calls), models[-1].span_id) if models else ()
+
+
+class _Replied(Mapping[str, tuple[dict[str, Any], ...]]):
+    """``replied_requests`` of each model call (span id), read when first asked: ``earlier_answers`` asks only
+    of a call whose output records no tool request that a later call may continue."""
+
+    def __init__(self, tree: _Tree, models: list[ModelCall]) -> None:
+        self._tree = tree
+        self._calls = {call.span_id: call for call in models}
+        self._found: dict[str, tuple[dict[str, Any], ...]] = {}
+
+    def __getitem__(self, span: str) -> tuple[dict[str, Any], ...]:
+        if span not in self._found:
+            view, tree = self._tree.by_id[span], self._tree
+            found = replied_requests(
+                view, self._calls[span], tree.children.get(span, []), tree.parent_view(view)
+            )
+            self._found[span] = found
+        return self._found[span]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._calls)
+
+    def __len__(self) -> int:
+        return len(self._calls)
 
 
 def _times(view: SpanView) -> tuple[int, int]:
