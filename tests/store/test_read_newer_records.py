@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tracejudge.schema import ItemResult, Provenance, RunRecord
+from tracejudge.schema import ItemResult, Localization, Provenance, RunRecord, StageResult
 from tracejudge.store import UnreadableRecordError, open_store
 
 PROVENANCE = Provenance(
@@ -78,5 +78,62 @@ def test_a_run_of_a_later_layout_is_named_with_what_to_do(tmp_path: Path) -> Non
             UnreadableRecordError, match=r"(?s)run r1 has schema_version 99.*pip install -U tracejudge"
         ):
             store.get_run("r1")
+    finally:
+        store.close()
+
+
+def _triage(store: object) -> None:
+    store.put_triage_result(  # type: ignore[attr-defined]
+        Localization(
+            ticket="EXP-1",
+            trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+            task_time=None,
+            verdict="unconfirmed",
+            stages=(StageResult(name="indexed", status="unconfirmed", missing=("manifest",)),),
+        )
+    )
+
+
+def test_a_triage_result_a_later_version_stored_is_read(tmp_path: Path) -> None:
+    """A Localization gaining a field (at its top and in a stage) failed every ``list_triage_results``
+    (``report``, ``serve``'s history) of a tracejudge one version behind with a ValidationError."""
+    db = tmp_path / "s.db"
+    store = open_store(f"sqlite:///{db}")
+    _triage(store)
+    (before,) = store.list_triage_results()
+    store.close()
+    with sqlite3.connect(db) as conn:
+        (payload,) = conn.execute("SELECT payload FROM triage_results").fetchone()
+        data = json.loads(payload)
+        data["added_later"] = [1]
+        data["stages"][0]["added_later"] = "x"
+        conn.execute("UPDATE triage_results SET payload = ?", (json.dumps(data),))
+    store = open_store(f"sqlite:///{db}")
+    try:
+        (after,) = store.list_triage_results()
+        assert after.result == before.result
+    finally:
+        store.close()
+
+
+def test_a_triage_result_of_a_later_layout_is_named_with_what_to_do(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = open_store(f"sqlite:///{db}")
+    _triage(store)
+    (entry,) = store.list_triage_results()
+    store.close()
+    with sqlite3.connect(db) as conn:
+        (payload,) = conn.execute("SELECT payload FROM triage_results").fetchone()
+        conn.execute(
+            "UPDATE triage_results SET payload = ?",
+            (json.dumps({**json.loads(payload), "schema_version": 99}),),
+        )
+    store = open_store(f"sqlite:///{db}")
+    try:
+        with pytest.raises(
+            UnreadableRecordError,
+            match=rf"(?s)triage result {entry.triage_id} has schema_version 99.*pip install -U tracejudge",
+        ):
+            store.list_triage_results()
     finally:
         store.close()

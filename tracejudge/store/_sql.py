@@ -1314,7 +1314,8 @@ class SqlStore:
                 triaged_at=datetime.fromisoformat(r[1]),
                 ticket=r[2],
                 trace_id=r[3],
-                result=Localization.model_validate_json(r[4]),
+                # A later tracejudge's result (fields added since this one) is read without them.
+                result=read_json_record(Localization, r[4], what=f"triage result {r[0]}"),
             )
             for r in rows
         ]
