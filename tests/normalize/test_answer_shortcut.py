@@ -69,7 +69,7 @@ def test_no_call_that_continues_another_is_passed_over(
         continuing = [
             later.span_id
             for later in calls[i + 1 :]
-            if _answer._continues(later, earlier, sent, times, failed, {})
+            if _answer._continues(later, earlier, sent, times, failed, _answer._Replies(calls, {}))
         ]
         if continuing:
             assert _answer._may_be_continued(sizes[i], reach[i + 1], times[earlier.span_id][1]), continuing
@@ -77,7 +77,10 @@ def test_no_call_that_continues_another_is_passed_over(
     plain = [
         call
         for i, call in enumerate(calls[:-1])
-        if not any(_answer._continues(later, call, sent, times, failed, {}) for later in calls[i + 1 :])
+        if not any(
+            _answer._continues(later, call, sent, times, failed, _answer._Replies(calls, {}))
+            for later in calls[i + 1 :]
+        )
     ]
     assert earlier_answers(calls, times, failed=failed) == plain
 

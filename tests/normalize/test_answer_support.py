@@ -14,7 +14,9 @@ spans, apart from the reader. No call of a fixture is read as continued with not
 joins either list, or leaves it, fails this test.
 
 The answer rule reads those records, not only this census: a request recorded there that the later call's
-re-sent turn contradicts makes the call a rival, and without the record the call is read as before.
+re-sent turn contradicts makes the call a rival, and without the record the call is read as before. A reply
+no record holds is taken as continued only while no other call sent the same input recorded the re-sent
+request as its reply.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracejudge.normalize import normalize
-from tracejudge.schema import ModelCall, RawSpan, TaskRecord
+from tracejudge.normalize import earlier_answers, normalize
+from tracejudge.schema import Message, ModelCall, RawSpan, TaskRecord
 from tracejudge_collectors.otel import read_otlp_file
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -161,3 +163,37 @@ def test_without_the_record_the_call_is_read_as_before() -> None:
         )
     )
     assert record.final_answer is not None
+
+
+def _call(span: str, sent: list[Message], reply: Message) -> ModelCall:
+    return ModelCall(
+        span_id=span,
+        input_messages=tuple(sent),
+        output_messages=(reply,),
+        input_recorded=True,
+        input_text="\n".join(m.content or "" for m in sent),
+        output_recorded=bool(reply.content or reply.tool_calls),
+        output_text=reply.content,
+    )
+
+
+def test_a_reply_not_recorded_whose_turn_another_call_gave_is_a_rival() -> None:
+    # Two calls were sent the question; the second's recorded reply asked for the search the last call
+    # re-sends. The first call's reply, not recorded, is not that turn: it may have been the answer.
+    question = [Message(role="system", content="Cite the contract."), Message(role="user", content="Prepay?")]
+    search = {"id": "call_1", "name": "search", "arguments": {"query": "prepayment"}}
+    asked = Message(role="assistant", content=None, tool_calls=(search,))
+    first = _call("a", question, Message(role="assistant", content=None))
+    second = _call("b", question, asked)
+    last = _call(
+        "c",
+        [*question, asked, Message(role="tool", content="cap 30,000")],
+        Message(role="assistant", content="No."),
+    )
+    times = {"a": (1, 2), "b": (3, 4), "c": (5, 6)}
+    assert earlier_answers([first, second, last], times) == [first]
+    # With no call claiming it, the turn is taken for the first call's reply (as before).
+    assert earlier_answers([first, last], times) == []
+    assert earlier_answers([second, last], times) == []
+    # A record beside the first call's output saying it asked for a tool (its finish reason): continued.
+    assert earlier_answers([first, second, last], times, replied={"a": ({},)}) == []

@@ -17,7 +17,8 @@ may have got.
 
 Anything else — an earlier reply the later calls do not continue (the last call reads the answer back, as
 a title or grader prompt does, or sends other instructions), a tool request whose result no recorded call
-read (the call that read it and answered is missing), an input not recorded whole, calls that overlap —
+read (the call that read it and answered is missing), a reply not recorded whose tool request the later call
+re-sends is another call's recorded reply (``_follows``), an input not recorded whole, calls that overlap —
 leaves the answer open: the ``answer_uncertain`` gap names the calls that may have given it, and no check
 reads an answer from the trace.
 
@@ -130,7 +131,7 @@ def earlier_answers(
     sent = _Sent(models)
     last = models[-1] if models else None
     unordered = {} if unordered is None else unordered  # asked only of a call a later one continues
-    replied = {} if replied is None else replied  # asked only of a call a later one may continue
+    replies = _Replies(models, {} if replied is None else replied)
     sizes = [_size(call) for call in models]
     reach = _reach(models, sizes, times)
     return [
@@ -138,12 +139,12 @@ def earlier_answers(
         for i, call in enumerate(models[:-1])
         if not (
             _may_be_continued(sizes[i], reach[i + 1], times.get(call.span_id, (0, 0))[1])
-            and any(_continues(later, call, sent, times, failed, replied) for later in models[i + 1 :])
+            and any(_continues(later, call, sent, times, failed, replies) for later in models[i + 1 :])
         )
         or (
             call.span_id in unordered
             and last is not None
-            and not _continues(last, call, sent, {}, (), replied)
+            and not _continues(last, call, sent, {}, (), replies)
         )
     ]
 
@@ -289,9 +290,10 @@ def continued(
     the calls whose input went on into its input. ``times`` as for ``earlier_answers``."""
     at = next(i for i, call in enumerate(models) if call is answering)
     sent = {call.span_id: _items(call) for call in models[: at + 1]}
+    replies = _Replies(models[: at + 1], {})
     chain = [answering]
     for call in reversed(models[:at]):
-        if any(_continues(later, call, sent, times, (), {}) for later in chain):
+        if any(_continues(later, call, sent, times, (), replies) for later in chain):
             chain.append(call)
     return chain[::-1]
 
@@ -302,7 +304,7 @@ def _continues(
     sent: Mapping[str, list[_Item] | None],
     times: Mapping[str, tuple[int, int]],
     failed: Collection[str],
-    replied: Mapping[str, Sequence[Mapping[str, Any]]],
+    replies: _Replies,
 ) -> bool:
     """Whether ``later`` was sent all ``earlier`` was, in order, and only tool steps besides (or, when
     nothing besides, retried ``earlier``: sent after it returned, which failed or replied the same). With
@@ -314,7 +316,7 @@ def _continues(
     if _same(resent[: len(was)], was):
         added = resent[len(was) :]
         if added:
-            return _tool_steps(added) and _follows(earlier, added, replied)
+            return _tool_steps(added) and _follows(earlier, added, replies, sent)
         ended = times.get(earlier.span_id, (0, 0))[1]
         started = times.get(later.span_id, (0, 0))[0]
         return 0 < ended <= started and (earlier.span_id in failed or _same_reply(earlier, later))
@@ -324,39 +326,85 @@ def _continues(
         _same(resent[: len(was)], was)
         and bool(added)
         and _tool_steps(added)
-        and _follows(earlier, added, replied)
+        and _follows(earlier, added, replies, sent)
     )
 
 
+class _Replies:
+    """The tool requests each call's reply made, as recorded: its output's, else those other records of the
+    trace hold (``elsewhere``: ``earlier_answers``' ``replied``, read when first asked)."""
+
+    def __init__(
+        self, models: Sequence[ModelCall], elsewhere: Mapping[str, Sequence[Mapping[str, Any]]]
+    ) -> None:
+        self._models = models
+        self._elsewhere = elsewhere
+
+    def said(self, call: ModelCall) -> bool:
+        """Whether a record beside the call's output says its reply asked for tools, or wrote no text."""
+        return bool(self._elsewhere.get(call.span_id, ()))
+
+    def asked(self, call: ModelCall) -> list[tuple[_Request, ...]]:
+        """The requests of each choice of the call's reply whose details are recorded (empty: none are)."""
+        asked = [tuple(_request(r) for r in m.tool_calls) for m in call.output_messages if m.tool_calls]
+        if asked:
+            return asked
+        # A request recorded elsewhere by none of its details ({}) has nothing to compare.
+        elsewhere = [request for request in self._elsewhere.get(call.span_id, ()) if request]
+        return [tuple(_request(r) for r in elsewhere)] if elsewhere else []
+
+    def claimed(
+        self, tools: tuple[_Request, ...], earlier: ModelCall, sent: Mapping[str, list[_Item] | None]
+    ) -> bool:
+        """Whether another call sent what ``earlier`` was sent (``sent``: ``_items`` of each) recorded a
+        reply that made these requests."""
+        was = sent[earlier.span_id]
+        return any(
+            call.span_id != earlier.span_id
+            and _gave(tools, self.asked(call))
+            and (items := sent[call.span_id]) is not None
+            and was is not None
+            and _same(items, was)
+            for call in self._models
+        )
+
+
+def _gave(tools: tuple[_Request, ...], asked: list[tuple[_Request, ...]]) -> bool:
+    """Whether a turn asking for ``tools`` is a reply that asked for ``asked`` (per choice): the same
+    requests, of one choice or of all."""
+    if not asked:
+        return False
+    every = tuple(r for requests in asked for r in requests)
+    return any(_same_requests(tools, requests) for requests in (*asked, every))
+
+
 def _follows(
-    earlier: ModelCall, added: list[_Item], replied: Mapping[str, Sequence[Mapping[str, Any]]]
+    earlier: ModelCall, added: list[_Item], replies: _Replies, sent: Mapping[str, list[_Item] | None]
 ) -> bool:
     """Whether tool steps added after ``earlier``'s input begin with its reply, where both are recorded: the
     assistant turn re-sent first asks for the tools ``earlier``'s reply asked for — the same requests (names,
     and arguments and ids where both record them), of one choice or of all. A turn asking the same tool with
     other arguments is another call's: the later call continues another conversation. The reply's requests
-    are its output's, else those other records of the trace hold (``replied``: AgentOps' request spans under
+    are its output's, else those other records of the trace hold (``_Replies``: AgentOps' request spans under
     the call, the message the LangGraph node that called it returned).
 
     Nothing to compare, the re-sent turn is taken for the reply: a reply recorded only as having asked for
     tools (its finish reason; OpenLLMetry's Ollama records one with no text by its role alone), steps that
-    re-send no request first (OpenLIT records the result alone), and a reply no record holds at all. The
-    last is read so though nothing says the reply was a request rather than an answer: the later call re-sends
-    the earlier's input with a request right after it, a turn only a reply to that input gives, and another
-    call that gave it (a call in parallel, the reply to an earlier attempt) would be in the trace. Made a
-    rival, such a call would be undone by losing its span — the trace without it reads the last call's reply
-    (a definite verdict from an open one, which the removal property found on AgentOps' and OpenLLMetry's
-    LangChain recordings before their requests were read here)."""
+    re-send no request first (OpenLIT records the result alone), and a reply no record holds at all — unless
+    another call's recorded reply is that turn. A reply no record holds is read so though nothing says it was
+    a request rather than an answer: the later call re-sends the earlier's input with a request right after
+    it, a turn only a reply to that input gives; when another call sent the same input recorded that reply
+    (in parallel, or again after it), the earlier's reply may have been an answer, and it is a rival. Made a
+    rival with no such call, it would be undone by losing its span — the trace without it reads the last
+    call's reply (a definite verdict from an open one, which the removal property found on AgentOps' and
+    OpenLLMetry's LangChain recordings before their requests were read here)."""
     role, _, tools = added[0]
-    asked = [tuple(_request(r) for r in m.tool_calls) for m in earlier.output_messages if m.tool_calls]
-    if not asked:
-        # A request recorded elsewhere by none of its details ({}) has nothing to compare.
-        elsewhere = [request for request in replied.get(earlier.span_id, ()) if request]
-        asked = [tuple(_request(r) for r in elsewhere)] if elsewhere else []
-    if role != "assistant" or not asked:
+    if role != "assistant":
         return True
-    every = tuple(r for requests in asked for r in requests)
-    return any(_same_requests(tools, requests) for requests in (*asked, every))
+    asked = replies.asked(earlier)
+    if asked:
+        return _gave(tools, asked)
+    return replies.said(earlier) or not replies.claimed(tools, earlier, sent)
 
 
 def _same_reply(earlier: ModelCall, later: ModelCall) -> bool:
