@@ -111,7 +111,13 @@ _SDK_STOP_REASON = (
     " GenAI finish reason, no response body): without it, a reply stopped at max_tokens in the middle of v1's"
     " cap reads as a whole answer stating it — a real ignored fault to the letter"
 )
+_WHOLE_RUN_LOST = (
+    "each run of Langfuse's v2 decorator under langfuse_parent_trace_id is a top-level span of a trace that has"
+    " no fields of its own: with one run's whole subtree lost, the trace is a trace of the other run alone, as"
+    " a trace of one run is, and that run's verdict is read"
+)
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
+    ("langfuse-v2/two_parented_runs_good_dropped", "subtree answer_question"): _WHOLE_RUN_LOST,
     **{
         (
             f"anthropic_sdk_tool_max_tokens.pb{m}",
@@ -594,6 +600,20 @@ def _outside() -> ModuleType:
     return test_outside_traces
 
 
+def _langfuse_v2_cases() -> Iterator[Case]:
+    """Runs of Langfuse's v2 ``@observe`` decorator (one, and two under one trace id), as the v2 SDK sent
+    them (tests/fixtures/langfuse_v2), folded as Langfuse's ingestion merges them and read as ``collect
+    langfuse`` reads ``GET /traces/{id}`` (test_langfuse_v2_runs triages them through the stand-in)."""
+    from tests.localize._langfuse_ingestion import FIXTURES, fold
+    from tracejudge_collectors.langfuse import trace_to_spans
+
+    manifest = (mk.entry(acl=None), mk.v1_entry())
+    for path in sorted(FIXTURES.glob("*.json")):
+        trace = fold(path.stem)
+        spans = tuple(trace_to_spans(trace, trace["observations"]))
+        yield Case(f"langfuse-v2/{path.stem}", spans, mk.ticket(), manifest)
+
+
 def _outside_cases() -> Iterator[Case]:
     """The traces recorded outside this repository (tests/fixtures/outside): every case
     test_outside_traces lists, under its manifests (as given, the material never indexed, not yet in
@@ -720,6 +740,7 @@ def corpus() -> tuple[Case, ...]:
         *_draft_cases(),
         *_reading_cases(),
         *_outside_cases(),
+        *_langfuse_v2_cases(),
     )
 
 

@@ -16,6 +16,7 @@ Nothing here raises on bad attribute data: what cannot be read becomes a ``Gap``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -169,7 +170,7 @@ def _runs(tree: _Tree, gaps: Gaps, models: Sequence[ModelCall]) -> tuple[TaskRec
     root and the spans under it are read as a trace of their own, and localize concludes only what every run
     concludes alike. A Langfuse API trace comes with one root (:func:`_langfuse_runs`)."""
     roots = list(tree.unparented)
-    langfuse_api = len(roots) == 1 and roots[0].attrs.get(SYNTHETIC_ROOT) in (True, "true")
+    langfuse_api = len(roots) == 1 and _is_synthetic_root(roots[0])
     if langfuse_api and _decorator_root(roots[0], tree):
         return _decorator_runs(roots[0], tree, gaps, models)
     if langfuse_api:
@@ -241,6 +242,22 @@ def _subtree(tops: list[SpanView], tree: _Tree, parent_key: str | None) -> list[
 # The collector's marks on the span it makes for a Langfuse trace with no single top-level observation, and
 # on an observation it adopted whose parent is not in the trace.
 SYNTHETIC_ROOT = "langfuse.synthetic_root"
+
+
+def _synthetic_root_id(trace_id: str) -> str:
+    """The span id the collector gives a Langfuse trace's synthetic root (``tracejudge_collectors.langfuse``'s
+    ``synthetic_root_id``; tests/normalize/test_synthetic_root.py pins them alike)."""
+    return hashlib.sha256(f"langfuse-trace:{trace_id}".encode()).hexdigest()[:16]
+
+
+def _is_synthetic_root(view: SpanView) -> bool:
+    """Whether ``view`` is the span the collector made for a Langfuse trace: its mark, or (the mark lost) its
+    id, which only the trace's id gives. Read without the mark, the trace record's span was a run's own
+    root and two decorator runs under it one run, whose answer the last run's (a definite verdict neither
+    run gives)."""
+    if view.attrs.get(SYNTHETIC_ROOT) in (True, "true"):
+        return True
+    return view.raw.span_id == _synthetic_root_id(view.raw.trace_id)
 PARENT_NOT_RECEIVED = "langfuse.observation.parent_observation_id"
 
 
