@@ -239,3 +239,18 @@ def test_openllmetry_mistral_with_content_on_names_what_is_missing() -> None:
     assert {switch for switches in off.values() for switch in switches} == {
         SWITCHES["model_input_not_recorded"]["openllmetry"].text
     }
+
+
+def test_openllmetry_ollama_with_content_on_names_what_is_missing() -> None:
+    # The prompt's content is recorded (TRACELOOP_TRACE_CONTENT on): the first reply, its role alone, asked
+    # for the tool — naming the switch sent the user after one already on.
+    gaps = _mistral_gaps("ollama_openllmetry_tool_rag.pb")
+    ((outputs,),) = gaps.values()
+    assert "never a reply's tool calls" in outputs
+    assert "OllamaInstrumentor" in outputs
+    assert "set TRACELOOP_TRACE_CONTENT" not in outputs
+    # Recorded with the switch off, the span holds no prompt or completion attribute: the switch is the hint.
+    off = _mistral_gaps("ollama_openllmetry_tool_rag.pb", strip=True)
+    assert {switch for switches in off.values() for switch in switches} == {
+        SWITCHES["model_input_not_recorded"]["openllmetry"].text
+    }

@@ -94,6 +94,16 @@ _MISTRAL_TOOL_CALLS = Switch(
     ("MistralAIInstrumentor",),
     "recorded:record_mistral.py",
 )
+# OpenLLMetry's Ollama instrumentation with its content switch on: a reply's content is written only when it
+# is not empty, and its tool calls never.
+_OLLAMA_TOOL_CALLS = Switch(
+    "opentelemetry-instrumentation-ollama records content (TRACELOOP_TRACE_CONTENT is on) but never a reply's"
+    " tool calls, nor its content when empty: a reply that asked for a tool is its role alone. No setting"
+    " records them: trace the client with openinference-instrumentation-ollama (OllamaInstrumentor), which"
+    " does, or record the answer on your root span",
+    ("OllamaInstrumentor",),
+    "recorded:record_ollama.py",
+)
 _LITELLM_SPAN = Switch(
     "set USE_OTEL_LITELLM_REQUEST_SPAN=true: LiteLLM's otel callback then records a litellm_request"
     " span with the messages (without it only raw_gen_ai_request is exported, often lost)",
@@ -321,6 +331,17 @@ def _candidates(scope: str) -> tuple[tuple[Producer, Callable[[RawSpan], bool] |
 
 
 _MISTRAL_SCOPE = "opentelemetry.instrumentation.mistralai"
+_OLLAMA_SCOPE = "opentelemetry.instrumentation.ollama"
+
+
+def _ollama_switch(kind: str, span: RawSpan) -> Switch | None:
+    """What OpenLLMetry's Ollama span lacks when its content switch is on (it wrote the prompt's content): a
+    reply recorded by its role alone asked for a tool (or said nothing), which no setting records. None for
+    another span, or one recorded with the switch off (then the switch is the hint)."""
+    if span.scope_name != _OLLAMA_SCOPE or kind != "model_output_not_recorded":
+        return None
+    prompted = any(k.startswith("gen_ai.prompt.") and k.endswith(".content") for k in span.attributes)
+    return _OLLAMA_TOOL_CALLS if prompted and "gen_ai.completion.0.role" in span.attributes else None
 
 
 def _mistral_switch(kind: str, span: RawSpan) -> Switch | None:
@@ -372,9 +393,8 @@ def with_switches(gaps: Sequence[Gap], spans: Sequence[RawSpan]) -> tuple[Gap, .
             out.append(gap)
             continue
         own = producers.of(span) if span is not None else None
-        switch = (_mistral_switch(gap.kind, span) if span is not None else None) or _switch(
-            gap.kind, [own] if own is not None else producers.everyone()
-        )
+        known = None if span is None else _mistral_switch(gap.kind, span) or _ollama_switch(gap.kind, span)
+        switch = known or _switch(gap.kind, [own] if own is not None else producers.everyone())
         out.append(gap if switch is None else _with_switch(gap, switch))
     return tuple(out)
 
