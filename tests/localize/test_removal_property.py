@@ -112,9 +112,9 @@ _SDK_STOP_REASON = (
     " cap reads as a whole answer stating it — a real ignored fault to the letter"
 )
 _WHOLE_RUN_LOST = (
-    "each run of Langfuse's v2 decorator under langfuse_parent_trace_id is a top-level span of a trace that has"
-    " no fields of its own: with one run's whole subtree lost, the trace is a trace of the other run alone, as"
-    " a trace of one run is, and that run's verdict is read"
+    "each run of Langfuse's v2 decorator under langfuse_parent_trace_id is a top-level span of a trace"
+    " that has no fields of its own: with one run's whole subtree lost, the trace is a trace of the other"
+    " run alone, as a trace of one run is, and that run's verdict is read"
 )
 INDISTINGUISHABLE: dict[tuple[str, str], str] = {
     ("langfuse-v2/two_parented_runs_good_dropped", "subtree answer_question"): _WHOLE_RUN_LOST,
