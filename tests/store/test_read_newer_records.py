@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tracejudge.schema import ItemResult, Localization, Provenance, RunRecord, StageResult
-from tracejudge.store import UnreadableRecordError, open_store
+from tracejudge.store import TriageEntry, UnreadableRecordError, open_store
 
 PROVENANCE = Provenance(
     rubric_name="r",
@@ -82,8 +84,11 @@ def test_a_run_of_a_later_layout_is_named_with_what_to_do(tmp_path: Path) -> Non
         store.close()
 
 
-def _triage(store: object) -> None:
-    store.put_triage_result(  # type: ignore[attr-defined]
+def _triage_stored_then(db: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> TriageEntry:
+    """A triage result stored (and read back, returned), then its payload as ``edit`` makes it (what a later
+    version would have written)."""
+    store = open_store(f"sqlite:///{db}")
+    store.put_triage_result(
         Localization(
             ticket="EXP-1",
             trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
@@ -92,22 +97,25 @@ def _triage(store: object) -> None:
             stages=(StageResult(name="indexed", status="unconfirmed", missing=("manifest",)),),
         )
     )
+    (entry,) = store.list_triage_results()
+    store.close()
+    with sqlite3.connect(db) as conn:
+        (payload,) = conn.execute("SELECT payload FROM triage_results").fetchone()
+        conn.execute("UPDATE triage_results SET payload = ?", (json.dumps(edit(json.loads(payload))),))
+    return entry
 
 
 def test_a_triage_result_a_later_version_stored_is_read(tmp_path: Path) -> None:
     """A Localization gaining a field (at its top and in a stage) failed every ``list_triage_results``
     (``report``, ``serve``'s history) of a tracejudge one version behind with a ValidationError."""
     db = tmp_path / "s.db"
-    store = open_store(f"sqlite:///{db}")
-    _triage(store)
-    (before,) = store.list_triage_results()
-    store.close()
-    with sqlite3.connect(db) as conn:
-        (payload,) = conn.execute("SELECT payload FROM triage_results").fetchone()
-        data = json.loads(payload)
+
+    def later(data: dict[str, Any]) -> dict[str, Any]:
         data["added_later"] = [1]
         data["stages"][0]["added_later"] = "x"
-        conn.execute("UPDATE triage_results SET payload = ?", (json.dumps(data),))
+        return data
+
+    before = _triage_stored_then(db, later)
     store = open_store(f"sqlite:///{db}")
     try:
         (after,) = store.list_triage_results()
@@ -118,16 +126,7 @@ def test_a_triage_result_a_later_version_stored_is_read(tmp_path: Path) -> None:
 
 def test_a_triage_result_of_a_later_layout_is_named_with_what_to_do(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    store = open_store(f"sqlite:///{db}")
-    _triage(store)
-    (entry,) = store.list_triage_results()
-    store.close()
-    with sqlite3.connect(db) as conn:
-        (payload,) = conn.execute("SELECT payload FROM triage_results").fetchone()
-        conn.execute(
-            "UPDATE triage_results SET payload = ?",
-            (json.dumps({**json.loads(payload), "schema_version": 99}),),
-        )
+    entry = _triage_stored_then(db, lambda data: {**data, "schema_version": 99})
     store = open_store(f"sqlite:///{db}")
     try:
         with pytest.raises(

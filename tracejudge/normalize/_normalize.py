@@ -242,6 +242,7 @@ def _subtree(tops: list[SpanView], tree: _Tree, parent_key: str | None) -> list[
 # The collector's marks on the span it makes for a Langfuse trace with no single top-level observation, and
 # on an observation it adopted whose parent is not in the trace.
 SYNTHETIC_ROOT = "langfuse.synthetic_root"
+PARENT_NOT_RECEIVED = "langfuse.observation.parent_observation_id"
 
 
 def _synthetic_root_id(trace_id: str) -> str:
@@ -258,7 +259,6 @@ def _is_synthetic_root(view: SpanView) -> bool:
     if view.attrs.get(SYNTHETIC_ROOT) in (True, "true"):
         return True
     return view.raw.span_id == _synthetic_root_id(view.raw.trace_id)
-PARENT_NOT_RECEIVED = "langfuse.observation.parent_observation_id"
 
 
 def _langfuse_runs(root: SpanView, tree: _Tree) -> tuple[list[SpanView], list[SpanView]]:
