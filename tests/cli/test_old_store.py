@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
-from tests.store.test_upgrade import READS, _columns, _v1_store, _version
+from tests.store.test_upgrade import READS, _columns, _spans_as_this_version_keeps_them, _v1_store, _version
 from tracejudge.cli import cli
 from tracejudge.normalize import normalize
 from tracejudge.schema import RawSpan
@@ -58,6 +58,6 @@ def test_the_first_command_that_stores_spans_upgrades_it(v1_url: str) -> None:
     recorded = RECORDED / "adk_rag.pb"
     _run(v1_url, "collect", "file", str(recorded))
     assert _version(v1_url) == STORE_SCHEMA_VERSION
-    assert "otlp" in _columns(v1_url)[0]
+    assert _spans_as_this_version_keeps_them(v1_url)
     listed = json.loads(_run(v1_url, "traces", "list", "--json").stdout)
     assert {t["trace_id"] for t in READS["traces"]} < {t["trace_id"] for t in listed}

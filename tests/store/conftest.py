@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +22,29 @@ from psycopg import sql
 from tests.store.private_postgres import PrivatePostgres
 from tracejudge.schema import RawSpan
 from tracejudge.store import SqlStore, open_store
+from tracejudge.store._chunks import chunk_span_ids
 
 _DROPPED = ("dropped_attributes_count", "dropped_events_count", "dropped_links_count")
+
+
+def chunked_spans(path: Path) -> list[tuple[int, str]]:
+    """(trace seq, span id) of each span a SQLite store at schema 6 or later holds, in the order its
+    chunks were written (read with sqlite3, not through the store's reads)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT trace_seq, data FROM span_chunks ORDER BY rowid").fetchall()
+    finally:
+        conn.close()
+    return [(int(seq), span_id) for seq, data in rows for span_id in chunk_span_ids(data)]
+
+
+def sqlite_tables(path: Path) -> set[str]:
+    """The tables of a SQLite file."""
+    conn = sqlite3.connect(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
 
 
 def read_as_before(span: RawSpan) -> dict[str, Any]:

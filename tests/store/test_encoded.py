@@ -21,6 +21,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from tests.store.conftest import create_database, drop_database, postgres_admin_url
 from tracejudge.schema import RawSpan
 from tracejudge.store import EncodedSpan, SqlStore, open_store
+from tracejudge.store._chunks import unpack_chunk
 from tracejudge.store._sql import read_spans, stored_forms
 from tracejudge_collectors.otel import (
     DEPTH_MARKER,
@@ -54,9 +55,10 @@ def _same(json_form: dict[str, list[RawSpan]], otlp_form: dict[str, list[RawSpan
 
 
 def _otlp_rows(url: str) -> int:
+    """Spans a SQLite store holds in their OTLP bytes (in its chunks, read with sqlite3)."""
     with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
-        count: int = conn.execute("SELECT count(*) FROM spans WHERE otlp IS NOT NULL").fetchone()[0]
-    return count
+        chunks = conn.execute("SELECT data FROM span_chunks").fetchall()
+    return sum(otlp is not None for (data,) in chunks for _, _, _, otlp, _ in unpack_chunk(data))
 
 
 def _stored_both_ways(

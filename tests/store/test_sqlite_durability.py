@@ -16,6 +16,7 @@ import pytest
 from tracejudge._errors import InputError
 from tracejudge.schema import RawSpan
 from tracejudge.store import SqliteStore, open_store
+from tracejudge.store._chunks import chunk_span_ids
 from tracejudge.store._sqlite import copy_wait
 
 T = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -67,7 +68,8 @@ def test_checkpointer_copies_commits_into_the_database_and_stops_with_the_store(
     # Another connection (a `traces list` while receiving) sees every committed span.
     other = sqlite3.connect(tmp_path / "s.db")
     try:
-        assert other.execute("SELECT COUNT(*) FROM spans").fetchone()[0] == 200
+        rows = other.execute("SELECT data FROM span_chunks").fetchall()
+        assert sum(len(chunk_span_ids(data)) for (data,) in rows) == 200
     finally:
         other.close()
     store.close()
@@ -82,7 +84,9 @@ def _checkpointed_spans(db: Path, tmp: Path) -> int:
     conn = sqlite3.connect(copy)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        return int(conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0]) if "spans" in tables else 0
+        if "span_chunks" not in tables:
+            return 0
+        return sum(len(chunk_span_ids(data)) for (data,) in conn.execute("SELECT data FROM span_chunks"))
     except sqlite3.DatabaseError:
         return -1  # copied while a checkpoint was writing it: look again
     finally:

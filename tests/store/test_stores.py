@@ -285,7 +285,9 @@ def test_a_batch_mixing_both_forms_is_stored_once_with_its_summaries_and_session
     assert store.put_spans([json_root, otlp_child, other, late_json, late_otlp]) == 2
     t1 = next(t for t in store.list_traces() if t.trace_id == T1)
     assert (t1.name, t1.span_count) == ("root", 4)
-    assert tuple(store._execute("SELECT min(start_ns), max(end_ns) FROM spans").fetchone()) == (5, 110)
+    stored = [*store.get_spans(T1), *store.get_spans(T2)]
+    assert min(s.start_time_unix_nano for s in stored) == 5
+    assert max(s.end_time_unix_nano for s in stored) == 110
     assert [s.name for s in store.get_spans(T1)] == ["late-json", "child", "root", "late-otlp"]
     assert store.trace_session(T1) == "s-json"
     assert [t.trace_id for t in store.session_traces("s-late")] == [T1]

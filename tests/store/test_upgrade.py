@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.store.conftest import read_as_before
+from tests.store.conftest import read_as_before, sqlite_tables
 from tracejudge.store import STORE_SCHEMA_VERSION, EncodedSpan, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
 from tracejudge_collectors.otel import encode_protobuf
@@ -74,6 +74,14 @@ def _columns(url: str) -> tuple[set[str], set[str]]:
     return cols, idx
 
 
+def _spans_as_this_version_keeps_them(url: str) -> bool:
+    """SQLite's spans in chunks (schema 6: no spans table); PostgreSQL's a row each, with ``otlp``."""
+    if url.startswith("sqlite:///"):
+        tables = sqlite_tables(Path(url.removeprefix("sqlite:///")))
+        return "span_chunks" in tables and "spans" not in tables
+    return "otlp" in _columns(url)[0]
+
+
 def _version(url: str) -> int:
     if url.startswith("sqlite:///"):
         conn = sqlite3.connect(url.removeprefix("sqlite:///"))
@@ -105,15 +113,12 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 5
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
         assert _reads(store) == READS
     finally:
         store.close()
-    cols, idx = _columns(v1_url)
-    assert "otlp" in cols
-    assert "spans_start" not in idx
-    # Schema 3 keys SQLite's spans by their trace's seq; PostgreSQL's keep their key.
-    assert ("trace_seq" in cols) == v1_url.startswith("sqlite:///")
+    assert _spans_as_this_version_keeps_them(v1_url)
+    assert "spans_start" not in _columns(v1_url)[1]
     again = open_store(v1_url)  # a second open finds nothing left to upgrade
     assert isinstance(again, SqlStore)
     try:
@@ -232,7 +237,7 @@ def test_storing_spans_in_a_store_opened_for_reading_upgrades_it_first(v1_url: s
     finally:
         store.close()
     assert _version(v1_url) == STORE_SCHEMA_VERSION
-    assert "otlp" in _columns(v1_url)[0]
+    assert _spans_as_this_version_keeps_them(v1_url)
 
 
 def test_a_new_store_opened_for_reading_starts_at_this_versions_schema(store_url: str) -> None:
@@ -242,7 +247,7 @@ def test_a_new_store_opened_for_reading_starts_at_this_versions_schema(store_url
         assert store.schema_version() == STORE_SCHEMA_VERSION
     finally:
         store.close()
-    assert "otlp" in _columns(store_url)[0]
+    assert _spans_as_this_version_keeps_them(store_url)
 
 
 def test_a_reader_opened_before_another_process_upgraded_the_store_reads_its_new_spans(v1_url: str) -> None:
@@ -267,11 +272,52 @@ def test_a_reader_opened_before_another_process_upgraded_the_store_reads_its_new
         reader.close()
 
 
-def test_a_reader_whose_schema_read_came_just_before_an_upgrade_reads_the_new_spans(
-    v1_url: str, monkeypatch: pytest.MonkeyPatch
+def test_on_sqlite_a_reader_reads_the_version_and_the_spans_of_one_snapshot_across_an_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race: a reader opened at schema 1 reads the version, another process then upgrades the
+    # store (to chunks: the spans table is dropped) and stores spans, then the reader reads the
+    # spans. It reads them from the snapshot its version came from: the store as it was.
+    url = _v1_store("sqlite", tmp_path, None)
+    reader = open_store(url, upgrade=False)
+    assert isinstance(reader, SqlStore)
+    execute = reader._execute
+    upgraded = [False]
+
+    def upgrade_after_the_version_read(sql: str, params: Any = ()) -> Any:
+        cursor = execute(sql, params)
+        if not upgraded[0] and sql.startswith("SELECT version FROM schema_info"):
+            upgraded[0] = True
+            writer = open_store(url)
+            try:
+                assert writer.put_spans(encode_protobuf(_request()).spans) == 2
+            finally:
+                writer.close()
+        return cursor
+
+    monkeypatch.setattr(reader, "_execute", upgrade_after_the_version_read)
+    try:
+        old = next(iter(READS["spans"]))
+        assert [read_as_before(s) for s in reader.get_spans(old)] == READS["spans"][old]
+        assert upgraded[0]
+        assert _version(url) == STORE_SCHEMA_VERSION
+        # The next read sees the upgraded store and the spans stored since (the old trace's late one).
+        assert [s.span_id for s in reader.get_spans(T3.hex())] == ["4444444444444444"]
+        assert [s.span_id for s in reader.get_spans(old)] == [
+            *(s["span_id"] for s in READS["spans"][old]),
+            "5555555555555555",
+        ]
+    finally:
+        reader.close()
+
+
+def test_on_postgresql_a_reader_whose_schema_read_came_just_before_an_upgrade_reads_the_new_spans(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The race: the reader reads the schema version (1), another process upgrades the store and
-    # stores spans in their OTLP bytes, then the reader reads the spans as schema 1 would.
+    # stores spans in their OTLP bytes, then the reader reads the spans as schema 1 would (each of
+    # PostgreSQL's statements reads its own snapshot; SQLite's one snapshot is the test above).
+    v1_url = _v1_store("postgresql", tmp_path, postgres_url)
     reader = open_store(v1_url, upgrade=False)
     assert isinstance(reader, SqlStore)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.store.conftest import read_as_before
+from tests.store.conftest import chunked_spans, read_as_before, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -77,17 +77,18 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
 ) -> None:
     store = _open(v2_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 5
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
         assert _reads(store) == READS
     finally:
         store.close()
-    key = sorted((r[5], r[1]) for r in _raw(v2_path, "PRAGMA table_info(spans)") if r[5])
-    assert key == [(1, "trace_seq"), (2, "span_id")]
-    # Every span carries its own trace's seq, and nothing is left of the copy.
-    assert _raw(
-        v2_path,
-        "SELECT count(*) FROM spans s JOIN traces t ON t.trace_id = s.trace_id AND t.seq = s.trace_seq",
-    ) == [(5,)]
+    # Every span is kept under its own trace's seq (in chunks from schema 6), and nothing is left of
+    # the copies.
+    seqs = dict(_raw(v2_path, "SELECT seq, trace_id FROM traces"))
+    assert sorted((seqs[seq], span_id) for seq, span_id in chunked_spans(v2_path)) == sorted(
+        (t, s["span_id"]) for t, spans in READS["spans"].items() for s in spans
+    )
+    assert len(chunked_spans(v2_path)) == 5
+    assert "spans" not in sqlite_tables(v2_path)
     assert _raw(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
     again = _open(v2_path)  # a second open finds nothing left to upgrade
     try:
@@ -170,9 +171,7 @@ def test_after_the_upgrade_spans_dedup_by_trace_and_span_and_new_traces_follow_t
         assert [s.span_id for s in store.get_spans(T1)][-1] == "6666666666666666"
         assert [s.name for s in store.get_spans(T4.hex())] == ["root"]
         assert _raw(v2_path, f"SELECT seq FROM traces WHERE trace_id = '{T4.hex()}'") == [(top + 1,)]
-        assert _raw(v2_path, f"SELECT DISTINCT trace_seq FROM spans WHERE trace_id = '{T4.hex()}'") == [
-            (top + 1,)
-        ]
+        assert [seq for seq, span_id in chunked_spans(v2_path) if span_id == "7777777777777777"] == [top + 1]
     finally:
         store.close()
 
@@ -191,7 +190,9 @@ def test_opened_for_reading_a_schema_2_store_is_read_as_it_is_until_spans_are_st
         assert {t: v for t, v in _reads(store)["spans"].items() if t != T4.hex()} == READS["spans"]
     finally:
         store.close()
-    assert "trace_seq" in {r[1] for r in _raw(v2_path, "PRAGMA table_info(spans)")}
+    assert "spans" not in sqlite_tables(v2_path)
+    top = max(r[0] for r in _raw(v2_path, "SELECT seq FROM traces"))
+    assert (top, "7777777777777777") in chunked_spans(v2_path)
 
 
 def test_a_reader_opened_at_schema_2_reads_what_a_writer_stored_after_upgrading_the_store(

@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.store.conftest import read_as_before
+from tests.store.conftest import chunked_spans, read_as_before, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -104,7 +104,7 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     seqs = dict(_raw(v3_path, "SELECT trace_id, seq FROM traces"))
     store = _open(v3_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 5
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
         assert _reads(store) == READS
     finally:
         store.close()
@@ -112,10 +112,11 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     assert _key(v3_path, "trace_sessions") == ["trace_seq", "session_id"]
     # The traces keep their arrival numbers, which the spans' key refers to.
     assert dict(_raw(v3_path, "SELECT trace_id, seq FROM traces")) == seqs
-    assert _raw(
-        v3_path,
-        "SELECT count(*) FROM spans s JOIN traces t ON t.seq = s.trace_seq AND t.trace_id = s.trace_id",
-    )[0][0] == sum(len(v) for v in READS["spans"].values())
+    by_seq = {seq: t for t, seq in seqs.items()}
+    assert sorted((by_seq[seq], span_id) for seq, span_id in chunked_spans(v3_path)) == sorted(
+        (t, s["span_id"]) for t, spans in READS["spans"].items() for s in spans
+    )
+    assert "spans" not in sqlite_tables(v3_path)
     indexes = _indexes(v3_path)
     assert {"traces_id", "traces_start", "trace_sessions_session"} <= indexes
     assert not {"traces_seq", "trace_sessions_trace"} & indexes

@@ -24,6 +24,7 @@ from tracejudge.schema import (
     SpanLink,
     span_session_id,
 )
+from tracejudge.store._chunks import chunk_span_ids, pack_chunk, pack_spans, sorted_rows, unpack_chunk
 from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
 from tracejudge.store._read import read_json_record
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
     from tracejudge.schema import StoredReport, TuningMark
 
 # Portable DDL: TEXT/BIGINT and ON CONFLICT work unchanged on PostgreSQL.
-_DDL = (
-    """CREATE TABLE IF NOT EXISTS spans (
+# A span a row: PostgreSQL's spans table, and SQLite's below schema 6 (made only there).
+_DDL_SPANS = """CREATE TABLE IF NOT EXISTS spans (
         trace_id TEXT NOT NULL,
         span_id TEXT NOT NULL,
         parent_span_id TEXT,
@@ -45,7 +46,8 @@ _DDL = (
         payload TEXT NOT NULL,
         received_at TEXT NOT NULL,
         PRIMARY KEY (trace_id, span_id)
-    )""",
+    )"""
+_DDL = (
     """CREATE TABLE IF NOT EXISTS traces (
         trace_id TEXT PRIMARY KEY,
         name TEXT,
@@ -167,14 +169,17 @@ _DDL_BEFORE_4 = (
     "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
     "CREATE INDEX IF NOT EXISTS trace_sessions_trace ON trace_sessions (trace_id)",
 )
-_SCHEMA_VERSION = 5
+_SCHEMA_VERSION = 6
 """1: spans as JSON (``payload``). 2: a span may instead be its own OTLP bytes (``otlp``, with
 ``payload`` empty; see :mod:`tracejudge.store._encoded`). 3: on SQLite, spans are keyed by their
 trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (PostgreSQL's as at 2).
 4: on SQLite, ``traces`` is keyed by its ``seq`` (the table's rowid) with a unique index on
 ``trace_id``, and ``trace_sessions`` by (``trace_seq``, ``session_id``) (PostgreSQL's as at 2).
 5: a scored item (``score_items.payload``) may carry ``task_time``, the stamp of its write-back
-scores, which tracejudge at 4 refuses to read; the tables are unchanged (no step)."""
+scores, which tracejudge at 4 refuses to read; the tables are unchanged (no step).
+6: on SQLite, the spans of a trace that one commit stores are one row of ``span_chunks``, compressed
+together (:mod:`tracejudge.store._chunks`), in place of a row per span in ``spans`` (PostgreSQL's as
+at 5: its concurrent writers dedup spans by their key)."""
 _SESSIONS_INDEXED = "index:sessions"
 
 # Schema 3 on SQLite. With a random trace id at the head of the spans' key, the spans of one commit
@@ -276,6 +281,64 @@ def _check_sessions_copied(cur: Any) -> None:
         )
 
 
+# Schema 6 on SQLite: a trace's spans of one commit in one row, compressed together (_chunks).
+_SQLITE_CHUNKS = """CREATE TABLE span_chunks (
+        trace_seq INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )"""
+_INSERT_CHUNK = "INSERT INTO span_chunks (trace_seq, data) VALUES (?, ?)"
+# The upgrade's chunks: at most this many spans each (a trace of schema 5 may hold any number).
+_UPGRADE_CHUNK_SPANS = 512
+
+
+def _copy_spans_to_chunks(cur: Any) -> None:
+    """Copy schema 5's span rows into chunks, a trace's spans in one (or more, past
+    ``_UPGRADE_CHUNK_SPANS``), refusing (so the upgrade rolls back) a span whose trace has no summary
+    row (by its seq and its id), which no version of tracejudge writes, or a copy that left a span out."""
+    # Schema 5 read a trace's spans by its seq and its id: a row whose two disagree was never read,
+    # and in a chunk (keyed by the seq alone) it would be.
+    cur.execute(
+        "SELECT count(*) FROM spans s LEFT JOIN traces t ON t.seq = s.trace_seq"
+        " WHERE t.trace_id IS NOT s.trace_id"
+    )
+    (orphans,) = cur.fetchone()
+    if int(orphans):
+        raise StoreError(
+            f"cannot upgrade the store: {orphans} span(s) belong to no trace of its traces table"
+            " (none has their trace_seq and trace_id)",
+            hint=_NOT_OURS_HINT,
+        )
+    read = cur.connection.cursor()
+    read.execute(
+        "SELECT trace_seq, span_id, start_ns, source, payload, otlp FROM spans"
+        " ORDER BY trace_seq, start_ns, span_id"
+    )
+    copied = 0
+    seq: int | None = None
+    group: list[tuple[str, int, str, str, bytes | None]] = []
+    chunks: list[tuple[int, bytes]] = []
+    while rows := read.fetchmany(1000):
+        for r in rows:
+            if (r[0] != seq or len(group) >= _UPGRADE_CHUNK_SPANS) and group:
+                chunks.append((seq, pack_spans(group)))  # type: ignore[arg-type]
+                group = []
+            seq = r[0]
+            group.append((str(r[1]), int(r[2]), str(r[3]), str(r[4]), None if r[5] is None else bytes(r[5])))
+            copied += 1
+        if len(chunks) >= 256:
+            cur.executemany(_INSERT_CHUNK, chunks)
+            chunks = []
+    if group:
+        chunks.append((seq, pack_spans(group)))  # type: ignore[arg-type]
+    cur.executemany(_INSERT_CHUNK, chunks)
+    cur.execute("SELECT count(*) FROM spans")
+    (total,) = cur.fetchone()
+    if int(total) != copied:
+        raise StoreError(
+            f"cannot upgrade the store: {int(total) - copied} span(s) were not copied", hint=_NOT_OURS_HINT
+        )
+
+
 UpgradeStep = str | Callable[[Any], None]
 """A statement, or a check run on the set-up's cursor (raising rolls the upgrade back)."""
 
@@ -307,6 +370,12 @@ def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
         "CREATE INDEX traces_start ON traces (start_ns)",
         "CREATE INDEX trace_sessions_session ON trace_sessions (session_id, trace_seq)",
     )
+    chunks_6: tuple[UpgradeStep, ...] = (
+        _SQLITE_CHUNKS,
+        "CREATE INDEX span_chunks_trace ON span_chunks (trace_seq)",
+        _copy_spans_to_chunks,
+        "DROP TABLE spans",
+    )
     return {
         # spans_start ordered no query (a trace's spans are read by its key) and cost every insert.
         2: (f"ALTER TABLE spans ADD COLUMN otlp {blob}", "DROP INDEX IF EXISTS spans_start"),
@@ -315,6 +384,7 @@ def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
         # Only the version: older tracejudge then refuses the store by name ("newer than this
         # tracejudge knows") instead of failing on the first item that carries task_time.
         5: (),
+        6: chunks_6 if by_seq else (),
     }
 
 
@@ -341,52 +411,25 @@ def _meta_swap(key: str, expected: str | None, value: str) -> tuple[str, tuple[s
     return _UPDATE_META_IF, (value, key, expected)
 
 
-_INSERT_ENCODED = (
-    "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns, end_ns, source,"
-    " payload, otlp, received_at) VALUES (?10, ?2, ?1, ?3, ?4, ?5, ?6, ?7, '', ?9, ?11)"
-    " ON CONFLICT (trace_seq, span_id) DO NOTHING"
-)
-_INSERT_DECODED = (
-    "INSERT INTO spans (trace_seq, span_id, trace_id, parent_span_id, name, start_ns, end_ns, source,"
-    " payload, otlp, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)"
-    " ON CONFLICT (trace_seq, span_id) DO NOTHING"
-)
-
-
-def _span_rows(
-    spans: Iterable[AnySpan],
-    seq: int,
-    now: str,
-    encoded: list[tuple[Any, ...]],
-    decoded: list[tuple[Any, ...]],
-    sessions: set[tuple[int, str]],
-) -> None:
-    """Append one trace's span rows to ``encoded`` (for _INSERT_ENCODED) or ``decoded`` (for
-    _INSERT_DECODED), and its (seq, session) pairs to ``sessions``."""
-    tail = (seq, now)
+def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -> bytes:
+    """One trace's spans as a chunk (:func:`pack_chunk`); their (seq, session) pairs added to ``sessions``."""
+    header: list[tuple[str, int, str, int, int]] = []
+    bodies: list[bytes] = []
     for s in spans:
         if type(s) is EncodedSpan:
-            encoded.append(s + tail)  # the span's fields, then ?10 and ?11 of _INSERT_ENCODED
-            if s.session_id is not None:
-                sessions.add((seq, s.session_id))
+            # An EncodedSpan is a tuple: its fields by position (the receiver's spans, 512 a request).
+            otlp = s[8]
+            header.append((s[1], s[4], s[6], 1, len(otlp)))
+            bodies.append(otlp)
+            if s[7] is not None:
+                sessions.add((seq, s[7]))
         else:
-            decoded.append((seq, *_json_row(s), now))  # type: ignore[arg-type]
+            body = span_payload(s).encode()  # type: ignore[arg-type]
+            header.append((s.span_id, s.start_time_unix_nano, s.source, 0, len(body)))
+            bodies.append(body)
             if (sid := span_session_id(s)) is not None:  # type: ignore[arg-type]
                 sessions.add((seq, sid))
-
-
-def _json_row(s: RawSpan) -> tuple[Any, ...]:
-    """A decoded span's columns from span_id to payload, stored as JSON."""
-    return (
-        s.span_id,
-        s.trace_id,
-        s.parent_span_id,
-        s.name,
-        s.start_time_unix_nano,
-        s.end_time_unix_nano,
-        s.source,
-        span_payload(s),
-    )
+    return pack_chunk(header, bodies)
 
 
 AnySpan = RawSpan | EncodedSpan
@@ -665,9 +708,7 @@ class SqlStore:
                     f"the store {self.label} has schema version {row[0]}, newer than this tracejudge knows",
                     hint="upgrade tracejudge, or point --store at another store",
                 )
-            if version < 4 or not self._by_seq:
-                for stmt in _DDL_BEFORE_4:
-                    cur.execute(stmt)
+            self._tables_before(cur, version)
             top = _SCHEMA_VERSION if upgrade or row is None else version
             upgrades = _upgrades(self._blob, by_seq=self._by_seq)
             for target in range(version + 1, top + 1):
@@ -682,6 +723,14 @@ class SqlStore:
             cur.execute("ROLLBACK")
             raise
         self._schema = top
+
+    def _tables_before(self, cur: Any, version: int) -> None:
+        """Make what a store at ``version`` has that a later schema replaces (a new store starts at 1)."""
+        if version < 6 or not self._by_seq:
+            cur.execute(_DDL_SPANS)
+        if version < 4 or not self._by_seq:
+            for stmt in _DDL_BEFORE_4:
+                cur.execute(stmt)
 
     def _ready_for_spans(self) -> None:
         """Bring a store opened with ``upgrade=False`` to this version's schema before spans are
@@ -764,7 +813,7 @@ class SqlStore:
         seqs: dict[str, int],
     ) -> dict[str, dict[str, AnySpan]]:
         """The spans not stored already (only those of traces stored before can be)."""
-        existing = self._stored_keys(cur, [seqs[t] for t in old])
+        existing = self._stored_keys(cur, {seqs[t]: t for t in old})
         if not existing:
             return by_trace
         fresh: dict[str, dict[str, AnySpan]] = {}
@@ -783,17 +832,18 @@ class SqlStore:
         seqs: dict[str, int],
         now: str,
     ) -> int:
-        """Insert the spans, their traces' summaries (updated for traces stored before) and sessions;
-        the number of spans. One pass per trace: its rows, its summary, its sessions."""
-        encoded: list[tuple[Any, ...]] = []
-        decoded: list[tuple[Any, ...]] = []
+        """Insert the spans (a chunk per trace), their traces' summaries (updated for traces stored
+        before) and sessions; the number of spans. One pass per trace: its chunk, summary, sessions."""
+        chunks: list[tuple[int, bytes]] = []
         sessions: set[tuple[int, str]] = set()
         inserts: list[tuple[Any, ...]] = []
         updates: list[tuple[Any, ...]] = []
+        stored = 0
         for t, group in fresh.items():
             seq = seqs[t]
             spans = group.values()
-            _span_rows(spans, seq, now, encoded, decoded, sessions)
+            chunks.append((seq, _chunk(spans, seq, sessions)))
+            stored += len(group)
             prev = old.get(t)
             fold = TraceFold() if prev is None else prev.copy()
             fold.add_all(spans)
@@ -801,10 +851,7 @@ class SqlStore:
                 inserts.append((seq, t, *fold.columns(), now))
             else:
                 updates.append((*fold.columns(), seq))
-        if encoded:
-            cur.executemany(_INSERT_ENCODED, encoded)
-        if decoded:
-            cur.executemany(_INSERT_DECODED, decoded)
+        cur.executemany(_INSERT_CHUNK, chunks)
         if updates:
             cur.executemany(
                 "UPDATE traces SET name = ?, start_ns = ?, end_ns = ?, span_count = ?, sources = ?"
@@ -819,7 +866,7 @@ class SqlStore:
             )
         if sessions:
             cur.executemany(_INSERT_SESSION_4, sorted(sessions))
-        return len(encoded) + len(decoded)
+        return stored
 
     def _stored_traces(self, cur: Any, trace_ids: list[str]) -> tuple[dict[str, int], dict[str, TraceFold]]:
         """Of these traces, those stored before: their ``seq`` and their summaries so far (one lookup
@@ -837,16 +884,18 @@ class SqlStore:
                 old[r[0]] = TraceFold(r[2], r[3], r[4], int(r[5]), set(filter(None, str(r[6]).split(","))))
         return seqs, old
 
-    def _stored_keys(self, cur: Any, seqs: list[int]) -> set[tuple[str, str]]:
-        """The (trace, span) keys stored for the traces of these ``seq`` numbers."""
+    def _stored_keys(self, cur: Any, traces: Mapping[int, str]) -> set[tuple[str, str]]:
+        """The (trace, span) keys stored for the traces of these ``seq`` numbers (seq -> trace id)."""
         existing: set[tuple[str, str]] = set()
-        for chunk in _chunks(seqs, 500):
+        for chunk in _chunks(list(traces), 500):
             cur.execute(
-                "SELECT trace_id, span_id FROM spans"  # noqa: S608
+                "SELECT trace_seq, data FROM span_chunks"  # noqa: S608
                 f" WHERE trace_seq IN ({','.join('?' * len(chunk))})",
                 tuple(chunk),
             )
-            existing.update((str(r[0]), str(r[1])) for r in cur.fetchall())
+            for seq, data in cur.fetchall():
+                t = traces[int(seq)]
+                existing.update((t, span_id) for span_id in chunk_span_ids(data))
         return existing
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
@@ -1019,18 +1068,30 @@ class SqlStore:
         if self._schema >= _SCHEMA_VERSION:
             return self._span_rows_at_schema(tid)
         # Opened at an older schema without upgrading: another process may have upgraded the store
-        # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 on SQLite),
-        # so read them as the schema they are at now (one row; only for such a reader). Once more when
-        # the upgrade came between the two reads: a span kept in its OTLP bytes (payload empty) read
-        # at schema 1, without its bytes.
-        for _ in range(2):
-            self._schema = self._stored_schema()
-            rows = self._span_rows_at_schema(tid)
-            if self._schema >= 2 or all(payload or otlp is not None for payload, otlp, _ in rows):
-                break
-        return rows
+        # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 and in
+        # chunks from 6 on SQLite, where the upgrade drops the tables it replaces), so the version and
+        # the spans are read in one read transaction: on SQLite one snapshot, whose tables are those
+        # of the version read. PostgreSQL reads each statement's own snapshot and keeps its tables:
+        # once more when its upgrade to 2 came between the two reads (a span kept in its OTLP bytes,
+        # payload empty, read at schema 1 without its bytes).
+        cur = self._conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            for _ in range(2):
+                self._schema = self._stored_schema()
+                rows = self._span_rows_at_schema(tid)
+                if self._schema >= 2 or all(payload or otlp is not None for payload, otlp, _ in rows):
+                    break
+            return rows
+        finally:
+            cur.execute("COMMIT")
 
     def _span_rows_at_schema(self, tid: str) -> list[Any]:
+        if self._by_seq and self._schema >= 6:  # schema 6: a trace's spans of one commit in one chunk
+            sql = "SELECT data FROM span_chunks WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)"
+            return sorted_rows(
+                [row for (data,) in self._execute(sql, (tid,)).fetchall() for row in unpack_chunk(data)]
+            )
         if self._by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
             sql = (
                 "SELECT payload, otlp, source FROM spans WHERE trace_seq = (SELECT seq FROM traces"

@@ -72,10 +72,14 @@ def copy_wait(first: float, last: float, now: float, pause: float, max_defer: fl
     return max(0.0, min(last + pause, first + max_defer) - now)
 
 
-# Pages of 16 KiB for a new store: a span's JSON (a few KB) then fits in its page instead of a chain
-# of 4 KiB overflow pages; measured 1.6x faster span writes and 2x faster trace reads than 4 KiB
-# (64 KiB was slower to write: every commit logs whole pages). An existing store keeps its size.
-_PAGE_SIZE = 16384
+# Pages of 4 KiB for a new store (schema 6; 16 KiB from schema 1 to 5, when a row per span of a few KB
+# had to fit in its page). A commit logs whole pages, and each new trace's entry in the trace-id index
+# lands on a random leaf of it once the store holds more than a few thousand traces: small pages make
+# that write 4x smaller. 10k spans in 20 commits into a store of 300,000 traces: 0.142 s of CPU and
+# 0.205 s wall at 4 KiB against 0.160 and 0.324 at 16 KiB; into a new store 0.113 / 0.179 against
+# 0.106 / 0.193; reading every trace back the same (docs/benchmarks.md). A trace's chunk of spans
+# larger than a page continues on overflow pages, appended with it. An existing store keeps its size.
+_PAGE_SIZE = 4096
 
 
 def split_options(path: str) -> tuple[str, Synchronous | None]:

@@ -172,25 +172,28 @@ def test_read_otlp_file_errors_are_input_errors(tmp_path: Path) -> None:
 
 
 def _span_rows(path: Path) -> list[tuple[Any, ...]]:
-    """Every stored span's row, read without tracejudge: all but the arrival time, with the source
-    (``file`` or ``otlp``, in its column and in a JSON payload) apart."""
+    """Every stored span, read from the store's chunks without tracejudge's reads: (trace id, span
+    id, start, its JSON payload without the source, its OTLP bytes), the source (``file`` or ``otlp``,
+    in the chunk and in a JSON payload) apart."""
     import sqlite3
+
+    from tracejudge.store._chunks import unpack_chunk
 
     conn = sqlite3.connect(path)
     try:
-        rows = conn.execute(
-            "SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, payload, otlp, source"
-            " FROM spans ORDER BY trace_id, span_id"
+        chunks = conn.execute(
+            "SELECT t.trace_id, c.data FROM span_chunks c JOIN traces t ON t.seq = c.trace_seq"
         ).fetchall()
     finally:
         conn.close()
     kept = []
-    for *columns, payload, otlp, source in rows:
-        doc = json.loads(payload) if payload else None
-        if doc is not None:
-            assert doc.pop("source") == source
-        kept.append((*columns, doc, otlp))
-    return kept
+    for trace_id, data in chunks:
+        for span_id, start, payload, otlp, source in unpack_chunk(data):
+            doc = json.loads(payload) if payload else None
+            if doc is not None:
+                assert doc.pop("source") == source
+            kept.append((trace_id, span_id, start, doc, otlp))
+    return sorted(kept, key=lambda r: (r[0], r[1]))
 
 
 @pytest.mark.parametrize("framed", [False, True], ids=["bare", "collector-framed"])
@@ -231,7 +234,7 @@ def test_a_protobuf_file_stores_the_rows_the_same_request_over_http_stores(
 
     rows = _span_rows(from_file)
     assert rows == _span_rows(tmp_path / "http.db")
-    assert [(r[1], r[6] is None, r[7] is not None) for r in rows] == [
+    assert [(r[1], r[3] is None, r[4] is not None) for r in rows] == [
         ("0000000000000001", True, True),  # in its own OTLP bytes
         ("0000000000000002", False, False),  # noted (truncated value): JSON
     ]

@@ -1,0 +1,226 @@
+"""SQLite's stored form of spans from store schema 6 (``tracejudge.store._chunks``): a trace's spans of
+one commit packed into one chunk, LZ4-compressed when that makes it smaller, read back as packed; a
+damaged chunk is a ``StoreError`` that points at ``tracejudge doctor``, never a codec's or a parser's
+exception leaking out of a read.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import lz4.block
+import orjson
+import pytest
+
+from tracejudge._errors import StoreError
+from tracejudge.schema import RawSpan
+from tracejudge.store import SqliteStore
+from tracejudge.store._chunks import LZ4, RAW, chunk_span_ids, pack_spans, sorted_rows, unpack_chunk
+
+TEXT = "The prepayment cap is two percent of the outstanding balance per year. " * 8
+OTLP = ("00000000000000b2", 20, "otlp", "", b"\x0a\x10" + TEXT.encode())
+JSON = ("00000000000000a1", 10, "langfuse", '{"name":"tool","é":"\u00e9 ✓"}', None)
+EMPTY_OTLP = ("00000000000000c3", 30, "otlp", "", b"")
+
+
+def _row(span: tuple[str, int, str, str, bytes | None]) -> tuple[str, int, str, bytes | None, str]:
+    """What :func:`unpack_chunk` gives for a span given to :func:`pack_spans`."""
+    span_id, start, source, payload, otlp = span
+    return (span_id, start, payload, otlp, source)
+
+
+def _chunk(header: object, bodies: bytes = b"", *, codec: int = RAW) -> bytes:
+    """A chunk written by hand: ``header`` as its JSON, then ``bodies``."""
+    head = orjson.dumps(header)
+    raw = len(head).to_bytes(4, "little") + head + bodies
+    if codec == LZ4:
+        return bytes([LZ4]) + lz4.block.compress(raw, store_size=True)
+    return bytes([codec]) + raw
+
+
+def test_a_chunk_reads_back_its_spans_in_the_order_they_were_packed() -> None:
+    spans = [OTLP, JSON, EMPTY_OTLP]
+    chunk = pack_spans(spans)
+    assert unpack_chunk(chunk) == [_row(s) for s in spans]
+    assert chunk_span_ids(chunk) == [s[0] for s in spans]
+    # OTLP spans keep their bytes (payload empty), JSON ones their text (otlp None), each its source.
+    rows = unpack_chunk(chunk)
+    assert rows[0][2:] == ("", OTLP[4], "otlp")
+    assert rows[1][2:] == (JSON[3], None, "langfuse")
+    assert rows[2][2:] == ("", b"", "otlp")  # an OTLP span of no bytes is still an OTLP span
+    assert unpack_chunk(memoryview(chunk)) == rows  # type: ignore[arg-type]  # as a driver may hand it
+    assert unpack_chunk(pack_spans([])) == []
+    assert chunk_span_ids(pack_spans([])) == []
+
+
+def test_the_rows_are_ordered_by_start_then_span_id_as_schema_5_read_them() -> None:
+    rows = [
+        ("0000000000000003", 5, "", b"c", "otlp"),
+        ("0000000000000002", 7, '{"b":1}', None, "langfuse"),
+        ("0000000000000001", 5, "", b"a", "otlp"),
+        ("0000000000000000", 9, "", b"z", "otlp"),
+    ]
+    assert sorted_rows(rows) == [
+        ("", b"a", "otlp"),
+        ("", b"c", "otlp"),
+        ('{"b":1}', None, "langfuse"),
+        ("", b"z", "otlp"),
+    ]
+    assert sorted_rows(unpack_chunk(pack_spans([JSON, OTLP]))) == sorted_rows(
+        unpack_chunk(pack_spans([OTLP, JSON]))
+    )
+
+
+def test_short_chunks_and_bytes_that_do_not_compress_are_kept_raw_and_text_that_repeats_compresses() -> None:
+    short = pack_spans([("0000000000000001", 1, "otlp", "", b"x" * 100)])
+    assert short[0] == RAW  # too short to be worth the codec, however well it would compress
+    assert len(lz4.block.compress(short[1:], store_size=True)) < len(short) - 1
+    noise = random.Random(7).randbytes(4096)
+    random_chunk = pack_spans([("0000000000000002", 2, "otlp", "", noise)])
+    assert random_chunk[0] == RAW
+    assert noise in random_chunk
+    repeating = [(f"{i:016x}", i, "otlp", "", f"{i}: {TEXT}".encode()) for i in range(40)]
+    compressed = pack_spans(repeating)
+    assert compressed[0] == LZ4
+    assert len(compressed) * 4 < sum(len(s[4]) for s in repeating)
+    assert unpack_chunk(compressed) == [_row(s) for s in repeating]
+    assert chunk_span_ids(compressed) == [s[0] for s in repeating]
+
+
+def test_a_chunk_is_its_codec_byte_then_the_length_and_header_then_the_bodies() -> None:
+    chunk = pack_spans([JSON, OTLP])
+    raw = lz4.block.decompress(chunk[1:]) if chunk[0] == LZ4 else chunk[1:]
+    size = int.from_bytes(raw[:4], "little")
+    assert orjson.loads(raw[4 : 4 + size]) == [
+        [JSON[0], JSON[1], JSON[2], 0, len(JSON[3].encode())],
+        [OTLP[0], OTLP[1], OTLP[2], 1, len(OTLP[4])],
+    ]
+    assert raw[4 + size :] == JSON[3].encode() + OTLP[4]
+
+
+def _adding_up() -> bytes:
+    """A header whose first length is negative and whose second makes up for it: the lengths add up to
+    the bytes (the second span starts a byte back, in the header), and the spans they cut are not the
+    ones packed."""
+    bodies = b"abc"
+    return _chunk([["a", 1, "otlp", 1, -1], ["b", 1, "otlp", 1, len(bodies) + 1]], bodies)
+
+
+GOOD = pack_spans([OTLP, JSON])
+assert GOOD[0] == LZ4  # the damaged chunks below cut or change an LZ4 chunk too
+
+# Chunks no tracejudge writes: a damaged file or another program's writes. Each of them is refused
+# by both reads (the spans, and the ids alone that the dedup of late spans reads).
+DAMAGED_HEADERS = {
+    "empty blob": b"",
+    "unknown codec byte": b"\x07" + GOOD[1:],
+    "truncated LZ4 data": GOOD[: len(GOOD) // 2],
+    "LZ4 data of its size alone": GOOD[:5],
+    "raw, shorter than its length": b"\x00\x01",
+    "header not JSON": b"\x00" + (2).to_bytes(4, "little") + b"{[",
+    "header not a list": _chunk({"spans": []}),
+    "header a number": _chunk(3),
+    "header entries not lists": _chunk([1, 2]),
+    "header entry empty": _chunk([[]]),
+    "a codec byte alone": GOOD[:1],
+    "LZ4 of a stored size past 2 GiB": b"\x01" + (2**32 - 1).to_bytes(4, "little") + b"\x00" * 8,
+    "header entries objects": _chunk([{"id": "a", "start": 1, "source": "otlp", "otlp": 1, "length": 0}]),
+    "header entries text": _chunk(["abcde"]),
+}
+# A header that reads but does not describe the bytes after it: only the read of the spans sees it.
+DAMAGED_BODIES = {
+    "lengths short of the bytes": _chunk([["a", 1, "otlp", 1, 2]], b"abc"),
+    "lengths past the bytes": _chunk([["a", 1, "otlp", 1, 5]], b"abc"),
+    "lengths past the bytes, compressed": _chunk([["a", 1, "otlp", 1, 500]], b"abc" * 100, codec=LZ4),
+    "a negative length": _chunk([["a", 1, "otlp", 1, -1]], b"abc"),
+    "a length as text": _chunk([["a", 1, "otlp", 1, "3"]], b"abc"),
+    "a length as a float": _chunk([["a", 1, "otlp", 1, 3.0]], b"abc"),
+    "an entry of four fields": _chunk([["a", 1, "otlp", 1]], b"abc"),
+    "an entry of six fields": _chunk([["a", 1, "otlp", 1, 3, 0]], b"abc"),
+    "a JSON body not UTF-8": _chunk([["a", 1, "langfuse", 0, 2]], b"\xff\xfe"),
+    "a header length past the bytes": b"\x00" + (10**6).to_bytes(4, "little") + b"[]",
+    "a span id not text": _chunk([[None, 1, "otlp", 1, 1], ["a", 1, "otlp", 1, 1]], b"xy"),
+    "a start not a number": _chunk([["a", "x", "otlp", 1, 1], ["b", 1, "otlp", 1, 1]], b"xy"),
+    "a source not text": _chunk([["a", 1, None, 0, 2]], b"{}"),
+    "negative lengths that add up": _adding_up(),
+}
+
+
+def _refused(read: object, chunk: bytes) -> None:
+    with pytest.raises(StoreError) as caught:
+        read(chunk)  # type: ignore[operator]
+    assert caught.value.hint is not None
+    assert "tracejudge doctor" in caught.value.hint
+
+
+@pytest.mark.parametrize("chunk", DAMAGED_HEADERS.values(), ids=DAMAGED_HEADERS.keys())
+def test_a_damaged_chunk_is_a_store_error_naming_doctor(chunk: bytes) -> None:
+    _refused(unpack_chunk, chunk)
+    _refused(chunk_span_ids, chunk)
+
+
+def _read_as_the_store_does(chunk: bytes) -> object:
+    return sorted_rows(unpack_chunk(chunk))
+
+
+@pytest.mark.parametrize("chunk", DAMAGED_BODIES.values(), ids=DAMAGED_BODIES.keys())
+def test_a_header_that_does_not_describe_its_bytes_is_a_store_error_naming_doctor(chunk: bytes) -> None:
+    _refused(_read_as_the_store_does, chunk)
+
+
+def _span(trace_id: str, span_id: str, start: int) -> RawSpan:
+    return RawSpan(
+        trace_id=trace_id,
+        span_id=span_id,
+        name="step",
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + 1000,
+        attributes={"input.value": TEXT},
+        source="langfuse",
+    )
+
+
+def test_a_damaged_chunk_in_a_store_is_a_store_error_on_read_and_on_a_late_span(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    tid, other = "a" * 32, "b" * 32
+    store = SqliteStore(path)
+    try:
+        assert store.put_spans([_span(tid, f"{i:016x}", 100 - i) for i in range(5)]) == 5
+        assert store.put_spans([_span(other, "00000000000000ff", 1)]) == 1
+        assert [s.span_id for s in store.get_spans(tid)] == [f"{i:016x}" for i in range(4, -1, -1)]
+        conn = sqlite3.connect(path)
+        ((data,),) = conn.execute(
+            "SELECT data FROM span_chunks WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
+            (tid,),
+        ).fetchall()
+        assert data[0] == LZ4
+        conn.execute(
+            "UPDATE span_chunks SET data = ? WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
+            (data[: len(data) // 2], tid),
+        )
+        conn.commit()
+        conn.close()
+        _refused(store.get_spans, tid)  # type: ignore[arg-type]
+        with pytest.raises(StoreError, match="does not decompress"):
+            store.put_spans([_span(tid, "00000000000000ee", 50)])  # its dedup reads the stored ids
+        assert [s.span_id for s in store.get_spans(other)] == ["00000000000000ff"]  # the rest still reads
+        assert next(t for t in store.list_traces() if t.trace_id == tid).span_count == 5  # nothing stored
+    finally:
+        store.close()
+
+
+def test_a_chunk_whose_header_misnames_its_spans_in_a_store_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    tid = "c" * 32
+    store = SqliteStore(path)
+    try:
+        assert store.put_spans([_span(tid, f"{i:016x}", 100 - i) for i in range(2)]) == 2
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE span_chunks SET data = ?", (DAMAGED_BODIES["a start not a number"],))
+        conn.commit()
+        conn.close()
+        _refused(store.get_spans, tid)  # type: ignore[arg-type]
+    finally:
+        store.close()
