@@ -8,8 +8,8 @@ and measures, each phase in its own process so peak memory is its own:
   decode   tracejudge's decoder (payload -> RawSpan records), no HTTP, no store
   encode   what the receiver decodes: encode_protobuf (each span kept in its own OTLP bytes, its
            attributes read when it is read back; store schema 2)
-  store-json  decode, then SqliteStore.put_spans per request (each span stored as JSON, the stored
-           form of store schema 1), in-process (no HTTP)
+  store-json  decode, then SqliteStore.put_spans per request (each span stored as its JSON, as the
+           pulls store theirs), in-process (no HTTP)
   store    encode, then SqliteStore.put_spans per request, in-process (no HTTP)
   intake   the real receiver (the `serve` of `tracejudge collect otlp`, uvicorn on loopback) in a
            subprocess, fed over HTTP one request at a time (by a minimal HTTP/1.1 sender, each request
@@ -29,10 +29,12 @@ and measures, each phase in its own process so peak memory is its own:
            few pages; a receiver that has run a while pays for it on every commit
   intake-null, intake-file  the floors under intake: the same receiver and sender, its store's
            put_spans replaced -- by one that stores nothing (HTTP + encode), and by one that appends
-           the request's spans (their OTLP bytes, as stored) to a file and syncs it (fdatasync)
-           before it returns (what any durable store must do at the least: write the bytes once and
-           wait for the disk once a request). For each intake phase, the MB the receiver wrote
-           while it ran (/proc's write_bytes: for SQLite the WAL and the checkpoints' copies), and
+           the request's spans (their OTLP bytes, as they arrived) to a file and syncs it
+           (fdatasync) before it returns (what a durable store that keeps the bytes as they are must
+           do at the least: write them once and wait for the disk once a request; the SQLite store
+           keeps a trace's spans of a request compressed together, store schema 6, and writes less).
+           For each intake phase, the MB the receiver wrote while it ran (/proc's write_bytes:
+           for SQLite the WAL and the checkpoints' copies), and
            its event loop's CPU vs the ideal's (the main thread: uvicorn receiving and parsing the
            requests; decoding and storing run in other threads, after the body has arrived), and
            the time spent inside put_spans (the store's, or the floor's stand-in) as wall time vs
@@ -743,7 +745,7 @@ def main() -> None:
                 ("ideal (protobuf parse + read attrs)", ideal),
                 ("tracejudge decode (to RawSpan)", best.get("decode")),
                 ("tracejudge encode (the receiver's)", best.get("encode")),
-                ("decode + SQLite store as JSON (schema 1)", best.get("store-json")),
+                ("decode + SQLite store as JSON", best.get("store-json")),
                 ("encode + SQLite store, no HTTP", best.get("store")),
                 ("tracejudge intake (HTTP+encode+SQLite)", intake),
                 ("  same, synchronous=normal", best.get("intake-normal")),
