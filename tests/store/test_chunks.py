@@ -17,7 +17,16 @@ import pytest
 from tracejudge._errors import StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store import SqliteStore
-from tracejudge.store._chunks import LZ4, RAW, chunk_span_ids, pack_spans, sorted_rows, unpack_chunk
+from tracejudge.store import _sql as sql_module
+from tracejudge.store._chunks import (
+    LZ4,
+    RAW,
+    SpanIdCache,
+    chunk_span_ids,
+    pack_spans,
+    sorted_rows,
+    unpack_chunk,
+)
 
 TEXT = "The prepayment cap is two percent of the outstanding balance per year. " * 8
 OTLP = ("00000000000000b2", 20, "otlp", "", b"\x0a\x10" + TEXT.encode())
@@ -222,5 +231,84 @@ def test_a_chunk_whose_header_misnames_its_spans_in_a_store_is_a_store_error(tmp
         conn.commit()
         conn.close()
         _refused(store.get_spans, tid)  # type: ignore[arg-type]
+    finally:
+        store.close()
+
+
+def _one(trace: str, n: int) -> RawSpan:
+    return RawSpan(
+        trace_id=trace, span_id=f"{n:016x}", name=f"s{n}", start_time_unix_nano=n, end_time_unix_nano=n + 1
+    )
+
+
+def test_the_span_id_cache_keeps_the_last_chunk_read_and_lets_the_oldest_trace_go() -> None:
+    cache = SpanIdCache(most=2)
+    assert (cache.since(1), cache.ids(1)) == (0, set())
+    cache.keep(1, 7, {"a"})
+    cache.keep(2, 9, {"b"})
+    cache.ids(1).add("c")  # the caller adds the ids of chunks read later to the cache's own set
+    assert (cache.since(1), cache.ids(1)) == (7, {"a", "c"})
+    cache.keep(1, 8, cache.ids(1))  # trace 1 is now the most recently used
+    cache.keep(3, 4, {"d"})
+    assert (cache.since(2), cache.ids(2)) == (0, set())  # let go
+    assert (cache.since(1), cache.since(3)) == (8, 4)
+
+
+def test_a_trace_sent_a_span_at_a_time_reads_each_stored_chunk_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One span per export (an SDK's simple span processor): each batch's dedup reads only the chunks
+    # stored since the last, not every chunk of the trace again (quadratic in the trace's length).
+    reads: list[int] = []
+    real = sql_module.chunk_span_ids
+
+    def counted(chunk: bytes) -> list[str]:
+        reads.append(1)
+        return real(chunk)
+
+    monkeypatch.setattr(sql_module, "chunk_span_ids", counted)
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        trace = "ab" * 16
+        for n in range(1, 51):
+            assert store.put_spans([_one(trace, n)]) == 1
+        assert len(reads) == 49
+        # Everything sent again, in one batch and one at a time: nothing stored twice.
+        assert store.put_spans([_one(trace, n) for n in range(1, 51)]) == 0
+        assert all(store.put_spans([_one(trace, n)]) == 0 for n in (1, 25, 50))
+        assert [s.span_id for s in store.get_spans(trace)] == [f"{n:016x}" for n in range(1, 51)]
+        assert store.list_traces()[0].span_count == 50
+    finally:
+        store.close()
+
+
+def test_writers_taking_turns_on_one_file_find_each_others_spans(tmp_path: Path) -> None:
+    # Two receivers on one SQLite file: each one's cache of a trace's span ids is completed by the
+    # chunks the other stored since (chunk ids only grow), so neither stores a span twice.
+    first, second = SqliteStore(tmp_path / "s.db"), SqliteStore(tmp_path / "s.db")
+    trace = "cd" * 16
+    try:
+        assert first.put_spans([_one(trace, 1)]) == 1
+        assert second.put_spans([_one(trace, 1), _one(trace, 2)]) == 1
+        assert first.put_spans([_one(trace, 2), _one(trace, 3)]) == 1
+        assert second.put_spans([_one(trace, 1), _one(trace, 2), _one(trace, 3)]) == 0
+        assert first.put_spans([_one(trace, 3)]) == 0
+        assert [s.span_id for s in first.get_spans(trace)] == [f"{n:016x}" for n in (1, 2, 3)]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_trace_the_cache_let_go_is_read_whole_again(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store._span_ids = SpanIdCache(most=1)
+    traces = [f"{t:032x}" for t in (1, 2, 3)]
+    try:
+        for n in range(1, 4):
+            for trace in traces:
+                assert store.put_spans([_one(trace, n)]) == 1
+        for trace in traces:
+            assert store.put_spans([_one(trace, n) for n in range(1, 5)]) == 1  # only span 4 is new
+        assert [t.span_count for t in store.list_traces()] == [4, 4, 4]
     finally:
         store.close()

@@ -16,6 +16,7 @@ the span is its OTLP bytes, 0 when it is its JSON), and the spans' bytes in the 
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "LZ4",
     "RAW",
     "ChunkRow",
+    "SpanIdCache",
     "chunk_span_ids",
     "pack_chunk",
     "pack_spans",
@@ -171,3 +173,34 @@ def chunk_span_ids(chunk: bytes) -> list[str]:
 def sorted_rows(rows: Sequence[ChunkRow]) -> list[tuple[str, bytes | None, str]]:
     """(payload, otlp, source) of a trace's spans ordered as schema 5 read them: by start, then span id."""
     return [(r[2], r[3], r[4]) for r in sorted(rows, key=lambda r: (r[1], r[0]))]
+
+
+class SpanIdCache:
+    """The span ids a writer has read from the chunks of recently written traces, with the id of the
+    last chunk read for each: a trace's next batch reads only the chunks stored since (by any writer:
+    chunk ids only grow). A trace exported a span per request (an SDK's simple span processor) would
+    otherwise read all its chunks again for each span, quadratic in its length. At most ``most``
+    traces, the least recently used let go (read again whole when they come back). Only committed
+    chunks are read into it, so a transaction rolled back after a read leaves it right."""
+
+    def __init__(self, most: int = 256) -> None:
+        self._most = most
+        self._by_seq: OrderedDict[int, tuple[int, set[str]]] = OrderedDict()
+
+    def since(self, seq: int) -> int:
+        """The id of the last chunk of trace ``seq`` read (0: none)."""
+        entry = self._by_seq.get(seq)
+        return 0 if entry is None else entry[0]
+
+    def ids(self, seq: int) -> set[str]:
+        """The span ids read for trace ``seq``: the cache's own set, which the caller may add the ids
+        of later stored chunks to (a new set when none is kept)."""
+        entry = self._by_seq.get(seq)
+        return set() if entry is None else entry[1]
+
+    def keep(self, seq: int, last: int, ids: set[str]) -> None:
+        """Remember ``ids`` as trace ``seq``'s span ids in its chunks up to id ``last``."""
+        self._by_seq[seq] = (last, ids)
+        self._by_seq.move_to_end(seq)
+        while len(self._by_seq) > self._most:
+            self._by_seq.popitem(last=False)

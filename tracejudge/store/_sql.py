@@ -24,7 +24,14 @@ from tracejudge.schema import (
     SpanLink,
     span_session_id,
 )
-from tracejudge.store._chunks import chunk_span_ids, pack_chunk, pack_spans, sorted_rows, unpack_chunk
+from tracejudge.store._chunks import (
+    SpanIdCache,
+    chunk_span_ids,
+    pack_chunk,
+    pack_spans,
+    sorted_rows,
+    unpack_chunk,
+)
 from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
 from tracejudge.store._read import read_json_record
@@ -282,7 +289,10 @@ def _check_sessions_copied(cur: Any) -> None:
 
 
 # Schema 6 on SQLite: a trace's spans of one commit in one row, compressed together (_chunks).
+# ``id`` only grows (AUTOINCREMENT: never reused, kept by VACUUM), so a writer that has read a trace's
+# chunks up to an id reads only the later ones next time (SpanIdCache).
 _SQLITE_CHUNKS = """CREATE TABLE span_chunks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         trace_seq INTEGER NOT NULL,
         data BLOB NOT NULL
     )"""
@@ -632,6 +642,7 @@ class SqlStore:
         self.label = label
         self._lock = threading.Lock()
         self._sessions_indexed = False
+        self._span_ids = SpanIdCache()
         self._schema = _SCHEMA_VERSION
         """The schema version the store is at: older only when opened with ``upgrade=False``."""
 
@@ -813,13 +824,11 @@ class SqlStore:
         seqs: dict[str, int],
     ) -> dict[str, dict[str, AnySpan]]:
         """The spans not stored already (only those of traces stored before can be)."""
-        existing = self._stored_keys(cur, {seqs[t]: t for t in old})
-        if not existing:
-            return by_trace
+        stored = self._stored_span_ids(cur, [seqs[t] for t in old])
         fresh: dict[str, dict[str, AnySpan]] = {}
         for t, group in by_trace.items():
-            if t in old:
-                group = {k: s for k, s in group.items() if (t, k) not in existing}
+            if t in old and (ids := stored[seqs[t]]):
+                group = {k: s for k, s in group.items() if k not in ids}
             if group:
                 fresh[t] = group
         return fresh
@@ -884,19 +893,28 @@ class SqlStore:
                 old[r[0]] = TraceFold(r[2], r[3], r[4], int(r[5]), set(filter(None, str(r[6]).split(","))))
         return seqs, old
 
-    def _stored_keys(self, cur: Any, traces: Mapping[int, str]) -> set[tuple[str, str]]:
-        """The (trace, span) keys stored for the traces of these ``seq`` numbers (seq -> trace id)."""
-        existing: set[tuple[str, str]] = set()
-        for chunk in _chunks(list(traces), 500):
+    def _stored_span_ids(self, cur: Any, seqs: list[int]) -> dict[int, set[str]]:
+        """The span ids stored for the traces of these ``seq`` numbers: the ids known from chunks read
+        before (``self._span_ids``), and those of the chunks stored since, read now."""
+        known = self._span_ids
+        stored: dict[int, set[str]] = {}
+        for part in _chunks(seqs, 500):
+            since = {seq: known.since(seq) for seq in part}
+            found = {seq: known.ids(seq) for seq in part}
             cur.execute(
-                "SELECT trace_seq, data FROM span_chunks"  # noqa: S608
-                f" WHERE trace_seq IN ({','.join('?' * len(chunk))})",
-                tuple(chunk),
+                "SELECT id, trace_seq, data FROM span_chunks"  # noqa: S608
+                f" WHERE trace_seq IN ({','.join('?' * len(part))}) AND id > ? ORDER BY id",
+                (*part, min(since.values())),
             )
-            for seq, data in cur.fetchall():
-                t = traces[int(seq)]
-                existing.update((t, span_id) for span_id in chunk_span_ids(data))
-        return existing
+            last = dict(since)
+            for chunk_id, seq, data in cur.fetchall():
+                if chunk_id > since[seq]:
+                    found[seq].update(chunk_span_ids(data))
+                    last[seq] = chunk_id
+            for seq in part:
+                known.keep(seq, last[seq], found[seq])
+            stored.update(found)
+        return stored
 
     def get_spans(self, trace_id: str) -> list[RawSpan]:
         tid = trace_id.lower()
