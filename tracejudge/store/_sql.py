@@ -327,17 +327,19 @@ def _copy_spans_to_chunks(cur: Any) -> None:
     seq: int | None = None
     group: list[tuple[str, int, str, str, bytes | None]] = []
     chunks: list[tuple[int, bytes]] = []
+    pending = 0  # bytes of the chunks not inserted yet: a store's spans are not all held at once
     while rows := read.fetchmany(1000):
         for r in rows:
             if (r[0] != seq or len(group) >= _UPGRADE_CHUNK_SPANS) and group:
                 chunks.append((seq, pack_spans(group)))  # type: ignore[arg-type]
+                pending += len(chunks[-1][1])
                 group = []
             seq = r[0]
             group.append((str(r[1]), int(r[2]), str(r[3]), str(r[4]), None if r[5] is None else bytes(r[5])))
             copied += 1
-        if len(chunks) >= 256:
+        if len(chunks) >= 256 or pending >= 8 << 20:
             cur.executemany(_INSERT_CHUNK, chunks)
-            chunks = []
+            chunks, pending = [], 0
     if group:
         chunks.append((seq, pack_spans(group)))  # type: ignore[arg-type]
     cur.executemany(_INSERT_CHUNK, chunks)
