@@ -1051,13 +1051,20 @@ class SqlStore:
         with self._lock:
             if self._schema >= _SCHEMA_VERSION:
                 return read(self._sessions_by_seq(self._schema))
-            cur = self._conn.cursor()
-            cur.execute("BEGIN")
-            try:
-                self._schema = self._stored_schema()
-                return read(self._sessions_by_seq(self._schema))
-            finally:
-                cur.execute("COMMIT")
+            return self._at_stored_schema(lambda: read(self._sessions_by_seq(self._schema)))
+
+    def _at_stored_schema(self, read: Callable[[], list[Any]]) -> list[Any]:
+        """``read()`` in one read transaction with the schema version, read first into ``self._schema``
+        (for a store opened at an older schema, which another process may have upgraded since): on
+        SQLite both come from one snapshot, so ``read`` finds the tables of the version it reads at. The
+        caller holds the lock."""
+        cur = self._conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            self._schema = self._stored_schema()
+            return read()
+        finally:
+            cur.execute("COMMIT")
 
     def _index_sessions(self) -> None:
         """Index the sessions of spans stored before this store kept the index (once per store)."""
@@ -1089,22 +1096,14 @@ class SqlStore:
             return self._span_rows_at_schema(tid)
         # Opened at an older schema without upgrading: another process may have upgraded the store
         # since (spans in their OTLP bytes from schema 2, keyed by their trace's seq from 3 and in
-        # chunks from 6 on SQLite, where the upgrade drops the tables it replaces), so the version and
-        # the spans are read in one read transaction: on SQLite one snapshot, whose tables are those
-        # of the version read. PostgreSQL reads each statement's own snapshot and keeps its tables:
-        # once more when its upgrade to 2 came between the two reads (a span kept in its OTLP bytes,
-        # payload empty, read at schema 1 without its bytes).
-        cur = self._conn.cursor()
-        cur.execute("BEGIN")
-        try:
-            for _ in range(2):
-                self._schema = self._stored_schema()
-                rows = self._span_rows_at_schema(tid)
-                if self._schema >= 2 or all(payload or otlp is not None for payload, otlp, _ in rows):
-                    break
-            return rows
-        finally:
-            cur.execute("COMMIT")
+        # chunks from 6 on SQLite, where the upgrade drops the tables it replaces), so the spans are
+        # read with the version, in one snapshot on SQLite. PostgreSQL reads each statement's own
+        # snapshot and keeps its tables: once more when its upgrade to 2 came between the two reads (a
+        # span kept in its OTLP bytes, payload empty, read at schema 1 without its bytes).
+        rows = self._at_stored_schema(lambda: self._span_rows_at_schema(tid))
+        if self._schema < 2 and not all(payload or otlp is not None for payload, otlp, _ in rows):
+            rows = self._at_stored_schema(lambda: self._span_rows_at_schema(tid))
+        return rows
 
     def _span_rows_at_schema(self, tid: str) -> list[Any]:
         if self._by_seq and self._schema >= 6:  # schema 6: a trace's spans of one commit in one chunk
