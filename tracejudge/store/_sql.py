@@ -429,7 +429,9 @@ def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -
     bodies: list[bytes] = []
     for s in spans:
         if type(s) is EncodedSpan:
-            # An EncodedSpan is a tuple: its fields by position (the receiver's spans, 512 a request).
+            # The header entry and body as pack_spans makes them, built here without its tuple per span
+            # (the receiver's path: ~3 ms of 0.11 s for 10k spans), from the EncodedSpan's fields by
+            # position (it is a tuple).
             otlp = s[8]
             header.append((s[1], s[4], s[6], 1, len(otlp)))
             bodies.append(otlp)
