@@ -156,7 +156,9 @@ def unpack_chunk(chunk: bytes) -> list[ChunkRow]:
                 (span_id, start, "", body, source) if otlp else (span_id, start, body.decode(), None, source)
             )
     except UnicodeDecodeError as exc:
-        raise StoreError(f"a stored chunk of spans has an unreadable header: {exc}", hint=_HINT) from exc
+        raise StoreError(
+            f"a stored chunk of spans holds a JSON span that is not UTF-8: {exc}", hint=_HINT
+        ) from exc
     if at != len(raw):
         raise StoreError(
             f"a stored chunk of spans holds {len(raw)} bytes where its header accounts for {at}", hint=_HINT
