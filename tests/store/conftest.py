@@ -27,24 +27,25 @@ from tracejudge.store._chunks import chunk_span_ids
 _DROPPED = ("dropped_attributes_count", "dropped_events_count", "dropped_links_count")
 
 
+def sqlite_rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """The rows of ``sql`` on a SQLite file, read with sqlite3 (not through the store)."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
 def chunked_spans(path: Path) -> list[tuple[int, str]]:
     """(trace seq, span id) of each span a SQLite store at schema 6 or later holds, in the order its
     chunks were written (read with sqlite3, not through the store's reads)."""
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute("SELECT trace_seq, data FROM span_chunks ORDER BY rowid").fetchall()
-    finally:
-        conn.close()
+    rows = sqlite_rows(path, "SELECT trace_seq, data FROM span_chunks ORDER BY rowid")
     return [(int(seq), span_id) for seq, data in rows for span_id in chunk_span_ids(data)]
 
 
 def sqlite_tables(path: Path) -> set[str]:
     """The tables of a SQLite file."""
-    conn = sqlite3.connect(path)
-    try:
-        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        conn.close()
+    return {r[0] for r in sqlite_rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def read_as_before(span: RawSpan) -> dict[str, Any]:

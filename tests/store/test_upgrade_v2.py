@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.store.conftest import chunked_spans, read_as_before, sqlite_tables
+from tests.store.conftest import chunked_spans, read_as_before, sqlite_rows, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -42,14 +42,6 @@ def v2_path(tmp_path: Path) -> Path:
     return path
 
 
-def _raw(path: Path, sql: str) -> list[Any]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
 def _reads(store: SqlStore) -> dict[str, Any]:
     return {
         "traces": [t.model_dump(mode="json") for t in store.list_traces()],
@@ -65,10 +57,10 @@ def _open(path: Path) -> SqlStore:
 
 
 def test_the_fixture_is_a_schema_2_store_with_spans_in_both_forms(v2_path: Path) -> None:
-    assert _raw(v2_path, "SELECT version FROM schema_info") == [(2,)]
-    assert {r[1] for r in _raw(v2_path, "PRAGMA table_info(spans)")} >= {"trace_id", "otlp", "payload"}
-    assert "trace_seq" not in {r[1] for r in _raw(v2_path, "PRAGMA table_info(spans)")}
-    forms = _raw(v2_path, "SELECT otlp IS NOT NULL, count(*) FROM spans GROUP BY 1 ORDER BY 1")
+    assert sqlite_rows(v2_path, "SELECT version FROM schema_info") == [(2,)]
+    assert {r[1] for r in sqlite_rows(v2_path, "PRAGMA table_info(spans)")} >= {"trace_id", "otlp", "payload"}
+    assert "trace_seq" not in {r[1] for r in sqlite_rows(v2_path, "PRAGMA table_info(spans)")}
+    forms = sqlite_rows(v2_path, "SELECT otlp IS NOT NULL, count(*) FROM spans GROUP BY 1 ORDER BY 1")
     assert forms == [(0, 1), (1, 4)]
 
 
@@ -83,13 +75,13 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
         store.close()
     # Every span is kept under its own trace's seq (in chunks from schema 6), and nothing is left of
     # the copies.
-    seqs = dict(_raw(v2_path, "SELECT seq, trace_id FROM traces"))
+    seqs = dict(sqlite_rows(v2_path, "SELECT seq, trace_id FROM traces"))
     assert sorted((seqs[seq], span_id) for seq, span_id in chunked_spans(v2_path)) == sorted(
         (t, s["span_id"]) for t, spans in READS["spans"].items() for s in spans
     )
     assert len(chunked_spans(v2_path)) == 5
     assert "spans" not in sqlite_tables(v2_path)
-    assert _raw(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
+    assert sqlite_rows(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
     again = _open(v2_path)  # a second open finds nothing left to upgrade
     try:
         assert again.schema_version() == STORE_SCHEMA_VERSION
@@ -107,13 +99,13 @@ def test_an_upgrade_interrupted_after_the_copy_leaves_schema_2_and_the_next_open
         steps = real(blob, by_seq=by_seq)
         return {**steps, 3: (*steps[3], "SELECT no_such_column FROM spans")}  # after the swap
 
-    before = _raw(v2_path, "SELECT * FROM spans ORDER BY trace_id, span_id")
+    before = sqlite_rows(v2_path, "SELECT * FROM spans ORDER BY trace_id, span_id")
     monkeypatch.setattr(sql_module, "_upgrades", failing)
     with pytest.raises(Exception, match="no_such_column"):
         open_store(f"sqlite:///{v2_path}")
-    assert _raw(v2_path, "SELECT version FROM schema_info") == [(2,)]
-    assert _raw(v2_path, "SELECT * FROM spans ORDER BY trace_id, span_id") == before
-    assert _raw(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
+    assert sqlite_rows(v2_path, "SELECT version FROM schema_info") == [(2,)]
+    assert sqlite_rows(v2_path, "SELECT * FROM spans ORDER BY trace_id, span_id") == before
+    assert sqlite_rows(v2_path, "SELECT name FROM sqlite_master WHERE name LIKE 'spans_%'") == []
     monkeypatch.setattr(sql_module, "_upgrades", real)
     store = _open(v2_path)
     try:
@@ -135,8 +127,8 @@ def test_a_span_whose_trace_has_no_summary_stops_the_upgrade_and_loses_nothing(v
     conn.close()
     with pytest.raises(StoreError, match="1 span\\(s\\) belong to no trace"):
         open_store(f"sqlite:///{v2_path}")
-    assert _raw(v2_path, "SELECT version FROM schema_info") == [(2,)]
-    assert _raw(v2_path, "SELECT count(*) FROM spans") == [(6,)]
+    assert sqlite_rows(v2_path, "SELECT version FROM schema_info") == [(2,)]
+    assert sqlite_rows(v2_path, "SELECT count(*) FROM spans") == [(6,)]
 
 
 def _request(trace_id: bytes, span_id: str, name: str, start: int) -> bytes:
@@ -155,7 +147,7 @@ def test_after_the_upgrade_spans_dedup_by_trace_and_span_and_new_traces_follow_t
 ) -> None:
     store = _open(v2_path)
     try:
-        top = max(r[0] for r in _raw(v2_path, "SELECT seq FROM traces"))
+        top = max(r[0] for r in sqlite_rows(v2_path, "SELECT seq FROM traces"))
         late = encode_protobuf(
             _request(bytes.fromhex(T1), "6666666666666666", "later", 1_790_000_000_960_000_000)
         )
@@ -170,7 +162,7 @@ def test_after_the_upgrade_spans_dedup_by_trace_and_span_and_new_traces_follow_t
         assert t1.span_count == len(READS["spans"][T1]) + 1
         assert [s.span_id for s in store.get_spans(T1)][-1] == "6666666666666666"
         assert [s.name for s in store.get_spans(T4.hex())] == ["root"]
-        assert _raw(v2_path, f"SELECT seq FROM traces WHERE trace_id = '{T4.hex()}'") == [(top + 1,)]
+        assert sqlite_rows(v2_path, f"SELECT seq FROM traces WHERE trace_id = '{T4.hex()}'") == [(top + 1,)]
         assert [seq for seq, span_id in chunked_spans(v2_path) if span_id == "7777777777777777"] == [top + 1]
     finally:
         store.close()
@@ -182,7 +174,7 @@ def test_opened_for_reading_a_schema_2_store_is_read_as_it_is_until_spans_are_st
     try:
         assert store.schema_version() == 2
         assert _reads(store) == READS
-        assert "trace_seq" not in {r[1] for r in _raw(v2_path, "PRAGMA table_info(spans)")}
+        assert "trace_seq" not in {r[1] for r in sqlite_rows(v2_path, "PRAGMA table_info(spans)")}
         new = encode_protobuf(_request(T4, "7777777777777777", "root", 1_790_000_300_000_000_000))
         assert store.put_spans(new.spans) == 1
         assert store.schema_version() == STORE_SCHEMA_VERSION
@@ -191,7 +183,7 @@ def test_opened_for_reading_a_schema_2_store_is_read_as_it_is_until_spans_are_st
     finally:
         store.close()
     assert "spans" not in sqlite_tables(v2_path)
-    top = max(r[0] for r in _raw(v2_path, "SELECT seq FROM traces"))
+    top = max(r[0] for r in sqlite_rows(v2_path, "SELECT seq FROM traces"))
     assert (top, "7777777777777777") in chunked_spans(v2_path)
 
 

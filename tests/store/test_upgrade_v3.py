@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.store.conftest import chunked_spans, read_as_before, sqlite_tables
+from tests.store.conftest import chunked_spans, read_as_before, sqlite_rows, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -45,14 +45,6 @@ def v3_path(tmp_path: Path) -> Path:
     return path
 
 
-def _raw(path: Path, sql: str) -> list[Any]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
 def _reads(store: SqlStore) -> dict[str, Any]:
     ids = list(store.iter_trace_ids())
     return {
@@ -74,21 +66,18 @@ def _open(path: Path, *, upgrade: bool = True) -> SqlStore:
 
 def _key(path: Path, table: str) -> list[str]:
     """The columns of a table's primary key, in key order."""
-    return [r[1] for r in sorted(r for r in _raw(path, f"PRAGMA table_info({table})") if r[5]) if r[5]]
+    return [r[1] for r in sorted(r for r in sqlite_rows(path, f"PRAGMA table_info({table})") if r[5]) if r[5]]
 
 
 def _indexes(path: Path) -> set[str]:
     return {
-        r[0] for r in _raw(path, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        r[0]
+        for r in sqlite_rows(path, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
     }
 
 
-def _tables(path: Path) -> set[str]:
-    return {r[0] for r in _raw(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
 def test_the_fixture_is_a_schema_3_store_with_traces_and_sessions_keyed_by_trace_id(v3_path: Path) -> None:
-    assert _raw(v3_path, "SELECT version FROM schema_info") == [(3,)]
+    assert sqlite_rows(v3_path, "SELECT version FROM schema_info") == [(3,)]
     assert _key(v3_path, "traces") == ["trace_id"]
     assert _key(v3_path, "trace_sessions") == ["session_id", "trace_id"]
     assert {"traces_seq", "trace_sessions_trace"} <= _indexes(v3_path)
@@ -101,7 +90,7 @@ def test_the_fixture_is_a_schema_3_store_with_traces_and_sessions_keyed_by_trace
 def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_schema_3_read(
     v3_path: Path,
 ) -> None:
-    seqs = dict(_raw(v3_path, "SELECT trace_id, seq FROM traces"))
+    seqs = dict(sqlite_rows(v3_path, "SELECT trace_id, seq FROM traces"))
     store = _open(v3_path)
     try:
         assert store.schema_version() == STORE_SCHEMA_VERSION == 6
@@ -111,7 +100,7 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     assert _key(v3_path, "traces") == ["seq"]
     assert _key(v3_path, "trace_sessions") == ["trace_seq", "session_id"]
     # The traces keep their arrival numbers, which the spans' key refers to.
-    assert dict(_raw(v3_path, "SELECT trace_id, seq FROM traces")) == seqs
+    assert dict(sqlite_rows(v3_path, "SELECT trace_id, seq FROM traces")) == seqs
     by_seq = {seq: t for t, seq in seqs.items()}
     assert sorted((by_seq[seq], span_id) for seq, span_id in chunked_spans(v3_path)) == sorted(
         (t, s["span_id"]) for t, spans in READS["spans"].items() for s in spans
@@ -120,7 +109,7 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     indexes = _indexes(v3_path)
     assert {"traces_id", "traces_start", "trace_sessions_session"} <= indexes
     assert not {"traces_seq", "trace_sessions_trace"} & indexes
-    assert not {t for t in _tables(v3_path) if t.endswith("_4")}
+    assert not {t for t in sqlite_tables(v3_path) if t.endswith("_4")}
     again = _open(v3_path)  # a second open finds nothing left to upgrade
     try:
         assert again.schema_version() == STORE_SCHEMA_VERSION
@@ -139,14 +128,16 @@ def test_an_upgrade_interrupted_after_the_swap_leaves_schema_3_and_the_next_open
         steps = real(blob, by_seq=by_seq)
         return {**steps, 4: (*steps[4], "SELECT no_such_column FROM traces")}  # after the swap
 
-    before = {t: _raw(v3_path, f"SELECT * FROM {t} ORDER BY 1, 2") for t in ("traces", "trace_sessions")}
+    before = {
+        t: sqlite_rows(v3_path, f"SELECT * FROM {t} ORDER BY 1, 2") for t in ("traces", "trace_sessions")
+    }
     monkeypatch.setattr(sql_module, "_upgrades", failing)
     with pytest.raises(Exception, match="no_such_column"):
         open_store(f"sqlite:///{v3_path}")
-    assert _raw(v3_path, "SELECT version FROM schema_info") == [(3,)]
-    assert {t: _raw(v3_path, f"SELECT * FROM {t} ORDER BY 1, 2") for t in before} == before
+    assert sqlite_rows(v3_path, "SELECT version FROM schema_info") == [(3,)]
+    assert {t: sqlite_rows(v3_path, f"SELECT * FROM {t} ORDER BY 1, 2") for t in before} == before
     assert _key(v3_path, "traces") == ["trace_id"]
-    assert not {t for t in _tables(v3_path) if t.endswith("_4")}
+    assert not {t for t in sqlite_tables(v3_path) if t.endswith("_4")}
     monkeypatch.setattr(sql_module, "_upgrades", real)
     store = _open(v3_path)
     try:
@@ -161,11 +152,11 @@ def test_a_session_row_of_no_trace_stops_the_upgrade_and_loses_nothing(v3_path: 
     conn.execute("INSERT INTO trace_sessions (session_id, trace_id) VALUES ('orphan', ?)", ("f" * 32,))
     conn.commit()
     conn.close()
-    before = _raw(v3_path, "SELECT * FROM trace_sessions ORDER BY 1, 2")
+    before = sqlite_rows(v3_path, "SELECT * FROM trace_sessions ORDER BY 1, 2")
     with pytest.raises(StoreError, match="1 session row\\(s\\) name no trace"):
         open_store(f"sqlite:///{v3_path}")
-    assert _raw(v3_path, "SELECT version FROM schema_info") == [(3,)]
-    assert _raw(v3_path, "SELECT * FROM trace_sessions ORDER BY 1, 2") == before
+    assert sqlite_rows(v3_path, "SELECT version FROM schema_info") == [(3,)]
+    assert sqlite_rows(v3_path, "SELECT * FROM trace_sessions ORDER BY 1, 2") == before
     assert _key(v3_path, "trace_sessions") == ["session_id", "trace_id"]
 
 
@@ -174,11 +165,11 @@ def test_two_traces_sharing_a_seq_stop_the_upgrade_and_lose_nothing(v3_path: Pat
     conn.execute(f"UPDATE traces SET seq = (SELECT min(seq) FROM traces) WHERE trace_id = '{T6}'")
     conn.commit()
     conn.close()
-    before = _raw(v3_path, "SELECT * FROM traces ORDER BY 1")
+    before = sqlite_rows(v3_path, "SELECT * FROM traces ORDER BY 1")
     with pytest.raises(StoreError, match="1 trace\\(s\\) share their arrival number"):
         open_store(f"sqlite:///{v3_path}")
-    assert _raw(v3_path, "SELECT version FROM schema_info") == [(3,)]
-    assert _raw(v3_path, "SELECT * FROM traces ORDER BY 1") == before
+    assert sqlite_rows(v3_path, "SELECT version FROM schema_info") == [(3,)]
+    assert sqlite_rows(v3_path, "SELECT * FROM traces ORDER BY 1") == before
 
 
 def _request(trace_id: bytes, span_id: str, name: str, start: int, session: str | None = None) -> bytes:
@@ -199,7 +190,7 @@ def test_after_the_upgrade_new_turns_join_their_sessions_and_old_traces_take_lat
 ) -> None:
     store = _open(v3_path)
     try:
-        top = max(r[0] for r in _raw(v3_path, "SELECT seq FROM traces"))
+        top = max(r[0] for r in sqlite_rows(v3_path, "SELECT seq FROM traces"))
         turn = encode_protobuf(
             _request(T7, "bbbbbbbbbbbbbbbb", "agent.run", 1_790_000_300_000_000_000, "session-7")
         )
@@ -217,9 +208,9 @@ def test_after_the_upgrade_new_turns_join_their_sessions_and_old_traces_take_lat
         assert t5.span_count == len(READS["spans"][T5]) + 1
         assert t5.end_time is not None
         assert t5.end_time.timestamp() == pytest.approx(1_790_000_201)
-        assert _raw(v3_path, f"SELECT seq FROM traces WHERE trace_id = '{T7.hex()}'") == [(top + 1,)]
-        assert _raw(v3_path, "SELECT trace_seq FROM trace_sessions WHERE session_id = 'a-first'") == [
-            (dict(_raw(v3_path, "SELECT trace_id, seq FROM traces"))[T5],)
+        assert sqlite_rows(v3_path, f"SELECT seq FROM traces WHERE trace_id = '{T7.hex()}'") == [(top + 1,)]
+        assert sqlite_rows(v3_path, "SELECT trace_seq FROM trace_sessions WHERE session_id = 'a-first'") == [
+            (dict(sqlite_rows(v3_path, "SELECT trace_id, seq FROM traces"))[T5],)
         ]
     finally:
         store.close()

@@ -27,6 +27,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tests.store.conftest import sqlite_rows, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
@@ -56,14 +57,6 @@ def v5_path(tmp_path: Path) -> Path:
     return path
 
 
-def _raw(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
 def _dumped(spans: list[RawSpan]) -> list[dict[str, Any]]:
     return [s.model_dump(mode="json") for s in spans]
 
@@ -87,23 +80,19 @@ def _open(path: Path, *, upgrade: bool = True) -> SqlStore:
     return store
 
 
-def _tables(path: Path) -> set[str]:
-    return {r[0] for r in _raw(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
 def _seqs(path: Path) -> dict[str, int]:
-    return dict(_raw(path, "SELECT trace_id, seq FROM traces"))
+    return dict(sqlite_rows(path, "SELECT trace_id, seq FROM traces"))
 
 
 def _span_rows(path: Path) -> list[Any]:
     """Schema 5's span rows, every column, in key order."""
-    return _raw(path, "SELECT * FROM spans ORDER BY trace_seq, span_id")
+    return sqlite_rows(path, "SELECT * FROM spans ORDER BY trace_seq, span_id")
 
 
 def _chunks(path: Path) -> dict[int, list[bytes]]:
     """Each trace's chunks (by seq), in the order they were stored."""
     found: dict[int, list[bytes]] = {}
-    for seq, data in _raw(path, "SELECT trace_seq, data FROM span_chunks ORDER BY rowid"):
+    for seq, data in sqlite_rows(path, "SELECT trace_seq, data FROM span_chunks ORDER BY rowid"):
         found.setdefault(int(seq), []).append(bytes(data))
     return found
 
@@ -138,31 +127,33 @@ def _new_turn() -> bytes:
 
 
 def test_the_fixture_is_a_schema_5_store_with_a_row_per_span(v5_path: Path) -> None:
-    assert _raw(v5_path, "SELECT version FROM schema_info") == [(5,)]
-    assert "spans" in _tables(v5_path)
-    assert "span_chunks" not in _tables(v5_path)
-    assert _raw(v5_path, "SELECT count(*) FROM spans") == [(SPANS,)]
+    assert sqlite_rows(v5_path, "SELECT version FROM schema_info") == [(5,)]
+    assert "spans" in sqlite_tables(v5_path)
+    assert "span_chunks" not in sqlite_tables(v5_path)
+    assert sqlite_rows(v5_path, "SELECT count(*) FROM spans") == [(SPANS,)]
     seqs = _seqs(v5_path)
     # The cases the upgrade must carry over: a trace stored over two commits, a JSON span beside OTLP
     # ones, 40 spans of one trace sharing start times in pairs, a span of bytes that do not compress.
-    assert _raw(
+    assert sqlite_rows(
         v5_path, "SELECT count(DISTINCT received_at) FROM spans WHERE trace_seq = ?", (seqs[T1],)
     ) == [(2,)]
-    assert _raw(v5_path, "SELECT source FROM spans WHERE otlp IS NULL") == [("langfuse",)]
-    assert _raw(
+    assert sqlite_rows(v5_path, "SELECT source FROM spans WHERE otlp IS NULL") == [("langfuse",)]
+    assert sqlite_rows(
         v5_path, "SELECT count(*), count(DISTINCT start_ns) FROM spans WHERE trace_seq = ?", (seqs[T8],)
     ) == [(40, 20)]
-    assert _raw(v5_path, "SELECT length(otlp) > 4096 FROM spans WHERE trace_seq = ?", (seqs[T9],)) == [(1,)]
+    assert sqlite_rows(v5_path, "SELECT length(otlp) > 4096 FROM spans WHERE trace_seq = ?", (seqs[T9],)) == [
+        (1,)
+    ]
     assert READS["sessions"][T1] == READS["sessions"][T5] == "session-7"
 
 
 def test_opening_upgrades_to_a_chunk_per_trace_and_reads_what_schema_5_read(v5_path: Path) -> None:
     seqs = _seqs(v5_path)
-    rows = _raw(
+    rows = sqlite_rows(
         v5_path, "SELECT trace_seq, span_id, start_ns, payload, otlp, source FROM spans ORDER BY 1, 3, 2"
     )
     span_bytes = dict(
-        _raw(
+        sqlite_rows(
             v5_path,
             "SELECT trace_seq, sum(length(payload)) + sum(coalesce(length(otlp), 0)) FROM spans GROUP BY 1",
         )
@@ -173,9 +164,9 @@ def test_opening_upgrades_to_a_chunk_per_trace_and_reads_what_schema_5_read(v5_p
         assert _reads(store) == READS
     finally:
         store.close()
-    assert "spans" not in _tables(v5_path)
+    assert "spans" not in sqlite_tables(v5_path)
     assert _seqs(v5_path) == seqs  # the traces keep their arrival numbers, which the chunks refer to
-    assert "span_chunks_trace" in {r[0] for r in _raw(v5_path, "SELECT name FROM sqlite_master")}
+    assert "span_chunks_trace" in {r[0] for r in sqlite_rows(v5_path, "SELECT name FROM sqlite_master")}
     chunks = _chunks(v5_path)
     assert sorted(chunks) == sorted(seqs.values())
     assert all(len(c) == 1 for c in chunks.values())  # a trace's spans in one chunk here
@@ -199,7 +190,7 @@ def test_opening_upgrades_to_a_chunk_per_trace_and_reads_what_schema_5_read(v5_p
     finally:
         again.close()
     assert _chunks(v5_path) == chunks
-    assert "spans" not in _tables(v5_path)
+    assert "spans" not in sqlite_tables(v5_path)
 
 
 def test_an_upgrade_interrupted_after_the_drop_leaves_schema_5_and_the_next_open_finishes_it(
@@ -216,9 +207,9 @@ def test_an_upgrade_interrupted_after_the_drop_leaves_schema_5_and_the_next_open
     monkeypatch.setattr(sql_module, "_upgrades", failing)
     with pytest.raises(Exception, match="no_such_column"):
         open_store(f"sqlite:///{v5_path}")
-    assert _raw(v5_path, "SELECT version FROM schema_info") == [(5,)]
+    assert sqlite_rows(v5_path, "SELECT version FROM schema_info") == [(5,)]
     assert _span_rows(v5_path) == before
-    assert "span_chunks" not in _tables(v5_path)
+    assert "span_chunks" not in sqlite_tables(v5_path)
     monkeypatch.setattr(sql_module, "_upgrades", real)
     store = _open(v5_path)
     try:
@@ -226,7 +217,7 @@ def test_an_upgrade_interrupted_after_the_drop_leaves_schema_5_and_the_next_open
         assert _reads(store) == READS
     finally:
         store.close()
-    assert "spans" not in _tables(v5_path)
+    assert "spans" not in sqlite_tables(v5_path)
 
 
 @pytest.mark.parametrize(
@@ -250,9 +241,9 @@ def test_a_span_row_of_no_trace_stops_the_upgrade_and_loses_nothing(v5_path: Pat
     before = _span_rows(v5_path)
     with pytest.raises(StoreError, match="1 span\\(s\\) belong to no trace"):
         open_store(f"sqlite:///{v5_path}")
-    assert _raw(v5_path, "SELECT version FROM schema_info") == [(5,)]
+    assert sqlite_rows(v5_path, "SELECT version FROM schema_info") == [(5,)]
     assert _span_rows(v5_path) == before
-    assert "span_chunks" not in _tables(v5_path)
+    assert "span_chunks" not in sqlite_tables(v5_path)
 
 
 def test_opened_for_reading_a_schema_5_store_is_read_as_it_is_until_spans_are_stored(v5_path: Path) -> None:
@@ -260,15 +251,15 @@ def test_opened_for_reading_a_schema_5_store_is_read_as_it_is_until_spans_are_st
     try:
         assert store.schema_version() == 5
         assert _reads(store) == READS
-        assert "span_chunks" not in _tables(v5_path)
-        assert _raw(v5_path, "SELECT count(*) FROM spans") == [(SPANS,)]
+        assert "span_chunks" not in sqlite_tables(v5_path)
+        assert sqlite_rows(v5_path, "SELECT count(*) FROM spans") == [(SPANS,)]
         assert store.put_spans(encode_protobuf(_new_turn()).spans) == 1
         assert store.schema_version() == STORE_SCHEMA_VERSION
         assert [t.trace_id for t in store.session_traces("session-7")] == [T1, T5, T10.hex()]
         assert {t: _dumped(store.get_spans(t)) for t in READS["spans"]} == READS["spans"]
     finally:
         store.close()
-    assert "spans" not in _tables(v5_path)
+    assert "spans" not in sqlite_tables(v5_path)
     assert len(_chunks(v5_path)) == len(READS["spans"]) + 1
 
 
@@ -403,7 +394,7 @@ def test_a_reader_opened_at_schema_5_reads_the_spans_after_another_store_upgrade
                 _request(bytes.fromhex(T8), "0000000000007fff", "late", 1_790_000_300_003_000_000)
             )
             assert writer.put_spans([*late.spans, *encode_protobuf(_new_turn()).spans]) == 2
-            assert "spans" not in _tables(v5_path)
+            assert "spans" not in sqlite_tables(v5_path)
             assert _reads(reader) == _reads(writer)
         finally:
             writer.close()
@@ -435,7 +426,7 @@ def test_a_reader_whose_schema_read_came_just_before_the_upgrade_reads_the_spans
         monkeypatch.setattr(reader, "_execute", upgrade_after_the_version_read)
         assert _dumped(reader.get_spans(T8)) == READS["spans"][T8]
         assert upgraded == [STORE_SCHEMA_VERSION]  # the upgrade did come between the two reads
-        assert "spans" not in _tables(v5_path)
+        assert "spans" not in sqlite_tables(v5_path)
         assert _reads(reader) == READS
     finally:
         reader.close()
