@@ -398,7 +398,17 @@ def serve_counting(store_url: str, floor: str | None = None) -> None:
     sink = os.open(urlsplit(store_url).path + ".floor", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
 
     def append(spans: Any) -> int:
-        data = b"".join(s.otlp if isinstance(s, EncodedSpan) else s.model_dump_json().encode() for s in spans)
+        # Each span's bytes as they arrived, and each resource and scope once (as the store keeps them).
+        pieces: dict[int, bytes] = {}
+        for s in spans:
+            if isinstance(s, EncodedSpan):
+                pieces.setdefault(id(s.envelope), s.envelope.resource + s.envelope.scope)
+        data = b"".join(
+            (
+                *pieces.values(),
+                *(s.span if isinstance(s, EncodedSpan) else s.model_dump_json().encode() for s in spans),
+            )
+        )
         os.write(sink, data)
         os.fdatasync(sink)
         return len(spans)

@@ -1,7 +1,8 @@
 """SQLite's stored form of spans from store schema 6 (``tracejudge.store._chunks``): a trace's spans of
-one commit packed into one chunk, LZ4-compressed when that makes it smaller, read back as packed; a
-damaged chunk is a ``StoreError`` that points at ``tracejudge doctor``, never a codec's or a parser's
-exception leaking out of a read.
+one commit packed into one chunk, LZ4-compressed when that makes it smaller, read back as packed (from
+schema 7 with the resource and scope the receiver's spans share kept once, schema 6's chunks still
+read); a damaged chunk is a ``StoreError`` that points at ``tracejudge doctor``, never a codec's or a
+parser's exception leaking out of a read.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from tracejudge.schema import RawSpan
 from tracejudge.store import SqliteStore
 from tracejudge.store import _sql as sql_module
 from tracejudge.store._chunks import (
+    ENVELOPED,
     LZ4,
     RAW,
     SpanIdCache,
     chunk_span_ids,
+    pack_chunk,
     pack_spans,
     sorted_rows,
     unpack_chunk,
 )
+from tracejudge.store._encoded import OtlpEnvelope
 
 TEXT = "The prepayment cap is two percent of the outstanding balance per year. " * 8
 OTLP = ("00000000000000b2", 20, "otlp", "", b"\x0a\x10" + TEXT.encode())
@@ -41,12 +45,18 @@ def _row(span: tuple[str, int, str, str, bytes | None]) -> tuple[str, int, str, 
 
 
 def _chunk(header: object, bodies: bytes = b"", *, codec: int = RAW) -> bytes:
-    """A chunk written by hand: ``header`` as its JSON, then ``bodies``."""
+    """A chunk written by hand: ``header`` as its JSON, then ``bodies`` (schema 6's layout, unless
+    ``codec`` has ENVELOPED)."""
     head = orjson.dumps(header)
     raw = len(head).to_bytes(4, "little") + head + bodies
-    if codec == LZ4:
-        return bytes([LZ4]) + lz4.block.compress(raw, store_size=True)
+    if codec & ~ENVELOPED == LZ4:
+        return bytes([codec]) + lz4.block.compress(raw, store_size=True)
     return bytes([codec]) + raw
+
+
+def _chunk7(envelopes: object, entries: object, bodies: bytes = b"", *, codec: int = RAW) -> bytes:
+    """A schema-7 chunk written by hand."""
+    return _chunk([envelopes, entries], bodies, codec=codec | ENVELOPED)
 
 
 def test_a_chunk_reads_back_its_spans_in_the_order_they_were_packed() -> None:
@@ -84,15 +94,15 @@ def test_the_rows_are_ordered_by_start_then_span_id_as_schema_5_read_them() -> N
 
 def test_short_chunks_and_bytes_that_do_not_compress_are_kept_raw_and_text_that_repeats_compresses() -> None:
     short = pack_spans([("0000000000000001", 1, "otlp", "", b"x" * 100)])
-    assert short[0] == RAW  # too short to be worth the codec, however well it would compress
+    assert short[0] == RAW | ENVELOPED  # too short to be worth the codec, however well it would compress
     assert len(lz4.block.compress(short[1:], store_size=True)) < len(short) - 1
     noise = random.Random(7).randbytes(4096)
     random_chunk = pack_spans([("0000000000000002", 2, "otlp", "", noise)])
-    assert random_chunk[0] == RAW
+    assert random_chunk[0] == RAW | ENVELOPED
     assert noise in random_chunk
     repeating = [(f"{i:016x}", i, "otlp", "", f"{i}: {TEXT}".encode()) for i in range(40)]
     compressed = pack_spans(repeating)
-    assert compressed[0] == LZ4
+    assert compressed[0] == LZ4 | ENVELOPED
     assert len(compressed) * 4 < sum(len(s[4]) for s in repeating)
     assert unpack_chunk(compressed) == [_row(s) for s in repeating]
     assert chunk_span_ids(compressed) == [s[0] for s in repeating]
@@ -100,13 +110,56 @@ def test_short_chunks_and_bytes_that_do_not_compress_are_kept_raw_and_text_that_
 
 def test_a_chunk_is_its_codec_byte_then_the_length_and_header_then_the_bodies() -> None:
     chunk = pack_spans([JSON, OTLP])
-    raw = lz4.block.decompress(chunk[1:]) if chunk[0] == LZ4 else chunk[1:]
+    assert chunk[0] in (RAW | ENVELOPED, LZ4 | ENVELOPED)
+    raw = lz4.block.decompress(chunk[1:]) if chunk[0] & LZ4 else chunk[1:]
     size = int.from_bytes(raw[:4], "little")
     assert orjson.loads(raw[4 : 4 + size]) == [
+        [],
+        [
+            [JSON[0], JSON[1], JSON[2], 0, len(JSON[3].encode())],
+            [OTLP[0], OTLP[1], OTLP[2], 1, len(OTLP[4])],
+        ],
+    ]
+    assert raw[4 + size :] == JSON[3].encode() + OTLP[4]
+
+
+RESOURCE = b"\x0a\x1a\x0a\x0cservice.name\x12\x0a\x0a\x08checkout"
+SCOPE = b"\x0a\x0bopeninference"
+OTHER_SCOPE = b"\x0a\x09langchain"
+
+
+def test_spans_sharing_a_resource_and_scope_keep_them_once_and_read_back_wrapped() -> None:
+    first, second = OtlpEnvelope(RESOURCE, SCOPE), OtlpEnvelope(RESOURCE, OTHER_SCOPE)
+    spans = [(b"\x0a\x10" + f"{i}: {TEXT}".encode(), first if i % 3 else second) for i in range(12)]
+    header = [
+        (f"{i:016x}", 100 - i, "otlp", 2 + (0 if env is first else 1), len(body))
+        for i, (body, env) in enumerate(spans)
+    ]
+    header.append((JSON[0], JSON[1], JSON[2], 0, len(JSON[3].encode())))
+    chunk = pack_chunk(header, [*(body for body, _ in spans), JSON[3].encode()], [first, second])
+    assert chunk[0] == LZ4 | ENVELOPED
+    assert lz4.block.decompress(chunk[1:]).count(RESOURCE) == 2  # once per envelope, not once per span
+    rows = unpack_chunk(chunk)
+    assert [r[3] for r in rows[:12]] == [env.wrap(body) for body, env in spans]
+    assert [(r[0], r[1], r[2], r[4]) for r in rows[:12]] == [(h[0], h[1], "", "otlp") for h in header[:12]]
+    assert rows[12] == _row(JSON)
+    assert chunk_span_ids(chunk) == [h[0] for h in header]
+    short = spans[0][0][:10]
+    raw = pack_chunk([("0000000000000001", 1, "otlp", 2, len(short))], [short], [second])
+    assert raw[0] == RAW | ENVELOPED
+    assert unpack_chunk(raw) == [("0000000000000001", 1, "", second.wrap(short), "otlp")]
+
+
+def test_schema_6_chunks_still_read() -> None:
+    bodies = JSON[3].encode() + OTLP[4]
+    header = [
         [JSON[0], JSON[1], JSON[2], 0, len(JSON[3].encode())],
         [OTLP[0], OTLP[1], OTLP[2], 1, len(OTLP[4])],
     ]
-    assert raw[4 + size :] == JSON[3].encode() + OTLP[4]
+    for codec in (RAW, LZ4):
+        chunk = _chunk(header, bodies, codec=codec)
+        assert unpack_chunk(chunk) == [_row(JSON), _row(OTLP)]
+        assert chunk_span_ids(chunk) == [JSON[0], OTLP[0]]
 
 
 def _adding_up() -> bytes:
@@ -118,7 +171,7 @@ def _adding_up() -> bytes:
 
 
 GOOD = pack_spans([OTLP, JSON])
-assert GOOD[0] == LZ4  # the damaged chunks below cut or change an LZ4 chunk too
+assert GOOD[0] == LZ4 | ENVELOPED  # the damaged chunks below cut or change an LZ4 chunk too
 
 # Chunks no tracejudge writes: a damaged file or another program's writes. Each of them is refused
 # by both reads (the spans, and the ids alone that the dedup of late spans reads).
@@ -137,6 +190,17 @@ DAMAGED_HEADERS = {
     "LZ4 of a stored size past 2 GiB": b"\x01" + (2**32 - 1).to_bytes(4, "little") + b"\x00" * 8,
     "header entries objects": _chunk([{"id": "a", "start": 1, "source": "otlp", "otlp": 1, "length": 0}]),
     "header entries text": _chunk(["abcde"]),
+    "unknown codec byte with the envelopes' flag": b"\x06" + GOOD[1:],
+    "schema 7: header not a pair": _chunk([[]], codec=RAW | ENVELOPED),
+    "schema 7: header of three": _chunk([[], [], []], codec=RAW | ENVELOPED),
+    "schema 7: envelopes not a list": _chunk7({"a": 1}, []),
+    "schema 7: an envelope of one size": _chunk7([[3]], []),
+    "schema 7: an envelope size negative": _chunk7([[3, -1]], []),
+    "schema 7: an envelope size as text": _chunk7([[3, "1"]], []),
+    "schema 7: a form past its envelopes": _chunk7([[1, 1]], [["a", 1, "otlp", 3, 1]], b"rsx"),
+    "schema 7: a form as a float": _chunk7([], [["a", 1, "otlp", 1.0, 1]], b"x"),
+    "schema 7: a negative form": _chunk7([], [["a", 1, "otlp", -1, 1]], b"x"),
+    "schema 6: a form of an envelope": _chunk([["a", 1, "otlp", 2, 1]], b"x"),
 }
 # A header that reads but does not describe the bytes after it: only the read of the spans sees it.
 DAMAGED_BODIES = {
@@ -154,6 +218,9 @@ DAMAGED_BODIES = {
     "a start not a number": _chunk([["a", "x", "otlp", 1, 1], ["b", 1, "otlp", 1, 1]], b"xy"),
     "a source not text": _chunk([["a", 1, None, 0, 2]], b"{}"),
     "negative lengths that add up": _adding_up(),
+    "schema 7: envelopes past the bytes": _chunk7([[5, 5]], [["a", 1, "otlp", 2, 1]], b"rsx"),
+    "schema 7: envelopes short of the bytes": _chunk7([[1, 1]], [["a", 1, "otlp", 2, 1]], b"rsxyz"),
+    "schema 7: a JSON body not UTF-8": _chunk7([], [["a", 1, "langfuse", 0, 2]], b"\xff\xfe"),
 }
 
 
@@ -204,7 +271,7 @@ def test_a_damaged_chunk_in_a_store_is_a_store_error_on_read_and_on_a_late_span(
             "SELECT data FROM span_chunks WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
             (tid,),
         ).fetchall()
-        assert data[0] == LZ4
+        assert data[0] == LZ4 | ENVELOPED
         conn.execute(
             "UPDATE span_chunks SET data = ? WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
             (data[: len(data) // 2], tid),

@@ -113,7 +113,7 @@ def test_opening_upgrades_in_place_and_reads_what_the_previous_version_read(v1_u
     store = open_store(v1_url)
     assert isinstance(store, SqlStore)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 7
         assert _reads(store) == READS
     finally:
         store.close()

@@ -69,7 +69,7 @@ def test_opening_upgrades_to_spans_keyed_by_their_traces_seq_and_reads_what_sche
 ) -> None:
     store = _open(v2_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 7
         assert _reads(store) == READS
     finally:
         store.close()

@@ -93,7 +93,7 @@ def test_opening_upgrades_to_traces_and_sessions_keyed_by_seq_and_reads_what_sch
     seqs = dict(sqlite_rows(v3_path, "SELECT trace_id, seq FROM traces"))
     store = _open(v3_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 7
         assert _reads(store) == READS
     finally:
         store.close()

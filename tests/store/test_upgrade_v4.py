@@ -62,7 +62,7 @@ def _reads(store: SqlStore) -> dict[str, Any]:
 def test_a_schema_4_store_is_upgraded_on_open_and_reads_as_before(v4_path: Path) -> None:
     store = _open(v4_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 7
         assert _reads(store) == READS
     finally:
         store.close()

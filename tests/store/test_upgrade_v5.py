@@ -32,7 +32,7 @@ from tracejudge._errors import StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
-from tracejudge.store._chunks import LZ4, RAW, chunk_span_ids, unpack_chunk
+from tracejudge.store._chunks import ENVELOPED, LZ4, RAW, chunk_span_ids, unpack_chunk
 from tracejudge_collectors.otel import encode_protobuf
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -160,7 +160,7 @@ def test_opening_upgrades_to_a_chunk_per_trace_and_reads_what_schema_5_read(v5_p
     )
     store = _open(v5_path)
     try:
-        assert store.schema_version() == STORE_SCHEMA_VERSION == 6
+        assert store.schema_version() == STORE_SCHEMA_VERSION == 7
         assert _reads(store) == READS
     finally:
         store.close()
@@ -178,10 +178,10 @@ def test_opening_upgrades_to_a_chunk_per_trace_and_reads_what_schema_5_read(v5_p
     # The 40 spans of repeating text compress; the random bytes are kept as they are, since LZ4 would
     # not make them smaller.
     (t8,) = chunks[seqs[T8]]
-    assert t8[0] == LZ4
+    assert t8[0] == LZ4 | ENVELOPED  # packed by the upgrade, in the current layout
     assert len(t8) < span_bytes[seqs[T8]]
     (t9,) = chunks[seqs[T9]]
-    assert t9[0] == RAW
+    assert t9[0] == RAW | ENVELOPED
     assert len(lz4.block.compress(t9[1:], store_size=True)) >= len(t9) - 1
     again = _open(v5_path)  # a second open finds nothing left to upgrade
     try:

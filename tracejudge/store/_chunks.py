@@ -8,10 +8,20 @@ spans of one request takes ~2 ms a 1.3 MB request and leaves a fraction of the b
 sync (``docs/benchmarks.md``, OTLP intake, store schema 6). Bytes that do not compress are kept as they
 are.
 
-A chunk is a codec byte (:data:`RAW` or :data:`LZ4`), then (compressed or not) a 4-byte little-endian
-length, a JSON header of one ``[span_id, start_ns, source, otlp, length]`` per span (``otlp``: 1 when
-the span is its OTLP bytes, 0 when it is its JSON), and the spans' bytes in the header's order.
-"""
+A chunk is a codec byte (:data:`RAW` or :data:`LZ4`, plus :data:`ENVELOPED` from store schema 7), then
+(compressed or not) a 4-byte little-endian length, a JSON header, and the bytes the header accounts for.
+
+- Schema 6's chunks (no ENVELOPED): the header is one ``[span_id, start_ns, source, otlp, length]``
+  per span (``otlp``: 1 when the span is its OTLP ``ResourceSpans``, 0 when it is its JSON), and the
+  spans' bytes follow in the header's order.
+- From schema 7 (ENVELOPED): the header is ``[envelopes, spans]``: ``envelopes`` one ``[resource_length,
+  scope_length]`` per resource and scope the chunk's spans share, ``spans`` one ``[span_id, start_ns,
+  source, form, length]`` per span, ``form`` 0 for its JSON, 1 for its ``ResourceSpans``, ``2 + k`` for
+  its OTLP ``Span`` alone in envelope ``k``. The envelopes' bytes (each its serialized ``Resource``
+  then ``InstrumentationScope``) follow, then the spans'. The receiver's spans arrive as a ``Span``
+  and the resource and scope it shares with the rest of its request: kept once a chunk, they are
+  neither wrapped around each span nor compressed again with it (wrapping took a tenth of the
+  receiver's encode)."""
 
 from __future__ import annotations
 
@@ -23,11 +33,14 @@ from typing import Any
 import orjson
 
 from tracejudge._errors import StoreError
+from tracejudge.store._encoded import OtlpEnvelope
 
 __all__ = [
+    "ENVELOPED",
     "LZ4",
     "RAW",
     "ChunkRow",
+    "Entry",
     "SpanIdCache",
     "chunk_span_ids",
     "pack_chunk",
@@ -40,6 +53,8 @@ RAW = 0
 """Codec byte: the chunk's bytes as they are."""
 LZ4 = 1
 """Codec byte: an LZ4 block (``lz4.block``, its size stored in front)."""
+ENVELOPED = 2
+"""Added to the codec byte: the header holds the chunk's envelopes (store schema 7)."""
 
 _LEN = 4
 # Below this the codec's work buys nothing: a span or two of a few hundred bytes.
@@ -67,22 +82,38 @@ def _lz4() -> Any:
     return lz4.block
 
 
-def pack_chunk(header: list[tuple[str, int, str, int, int]], bodies: list[bytes]) -> bytes:
-    """The chunk of spans whose header entries are ``header`` -- (span id, start ns, source, 1 for its
-    OTLP bytes or 0 for its JSON, length) each -- and whose bytes are ``bodies``, in that order."""
-    head = orjson.dumps(header)
-    raw = b"".join((len(head).to_bytes(_LEN, "little"), head, *bodies))
+Entry = tuple[str, int, str, int, int]
+"""A span's header entry: (span id, start ns, source, form, length); form 0 for its JSON, 1 for its
+OTLP ``ResourceSpans``, ``2 + k`` for its OTLP ``Span`` in the chunk's envelope ``k``."""
+
+
+def _compressed(raw: bytes) -> bytes:
     if len(raw) >= _MIN_COMPRESS:
-        packed = _lz4().compress(raw, store_size=True)
+        packed: bytes = _lz4().compress(raw, store_size=True)
         if len(packed) < len(raw):
-            return b"\x01" + bytes(packed)
-    return b"\x00" + raw
+            return _LZ4_ENVELOPED + packed
+    return _RAW_ENVELOPED + raw
+
+
+_RAW_ENVELOPED = bytes((RAW | ENVELOPED,))
+_LZ4_ENVELOPED = bytes((LZ4 | ENVELOPED,))
+
+
+def pack_chunk(header: list[Entry], bodies: list[bytes], envelopes: Sequence[OtlpEnvelope] = ()) -> bytes:
+    """The chunk of spans whose header entries are ``header`` and whose bytes are ``bodies``, in that
+    order, in ``envelopes`` (a span of form ``2 + k`` in ``envelopes[k]``), compressed when that makes
+    it smaller."""
+    head = orjson.dumps([[[len(e.resource), len(e.scope)] for e in envelopes], header])
+    pieces = [len(head).to_bytes(_LEN, "little"), head]
+    for e in envelopes:
+        pieces += (e.resource, e.scope)
+    return _compressed(b"".join((*pieces, *bodies)))
 
 
 def pack_spans(spans: Iterable[tuple[str, int, str, str, bytes | None]]) -> bytes:
     """The chunk of spans given as (span id, start ns, source, payload, otlp) -- ``otlp`` None for a
-    span stored as its JSON ``payload``."""
-    header: list[tuple[str, int, str, int, int]] = []
+    span stored as its JSON ``payload``, else its ``ResourceSpans``."""
+    header: list[Entry] = []
     bodies: list[bytes] = []
     for span_id, start, source, payload, otlp in spans:
         body = payload.encode() if otlp is None else otlp
@@ -91,10 +122,12 @@ def pack_spans(spans: Iterable[tuple[str, int, str, str, bytes | None]]) -> byte
     return pack_chunk(header, bodies)
 
 
-def _raw(chunk: bytes) -> bytes:
-    codec = chunk[0] if chunk else -1
+def _raw(chunk: bytes) -> tuple[bytes, bool]:
+    """The chunk's bytes uncompressed, and whether its header holds envelopes."""
+    byte = chunk[0] if chunk else -1
+    codec, enveloped = byte & ~ENVELOPED, byte >= 0 and bool(byte & ENVELOPED)
     if codec == RAW:
-        return chunk[1:]
+        return chunk[1:], enveloped
     if codec == LZ4:
         # LZ4 compresses at most ~255:1: a stored size past that is damage, which lz4 would first
         # reserve that much memory for (up to 2 GiB).
@@ -102,59 +135,92 @@ def _raw(chunk: bytes) -> bytes:
             raise StoreError("a stored chunk of spans declares more bytes than it can hold", hint=_HINT)
         lz4 = _lz4()
         try:
-            return bytes(lz4.decompress(chunk[1:]))
+            return bytes(lz4.decompress(chunk[1:])), enveloped
         # ValueError: fewer than the 4 bytes of the stored size, or a size past 2 GiB.
         except (lz4.LZ4BlockError, ValueError) as exc:
             raise StoreError(f"a stored chunk of spans does not decompress: {exc}", hint=_HINT) from exc
-    raise StoreError(f"a stored chunk of spans has an unknown codec ({codec})", hint=_HINT)
+    raise StoreError(f"a stored chunk of spans has an unknown codec ({byte})", hint=_HINT)
 
 
-def _header(raw: bytes) -> tuple[list[Any], int]:
+def _unreadable() -> StoreError:
+    return StoreError("a stored chunk of spans has an unreadable header", hint=_HINT)
+
+
+def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[Any], int]:
+    """The header's envelope sizes and span entries (unchecked), and where the bytes after it start."""
     size = int.from_bytes(raw[:_LEN], "little")
     try:
         header = orjson.loads(raw[_LEN : _LEN + size])
     except orjson.JSONDecodeError as exc:
         raise StoreError(f"a stored chunk of spans has an unreadable header: {exc}", hint=_HINT) from exc
     if not isinstance(header, list):
-        raise StoreError("a stored chunk of spans has an unreadable header", hint=_HINT)
-    return header, _LEN + size
+        raise _unreadable()
+    if not enveloped:
+        return [], header, _LEN + size
+    if not (len(header) == 2 and isinstance(header[0], list) and isinstance(header[1], list)):
+        raise _unreadable()
+    sizes: list[tuple[int, int]] = []
+    for entry in header[0]:
+        if not (
+            isinstance(entry, list) and len(entry) == 2 and all(type(n) is int and n >= 0 for n in entry)
+        ):
+            raise StoreError(
+                f"a stored chunk of spans has an unreadable envelope: {entry!r:.200}", hint=_HINT
+            )
+        sizes.append((entry[0], entry[1]))
+    return sizes, header[1], _LEN + size
 
 
-def _entries(header: list[Any]) -> list[tuple[str, int, str, bool, int]]:
-    """The header's ``[span_id, start_ns, source, otlp, length]`` entries, each checked: a damaged one
+def _entries(header: list[Any], envelopes: int) -> list[tuple[str, int, str, int, int]]:
+    """The header's ``[span_id, start_ns, source, form, length]`` entries, each checked: a damaged one
     would otherwise cut the wrong bytes or fail the read's sort with a TypeError."""
-    entries: list[tuple[str, int, str, bool, int]] = []
+    entries: list[tuple[str, int, str, int, int]] = []
+    forms = 2 + envelopes
     for entry in header:
         if not (isinstance(entry, list) and len(entry) == 5):
-            raise StoreError("a stored chunk of spans has an unreadable header", hint=_HINT)
-        span_id, start, source, otlp, length = entry
+            raise _unreadable()
+        span_id, start, source, form, length = entry
         if not (
             isinstance(span_id, str)
             and type(start) is int
             and isinstance(source, str)
-            and otlp in (0, 1)
+            and type(form) is int
+            and 0 <= form < forms
             and type(length) is int
             and length >= 0
         ):
             raise StoreError(
                 f"a stored chunk of spans has an unreadable header entry: {entry!r:.200}", hint=_HINT
             )
-        entries.append((span_id, start, source, bool(otlp), length))
+        entries.append((span_id, start, source, form, length))
     return entries
 
 
+def _envelopes(raw: bytes, sizes: list[tuple[int, int]], at: int) -> tuple[list[OtlpEnvelope], int]:
+    envelopes: list[OtlpEnvelope] = []
+    for resource, scope in sizes:
+        envelopes.append(OtlpEnvelope(raw[at : at + resource], raw[at + resource : at + resource + scope]))
+        at += resource + scope
+    return envelopes, at
+
+
 def unpack_chunk(chunk: bytes) -> list[ChunkRow]:
-    """The spans of a chunk, in the order they were packed."""
-    raw = _raw(bytes(chunk))
-    header, at = _header(raw)
+    """The spans of a chunk, in the order they were packed; an OTLP span as its ``ResourceSpans``."""
+    raw, enveloped = _raw(bytes(chunk))
+    sizes, header, at = _header(raw, enveloped)
+    entries = _entries(header, len(sizes))
+    envelopes, at = _envelopes(raw, sizes, at)
     rows: list[ChunkRow] = []
     try:
-        for span_id, start, source, otlp, length in _entries(header):
+        for span_id, start, source, form, length in entries:
             body = raw[at : at + length]
             at += length
-            rows.append(
-                (span_id, start, "", body, source) if otlp else (span_id, start, body.decode(), None, source)
-            )
+            if form == 0:
+                rows.append((span_id, start, body.decode(), None, source))
+            else:
+                rows.append(
+                    (span_id, start, "", body if form == 1 else envelopes[form - 2].wrap(body), source)
+                )
     except UnicodeDecodeError as exc:
         raise StoreError(
             f"a stored chunk of spans holds a JSON span that is not UTF-8: {exc}", hint=_HINT
@@ -168,8 +234,9 @@ def unpack_chunk(chunk: bytes) -> list[ChunkRow]:
 
 def chunk_span_ids(chunk: bytes) -> list[str]:
     """The span ids of a chunk (its header alone is read)."""
-    header, _ = _header(_raw(bytes(chunk)))
-    return [entry[0] for entry in _entries(header)]
+    raw, enveloped = _raw(bytes(chunk))
+    sizes, header, _ = _header(raw, enveloped)
+    return [entry[0] for entry in _entries(header, len(sizes))]
 
 
 def sorted_rows(rows: Sequence[ChunkRow]) -> list[tuple[str, bytes | None, str]]:

@@ -5,7 +5,11 @@ protobuf it arrived in — a ``ResourceSpans`` message holding the span alone wi
 scope, cut from the request without decoding its attributes — instead of JSON re-encoded from
 decoded attributes: decoding every attribute into Python values and encoding them again was most of
 the cost of intake. The attributes are decoded when the span is read, to exactly the
-:class:`RawSpan` the JSON form reads back as.
+:class:`RawSpan` the JSON form reads back as. An :class:`EncodedSpan` holds the ``Span``'s bytes and
+its :class:`OtlpEnvelope` (the resource and scope it shares with the rest of its ``ScopeSpans``), and
+is wrapped into its ``ResourceSpans`` (``EncodedSpan.otlp``) only where a store keeps it that way
+(PostgreSQL; SQLite keeps each envelope once per chunk from store schema 7, ``_chunks``): wrapping
+every span took a tenth of the receiver's encode.
 
 Only spans that decode without a note are kept this way (the receiver checks that cheaply: sizes
 within the limits, valid link ids); the others, and spans from every other source, are stored as
@@ -40,35 +44,6 @@ __all__ = ["EncodedSpan", "OtlpEnvelope", "otlp_session_id", "span_from_otlp", "
 _ZERO_SPAN = bytes(8)
 
 
-class EncodedSpan(NamedTuple):
-    """A span in its own OTLP bytes, with what the store indexes read out of it. (A named tuple, not
-    a frozen dataclass: the receiver makes one per span, and a frozen dataclass's __init__ cost a
-    fifth of encoding one.)"""
-
-    trace_id: str
-    """Trace id, 32 lowercase hex characters."""
-    span_id: str
-    """Span id, 16 lowercase hex characters."""
-    parent_span_id: str | None
-    """Parent span id, or None for a root span."""
-    name: str
-    """Span name."""
-    start_time_unix_nano: int
-    """Start, nanoseconds since the Unix epoch."""
-    end_time_unix_nano: int
-    """End, nanoseconds since the Unix epoch."""
-    source: SpanSource
-    """Which collector brought the span in."""
-    session_id: str | None
-    """The session its attributes name (:func:`tracejudge.schema.span_session_id`), or None."""
-    otlp: bytes
-    """A serialized OTLP ``ResourceSpans``: the span's resource, its scope and the span alone."""
-
-    def decode(self) -> RawSpan:
-        """The span as the store reads it back (what its JSON form would read back as)."""
-        return span_from_otlp(self.otlp, self.source)
-
-
 def _varint(n: int) -> bytes:
     if n < 0x80:
         return bytes((n,))
@@ -98,10 +73,14 @@ _SESSION_ID = SESSION_KEYS[0]
 class OtlpEnvelope:
     """Wraps spans of one resource and scope, each alone, into a serialized ``ResourceSpans``."""
 
-    __slots__ = ("_resource", "_scope", "_scope_size")
+    __slots__ = ("_resource", "_scope", "_scope_size", "resource", "scope")
 
     def __init__(self, resource: bytes, scope: bytes) -> None:
         """``resource`` and ``scope``: the serialized ``Resource`` and ``InstrumentationScope``."""
+        self.resource = resource
+        """The serialized ``Resource``."""
+        self.scope = scope
+        """The serialized ``InstrumentationScope``."""
         # Each with the tag of the field that follows it (scope_spans, spans): one piece fewer a span.
         self._resource = _FIELD_1 + _varint(len(resource)) + resource + _FIELD_2
         self._scope = _FIELD_1 + _varint(len(scope)) + scope + _FIELD_2
@@ -114,6 +93,42 @@ class OtlpEnvelope:
         return b"".join(
             (self._resource, _varint(self._scope_size + len(inner) + n), self._scope, inner, span)
         )
+
+
+class EncodedSpan(NamedTuple):
+    """A span in its own OTLP bytes, with what the store indexes read out of it. (A named tuple, not
+    a frozen dataclass: the receiver makes one per span, and a frozen dataclass's __init__ cost a
+    fifth of encoding one.)"""
+
+    trace_id: str
+    """Trace id, 32 lowercase hex characters."""
+    span_id: str
+    """Span id, 16 lowercase hex characters."""
+    parent_span_id: str | None
+    """Parent span id, or None for a root span."""
+    name: str
+    """Span name."""
+    start_time_unix_nano: int
+    """Start, nanoseconds since the Unix epoch."""
+    end_time_unix_nano: int
+    """End, nanoseconds since the Unix epoch."""
+    source: SpanSource
+    """Which collector brought the span in."""
+    session_id: str | None
+    """The session its attributes name (:func:`tracejudge.schema.span_session_id`), or None."""
+    span: bytes
+    """The serialized OTLP ``Span``, as cut from the request it arrived in."""
+    envelope: OtlpEnvelope
+    """The span's resource and scope (shared by the spans of one ``ScopeSpans``)."""
+
+    @property
+    def otlp(self) -> bytes:
+        """A serialized OTLP ``ResourceSpans``: the span's resource, its scope and the span alone."""
+        return self.envelope.wrap(self.span)
+
+    def decode(self) -> RawSpan:
+        """The span as the store reads it back (what its JSON form would read back as)."""
+        return span_from_otlp(self.otlp, self.source)
 
 
 def otlp_session_id(sp: Any, data: bytes) -> str | None:

@@ -25,6 +25,7 @@ from tracejudge.schema import (
     span_session_id,
 )
 from tracejudge.store._chunks import (
+    Entry,
     SpanIdCache,
     chunk_span_ids,
     pack_chunk,
@@ -32,7 +33,7 @@ from tracejudge.store._chunks import (
     sorted_rows,
     unpack_chunk,
 )
-from tracejudge.store._encoded import EncodedSpan, spans_from_otlp
+from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
 from tracejudge.store._read import read_json_record
 
@@ -176,7 +177,7 @@ _DDL_BEFORE_4 = (
     "CREATE INDEX IF NOT EXISTS traces_seq ON traces (seq)",
     "CREATE INDEX IF NOT EXISTS trace_sessions_trace ON trace_sessions (trace_id)",
 )
-_SCHEMA_VERSION = 6
+_SCHEMA_VERSION = 7
 """1: spans as JSON (``payload``). 2: a span may instead be its own OTLP bytes (``otlp``, with
 ``payload`` empty; see :mod:`tracejudge.store._encoded`). 3: on SQLite, spans are keyed by their
 trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (PostgreSQL's as at 2).
@@ -186,7 +187,9 @@ trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (Po
 scores, which tracejudge at 4 refuses to read; the tables are unchanged (no step).
 6: on SQLite, the spans of a trace that one commit stores are one row of ``span_chunks``, compressed
 together (:mod:`tracejudge.store._chunks`), in place of a row per span in ``spans`` (PostgreSQL's as
-at 5: its concurrent writers dedup spans by their key)."""
+at 5: its concurrent writers dedup spans by their key). 7: on SQLite, a chunk keeps the resource and
+scope its OTLP spans share once, each span as its own ``Span`` (``_chunks.ENVELOPED``); schema 6's
+chunks read as they are (no step; PostgreSQL's as at 5)."""
 _SESSIONS_INDEXED = "index:sessions"
 
 # Schema 3 on SQLite. With a random trace id at the head of the spans' key, the spans of one commit
@@ -397,6 +400,10 @@ def _upgrades(blob: str, *, by_seq: bool) -> dict[int, tuple[UpgradeStep, ...]]:
         # tracejudge knows") instead of failing on the first item that carries task_time.
         5: (),
         6: chunks_6 if by_seq else (),
+        # Only the version: SQLite's chunks from now on keep the resource and scope their spans share
+        # once (_chunks.ENVELOPED), which schema 6's code would refuse as damage rather than by name;
+        # its own chunks read as they are.
+        7: (),
     }
 
 
@@ -425,16 +432,20 @@ def _meta_swap(key: str, expected: str | None, value: str) -> tuple[str, tuple[s
 
 def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -> bytes:
     """One trace's spans as a chunk (:func:`pack_chunk`); their (seq, session) pairs added to ``sessions``."""
-    header: list[tuple[str, int, str, int, int]] = []
+    header: list[Entry] = []
     bodies: list[bytes] = []
+    envelopes: dict[OtlpEnvelope, int] = {}
     for s in spans:
         if type(s) is EncodedSpan:
-            # The header entry and body as pack_spans makes them, built here without its tuple per span
-            # (the receiver's path: ~3 ms of 0.11 s for 10k spans), from the EncodedSpan's fields by
-            # position (it is a tuple).
-            otlp = s[8]
-            header.append((s[1], s[4], s[6], 1, len(otlp)))
-            bodies.append(otlp)
+            # From the EncodedSpan's fields by position (it is a tuple; the receiver's path). The spans
+            # of one scope share their envelope object: the chunk keeps it once.
+            env = s[9]
+            k = envelopes.get(env)
+            if k is None:
+                k = envelopes[env] = len(envelopes)
+            body = s[8]
+            header.append((s[1], s[4], s[6], 2 + k, len(body)))
+            bodies.append(body)
             if s[7] is not None:
                 sessions.add((seq, s[7]))
         else:
@@ -443,7 +454,7 @@ def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -
             bodies.append(body)
             if (sid := span_session_id(s)) is not None:  # type: ignore[arg-type]
                 sessions.add((seq, sid))
-    return pack_chunk(header, bodies)
+    return pack_chunk(header, bodies, list(envelopes))
 
 
 AnySpan = RawSpan | EncodedSpan

@@ -145,8 +145,8 @@ def encode_protobuf(
                 span: RawSpan | EncodedSpan | None = None
                 if datas is not None:
                     span = _encode_pb(sp, datas[i], envelope, source, notes.limits)
-                    # Wrapped (or not needed): let the cut bytes go as the spans are made, so that a
-                    # request's peak memory holds one copy of its spans' bytes, not two.
+                    # Kept by the span (or not needed): the list lets go of its bytes as the spans are
+                    # made, so that a request's peak memory holds one copy of its spans' bytes.
                     datas[i] = b""
                 if span is None:
                     span = _span_pb(sp, resource, ss.scope, source, notes)
@@ -214,7 +214,8 @@ def _encode_pb(
             end,
             source,
             otlp_session_id(sp, data),
-            envelope.wrap(data),
+            data,
+            envelope,
         )
     )
 
