@@ -11,7 +11,7 @@ import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,25 @@ def chunked_spans(path: Path) -> list[tuple[int, str]]:
 def sqlite_tables(path: Path) -> set[str]:
     """The tables of a SQLite file."""
     return {r[0] for r in sqlite_rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def dumped(spans: list[RawSpan]) -> list[dict[str, Any]]:
+    """Spans as JSON values, as the recorded reads of a fixture store hold them."""
+    return [s.model_dump(mode="json") for s in spans]
+
+
+def store_reads(store: SqlStore, session_ids: Iterable[str]) -> dict[str, Any]:
+    """What a store reads back -- the traces list, each trace's spans and session, each of
+    ``session_ids``' traces -- as ``make_store_v3.reads_of`` recorded it for a fixture store."""
+    ids = list(store.iter_trace_ids())
+    return {
+        "traces": [t.model_dump(mode="json") for t in store.list_traces()],
+        "spans": {t: dumped(store.get_spans(t)) for t in ids},
+        "sessions": {t: store.trace_session(t) for t in ids},
+        "session_traces": {
+            sid: [t.model_dump(mode="json") for t in store.session_traces(sid)] for sid in session_ids
+        },
+    }
 
 
 def read_as_before(span: RawSpan) -> dict[str, Any]:

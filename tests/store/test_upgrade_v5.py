@@ -27,7 +27,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.store.conftest import sqlite_rows, sqlite_tables
+from tests.store.conftest import dumped, sqlite_rows, sqlite_tables, store_reads
 from tracejudge._errors import StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
@@ -57,21 +57,8 @@ def v5_path(tmp_path: Path) -> Path:
     return path
 
 
-def _dumped(spans: list[RawSpan]) -> list[dict[str, Any]]:
-    return [s.model_dump(mode="json") for s in spans]
-
-
 def _reads(store: SqlStore) -> dict[str, Any]:
-    ids = list(store.iter_trace_ids())
-    return {
-        "traces": [t.model_dump(mode="json") for t in store.list_traces()],
-        "spans": {t: _dumped(store.get_spans(t)) for t in ids},
-        "sessions": {t: store.trace_session(t) for t in ids},
-        "session_traces": {
-            sid: [t.model_dump(mode="json") for t in store.session_traces(sid)]
-            for sid in READS["session_traces"]
-        },
-    }
+    return store_reads(store, READS["session_traces"])
 
 
 def _open(path: Path, *, upgrade: bool = True) -> SqlStore:
@@ -256,7 +243,7 @@ def test_opened_for_reading_a_schema_5_store_is_read_as_it_is_until_spans_are_st
         assert store.put_spans(encode_protobuf(_new_turn()).spans) == 1
         assert store.schema_version() == STORE_SCHEMA_VERSION
         assert [t.trace_id for t in store.session_traces("session-7")] == [T1, T5, T10.hex()]
-        assert {t: _dumped(store.get_spans(t)) for t in READS["spans"]} == READS["spans"]
+        assert {t: dumped(store.get_spans(t)) for t in READS["spans"]} == READS["spans"]
     finally:
         store.close()
     assert "spans" not in sqlite_tables(v5_path)
@@ -290,7 +277,7 @@ def test_after_the_upgrade_spans_sent_again_are_found_in_the_chunks_and_late_one
         assert [(s.start_time_unix_nano, s.span_id) for s in read] == sorted(
             [*old, (1_790_000_300_003_000_000, "0000000000007fff")]
         )
-        assert _dumped([s for s in read if s.span_id != "0000000000007fff"]) == READS["spans"][T8]
+        assert dumped([s for s in read if s.span_id != "0000000000007fff"]) == READS["spans"][T8]
         t8 = next(t for t in store.list_traces() if t.trace_id == T8)
         assert t8.span_count == 41
         assert [t.trace_id for t in store.session_traces("session-7")] == [T1, T5, T10.hex()]
@@ -302,7 +289,7 @@ def test_after_the_upgrade_spans_sent_again_are_found_in_the_chunks_and_late_one
         assert chunk_span_ids(chunks[seqs[T8]][1]) == ["0000000000007fff"]
         # The traces the late span and the new turn did not touch read as before.
         untouched = {t: v for t, v in READS["spans"].items() if t != T8}
-        assert {t: _dumped(store.get_spans(t)) for t in untouched} == untouched
+        assert {t: dumped(store.get_spans(t)) for t in untouched} == untouched
     finally:
         store.close()
 
@@ -372,7 +359,7 @@ def test_an_upgrade_of_more_spans_than_one_read_batch_copies_every_one(
     store = _open(v5_path)
     try:
         assert store.schema_version() == STORE_SCHEMA_VERSION
-        assert {t: _dumped(store.get_spans(t)) for t in READS["spans"]} == READS["spans"]
+        assert {t: dumped(store.get_spans(t)) for t in READS["spans"]} == READS["spans"]
         assert store.get_spans(tid) == spans[::-1]
     finally:
         store.close()
@@ -387,7 +374,7 @@ def test_a_reader_opened_at_schema_5_reads_the_spans_after_another_store_upgrade
     # upgraded it (spans gone, their chunks in their place) and stored a late span and a new turn.
     reader = _open(v5_path, upgrade=False)
     try:
-        assert _dumped(reader.get_spans(T8)) == READS["spans"][T8]  # read once at schema 5
+        assert dumped(reader.get_spans(T8)) == READS["spans"][T8]  # read once at schema 5
         writer = _open(v5_path)
         try:
             late = encode_protobuf(
@@ -424,7 +411,7 @@ def test_a_reader_whose_schema_read_came_just_before_the_upgrade_reads_the_spans
             return cur
 
         monkeypatch.setattr(reader, "_execute", upgrade_after_the_version_read)
-        assert _dumped(reader.get_spans(T8)) == READS["spans"][T8]
+        assert dumped(reader.get_spans(T8)) == READS["spans"][T8]
         assert upgraded == [STORE_SCHEMA_VERSION]  # the upgrade did come between the two reads
         assert "spans" not in sqlite_tables(v5_path)
         assert _reads(reader) == READS
@@ -440,7 +427,7 @@ def test_a_postgresql_store_at_5_is_upgraded_by_its_version_and_keeps_a_row_per_
         for body in _fixture_requests():
             store.put_spans(encode_protobuf(body).spans)
         ids = list(store.iter_trace_ids())
-        reads = {t: _dumped(store.get_spans(t)) for t in ids}
+        reads = {t: dumped(store.get_spans(t)) for t in ids}
     finally:
         store.close()
     with psycopg.connect(postgres_url, autocommit=True) as pg:
@@ -449,7 +436,7 @@ def test_a_postgresql_store_at_5_is_upgraded_by_its_version_and_keeps_a_row_per_
     assert isinstance(store, SqlStore)
     try:
         assert store.schema_version() == STORE_SCHEMA_VERSION
-        assert {t: _dumped(store.get_spans(t)) for t in store.iter_trace_ids()} == reads
+        assert {t: dumped(store.get_spans(t)) for t in store.iter_trace_ids()} == reads
         assert store.put_spans([s for body in _fixture_requests() for s in encode_protobuf(body).spans]) == 0
     finally:
         store.close()

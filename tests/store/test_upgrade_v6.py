@@ -23,7 +23,7 @@ import lz4.block
 import psycopg
 import pytest
 
-from tests.store.conftest import sqlite_rows
+from tests.store.conftest import dumped, sqlite_rows, store_reads
 from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store._chunks import ENVELOPED, RAW, chunk_span_ids, unpack_chunk
@@ -59,21 +59,8 @@ def v6_path(tmp_path: Path) -> Path:
     return path
 
 
-def _dumped(spans: list[RawSpan]) -> list[dict[str, Any]]:
-    return [s.model_dump(mode="json") for s in spans]
-
-
 def _reads(store: SqlStore) -> dict[str, Any]:
-    ids = list(store.iter_trace_ids())
-    return {
-        "traces": [t.model_dump(mode="json") for t in store.list_traces()],
-        "spans": {t: _dumped(store.get_spans(t)) for t in ids},
-        "sessions": {t: store.trace_session(t) for t in ids},
-        "session_traces": {
-            sid: [t.model_dump(mode="json") for t in store.session_traces(sid)]
-            for sid in READS["session_traces"]
-        },
-    }
+    return store_reads(store, READS["session_traces"])
 
 
 def _open(path: Path) -> SqlStore:
@@ -143,13 +130,13 @@ def test_new_chunks_keep_each_envelope_once_beside_the_old_ones_and_nothing_is_s
             (s.start_time_unix_nano, s.span_id) for s in read
         )
         new_ids = {s.span_id for s in late.spans}
-        assert _dumped([s for s in read if s.span_id not in new_ids]) == READS["spans"][TA]
+        assert dumped([s for s in read if s.span_id not in new_ids]) == READS["spans"][TA]
         assert [s.span_id for s in read].index("000000000000a006") == 3  # among the old spans
         assert {s.span_id: s.model_dump() for s in read if s.span_id in new_ids} == {
             s.span_id: s.decode().model_dump() for s in late.spans
         }
         assert next(t for t in store.list_traces() if t.trace_id == TA).span_count == 12
-        assert {t: _dumped(store.get_spans(t)) for t in READS["spans"] if t != TA} == {
+        assert {t: dumped(store.get_spans(t)) for t in READS["spans"] if t != TA} == {
             t: v for t, v in READS["spans"].items() if t != TA
         }
         assert seq == int(sqlite_rows(v6_path, f"SELECT seq FROM traces WHERE trace_id = '{TA}'")[0][0])
@@ -162,7 +149,7 @@ def test_a_postgresql_store_at_6_is_upgraded_by_its_version(postgres_url: str) -
     try:
         for body in _fixture_requests():
             store.put_spans(encode_protobuf(body).spans)
-        reads = {t: _dumped(store.get_spans(t)) for t in store.iter_trace_ids()}
+        reads = {t: dumped(store.get_spans(t)) for t in store.iter_trace_ids()}
     finally:
         store.close()
     with psycopg.connect(postgres_url, autocommit=True) as pg:
@@ -171,7 +158,7 @@ def test_a_postgresql_store_at_6_is_upgraded_by_its_version(postgres_url: str) -
     assert isinstance(store, SqlStore)
     try:
         assert store.schema_version() == STORE_SCHEMA_VERSION
-        assert {t: _dumped(store.get_spans(t)) for t in store.iter_trace_ids()} == reads
+        assert {t: dumped(store.get_spans(t)) for t in store.iter_trace_ids()} == reads
         assert reads[TA] == READS["spans"][TA]  # PostgreSQL reads what SQLite's schema 6 read
         assert store.put_spans([s for body in _fixture_requests() for s in encode_protobuf(body).spans]) == 0
     finally:
