@@ -36,6 +36,36 @@ def sqlite_rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]
         conn.close()
 
 
+def sqlite_from_dump(path: Path, dump: str, *, page_size: int | None = None) -> Path:
+    """``path``, a SQLite file made from a fixture store's SQL dump (with the page size the version that
+    wrote it gave new stores, when given)."""
+    conn = sqlite3.connect(path)
+    try:
+        if page_size is not None:
+            conn.execute(f"PRAGMA page_size={page_size}")
+        conn.executescript(dump)
+    finally:
+        conn.close()
+    return path
+
+
+def postgres_set_back(url: str, requests: Iterable[bytes], version: int) -> dict[str, list[dict[str, Any]]]:
+    """Store the OTLP ``requests`` in the PostgreSQL store at ``url``, then set its recorded schema back
+    to ``version`` (PostgreSQL's upgrades since are version bumps); what it read of each trace before."""
+    from tracejudge_collectors.otel import encode_protobuf
+
+    store = open_store(url)
+    try:
+        for body in requests:
+            store.put_spans(encode_protobuf(body).spans)
+        reads = {t: dumped(store.get_spans(t)) for t in store.iter_trace_ids()}
+    finally:
+        store.close()
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute("UPDATE schema_info SET version = %s", (version,))
+    return reads
+
+
 def chunked_spans(path: Path) -> list[tuple[int, str]]:
     """(trace seq, span id) of each span a SQLite store at schema 6 or later holds, in the order its
     chunks were written (read with sqlite3, not through the store's reads)."""

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.store.conftest import chunked_spans, read_as_before, sqlite_rows, sqlite_tables
+from tests.store.conftest import chunked_spans, read_as_before, sqlite_from_dump, sqlite_rows, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -34,12 +34,7 @@ T4 = bytes.fromhex("9f2c1d7e5b8a4c3d2e1f0a9b8c7d6e5f")
 
 @pytest.fixture
 def v2_path(tmp_path: Path) -> Path:
-    path = tmp_path / "v2.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA page_size=16384")
-    conn.executescript(DUMP)
-    conn.close()
-    return path
+    return sqlite_from_dump(tmp_path / "v2.db", DUMP, page_size=16384)
 
 
 def _reads(store: SqlStore) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.store.conftest import chunked_spans, read_as_before, sqlite_rows, sqlite_tables
+from tests.store.conftest import chunked_spans, read_as_before, sqlite_from_dump, sqlite_rows, sqlite_tables
 from tracejudge._errors import StoreError
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store import _sql as sql_module
@@ -37,12 +37,7 @@ T7 = bytes.fromhex("7a7b7c7d7e7f70717273747576777879")
 
 @pytest.fixture
 def v3_path(tmp_path: Path) -> Path:
-    path = tmp_path / "v3.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA page_size=16384")
-    conn.executescript(DUMP)
-    conn.close()
-    return path
+    return sqlite_from_dump(tmp_path / "v3.db", DUMP, page_size=16384)
 
 
 def _reads(store: SqlStore) -> dict[str, Any]:

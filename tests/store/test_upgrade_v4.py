@@ -9,13 +9,13 @@ The store is ``fixtures/store_v4.sql``, dumped from a store the schema-4 code wr
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from tests.store.conftest import sqlite_from_dump
 from tracejudge.runs import write_back
 from tracejudge.schema import RunRecord
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
@@ -30,11 +30,7 @@ RUN = READS["run"]["run_id"]
 
 @pytest.fixture
 def v4_path(tmp_path: Path) -> Path:
-    path = tmp_path / "v4.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(DUMP)
-    conn.close()
-    return path
+    return sqlite_from_dump(tmp_path / "v4.db", DUMP)
 
 
 def _open(path: Path, *, upgrade: bool = True) -> SqlStore:

@@ -27,7 +27,14 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.store.conftest import dumped, sqlite_rows, sqlite_tables, store_reads
+from tests.store.conftest import (
+    dumped,
+    postgres_set_back,
+    sqlite_from_dump,
+    sqlite_rows,
+    sqlite_tables,
+    store_reads,
+)
 from tracejudge._errors import StoreError
 from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
@@ -49,12 +56,7 @@ SPANS = sum(len(v) for v in READS["spans"].values())
 
 @pytest.fixture
 def v5_path(tmp_path: Path) -> Path:
-    path = tmp_path / "v5.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA page_size=16384")
-    conn.executescript(DUMP)
-    conn.close()
-    return path
+    return sqlite_from_dump(tmp_path / "v5.db", DUMP, page_size=16384)
 
 
 def _reads(store: SqlStore) -> dict[str, Any]:
@@ -422,16 +424,7 @@ def test_a_reader_whose_schema_read_came_just_before_the_upgrade_reads_the_spans
 def test_a_postgresql_store_at_5_is_upgraded_by_its_version_and_keeps_a_row_per_span(
     postgres_url: str,
 ) -> None:
-    store = open_store(postgres_url)
-    try:
-        for body in _fixture_requests():
-            store.put_spans(encode_protobuf(body).spans)
-        ids = list(store.iter_trace_ids())
-        reads = {t: dumped(store.get_spans(t)) for t in ids}
-    finally:
-        store.close()
-    with psycopg.connect(postgres_url, autocommit=True) as pg:
-        pg.execute("UPDATE schema_info SET version = 5")
+    reads = postgres_set_back(postgres_url, _fixture_requests(), 5)
     store = open_store(postgres_url)
     assert isinstance(store, SqlStore)
     try:

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import lz4.block
-import psycopg
 import pytest
 
-from tests.store.conftest import dumped, sqlite_rows, store_reads
+from tests.store.conftest import dumped, postgres_set_back, sqlite_from_dump, sqlite_rows, store_reads
 from tracejudge.schema import RawSpan
 from tracejudge.store import STORE_SCHEMA_VERSION, SqlStore, open_store
 from tracejudge.store._chunks import ENVELOPED, RAW, chunk_span_ids, unpack_chunk
@@ -52,11 +50,7 @@ def _fixture_requests() -> list[bytes]:
 
 @pytest.fixture
 def v6_path(tmp_path: Path) -> Path:
-    path = tmp_path / "v6.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(DUMP)
-    conn.close()
-    return path
+    return sqlite_from_dump(tmp_path / "v6.db", DUMP)
 
 
 def _reads(store: SqlStore) -> dict[str, Any]:
@@ -145,15 +139,7 @@ def test_new_chunks_keep_each_envelope_once_beside_the_old_ones_and_nothing_is_s
 
 
 def test_a_postgresql_store_at_6_is_upgraded_by_its_version(postgres_url: str) -> None:
-    store = open_store(postgres_url)
-    try:
-        for body in _fixture_requests():
-            store.put_spans(encode_protobuf(body).spans)
-        reads = {t: dumped(store.get_spans(t)) for t in store.iter_trace_ids()}
-    finally:
-        store.close()
-    with psycopg.connect(postgres_url, autocommit=True) as pg:
-        pg.execute("UPDATE schema_info SET version = 6")
+    reads = postgres_set_back(postgres_url, _fixture_requests(), 6)
     store = open_store(postgres_url)
     assert isinstance(store, SqlStore)
     try:
