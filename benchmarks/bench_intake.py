@@ -47,7 +47,9 @@ and measures, each phase in its own process so peak memory is its own:
 Ratios are times relative to `ideal` (the quality bar: intake within 2x), as wall time and as CPU
 time (of the process; for intake, of the receiver process, all its threads): on a shared machine the
 wall time mostly measures the neighbours, CPU time the work. Each phase runs `--repeat` times,
-interleaved with the others, and the fastest run counts. Peak memory is the process's maximum RSS
+interleaved with the others, and the fastest run counts. The "paired" column is the median, over the
+rounds, of each round's wall time over that round's own ideal: the machine's speed drifts, and the
+fastest ideal and the fastest intake may come from different moments. Peak memory is the process's maximum RSS
 (for intake: the receiver).
 
     python benchmarks/bench_intake.py            # 10k and 100k spans
@@ -66,6 +68,7 @@ import resource
 import selectors
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -738,10 +741,20 @@ def main() -> None:
                 if phase == "ideal" or not args.phases or phase in args.phases.split(",")
             ]
             best: dict[str, dict[str, Any]] = {}
+            # Each round's wall time of each phase over the same round's ideal: the machine's speed
+            # drifts (the ideal alone varied 0.107-0.189 s in one process), and a phase measured beside
+            # its own round's ideal is compared at about the same speed, where the fastest of each
+            # phase may come from different moments.
+            paired: dict[str, list[float]] = {}
+            round_ideal = 1.0  # the ideal runs first in each round
             for _ in range(max(1, args.repeat)):
                 for phase in names:
                     r = run_child(phase, path, args.grown)
                     assert r["spans"] == n, (phase, r["spans"])
+                    if phase == "ideal":
+                        round_ideal = r["seconds"]
+                    paired.setdefault(phase, []).append(r["seconds"] / round_ideal)
+                    r["phase"] = phase
                     if phase not in best or r["seconds"] < best[phase]["seconds"]:
                         # The fastest wall time, with the least CPU time of any run beside it.
                         r["cpu"] = min(r["cpu"], best[phase]["cpu"]) if phase in best else r["cpu"]
@@ -789,6 +802,7 @@ def main() -> None:
                         f"{r['seconds']:.2f}",
                         f"{n / r['seconds']:,.0f}",
                         f"{r['seconds'] / base:.2f}x",
+                        f"{statistics.median(paired[r['phase']]):.2f}x",
                         f"{r['cpu'] / base_cpu:.2f}x",
                         f"{r['rss_mb']:.0f}",
                     )
@@ -802,11 +816,12 @@ def main() -> None:
                         f"{norm['seconds']:.2f}",
                         f"{norm['spans'] / norm['seconds']:,.0f}",
                         f"{norm['seconds'] / base:.2f}x",
+                        "",
                         f"{norm['cpu'] / base_cpu:.2f}x",
                         f"{norm['rss_mb']:.0f}",
                     )
                 )
-    header = ("spans", "phase", "seconds", "spans/s", "vs ideal", "CPU vs ideal", "peak RSS MB")
+    header = ("spans", "phase", "seconds", "spans/s", "vs ideal", "paired", "CPU vs ideal", "peak RSS MB")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()
     for r in [header, tuple("-" * w for w in widths), *rows]:
