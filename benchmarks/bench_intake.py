@@ -402,13 +402,10 @@ def serve_counting(store_url: str, floor: str | None = None) -> None:
 
     def append(spans: Any) -> int:
         # Each span's bytes as they arrived, and each resource and scope once (as the store keeps them).
-        pieces: dict[int, bytes] = {}
-        for s in spans:
-            if isinstance(s, EncodedSpan):
-                pieces.setdefault(id(s.envelope), s.envelope.resource + s.envelope.scope)
+        envelopes = dict.fromkeys(s.envelope for s in spans if isinstance(s, EncodedSpan))
         data = b"".join(
             (
-                *pieces.values(),
+                *(piece for e in envelopes for piece in (e.resource, e.scope)),
                 *(s.span if isinstance(s, EncodedSpan) else s.model_dump_json().encode() for s in spans),
             )
         )

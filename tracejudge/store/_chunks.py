@@ -125,7 +125,7 @@ def pack_spans(spans: Iterable[tuple[str, int, str, str, bytes | None]]) -> byte
 def _raw(chunk: bytes) -> tuple[bytes, bool]:
     """The chunk's bytes uncompressed, and whether its header holds envelopes."""
     byte = chunk[0] if chunk else -1
-    codec, enveloped = byte & ~ENVELOPED, byte >= 0 and bool(byte & ENVELOPED)
+    codec, enveloped = byte & ~ENVELOPED, bool(byte & ENVELOPED)  # no byte: -1, an unknown codec
     if codec == RAW:
         return chunk[1:], enveloped
     if codec == LZ4:
