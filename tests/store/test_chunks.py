@@ -150,6 +150,29 @@ def test_spans_sharing_a_resource_and_scope_keep_them_once_and_read_back_wrapped
     assert unpack_chunk(raw) == [("0000000000000001", 1, "", second.wrap(short), "otlp")]
 
 
+def test_the_read_path_takes_each_span_with_its_envelope_unwrapped() -> None:
+    # get_spans parses each Span alone and decodes a chunk's envelope once (wrap=False): the bytes and the
+    # envelope it gets are what the wrapped row is made of, the spans of an envelope sharing one object.
+    first, second = OtlpEnvelope(RESOURCE, SCOPE), OtlpEnvelope(RESOURCE, OTHER_SCOPE)
+    spans = [(b"\x0a\x10" + f"{i}: {TEXT}".encode(), first if i % 2 else second) for i in range(6)]
+    header = [
+        (f"{i:016x}", i, "otlp", 2 + (0 if env is first else 1), len(b)) for i, (b, env) in enumerate(spans)
+    ]
+    chunk = pack_chunk(
+        [*header, (OTLP[0], OTLP[1], OTLP[2], 1, len(OTLP[4]))],
+        [*(b for b, _ in spans), OTLP[4]],
+        [first, second],
+    )
+    wrapped, unwrapped = unpack_chunk(chunk), unpack_chunk(chunk, wrap=False)
+    assert [r[:3] + r[4:] for r in unwrapped] == [r[:3] + r[4:] for r in wrapped]
+    pairs = [r[3] for r in unwrapped[:6]]
+    assert all(isinstance(p, tuple) for p in pairs)
+    assert [body for body, _ in pairs] == [body for body, _ in spans]
+    assert [env.wrap(body) for body, env in pairs] == [r[3] for r in wrapped[:6]]
+    assert len({id(env) for _, env in pairs[1::2]}) == len({id(env) for _, env in pairs[::2]}) == 1
+    assert unwrapped[6] == wrapped[6] == _row(OTLP)  # a ResourceSpans (schema 6's form) stays as it is
+
+
 def test_schema_6_chunks_still_read() -> None:
     bodies = JSON[3].encode() + OTLP[4]
     header = [

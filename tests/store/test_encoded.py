@@ -309,3 +309,12 @@ def test_generated_requests_read_back_the_same_from_either_form(generated: list[
     json_rows = [(*stored_forms(s), s.source) for s in decoded]
     assert all(otlp is None for _, otlp, _ in json_rows)
     _same({"t": read_spans(json_rows)}, {"t": read_spans(rows)})
+    # As SQLite's chunks hand them to the read (store schema 7): each Span with its envelope, unwrapped.
+    enveloped = [
+        ("", (s.span, s.envelope), s.source) if isinstance(s, EncodedSpan) else (*stored_forms(s), s.source)
+        for s in encoded
+    ]
+    _same({"t": read_spans(json_rows)}, {"t": read_spans(enveloped)})
+    assert [s.decode() for s in encoded if isinstance(s, EncodedSpan)] == [
+        span for span, s in zip(read_spans(rows), encoded, strict=True) if isinstance(s, EncodedSpan)
+    ]

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from tracejudge._errors import StoreError
-from tracejudge.store._encoded import OtlpEnvelope
+from tracejudge.store._encoded import OtlpEnvelope, OtlpForm
 
 __all__ = [
     "ENVELOPED",
@@ -60,9 +60,10 @@ _LEN = 4
 # Below this the codec's work buys nothing: a span or two of a few hundred bytes.
 _MIN_COMPRESS = 256
 
-ChunkRow = tuple[str, int, str, bytes | None, str]
+ChunkRow = tuple[str, int, str, OtlpForm | None, str]
 """One span of a chunk: (span id, start ns, payload, otlp, source) -- ``payload`` the span's JSON and
-``otlp`` None, or ``payload`` empty and ``otlp`` its OTLP bytes, as schema 5's ``spans`` rows held them."""
+``otlp`` None, or ``payload`` empty and ``otlp`` its OTLP form (:data:`OtlpForm`), as schema 5's ``spans``
+rows held them."""
 
 _HINT = (
     "the store's file is damaged or was changed by something other than tracejudge: run"
@@ -204,8 +205,9 @@ def _envelopes(raw: bytes, sizes: list[tuple[int, int]], at: int) -> tuple[list[
     return envelopes, at
 
 
-def unpack_chunk(chunk: bytes) -> list[ChunkRow]:
-    """The spans of a chunk, in the order they were packed; an OTLP span as its ``ResourceSpans``."""
+def unpack_chunk(chunk: bytes, *, wrap: bool = True) -> list[ChunkRow]:
+    """The spans of a chunk, in the order they were packed; an OTLP span as its ``ResourceSpans``, or with
+    ``wrap`` False (the read path's) a ``Span`` kept in an envelope as (its bytes, the envelope)."""
     raw, enveloped = _raw(bytes(chunk))
     sizes, header, at = _header(raw, enveloped)
     entries = _entries(header, len(sizes))
@@ -217,10 +219,11 @@ def unpack_chunk(chunk: bytes) -> list[ChunkRow]:
             at += length
             if form == 0:
                 rows.append((span_id, start, body.decode(), None, source))
+            elif form == 1:
+                rows.append((span_id, start, "", body, source))
             else:
-                rows.append(
-                    (span_id, start, "", body if form == 1 else envelopes[form - 2].wrap(body), source)
-                )
+                envelope = envelopes[form - 2]
+                rows.append((span_id, start, "", envelope.wrap(body) if wrap else (body, envelope), source))
     except UnicodeDecodeError as exc:
         raise StoreError(
             f"a stored chunk of spans holds a JSON span that is not UTF-8: {exc}", hint=_HINT
@@ -239,7 +242,7 @@ def chunk_span_ids(chunk: bytes) -> list[str]:
     return [entry[0] for entry in _entries(header, len(sizes))]
 
 
-def sorted_rows(rows: Sequence[ChunkRow]) -> list[tuple[str, bytes | None, str]]:
+def sorted_rows(rows: Sequence[ChunkRow]) -> list[tuple[str, OtlpForm | None, str]]:
     """(payload, otlp, source) of a trace's spans ordered as schema 5 read them: by start, then span id."""
     return [(r[2], r[3], r[4]) for r in sorted(rows, key=lambda r: (r[1], r[0]))]
 

@@ -39,7 +39,7 @@ from tracejudge.schema import (
     built_span_record,
 )
 
-__all__ = ["EncodedSpan", "OtlpEnvelope", "otlp_session_id", "span_from_otlp", "spans_from_otlp"]
+__all__ = ["EncodedSpan", "OtlpEnvelope", "OtlpForm", "otlp_session_id", "span_from_otlp", "spans_from_otlp"]
 
 _ZERO_SPAN = bytes(8)
 
@@ -128,7 +128,7 @@ class EncodedSpan(NamedTuple):
 
     def decode(self) -> RawSpan:
         """The span as the store reads it back (what its JSON form would read back as)."""
-        return span_from_otlp(self.otlp, self.source)
+        return span_from_otlp((self.span, self.envelope), self.source)
 
 
 def otlp_session_id(sp: Any, data: bytes) -> str | None:
@@ -252,16 +252,20 @@ def _links(links: Any) -> tuple[SpanLink, ...]:
     )
 
 
-_ResourceSpans: Any = None
+_proto: tuple[Any, Any, Any, Any] | None = None
 
 
-def _resource_spans_type() -> Any:
-    global _ResourceSpans
-    if _ResourceSpans is None:  # imported when first needed: most commands never read this form
-        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+def _types() -> tuple[Any, Any, Any, Any]:
+    """``ResourceSpans``, ``Span``, ``Resource`` and ``InstrumentationScope`` (imported when first needed:
+    most commands never read this form)."""
+    global _proto
+    if _proto is None:
+        from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
+        from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
-        _ResourceSpans = ResourceSpans
-    return _ResourceSpans
+        _proto = (ResourceSpans, Span, Resource, InstrumentationScope)
+    return _proto
 
 
 def _resource_key(otlp: bytes) -> bytes:
@@ -282,31 +286,58 @@ def _resource_key(otlp: bytes) -> bytes:
         shift += 7
 
 
-def span_from_otlp(otlp: bytes, source: SpanSource) -> RawSpan:
+OtlpForm = bytes | tuple[bytes, OtlpEnvelope]
+"""A span stored in its OTLP bytes: its ``ResourceSpans`` (``EncodedSpan.otlp``), or its ``Span`` and the
+envelope it was stored with (``EncodedSpan.span`` and ``.envelope``: SQLite's chunks from store schema 7)."""
+
+
+def span_from_otlp(otlp: OtlpForm, source: SpanSource) -> RawSpan:
     """The :class:`RawSpan` in an :class:`EncodedSpan`'s bytes (``EncodedSpan.otlp``)."""
     return spans_from_otlp([(otlp, source)])[0]
 
 
-def spans_from_otlp(encoded: Sequence[tuple[bytes, SpanSource]]) -> list[RawSpan]:
-    """The :class:`RawSpan` in each (``EncodedSpan.otlp``, source), each resource's attributes
-    decoded once (every span gets its own copy, as from JSON)."""
-    parse = _resource_spans_type().FromString
+def spans_from_otlp(encoded: Sequence[tuple[OtlpForm, SpanSource]]) -> list[RawSpan]:
+    """The :class:`RawSpan` in each (OTLP form, source), each resource's attributes decoded once (every span
+    gets its own copy, as from JSON). A ``Span`` with its envelope is parsed alone, its envelope's resource
+    and scope once each: wrapping it into a ``ResourceSpans`` to parse it copied every span's bytes and
+    parsed its resource and scope again."""
+    resource_spans, span_type, resource_type, scope_type = _types()
+    parse, parse_span = resource_spans.FromString, span_type.FromString
     resources: dict[bytes, dict[str, Any]] = {}
+    # By envelope (an object per stored chunk, shared by its spans; compared by identity): its resource's
+    # attributes (by its bytes, shared with every chunk of the same resource), its scope's name and version.
+    envelopes: dict[OtlpEnvelope, tuple[dict[str, Any], str, str]] = {}
     out: list[RawSpan] = []
     for otlp, source in encoded:
+        if isinstance(otlp, tuple):
+            data, envelope = otlp
+            found = envelopes.get(envelope)
+            if found is None:
+                key = b"\x00" + envelope.resource  # apart from the ResourceSpans' keys, which start 0x0a
+                resource = resources.get(key)
+                if resource is None:
+                    resource = resources[key] = _attributes(
+                        resource_type.FromString(envelope.resource).attributes
+                    )
+                scope = scope_type.FromString(envelope.scope)
+                found = envelopes[envelope] = (resource, scope.name, scope.version)
+            out.append(_span(parse_span(data), found[1], found[2], dict(found[0]), source))
+            continue
         rs = parse(otlp)
         key = _resource_key(otlp)
         resource = resources.get(key)
         if resource is None:
             resource = resources[key] = _attributes(rs.resource.attributes)
-        out.append(_span(rs.scope_spans[0], dict(resource), source))
+        ss = rs.scope_spans[0]
+        scope = ss.scope
+        out.append(_span(ss.spans[0], scope.name, scope.version, dict(resource), source))
     return out
 
 
-def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
-    sp = ss.spans[0]
+def _span(
+    sp: Any, scope_name: str, scope_version: str, resource: dict[str, Any], source: SpanSource
+) -> RawSpan:
     psid = sp.parent_span_id
-    scope = ss.scope
     events = sp.events
     links = sp.links
     if sp.HasField("status"):  # most spans have none: one call instead of three
@@ -330,8 +361,8 @@ def _span(ss: Any, resource: dict[str, Any], source: SpanSource) -> RawSpan:
             "status_code": code,
             "status_message": message,
             "resource": resource,
-            "scope_name": scope.name,
-            "scope_version": scope.version,
+            "scope_name": scope_name,
+            "scope_version": scope_version,
             "source": source,
             "dropped_attributes_count": sp.dropped_attributes_count,
             "dropped_events_count": sp.dropped_events_count,

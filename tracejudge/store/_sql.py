@@ -33,7 +33,7 @@ from tracejudge.store._chunks import (
     sorted_rows,
     unpack_chunk,
 )
-from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, spans_from_otlp
+from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, OtlpForm, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
 from tracejudge.store._read import read_json_record
 
@@ -477,10 +477,10 @@ def stored_forms(span: AnySpan) -> tuple[str, bytes | None]:
     return span_payload(span), None  # type: ignore[arg-type]
 
 
-def read_spans(rows: Sequence[tuple[str, bytes | None, str]]) -> list[RawSpan]:
+def read_spans(rows: Sequence[tuple[str, OtlpForm | None, str]]) -> list[RawSpan]:
     """The spans of ``spans`` rows (payload, otlp, source), in order, from whichever form each was
     stored in (the OTLP ones decoded together)."""
-    encoded = [(bytes(r[1]), r[2]) for r in rows if r[1] is not None]
+    encoded = [(r[1] if isinstance(r[1], tuple) else bytes(r[1]), r[2]) for r in rows if r[1] is not None]
     if not encoded:
         return [RawSpan.model_validate_json(r[0]) for r in rows]
     decoded = iter(spans_from_otlp(encoded))  # type: ignore[arg-type]
@@ -1122,7 +1122,11 @@ class SqlStore:
         if self._by_seq and self._schema >= 6:  # schema 6: a trace's spans of one commit in one chunk
             sql = "SELECT data FROM span_chunks WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)"
             return sorted_rows(
-                [row for (data,) in self._execute(sql, (tid,)).fetchall() for row in unpack_chunk(data)]
+                [
+                    row
+                    for (data,) in self._execute(sql, (tid,)).fetchall()
+                    for row in unpack_chunk(data, wrap=False)
+                ]
             )
         if self._by_seq and self._schema >= 3:  # schema 3 keyed SQLite's spans by their trace's seq
             sql = (
