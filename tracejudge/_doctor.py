@@ -42,7 +42,7 @@ class Check(_Record):
     """One thing doctor looked at."""
 
     name: str
-    """store, receiver, langfuse, phoenix, judge, otlp_metrics."""
+    """store, store_data, receiver, langfuse, phoenix, judge, otlp_metrics."""
     status: Status
     """ok; fail (configured and not working); not_configured; skipped (not asked for)."""
     target: str = ""
@@ -61,7 +61,7 @@ class DoctorReport(_Record):
     version: str
     """tracejudge's version."""
     checks: tuple[Check, ...]
-    """store, receiver, langfuse, phoenix, judge, otlp_metrics."""
+    """store, store_data, receiver, langfuse, phoenix, judge, otlp_metrics."""
 
     @property
     def ok(self) -> bool:
@@ -239,6 +239,59 @@ def _store_schema(target: str, version: int, has_traces: bool) -> Check:
             "(README, At scale)"
         )
     return Check(name="store", status="ok", target=target, detail=detail, facts=facts)
+
+
+# A failed store_data check names this many unreadable traces in its detail (facts list them all).
+_SHOWN_UNREADABLE = 5
+
+
+def check_store_data(
+    s: DoctorSettings, *, deep: bool, progress: Callable[[int, int], None] | None = None
+) -> Check:
+    """With ``deep``: every stored trace read back (and a SQLite file's pages checked), read-only."""
+    target = _mask(s.store_url)
+    if not deep:
+        return Check(
+            name="store_data",
+            status="skipped",
+            target=target,
+            detail="not asked for: `doctor --deep` reads every stored trace back",
+        )
+    from tracejudge.store import verify_store
+
+    try:
+        found = verify_store(s.store_url, progress=progress)
+    except TracejudgeError as exc:
+        return _settings_failed("store_data", target, exc)
+    facts = {"traces": str(found.traces), "spans": str(found.spans), "unreadable": str(len(found.unreadable))}
+    if found.ok:
+        return Check(
+            name="store_data",
+            status="ok",
+            target=target,
+            detail=f"{found.traces} trace(s) and {found.spans} span(s) stored: every one reads back"
+            if found.traces
+            else "no traces stored yet",
+            facts=facts,
+        )
+    parts = []
+    if found.unreadable:
+        shown = "; ".join(f"{u.trace_id} ({u.error})" for u in found.unreadable[:_SHOWN_UNREADABLE])
+        more = " …" if len(found.unreadable) > _SHOWN_UNREADABLE else ""
+        parts.append(f"{len(found.unreadable)} of {found.traces} trace(s) do not read back: {shown}{more}")
+        facts["unreadable_traces"] = ",".join(u.trace_id for u in found.unreadable)
+    if found.file_problems:
+        lines = [line for text in found.file_problems for line in text.splitlines() if line.strip()]
+        parts.append("SQLite's quick_check of the file: " + "; ".join(lines))
+    fix = "restore the store from a backup: " + (
+        "this copy has lost the traces listed (`doctor --deep --json` lists every one under"
+        " facts.unreadable_traces); the others still read"
+        if found.unreadable
+        else "SQLite finds its file damaged, and reads may fail or miss what it holds"
+    )
+    return Check(
+        name="store_data", status="fail", target=target, detail=". ".join(parts), fix=fix, facts=facts
+    )
 
 
 def check_receiver(s: DoctorSettings) -> Check:
@@ -540,14 +593,18 @@ def run_doctor(
     settings: DoctorSettings,
     *,
     judge: bool = False,
+    deep: bool = False,
     env: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    traces_read: Callable[[int, int], None] | None = None,
 ) -> DoctorReport:
-    """Run every check in order; never raises for a broken setting (that is a ``fail`` check)."""
+    """Run every check in order; never raises for a broken setting (that is a ``fail`` check). ``deep``
+    reads every stored trace back (``traces_read(done, total)`` after each)."""
     e = os.environ if env is None else env
     say = progress or (lambda _m: None)
     steps: list[tuple[str, Callable[[], Check]]] = [
         ("store", lambda: check_store(settings)),
+        ("store_data", lambda: check_store_data(settings, deep=deep, progress=traces_read)),
         ("receiver", lambda: check_receiver(settings)),
         ("langfuse", lambda: check_langfuse(settings, e)),
         ("phoenix", lambda: check_phoenix(settings, e)),

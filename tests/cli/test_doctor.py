@@ -7,23 +7,29 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import psycopg
 import pytest
 from click.testing import CliRunner
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.otlp_metrics_sink import metrics_sink
 from tests.store.conftest import postgres_url  # noqa: F401 - the fresh-database fixture
 from tests.store.test_upgrade import _v1_store
+from tracejudge._errors import StoreError
 from tracejudge.cli import cli
 from tracejudge.schema import RawSpan
-from tracejudge.store import STORE_SCHEMA_VERSION, SqliteStore
+from tracejudge.store import STORE_SCHEMA_VERSION, EncodedSpan, SqliteStore, open_store
+from tracejudge.store._chunks import ENVELOPED, RAW
 from tracejudge.testing.langfuse_server import LangfuseServer
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
 from tracejudge.testing.phoenix_server import PhoenixServer
+from tracejudge_collectors.otel import encode_protobuf
 
 SECRETS = ("sk-lf-local-test", "phx-secret-key", "sk-judge-secret", "hunter2-db-password")
 
@@ -437,3 +443,163 @@ def test_receiver_beyond_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch)
     code, checks, _ = _doctor()
     assert code == 1
     assert checks["receiver"]["detail"] == "not HOST:PORT"
+
+
+# --- --deep: every stored trace read back ----------------------------------------------------------
+
+_JSON_TRACE, _OTLP_TRACE, _INTACT_TRACE = "a1" * 16, "b2" * 16, "c3" * 16
+
+
+def _otlp_spans(trace_id: str, n: int) -> list[Any]:
+    """``n`` spans of one trace as the receiver keeps them (their own OTLP bytes, in an envelope)."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key="service.name").value.string_value = "checkout"
+    ss = rs.scope_spans.add()
+    ss.scope.name = "openinference"
+    for i in range(n):
+        sp = ss.spans.add(trace_id=bytes.fromhex(trace_id), span_id=bytes([i + 1]) * 8, name=f"s{i}")
+        sp.start_time_unix_nano, sp.end_time_unix_nano = 1_000 + i, 2_000 + i
+        sp.attributes.add(key="input.value").value.string_value = f"step {i}"
+    spans = encode_protobuf(req.SerializeToString()).spans
+    assert all(isinstance(s, EncodedSpan) for s in spans)
+    return spans
+
+
+def _three_traces(url: str) -> None:
+    store = open_store(url)
+    try:
+        store.put_spans(
+            [
+                RawSpan(trace_id=_JSON_TRACE, span_id=f"{i + 1:016x}", name=f"j{i}", source="langfuse")
+                for i in range(3)
+            ]
+        )
+        store.put_spans(_otlp_spans(_OTLP_TRACE, 2))
+        store.put_spans([RawSpan(trace_id=_INTACT_TRACE, span_id="ee" * 8, name="root", source="langfuse")])
+    finally:
+        store.close()
+
+
+def test_deep_reads_every_trace_back_and_leaves_the_store_as_it_is(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 't.db'}"
+    _three_traces(url)
+    before = _files(folder)
+    code, checks, _ = _doctor(store=url)
+    assert (code, checks["store_data"]["status"]) == (0, "skipped")  # only when asked: it reads everything
+    assert "--deep" in checks["store_data"]["detail"]
+    code, checks, _ = _doctor("--deep", store=url)
+    assert code == 0, checks["store_data"]
+    assert checks["store_data"]["status"] == "ok"
+    assert checks["store_data"]["facts"] == {"traces": "3", "spans": "6", "unreadable": "0"}
+    assert _files(folder) == before
+
+
+def test_deep_with_no_store_creates_none(tmp_path: Path) -> None:
+    code, checks, _ = _doctor("--deep", store=f"sqlite:///{tmp_path / 'none.db'}")
+    assert (code, checks["store_data"]["status"]) == (0, "ok")
+    assert checks["store_data"]["detail"] == "no traces stored yet"
+    assert not (tmp_path / "none.db").exists()
+
+
+def _damage_sqlite(db: Path) -> None:
+    """The JSON trace's stored span not JSON, the OTLP trace's Span bytes not protobuf (raw chunks, as a
+    damaged file or another program's write could leave them); the third trace untouched."""
+    conn = sqlite3.connect(db)
+    seq = "(SELECT seq FROM traces WHERE trace_id = ?)"
+    head = orjson.dumps([[], [["0000000000000001", 1, "langfuse", 0, 2]]])
+    conn.execute(
+        f"UPDATE span_chunks SET data = ? WHERE trace_seq = {seq}",
+        (bytes([RAW | ENVELOPED]) + len(head).to_bytes(4, "little") + head + b"{x", _JSON_TRACE),
+    )
+    head = orjson.dumps([[[0, 0]], [["0101010101010101", 1, "otlp", 2, 3]]])
+    conn.execute(
+        f"UPDATE span_chunks SET data = ? WHERE trace_seq = {seq}",
+        (bytes([RAW | ENVELOPED]) + len(head).to_bytes(4, "little") + head + b"\xff\xff\xff", _OTLP_TRACE),
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_deep_lists_the_traces_a_damaged_store_lost(tmp_path: Path) -> None:
+    # A read of a damaged trace says to run `doctor --deep`; doctor said nothing of damage at all before.
+    folder = tmp_path / "store"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 't.db'}"
+    _three_traces(url)
+    _damage_sqlite(folder / "t.db")
+    store = open_store(url)
+    try:
+        with pytest.raises(StoreError) as caught:
+            store.get_spans(_OTLP_TRACE)
+        assert "tracejudge doctor --deep" in (caught.value.hint or "")
+    finally:
+        store.close()
+    before = _files(folder)
+    code, checks, text = _doctor("--deep", store=url)
+    data = checks["store_data"]
+    assert (code, data["status"]) == (1, "fail")
+    assert data["facts"] == {
+        "traces": "3",
+        "spans": "1",
+        "unreadable": "2",
+        "unreadable_traces": f"{_JSON_TRACE},{_OTLP_TRACE}",
+    }
+    assert data["detail"].startswith("2 of 3 trace(s) do not read back: ")
+    assert "does not parse" in data["detail"]
+    assert "does not read back (" in data["detail"]
+    assert "backup" in data["fix"]
+    assert _INTACT_TRACE not in text
+    assert _files(folder) == before
+    # The table says so too, and the fix.
+    result = CliRunner().invoke(cli, ["--store", url, "doctor", "--deep"])
+    assert result.exit_code == 1
+    assert "store_data: restore the store from a backup" in result.output
+
+
+def test_deep_reports_what_sqlite_finds_wrong_with_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    _three_traces(f"sqlite:///{db}")
+    conn = sqlite3.connect(db)
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'traces_start'").fetchone()
+    conn.close()
+    with db.open("r+b") as f:  # the index's page no longer a b-tree page
+        f.seek((root - 1) * page)
+        f.write(b"\x00" * 16)
+    code, checks, _ = _doctor("--deep", store=f"sqlite:///{db}")
+    data = checks["store_data"]
+    assert (code, data["status"]) == (1, "fail")
+    assert "SQLite's quick_check of the file: " in data["detail"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_deep_reads_a_schema_1_store_as_it_is(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    url = _v1_store(kind, folder, request.getfixturevalue("postgres_url") if kind == "postgresql" else None)
+    before = _store_contents(url, folder)
+    code, checks, _ = _doctor("--deep", store=url)
+    assert code == 0, checks["store_data"]
+    assert int(checks["store_data"]["facts"]["traces"]) > 0
+    assert checks["store_data"]["facts"]["unreadable"] == "0"
+    assert _store_contents(url, folder) == before
+
+
+def test_deep_lists_the_traces_a_damaged_postgresql_store_lost(postgres_url: str) -> None:  # noqa: F811
+    _three_traces(postgres_url)
+    code, checks, _ = _doctor("--deep", store=postgres_url)
+    assert (code, checks["store_data"]["facts"]["spans"]) == (0, "6")
+    with psycopg.connect(postgres_url, autocommit=True) as pg:
+        pg.execute("UPDATE spans SET payload = '{x' WHERE trace_id = %s", (_JSON_TRACE,))
+        pg.execute("UPDATE spans SET otlp = '\\xffffff'::bytea WHERE trace_id = %s", (_OTLP_TRACE,))
+    code, checks, _ = _doctor("--deep", store=postgres_url)
+    assert (code, checks["store_data"]["status"]) == (1, "fail")
+    assert checks["store_data"]["facts"]["unreadable_traces"].split(",") == sorted(
+        [_JSON_TRACE, _OTLP_TRACE]
+    ) or (checks["store_data"]["facts"]["unreadable_traces"].split(",") == [_JSON_TRACE, _OTLP_TRACE])
+    assert checks["store_data"]["facts"]["spans"] == "1"

@@ -246,6 +246,20 @@ DAMAGED_BODIES = {
     "schema 7: a JSON body not UTF-8": _chunk7([], [["a", 1, "langfuse", 0, 2]], b"\xff\xfe"),
 }
 
+# A chunk that unpacks but whose spans do not parse: only the read of the spans themselves sees it.
+DAMAGED_SPANS = {
+    "schema 7: a Span not protobuf": _chunk7([[0, 0]], [["a", 1, "otlp", 2, 3]], b"\xff\xff\xff"),
+    "schema 7: an envelope's resource not protobuf": _chunk7(
+        [[3, 0]], [["a", 1, "otlp", 2, 2]], b"\xff\xff\xff" + b"\x0a\x00"
+    ),
+    "schema 7: an envelope's scope not protobuf": _chunk7(
+        [[0, 3]], [["a", 1, "otlp", 2, 2]], b"\xff\xff\xff\x0a\x00"
+    ),
+    "schema 6: a ResourceSpans not protobuf": _chunk([["a", 1, "otlp", 1, 3]], b"\xff\xff\xff"),
+    "a JSON span not JSON": _chunk([["a", 1, "langfuse", 0, 2]], b"{x"),
+    "a JSON span missing its ids": _chunk([["a", 1, "langfuse", 0, 2]], b"{}"),
+}
+
 
 def _refused(read: object, chunk: bytes) -> None:
     with pytest.raises(StoreError) as caught:
@@ -267,6 +281,15 @@ def _read_as_the_store_does(chunk: bytes) -> object:
 @pytest.mark.parametrize("chunk", DAMAGED_BODIES.values(), ids=DAMAGED_BODIES.keys())
 def test_a_header_that_does_not_describe_its_bytes_is_a_store_error_naming_doctor(chunk: bytes) -> None:
     _refused(_read_as_the_store_does, chunk)
+
+
+@pytest.mark.parametrize("chunk", DAMAGED_SPANS.values(), ids=DAMAGED_SPANS.keys())
+def test_a_span_that_does_not_parse_is_a_store_error_naming_doctor(chunk: bytes) -> None:
+    # get_spans' own path: the chunk unwrapped, its rows sorted, each span parsed (a protobuf DecodeError or
+    # a pydantic ValidationError leaked out of the read before).
+    _refused(lambda c: sql_module.read_spans(sorted_rows(unpack_chunk(c, wrap=False))), chunk)
+    _refused(lambda c: sql_module.read_spans(sorted_rows(unpack_chunk(c))), chunk)
+    assert chunk_span_ids(chunk) == ["a"]  # the dedup of late spans reads the header alone
 
 
 def _span(trace_id: str, span_id: str, start: int) -> RawSpan:

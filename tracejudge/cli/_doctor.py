@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from rich import box
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tracejudge._doctor import DoctorReport, DoctorSettings, run_doctor
@@ -48,16 +49,42 @@ def render(app: App, report: DoctorReport) -> None:
 @click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="Seconds per call."
 )
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also read every stored trace back (and check a SQLite file's pages): lists what a damaged "
+    "store has lost. Reads the whole store.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 @handle_errors
-def doctor(app: App, call_judge: bool, judge_model: str | None, timeout: float, as_json: bool) -> None:
-    """Check what this setup can reach: the store (and its schema), the receiver's address, Langfuse
-    (keys, API generation, project), Phoenix, the judge (a one-token call with --judge) and the OTLP
-    metrics endpoint. Each problem comes with its fix; no secret is printed. Exit 1 when something
-    configured does not work."""
+def doctor(
+    app: App, call_judge: bool, judge_model: str | None, timeout: float, deep: bool, as_json: bool
+) -> None:
+    """Check what this setup can reach: the store (and its schema; with --deep every stored trace read
+    back), the receiver's address, Langfuse (keys, API generation, project), Phoenix, the judge (a
+    one-token call with --judge) and the OTLP metrics endpoint. Each problem comes with its fix; no
+    secret is printed. Exit 1 when something configured does not work."""
     settings = DoctorSettings.from_env(app.store_url, judge_model=judge_model, timeout=timeout)
-    report = run_doctor(settings, judge=call_judge)
+    if deep:
+        with Progress(
+            TextColumn("reading the store back"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=app.err,
+            transient=True,
+            disable=not app.err.is_terminal,
+        ) as progress:
+            bar = progress.add_task("traces", total=None)
+            report = run_doctor(
+                settings,
+                judge=call_judge,
+                deep=True,
+                traces_read=lambda done, total: progress.update(bar, completed=done, total=total),
+            )
+    else:
+        report = run_doctor(settings, judge=call_judge)
     if as_json:
         print_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:

@@ -10,6 +10,7 @@ from tracejudge.store._read import UnreadableRecordError, read_json_record, read
 from tracejudge.store._resolve import resolve_trace_id
 from tracejudge.store._sql import _SCHEMA_VERSION, SqlStore
 from tracejudge.store._sqlite import SqliteStore
+from tracejudge.store._verify import StoreVerification, UnreadableTrace, verify_store
 
 STORE_SCHEMA_VERSION = _SCHEMA_VERSION
 """The store schema this tracejudge writes (a newer store is refused; shown by ``--version``)."""
@@ -26,9 +27,11 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreState",
+    "StoreVerification",
     "TraceSummary",
     "TriageEntry",
     "UnreadableRecordError",
+    "UnreadableTrace",
     "inspect_store",
     "open_store",
     "otlp_session_id",
@@ -37,4 +40,5 @@ __all__ = [
     "resolve_store_url",
     "resolve_trace_id",
     "sqlite_file",
+    "verify_store",
 ]

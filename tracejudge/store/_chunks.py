@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from tracejudge._errors import StoreError
-from tracejudge.store._encoded import OtlpEnvelope, OtlpForm
+from tracejudge.store._encoded import DAMAGED_HINT, OtlpEnvelope, OtlpForm
 
 __all__ = [
     "ENVELOPED",
@@ -65,10 +65,7 @@ ChunkRow = tuple[str, int, str, OtlpForm | None, str]
 ``otlp`` None, or ``payload`` empty and ``otlp`` its OTLP form (:data:`OtlpForm`), as schema 5's ``spans``
 rows held them."""
 
-_HINT = (
-    "the store's file is damaged or was changed by something other than tracejudge: run"
-    " `tracejudge doctor`, and restore the store from a backup if it reports damage"
-)
+_HINT = DAMAGED_HINT
 
 
 @functools.cache

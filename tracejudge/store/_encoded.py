@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from tracejudge._errors import StoreError
 from tracejudge.schema import (
     SESSION_KEYS,
     RawSpan,
@@ -39,9 +40,24 @@ from tracejudge.schema import (
     built_span_record,
 )
 
-__all__ = ["EncodedSpan", "OtlpEnvelope", "OtlpForm", "otlp_session_id", "span_from_otlp", "spans_from_otlp"]
+__all__ = [
+    "DAMAGED_HINT",
+    "EncodedSpan",
+    "OtlpEnvelope",
+    "OtlpForm",
+    "otlp_session_id",
+    "span_from_otlp",
+    "spans_from_otlp",
+]
 
 _ZERO_SPAN = bytes(8)
+
+DAMAGED_HINT = (
+    "the store's file is damaged or was changed by something other than tracejudge: run"
+    " `tracejudge doctor --deep` to list the traces that no longer read back, and restore the store from a"
+    " backup"
+)
+"""What to do about stored spans that do not read back."""
 
 
 def _varint(n: int) -> bytes:
@@ -252,19 +268,20 @@ def _links(links: Any) -> tuple[SpanLink, ...]:
     )
 
 
-_proto: tuple[Any, Any, Any, Any] | None = None
+_proto: tuple[Any, Any, Any, Any, type[Exception]] | None = None
 
 
-def _types() -> tuple[Any, Any, Any, Any]:
-    """``ResourceSpans``, ``Span``, ``Resource`` and ``InstrumentationScope`` (imported when first needed:
-    most commands never read this form)."""
+def _types() -> tuple[Any, Any, Any, Any, type[Exception]]:
+    """``ResourceSpans``, ``Span``, ``Resource``, ``InstrumentationScope`` and protobuf's ``DecodeError``
+    (imported when first needed: most commands never read this form)."""
     global _proto
     if _proto is None:
+        from google.protobuf.message import DecodeError
         from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
         from opentelemetry.proto.resource.v1.resource_pb2 import Resource
         from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
-        _proto = (ResourceSpans, Span, Resource, InstrumentationScope)
+        _proto = (ResourceSpans, Span, Resource, InstrumentationScope, DecodeError)
     return _proto
 
 
@@ -300,8 +317,22 @@ def spans_from_otlp(encoded: Sequence[tuple[OtlpForm, SpanSource]]) -> list[RawS
     """The :class:`RawSpan` in each (OTLP form, source), each resource's attributes decoded once (every span
     gets its own copy, as from JSON). A ``Span`` with its envelope is parsed alone, its envelope's resource
     and scope once each: wrapping it into a ``ResourceSpans`` to parse it copied every span's bytes and
-    parsed its resource and scope again."""
-    resource_spans, span_type, resource_type, scope_type = _types()
+    parsed its resource and scope again. Bytes that do not parse (a damaged store) are a
+    :class:`~tracejudge.StoreError` saying what to do."""
+    resource_spans, span_type, resource_type, scope_type, decode_error = _types()
+    try:
+        return _spans_from_otlp(encoded, resource_spans, span_type, resource_type, scope_type)
+    except decode_error as exc:
+        raise StoreError(f"a stored OTLP span does not parse: {exc}", hint=DAMAGED_HINT) from exc
+
+
+def _spans_from_otlp(
+    encoded: Sequence[tuple[OtlpForm, SpanSource]],
+    resource_spans: Any,
+    span_type: Any,
+    resource_type: Any,
+    scope_type: Any,
+) -> list[RawSpan]:
     parse, parse_span = resource_spans.FromString, span_type.FromString
     resources: dict[bytes, dict[str, Any]] = {}
     # By envelope (an object per stored chunk, shared by its spans; compared by identity): its resource's

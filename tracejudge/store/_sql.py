@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+from pydantic import ValidationError
 
 from tracejudge._errors import InputError, StoreError
 from tracejudge.schema import (
@@ -33,7 +34,7 @@ from tracejudge.store._chunks import (
     sorted_rows,
     unpack_chunk,
 )
-from tracejudge.store._encoded import EncodedSpan, OtlpEnvelope, OtlpForm, spans_from_otlp
+from tracejudge.store._encoded import DAMAGED_HINT, EncodedSpan, OtlpEnvelope, OtlpForm, spans_from_otlp
 from tracejudge.store._protocol import LogEvent, MetaSwap, RunProgress, TraceSummary, TriageEntry
 from tracejudge.store._read import read_json_record
 
@@ -479,12 +480,19 @@ def stored_forms(span: AnySpan) -> tuple[str, bytes | None]:
 
 def read_spans(rows: Sequence[tuple[str, OtlpForm | None, str]]) -> list[RawSpan]:
     """The spans of ``spans`` rows (payload, otlp, source), in order, from whichever form each was
-    stored in (the OTLP ones decoded together)."""
+    stored in (the OTLP ones decoded together). A span that does not read back (a damaged store) is a
+    :class:`~tracejudge.StoreError` saying what to do."""
     encoded = [(r[1] if isinstance(r[1], tuple) else bytes(r[1]), r[2]) for r in rows if r[1] is not None]
-    if not encoded:
-        return [RawSpan.model_validate_json(r[0]) for r in rows]
-    decoded = iter(spans_from_otlp(encoded))  # type: ignore[arg-type]
-    return [RawSpan.model_validate_json(r[0]) if r[1] is None else next(decoded) for r in rows]
+    try:
+        if not encoded:
+            return [RawSpan.model_validate_json(r[0]) for r in rows]
+        decoded = iter(spans_from_otlp(encoded))  # type: ignore[arg-type]
+        return [RawSpan.model_validate_json(r[0]) if r[1] is None else next(decoded) for r in rows]
+    except ValidationError as exc:
+        raise StoreError(
+            f"a stored span does not read back ({exc.error_count()} problem(s)): {exc.errors()[0]['msg']}",
+            hint=DAMAGED_HINT,
+        ) from exc
 
 
 def dedup_spans(spans: Iterable[AnySpan]) -> dict[tuple[str, str], AnySpan]:
