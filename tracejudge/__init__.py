@@ -3,6 +3,7 @@
 from tracejudge._errors import (
     InputError,
     MissingDependencyError,
+    StoreDamageError,
     StoreError,
     StoreUnreachableError,
     TracejudgeError,
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 __all__ = [
     "InputError",
     "MissingDependencyError",
+    "StoreDamageError",
     "StoreError",
     "StoreUnreachableError",
     "TracejudgeError",

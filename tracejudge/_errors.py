@@ -33,6 +33,12 @@ class StoreError(TracejudgeError):
     """The store cannot be opened or written."""
 
 
+class StoreDamageError(StoreError):
+    """What the store holds does not read back: its file was damaged (a disk error, a copy taken without
+    its WAL) or changed by another program. Only what it names is lost; the rest of the store still reads
+    (``tracejudge doctor --deep`` lists what does not)."""
+
+
 class StoreUnreachableError(StoreError):
     """The store's server dropped the connection (a PostgreSQL restart, a failover) or does not take a
     new one yet. Nothing of the statement's transaction was committed — or, when its COMMIT was under

@@ -63,6 +63,7 @@ def test_the_still_arriving_fields_the_readme_names_are_printed() -> None:
     sample = LabellingSample(rows=(), bands={}, available={}, run_id=None, report_id="r")
     claims = {
         "`triage --sweep --json`: `still_arriving`": "still_arriving" in SweepReport.model_fields,
+        "`triage --sweep --json` also `unreadable`": "unreadable" in SweepReport.model_fields,
         "`audit --json` `still_arriving`": "still_arriving" in AuditReport.model_fields,
         "`drift.still_arriving`": "still_arriving" in Drift.model_fields,
         "`ticket draft --json` `still_arriving`": "still_arriving" in DraftTicket.model_fields,
@@ -83,4 +84,5 @@ def test_the_still_arriving_fields_the_readme_names_are_printed() -> None:
         "status",
         "flags",
         "tracejudge_sweep_still_arriving_traces",
+        "unreadable",
     }, named

@@ -1,7 +1,7 @@
 """SQLite's stored form of spans from store schema 6 (``tracejudge.store._chunks``): a trace's spans of
 one commit packed into one chunk, LZ4-compressed when that makes it smaller, read back as packed (from
 schema 7 with the resource and scope the receiver's spans share kept once, schema 6's chunks still
-read); a damaged chunk is a ``StoreError`` that points at ``tracejudge doctor``, never a codec's or a
+read); a damaged chunk is a ``StoreDamageError`` that points at ``tracejudge doctor``, never a codec's or a
 parser's exception leaking out of a read.
 """
 
@@ -15,7 +15,7 @@ import lz4.block
 import orjson
 import pytest
 
-from tracejudge._errors import StoreError
+from tracejudge._errors import StoreDamageError
 from tracejudge.schema import RawSpan
 from tracejudge.store import SqliteStore
 from tracejudge.store import _sql as sql_module
@@ -262,7 +262,7 @@ DAMAGED_SPANS = {
 
 
 def _refused(read: object, chunk: bytes) -> None:
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(StoreDamageError) as caught:
         read(chunk)  # type: ignore[operator]
     assert caught.value.hint is not None
     assert "tracejudge doctor" in caught.value.hint
@@ -325,7 +325,7 @@ def test_a_damaged_chunk_in_a_store_is_a_store_error_on_read_and_on_a_late_span(
         conn.commit()
         conn.close()
         _refused(store.get_spans, tid)  # type: ignore[arg-type]
-        with pytest.raises(StoreError, match="does not decompress"):
+        with pytest.raises(StoreDamageError, match="does not decompress"):
             store.put_spans([_span(tid, "00000000000000ee", 50)])  # its dedup reads the stored ids
         assert [s.span_id for s in store.get_spans(other)] == ["00000000000000ff"]  # the rest still reads
         assert next(t for t in store.list_traces() if t.trace_id == tid).span_count == 5  # nothing stored

@@ -3,6 +3,7 @@ flagged, no correct answer is, and each flag's draft ticket triages like the han
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from tests.sweep.sweep_data import EXAMPLE, RECORDED, recorded_manifest
 from tracejudge._demo import load_example
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreDamageError
 from tracejudge.localize import load_ticket, localize
 from tracejudge.normalize import normalize
 from tracejudge.schema import Document, ManifestEntry, Material, ModelCall, RetrievalCall, TaskRecord, Ticket
@@ -292,3 +293,29 @@ def test_the_sweep_window_is_half_open_and_needs_a_start_when_bounded(
     from tracejudge.sweep._api import _Window
 
     assert _Window(since, until).holds(start) is inside
+
+
+def test_a_trace_the_store_holds_damaged_is_listed_and_the_rest_swept(tmp_path: Path) -> None:
+    # One damaged trace stopped the whole sweep with a StoreError; now it is listed (`unreadable`, not
+    # scanned) and every other trace is swept as before.
+    store = SqliteStore(tmp_path / "store.db")
+    try:
+        ids = {name: _load(store, RECORDED / name) for name in ("langgraph_ignored.pb", "langgraph_rag.pb")}
+        before = sweep(store, recorded_manifest())
+        [lost] = ids["langgraph_ignored.pb"]
+        assert lost in {f.trace_id for f in before.flagged}  # the stale answer, flagged while it read
+        with sqlite3.connect(tmp_path / "store.db") as conn:  # its chunk cut short, as a damaged file has it
+            conn.execute(
+                "UPDATE span_chunks SET data = substr(data, 1, 20)"
+                " WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
+                (lost,),
+            )
+        with pytest.raises(StoreDamageError):
+            list(iter_sweep(store, recorded_manifest()))  # a caller that does not take them still stops
+        after = sweep(store, recorded_manifest())
+    finally:
+        store.close()
+    assert after.unreadable == (lost,)
+    assert after.scanned == before.scanned - 1
+    assert after.flagged == tuple(f for f in before.flagged if f.trace_id != lost)
+    assert "unreadable" in after.model_dump(mode="json")

@@ -50,6 +50,14 @@ def _render(app: App, report: SweepReport) -> None:
                 " answer may be a draft; sweep again once they have arrived"
             )
         )
+    if report.unreadable:
+        app.console.print(
+            safe_text(
+                f"{len(report.unreadable)} stored trace(s) not read: the store holds them damaged"
+                f" ({', '.join(report.unreadable[:5])}{' …' if len(report.unreadable) > 5 else ''});"
+                " `tracejudge doctor --deep` lists them and says what to do"
+            )
+        )
 
 
 def run_sweep(

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tracejudge import __version__
+from tracejudge._errors import StoreDamageError
 from tracejudge.checks import evaluated_span, run_checks, task_category
 from tracejudge.judge import (
     Judge,
@@ -272,7 +273,11 @@ def store_loader(store: Store) -> Loader:
     from tracejudge.normalize import normalize
 
     def load(trace_id: str) -> TaskRecord | str:
-        spans = store.get_spans(trace_id)
+        try:
+            spans = store.get_spans(trace_id)
+        except StoreDamageError as exc:
+            # This trace alone is lost to damage: the run scores the rest (the item is indeterminate).
+            return f"store_damaged: {exc.message}; run `tracejudge doctor --deep` to list what else is lost"
         if not spans:
             return f"no spans stored for trace {trace_id}"
         try:

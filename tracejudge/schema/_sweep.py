@@ -106,7 +106,8 @@ class SweepFlag(_Frozen):
 
 
 class SweepReport(_Frozen):
-    """``triage --sweep --json``: ``{"flagged": [...], "scanned": N, "still_arriving": [...]}``."""
+    """``triage --sweep --json``: ``{"flagged": [...], "scanned": N, "still_arriving": [...], "unreadable":
+    [...]}``."""
 
     flagged: tuple[SweepFlag, ...] = ()
     """Flagged traces, in the order scanned."""
@@ -116,6 +117,9 @@ class SweepReport(_Frozen):
     """Traces read but not judged (counted in ``scanned``): they may still be arriving and their answer was
     read from a model call, not the root — maybe a draft the user never got (DESIGN 5.5). A sweep after the
     rest has arrived (or ``STILL_ARRIVING`` after their last span ended) reads them."""
+    unreadable: tuple[str, ...] = ()
+    """Stored traces that do not read back (a damaged store: ``tracejudge doctor --deep`` lists them and
+    says what to do), not counted in ``scanned``: the sweep read the rest."""
 
 
 class SweepCount(_Frozen):

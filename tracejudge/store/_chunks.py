@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from tracejudge._errors import StoreError
+from tracejudge._errors import StoreDamageError, StoreError
 from tracejudge.store._encoded import DAMAGED_HINT, OtlpEnvelope, OtlpForm
 
 __all__ = [
@@ -130,18 +130,18 @@ def _raw(chunk: bytes) -> tuple[bytes, bool]:
         # LZ4 compresses at most ~255:1: a stored size past that is damage, which lz4 would first
         # reserve that much memory for (up to 2 GiB).
         if int.from_bytes(chunk[1 : 1 + _LEN], "little") > 255 * len(chunk) + 64:
-            raise StoreError("a stored chunk of spans declares more bytes than it can hold", hint=_HINT)
+            raise StoreDamageError("a stored chunk of spans declares more bytes than it can hold", hint=_HINT)
         lz4 = _lz4()
         try:
             return bytes(lz4.decompress(chunk[1:])), enveloped
         # ValueError: fewer than the 4 bytes of the stored size, or a size past 2 GiB.
         except (lz4.LZ4BlockError, ValueError) as exc:
-            raise StoreError(f"a stored chunk of spans does not decompress: {exc}", hint=_HINT) from exc
-    raise StoreError(f"a stored chunk of spans has an unknown codec ({byte})", hint=_HINT)
+            raise StoreDamageError(f"a stored chunk of spans does not decompress: {exc}", hint=_HINT) from exc
+    raise StoreDamageError(f"a stored chunk of spans has an unknown codec ({byte})", hint=_HINT)
 
 
-def _unreadable() -> StoreError:
-    return StoreError("a stored chunk of spans has an unreadable header", hint=_HINT)
+def _unreadable() -> StoreDamageError:
+    return StoreDamageError("a stored chunk of spans has an unreadable header", hint=_HINT)
 
 
 def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[Any], int]:
@@ -150,7 +150,9 @@ def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[An
     try:
         header = orjson.loads(raw[_LEN : _LEN + size])
     except orjson.JSONDecodeError as exc:
-        raise StoreError(f"a stored chunk of spans has an unreadable header: {exc}", hint=_HINT) from exc
+        raise StoreDamageError(
+            f"a stored chunk of spans has an unreadable header: {exc}", hint=_HINT
+        ) from exc
     if not isinstance(header, list):
         raise _unreadable()
     if not enveloped:
@@ -162,7 +164,7 @@ def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[An
         if not (
             isinstance(entry, list) and len(entry) == 2 and all(type(n) is int and n >= 0 for n in entry)
         ):
-            raise StoreError(
+            raise StoreDamageError(
                 f"a stored chunk of spans has an unreadable envelope: {entry!r:.200}", hint=_HINT
             )
         sizes.append((entry[0], entry[1]))
@@ -187,7 +189,7 @@ def _entries(header: list[Any], envelopes: int) -> list[tuple[str, int, str, int
             and type(length) is int
             and length >= 0
         ):
-            raise StoreError(
+            raise StoreDamageError(
                 f"a stored chunk of spans has an unreadable header entry: {entry!r:.200}", hint=_HINT
             )
         entries.append((span_id, start, source, form, length))
@@ -222,11 +224,11 @@ def unpack_chunk(chunk: bytes, *, wrap: bool = True) -> list[ChunkRow]:
                 envelope = envelopes[form - 2]
                 rows.append((span_id, start, "", envelope.wrap(body) if wrap else (body, envelope), source))
     except UnicodeDecodeError as exc:
-        raise StoreError(
+        raise StoreDamageError(
             f"a stored chunk of spans holds a JSON span that is not UTF-8: {exc}", hint=_HINT
         ) from exc
     if at != len(raw):
-        raise StoreError(
+        raise StoreDamageError(
             f"a stored chunk of spans holds {len(raw)} bytes where its header accounts for {at}", hint=_HINT
         )
     return rows

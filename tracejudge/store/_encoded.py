@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from tracejudge._errors import StoreError
+from tracejudge._errors import StoreDamageError
 from tracejudge.schema import (
     SESSION_KEYS,
     RawSpan,
@@ -318,12 +318,12 @@ def spans_from_otlp(encoded: Sequence[tuple[OtlpForm, SpanSource]]) -> list[RawS
     gets its own copy, as from JSON). A ``Span`` with its envelope is parsed alone, its envelope's resource
     and scope once each: wrapping it into a ``ResourceSpans`` to parse it copied every span's bytes and
     parsed its resource and scope again. Bytes that do not parse (a damaged store) are a
-    :class:`~tracejudge.StoreError` saying what to do."""
+    :class:`~tracejudge.StoreDamageError` saying what to do."""
     resource_spans, span_type, resource_type, scope_type, decode_error = _types()
     try:
         return _spans_from_otlp(encoded, resource_spans, span_type, resource_type, scope_type)
     except decode_error as exc:
-        raise StoreError(f"a stored OTLP span does not parse: {exc}", hint=DAMAGED_HINT) from exc
+        raise StoreDamageError(f"a stored OTLP span does not parse: {exc}", hint=DAMAGED_HINT) from exc
 
 
 def _spans_from_otlp(

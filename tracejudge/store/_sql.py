@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 from pydantic import ValidationError
 
-from tracejudge._errors import InputError, StoreError
+from tracejudge._errors import InputError, StoreDamageError, StoreError
 from tracejudge.schema import (
     ItemResult,
     Localization,
@@ -481,7 +481,7 @@ def stored_forms(span: AnySpan) -> tuple[str, bytes | None]:
 def read_spans(rows: Sequence[tuple[str, OtlpForm | None, str]]) -> list[RawSpan]:
     """The spans of ``spans`` rows (payload, otlp, source), in order, from whichever form each was
     stored in (the OTLP ones decoded together). A span that does not read back (a damaged store) is a
-    :class:`~tracejudge.StoreError` saying what to do."""
+    :class:`~tracejudge.StoreDamageError` saying what to do."""
     encoded = [(r[1] if isinstance(r[1], tuple) else bytes(r[1]), r[2]) for r in rows if r[1] is not None]
     try:
         if not encoded:
@@ -489,7 +489,7 @@ def read_spans(rows: Sequence[tuple[str, OtlpForm | None, str]]) -> list[RawSpan
         decoded = iter(spans_from_otlp(encoded))  # type: ignore[arg-type]
         return [RawSpan.model_validate_json(r[0]) if r[1] is None else next(decoded) for r in rows]
     except ValidationError as exc:
-        raise StoreError(
+        raise StoreDamageError(
             f"a stored span does not read back ({exc.error_count()} problem(s)): {exc.errors()[0]['msg']}",
             hint=DAMAGED_HINT,
         ) from exc

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracejudge._errors import StoreError, StoreUnreachableError
+from tracejudge._errors import StoreDamageError, StoreError
 from tracejudge.store._inspect import inspect_store
 from tracejudge.store._open import open_store, sqlite_file
 from tracejudge.store._sqlite import read_only_connection, read_only_options
@@ -78,10 +78,9 @@ def verify_store(url: str, *, progress: Callable[[int, int], None] | None = None
         for done, trace_id in enumerate(ids, 1):
             try:
                 spans += len(store.get_spans(trace_id))
-            except StoreUnreachableError:
-                raise  # the server, not the trace: nothing to say about the rest
-            except (StoreError, sqlite3.DatabaseError) as exc:
-                message = exc.message if isinstance(exc, StoreError) else str(exc)
+            except (StoreDamageError, sqlite3.DatabaseError) as exc:
+                # Another StoreError (the server gone, the store locked) says nothing of this trace: raised.
+                message = exc.message if isinstance(exc, StoreDamageError) else str(exc)
                 unreadable.append(UnreadableTrace(trace_id=trace_id, error=message))
             if progress is not None:
                 progress(done, len(ids))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreDamageError
 from tracejudge.localize import answer_still_arriving, identify
 from tracejudge.normalize import normalize
 from tracejudge.schema import (
@@ -113,18 +113,26 @@ def iter_sweep(
     until: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
     arriving: Callable[[str], None] | None = None,
+    unreadable: Callable[[str], None] | None = None,
     now: datetime | None = None,
 ) -> Iterator[SweepFlag | int]:
     """Stream the sweep: every flag as found, then the number of traces scanned (one trace in memory at
     a time). ``progress(scanned, flagged)`` is called after each trace; ``arriving(trace_id)`` for each
     trace not judged because, at ``now`` (None: when it is read), it may still be arriving and its answer
-    may be a draft (:func:`~tracejudge.localize.answer_still_arriving`)."""
+    may be a draft (:func:`~tracejudge.localize.answer_still_arriving`); ``unreadable(trace_id)`` for each
+    stored trace that does not read back (a damaged store), which without it stops the sweep."""
     index = VersionIndex.build(manifest)
     _need_content(index)
     window = _Window(utc(since), utc(until))
     scanned = flagged = 0
     for trace_id in store.iter_trace_ids():
-        spans = store.get_spans(trace_id)
+        try:
+            spans = store.get_spans(trace_id)
+        except StoreDamageError:
+            if unreadable is None:
+                raise
+            unreadable(trace_id)  # only this trace is lost: the sweep reads the rest
+            continue
         if not window.holds(_start(spans)):
             continue
         scanned += 1
@@ -155,16 +163,26 @@ def sweep(
     arriving at ``now`` (None: when read) with an answer that may be a draft are listed, not judged."""
     flags: list[SweepFlag] = []
     late: list[str] = []
+    lost: list[str] = []
     scanned = 0
     items = iter_sweep(
-        store, manifest, since=since, until=until, progress=progress, arriving=late.append, now=now
+        store,
+        manifest,
+        since=since,
+        until=until,
+        progress=progress,
+        arriving=late.append,
+        unreadable=lost.append,
+        now=now,
     )
     for item in items:
         if isinstance(item, int):
             scanned = item
         else:
             flags.append(item)
-    return SweepReport(flagged=tuple(flags), scanned=scanned, still_arriving=tuple(late))
+    return SweepReport(
+        flagged=tuple(flags), scanned=scanned, still_arriving=tuple(late), unreadable=tuple(lost)
+    )
 
 
 def summarize(

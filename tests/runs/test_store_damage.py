@@ -1,0 +1,37 @@
+"""A score run over stored traces, one of which the store holds damaged: that item is indeterminate with a
+reason naming the damage and what to run, and the rest are scored (a StoreError stopped the run before)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.runs.test_shared_still_arriving import late_beside_whole
+from tracejudge.judge import load_rubric
+from tracejudge.runs import score_run, store_loader
+from tracejudge.store import open_store
+
+
+def test_a_damaged_trace_is_an_indeterminate_item_and_the_rest_are_scored(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    _, late, done, rubric_path = late_beside_whole(url, tmp_path)
+    with sqlite3.connect(tmp_path / "store.db") as conn:  # the late trace's chunks cut short
+        conn.execute(
+            "UPDATE span_chunks SET data = substr(data, 1, 20)"
+            " WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
+            (late,),
+        )
+    store = open_store(url)
+    try:
+        why = store_loader(store)(late)
+        assert isinstance(why, str)
+        assert why.startswith("store_damaged: a stored chunk of spans")
+        assert "tracejudge doctor --deep" in why
+        run = score_run(load_rubric(rubric_path), store, [late, done])
+        items = {i.trace_id: i for i in store.iter_score_items(run.run_id)}
+    finally:
+        store.close()
+    assert items[late].verdict == "indeterminate"
+    assert items[late].reason == why
+    assert items[done].verdict == "pass"
+    assert (run.summary.overall.n, run.summary.overall.indeterminate) == (2, 1)
