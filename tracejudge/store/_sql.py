@@ -431,8 +431,19 @@ def _meta_swap(key: str, expected: str | None, value: str) -> tuple[str, tuple[s
     return _UPDATE_META_IF, (value, key, expected)
 
 
-def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -> bytes:
-    """One trace's spans as a chunk (:func:`pack_chunk`); their (seq, session) pairs added to ``sessions``."""
+# A chunk's caps: at most this many spans, and this many bytes of span bodies (a span larger alone).
+# Uncapped, a trace's spans of one commit were one chunk however many (a pull of a trace of thousands
+# of observations, an OTLP request of up to 64 MiB that is one trace): joined and compressed whole,
+# several copies of them in memory at once, and past SQLite's blob limit (SQLITE_MAX_LENGTH, 1e9
+# bytes by default) the write failed. Far above the intake benchmark's ~6 spans of 2.5 KB a trace a
+# request and an ordinary pull's trace, which stay one chunk each; 512 spans as the upgrade's chunks.
+_CHUNK_SPANS = 512
+_CHUNK_BYTES = 4 << 20
+
+
+def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -> list[bytes]:
+    """One trace's spans as chunks (:func:`pack_chunk`): one, unless they are past a chunk's caps
+    (``_CHUNK_SPANS``, ``_CHUNK_BYTES``); their (seq, session) pairs added to ``sessions``."""
     header: list[Entry] = []
     bodies: list[bytes] = []
     envelopes: dict[OtlpEnvelope, int] = {}
@@ -455,7 +466,35 @@ def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -
             bodies.append(body)
             if (sid := span_session_id(s)) is not None:  # type: ignore[arg-type]
                 sessions.add((seq, sid))
-    return pack_chunk(header, bodies, list(envelopes))
+    # The caps are checked once the trace's spans are read (no work per span in the loop above).
+    if len(header) <= _CHUNK_SPANS and sum(map(len, bodies)) <= _CHUNK_BYTES:
+        return [pack_chunk(header, bodies, list(envelopes))]
+    return _split_chunks(header, bodies, list(envelopes))
+
+
+def _split_chunks(header: list[Entry], bodies: list[bytes], envelopes: list[OtlpEnvelope]) -> list[bytes]:
+    """The spans as consecutive chunks within the caps (a span past ``_CHUNK_BYTES`` alone in its
+    own), each keeping only the envelopes its spans are in."""
+    chunks: list[bytes] = []
+    first = size = 0
+    for i, body in enumerate(bodies):
+        if i > first and (i - first >= _CHUNK_SPANS or size + len(body) > _CHUNK_BYTES):
+            chunks.append(_part(header[first:i], bodies[first:i], envelopes))
+            first, size = i, 0
+        size += len(body)
+    chunks.append(_part(header[first:], bodies[first:], envelopes))
+    return chunks
+
+
+def _part(header: list[Entry], bodies: list[bytes], envelopes: list[OtlpEnvelope]) -> bytes:
+    """A chunk of some of a trace's spans: their forms renumbered to the envelopes they are in."""
+    own: dict[int, int] = {}  # the trace's envelope number -> this chunk's, in order of first use
+    entries: list[Entry] = []
+    for span_id, start, source, form, length in header:
+        if form >= 2:
+            form = 2 + own.setdefault(form - 2, len(own))
+        entries.append((span_id, start, source, form, length))
+    return pack_chunk(entries, bodies, [envelopes[k] for k in own])
 
 
 AnySpan = RawSpan | EncodedSpan
@@ -864,8 +903,9 @@ class SqlStore:
         seqs: dict[str, int],
         now: str,
     ) -> int:
-        """Insert the spans (a chunk per trace), their traces' summaries (updated for traces stored
-        before) and sessions; the number of spans. One pass per trace: its chunk, summary, sessions."""
+        """Insert the spans (a chunk per trace, more past a chunk's caps), their traces' summaries
+        (updated for traces stored before) and sessions; the number of spans. One pass per trace: its
+        chunks, summary, sessions."""
         chunks: list[tuple[int, bytes]] = []
         sessions: set[tuple[int, str]] = set()
         inserts: list[tuple[Any, ...]] = []
@@ -874,7 +914,8 @@ class SqlStore:
         for t, group in fresh.items():
             seq = seqs[t]
             spans = group.values()
-            chunks.append((seq, _chunk(spans, seq, sessions)))
+            for data in _chunk(spans, seq, sessions):
+                chunks.append((seq, data))
             stored += len(group)
             prev = old.get(t)
             fold = TraceFold() if prev is None else prev.copy()
