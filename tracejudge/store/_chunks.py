@@ -1,5 +1,6 @@
 """SQLite's stored form of spans from store schema 6: the spans of one trace that one commit stores, in
-one row of ``span_chunks``, compressed together.
+one row of ``span_chunks``, compressed together (in several rows past 512 spans or 4 MiB of their
+bytes, ``_sql._CHUNK_SPANS`` and ``_CHUNK_BYTES``: one huge trace is never one huge blob).
 
 A row per span cost SQLite more than the spans' bytes did (each row's insert, its key's index entry,
 its share of the commit's pages), and the spans of one trace repeat each other (a retriever's

@@ -186,8 +186,9 @@ trace's ``seq`` (``trace_seq``, then ``span_id``) instead of by ``trace_id`` (Po
 ``trace_id``, and ``trace_sessions`` by (``trace_seq``, ``session_id``) (PostgreSQL's as at 2).
 5: a scored item (``score_items.payload``) may carry ``task_time``, the stamp of its write-back
 scores, which tracejudge at 4 refuses to read; the tables are unchanged (no step).
-6: on SQLite, the spans of a trace that one commit stores are one row of ``span_chunks``, compressed
-together (:mod:`tracejudge.store._chunks`), in place of a row per span in ``spans`` (PostgreSQL's as
+6: on SQLite, the spans of a trace that one commit stores are one row of ``span_chunks`` (more past a
+chunk's caps, ``_CHUNK_SPANS`` and ``_CHUNK_BYTES``), compressed together
+(:mod:`tracejudge.store._chunks`), in place of a row per span in ``spans`` (PostgreSQL's as
 at 5: its concurrent writers dedup spans by their key). 7: on SQLite, a chunk keeps the resource and
 scope its OTLP spans share once, each span as its own ``Span`` (``_chunks.ENVELOPED``); schema 6's
 chunks read as they are (no step; PostgreSQL's as at 5)."""
