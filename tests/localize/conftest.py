@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -292,6 +293,26 @@ def drop_attribute(spans: list[RawSpan], key: str) -> list[RawSpan]:
         s.model_copy(update={"attributes": {k: v for k, v in s.attributes.items() if k != key}})
         for s in spans
     ]
+
+
+def sourced_only(spans: list[RawSpan], content: str | None = None) -> list[RawSpan]:
+    """The spans with each chunk as a knowledge base without ``.metadata.json`` ids returns it: its source
+    URI, chunk id and the sidecar's other fields, no ``doc_id`` or ``version``; its text replaced by
+    ``content`` when given."""
+    out: list[RawSpan] = []
+    for span in spans:
+        attributes = dict(span.attributes)
+        for key, value in span.attributes.items():
+            if not key.startswith("retrieval.documents."):
+                continue
+            if key.endswith(".document.metadata"):
+                md = json.loads(value)
+                own = {k: v for k, v in md["metadata"].items() if k not in ("doc_id", "version")}
+                attributes[key] = json.dumps({**md, "metadata": own})
+            if content is not None and key.endswith(".document.content"):
+                attributes[key] = content
+        out.append(span.model_copy(update={"attributes": attributes}))
+    return out
 
 
 def agent_and_retrieval(trace_id: str) -> tuple[RawSpan, RawSpan, int]:

@@ -164,26 +164,6 @@ def test_a_location_the_manifest_does_not_name_is_no_other_document(mk: ModuleTy
     assert any("identity of the document" in item for item in loc.stages[1].missing)
 
 
-def _sourced_only(spans: list, content: str | None = None) -> list:
-    """The spans with each chunk as a knowledge base without ``.metadata.json`` ids returns it: its source
-    URI, chunk id and the sidecar's other fields, no ``doc_id`` or ``version``; its text replaced by
-    ``content`` when given."""
-    out = []
-    for span in spans:
-        attributes = dict(span.attributes)
-        for key, value in span.attributes.items():
-            if not key.startswith("retrieval.documents."):
-                continue
-            if key.endswith(".document.metadata"):
-                md = json.loads(value)
-                own = {k: v for k, v in md["metadata"].items() if k not in ("doc_id", "version")}
-                attributes[key] = json.dumps({**md, "metadata": own})
-            if content is not None and key.endswith(".document.content"):
-                attributes[key] = content
-        out.append(span.model_copy(update={"attributes": attributes}))
-    return out
-
-
 SOURCED = [
     (recording, run)
     for recording in ("bedrock_kb", "bedrock_rag", "bedrock_agent", "bedrock_rerank")
@@ -199,7 +179,7 @@ def test_a_source_uri_the_manifest_does_not_name_is_read_as_a_retrievers_id(
     # names C-17/attachment@v2): the text names the version, and each run reads as with the sidecar. The URI
     # was read as the document's own id — another document than the manifest's, so bedrock_kb_rag's v2,
     # returned at rank 1, read as not_retrieved (rank).
-    spans = _sourced_only(mk.recorded_spans(f"{recording}_{run}.pb"))
+    spans = mk.sourced_only(mk.recorded_spans(f"{recording}_{run}.pb"))
     loc = _triage(mk, "", spans)
     assert (loc.verdict, loc.cause, mk.statuses(loc)) == VERDICTS[recording][run]
     for call in mk.normalize(spans).retrievals:
@@ -209,7 +189,7 @@ def test_a_source_uri_the_manifest_does_not_name_is_read_as_a_retrievers_id(
 def test_a_source_uri_naming_no_manifest_document_is_no_other_document(mk: ModuleType) -> None:
     # Neither the source URI nor the text names a manifest document: a chunk may still be the material, so
     # "not returned" (ranking) is never concluded from it (it was: not_retrieved).
-    spans = _sourced_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
+    spans = mk.sourced_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
     loc = _triage(mk, "", spans)
     assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
     assert any("identity of the document" in item for item in loc.stages[1].missing)
@@ -221,7 +201,7 @@ def test_a_source_uri_the_manifest_lists_names_its_document(mk: ModuleType) -> N
     manifest = [
         e.model_copy(update={"ids": (uris[(e.doc_id, e.version or "")],)}) for e in mk.policy_manifest()
     ]
-    spans = _sourced_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
+    spans = mk.sourced_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
     record = mk.normalize(spans)
     [call] = record.retrievals
     assert [d.raw_id for d in call.documents] == [
