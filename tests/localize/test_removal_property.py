@@ -1,23 +1,23 @@
 """Losing records never makes a verdict more definite in another direction (DESIGN 5.5).
 
-Over every recorded trace in the repository — the fixtures of tests/fixtures/traces (under no manifest,
-the recorded traces' manifests, and the recordings' own index as their tests give it), the procurement
-example's scenarios with their tickets and manifest, the DSPy-shaped traces of test_identification, and
-the traces recorded outside this repository (every case of test_outside_traces, under its manifest
-variants) — take records away as real exporters lose them, and triage again: the verdict stays or becomes
-``unconfirmed``. The kinds of loss (``KINDS``): one span, one attribute, one event (log records reach a
-trace as span events); a span with its subtree (a dropped batch, a sampled-out child); every span that
-ended after a time (a trace triaged on its first batch, before the rest arrived); another recorded run's
-spans merged in under the trace's id (``merge``: a reused trace id — the next trace of the same framework
-and one of another, after, before and during the run, as sent, collected back through Langfuse's API
-(``MERGES``: both API generations, compared with the trace alone collected back alike) and with the other
-run's root lost; not a loss, but records of another run the trace cannot tell from its own must only move
-the verdict toward ``unconfirmed`` too); every span of one
-instrumentation scope (an instrumentor not installed); a content family on every span and event
-(``CONTENT``: content capture switched off); one content attribute or a content family hidden
-(``REDACTED`` in its place); one attribute, or every value, cut at an exporter's length limit
-(``LIMITS``). The few losses that leave a trace indistinguishable from a real fault are listed in
-``INDISTINGUISHABLE`` (and test_outside_traces' own list) with the reason.
+Over every recorded trace in the repository — the fixtures of tests/fixtures/traces (under no manifest, the
+recorded traces' manifests, and the recordings' own index as their tests give it; the Bedrock knowledge-base
+recordings also as a knowledge base without sidecar ids returns their chunks, ``+sourced``), the procurement
+example's scenarios with their tickets and manifest, the DSPy-shaped traces of test_identification, and the
+traces recorded outside this repository (every case of test_outside_traces, under its manifest variants) —
+take records away as real exporters lose them, and triage again: the verdict stays or becomes ``unconfirmed``.
+The kinds of loss (``KINDS``): one span, one attribute, one event (log records reach a trace as span events);
+a span with its subtree (a dropped batch, a sampled-out child); every span that ended after a time (a trace
+triaged on its first batch, before the rest arrived); another recorded run's spans merged in under the trace's
+id (``merge``: a reused trace id — the next trace of the same framework and one of another, after, before and
+during the run, as sent, collected back through Langfuse's API (``MERGES``: both API generations, compared
+with the trace alone collected back alike) and with the other run's root lost; not a loss, but records of
+another run the trace cannot tell from its own must only move the verdict toward ``unconfirmed`` too); every
+span of one instrumentation scope (an instrumentor not installed); a content family on every span and event
+(``CONTENT``: content capture switched off); one content attribute or a content family hidden (``REDACTED`` in
+its place); one attribute, or every value, cut at an exporter's length limit (``LIMITS``). The few losses that
+leave a trace indistinguishable from a real fault are listed in ``INDISTINGUISHABLE`` (and
+test_outside_traces' own list) with the reason.
 
 ``make test`` draws a bounded number of losses (``TRACEJUDGE_REMOVAL_EXAMPLES``, default 1000; the kind
 drawn first, so each kind gets its share); ``python tests/localize/test_removal_property.py [KIND ...]
@@ -563,14 +563,32 @@ def _policy(name: str) -> dict[str, tuple[ManifestEntry, ...]]:
     return out
 
 
+def _manifests(name: str) -> dict[str, tuple[ManifestEntry, ...] | None]:
+    """The manifests a recording is triaged under: none, the recorded traces' (v2 in CN, in the EU), and
+    the recordings' own index (``_policy``)."""
+    recorded = {"": None, "@CN": tuple(mk.recorded_manifest("CN")), "@EU": tuple(mk.recorded_manifest("EU"))}
+    return {**recorded, **_policy(name)}
+
+
 def _fixture_cases() -> Iterator[Case]:
-    manifests = {"": None, "@CN": mk.recorded_manifest("CN"), "@EU": mk.recorded_manifest("EU")}
     for path in _recorded():
         spans = _spans(path)
-        for suffix, entries in manifests.items():
-            yield Case(path.name + suffix, spans, mk.ticket(), None if entries is None else tuple(entries))
-        for suffix, policy in _policy(path.name).items():
-            yield Case(path.name + suffix, spans, mk.ticket(), policy)
+        for suffix, entries in _manifests(path.name).items():
+            yield Case(path.name + suffix, spans, mk.ticket(), entries)
+
+
+def _sourced_cases() -> Iterator[Case]:
+    """The Bedrock knowledge-base recordings (test_recorded_bedrock's ``SOURCED``) as a knowledge base
+    without ``.metadata.json`` sidecar ids returns their chunks: each names only its source URI (a
+    retriever's id the manifests do not use) and its text, no doc_id or version; under the manifests of
+    the recording with the sidecar."""
+    from tests.localize import test_recorded_bedrock as bedrock
+
+    for recording, run in bedrock.SOURCED:
+        name = f"{recording}_{run}.pb"
+        spans = tuple(mk.sourced_only(list(_spans(mk.RECORDED / name))))
+        for suffix, entries in _manifests(name).items():
+            yield Case(f"{name}+sourced{suffix}", spans, mk.ticket(), entries)
 
 
 def _second_retrieval_cases() -> Iterator[Case]:
@@ -734,6 +752,7 @@ def _pinecone_cases() -> Iterator[Case]:
 def corpus() -> tuple[Case, ...]:
     return (
         *_fixture_cases(),
+        *_sourced_cases(),
         *_second_retrieval_cases(),
         *_procurement_cases(),
         *_dspy_cases(),
