@@ -315,6 +315,14 @@ def sourced_only(spans: list[RawSpan], content: str | None = None) -> list[RawSp
     return out
 
 
+def source_uri_ids(entries: list[ManifestEntry]) -> list[ManifestEntry]:
+    """The manifest with each version's S3 file (the source URI record_bedrock's knowledge base gives its
+    chunk) as its ids: a manifest that names the files the knowledge base was built from."""
+    return [
+        e.model_copy(update={"ids": (f"s3://acme-contracts/{e.doc_id}/{e.version}.txt",)}) for e in entries
+    ]
+
+
 def agent_and_retrieval(trace_id: str) -> tuple[RawSpan, RawSpan, int]:
     """An OpenInference agent root answering with v2's cap (``GOOD``) and a retriever under it returning
     v2, and the root's start in nanoseconds (a model call of the test's own goes after ``t0 + 2``)."""

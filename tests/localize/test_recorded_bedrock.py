@@ -197,10 +197,7 @@ def test_a_source_uri_naming_no_manifest_document_is_no_other_document(mk: Modul
 
 def test_a_source_uri_the_manifest_lists_names_its_document(mk: ModuleType) -> None:
     # The manifest lists each version's S3 file among its ids: the chunks are identified without their text.
-    uris = {key: f"s3://acme-contracts/{key[0]}/{key[1]}.txt" for key in mk.POLICY_TEXTS}
-    manifest = [
-        e.model_copy(update={"ids": (uris[(e.doc_id, e.version or "")],)}) for e in mk.policy_manifest()
-    ]
+    manifest = mk.source_uri_ids(mk.policy_manifest())
     spans = mk.sourced_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
     record = mk.normalize(spans)
     [call] = record.retrievals
