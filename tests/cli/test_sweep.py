@@ -45,8 +45,10 @@ def test_sweep_json_is_the_contract(env: dict[str, str]) -> None:
     res = run(env, "triage", "--sweep", "--manifest", env["manifest"], "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert set(data) == {"flagged", "scanned", "still_arriving"}
+    # DESIGN's fields, and the two README's Beyond DESIGN row adds (only added fields).
+    assert set(data) == {"flagged", "scanned", "still_arriving", "unreadable"}
     assert data["still_arriving"] == []
+    assert data["unreadable"] == []
     assert data["scanned"] == 4
     assert {f["trace_id"] for f in data["flagged"]} == {_trace_id(STALE), _trace_id("openai_chat.pb")}
     for f in data["flagged"]:
@@ -77,7 +79,7 @@ def test_sweep_table_for_people(env: dict[str, str]) -> None:
 
 def test_sweep_window_and_bad_input(env: dict[str, str]) -> None:
     res = run(env, "triage", "--sweep", "--manifest", env["manifest"], "--to", "2026-01-01", "--json")
-    assert json.loads(res.stdout) == {"flagged": [], "scanned": 0, "still_arriving": []}
+    assert json.loads(res.stdout) == {"flagged": [], "scanned": 0, "still_arriving": [], "unreadable": []}
     bad = run(env, "triage", "--sweep", "--manifest", env["manifest"], "--from", "yesterday-ish")
     assert bad.exit_code == 2
     assert "--from" in bad.output

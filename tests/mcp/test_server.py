@@ -511,7 +511,7 @@ def test_draft_ticket_and_sweep_return_the_clis_json(work: dict[str, Any]) -> No
     swept, window, drafts = _run(go)
     assert swept == _cli(store, "triage", "--sweep", "--manifest", "swept.jsonl", "--json")
     assert [f["used"] for f in swept["flagged"]] == ["v1"]  # the ignored trace answered 50,000
-    assert window == {"flagged": [], "scanned": 0, "still_arriving": []}
+    assert window == {"flagged": [], "scanned": 0, "still_arriving": [], "unreadable": []}
     for tid, got in zip(work["trace_ids"], drafts, strict=True):
         cli_draft = _cli(
             store,

@@ -61,10 +61,10 @@ def render(app: App, report: DoctorReport) -> None:
 def doctor(
     app: App, call_judge: bool, judge_model: str | None, timeout: float, deep: bool, as_json: bool
 ) -> None:
-    """Check what this setup can reach: the store (and its schema; with --deep every stored trace read
-    back), the receiver's address, Langfuse (keys, API generation, project), Phoenix, the judge (a
-    one-token call with --judge) and the OTLP metrics endpoint. Each problem comes with its fix; no
-    secret is printed. Exit 1 when something configured does not work."""
+    """Check what this setup can reach: the store (and its schema), the receiver's address, Langfuse
+    (keys, API generation, project), Phoenix, the judge (a one-token call with --judge) and the OTLP
+    metrics endpoint. With --deep, every stored trace is read back too. Each problem comes with its fix;
+    no secret is printed. Exit 1 when something configured does not work."""
     settings = DoctorSettings.from_env(app.store_url, judge_model=judge_model, timeout=timeout)
     if deep:
         with Progress(
