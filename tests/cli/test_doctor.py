@@ -481,11 +481,17 @@ def _three_traces(url: str) -> None:
         store.close()
 
 
-def test_deep_reads_every_trace_back_and_leaves_the_store_as_it_is(tmp_path: Path) -> None:
+def _store_of_three(tmp_path: Path) -> tuple[Path, str]:
+    """A SQLite store of the three traces in a folder of its own (compared file by file): folder, URL."""
     folder = tmp_path / "store"
     folder.mkdir()
     url = f"sqlite:///{folder / 't.db'}"
     _three_traces(url)
+    return folder, url
+
+
+def test_deep_reads_every_trace_back_and_leaves_the_store_as_it_is(tmp_path: Path) -> None:
+    folder, url = _store_of_three(tmp_path)
     before = _files(folder)
     code, checks, _ = _doctor(store=url)
     assert (code, checks["store_data"]["status"]) == (0, "skipped")  # only when asked: it reads everything
@@ -525,10 +531,7 @@ def _damage_sqlite(db: Path) -> None:
 
 def test_deep_lists_the_traces_a_damaged_store_lost(tmp_path: Path) -> None:
     # A read of a damaged trace says to run `doctor --deep`; doctor said nothing of damage at all before.
-    folder = tmp_path / "store"
-    folder.mkdir()
-    url = f"sqlite:///{folder / 't.db'}"
-    _three_traces(url)
+    folder, url = _store_of_three(tmp_path)
     _damage_sqlite(folder / "t.db")
     store = open_store(url)
     try:
