@@ -315,6 +315,23 @@ def sourced_only(spans: list[RawSpan], content: str | None = None) -> list[RawSp
     return out
 
 
+def located_only(spans: list[RawSpan], content: str | None = None) -> list[RawSpan]:
+    """The spans with each chunk as a source without metadata returns it: no chunk id and no metadata of its
+    own, only its location (its S3 uri); its text replaced by ``content`` when given."""
+    out: list[RawSpan] = []
+    for span in spans:
+        attributes = {k: v for k, v in span.attributes.items() if not k.endswith(".document.id")}
+        for key, value in span.attributes.items():
+            if not key.startswith("retrieval.documents."):
+                continue
+            if key.endswith(".document.metadata"):
+                attributes[key] = json.dumps({**json.loads(value), "metadata": {}})
+            if content is not None and key.endswith(".document.content"):
+                attributes[key] = content
+        out.append(span.model_copy(update={"attributes": attributes}))
+    return out
+
+
 def source_uri_ids(entries: list[ManifestEntry]) -> list[ManifestEntry]:
     """The manifest with each version's S3 file (the source URI record_bedrock's knowledge base gives its
     chunk) as its ids: a manifest that names the files the knowledge base was built from."""

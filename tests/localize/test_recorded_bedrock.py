@@ -126,29 +126,12 @@ def test_the_knowledge_base_chunks_are_identified_by_their_own_metadata(mk: Modu
     assert call.documents_recorded
 
 
-def _located_only(spans: list, content: str | None = None) -> list:
-    """The spans with each chunk as a source without metadata returns it: no chunk id and no metadata of its
-    own, only its location (its S3 uri); its text replaced by ``content`` when given."""
-    out = []
-    for span in spans:
-        attributes = {k: v for k, v in span.attributes.items() if not k.endswith(".document.id")}
-        for key, value in span.attributes.items():
-            if not key.startswith("retrieval.documents."):
-                continue
-            if key.endswith(".document.metadata"):
-                attributes[key] = json.dumps({**json.loads(value), "metadata": {}})
-            if content is not None and key.endswith(".document.content"):
-                attributes[key] = content
-        out.append(span.model_copy(update={"attributes": attributes}))
-    return out
-
-
 @pytest.mark.parametrize("run", ["rag", "ignored", "dropped", "never_indexed"])
 def test_chunks_named_by_their_location_alone_are_identified_against_the_manifest(
     mk: ModuleType, run: str
 ) -> None:
     # The manifest names the documents otherwise (C-17/attachment@v2): the S3 uri names none, the text does.
-    spans = _located_only(mk.recorded_spans(f"bedrock_kb_{run}.pb"))
+    spans = mk.located_only(mk.recorded_spans(f"bedrock_kb_{run}.pb"))
     [call] = mk.normalize(spans).retrievals
     assert all((d.doc_id or "").startswith("s3://acme-contracts/") for d in call.documents)
     loc = _triage(mk, "", spans)
@@ -158,7 +141,7 @@ def test_chunks_named_by_their_location_alone_are_identified_against_the_manifes
 def test_a_location_the_manifest_does_not_name_is_no_other_document(mk: ModuleType) -> None:
     # Neither the S3 uri nor the text names a manifest document: a chunk may still be the material, so
     # "not returned" (ranking) is never concluded from it.
-    spans = _located_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
+    spans = mk.located_only(mk.recorded_spans("bedrock_kb_rag.pb"), content="(scanned page, no text layer)")
     loc = _triage(mk, "", spans)
     assert (loc.verdict, mk.statuses(loc)) == ("unconfirmed", ["pass", "unconfirmed", "skipped", "skipped"])
     assert any("identity of the document" in item for item in loc.stages[1].missing)
