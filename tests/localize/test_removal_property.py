@@ -2,22 +2,23 @@
 
 Over every recorded trace in the repository — the fixtures of tests/fixtures/traces (under no manifest, the
 recorded traces' manifests, and the recordings' own index as their tests give it; the Bedrock knowledge-base
-recordings also as a knowledge base without sidecar ids returns their chunks, ``+sourced``, and under an index
-naming their source URIs), the procurement example's scenarios with their tickets and manifest, the
-DSPy-shaped traces of test_identification, and the traces recorded outside this repository (every case of
-test_outside_traces, under its manifest variants) — take records away as real exporters lose them, and triage
-again: the verdict stays or becomes ``unconfirmed``. The kinds of loss (``KINDS``): one span, one attribute,
-one event (log records reach a trace as span events); a span with its subtree (a dropped batch, a sampled-out
-child); every span that ended after a time (a trace triaged on its first batch, before the rest arrived);
-another recorded run's spans merged in under the trace's id (``merge``: a reused trace id — the next trace of
-the same framework and one of another, after, before and during the run, as sent, collected back through
-Langfuse's API (``MERGES``: both API generations, compared with the trace alone collected back alike) and with
-the other run's root lost; not a loss, but records of another run the trace cannot tell from its own must only
-move the verdict toward ``unconfirmed`` too); every span of one instrumentation scope (an instrumentor not
-installed); a content family on every span and event (``CONTENT``: content capture switched off); one content
-attribute or a content family hidden (``REDACTED`` in its place); one attribute, or every value, cut at an
-exporter's length limit (``LIMITS``). The few losses that leave a trace indistinguishable from a real fault
-are listed in ``INDISTINGUISHABLE`` (and test_outside_traces' own list) with the reason.
+recordings also as a knowledge base without sidecar ids returns their chunks, ``+sourced``, or a source
+without metadata, ``+located``, and under an index naming their source URIs), the procurement example's
+scenarios with their tickets and manifest, the DSPy-shaped traces of test_identification, and the traces
+recorded outside this repository (every case of test_outside_traces, under its manifest variants) — take
+records away as real exporters lose them, and triage again: the verdict stays or becomes ``unconfirmed``. The
+kinds of loss (``KINDS``): one span, one attribute, one event (log records reach a trace as span events); a
+span with its subtree (a dropped batch, a sampled-out child); every span that ended after a time (a trace
+triaged on its first batch, before the rest arrived); another recorded run's spans merged in under the trace's
+id (``merge``: a reused trace id — the next trace of the same framework and one of another, after, before and
+during the run, as sent, collected back through Langfuse's API (``MERGES``: both API generations, compared
+with the trace alone collected back alike) and with the other run's root lost; not a loss, but records of
+another run the trace cannot tell from its own must only move the verdict toward ``unconfirmed`` too); every
+span of one instrumentation scope (an instrumentor not installed); a content family on every span and event
+(``CONTENT``: content capture switched off); one content attribute or a content family hidden (``REDACTED`` in
+its place); one attribute, or every value, cut at an exporter's length limit (``LIMITS``). The few losses that
+leave a trace indistinguishable from a real fault are listed in ``INDISTINGUISHABLE`` (and
+test_outside_traces' own list) with the reason.
 
 ``make test`` draws a bounded number of losses (``TRACEJUDGE_REMOVAL_EXAMPLES``, default 1000; the kind
 drawn first, so each kind gets its share); ``python tests/localize/test_removal_property.py [KIND ...]
@@ -578,19 +579,22 @@ def _fixture_cases() -> Iterator[Case]:
 
 
 def _sourced_cases() -> Iterator[Case]:
-    """The Bedrock knowledge-base recordings (test_recorded_bedrock's ``SOURCED``) as a knowledge base
-    without ``.metadata.json`` sidecar ids returns their chunks: each names only its source URI (a
-    retriever's id the manifests do not use) and its text, no doc_id or version; under the manifests of
+    """The Bedrock knowledge-base recordings whose search records its chunks (test_recorded_bedrock's
+    ``SOURCED``: plain, streamed, through ``invoke_model``) as a knowledge base without ``.metadata.json``
+    sidecar ids returns their chunks (``+sourced``: each names only its source URI, a retriever's id the
+    manifests do not use, and its text, no doc_id or version), and as a source without metadata returns
+    them (``+located``: no chunk id or metadata, only the S3 location and the text); under the manifests of
     the recording with the sidecar, and under its own index naming each version's S3 file among its ids
     (``-uris``: the chunks identified by their URI, their text lost or not)."""
     from tests.localize import test_recorded_bedrock as bedrock
 
-    for recording, run in bedrock.SOURCED:
-        name = f"{recording}_{run}.pb"
-        spans = tuple(mk.sourced_only(list(_spans(mk.RECORDED / name))))
-        uris = {f"{k}-uris": tuple(mk.source_uri_ids(list(v))) for k, v in _policy(name).items()}
-        for suffix, entries in {**_manifests(name), **uris}.items():
-            yield Case(f"{name}+sourced{suffix}", spans, mk.ticket(), entries)
+    for how, rewrite in {"+sourced": mk.sourced_only, "+located": mk.located_only}.items():
+        for recording, run in bedrock.SOURCED:
+            name = f"{recording}_{run}.pb"
+            spans = tuple(rewrite(list(_spans(mk.RECORDED / name))))
+            uris = {f"{k}-uris": tuple(mk.source_uri_ids(list(v))) for k, v in _policy(name).items()}
+            for suffix, entries in {**_manifests(name), **uris}.items():
+                yield Case(f"{name}{how}{suffix}", spans, mk.ticket(), entries)
 
 
 def _second_retrieval_cases() -> Iterator[Case]:
