@@ -315,6 +315,25 @@ def test_a_trace_of_more_spans_than_a_chunk_takes_is_copied_into_several_and_rea
     assert all(len(chunks[seqs[t]]) == 1 for t in READS["spans"] if t != T8)
 
 
+def test_the_upgrade_caps_a_chunk_by_its_spans_bytes_too(
+    v5_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As put_spans does (_CHUNK_BYTES): a cap of one byte leaves every span alone in its chunk, a span
+    # larger than the cap included; the trace still reads whole and in order.
+    monkeypatch.setattr(sql_module, "_CHUNK_BYTES", 1)
+    seqs = _seqs(v5_path)
+    store = _open(v5_path)
+    try:
+        assert _reads(store) == READS
+    finally:
+        store.close()
+    chunks = _chunks(v5_path)
+    for trace, spans in READS["spans"].items():
+        ids = [chunk_span_ids(c) for c in chunks[seqs[trace]]]
+        assert [i for one in ids for i in one] == [s["span_id"] for s in spans]
+        assert all(len(one) == 1 for one in ids)
+
+
 def test_an_upgrade_of_more_spans_than_one_read_batch_copies_every_one(
     v5_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -308,8 +308,9 @@ _UPGRADE_CHUNK_SPANS = 512
 
 def _copy_spans_to_chunks(cur: Any) -> None:
     """Copy schema 5's span rows into chunks, a trace's spans in one (or more, past
-    ``_UPGRADE_CHUNK_SPANS``), refusing (so the upgrade rolls back) a span whose trace has no summary
-    row (by its seq and its id), which no version of tracejudge writes, or a copy that left a span out."""
+    ``_UPGRADE_CHUNK_SPANS`` spans or ``_CHUNK_BYTES`` of their bodies), refusing (so the upgrade rolls
+    back) a span whose trace has no summary row (by its seq and its id), which no version of tracejudge
+    writes, or a copy that left a span out."""
     # Schema 5 read a trace's spans by its seq and its id: a row whose two disagree was never read,
     # and in a chunk (keyed by the seq alone) it would be.
     cur.execute(
@@ -331,16 +332,20 @@ def _copy_spans_to_chunks(cur: Any) -> None:
     copied = 0
     seq: int | None = None
     group: list[tuple[str, int, str, str, bytes | None]] = []
+    size = 0  # the group's bytes of span bodies (a chunk's byte cap, _CHUNK_BYTES, as when spans are put)
     chunks: list[tuple[int, bytes]] = []
     pending = 0  # bytes of the chunks not inserted yet: a store's spans are not all held at once
     while rows := read.fetchmany(1000):
         for r in rows:
-            if (r[0] != seq or len(group) >= _UPGRADE_CHUNK_SPANS) and group:
+            payload, otlp = str(r[4]), None if r[5] is None else bytes(r[5])
+            body = len(otlp) if otlp is not None else len(payload.encode())
+            if group and (r[0] != seq or len(group) >= _UPGRADE_CHUNK_SPANS or size + body > _CHUNK_BYTES):
                 chunks.append((seq, pack_spans(group)))  # type: ignore[arg-type]
                 pending += len(chunks[-1][1])
-                group = []
+                group, size = [], 0
             seq = r[0]
-            group.append((str(r[1]), int(r[2]), str(r[3]), str(r[4]), None if r[5] is None else bytes(r[5])))
+            group.append((str(r[1]), int(r[2]), str(r[3]), payload, otlp))
+            size += body
             copied += 1
         if len(chunks) >= 256 or pending >= 8 << 20:
             cur.executemany(_INSERT_CHUNK, chunks)
