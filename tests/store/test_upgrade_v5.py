@@ -1,6 +1,6 @@
 """A SQLite store written at schema 5 (a row per span in ``spans``) is upgraded in place to schema 6
 when it is opened — each trace's spans copied into one compressed row of ``span_chunks`` (or a few,
-past ``_UPGRADE_CHUNK_SPANS``), in the set-up's one transaction, so an interrupted upgrade leaves it
+past ``_CHUNK_SPANS``), in the set-up's one transaction, so an interrupted upgrade leaves it
 as it was and the next open finishes it — and reads back exactly what that version read from it: the
 traces list, each trace's spans and session, each session's traces. After it, spans sent again are
 found in the chunks (stored once), late spans of old traces are read in order among the old ones.
@@ -299,7 +299,7 @@ def test_after_the_upgrade_spans_sent_again_are_found_in_the_chunks_and_late_one
 def test_a_trace_of_more_spans_than_a_chunk_takes_is_copied_into_several_and_reads_whole(
     v5_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sql_module, "_UPGRADE_CHUNK_SPANS", 7)
+    monkeypatch.setattr(sql_module, "_CHUNK_SPANS", 7)
     seqs = _seqs(v5_path)
     store = _open(v5_path)
     try:
@@ -339,7 +339,7 @@ def test_an_upgrade_of_more_spans_than_one_read_batch_copies_every_one(
 ) -> None:
     # 1,200 JSON spans of one trace, a chunk each: the copy reads the spans 1,000 at a time and writes
     # the chunks a few hundred at a time; none is left out or stored twice.
-    monkeypatch.setattr(sql_module, "_UPGRADE_CHUNK_SPANS", 1)
+    monkeypatch.setattr(sql_module, "_CHUNK_SPANS", 1)
     tid = "b0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
     start = 1_790_000_600_000_000_000
     spans = [

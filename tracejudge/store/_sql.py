@@ -302,13 +302,21 @@ _SQLITE_CHUNKS = """CREATE TABLE span_chunks (
         data BLOB NOT NULL
     )"""
 _INSERT_CHUNK = "INSERT INTO span_chunks (trace_seq, data) VALUES (?, ?)"
-# The upgrade's chunks: at most this many spans each (a trace of schema 5 may hold any number).
-_UPGRADE_CHUNK_SPANS = 512
+
+# A chunk's caps: at most this many spans, and this many bytes of span bodies (a span larger alone).
+# Uncapped, a trace's spans of one commit were one chunk however many (a pull of a trace of thousands
+# of observations, an OTLP request of up to 64 MiB that is one trace): joined and compressed whole,
+# several copies of them in memory at once, and past SQLite's blob limit (SQLITE_MAX_LENGTH, 1e9
+# bytes by default) the write failed. Far above the intake benchmark's ~6 spans of 2.5 KB a trace a
+# request and an ordinary pull's trace, which stay one chunk each. The upgrade from schema 5 (a row per
+# span, any number a trace) copies into chunks within the same caps.
+_CHUNK_SPANS = 512
+_CHUNK_BYTES = 4 << 20
 
 
 def _copy_spans_to_chunks(cur: Any) -> None:
     """Copy schema 5's span rows into chunks, a trace's spans in one (or more, past
-    ``_UPGRADE_CHUNK_SPANS`` spans or ``_CHUNK_BYTES`` of their bodies), refusing (so the upgrade rolls
+    ``_CHUNK_SPANS`` spans or ``_CHUNK_BYTES`` of their bodies), refusing (so the upgrade rolls
     back) a span whose trace has no summary row (by its seq and its id), which no version of tracejudge
     writes, or a copy that left a span out."""
     # Schema 5 read a trace's spans by its seq and its id: a row whose two disagree was never read,
@@ -332,14 +340,14 @@ def _copy_spans_to_chunks(cur: Any) -> None:
     copied = 0
     seq: int | None = None
     group: list[tuple[str, int, str, str, bytes | None]] = []
-    size = 0  # the group's bytes of span bodies (a chunk's byte cap, _CHUNK_BYTES, as when spans are put)
+    size = 0  # the group's bytes of span bodies
     chunks: list[tuple[int, bytes]] = []
     pending = 0  # bytes of the chunks not inserted yet: a store's spans are not all held at once
     while rows := read.fetchmany(1000):
         for r in rows:
             payload, otlp = str(r[4]), None if r[5] is None else bytes(r[5])
             body = len(otlp) if otlp is not None else len(payload.encode())
-            if group and (r[0] != seq or len(group) >= _UPGRADE_CHUNK_SPANS or size + body > _CHUNK_BYTES):
+            if group and (r[0] != seq or len(group) >= _CHUNK_SPANS or size + body > _CHUNK_BYTES):
                 chunks.append((seq, pack_spans(group)))  # type: ignore[arg-type]
                 pending += len(chunks[-1][1])
                 group, size = [], 0
@@ -435,16 +443,6 @@ def _meta_swap(key: str, expected: str | None, value: str) -> tuple[str, tuple[s
     if expected is None:
         return _INSERT_META_IF_UNSET, (key, value)
     return _UPDATE_META_IF, (value, key, expected)
-
-
-# A chunk's caps: at most this many spans, and this many bytes of span bodies (a span larger alone).
-# Uncapped, a trace's spans of one commit were one chunk however many (a pull of a trace of thousands
-# of observations, an OTLP request of up to 64 MiB that is one trace): joined and compressed whole,
-# several copies of them in memory at once, and past SQLite's blob limit (SQLITE_MAX_LENGTH, 1e9
-# bytes by default) the write failed. Far above the intake benchmark's ~6 spans of 2.5 KB a trace a
-# request and an ordinary pull's trace, which stay one chunk each; 512 spans as the upgrade's chunks.
-_CHUNK_SPANS = 512
-_CHUNK_BYTES = 4 << 20
 
 
 def _chunk(spans: Iterable[AnySpan], seq: int, sessions: set[tuple[int, str]]) -> list[bytes]:
