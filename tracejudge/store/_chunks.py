@@ -66,8 +66,6 @@ ChunkRow = tuple[str, int, str, OtlpForm | None, str]
 ``otlp`` None, or ``payload`` empty and ``otlp`` its OTLP form (:data:`OtlpForm`), as schema 5's ``spans``
 rows held them."""
 
-_HINT = DAMAGED_HINT
-
 
 @functools.cache
 def _lz4() -> Any:
@@ -131,18 +129,22 @@ def _raw(chunk: bytes) -> tuple[bytes, bool]:
         # LZ4 compresses at most ~255:1: a stored size past that is damage, which lz4 would first
         # reserve that much memory for (up to 2 GiB).
         if int.from_bytes(chunk[1 : 1 + _LEN], "little") > 255 * len(chunk) + 64:
-            raise StoreDamageError("a stored chunk of spans declares more bytes than it can hold", hint=_HINT)
+            raise StoreDamageError(
+                "a stored chunk of spans declares more bytes than it can hold", hint=DAMAGED_HINT
+            )
         lz4 = _lz4()
         try:
             return bytes(lz4.decompress(chunk[1:])), enveloped
         # ValueError: fewer than the 4 bytes of the stored size, or a size past 2 GiB.
         except (lz4.LZ4BlockError, ValueError) as exc:
-            raise StoreDamageError(f"a stored chunk of spans does not decompress: {exc}", hint=_HINT) from exc
-    raise StoreDamageError(f"a stored chunk of spans has an unknown codec ({byte})", hint=_HINT)
+            raise StoreDamageError(
+                f"a stored chunk of spans does not decompress: {exc}", hint=DAMAGED_HINT
+            ) from exc
+    raise StoreDamageError(f"a stored chunk of spans has an unknown codec ({byte})", hint=DAMAGED_HINT)
 
 
 def _unreadable() -> StoreDamageError:
-    return StoreDamageError("a stored chunk of spans has an unreadable header", hint=_HINT)
+    return StoreDamageError("a stored chunk of spans has an unreadable header", hint=DAMAGED_HINT)
 
 
 def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[Any], int]:
@@ -152,7 +154,7 @@ def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[An
         header = orjson.loads(raw[_LEN : _LEN + size])
     except orjson.JSONDecodeError as exc:
         raise StoreDamageError(
-            f"a stored chunk of spans has an unreadable header: {exc}", hint=_HINT
+            f"a stored chunk of spans has an unreadable header: {exc}", hint=DAMAGED_HINT
         ) from exc
     if not isinstance(header, list):
         raise _unreadable()
@@ -166,7 +168,7 @@ def _header(raw: bytes, enveloped: bool) -> tuple[list[tuple[int, int]], list[An
             isinstance(entry, list) and len(entry) == 2 and all(type(n) is int and n >= 0 for n in entry)
         ):
             raise StoreDamageError(
-                f"a stored chunk of spans has an unreadable envelope: {entry!r:.200}", hint=_HINT
+                f"a stored chunk of spans has an unreadable envelope: {entry!r:.200}", hint=DAMAGED_HINT
             )
         sizes.append((entry[0], entry[1]))
     return sizes, header[1], _LEN + size
@@ -191,7 +193,7 @@ def _entries(header: list[Any], envelopes: int) -> list[tuple[str, int, str, int
             and length >= 0
         ):
             raise StoreDamageError(
-                f"a stored chunk of spans has an unreadable header entry: {entry!r:.200}", hint=_HINT
+                f"a stored chunk of spans has an unreadable header entry: {entry!r:.200}", hint=DAMAGED_HINT
             )
         entries.append((span_id, start, source, form, length))
     return entries
@@ -226,11 +228,12 @@ def unpack_chunk(chunk: bytes, *, wrap: bool = True) -> list[ChunkRow]:
                 rows.append((span_id, start, "", envelope.wrap(body) if wrap else (body, envelope), source))
     except UnicodeDecodeError as exc:
         raise StoreDamageError(
-            f"a stored chunk of spans holds a JSON span that is not UTF-8: {exc}", hint=_HINT
+            f"a stored chunk of spans holds a JSON span that is not UTF-8: {exc}", hint=DAMAGED_HINT
         ) from exc
     if at != len(raw):
         raise StoreDamageError(
-            f"a stored chunk of spans holds {len(raw)} bytes where its header accounts for {at}", hint=_HINT
+            f"a stored chunk of spans holds {len(raw)} bytes where its header accounts for {at}",
+            hint=DAMAGED_HINT,
         )
     return rows
 
