@@ -38,6 +38,17 @@ class StoreDamageError(StoreError):
     its WAL) or changed by another program. Only what it names is lost; the rest of the store still reads
     (``tracejudge doctor --deep`` lists what does not)."""
 
+    @property
+    def reason(self) -> str:
+        """One line for the value that stands in for what was lost (an unscored item, a skipped source,
+        a warning), so that a loop over the store goes on with the rest."""
+        return damaged_reason(self.message)
+
+
+def damaged_reason(what: str) -> str:
+    """:attr:`StoreDamageError.reason` for ``what`` was lost."""
+    return f"store_damaged: {what}; run `tracejudge doctor --deep` to list what else is lost"
+
 
 class StoreUnreachableError(StoreError):
     """The store's server dropped the connection (a PostgreSQL restart, a failover) or does not take a

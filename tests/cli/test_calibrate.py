@@ -11,9 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import load_module
+from tests.store.damage import cut_chunks
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
+from tracejudge.testing.langfuse_server import LangfuseServer, synthetic_trace
 from tracejudge.testing.openai_server import Rule, ScriptedOpenAIServer
+from tracejudge.write import LangfuseApi, LangfuseCredentials
+from tracejudge_collectors.langfuse import pull_langfuse
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calibration"
 
@@ -199,3 +203,47 @@ def test_score_gate_refuses_without_calibration(store_url: str) -> None:
     assert "never been calibrated" in out
     assert "tracejudge calibrate --rubric" in out
     assert "--holdout" in out
+
+
+def test_labels_from_langfuse_scores_leave_out_a_trace_the_store_holds_damaged(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--labels langfuse:SCORE`` reads the scores kept on pulled traces; one trace that no longer reads
+    back is named in ``labels_skipped`` (and the terminal report) and the rest are calibrated on."""
+    traces = [synthetic_trace(i, answer=f"The cap is {30 + i},000 RMB.") for i in range(3)]
+    with LangfuseServer() as langfuse:
+        for value, trace in zip((1, 0, 1), traces, strict=True):
+            langfuse.add_trace(trace)
+            langfuse.add_score(
+                {"traceId": trace["id"], "name": "helpful", "value": value, "dataType": "NUMERIC"}
+            )
+        monkeypatch.setenv("LANGFUSE_BASE_URL", langfuse.base_url)
+        monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", langfuse.public_key)
+        monkeypatch.setenv("LANGFUSE_SECRET_KEY", langfuse.secret_key)
+        store = SqliteStore(tmp_path / "t.db")
+        try:
+            with LangfuseApi(LangfuseCredentials.from_env()) as api:
+                pull_langfuse(store, api)
+        finally:
+            store.close()
+    judge = Rule(reply=scripted.correctness_reply({"id": "any", "label": "pass"}))
+    args = ("calibrate", "--rubric", str(EXAMPLE / "rubric-correctness.yaml"), "--labels", "langfuse:helpful")
+    with ScriptedOpenAIServer([judge]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-do-not-print")
+        code, out = run(store_url, *args, "--json")
+        assert code == 0, out
+        whole = json.loads(out)
+        cut_chunks(tmp_path / "t.db", traces[1]["id"])
+        code, out = run(store_url, *args, "--json")
+        assert code == 0, out
+        after = json.loads(out)
+        code, text = run(store_url, *args)
+    assert (whole["n"], whole["labels_skipped"]) == (3, [])
+    assert after["n"] == 2
+    assert {i["label"] for i in after["items"]} == {"pass"}  # the damaged trace held the one fail
+    [skipped] = after["labels_skipped"]
+    assert skipped.startswith(f"trace {traces[1]['id']} skipped: store_damaged:")
+    assert "tracejudge doctor --deep" in skipped
+    assert code == 0, text
+    assert f"label not read: trace {traces[1]['id']}" in " ".join(text.split())

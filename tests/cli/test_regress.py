@@ -10,6 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from tests.store.damage import cut_chunks
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer, synthetic_trace
@@ -262,3 +263,50 @@ def test_build_from_annotation_queue_results_given_after_the_pull(
         assert srv.response_errors == []
     finally:
         srv.stop()
+
+
+def test_build_skips_a_trace_the_store_holds_damaged_and_builds_the_rest(
+    tmp_path: Path, langfuse: LangfuseServer
+) -> None:
+    """A trace that no longer reads back is a skipped source naming the damage, not the end of the build:
+    from feedback, from a ticket, and from the sweep."""
+    good = synthetic_trace(0, answer="The cap is 30,000 RMB per C-17/attachment v2.")
+    bad = synthetic_trace(1, answer="The cap is 50,000 RMB.")
+    for trace, value in ((good, 1), (bad, 0)):
+        langfuse.add_trace(trace)
+        langfuse.add_score(
+            {"traceId": trace["id"], "name": "user-feedback", "value": value, "dataType": "NUMERIC"}
+        )
+    store = SqliteStore(tmp_path / "t.db")
+    with LangfuseApi(LangfuseCredentials.from_env()) as api:
+        pull_langfuse(store, api)
+    store.close()
+    cut_chunks(tmp_path / "t.db", bad["id"])
+    ticket = tmp_path / "bad.yaml"
+    ticket.write_text(
+        yaml.safe_dump({"trace_id": bad["id"], "required": [{"doc_id": "D"}]}), encoding="utf-8"
+    )
+    manifest = str(EXAMPLE_SUITE.parent / "manifest.jsonl")
+
+    def build(*source: str) -> dict[str, Any]:
+        out = tmp_path / f"suite{len(list(tmp_path.glob('suite*')))}"
+        result = _run(tmp_path, "regress", "build", *source, "--out", str(out), "--json")
+        assert result.exit_code == 0, result.output
+        report: dict[str, Any] = json.loads(result.output)
+        report["built"] = [yaml.safe_load(p.read_text()) for p in out.glob("*.yaml")]
+        return report
+
+    fed = build("--langfuse-feedback", "user-feedback")
+    assert fed["kinds"] == {"success": 1}
+    assert [b["source"]["trace_id"] for b in fed["built"]] == [good["id"]]
+    ticketed = build("--ticket", str(ticket))
+    swept = build("--sweep", "--manifest", manifest)
+    assert swept["written"] == []
+    for report, source in ((fed, bad["id"]), (ticketed, str(ticket)), (swept, bad["id"])):
+        [skip] = report["skipped"]
+        assert skip["source"] == source
+        assert skip["reason"].startswith("store_damaged: ")
+        assert "tracejudge doctor --deep" in skip["reason"]
+    text = _run(tmp_path, "regress", "build", "--ticket", str(ticket), "--out", str(tmp_path / "t"))
+    assert text.exit_code == 0, text.output
+    assert "store_damaged" in text.output

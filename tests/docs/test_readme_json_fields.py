@@ -15,7 +15,15 @@ from tracejudge.audit._sample import LabellingSample
 from tracejudge.cli._calibrate import _sample_summary
 from tracejudge.judge import parse_rubric
 from tracejudge.runs import ScoreOutcome, provenance
-from tracejudge.schema import AuditReport, DraftTicket, Drift, RunRecord, SweepReport
+from tracejudge.schema import (
+    AuditReport,
+    BuildReport,
+    CalibrationReport,
+    DraftTicket,
+    Drift,
+    RunRecord,
+    SweepReport,
+)
 
 _ROW = "| 5.5 and 5.6: what `triage --sweep --json` and `score --json` print |"
 
@@ -64,6 +72,8 @@ def test_the_still_arriving_fields_the_readme_names_are_printed() -> None:
     claims = {
         "`triage --sweep --json`: `still_arriving`": "still_arriving" in SweepReport.model_fields,
         "`triage --sweep --json` also `unreadable`": "unreadable" in SweepReport.model_fields,
+        "`calibrate --json` `labels_skipped`": "labels_skipped" in CalibrationReport.model_fields,
+        "`regress build --json` lists it under `skipped`": "skipped" in BuildReport.model_fields,
         "`audit --json` `still_arriving`": "still_arriving" in AuditReport.model_fields,
         "`drift.still_arriving`": "still_arriving" in Drift.model_fields,
         "`ticket draft --json` `still_arriving`": "still_arriving" in DraftTicket.model_fields,
@@ -85,4 +95,6 @@ def test_the_still_arriving_fields_the_readme_names_are_printed() -> None:
         "flags",
         "tracejudge_sweep_still_arriving_traces",
         "unreadable",
+        "labels_skipped",
+        "skipped",
     }, named

@@ -3,10 +3,10 @@ reason naming the damage and what to run, and the rest are scored (a StoreError 
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from tests.runs.test_shared_still_arriving import late_beside_whole
+from tests.store.damage import cut_chunks
 from tracejudge.judge import load_rubric
 from tracejudge.runs import score_run, store_loader
 from tracejudge.store import open_store
@@ -15,12 +15,7 @@ from tracejudge.store import open_store
 def test_a_damaged_trace_is_an_indeterminate_item_and_the_rest_are_scored(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     _, late, done, rubric_path = late_beside_whole(url, tmp_path)
-    with sqlite3.connect(tmp_path / "store.db") as conn:  # the late trace's chunks cut short
-        conn.execute(
-            "UPDATE span_chunks SET data = substr(data, 1, 20)"
-            " WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
-            (late,),
-        )
+    cut_chunks(tmp_path / "store.db", late)
     store = open_store(url)
     try:
         why = store_loader(store)(late)

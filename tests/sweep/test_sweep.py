@@ -3,13 +3,13 @@ flagged, no correct answer is, and each flag's draft ticket triages like the han
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.store.damage import cut_chunks
 from tests.sweep.sweep_data import EXAMPLE, RECORDED, recorded_manifest
 from tracejudge._demo import load_example
 from tracejudge._errors import InputError, StoreDamageError
@@ -304,12 +304,7 @@ def test_a_trace_the_store_holds_damaged_is_listed_and_the_rest_swept(tmp_path: 
         before = sweep(store, recorded_manifest())
         [lost] = ids["langgraph_ignored.pb"]
         assert lost in {f.trace_id for f in before.flagged}  # the stale answer, flagged while it read
-        with sqlite3.connect(tmp_path / "store.db") as conn:  # its chunk cut short, as a damaged file has it
-            conn.execute(
-                "UPDATE span_chunks SET data = substr(data, 1, 20)"
-                " WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = ?)",
-                (lost,),
-            )
+        cut_chunks(tmp_path / "store.db", lost)  # as a damaged file has it
         with pytest.raises(StoreDamageError):
             list(iter_sweep(store, recorded_manifest()))  # a caller that does not take them still stops
         after = sweep(store, recorded_manifest())

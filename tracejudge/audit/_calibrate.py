@@ -657,6 +657,7 @@ async def calibrate_async(
         agent_prompts=_agent_prompts(labels, opts),
         labels_source=labels.source,
         labels_sha256=labels.sha256,
+        labels_skipped=labels.warnings,
         definition=labels.definition,
         evaluated_on="holdout" if held else "all",
         holdout_fraction=opts.holdout,

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreDamageError
 from tracejudge._inputfile import json_lines, read_input
 from tracejudge.schema import Document, LabelItem, RawSpan, RetrievalCall, TaskRecord, ToolCall
 from tracejudge.store import Store
@@ -283,8 +283,14 @@ def langfuse_labels(store: Store, score_name: str, *, threshold: float | None = 
     """Labels from Langfuse human annotation scores on traces pulled with ``collect langfuse`` (kept as the
     ``langfuse.scores`` attribute of the trace's root span)."""
     pairs: list[tuple[TaskRecord, Sequence[dict[str, Any]]]] = []
+    lost: list[str] = []
     for trace_id in store.iter_trace_ids():
-        spans = store.get_spans(trace_id)
+        try:
+            spans = store.get_spans(trace_id)
+        except StoreDamageError as exc:
+            # Reported beside the labels, as a skipped line is: the calibration rests on the rest.
+            lost.append(f"trace {trace_id} skipped: {exc.reason}")
+            continue
         scores = _stored_scores(spans)
         if not any(s.get("name") == score_name for s in scores):
             continue
@@ -299,4 +305,9 @@ def langfuse_labels(store: Store, score_name: str, *, threshold: float | None = 
             hint="pull the annotated traces first (`tracejudge collect langfuse`), and check the score name",
         )
     canon = json.dumps([i.model_dump(mode="json") for i in items], sort_keys=True)
-    return LabelSet(items=tuple(items), source=source, sha256=hashlib.sha256(canon.encode()).hexdigest())
+    return LabelSet(
+        items=tuple(items),
+        source=source,
+        sha256=hashlib.sha256(canon.encode()).hexdigest(),
+        warnings=tuple(lost),
+    )

@@ -60,6 +60,8 @@ def _header(c: Console, r: CalibrationReport) -> None:
         f"  rubric {escape(r.rubric_name)} v{escape(r.rubric_version)}"
         f"  judge {escape(r.judge_model or '-')}  labels {escape(r.labels_source)}"
     )
+    for skipped in r.labels_skipped:
+        c.print(f"[yellow]label not read:[/yellow] {escape(skipped)}")
 
 
 def _criteria_beside_labels(c: Console, r: CalibrationReport) -> None:

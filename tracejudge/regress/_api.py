@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from tracejudge._bundled import is_bundled
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreDamageError, damaged_reason
 from tracejudge._inputfile import read_input, safe_load_yaml
 from tracejudge.regress._anonymize import anonymize_samples, verify_anonymized
 from tracejudge.regress._build import TicketExtras, build_from_feedback, build_sample, merge_duplicates
@@ -172,7 +172,10 @@ class _Builder:
         extras = _extras(path)
         if not ticket.trace_id:
             return BuildSkip(source=str(path), reason="the ticket names no trace_id")
-        spans = self.store.get_spans(ticket.trace_id.lower())
+        try:
+            spans = self.store.get_spans(ticket.trace_id.lower())
+        except StoreDamageError as exc:
+            return BuildSkip(source=str(path), reason=exc.reason)
         if not spans:
             return BuildSkip(
                 source=str(path), reason=f"no spans stored for trace {ticket.trace_id}; collect it first"
@@ -193,25 +196,33 @@ class _Builder:
         built = [self.from_ticket(path, allow_draft) for path in paths]
         return [b for b in built if isinstance(b, Sample)], [b for b in built if isinstance(b, BuildSkip)]
 
-    def from_feedback(self, name: str | None, queue: str | None, threshold: float) -> list[Sample]:
-        """One sample per stored Langfuse score named ``name`` and/or made in annotation queue ``queue``."""
+    def from_feedback(
+        self, name: str | None, queue: str | None, threshold: float
+    ) -> tuple[list[Sample], list[BuildSkip]]:
+        """One sample per stored Langfuse score named ``name`` and/or made in annotation queue ``queue``;
+        and the traces that do not read back (a damaged store), skipped so that the rest still build."""
         from tracejudge.normalize import normalize
 
         samples: list[Sample] = []
+        skipped: list[BuildSkip] = []
         for trace_id in self.store.iter_trace_ids():
-            scores = _scores(self.store, trace_id, name, queue)
-            if name is None:
-                scores = _verdict_scores(scores, queue=queue)
-            if not scores:
+            try:
+                scores = _scores(self.store, trace_id, name, queue)
+                if name is None:
+                    scores = _verdict_scores(scores, queue=queue)
+                if not scores:
+                    continue
+                task = normalize(self.store.get_spans(trace_id))
+            except StoreDamageError as exc:
+                skipped.append(BuildSkip(source=trace_id, reason=exc.reason))
                 continue
-            task = normalize(self.store.get_spans(trace_id))
             samples += [
                 build_from_feedback(
                     task, score, self.manifest, threshold=threshold, acceptance_share=self.acceptance_share
                 )
                 for score in scores
             ]
-        return samples
+        return samples, skipped
 
 
 def _no_feedback(name: str | None, queue: str | None) -> BuildSkip:
@@ -263,10 +274,13 @@ def build_suite(
     builder = _Builder(store, manifest, rubric, acceptance_share)
     samples, skipped = builder.from_tickets(tickets, allow_draft)
     if from_sweep:
-        samples += _sweep_samples(store, manifest, since, until, rubric, acceptance_share)
+        swept, lost = _sweep_samples(store, manifest, since, until, rubric, acceptance_share)
+        samples += swept
+        skipped += lost
     if langfuse_feedback or langfuse_queue:
-        scored = builder.from_feedback(langfuse_feedback, langfuse_queue, positive_threshold)
+        scored, lost = builder.from_feedback(langfuse_feedback, langfuse_queue, positive_threshold)
         samples += scored
+        skipped += lost
         if not scored:
             skipped.append(_no_feedback(langfuse_feedback, langfuse_queue))
     return _report(out, merge_duplicates(samples), skipped)
@@ -325,15 +339,17 @@ def _sweep_samples(
     until: datetime | None,
     rubric: str | None,
     acceptance_share: float,
-) -> list[Sample]:
-    """Candidate failure samples from the traces a sweep flags (debug split: their basis is a draft)."""
+) -> tuple[list[Sample], list[BuildSkip]]:
+    """Candidate failure samples from the traces a sweep flags (debug split: their basis is a draft), and
+    the stored traces that do not read back (a damaged store: the sweep reads the rest)."""
     from tracejudge.localize import localize
     from tracejudge.normalize import normalize
     from tracejudge.schema import Ticket
     from tracejudge.sweep import iter_sweep
 
     out: list[Sample] = []
-    for flag in iter_sweep(store, manifest, since=since, until=until):
+    lost: list[str] = []
+    for flag in iter_sweep(store, manifest, since=since, until=until, unreadable=lost.append):
         if isinstance(flag, int):
             continue
         ticket = Ticket.model_validate(flag.ticket)
@@ -346,7 +362,11 @@ def _sweep_samples(
             acceptance_share=acceptance_share,
         )  # fmt: skip
         out.append(_drafted(sample, split="debug"))
-    return out
+    return out, [_unreadable(trace_id) for trace_id in lost]
+
+
+def _unreadable(trace_id: str) -> BuildSkip:
+    return BuildSkip(source=trace_id, reason=damaged_reason("the trace's stored spans do not read back"))
 
 
 def check_suite_path(

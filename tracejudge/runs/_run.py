@@ -277,7 +277,7 @@ def store_loader(store: Store) -> Loader:
             spans = store.get_spans(trace_id)
         except StoreDamageError as exc:
             # This trace alone is lost to damage: the run scores the rest (the item is indeterminate).
-            return f"store_damaged: {exc.message}; run `tracejudge doctor --deep` to list what else is lost"
+            return exc.reason
         if not spans:
             return f"no spans stored for trace {trace_id}"
         try:

@@ -212,6 +212,9 @@ class CalibrationReport(Agreement):
     """Where the labels came from (path or ``langfuse:SCORE``)."""
     labels_sha256: str = ""
     """sha256 of the labels as read."""
+    labels_skipped: tuple[str, ...] = ()
+    """Labels not read, and why: for ``langfuse:SCORE``, stored traces that no longer read back (a damaged
+    store); the figures rest on the labels that were read."""
     definition: str = ""
     """What the labels' pass means, as written by the people who labelled."""
     evaluated_on: Literal["holdout", "all"] = "all"
