@@ -66,25 +66,22 @@ def doctor(
     metrics endpoint. With --deep, every stored trace is read back too. Each problem comes with its fix;
     no secret is printed. Exit 1 when something configured does not work."""
     settings = DoctorSettings.from_env(app.store_url, judge_model=judge_model, timeout=timeout)
-    if deep:
-        with Progress(
-            TextColumn("reading the store back"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=app.err,
-            transient=True,
-            disable=not app.err.is_terminal,
-        ) as progress:
-            bar = progress.add_task("traces", total=None)
-            report = run_doctor(
-                settings,
-                judge=call_judge,
-                deep=True,
-                traces_read=lambda done, total: progress.update(bar, completed=done, total=total),
-            )
-    else:
-        report = run_doctor(settings, judge=call_judge)
+    with Progress(
+        TextColumn("reading the store back"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=app.err,
+        transient=True,
+        disable=not (deep and app.err.is_terminal),  # only --deep reads the store through
+    ) as progress:
+        bar = progress.add_task("traces", total=None)
+        report = run_doctor(
+            settings,
+            judge=call_judge,
+            deep=deep,
+            traces_read=lambda done, total: progress.update(bar, completed=done, total=total),
+        )
     if as_json:
         print_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:

@@ -89,7 +89,7 @@ _SESSION_ID = SESSION_KEYS[0]
 class OtlpEnvelope:
     """Wraps spans of one resource and scope, each alone, into a serialized ``ResourceSpans``."""
 
-    __slots__ = ("_resource", "_scope", "_scope_size", "resource", "scope")
+    __slots__ = ("_prefixes", "resource", "scope")
 
     def __init__(self, resource: bytes, scope: bytes) -> None:
         """``resource`` and ``scope``: the serialized ``Resource`` and ``InstrumentationScope``."""
@@ -97,18 +97,22 @@ class OtlpEnvelope:
         """The serialized ``Resource``."""
         self.scope = scope
         """The serialized ``InstrumentationScope``."""
-        # Each with the tag of the field that follows it (scope_spans, spans): one piece fewer a span.
-        self._resource = _FIELD_1 + _varint(len(resource)) + resource + _FIELD_2
-        self._scope = _FIELD_1 + _varint(len(scope)) + scope + _FIELD_2
-        self._scope_size = len(self._scope)
+        # Made at the first wrap: a read parses each span alone and never wraps one.
+        self._prefixes: tuple[bytes, bytes] | None = None
 
     def wrap(self, span: bytes) -> bytes:
         """The ``ResourceSpans`` holding the serialized ``Span`` ``span`` alone."""
+        prefixes = self._prefixes
+        if prefixes is None:
+            # Each with the tag of the field that follows it (scope_spans, spans): one piece fewer a span.
+            prefixes = self._prefixes = (
+                _FIELD_1 + _varint(len(self.resource)) + self.resource + _FIELD_2,
+                _FIELD_1 + _varint(len(self.scope)) + self.scope + _FIELD_2,
+            )
+        resource, scope = prefixes
         n = len(span)
         inner = _varint(n)
-        return b"".join(
-            (self._resource, _varint(self._scope_size + len(inner) + n), self._scope, inner, span)
-        )
+        return b"".join((resource, _varint(len(scope) + len(inner) + n), scope, inner, span))
 
 
 class EncodedSpan(NamedTuple):
