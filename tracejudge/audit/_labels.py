@@ -47,7 +47,7 @@ class LabelSet:
     sha256: str = ""
     """Hash of the labels as read."""
     warnings: tuple[str, ...] = field(default=())
-    """Lines skipped and why."""
+    """Lines (or, for Langfuse scores, stored traces) skipped and why."""
 
 
 def item_key(item: LabelItem) -> str:
