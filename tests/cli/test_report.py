@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.store.damage import cut_chunks
 from tracejudge.cli import cli
 from tracejudge.store import SqliteStore
 from tracejudge.testing.langfuse_server import LangfuseServer
@@ -145,3 +147,28 @@ def test_langfuse_configs_need_langfuse(monkeypatch: pytest.MonkeyPatch, tmp_pat
     result = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "report", "langfuse-configs"])
     assert result.exit_code == 2
     assert "LANGFUSE_BASE_URL" in result.output
+
+
+def test_report_shows_what_it_holds_past_a_trace_the_store_holds_damaged(
+    demo_db: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "copy.db"
+    shutil.copy(demo_db, db)  # the demo closed its store: the file holds it whole
+    copy = SqliteStore(db)
+    try:
+        lost = sorted({r.trace_id for r in copy.list_triage_results()})[0]
+    finally:
+        copy.close()
+    cut_chunks(db, lost)
+    result = CliRunner().invoke(
+        cli, ["--store", str(db), "report", "--out", str(tmp_path / "r.html"), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["tickets"] == 9  # every triaged ticket still shown
+    assert summary["unreadable_traces"] == [lost]
+    assert (
+        f"do not read back (a damaged store), shown without their Langfuse link or prompt version: {lost}"
+        in (" ".join(result.stderr.split()))
+    )
+    assert "tracejudge doctor --deep" in result.stderr

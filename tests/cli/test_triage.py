@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.cli.triage_records import V2, record, stand_in_normalizer, store_traces
+from tests.store.damage import cut_chunks
 from tracejudge.cli import cli
 from tracejudge.schema import Localization, RawSpan
 from tracejudge.store import open_store
@@ -392,3 +393,63 @@ def test_the_verdict_line_shows_control_characters_escaped(store_url: str, tmp_p
     assert "\x1b]0;" not in res.stdout
     assert "\u202e" not in res.stdout
     assert "\\x1b]0;pwned\\x07\\u202e" in res.stdout
+
+
+@pytest.mark.usefixtures("records")
+def test_folder_goes_on_past_a_trace_the_store_holds_damaged(store_url: str, tmp_path: Path) -> None:
+    """A damaged trace is unconfirmed as a trace not stored is, and the rest are triaged; so is a trace
+    whose earlier turn is damaged (its conversation cannot be read whole). Alone, it is an error."""
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET)
+    write(folder, "b.yaml", TICKET.replace(TRACE, OTHER).replace("EXP-311", "EXP-312"))
+    cut_chunks(tmp_path / "tj.db", OTHER)
+    res = run(store_url, "--ticket", str(folder), "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [(r["ticket"], r["verdict"]) for r in data["results"]] == [
+        ("EXP-311", "no_fault"),
+        ("EXP-312", "unconfirmed"),
+    ]
+    [indexed, *rest] = data["results"][1]["stages"]
+    assert indexed["status"] == "unconfirmed"
+    assert indexed["detail"].startswith(f"store_damaged: trace {OTHER}: a stored chunk of spans")
+    assert "restore the store from a backup" in indexed["missing"][0]
+    assert {s["status"] for s in rest} == {"skipped"}
+    assert "1 ticket(s) name a trace the store holds damaged" in " ".join(res.stderr.split())
+    assert "no stored spans" not in res.stderr
+    store = open_store(store_url)
+    try:  # nothing kept for the damaged trace: the store's damage is not a verdict on the agent
+        assert {r.trace_id for r in store.list_triage_results()} == {TRACE}
+    finally:
+        store.close()
+    alone = run(store_url, "--ticket", str(folder / "b.yaml"))
+    assert alone.exit_code == 1
+    assert f"trace {OTHER}: a stored chunk of spans" in alone.stderr
+    assert "doctor --deep" in alone.stderr
+
+
+@pytest.mark.usefixtures("records")
+def test_a_damaged_earlier_turn_leaves_the_later_turn_unconfirmed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tj.db'}"
+    store = open_store(url)
+    try:  # OTHER the first turn of session s, TRACE the second
+        store.put_spans(
+            [
+                RawSpan(trace_id=t, span_id="c" * 16, name="agent", start_time_unix_nano=n,
+                        end_time_unix_nano=n + 1, attributes={"session.id": "s"})
+                for t, n in ((OTHER, 1), (TRACE, 5))
+            ]
+        )  # fmt: skip
+    finally:
+        store.close()
+    folder = tmp_path / "tickets"
+    write(folder, "a.yaml", TICKET)
+    whole = json.loads(run(url, "--ticket", str(folder), "--json").stdout)
+    assert [r["verdict"] for r in whole["results"]] == ["no_fault"]
+    cut_chunks(tmp_path / "tj.db", OTHER)
+    res = run(url, "--ticket", str(folder), "--json")
+    assert res.exit_code == 0, res.output
+    [result] = json.loads(res.stdout)["results"]
+    assert result["verdict"] == "unconfirmed"
+    detail = result["stages"][0]["detail"]
+    assert detail.startswith(f"store_damaged: trace {OTHER}, an earlier turn of session s:")

@@ -44,6 +44,14 @@ def report(ctx: click.Context, out: Path, suites: tuple[Path, ...], as_json: boo
     for unread in data.unread_reports:
         # A report a later tracejudge stored in a layout this one cannot read: the one shown is older.
         click.echo(f"warning: {unread}", err=True)
+    if data.unreadable_traces:
+        click.echo(
+            f"warning: {len(data.unreadable_traces)} stored trace(s) the report reads do not read back (a"
+            f" damaged store), shown without their Langfuse link or prompt version:"
+            f" {', '.join(data.unreadable_traces[:5])}{' …' if len(data.unreadable_traces) > 5 else ''};"
+            " run `tracejudge doctor --deep` to list every one",
+            err=True,
+        )
     if as_json:
         print_json(
             {
@@ -54,6 +62,7 @@ def report(ctx: click.Context, out: Path, suites: tuple[Path, ...], as_json: boo
                 "calibrations": len(data.calibrations),
                 "audits": len(data.audits),
                 "unread_reports": list(data.unread_reports),
+                "unreadable_traces": list(data.unreadable_traces),
                 "suites": [s.name for s in data.suites],
             }
         )

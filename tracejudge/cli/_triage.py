@@ -269,9 +269,19 @@ def _render_triage(app: App, out: TriageOutcome) -> None:
         _render_one(app, out.results[0].localization)
 
 
+_DAMAGED = (
+    "run `tracejudge doctor --deep` to list every trace that no longer reads back; restore the store from"
+    " a backup"
+)
+
+
 def _render_unstored(app: App, unstored: Sequence[TicketResult]) -> None:
-    names = ", ".join(r.localization.ticket or r.ticket_file.name for r in unstored)
-    app.err.print(
-        safe_text(f"{len(unstored)} ticket(s) name a trace with no stored spans ({names}): unconfirmed")
-    )
-    app.err.print(safe_text(f"  → {NOT_STORED_HINT}"))
+    for damaged, what, hint in (
+        (False, "name a trace with no stored spans", NOT_STORED_HINT),
+        (True, "name a trace the store holds damaged (it, or an earlier turn, does not read back)", _DAMAGED),
+    ):
+        these = [r for r in unstored if r.unreadable is damaged]
+        if these:
+            names = ", ".join(r.localization.ticket or r.ticket_file.name for r in these)
+            app.err.print(safe_text(f"{len(these)} ticket(s) {what} ({names}): unconfirmed"))
+            app.err.print(safe_text(f"  → {hint}"))

@@ -24,6 +24,7 @@ from tracejudge.localize._localize import (
     still_arriving,
     task_time,
     trace_not_stored,
+    trace_unreadable,
 )
 from tracejudge.localize._session import SessionContext, localize_session, prior_user_turns
 from tracejudge.localize._summary import verdict_counts
@@ -65,6 +66,7 @@ __all__ = [
     "ticket_files",
     "tokenize",
     "trace_not_stored",
+    "trace_unreadable",
     "triage_tickets",
     "usage_messages",
     "verdict_counts",

@@ -404,15 +404,32 @@ def trace_not_stored(ticket: Ticket, trace_id: str) -> Localization:
     Used when many tickets are triaged at once, so one trace not yet collected does not stop the rest.
     """
     missing = f"the spans of trace {trace_id} in the store (collect the trace first)"
-    stages = [
-        stage_result("indexed", "unconfirmed", f"no spans stored for trace {trace_id}", missing=[missing])
-    ]
-    stages += [stage_result(n, "skipped", "not checked: the trace is not stored") for n in STAGES[1:]]
+    return _unread(
+        ticket, trace_id, f"no spans stored for trace {trace_id}", missing, "the trace is not stored"
+    )
+
+
+def trace_unreadable(ticket: Ticket, trace_id: str, reason: str) -> Localization:
+    """The result for a ticket whose trace (or an earlier turn of its session) the store holds damaged
+    (``reason``, a :attr:`~tracejudge.StoreDamageError.reason`): unconfirmed, as when it is not stored.
+
+    Used when many tickets are triaged at once, so one damaged trace does not stop the rest."""
+    missing = (
+        f"the spans of trace {trace_id} as they were stored: restore the store from a backup"
+        " (`tracejudge doctor --deep` lists the traces that no longer read back)"
+    )
+    return _unread(ticket, trace_id, reason, missing, "the stored trace does not read back")
+
+
+def _unread(ticket: Ticket, trace_id: str, detail: str, missing: str, why: str) -> Localization:
+    """Unconfirmed at the first stage (``detail``, ``missing``); the others not checked (``why``)."""
+    stages = [stage_result("indexed", "unconfirmed", detail, missing=[missing])]
+    stages += [stage_result(n, "skipped", f"not checked: {why}") for n in STAGES[1:]]
     return Localization(
         ticket=ticket.ticket,
         trace_id=trace_id,
         task_time=utc(ticket.task_time),
         verdict="unconfirmed",
-        summary=f"unconfirmed: no spans stored for trace {trace_id}",
+        summary=f"unconfirmed: {detail}",
         stages=tuple(stages),
     )

@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreDamageError
 from tracejudge._redact import redact
 from tracejudge.localize._judge import UsageJudge
 from tracejudge.localize._llm_judge import LLMUsageJudge
 from tracejudge.localize._load import load_manifest, load_ticket, ticket_files
-from tracejudge.localize._localize import localize, trace_not_stored
+from tracejudge.localize._localize import localize, trace_not_stored, trace_unreadable
 from tracejudge.localize._session import SessionContext, localize_session
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.normalize import incompleteness, normalize
@@ -39,7 +39,11 @@ class TicketResult:
     localization: Localization
     """The verdict with its stages."""
     stored: bool = True
-    """False when the trace had no stored spans (in a folder): the localization is unconfirmed."""
+    """False when the trace had no stored spans, or they (or an earlier turn's) do not read back (in a
+    folder): the localization is unconfirmed."""
+    unreadable: bool = False
+    """True when the trace, or an earlier turn of its session, is stored but does not read back (a
+    damaged store)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class TriageOutcome:
 
     @property
     def unstored(self) -> tuple[TicketResult, ...]:
-        """The tickets whose trace had no stored spans."""
+        """The tickets whose trace had no stored spans or does not read back."""
         return tuple(r for r in self.results if not r.stored)
 
     @property
@@ -131,7 +135,10 @@ def _triage_one(
 
     With a session (``session_id``, the ticket's, or the one the trace records) the stored turns
     before this trace are read too (DESIGN 5.5 Sessions)."""
-    spans = store.get_spans(trace_id)
+    try:
+        spans = store.get_spans(trace_id)
+    except StoreDamageError as exc:
+        raise StoreDamageError(f"trace {trace_id}: {exc.message}", hint=exc.hint) from exc
     if not spans:
         if batch:
             return None
@@ -154,7 +161,14 @@ def _earlier_turns(store: Store, session_id: str, trace_id: str, task: TaskRecor
             return
         if task.start_time is not None and turn.start_time is not None and turn.start_time > task.start_time:
             return
-        turn_spans = store.get_spans(turn.trace_id)
+        try:
+            turn_spans = store.get_spans(turn.trace_id)
+        except StoreDamageError as exc:
+            # The conversation cannot be read whole: this trace is not judged without that turn.
+            raise StoreDamageError(
+                f"trace {turn.trace_id}, an earlier turn of session {session_id}: {exc.message}",
+                hint=exc.hint,
+            ) from exc
         if turn_spans:
             yield normalize(turn_spans)
 
@@ -212,7 +226,16 @@ def _localize_jobs(
     unstored: list[TicketResult] = []
     try:
         for p, t, tid in jobs:
-            loc = _triage_one(store, tid, t, manifest, usage_judge, batch=batch, session_id=session_id)
+            try:
+                loc = _triage_one(store, tid, t, manifest, usage_judge, batch=batch, session_id=session_id)
+            except StoreDamageError as exc:
+                if not batch:
+                    raise
+                # As a trace not stored: only this ticket is unconfirmed, and nothing is kept or written
+                # back for it (the store's damage is not a verdict on the agent).
+                lost = trace_unreadable(t, tid, exc.reason)
+                unstored.append(TicketResult(p, lost, stored=False, unreadable=True))
+                continue
             if loc is None:
                 # One trace not collected yet does not stop a batch: its row says what is missing.
                 unstored.append(TicketResult(p, trace_not_stored(t, tid), stored=False))

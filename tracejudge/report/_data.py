@@ -17,6 +17,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tracejudge import __version__
+from tracejudge._errors import StoreDamageError
 from tracejudge.schema import (
     AuditReport,
     CalibrationReport,
@@ -236,6 +237,9 @@ class ReportData(_View):
     unread_reports: tuple[str, ...] = ()
     """Stored calibration and audit reports this version could not read (a later layout): each what it is,
     why, and what to do; the latest shown of their rubric may be older than they are."""
+    unreadable_traces: tuple[str, ...] = ()
+    """Traces the report reads (a triaged trace's origin, a scored trace's agent prompt) that the store
+    holds damaged: shown without their Langfuse link and prompt version (``doctor --deep`` lists all)."""
     suites: tuple[SuiteView, ...] = ()
     """Regression suites asked for."""
     regression_available: bool = True
@@ -564,14 +568,24 @@ def rubric_view(
     )
 
 
-def _agent_prompts(store: Store, items: Iterable[ItemResult], limit: int) -> set[str]:
+def _spans(store: Store, trace_id: str, lost: list[str]) -> list[RawSpan]:
+    """The trace's stored spans; none, and its id in ``lost``, when they do not read back (the report
+    shows the rest of what it holds)."""
+    try:
+        return store.get_spans(trace_id)
+    except StoreDamageError:
+        lost.append(trace_id)
+        return []
+
+
+def _agent_prompts(store: Store, items: Iterable[ItemResult], limit: int, lost: list[str]) -> set[str]:
     from tracejudge.normalize import normalize
 
     found: set[str] = set()
     for i, item in enumerate(items):
         if i >= limit:
             break
-        spans = store.get_spans(item.trace_id)
+        spans = _spans(store, item.trace_id, lost)
         if not spans:
             continue
         try:
@@ -642,7 +656,8 @@ def build_report(
     links Langfuse-sourced traces."""
     base = langfuse_url if langfuse_url is not None else langfuse_base_url()
     entries = store.list_triage_results()
-    origins = {tid: trace_origin(store.get_spans(tid)) for tid in {e.trace_id for e in entries}}
+    lost: list[str] = []
+    origins = {tid: trace_origin(_spans(store, tid, lost)) for tid in {e.trace_id for e in entries}}
     calibration_available = hasattr(store, "list_reports")
     calibrations: list[CalibrationReport] = []
     audits: list[AuditReport] = []
@@ -660,17 +675,18 @@ def build_report(
         sweep=latest_sweep(store) if calibration_available else None,
         generated_at=now or datetime.now(UTC),
         triage=triage_view(entries, origins, langfuse_url=base),
-        rubrics=_rubric_views(store, agent_prompt_traces),
+        rubrics=_rubric_views(store, agent_prompt_traces, lost),
         calibrations=tuple(calibrations),
         calibration_available=calibration_available,
         audits=tuple(audits),
         unread_reports=tuple(unread),
+        unreadable_traces=tuple(dict.fromkeys(lost)),
         suites=tuple(suite_views or ()),
         regression_available=suite_views is not None,
     )
 
 
-def _rubric_views(store: Store, agent_prompt_traces: int) -> tuple[RubricView, ...]:
+def _rubric_views(store: Store, agent_prompt_traces: int, lost: list[str]) -> tuple[RubricView, ...]:
     by_rubric: dict[str, list[RunRecord]] = {}
     for run in store.list_runs():
         by_rubric.setdefault(run.provenance.rubric_name, []).append(run)
@@ -678,7 +694,7 @@ def _rubric_views(store: Store, agent_prompt_traces: int) -> tuple[RubricView, .
     for name in sorted(by_rubric):
         runs = sorted(by_rubric[name], key=lambda r: (r.created_at, r.run_id))[-_MAX_RUNS_PER_RUBRIC:]
         prompts = {
-            r.run_id: _agent_prompts(store, store.iter_score_items(r.run_id), agent_prompt_traces)
+            r.run_id: _agent_prompts(store, store.iter_score_items(r.run_id), agent_prompt_traces, lost)
             for r in runs
         }
         rubrics.append(
