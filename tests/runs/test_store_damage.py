@@ -3,10 +3,14 @@ reason naming the damage and what to run, and the rest are scored (a StoreError 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from click.testing import CliRunner
 
 from tests.runs.test_shared_still_arriving import late_beside_whole
 from tests.store.damage import cut_chunks
+from tracejudge.cli import cli
 from tracejudge.judge import load_rubric
 from tracejudge.runs import score_run, store_loader
 from tracejudge.store import open_store
@@ -30,3 +34,19 @@ def test_a_damaged_trace_is_an_indeterminate_item_and_the_rest_are_scored(tmp_pa
     assert items[late].reason == why
     assert items[done].verdict == "pass"
     assert (run.summary.overall.n, run.summary.overall.indeterminate) == (2, 1)
+
+
+def test_score_names_a_damaged_trace_and_scores_it_as_indeterminate(tmp_path: Path) -> None:
+    """``score --trace`` takes a damaged trace as stored (it is: it does not read back), not as an id that
+    names nothing; the run makes it an indeterminate item that names the damage."""
+    url = f"sqlite:///{tmp_path}/store.db"
+    _, late, done, rubric_path = late_beside_whole(url, tmp_path)
+    cut_chunks(tmp_path / "store.db", late)
+    args = ["--store", url, "score", "--rubric", str(rubric_path), "--trace", late, "--trace", done, "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    items = {i["trace_id"]: i for i in json.loads(result.stdout)["items"]}
+    assert items[done]["verdict"] == "pass"
+    assert items[late]["verdict"] == "indeterminate"
+    assert items[late]["reason"].startswith("store_damaged: ")
+    assert "no spans stored" not in result.output

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from tracejudge._errors import InputError
+from tracejudge._errors import InputError, StoreDamageError
 from tracejudge.cli._app import App, exit_unless, handle_errors, json_element, pass_app, print_json_elements
 from tracejudge.cli._gc import collected_after_start_up
 from tracejudge.cli._safe import escape
@@ -254,7 +254,7 @@ def _stored_trace_ids(app: App, given: tuple[str, ...]) -> tuple[str, ...]:
     """The stored traces ``--trace`` names (unique prefixes resolved); one that is not stored is an
     input error before any work, as in ``triage``."""
     ids = tuple(resolve_trace_id(app.store, t) for t in given)
-    missing = [t for t in ids if not app.store.get_spans(t)]
+    missing = [t for t in ids if not _stored(app, t)]
     if missing:
         raise InputError(
             f"no spans stored for trace {', '.join(missing)}",
@@ -262,6 +262,13 @@ def _stored_trace_ids(app: App, given: tuple[str, ...]) -> tuple[str, ...]:
             " `tracejudge traces list`",
         )
     return ids
+
+
+def _stored(app: App, trace_id: str) -> bool:
+    try:
+        return bool(app.store.get_spans(trace_id))
+    except StoreDamageError:
+        return True  # stored, and damaged: the run makes it an indeterminate item that says so
 
 
 def _store_arg(url: str) -> str | None:
