@@ -22,7 +22,7 @@ from tracejudge.localize._localize import localize, trace_not_stored, trace_unre
 from tracejudge.localize._session import SessionContext, localize_session
 from tracejudge.localize._summary import verdict_counts
 from tracejudge.normalize import incompleteness, normalize
-from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, TaskRecord, Ticket
+from tracejudge.schema import JudgeConfig, Localization, ManifestEntry, RawSpan, TaskRecord, Ticket
 from tracejudge.store import Store
 
 __all__ = ["NOT_STORED_HINT", "TicketResult", "TriageOutcome", "triage_tickets"]
@@ -135,10 +135,7 @@ def _triage_one(
 
     With a session (``session_id``, the ticket's, or the one the trace records) the stored turns
     before this trace are read too (DESIGN 5.5 Sessions)."""
-    try:
-        spans = store.get_spans(trace_id)
-    except StoreDamageError as exc:
-        raise StoreDamageError(f"trace {trace_id}: {exc.message}", hint=exc.hint) from exc
+    spans = _read(store, trace_id, f"trace {trace_id}")
     if not spans:
         if batch:
             return None
@@ -161,16 +158,20 @@ def _earlier_turns(store: Store, session_id: str, trace_id: str, task: TaskRecor
             return
         if task.start_time is not None and turn.start_time is not None and turn.start_time > task.start_time:
             return
-        try:
-            turn_spans = store.get_spans(turn.trace_id)
-        except StoreDamageError as exc:
-            # The conversation cannot be read whole: this trace is not judged without that turn.
-            raise StoreDamageError(
-                f"trace {turn.trace_id}, an earlier turn of session {session_id}: {exc.message}",
-                hint=exc.hint,
-            ) from exc
+        # Damaged, it stops this trace's triage: the conversation cannot be read whole.
+        turn_spans = _read(
+            store, turn.trace_id, f"trace {turn.trace_id}, an earlier turn of session {session_id}"
+        )
         if turn_spans:
             yield normalize(turn_spans)
+
+
+def _read(store: Store, trace_id: str, what: str) -> list[RawSpan]:
+    """The trace's stored spans; when they do not read back, the store's error saying ``what`` they are."""
+    try:
+        return store.get_spans(trace_id)
+    except StoreDamageError as exc:
+        raise StoreDamageError(f"{what}: {exc.message}", hint=exc.hint) from exc
 
 
 def _with_notes(loc: Localization, task: TaskRecord) -> Localization:
